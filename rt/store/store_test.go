@@ -1,0 +1,418 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/zlink-go/zlink/rt/store"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+var ctx = context.Background()
+
+func key(id string) store.SpotKey { return store.SpotKey{Type: "chat.Room", ID: id} }
+
+func reserve(t *testing.T, s store.Store, k store.SpotKey, o store.Owner) store.Reservation {
+	t.Helper()
+	r, err := s.Reserve(ctx, k, sdk.KindInstance, o)
+	require.NoError(t, err)
+	require.True(t, r.Won, "reservation of %s", k)
+	return r.Reservation
+}
+
+func TestB5_SixtyFourReserversOneWinner(t *testing.T) {
+	s := newStore(t)
+	reg := register(t, s, "node-a", store.LeaseOptions{})
+	const callers, trials = 64, 200
+	for trial := range trials {
+		k := key("room-" + strings.Repeat("x", trial%7) + string(rune('a'+trial%26)) + string(rune('0'+trial/26)))
+		results := make([]store.ReserveResult, callers)
+		errs := make([]error, callers)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range callers {
+			wg.Go(func() {
+				<-start
+				results[i], errs[i] = s.Reserve(ctx, k, sdk.KindInstance, reg.Owner())
+			})
+		}
+		close(start)
+		wg.Wait()
+		winners := 0
+		var winner store.Reservation
+		for i := range callers {
+			require.NoError(t, errs[i])
+			if results[i].Won {
+				winners++
+				winner = results[i].Reservation
+			}
+		}
+		require.Equal(t, 1, winners, "trial %d: exactly one winner", trial)
+		for i, r := range results {
+			if r.Won {
+				continue
+			}
+			require.Equal(t, store.StateCreating, r.Current.State, "trial %d caller %d", trial, i)
+			require.Equal(t, winner.Attempt, r.Current.Record.Attempt, "trial %d caller %d sees the winner's attempt", trial, i)
+			require.Equal(t, winner.Revision, r.Current.Record.Revision)
+		}
+	}
+}
+
+func TestB7_CommitReadyByStaleAttemptFails(t *testing.T) {
+	s := newStore(t)
+	reg := register(t, s, "node-a", store.LeaseOptions{})
+	res := reserve(t, s, key("r1"), reg.Owner())
+
+	stale := res
+	stale.Revision-- // an older reservation of the same key
+	_, err := s.CommitReady(ctx, stale)
+	require.ErrorIs(t, err, store.ErrFenced)
+
+	rec, err := s.CommitReady(ctx, res)
+	require.NoError(t, err)
+	assert.Equal(t, store.PhaseReady, rec.Phase)
+	assert.Equal(t, uint64(1), rec.Generation)
+	assert.Equal(t, res.Attempt, rec.Attempt)
+
+	_, err = s.CommitReady(ctx, res)
+	require.ErrorIs(t, err, store.ErrFenced, "the same reservation cannot commit twice")
+
+	got, err := s.Lookup(ctx, key("r1"))
+	require.NoError(t, err)
+	assert.Equal(t, store.StateReady, got.State)
+	assert.Equal(t, reg.Owner(), got.Record.Owner)
+	assert.Equal(t, res.Incarnation, got.Record.Incarnation)
+}
+
+func TestD3_ReleaseWithStaleRevisionFails(t *testing.T) {
+	s := newStore(t)
+	reg := register(t, s, "node-a", store.LeaseOptions{})
+	rec, err := s.CommitReady(ctx, reserve(t, s, key("r1"), reg.Owner()))
+	require.NoError(t, err)
+
+	stale := rec
+	stale.Revision--
+	_, err = s.BeginRelease(ctx, key("r1"), stale, store.ReleaseExplicitClose)
+	require.ErrorIs(t, err, store.ErrFenced)
+
+	releasing, err := s.BeginRelease(ctx, key("r1"), rec, store.ReleaseExplicitClose)
+	require.NoError(t, err)
+	require.ErrorIs(t, s.FinishRelease(ctx, key("r1"), withRevision(releasing, rec.Revision)), store.ErrFenced)
+
+	got, err := s.Lookup(ctx, key("r1"))
+	require.NoError(t, err)
+	assert.Equal(t, store.StateUnavailable, got.State, "a releasing record gives out no route (D4)")
+	assert.Equal(t, store.EvidenceReleasing, got.Evidence)
+}
+
+func withRevision(r store.Record, rev int64) store.Record { r.Revision = rev; return r }
+
+func TestB3_ReleaseThenLookupIsMissing(t *testing.T) {
+	s := newStore(t)
+	reg := register(t, s, "node-a", store.LeaseOptions{})
+	first, err := s.CommitReady(ctx, reserve(t, s, key("r1"), reg.Owner()))
+	require.NoError(t, err)
+	require.NoError(t, s.Release(ctx, key("r1"), first, store.ReleaseIdle))
+
+	got, err := s.Lookup(ctx, key("r1"))
+	require.NoError(t, err)
+	assert.Equal(t, store.StateMissing, got.State)
+	assert.Positive(t, got.Revision, "Missing keeps the lookup version")
+
+	// Missing can be created again; the new incarnation is distinct and later.
+	second, err := s.CommitReady(ctx, reserve(t, s, key("r1"), reg.Owner()))
+	require.NoError(t, err)
+	assert.Greater(t, second.Incarnation, first.Incarnation)
+}
+
+func TestB3_RevokedOwnerIsUnavailableUntilReclaimed(t *testing.T) {
+	s := newStore(t)
+	dead := register(t, s, "node-dead", store.LeaseOptions{})
+	live := register(t, s, "node-live", store.LeaseOptions{})
+	ready, err := s.CommitReady(ctx, reserve(t, s, key("ready"), dead.Owner()))
+	require.NoError(t, err)
+	reserve(t, s, key("creating"), dead.Owner())
+	_, err = s.CommitReady(ctx, reserve(t, s, key("other"), live.Owner()))
+	require.NoError(t, err)
+
+	require.NoError(t, dead.Close(ctx)) // revokes the owner lease
+
+	for _, id := range []string{"ready", "creating"} {
+		got, err := s.Lookup(ctx, key(id))
+		require.NoError(t, err)
+		assert.Equal(t, store.StateUnavailable, got.State, "%s: a dead owner's record is Unavailable, never Missing", id)
+		assert.Equal(t, store.EvidenceOwnerLeaseEnded, got.Evidence, id)
+		assert.Equal(t, dead.Owner(), got.Record.Owner, "%s keeps the invalid owner evidence", id)
+		r, err := s.Reserve(ctx, key(id), sdk.KindInstance, live.Owner())
+		require.NoError(t, err)
+		assert.False(t, r.Won, "%s: no creation starts while Unavailable (K5)", id)
+	}
+	// A record the dead owner no longer writes cannot be released by it either.
+	require.ErrorIs(t, s.Release(ctx, key("ready"), ready, store.ReleaseExplicitClose), store.ErrFenced)
+
+	stats, err := s.Reclaim(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, stats.DeadIncarnations)
+	assert.Equal(t, 2, stats.Released)
+
+	for _, id := range []string{"ready", "creating"} {
+		got, err := s.Lookup(ctx, key(id))
+		require.NoError(t, err)
+		assert.Equal(t, store.StateMissing, got.State, "%s is Missing after the formal release", id)
+	}
+	other, err := s.Lookup(ctx, key("other"))
+	require.NoError(t, err)
+	assert.Equal(t, store.StateReady, other.State, "a live owner's record is untouched")
+
+	stats, err = s.Reclaim(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, store.ReclaimStats{}, stats, "the dead registration was forgotten")
+}
+
+func TestD5_WaiterSeesReleaseTag(t *testing.T) {
+	s := newStore(t)
+	reg := register(t, s, "node-a", store.LeaseOptions{})
+	rec, err := s.CommitReady(ctx, reserve(t, s, key("r1"), reg.Owner()))
+	require.NoError(t, err)
+	before, err := s.Lookup(ctx, key("r1"))
+	require.NoError(t, err)
+
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		_ = s.Release(ctx, key("r1"), rec, store.ReleaseIdle)
+	}()
+	res := before
+	for res.State != store.StateMissing {
+		res, err = s.WaitChange(ctx, key("r1"), res.Revision)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, store.ReleaseIdle, res.ReleasedBy, "the waiter learns that idle cleanup released the authority")
+}
+
+func TestB5_WaiterOfAttemptSeesReady(t *testing.T) {
+	s := newStore(t)
+	reg := register(t, s, "node-a", store.LeaseOptions{})
+	res := reserve(t, s, key("r1"), reg.Owner())
+	lost, err := s.Reserve(ctx, key("r1"), sdk.KindInstance, reg.Owner())
+	require.NoError(t, err)
+	require.False(t, lost.Won)
+	require.Equal(t, store.StateCreating, lost.Current.State)
+
+	done := make(chan store.Resolution, 1)
+	go func() {
+		r, err := s.WaitChange(ctx, key("r1"), lost.Current.Revision)
+		if err == nil {
+			done <- r
+		}
+		close(done)
+	}()
+	_, err = s.CommitReady(ctx, res)
+	require.NoError(t, err)
+	select {
+	case r, ok := <-done:
+		require.True(t, ok, "WaitChange failed")
+		assert.Equal(t, store.StateReady, r.State)
+		assert.Equal(t, res.Attempt, r.Record.Attempt)
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter never woke")
+	}
+}
+
+func TestWaitChangeRereadsWhenCompacted(t *testing.T) {
+	s := newStore(t)
+	reg := register(t, s, "node-a", store.LeaseOptions{})
+	res := reserve(t, s, key("r1"), reg.Owner())
+	rec, err := s.CommitReady(ctx, res)
+	require.NoError(t, err)
+	_, err = s.Client().Compact(ctx, rec.Revision)
+	require.NoError(t, err)
+
+	got, err := s.WaitChange(ctx, key("r1"), res.Revision-1)
+	require.NoError(t, err)
+	assert.Equal(t, store.StateReady, got.State)
+}
+
+func TestWaitChangeHonoursContext(t *testing.T) {
+	s := newStore(t)
+	c, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	got, err := s.Lookup(ctx, key("nobody"))
+	require.NoError(t, err)
+	_, err = s.WaitChange(c, key("nobody"), got.Revision)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+func TestIDsRoundTripThroughKeys(t *testing.T) {
+	s := newStore(t)
+	reg := register(t, s, "node/with slash ü", store.LeaseOptions{})
+	ids := []string{"a/b", "/leading", "trailing/", "a//b", "with space", "방-1", "100%", "%2F", "emoji 🎲", strings.Repeat("é", 512)}
+	for _, id := range ids {
+		k := store.SpotKey{Type: "game/Room v2", ID: id}
+		_, err := s.CommitReady(ctx, reserve(t, s, k, reg.Owner()))
+		require.NoError(t, err, "%q", id)
+	}
+	for _, id := range ids {
+		k := store.SpotKey{Type: "game/Room v2", ID: id}
+		got, err := s.Lookup(ctx, k)
+		require.NoError(t, err)
+		assert.Equal(t, store.StateReady, got.State, "%q", id)
+		assert.Equal(t, k, got.Key)
+	}
+	// Distinct IDs never alias: "a/b" and "a%2Fb" are different objects.
+	got, err := s.Lookup(ctx, store.SpotKey{Type: "game/Room v2", ID: "a%2Fb"})
+	require.NoError(t, err)
+	assert.Equal(t, store.StateMissing, got.State)
+
+	// The reclaimer parses every key back.
+	require.NoError(t, reg.Close(ctx))
+	stats, err := s.Reclaim(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, len(ids), stats.Released)
+}
+
+func TestBadIDsAreRefusedWithAReason(t *testing.T) {
+	s := newStore(t)
+	reg := register(t, s, "node-a", store.LeaseOptions{})
+	cases := map[string]struct {
+		key  store.SpotKey
+		want string
+	}{
+		"empty id":       {store.SpotKey{Type: "T", ID: ""}, "spot ID is empty"},
+		"empty type":     {store.SpotKey{Type: "", ID: "x"}, "spot type name is empty"},
+		"too long":       {store.SpotKey{Type: "T", ID: strings.Repeat("a", sdk.MaxIDBytes+1)}, "1025 bytes, over the limit of 1024"},
+		"invalid utf-8":  {store.SpotKey{Type: "T", ID: "bad\xff"}, "not valid UTF-8"},
+		"nul":            {store.SpotKey{Type: "T", ID: "a\x00b"}, "contains a NUL byte at offset 1"},
+		"nul in type":    {store.SpotKey{Type: "T\x00", ID: "x"}, "spot type name"},
+		"max is allowed": {store.SpotKey{Type: "T", ID: strings.Repeat("a", sdk.MaxIDBytes)}, ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := s.Reserve(ctx, tc.key, sdk.KindInstance, reg.Owner())
+			_, lerr := s.Lookup(ctx, tc.key)
+			if tc.want == "" {
+				require.NoError(t, err)
+				require.NoError(t, lerr)
+				return
+			}
+			require.ErrorIs(t, err, sdk.ErrInvalidID)
+			assert.Contains(t, err.Error(), tc.want)
+			require.ErrorIs(t, lerr, sdk.ErrInvalidID)
+		})
+	}
+	_, err := s.Register(ctx, nil, store.LeaseOptions{})
+	require.ErrorIs(t, err, sdk.ErrInvalidID, "a node needs an ID")
+}
+
+func TestReserveRefusesKindsWithoutRecords(t *testing.T) {
+	s := newStore(t)
+	reg := register(t, s, "node-a", store.LeaseOptions{})
+	for _, k := range []sdk.SpotKind{sdk.KindEntry, sdk.KindInvalid, sdk.SpotKind(9)} {
+		_, err := s.Reserve(ctx, key("x"), k, reg.Owner())
+		require.Error(t, err, "%v", k)
+	}
+}
+
+func TestNodeIDInUseByLiveNode(t *testing.T) {
+	s := newStore(t)
+	reg := register(t, s, "node-a", store.LeaseOptions{})
+	_, err := s.Register(ctx, reg.Descriptor(), store.LeaseOptions{})
+	require.ErrorIs(t, err, store.ErrNodeIDInUse)
+	require.NoError(t, reg.Close(ctx))
+	again := register(t, s, "node-a", store.LeaseOptions{})
+	assert.NotEqual(t, reg.Owner().Lease, again.Owner().Lease, "a restarted node gets a new owner lease")
+}
+
+func TestLeaseGuardTripsBeforeServerExpiry(t *testing.T) {
+	s := newStore(t)
+	// The node's own client: closing it stops the keep-alives, as a partition from etcd would.
+	nodeClient := newClient(t)
+	nodeStore, err := store.New(nodeClient, meshOf(t, s))
+	require.NoError(t, err)
+	reg, err := nodeStore.Register(ctx, nodeDesc("node-a"), store.LeaseOptions{TTL: 2 * time.Second, KeepAliveInterval: 300 * time.Millisecond})
+	require.NoError(t, err)
+	defer reg.Close(ctx)
+	require.True(t, reg.Guard().Valid())
+
+	// Let a few keep-alives extend the guard, then cut the node off.
+	time.Sleep(700 * time.Millisecond)
+	require.True(t, reg.Guard().Valid())
+	watch := s.Client().Watch(ctx, nodeKeyOf(t, s, "node-a"))
+	require.NoError(t, nodeClient.Close())
+	cutAt := time.Now()
+
+	var tripped time.Time
+	for tripped.IsZero() && time.Since(cutAt) < 10*time.Second {
+		if !reg.Guard().Valid() {
+			tripped = time.Now()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	require.False(t, tripped.IsZero(), "the guard never tripped")
+	select {
+	case wr := <-watch:
+		require.NotEmpty(t, wr.Events)
+		require.Equal(t, clientv3.EventTypeDelete, wr.Events[0].Type)
+		expired := time.Now()
+		assert.True(t, tripped.Before(expired), "guard tripped %v after the cut, the server expired the lease %v after it",
+			tripped.Sub(cutAt), expired.Sub(cutAt))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server never expired the lease")
+	}
+}
+
+func TestLeaseLossIsReported(t *testing.T) {
+	s := newStore(t)
+	reg := register(t, s, "node-a", store.LeaseOptions{TTL: 2 * time.Second, KeepAliveInterval: 100 * time.Millisecond})
+	_, err := s.Client().Revoke(ctx, clientv3.LeaseID(reg.Owner().Lease))
+	require.NoError(t, err)
+	select {
+	case <-reg.Lost():
+		assert.False(t, reg.Guard().Valid())
+		assert.True(t, reg.Guard().Lost())
+	case <-time.After(5 * time.Second):
+		t.Fatal("lease loss not reported")
+	}
+}
+
+func TestCommitReadyFailsAfterOwnerLeaseEnded(t *testing.T) {
+	s := newStore(t)
+	reg := register(t, s, "node-a", store.LeaseOptions{})
+	res := reserve(t, s, key("r1"), reg.Owner())
+	require.NoError(t, reg.Close(ctx))
+	_, err := s.CommitReady(ctx, res)
+	require.ErrorIs(t, err, store.ErrFenced, "every owner write is fenced on the owner lease")
+}
+
+func TestAmbiguousReserveIsSettledByReread(t *testing.T) {
+	s := newStore(t)
+	reg := register(t, s, "node-a", store.LeaseOptions{})
+	settled := 0
+	for i := range 200 {
+		k := key("amb-" + string(rune('a'+i%26)) + strings.Repeat("z", i/26))
+		c, cancel := context.WithTimeout(ctx, time.Duration(50+i*10)*time.Microsecond)
+		r, err := s.Reserve(c, k, sdk.KindInstance, reg.Owner())
+		cancel()
+		got, lerr := s.Lookup(ctx, k)
+		require.NoError(t, lerr)
+		if err != nil {
+			// Reported as failed: then nothing of this attempt may be in the store.
+			require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+			require.Equal(t, store.StateMissing, got.State, "trial %d: a failed reserve left a record", i)
+			continue
+		}
+		settled++
+		require.True(t, r.Won, "trial %d: a fresh key is won: %+v", i, r.Current)
+		require.Equal(t, store.StateCreating, got.State)
+		require.Equal(t, r.Reservation.Attempt, got.Record.Attempt)
+	}
+	t.Logf("%d of 200 short-deadline reserves completed", settled)
+}
