@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -24,6 +25,9 @@ type Etcd struct {
 	mesh   string
 	// settle bounds the linearizable re-reads that resolve an ambiguous create.
 	settle time.Duration
+	// local holds this process's registrations (Owner -> *Registration): while a lease guard
+	// holds, its owner is known alive without a read.
+	local sync.Map
 }
 
 var _ Store = (*Etcd)(nil)
@@ -68,6 +72,24 @@ func encodeRecord(r *storepb.SpotRecord) (string, error) {
 	return string(b), nil
 }
 
+// ownerFence holds while the record is still at revision and owner's lease still holds the
+// owner's node descriptor: every write an owner makes carries it (DESIGN §4).
+func (s *Etcd) ownerFence(spotKey string, revision int64, owner Owner) []clientv3.Cmp {
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.ModRevision(spotKey), "=", revision),
+		clientv3.Compare(clientv3.LeaseValue(s.keys.node(owner.Node)), "=", owner.Lease),
+	}
+}
+
+// deadOwnerFence holds while the record is still at revision and the dead owner's lease no
+// longer holds its node descriptor: the fence of a reclaimer's writes.
+func (s *Etcd) deadOwnerFence(spotKey string, revision int64, dead Owner) []clientv3.Cmp {
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.ModRevision(spotKey), "=", revision),
+		clientv3.Compare(clientv3.LeaseValue(s.keys.node(dead.Node)), "!=", dead.Lease),
+	}
+}
+
 // Reserve implements Store.
 func (s *Etcd) Reserve(ctx context.Context, key SpotKey, kind sdk.SpotKind, owner Owner) (ReserveResult, error) {
 	if err := key.Validate(); err != nil {
@@ -77,27 +99,17 @@ func (s *Etcd) Reserve(ctx context.Context, key SpotKey, kind sdk.SpotKind, owne
 		return ReserveResult{}, fmt.Errorf("store: reserve %s: kind %s has no record (only User and Instance Spots do)", key, kind)
 	}
 	attempt := newAttempt()
-	spotKey := s.keys.spot(key)
-	txn, err := s.reserveTxn(spotKey, key, kind, owner, attempt)
-	if err != nil {
-		return ReserveResult{}, err
-	}
-	resp, err := s.client.Txn(ctx).If(txn.cmps...).Then(txn.then...).Else(txn.els...).Commit()
-	if err != nil {
-		if !ambiguous(err) {
-			return ReserveResult{}, fmt.Errorf("store: reserve %s: %w", key, err)
-		}
+	out, err := s.reserveOnce(ctx, key, kind, owner, attempt)
+	if err != nil && ambiguous(err) {
 		return s.settleReserve(ctx, key, kind, owner, attempt, err)
 	}
-	return s.reserveOutcome(key, kind, owner, attempt, resp)
+	return out, err
 }
 
-type txnOps struct {
-	cmps      []clientv3.Cmp
-	then, els []clientv3.Op
-}
-
-func (s *Etcd) reserveTxn(spotKey string, key SpotKey, kind sdk.SpotKind, owner Owner, attempt uint64) (txnOps, error) {
+// reserveOnce runs the reservation txn: create the record if no record exists and the owner's
+// lease is alive. A lost reservation answers the current record's resolution.
+func (s *Etcd) reserveOnce(ctx context.Context, key SpotKey, kind sdk.SpotKind, owner Owner, attempt uint64) (ReserveResult, error) {
+	spotKey := s.keys.spot(key)
 	rec, err := encodeRecord(&storepb.SpotRecord{
 		Phase:      storepb.Phase_PHASE_CREATING,
 		Owner:      string(owner.Node),
@@ -106,47 +118,52 @@ func (s *Etcd) reserveTxn(spotKey string, key SpotKey, kind sdk.SpotKind, owner 
 		Kind:       uint32(kind),
 	})
 	if err != nil {
-		return txnOps{}, err
+		return ReserveResult{}, err
 	}
-	return txnOps{
-		cmps: []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(spotKey), "=", 0)},
-		then: []clientv3.Op{
-			clientv3.OpPut(spotKey, rec),
-			clientv3.OpPut(s.keys.marker(spotKey), string(owner.Node), clientv3.WithLease(clientv3.LeaseID(owner.Lease))),
-			clientv3.OpPut(s.keys.owned(owner.Node, owner.Lease, key), ""),
-			clientv3.OpGet(spotKey),
-		},
-		els: []clientv3.Op{clientv3.OpGet(spotKey, clientv3.WithRange(s.keys.spotRangeEnd(spotKey)))},
-	}, nil
-}
-
-func (s *Etcd) reserveOutcome(key SpotKey, kind sdk.SpotKind, owner Owner, attempt uint64, resp *clientv3.TxnResponse) (ReserveResult, error) {
-	if !resp.Succeeded {
-		cur, err := s.resolve(key, resp.Header.Revision, resp.Responses[0].GetResponseRange().Kvs)
-		if err != nil {
-			return ReserveResult{}, err
-		}
-		return ReserveResult{Current: cur}, nil
+	resp, err := s.client.Txn(ctx).
+		If(
+			clientv3.Compare(clientv3.CreateRevision(spotKey), "=", 0),
+			clientv3.Compare(clientv3.LeaseValue(s.keys.node(owner.Node)), "=", owner.Lease),
+		).
+		Then(clientv3.OpPut(spotKey, rec)).
+		Else(clientv3.OpGet(spotKey)).
+		Commit()
+	if err != nil {
+		return ReserveResult{}, err
 	}
-	kv := resp.Responses[3].GetResponseRange().Kvs[0]
-	return ReserveResult{Won: true, Reservation: Reservation{
-		Key: key, Kind: kind, Owner: owner, Attempt: attempt,
-		Revision: kv.ModRevision, Incarnation: kv.CreateRevision,
-	}}, nil
+	if resp.Succeeded {
+		// A txn's writes carry the txn's revision: the record's create and mod revision.
+		rev := resp.Header.Revision
+		return ReserveResult{Won: true, Reservation: Reservation{
+			Key: key, Kind: kind, Owner: owner, Attempt: attempt, Revision: rev, Incarnation: rev,
+		}}, nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return ReserveResult{}, fmt.Errorf("store: reserve %s: owner lease of %s has ended: %w", key, owner.Node, ErrFenced)
+	}
+	cur, err := s.resolve(ctx, key, resp.Header.Revision, kvs[0])
+	if err != nil {
+		return ReserveResult{}, err
+	}
+	if cur.State != StateMissing && cur.Record.Attempt == attempt && cur.Record.Owner == owner {
+		// Only a settling retry meets its own attempt: the first txn landed after all.
+		return wonFrom(key, cur.Record), nil
+	}
+	return ReserveResult{Current: cur}, nil
 }
 
 // settleReserve resolves a reserve txn whose outcome is unknown (timeout, lost connection) by
 // linearizable re-reads before anything is reported: the attempt fence tells whether the txn
 // was applied. If the caller has gone meanwhile, an applied reservation is released again, and
 // an unapplied one is fenced out by reserving and releasing the key with the same attempt, so a
-// failed Reserve never leaves a record behind.
+// failed Reserve leaves no record behind.
 func (s *Etcd) settleReserve(ctx context.Context, key SpotKey, kind sdk.SpotKind, owner Owner, attempt uint64, cause error) (ReserveResult, error) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.settle)
 	defer cancel()
-	spotKey := s.keys.spot(key)
 	backoff := 10 * time.Millisecond
 	for {
-		out, err := s.settleOnce(sctx, spotKey, key, kind, owner, attempt)
+		out, err := s.settleOnce(sctx, key, kind, owner, attempt)
 		if err == nil && out.Won && ctx.Err() != nil {
 			rec := Record{Kind: kind, Phase: PhaseCreating, Owner: owner, Attempt: attempt,
 				Incarnation: out.Reservation.Incarnation, Revision: out.Reservation.Revision}
@@ -157,7 +174,7 @@ func (s *Etcd) settleReserve(ctx context.Context, key SpotKey, kind sdk.SpotKind
 		if err == nil {
 			return out, nil
 		}
-		if !ambiguous(err) && !errors.Is(err, ErrFenced) {
+		if !ambiguous(err) {
 			return ReserveResult{}, fmt.Errorf("store: reserve %s: %w", key, err)
 		}
 		select {
@@ -171,7 +188,7 @@ func (s *Etcd) settleReserve(ctx context.Context, key SpotKey, kind sdk.SpotKind
 
 // settleOnce re-reads key and, when it is Missing, repeats the reservation with the same
 // attempt, which is idempotent.
-func (s *Etcd) settleOnce(ctx context.Context, spotKey string, key SpotKey, kind sdk.SpotKind, owner Owner, attempt uint64) (ReserveResult, error) {
+func (s *Etcd) settleOnce(ctx context.Context, key SpotKey, kind sdk.SpotKind, owner Owner, attempt uint64) (ReserveResult, error) {
 	res, err := s.Lookup(ctx, key)
 	if err != nil {
 		return ReserveResult{}, err
@@ -182,20 +199,7 @@ func (s *Etcd) settleOnce(ctx context.Context, spotKey string, key SpotKey, kind
 	case res.State != StateMissing:
 		return ReserveResult{Current: res}, nil
 	}
-	txn, err := s.reserveTxn(spotKey, key, kind, owner, attempt)
-	if err != nil {
-		return ReserveResult{}, err
-	}
-	resp, err := s.client.Txn(ctx).If(txn.cmps...).Then(txn.then...).Else(txn.els...).Commit()
-	if err != nil {
-		return ReserveResult{}, err
-	}
-	out, err := s.reserveOutcome(key, kind, owner, attempt, resp)
-	if err == nil && !out.Won && out.Current.Record.Attempt == attempt && out.Current.Record.Owner == owner {
-		// The first txn landed between the re-read and this one.
-		return wonFrom(key, out.Current.Record), nil
-	}
-	return out, err
+	return s.reserveOnce(ctx, key, kind, owner, attempt)
 }
 
 // wonFrom is the reservation that rec, a record of the caller's own attempt, stands for.
@@ -235,7 +239,7 @@ func (s *Etcd) CommitReady(ctx context.Context, r Reservation) (Record, error) {
 	}
 	resp, err := s.client.Txn(ctx).
 		If(s.ownerFence(spotKey, r.Revision, r.Owner)...).
-		Then(clientv3.OpPut(spotKey, val), clientv3.OpGet(spotKey)).
+		Then(clientv3.OpPut(spotKey, val)).
 		Commit()
 	if err != nil {
 		return Record{}, fmt.Errorf("store: commit ready %s: %w", r.Key, err)
@@ -243,16 +247,7 @@ func (s *Etcd) CommitReady(ctx context.Context, r Reservation) (Record, error) {
 	if !resp.Succeeded {
 		return Record{}, fmt.Errorf("store: commit ready %s (attempt %x): %w", r.Key, r.Attempt, ErrFenced)
 	}
-	return recordOf(rec, resp.Responses[1].GetResponseRange().Kvs[0]), nil
-}
-
-// ownerFence holds while the record is still at revision and the owner's lease still holds
-// the owner marker.
-func (s *Etcd) ownerFence(spotKey string, revision int64, owner Owner) []clientv3.Cmp {
-	return []clientv3.Cmp{
-		clientv3.Compare(clientv3.ModRevision(spotKey), "=", revision),
-		clientv3.Compare(clientv3.LeaseValue(s.keys.marker(spotKey)), "=", owner.Lease),
-	}
+	return recordAt(rec, r.Incarnation, resp.Header.Revision), nil
 }
 
 // Lookup implements Store.
@@ -260,36 +255,35 @@ func (s *Etcd) Lookup(ctx context.Context, key SpotKey) (Resolution, error) {
 	if err := key.Validate(); err != nil {
 		return Resolution{}, err
 	}
-	spotKey := s.keys.spot(key)
-	resp, err := s.client.Get(ctx, spotKey, clientv3.WithRange(s.keys.spotRangeEnd(spotKey)))
+	resp, err := s.client.Get(ctx, s.keys.spot(key))
 	if err != nil {
 		return Resolution{}, fmt.Errorf("store: lookup %s: %w", key, err)
 	}
-	return s.resolve(key, resp.Header.Revision, resp.Kvs)
+	var kv *mvccpb.KeyValue
+	if len(resp.Kvs) > 0 {
+		kv = resp.Kvs[0]
+	}
+	return s.resolve(ctx, key, resp.Header.Revision, kv)
 }
 
-// resolve maps the record and owner marker of one key to exactly one State (B2).
-func (s *Etcd) resolve(key SpotKey, revision int64, kvs []*mvccpb.KeyValue) (Resolution, error) {
+// resolve maps one record, and the liveness of its owner, to exactly one State (B2).
+func (s *Etcd) resolve(ctx context.Context, key SpotKey, revision int64, kv *mvccpb.KeyValue) (Resolution, error) {
 	res := Resolution{Key: key, Revision: revision}
-	var recKV, markerKV *mvccpb.KeyValue
-	for _, kv := range kvs {
-		if len(kv.Key) > len(markerSuffix) && string(kv.Key[len(kv.Key)-len(markerSuffix):]) == markerSuffix {
-			markerKV = kv
-		} else {
-			recKV = kv
-		}
-	}
-	if recKV == nil {
+	if kv == nil {
 		res.State = StateMissing
 		return res, nil
 	}
 	var pb storepb.SpotRecord
-	if err := proto.Unmarshal(recKV.Value, &pb); err != nil {
+	if err := proto.Unmarshal(kv.Value, &pb); err != nil {
 		return Resolution{}, fmt.Errorf("%w: %s: %v", ErrCorruptRecord, key, err)
 	}
-	res.Record = recordOf(&pb, recKV)
+	res.Record = recordOf(&pb, kv)
+	alive, err := s.ownerAlive(ctx, res.Record.Owner)
+	if err != nil {
+		return Resolution{}, fmt.Errorf("store: lookup %s: owner %s: %w", key, res.Record.Owner.Node, err)
+	}
 	switch {
-	case markerKV == nil || markerKV.Lease != pb.OwnerLease:
+	case !alive:
 		// The owner's lease is gone: authority remains, the owner is unusable (B3).
 		res.State, res.Evidence = StateUnavailable, EvidenceOwnerLeaseEnded
 	case pb.Phase == storepb.Phase_PHASE_CREATING:
@@ -304,7 +298,24 @@ func (s *Etcd) resolve(key SpotKey, revision int64, kvs []*mvccpb.KeyValue) (Res
 	return res, nil
 }
 
+// ownerAlive reports whether owner's lease still holds its node descriptor. A registration of
+// this process whose lease guard holds is alive without a read.
+func (s *Etcd) ownerAlive(ctx context.Context, owner Owner) (bool, error) {
+	if r, ok := s.local.Load(owner); ok && r.(*Registration).guard.Valid() {
+		return true, nil
+	}
+	resp, err := s.client.Get(ctx, s.keys.node(owner.Node))
+	if err != nil {
+		return false, err
+	}
+	return len(resp.Kvs) == 1 && resp.Kvs[0].Lease == owner.Lease, nil
+}
+
 func recordOf(pb *storepb.SpotRecord, kv *mvccpb.KeyValue) Record {
+	return recordAt(pb, kv.CreateRevision, kv.ModRevision)
+}
+
+func recordAt(pb *storepb.SpotRecord, incarnation, revision int64) Record {
 	return Record{
 		Kind:        sdk.SpotKind(pb.Kind),
 		Phase:       pb.Phase,
@@ -312,8 +323,8 @@ func recordOf(pb *storepb.SpotRecord, kv *mvccpb.KeyValue) Record {
 		Attempt:     pb.Attempt,
 		Generation:  pb.Generation,
 		ReleaseTag:  pb.ReleaseTag,
-		Incarnation: kv.CreateRevision,
-		Revision:    kv.ModRevision,
+		Incarnation: incarnation,
+		Revision:    revision,
 	}
 }
 
@@ -330,66 +341,90 @@ func (r Record) proto() *storepb.SpotRecord {
 }
 
 // WaitChange implements Store.
-func (s *Etcd) WaitChange(ctx context.Context, key SpotKey, revision int64) (Resolution, error) {
+func (s *Etcd) WaitChange(ctx context.Context, prev Resolution) (Resolution, error) {
+	key := prev.Key
 	if err := key.Validate(); err != nil {
 		return Resolution{}, err
 	}
 	spotKey := s.keys.spot(key)
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := s.client.Watch(wctx, spotKey,
-		clientv3.WithRange(s.keys.spotRangeEnd(spotKey)),
-		clientv3.WithRev(revision+1),
-		clientv3.WithPrevKV())
+	recordCh := s.client.Watch(wctx, spotKey, clientv3.WithRev(prev.Revision+1), clientv3.WithPrevKV())
+	var ownerCh clientv3.WatchChan // nil (never ready) when there is no owner to watch
+	if owner := prev.Record.Owner; owner.Node != "" && prev.Evidence != EvidenceOwnerLeaseEnded {
+		// The owner's end changes the answer too (Creating or Ready -> Unavailable).
+		ownerCh = s.client.Watch(wctx, s.keys.node(owner.Node), clientv3.WithRev(prev.Revision+1), clientv3.WithFilterPut())
+	}
+	// missing holds a Missing answer read before the watch delivered the delete that caused
+	// it; the delete's old value names the release (D5).
+	var missing *Resolution
 	for {
+		var wr clientv3.WatchResponse
+		var ok bool
 		select {
 		case <-ctx.Done():
 			return Resolution{}, fmt.Errorf("store: wait for %s: %w", key, ctx.Err())
-		case wr, ok := <-wch:
-			if !ok {
-				if ctx.Err() != nil {
-					return Resolution{}, fmt.Errorf("store: wait for %s: %w", key, ctx.Err())
-				}
-				return Resolution{}, fmt.Errorf("store: wait for %s: watch closed", key)
+		case wr, ok = <-recordCh:
+		case wr, ok = <-ownerCh:
+		}
+		if !ok {
+			if ctx.Err() != nil {
+				return Resolution{}, fmt.Errorf("store: wait for %s: %w", key, ctx.Err())
 			}
-			if err := wr.Err(); err != nil && wr.CompactRevision == 0 {
-				return Resolution{}, fmt.Errorf("store: wait for %s: %w", key, err)
+			return Resolution{}, fmt.Errorf("store: wait for %s: watch closed", key)
+		}
+		if wr.CompactRevision != 0 {
+			// The revision was compacted away: the history is gone, re-read.
+			return s.Lookup(ctx, key)
+		}
+		if err := wr.Err(); err != nil {
+			return Resolution{}, fmt.Errorf("store: wait for %s: %w", key, err)
+		}
+		if len(wr.Events) == 0 {
+			continue // progress notification
+		}
+		tag, deleted := releasedBy(spotKey, wr.Events)
+		if missing != nil {
+			if deleted {
+				missing.ReleasedBy = tag
+				return *missing, nil
 			}
-			if wr.CompactRevision == 0 && len(wr.Events) == 0 {
-				continue // progress notification
-			}
-			// Changed, or the revision was compacted away: either way re-read.
-			res, err := s.Lookup(ctx, key)
-			if err != nil {
-				return Resolution{}, err
-			}
-			if res.State == StateMissing {
-				res.ReleasedBy = releasedBy(spotKey, wr.Events)
-			}
+			continue
+		}
+		res, err := s.Lookup(ctx, key)
+		if err != nil {
+			return Resolution{}, err
+		}
+		if res.State != StateMissing {
 			return res, nil
 		}
+		if deleted {
+			res.ReleasedBy = tag
+			return res, nil
+		}
+		missing = &res
 	}
 }
 
-// releasedBy finds the tag of the release that deleted the record, from the deleted value.
-func releasedBy(spotKey string, events []*clientv3.Event) ReleaseTag {
+// releasedBy reports whether events delete the record, and the release tag of the deleted value.
+func releasedBy(spotKey string, events []*clientv3.Event) (ReleaseTag, bool) {
 	for i := len(events) - 1; i >= 0; i-- {
 		ev := events[i]
-		if ev.Type != clientv3.EventTypeDelete || string(ev.Kv.Key) != spotKey || ev.PrevKv == nil {
+		if ev.Type != clientv3.EventTypeDelete || string(ev.Kv.Key) != spotKey {
 			continue
 		}
 		var pb storepb.SpotRecord
-		if proto.Unmarshal(ev.PrevKv.Value, &pb) == nil {
-			return pb.ReleaseTag
+		if ev.PrevKv != nil && proto.Unmarshal(ev.PrevKv.Value, &pb) == nil {
+			return pb.ReleaseTag, true
 		}
+		return ReleaseNone, true
 	}
-	return ReleaseNone
+	return ReleaseNone, false
 }
 
 // BeginRelease implements Store.
 func (s *Etcd) BeginRelease(ctx context.Context, key SpotKey, rec Record, tag ReleaseTag) (Record, error) {
-	spotKey := s.keys.spot(key)
-	return s.markReleasing(ctx, key, rec, tag, s.ownerFence(spotKey, rec.Revision, rec.Owner))
+	return s.markReleasing(ctx, key, rec, tag, s.ownerFence(s.keys.spot(key), rec.Revision, rec.Owner))
 }
 
 func (s *Etcd) markReleasing(ctx context.Context, key SpotKey, rec Record, tag ReleaseTag, fence []clientv3.Cmp) (Record, error) {
@@ -403,35 +438,26 @@ func (s *Etcd) markReleasing(ctx context.Context, key SpotKey, rec Record, tag R
 	if err != nil {
 		return Record{}, err
 	}
-	resp, err := s.client.Txn(ctx).If(fence...).
-		Then(clientv3.OpPut(spotKey, val), clientv3.OpGet(spotKey)).
-		Commit()
+	resp, err := s.client.Txn(ctx).If(fence...).Then(clientv3.OpPut(spotKey, val)).Commit()
 	if err != nil {
 		return Record{}, fmt.Errorf("store: begin release %s: %w", key, err)
 	}
 	if !resp.Succeeded {
 		return Record{}, fmt.Errorf("store: begin release %s at revision %d: %w", key, rec.Revision, ErrFenced)
 	}
-	return recordOf(pb, resp.Responses[1].GetResponseRange().Kvs[0]), nil
+	return recordAt(pb, rec.Incarnation, resp.Header.Revision), nil
 }
 
 // FinishRelease implements Store.
 func (s *Etcd) FinishRelease(ctx context.Context, key SpotKey, rec Record) error {
-	spotKey := s.keys.spot(key)
-	return s.deleteRecord(ctx, key, rec, s.ownerFence(spotKey, rec.Revision, rec.Owner))
+	return s.deleteRecord(ctx, key, rec, s.ownerFence(s.keys.spot(key), rec.Revision, rec.Owner))
 }
 
 func (s *Etcd) deleteRecord(ctx context.Context, key SpotKey, rec Record, fence []clientv3.Cmp) error {
 	if rec.Phase != storepb.Phase_PHASE_RELEASING {
 		return fmt.Errorf("store: finish release %s: record is %v, not Releasing", key, rec.Phase)
 	}
-	spotKey := s.keys.spot(key)
-	resp, err := s.client.Txn(ctx).If(fence...).
-		Then(
-			clientv3.OpDelete(spotKey),
-			clientv3.OpDelete(s.keys.marker(spotKey)),
-			clientv3.OpDelete(s.keys.owned(rec.Owner.Node, rec.Owner.Lease, key)),
-		).Commit()
+	resp, err := s.client.Txn(ctx).If(fence...).Then(clientv3.OpDelete(s.keys.spot(key))).Commit()
 	if err != nil {
 		return fmt.Errorf("store: finish release %s: %w", key, err)
 	}

@@ -9,43 +9,35 @@ import (
 
 // keys builds the etcd keys of one mesh (DESIGN §4), all under /zlink/<mesh>/:
 //
-//	nodes/<rid>                          node descriptor, on the node's owner lease
-//	incarnations/<rid>/<lease>           one per registration, no lease: the reclaimer's work list
-//	spots/<type>/<id>                    Spot record, no lease: authority survives the owner (B3)
-//	spots/<type>/<id>\x00o               owner marker, on the owner's lease: gone when it expires
-//	owned/<rid>/<lease>/<type>/<id>      index of what one registration owns, for the reclaimer
+//	nodes/<rid>                  node descriptor, on the node's owner lease
+//	incarnations/<rid>/<lease>   one per registration, no lease: the reclaimer's work list
+//	reclaims/<rid>/<lease>       a reclaimer's claim on a dead registration, on its own lease
+//	spots/<type>/<id>            Spot record, no lease: authority survives the owner (B3)
+//
+// A Spot record is the only key its creation writes. Its owner is alive exactly while
+// nodes/<owner> exists on the owner's lease, so that key is both the liveness evidence of
+// every record the node owns and the fence of the node's writes.
 //
 // Every path element is escaped ('%' -> %25, '/' -> %2F), so any valid ID, '/' included,
-// round-trips unchanged. IDs never contain NUL (sdk.ValidateID), so the owner marker sorts
-// right after its record and one range read returns both.
+// round-trips unchanged.
 type keys struct {
 	root string // "/zlink/<mesh>/"
 }
 
 func newKeys(mesh string) keys { return keys{root: "/zlink/" + escape(mesh) + "/"} }
 
-const markerSuffix = "\x00o"
-
 func (k keys) nodesPrefix() string        { return k.root + "nodes/" }
 func (k keys) node(rid sdk.NodeID) string { return k.nodesPrefix() + escape(string(rid)) }
 func (k keys) incarnationsPrefix() string { return k.root + "incarnations/" }
 func (k keys) spotsPrefix() string        { return k.root + "spots/" }
-func (k keys) spot(key SpotKey) string {
-	return k.spotsPrefix() + escape(key.Type) + "/" + escape(key.ID)
-}
-func (k keys) marker(spotKey string) string       { return spotKey + markerSuffix }
-func (k keys) spotRangeEnd(spotKey string) string { return spotKey + "\x01" }
+func (k keys) spot(key SpotKey) string    { return k.spotsPrefix() + escape(key.Type) + "/" + escape(key.ID) }
 
 func (k keys) incarnation(rid sdk.NodeID, lease int64) string {
 	return k.incarnationsPrefix() + escape(string(rid)) + "/" + strconv.FormatInt(lease, 16)
 }
 
-func (k keys) ownedPrefix(rid sdk.NodeID, lease int64) string {
-	return k.root + "owned/" + escape(string(rid)) + "/" + strconv.FormatInt(lease, 16) + "/"
-}
-
-func (k keys) owned(rid sdk.NodeID, lease int64, key SpotKey) string {
-	return k.ownedPrefix(rid, lease) + escape(key.Type) + "/" + escape(key.ID)
+func (k keys) reclaim(rid sdk.NodeID, lease int64) string {
+	return k.root + "reclaims/" + escape(string(rid)) + "/" + strconv.FormatInt(lease, 16)
 }
 
 // parseIncarnation splits incarnations/<rid>/<lease>.
@@ -66,9 +58,9 @@ func (k keys) parseIncarnation(key string) (sdk.NodeID, int64, bool) {
 	return sdk.NodeID(id), lease, ok
 }
 
-// parseOwned returns the SpotKey of an owned/<rid>/<lease>/<type>/<id> key.
-func (k keys) parseOwned(prefix, key string) (SpotKey, bool) {
-	rest, ok := strings.CutPrefix(key, prefix)
+// parseSpot returns the SpotKey of a spots/<type>/<id> key.
+func (k keys) parseSpot(key string) (SpotKey, bool) {
+	rest, ok := strings.CutPrefix(key, k.spotsPrefix())
 	if !ok {
 		return SpotKey{}, false
 	}
@@ -80,9 +72,6 @@ func (k keys) parseOwned(prefix, key string) (SpotKey, bool) {
 	i, ok2 := unescape(id)
 	return SpotKey{Type: t, ID: i}, ok1 && ok2
 }
-
-// parseSpot returns the SpotKey of a spots/<type>/<id> key.
-func (k keys) parseSpot(key string) (SpotKey, bool) { return k.parseOwned(k.spotsPrefix(), key) }
 
 // parseNode returns the node ID of a nodes/<rid> key.
 func (k keys) parseNode(key string) (sdk.NodeID, bool) {

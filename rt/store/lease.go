@@ -144,6 +144,7 @@ func (s *Etcd) Register(ctx context.Context, desc *storepb.NodeDescriptor, opts 
 		store: s, owner: owner, guard: guard, opts: opts, desc: desc,
 		lostCh: make(chan struct{}), cancel: cancel, done: make(chan struct{}),
 	}
+	s.local.Store(owner, r)
 	go r.keepAlive(kctx)
 	return r, nil
 }
@@ -222,9 +223,9 @@ func (r *Registration) keepAlive(ctx context.Context) {
 	}
 }
 
-// Close stops the keep-alives and revokes the owner lease: the descriptor and every owner
-// marker of this node disappear at once, so its remaining records turn Unavailable until they
-// are reclaimed. Safe to call more than once.
+// Close stops the keep-alives and revokes the owner lease: the descriptor disappears, so the
+// node's remaining records turn Unavailable until they are reclaimed. Safe to call more than
+// once.
 func (r *Registration) Close(ctx context.Context) error {
 	if !r.closed.CompareAndSwap(false, true) {
 		return nil
@@ -232,6 +233,7 @@ func (r *Registration) Close(ctx context.Context) error {
 	r.cancel()
 	<-r.done
 	r.guard.lose()
+	r.store.local.Delete(r.owner)
 	_, err := r.store.client.Revoke(ctx, clientv3.LeaseID(r.owner.Lease))
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return fmt.Errorf("store: deregister %s: %w", r.owner.Node, err)

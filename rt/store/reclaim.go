@@ -6,126 +6,139 @@ import (
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/zlink-go/zlink/rt/store/storepb"
+	"github.com/zlink-go/zlink/sdk"
 )
 
 // reclaimPage bounds the keys read by one range request of Reclaim.
-const reclaimPage = 256
+const reclaimPage = 512
 
-// Reclaim implements Store. It is the failover policy's formal lifecycle operation (DESIGN §4):
-// for every registration whose lease has ended it releases, with tag OwnerLost, each record
-// that the registration still owns. Each release is fenced on the record's revision and on the
-// owner marker being gone, so several reclaimers may run at once and a record that moved to
-// another owner is left alone. A Creating record of a dead creator is released the same way
-// (B8).
-func (s *Etcd) Reclaim(ctx context.Context) (ReclaimStats, error) {
+// Reclaim implements Store. It is the failover policy's formal lifecycle operation (DESIGN §4).
+//
+// It lists the registrations whose lease has ended, claims each on by's lease (a registration
+// another live node has claimed is left to it), then scans the Spot records once and releases,
+// with tag OwnerLost, every record one of them still owns, Creating ones included (B8). Each
+// release is fenced on the record's revision and on the dead lease no longer holding the
+// owner's descriptor, so a record that changed hands meanwhile is left alone. The scan reads
+// every record, which is the price of writing a single key per creation; it runs only when a
+// registration has ended.
+func (s *Etcd) Reclaim(ctx context.Context, by Owner) (ReclaimStats, error) {
 	var stats ReclaimStats
+	dead, err := s.claimDead(ctx, by)
+	if err != nil || len(dead) == 0 {
+		return stats, err
+	}
+	from := s.keys.spotsPrefix()
+	end := clientv3.GetPrefixRangeEnd(from)
+	for {
+		resp, err := s.client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(reclaimPage))
+		if err != nil {
+			return stats, fmt.Errorf("store: reclaim: scan records: %w", err)
+		}
+		for _, kv := range resp.Kvs {
+			stats.Scanned++
+			var pb storepb.SpotRecord
+			if proto.Unmarshal(kv.Value, &pb) != nil {
+				continue
+			}
+			owner := Owner{Node: sdk.NodeID(pb.Owner), Lease: pb.OwnerLease}
+			if _, ok := dead[owner]; !ok {
+				continue
+			}
+			key, ok := s.keys.parseSpot(string(kv.Key))
+			if !ok {
+				continue
+			}
+			released, err := s.reclaimRecord(ctx, key, owner, recordOf(&pb, kv))
+			if err != nil {
+				return stats, err
+			}
+			if released {
+				stats.Released++
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	for owner := range dead {
+		_, err := s.client.Txn(ctx).Then(
+			clientv3.OpDelete(s.keys.incarnation(owner.Node, owner.Lease)),
+			clientv3.OpDelete(s.keys.reclaim(owner.Node, owner.Lease)),
+		).Commit()
+		if err != nil {
+			return stats, fmt.Errorf("store: reclaim %s: forget registration: %w", owner.Node, err)
+		}
+		stats.DeadIncarnations++
+	}
+	return stats, nil
+}
+
+// claimDead lists the registrations whose lease has ended and claims them for by.
+func (s *Etcd) claimDead(ctx context.Context, by Owner) (map[Owner]struct{}, error) {
+	dead := make(map[Owner]struct{})
 	from := s.keys.incarnationsPrefix()
 	end := clientv3.GetPrefixRangeEnd(from)
 	for {
-		resp, err := s.client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(),
-			clientv3.WithLimit(reclaimPage))
+		resp, err := s.client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(reclaimPage))
 		if err != nil {
-			return stats, fmt.Errorf("store: reclaim: list registrations: %w", err)
+			return nil, fmt.Errorf("store: reclaim: list registrations: %w", err)
 		}
 		for _, kv := range resp.Kvs {
 			rid, lease, ok := s.keys.parseIncarnation(string(kv.Key))
 			if !ok {
 				continue
 			}
-			ttl, err := s.client.TimeToLive(ctx, clientv3.LeaseID(lease))
+			owner := Owner{Node: rid, Lease: lease}
+			alive, err := s.ownerAlive(ctx, owner)
 			if err != nil {
-				return stats, fmt.Errorf("store: reclaim: lease of %s: %w", rid, err)
+				return nil, fmt.Errorf("store: reclaim: lease of %s: %w", rid, err)
 			}
-			if ttl.TTL > 0 {
-				continue // alive
+			if alive {
+				continue
 			}
-			stats.DeadIncarnations++
-			n, err := s.reclaimIncarnation(ctx, Owner{Node: rid, Lease: lease})
-			stats.Released += n
-			if err != nil {
-				return stats, err
+			if by.Lease != 0 {
+				claim := s.keys.reclaim(rid, lease)
+				cresp, err := s.client.Txn(ctx).
+					If(clientv3.Compare(clientv3.CreateRevision(claim), "=", 0)).
+					Then(clientv3.OpPut(claim, string(by.Node), clientv3.WithLease(clientv3.LeaseID(by.Lease)))).
+					Else(clientv3.OpGet(claim)).
+					Commit()
+				if err != nil {
+					return nil, fmt.Errorf("store: reclaim: claim %s: %w", rid, err)
+				}
+				if !cresp.Succeeded {
+					kvs := cresp.Responses[0].GetResponseRange().Kvs
+					if len(kvs) == 0 || kvs[0].Lease != by.Lease {
+						continue // another live node reclaims it
+					}
+				}
 			}
+			dead[owner] = struct{}{}
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
-			return stats, nil
+			return dead, nil
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
 }
 
-// reclaimIncarnation releases what one dead registration owns, then forgets the registration.
-func (s *Etcd) reclaimIncarnation(ctx context.Context, dead Owner) (int, error) {
-	prefix := s.keys.ownedPrefix(dead.Node, dead.Lease)
-	end := clientv3.GetPrefixRangeEnd(prefix)
-	released := 0
-	for {
-		resp, err := s.client.Get(ctx, prefix, clientv3.WithRange(end), clientv3.WithKeysOnly(),
-			clientv3.WithLimit(reclaimPage))
-		if err != nil {
-			return released, fmt.Errorf("store: reclaim %s: %w", dead.Node, err)
-		}
-		for _, kv := range resp.Kvs {
-			key, ok := s.keys.parseOwned(prefix, string(kv.Key))
-			if !ok {
-				continue
-			}
-			done, err := s.reclaimRecord(ctx, key, dead, string(kv.Key))
-			if err != nil {
-				return released, err
-			}
-			if done {
-				released++
-			}
-		}
-		if !resp.More {
-			break
-		}
+// reclaimRecord releases one record of a dead owner, in two fenced steps so that waiters learn
+// the tag (D5). It reports whether it released the record.
+func (s *Etcd) reclaimRecord(ctx context.Context, key SpotKey, dead Owner, rec Record) (bool, error) {
+	spotKey := s.keys.spot(key)
+	var err error
+	if rec.Phase != PhaseReleasing {
+		rec, err = s.markReleasing(ctx, key, rec, ReleaseOwnerLost, s.deadOwnerFence(spotKey, rec.Revision, dead))
 	}
-	if _, err := s.client.Delete(ctx, s.keys.incarnation(dead.Node, dead.Lease)); err != nil {
-		return released, fmt.Errorf("store: reclaim %s: forget registration: %w", dead.Node, err)
+	if err == nil {
+		err = s.deleteRecord(ctx, key, rec, s.deadOwnerFence(spotKey, rec.Revision, dead))
 	}
-	return released, nil
-}
-
-// reclaimRecord releases one record of a dead owner. It reports whether it released it.
-func (s *Etcd) reclaimRecord(ctx context.Context, key SpotKey, dead Owner, ownedKey string) (bool, error) {
-	for range 8 { // the record may change under us; each round re-reads it
-		res, err := s.Lookup(ctx, key)
-		if err != nil {
-			return false, err
-		}
-		if res.State == StateMissing || res.Record.Owner != dead {
-			// Released or moved since: only the index entry is left.
-			_, err := s.client.Txn(ctx).
-				If(clientv3.Compare(clientv3.CreateRevision(ownedKey), ">", 0)).
-				Then(clientv3.OpDelete(ownedKey)).Commit()
-			return false, err
-		}
-		if res.Evidence != EvidenceOwnerLeaseEnded {
-			return false, fmt.Errorf("store: reclaim %s: owner %s still holds it although its lease ended", key, dead.Node)
-		}
-		spotKey := s.keys.spot(key)
-		rec := res.Record
-		if rec.Phase != PhaseReleasing {
-			rec, err = s.markReleasing(ctx, key, rec, ReleaseOwnerLost, s.deadOwnerFence(spotKey, rec.Revision))
-		}
-		if err == nil {
-			err = s.deleteRecord(ctx, key, rec, s.deadOwnerFence(spotKey, rec.Revision))
-		}
-		if err == nil {
-			return true, nil
-		}
-		if !errors.Is(err, ErrFenced) {
-			return false, err
-		}
+	if errors.Is(err, ErrFenced) {
+		return false, nil // changed hands or released meanwhile
 	}
-	return false, fmt.Errorf("store: reclaim %s: the record kept changing", key)
-}
-
-// deadOwnerFence holds while the record is still at revision and no owner marker exists.
-func (s *Etcd) deadOwnerFence(spotKey string, revision int64) []clientv3.Cmp {
-	return []clientv3.Cmp{
-		clientv3.Compare(clientv3.ModRevision(spotKey), "=", revision),
-		clientv3.Compare(clientv3.CreateRevision(s.keys.marker(spotKey)), "=", 0),
-	}
+	return err == nil, err
 }

@@ -4,8 +4,8 @@
 // Every write that decides ownership is an etcd transaction fenced by a revision: creation on
 // CreateRevision == 0 (B5), Ready on the reservation's revision (B7), release on the record's
 // revision (D3). Records are not bound to their owner's lease, so authority survives the owner
-// (B3); a lease-bound owner marker beside each record tells whether the owner is still alive, so
-// one linearizable read answers one of Missing, Creating, Ready or Unavailable (B2).
+// (B3); the owner's lease-bound node descriptor tells whether the owner is still alive, so a
+// lookup answers one of Missing, Creating, Ready or Unavailable (B2).
 package store
 
 import (
@@ -30,9 +30,10 @@ type Store interface {
 	CommitReady(ctx context.Context, r Reservation) (Record, error)
 	// Lookup reads key linearizably and resolves it to exactly one State (B2).
 	Lookup(ctx context.Context, key SpotKey) (Resolution, error)
-	// WaitChange waits until key's record or owner marker changes after revision, then returns
-	// a fresh Lookup. Watches only wake the waiter; the answer is always a linearizable read.
-	WaitChange(ctx context.Context, key SpotKey, revision int64) (Resolution, error)
+	// WaitChange waits until prev's record changes after prev.Revision, or its owner's lease
+	// ends, then returns a fresh Lookup. Watches only wake the waiter; the answer is always a
+	// linearizable read.
+	WaitChange(ctx context.Context, prev Resolution) (Resolution, error)
 	// BeginRelease marks the owner's record Releasing with tag (fenced on rec.Revision and the
 	// owner lease): no new route is given out while the closing callback runs (D3, D4).
 	BeginRelease(ctx context.Context, key SpotKey, rec Record, tag ReleaseTag) (Record, error)
@@ -42,8 +43,9 @@ type Store interface {
 	// Release is BeginRelease then FinishRelease, for a release with no callback in between.
 	Release(ctx context.Context, key SpotKey, rec Record, tag ReleaseTag) error
 	// Reclaim releases, as the formal lifecycle operation OwnerLost, every record whose owner
-	// lease has ended (B3, B8, DESIGN §4 failover policy).
-	Reclaim(ctx context.Context) (ReclaimStats, error)
+	// lease has ended (B3, B8, DESIGN §4 failover policy). by, when set, is the reclaiming
+	// node: it claims each dead registration on its own lease so that one node does the work.
+	Reclaim(ctx context.Context, by Owner) (ReclaimStats, error)
 	// Close releases the store's resources. It does not close a client it was given.
 	Close() error
 }
@@ -194,8 +196,10 @@ type ReserveResult struct {
 
 // ReclaimStats counts what one Reclaim pass did.
 type ReclaimStats struct {
-	// DeadIncarnations is the number of ended registrations examined.
+	// DeadIncarnations is the number of ended registrations reclaimed.
 	DeadIncarnations int
+	// Scanned is the number of records examined.
+	Scanned int
 	// Released is the number of records released with OwnerLost.
 	Released int
 }

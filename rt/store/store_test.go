@@ -159,10 +159,11 @@ func TestB3_RevokedOwnerIsUnavailableUntilReclaimed(t *testing.T) {
 	// A record the dead owner no longer writes cannot be released by it either.
 	require.ErrorIs(t, s.Release(ctx, key("ready"), ready, store.ReleaseExplicitClose), store.ErrFenced)
 
-	stats, err := s.Reclaim(ctx)
+	stats, err := s.Reclaim(ctx, live.Owner())
 	require.NoError(t, err)
 	assert.Equal(t, 1, stats.DeadIncarnations)
 	assert.Equal(t, 2, stats.Released)
+	assert.Equal(t, 3, stats.Scanned)
 
 	for _, id := range []string{"ready", "creating"} {
 		got, err := s.Lookup(ctx, key(id))
@@ -173,7 +174,7 @@ func TestB3_RevokedOwnerIsUnavailableUntilReclaimed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, store.StateReady, other.State, "a live owner's record is untouched")
 
-	stats, err = s.Reclaim(ctx)
+	stats, err = s.Reclaim(ctx, live.Owner())
 	require.NoError(t, err)
 	assert.Equal(t, store.ReclaimStats{}, stats, "the dead registration was forgotten")
 }
@@ -192,7 +193,7 @@ func TestD5_WaiterSeesReleaseTag(t *testing.T) {
 	}()
 	res := before
 	for res.State != store.StateMissing {
-		res, err = s.WaitChange(ctx, key("r1"), res.Revision)
+		res, err = s.WaitChange(ctx, res)
 		require.NoError(t, err)
 	}
 	assert.Equal(t, store.ReleaseIdle, res.ReleasedBy, "the waiter learns that idle cleanup released the authority")
@@ -209,7 +210,7 @@ func TestB5_WaiterOfAttemptSeesReady(t *testing.T) {
 
 	done := make(chan store.Resolution, 1)
 	go func() {
-		r, err := s.WaitChange(ctx, key("r1"), lost.Current.Revision)
+		r, err := s.WaitChange(ctx, lost.Current)
 		if err == nil {
 			done <- r
 		}
@@ -236,7 +237,7 @@ func TestWaitChangeRereadsWhenCompacted(t *testing.T) {
 	_, err = s.Client().Compact(ctx, rec.Revision)
 	require.NoError(t, err)
 
-	got, err := s.WaitChange(ctx, key("r1"), res.Revision-1)
+	got, err := s.WaitChange(ctx, store.Resolution{Key: key("r1"), Revision: res.Revision - 1})
 	require.NoError(t, err)
 	assert.Equal(t, store.StateReady, got.State)
 }
@@ -247,7 +248,7 @@ func TestWaitChangeHonoursContext(t *testing.T) {
 	defer cancel()
 	got, err := s.Lookup(ctx, key("nobody"))
 	require.NoError(t, err)
-	_, err = s.WaitChange(c, key("nobody"), got.Revision)
+	_, err = s.WaitChange(c, got)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
@@ -274,7 +275,7 @@ func TestIDsRoundTripThroughKeys(t *testing.T) {
 
 	// The reclaimer parses every key back.
 	require.NoError(t, reg.Close(ctx))
-	stats, err := s.Reclaim(ctx)
+	stats, err := s.Reclaim(ctx, store.Owner{})
 	require.NoError(t, err)
 	assert.Equal(t, len(ids), stats.Released)
 }
@@ -415,4 +416,87 @@ func TestAmbiguousReserveIsSettledByReread(t *testing.T) {
 		require.Equal(t, r.Reservation.Attempt, got.Record.Attempt)
 	}
 	t.Logf("%d of 200 short-deadline reserves completed", settled)
+}
+
+func TestB2_WaiterOfCreatingSeesOwnerEnd(t *testing.T) {
+	s := newStore(t)
+	creator := register(t, s, "creator", store.LeaseOptions{})
+	other := register(t, s, "other", store.LeaseOptions{})
+	reserve(t, s, key("r1"), creator.Owner())
+	lost, err := s.Reserve(ctx, key("r1"), sdk.KindInstance, other.Owner())
+	require.NoError(t, err)
+	require.Equal(t, store.StateCreating, lost.Current.State)
+
+	done := make(chan store.Resolution, 1)
+	go func() {
+		defer close(done)
+		if r, err := s.WaitChange(ctx, lost.Current); err == nil {
+			done <- r
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, creator.Close(ctx))
+	select {
+	case r, ok := <-done:
+		require.True(t, ok, "WaitChange failed")
+		assert.Equal(t, store.StateUnavailable, r.State, "the creator's end wakes the waiter (B2, B8)")
+		assert.Equal(t, store.EvidenceOwnerLeaseEnded, r.Evidence)
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter never woke")
+	}
+}
+
+func TestB8_OneReclaimerClaimsADeadRegistration(t *testing.T) {
+	s := newStore(t)
+	dead := register(t, s, "dead", store.LeaseOptions{})
+	a := register(t, s, "a", store.LeaseOptions{})
+	b := register(t, s, "b", store.LeaseOptions{})
+	for i := range 20 {
+		k := key("c" + string(rune('a'+i)))
+		if i%2 == 0 {
+			reserve(t, s, k, dead.Owner()) // left Creating by a creator that dies (B8)
+		} else {
+			_, err := s.CommitReady(ctx, reserve(t, s, k, dead.Owner()))
+			require.NoError(t, err)
+		}
+	}
+	require.NoError(t, dead.Close(ctx))
+
+	var wg sync.WaitGroup
+	stats := make([]store.ReclaimStats, 2)
+	for i, by := range []*store.Registration{a, b} {
+		wg.Go(func() {
+			st, err := s.Reclaim(ctx, by.Owner())
+			assert.NoError(t, err)
+			stats[i] = st
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 20, stats[0].Released+stats[1].Released, "every record released exactly once")
+	assert.Equal(t, 1, stats[0].DeadIncarnations+stats[1].DeadIncarnations, "one reclaimer took the registration")
+	for i := range 20 {
+		got, err := s.Lookup(ctx, key("c"+string(rune('a'+i))))
+		require.NoError(t, err)
+		assert.Equal(t, store.StateMissing, got.State)
+	}
+}
+
+func TestReclaimLeavesARecordThatChangedHands(t *testing.T) {
+	s := newStore(t)
+	dead := register(t, s, "dead", store.LeaseOptions{})
+	live := register(t, s, "live", store.LeaseOptions{})
+	rec, err := s.CommitReady(ctx, reserve(t, s, key("r1"), dead.Owner()))
+	require.NoError(t, err)
+	require.NoError(t, dead.Close(ctx))
+	// A formal release by the reclaimer, then a fresh creation by a live node.
+	_, err = s.Reclaim(ctx, live.Owner())
+	require.NoError(t, err)
+	_, err = s.CommitReady(ctx, reserve(t, s, key("r1"), live.Owner()))
+	require.NoError(t, err)
+	// The old record's fence no longer holds for anyone.
+	require.ErrorIs(t, s.Release(ctx, key("r1"), rec, store.ReleaseOwnerLost), store.ErrFenced)
+	got, err := s.Lookup(ctx, key("r1"))
+	require.NoError(t, err)
+	assert.Equal(t, store.StateReady, got.State)
+	assert.Equal(t, live.Owner(), got.Record.Owner)
 }
