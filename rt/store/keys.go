@@ -30,7 +30,9 @@ func (k keys) nodesPrefix() string        { return k.root + "nodes/" }
 func (k keys) node(rid sdk.NodeID) string { return k.nodesPrefix() + escape(string(rid)) }
 func (k keys) incarnationsPrefix() string { return k.root + "incarnations/" }
 func (k keys) spotsPrefix() string        { return k.root + "spots/" }
-func (k keys) spot(key SpotKey) string    { return k.spotsPrefix() + escape(key.Type) + "/" + escape(key.ID) }
+func (k keys) spot(key SpotKey) string {
+	return k.spotsPrefix() + escape(key.Type) + "/" + escape(key.ID)
+}
 
 func (k keys) incarnation(rid sdk.NodeID, lease int64) string {
 	return k.incarnationsPrefix() + escape(string(rid)) + "/" + strconv.FormatInt(lease, 16)
