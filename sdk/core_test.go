@@ -87,7 +87,7 @@ func TestE6_CapacityErrorMatches(t *testing.T) {
 func TestSentinelsAreDistinct(t *testing.T) {
 	all := []error{sdk.ErrInvalidID, sdk.ErrInvalidArgument, sdk.ErrConfig, sdk.ErrNotFound, sdk.ErrAlreadyExists,
 		sdk.ErrStaleRoute, sdk.ErrOwnerUnavailable, sdk.ErrQueueFull, sdk.ErrInboundBudget, sdk.ErrCapacityExceeded,
-		sdk.ErrNotServing, sdk.ErrUnhandled, sdk.ErrClosed, sdk.ErrMessageTooLarge, sdk.ErrCreationFailed}
+		sdk.ErrNotServing, sdk.ErrUnhandled, sdk.ErrClosed, sdk.ErrMessageTooLarge, sdk.ErrCreationFailed, sdk.ErrHandlerPanicked}
 	for i, a := range all {
 		for j, b := range all {
 			assert.Equal(t, i == j, errors.Is(a, b), "%v vs %v", a, b)

@@ -44,6 +44,9 @@ var (
 	// ErrCreationFailed: the object's factory failed or panicked; the reservation was released
 	// and the ID can be created again (B8).
 	ErrCreationFailed = errors.New("zlink: creation failed")
+	// ErrHandlerPanicked: a handler panicked. The caller gets this error with the panic's
+	// value; the Spot keeps serving.
+	ErrHandlerPanicked = errors.New("zlink: handler panicked")
 )
 
 // Lane names one of a Spot's two execution lanes (E2).

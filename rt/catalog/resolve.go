@@ -1,0 +1,413 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/zlink-go/zlink/rt/exec"
+	"github.com/zlink-go/zlink/rt/store"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// Mode is what a call may do to a missing Spot (A2, B1).
+type Mode uint8
+
+const (
+	// Plain never creates: a missing Spot is ErrNotFound (B1, K2).
+	Plain Mode = iota
+	// Intent creates a missing Instance Spot (A2).
+	Intent
+	// ExplicitCreate creates a User Spot and fails with ErrAlreadyExists if it exists (A2).
+	ExplicitCreate
+)
+
+// Route is where a resolved call goes: a Spot active here, or the Ready record of a Spot
+// owned by another node.
+type Route struct {
+	local  ownedSpot
+	Remote store.Resolution
+}
+
+// Local reports whether the Spot is active on this node.
+func (r Route) Local() bool { return r.local != nil }
+
+// ErrRemoteOwner is returned by operations that need the Spot on this node when its Ready
+// owner is another node; the caller routes there.
+var ErrRemoteOwner = errors.New("catalog: spot is owned by another node")
+
+// maxRounds bounds the state machine's rounds for one call: each round either waits for the
+// store to change or makes progress, so it is never reached in practice.
+const maxRounds = 64
+
+// creation is one creation in flight on this node; every local caller of the same Spot joins
+// it, so the factory runs once (B5).
+type creation struct {
+	done chan struct{}
+	spot ownedSpot
+	lost *store.Resolution // set when another creator holds the authority
+	err  error
+}
+
+// Resolve runs the activation state machine for one User or Instance Spot (B2): the store's
+// answer goes to exactly one component — Missing to the creation coordinator, Creating to the
+// waiter of that attempt, Ready to route admission, Unavailable to terminal completion.
+func (c *Catalog) Resolve(ctx context.Context, t sdk.Target, mode Mode) (Route, error) {
+	typ, err := c.ownedType(t)
+	if err != nil {
+		return Route{}, err
+	}
+	if mode == Intent && t.Kind() != sdk.KindInstance || mode == ExplicitCreate && t.Kind() != sdk.KindUser {
+		return Route{}, fmt.Errorf("%w: %v cannot be created by this call (A2)", sdk.ErrInvalidArgument, t)
+	}
+	return c.resolve(ctx, typ, t.ID(), mode)
+}
+
+func (c *Catalog) ownedType(t sdk.Target) (*spotType, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	typ, ok := c.types[t.Type()]
+	if !ok {
+		return nil, fmt.Errorf("%w: spot type %s is not registered on node %s", sdk.ErrUnhandled, t.Type(), c.cfg.Node)
+	}
+	if typ.desc.Kind != t.Kind() {
+		return nil, fmt.Errorf("%w: spot type %s is %s, addressed as %s", sdk.ErrInvalidArgument, t.Type(), typ.desc.Kind, t.Kind())
+	}
+	if t.Kind() == sdk.KindEntry {
+		return nil, fmt.Errorf("%w: %v has no location record", sdk.ErrInvalidArgument, t)
+	}
+	return typ, nil
+}
+
+func (c *Catalog) resolve(ctx context.Context, typ *spotType, id string, mode Mode) (Route, error) {
+	key := spotKey{typ.desc.Name, id}
+	skey := store.SpotKey{Type: key.typ, ID: id}
+	var res *store.Resolution // the resolver's latest answer; nil: read the store
+	var waitedAttempt uint64  // the creation attempt this caller waited for
+	for range maxRounds {
+		if err := ctx.Err(); err != nil {
+			return Route{}, err
+		}
+		// This node first: an activation here, or a creation in progress here.
+		if rt, wait, err := c.local(ctx, key, mode); rt.Local() || err != nil {
+			return rt, err
+		} else if wait {
+			res = nil
+			continue
+		}
+		if res == nil {
+			r, err := c.store.Lookup(ctx, skey)
+			if err != nil {
+				return Route{}, err
+			}
+			res = &r
+		}
+		var next *store.Resolution
+		var err error
+		var rt Route
+		switch res.State {
+		case store.StateMissing:
+			rt, next, err = c.onMissing(ctx, typ, id, mode, *res, waitedAttempt)
+		case store.StateCreating:
+			waitedAttempt = res.Record.Attempt
+			next, err = c.onCreating(ctx, key, mode, *res)
+		case store.StateReady:
+			rt, next, err = c.onReady(ctx, key, mode, *res)
+		case store.StateUnavailable:
+			next, err = c.onUnavailable(ctx, key, mode, *res)
+		default:
+			err = fmt.Errorf("catalog: %s: unknown store state %v", skey, res.State)
+		}
+		if err != nil || rt.Local() || rt.Remote.State == store.StateReady {
+			return rt, err
+		}
+		res = next
+	}
+	return Route{}, fmt.Errorf("catalog: %s/%q did not settle in %d rounds", key.typ, id, maxRounds)
+}
+
+// local answers from this node's own state. It reports wait=true when it waited for a local
+// creation or close to finish and the caller should look again.
+func (c *Catalog) local(ctx context.Context, key spotKey, mode Mode) (Route, bool, error) {
+	sh := c.slots.of(key)
+	sh.mu.RLock()
+	var sp ownedSpot
+	var cr *creation
+	if sl := sh.m[key]; sl != nil {
+		sp, cr = sl.spot, sl.creating
+	}
+	sh.mu.RUnlock()
+	if sp != nil {
+		a := sp.base()
+		if a.current() == stateActive {
+			if mode == ExplicitCreate {
+				return Route{}, false, fmt.Errorf("%w: %s %s/%q", sdk.ErrAlreadyExists, sp.Kind(), key.typ, key.id)
+			}
+			return Route{local: sp}, false, nil
+		}
+		if mode == Plain {
+			return Route{}, false, fmt.Errorf("%w: %s %s/%q is closing", sdk.ErrNotFound, sp.Kind(), key.typ, key.id)
+		}
+		// An intent call or a create that meets a close waits for it, then creates (D4).
+		return Route{}, true, c.waitClose(ctx, a)
+	}
+	if cr != nil {
+		select {
+		case <-cr.done:
+		case <-ctx.Done():
+			return Route{}, false, ctx.Err()
+		}
+		switch {
+		case cr.err != nil:
+			return Route{}, false, cr.err // every waiter gets the creation's error (B8)
+		case cr.lost != nil:
+			return Route{}, true, nil
+		case mode == ExplicitCreate:
+			return Route{}, false, fmt.Errorf("%w: %s %s/%q", sdk.ErrAlreadyExists, cr.spot.Kind(), key.typ, key.id)
+		}
+		return Route{local: cr.spot}, false, nil
+	}
+	return Route{}, false, nil
+}
+
+// onMissing is the creation coordinator's input: no authority exists.
+func (c *Catalog) onMissing(ctx context.Context, typ *spotType, id string, mode Mode, res store.Resolution, waitedAttempt uint64) (Route, *store.Resolution, error) {
+	if mode == Plain {
+		return Route{}, nil, fmt.Errorf("%w: %s %s/%q", sdk.ErrNotFound, typ.desc.Kind, typ.desc.Name, id)
+	}
+	if waitedAttempt != 0 && res.ReleasedBy == store.ReleaseCreationFailed {
+		// The creation this caller waited for failed: the waiter gets the failure (B8).
+		return Route{}, nil, fmt.Errorf("%w: %s/%q: its creator's factory failed", sdk.ErrCreationFailed, typ.desc.Name, id)
+	}
+	return c.create(ctx, typ, id)
+}
+
+// onCreating is the waiter of one creation attempt.
+func (c *Catalog) onCreating(ctx context.Context, key spotKey, mode Mode, res store.Resolution) (*store.Resolution, error) {
+	if res.Record.Owner == c.owner {
+		// Our own reservation with no creation in progress here: left by a creation that could
+		// not report (B8). Release it; the next round sees Missing.
+		return nil, c.releaseLeaked(ctx, key, res.Record)
+	}
+	if mode == ExplicitCreate {
+		return nil, fmt.Errorf("%w: %s %s/%q is being created", sdk.ErrAlreadyExists, res.Record.Kind, key.typ, key.id)
+	}
+	next, err := c.store.WaitChange(ctx, res)
+	if err != nil {
+		return nil, err
+	}
+	return &next, nil
+}
+
+// onReady is route admission's input: a live owner holds the Spot.
+func (c *Catalog) onReady(ctx context.Context, key spotKey, mode Mode, res store.Resolution) (Route, *store.Resolution, error) {
+	if mode == ExplicitCreate {
+		return Route{}, nil, fmt.Errorf("%w: %s %s/%q", sdk.ErrAlreadyExists, res.Record.Kind, key.typ, key.id)
+	}
+	if res.Record.Owner != c.owner {
+		return Route{Remote: res}, nil, nil
+	}
+	// Ready here: the activation was registered before its creation finished (B7), so a
+	// second local look finds it unless the record outlived its activation.
+	if rt, wait, err := c.local(ctx, key, mode); rt.Local() || wait || err != nil {
+		return rt, nil, err
+	}
+	return Route{}, nil, c.releaseLeaked(ctx, key, res.Record)
+}
+
+// onUnavailable is the terminal completion adapter: the authority exists but its owner
+// cannot be used. A release in progress is waited out by calls that may create (D4); an ended
+// owner lease is terminal and starts no creation (B3, K5).
+func (c *Catalog) onUnavailable(ctx context.Context, key spotKey, mode Mode, res store.Resolution) (*store.Resolution, error) {
+	if res.Evidence == store.EvidenceReleasing {
+		if mode == Plain {
+			return nil, fmt.Errorf("%w: %s %s/%q is being closed", sdk.ErrNotFound, res.Record.Kind, key.typ, key.id)
+		}
+		if res.Record.Owner == c.owner {
+			if _, ok := c.slots.get(key); !ok {
+				return nil, c.releaseLeaked(ctx, key, res.Record)
+			}
+		}
+		next, err := c.store.WaitChange(ctx, res)
+		if err != nil {
+			return nil, err
+		}
+		return &next, nil
+	}
+	return nil, fmt.Errorf("%w: %s %s/%q: owner %s's lease has ended; it is released only by reclaim",
+		sdk.ErrOwnerUnavailable, res.Record.Kind, key.typ, key.id, res.Record.Owner.Node)
+}
+
+// create is the creation coordinator: it takes a local slot (joining a creation already
+// here), then runs the creation on a goroutine of its own, so that the caller's cancellation
+// ends only the caller's wait (F10 in spirit) while the others still get the Spot.
+func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, *store.Resolution, error) {
+	key := spotKey{typ.desc.Name, id}
+	sh := c.slots.of(key)
+	sh.mu.Lock()
+	if _, busy := sh.m[key]; busy {
+		sh.mu.Unlock()
+		return Route{}, nil, nil // raced another local caller: look again
+	}
+	if !c.takeActive() {
+		sh.mu.Unlock()
+		c.stats.capRefusals.Add(1)
+		return Route{}, nil, fmt.Errorf("create %s/%q on %s: %w", key.typ, id, c.cfg.Node,
+			&sdk.CapacityError{Where: sdk.CapacityActivationCap, Limit: int64(c.cfg.MaxActive)})
+	}
+	cr := &creation{done: make(chan struct{})}
+	sh.put(key, &slot{creating: cr})
+	sh.mu.Unlock()
+
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		octx, cancel := context.WithTimeout(c.ctx, c.cfg.OperationTimeout)
+		defer cancel()
+		sp, lost, err := c.runCreation(octx, typ, id)
+		sh.mu.Lock()
+		if sp != nil {
+			// B7 step 2: the route enters this node's admission view in the same continuation
+			// as the Ready commit, before any waiter sends its first message.
+			sh.m[key].creating, sh.m[key].spot = nil, sp
+		} else {
+			delete(sh.m, key)
+			c.active.Add(-1)
+		}
+		sh.mu.Unlock()
+		if inst, ok := sp.(*instanceSpot); ok {
+			c.idle.add(inst)
+		}
+		cr.spot, cr.lost, cr.err = sp, lost, err
+		close(cr.done)
+	}()
+	select {
+	case <-cr.done:
+	case <-ctx.Done():
+		return Route{}, nil, ctx.Err()
+	}
+	if cr.err != nil || cr.lost != nil {
+		return Route{}, cr.lost, cr.err
+	}
+	return Route{local: cr.spot}, nil, nil
+}
+
+// takeActive counts one more owned Spot unless the cap is reached (D6, K8).
+func (c *Catalog) takeActive() bool {
+	if c.cfg.MaxActive == 0 {
+		c.active.Add(1)
+		return true
+	}
+	for {
+		n := c.active.Load()
+		if n >= int64(c.cfg.MaxActive) {
+			return false
+		}
+		if c.active.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// runCreation reserves the authority, runs the factory and OnActivate, and commits Ready (B5,
+// B7). A failure releases the reservation so the ID can be created again (B8).
+func (c *Catalog) runCreation(ctx context.Context, typ *spotType, id string) (ownedSpot, *store.Resolution, error) {
+	skey := store.SpotKey{Type: typ.desc.Name, ID: id}
+	r, err := c.store.Reserve(ctx, skey, typ.desc.Kind, c.owner)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create %s: %w", skey, err)
+	}
+	if !r.Won {
+		return nil, &r.Current, nil
+	}
+	c.stats.factoryRuns.Add(1)
+	sp := c.newOwned(typ, id)
+	creating := store.Record{Kind: typ.desc.Kind, Phase: store.PhaseCreating, Owner: c.owner,
+		Attempt: r.Reservation.Attempt, Incarnation: r.Reservation.Incarnation, Revision: r.Reservation.Revision}
+	sp.setRecord(creating)
+	impl, err := c.construct(ctx, sp, typ)
+	if err != nil {
+		c.stats.creationFailures.Add(1)
+		if rerr := c.store.Release(ctx, skey, creating, store.ReleaseCreationFailed); rerr != nil {
+			c.log.Warn("could not release a failed creation; it is released when next met", "spot", skey, "err", rerr)
+		}
+		return nil, nil, fmt.Errorf("%w: %s: %v", sdk.ErrCreationFailed, skey, err)
+	}
+	sp.base().impl = impl
+	rec, err := c.store.CommitReady(ctx, r.Reservation)
+	if err != nil {
+		c.stats.creationFailures.Add(1)
+		c.notifyClose(ctx, sp.base(), sdk.CloseCreationFailed)
+		if rerr := c.store.Release(ctx, skey, creating, store.ReleaseCreationFailed); rerr != nil && !errors.Is(rerr, store.ErrFenced) {
+			c.log.Warn("could not release a failed creation; it is released when next met", "spot", skey, "err", rerr)
+		}
+		return nil, nil, fmt.Errorf("%w: %s: commit ready: %v", sdk.ErrCreationFailed, skey, err)
+	}
+	sp.setRecord(rec)
+	return sp, nil, nil
+}
+
+func (c *Catalog) newOwned(typ *spotType, id string) ownedSpot {
+	var sp ownedSpot
+	if typ.desc.Kind == sdk.KindUser {
+		sp = &userSpot{}
+	} else {
+		sp = &instanceSpot{idleIndex: -1}
+	}
+	a := sp.base()
+	a.cat, a.typ, a.id, a.exec = c, typ, id, exec.New(&c.cfg.Exec)
+	a.exec.SetPanicHandler(c.execPanic)
+	return sp
+}
+
+// construct runs the factory and OnActivate, turning a panic into an error.
+func (c *Catalog) construct(ctx context.Context, sc sdk.SpotContext, typ *spotType) (impl any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.log.Error("spot factory panicked", "spot", typ.desc.Name, "id", sc.ID(), "panic", v, "stack", string(debug.Stack()))
+			impl, err = nil, fmt.Errorf("factory panicked: %v", v)
+		}
+	}()
+	impl, err = typ.factory(sc)
+	if err != nil {
+		return nil, fmt.Errorf("factory: %w", err)
+	}
+	if impl == nil {
+		return nil, errors.New("factory returned no object")
+	}
+	if h, ok := impl.(sdk.ActivateHandler); ok {
+		if err := h.OnActivate(ctx); err != nil {
+			return nil, fmt.Errorf("OnActivate: %w", err)
+		}
+	}
+	return impl, nil
+}
+
+// releaseLeaked releases a record of this node's registration that no local activation or
+// creation stands for: a creation or close that failed to report its last step (B8).
+func (c *Catalog) releaseLeaked(ctx context.Context, key spotKey, rec store.Record) error {
+	skey := store.SpotKey{Type: key.typ, ID: key.id}
+	// A creation or close may have just started here; it owns the record then.
+	if _, busy := c.slots.get(key); busy {
+		return nil
+	}
+	tag := store.ReleaseOwnerLost
+	if rec.Phase == store.PhaseCreating {
+		tag = store.ReleaseCreationFailed
+	}
+	var err error
+	if rec.Phase == store.PhaseReleasing {
+		err = c.store.FinishRelease(ctx, skey, rec)
+	} else {
+		err = c.store.Release(ctx, skey, rec, tag)
+	}
+	if errors.Is(err, store.ErrFenced) {
+		return nil // changed meanwhile: the next round reads it again
+	}
+	if err == nil {
+		c.stats.leaksReleased.Add(1)
+	}
+	return err
+}

@@ -1,0 +1,73 @@
+package catalog
+
+import (
+	"hash/maphash"
+	"sync"
+)
+
+// spotKey is a Spot's identity inside one node: type name and ID.
+type spotKey struct {
+	typ, id string
+}
+
+const shardCount = 64
+
+var shardSeed = maphash.MakeSeed()
+
+// shards is a map of Spot keys split over independently locked shards, so that lookups of
+// different Spots do not contend.
+type shards[V any] struct {
+	s [shardCount]shard[V]
+}
+
+type shard[V any] struct {
+	mu sync.RWMutex
+	m  map[spotKey]V
+}
+
+func (s *shards[V]) of(k spotKey) *shard[V] {
+	return &s.s[maphash.String(shardSeed, k.id)%shardCount]
+}
+
+func (s *shards[V]) get(k spotKey) (V, bool) {
+	sh := s.of(k)
+	sh.mu.RLock()
+	v, ok := sh.m[k]
+	sh.mu.RUnlock()
+	return v, ok
+}
+
+// put stores v under k with the shard locked.
+func (sh *shard[V]) put(k spotKey, v V) {
+	if sh.m == nil {
+		sh.m = make(map[spotKey]V)
+	}
+	sh.m[k] = v
+}
+
+// each calls fn for every value, one shard at a time, without holding a lock while fn runs.
+func (s *shards[V]) each(fn func(V)) {
+	for i := range s.s {
+		sh := &s.s[i]
+		sh.mu.RLock()
+		vals := make([]V, 0, len(sh.m))
+		for _, v := range sh.m {
+			vals = append(vals, v)
+		}
+		sh.mu.RUnlock()
+		for _, v := range vals {
+			fn(v)
+		}
+	}
+}
+
+func (s *shards[V]) len() int {
+	n := 0
+	for i := range s.s {
+		sh := &s.s[i]
+		sh.mu.RLock()
+		n += len(sh.m)
+		sh.mu.RUnlock()
+	}
+	return n
+}

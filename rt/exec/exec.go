@@ -1,0 +1,327 @@
+// Package exec is the serial executor of one activation: two FIFO lanes, application and
+// lifecycle, each bounded by an item count and a byte reservation (digest E2–E6).
+//
+// Work on one executor runs one item at a time. Lifecycle work runs before queued application
+// work. Every admitted item reserves its payload bytes plus ItemOverhead on its lane, and the
+// reservation returns when the item's Run returns: its terminal completion. An executor with
+// nothing queued holds no goroutine: a runner is started when work arrives and ends when the
+// lanes are empty.
+package exec
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// ItemOverhead is the fixed retained cost that every work item reserves on top of its payload:
+// an empty payload still consumes the byte limit (E2, E3, K15).
+const ItemOverhead = 256
+
+// Limits bounds one lane on both axes (E3, E4).
+type Limits struct {
+	// Count is the most items the lane holds, queued or running.
+	Count int
+	// Bytes is the most bytes the lane reserves: the sum of payload + ItemOverhead.
+	Bytes int64
+}
+
+// Config holds the limits of both lanes.
+type Config struct {
+	Application Limits
+	Lifecycle   Limits
+}
+
+// DefaultConfig returns the E2 defaults: application 1,024 items / 64 MiB, lifecycle 128 items
+// / 4 MiB.
+func DefaultConfig() Config {
+	return Config{
+		Application: Limits{Count: 1024, Bytes: 64 << 20},
+		Lifecycle:   Limits{Count: 128, Bytes: 4 << 20},
+	}
+}
+
+// Validate refuses a lane without a positive count and byte limit: there is no unbounded
+// execution queue (E4, K16).
+func (c Config) Validate() error {
+	var errs []error
+	for _, l := range []struct {
+		lane sdk.Lane
+		lim  Limits
+	}{{sdk.LaneApplication, c.Application}, {sdk.LaneLifecycle, c.Lifecycle}} {
+		if l.lim.Count <= 0 {
+			errs = append(errs, fmt.Errorf("%w: %s lane count limit must be positive, got %d (no lane is unbounded)", sdk.ErrConfig, l.lane, l.lim.Count))
+		}
+		if l.lim.Bytes < ItemOverhead {
+			errs = append(errs, fmt.Errorf("%w: %s lane byte limit must be at least %d, got %d (no lane is unbounded)", sdk.ErrConfig, l.lane, ItemOverhead, l.lim.Bytes))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Work is one item of an executor.
+type Work interface {
+	// Run runs the item on the executor's turn. Its return is the item's terminal completion.
+	Run()
+	// Drop completes the item without running it: the executor was closed with err.
+	Drop(err error)
+}
+
+// ErrAdmissionClosed is returned by Submit for application work while admission is closed,
+// and for any work once the executor is closed.
+var ErrAdmissionClosed = errors.New("exec: admission closed")
+
+// Executor runs the work of one activation serially. Its zero value is not usable: use New.
+type Executor struct {
+	cfg *Config // shared and read-only
+
+	mu        sync.Mutex
+	app, life lane
+	running   bool
+	appGate   bool // application admission closed
+	closed    bool
+	closeErr  error
+	// lastActivity is when the last activity-counting application item finished, on the
+	// monotonic clock (nanoseconds since origin).
+	lastActivity int64
+	onPanic      func(v any, stack []byte)
+}
+
+// New returns an idle executor. cfg must have passed Validate and must not change afterwards.
+func New(cfg *Config) *Executor {
+	return &Executor{cfg: cfg, lastActivity: Now()}
+}
+
+// SetPanicHandler sets what is told when a Run panics (the panic is contained either way).
+func (e *Executor) SetPanicHandler(fn func(v any, stack []byte)) {
+	e.mu.Lock()
+	e.onPanic = fn
+	e.mu.Unlock()
+}
+
+var origin = time.Now()
+
+// Now is the monotonic clock the executor measures activity on.
+func Now() int64 { return int64(time.Since(origin)) }
+
+// Item describes one submission.
+type Item struct {
+	// Lane is LaneApplication or LaneLifecycle.
+	Lane sdk.Lane
+	// Payload is the payload size in bytes; ItemOverhead is added to it.
+	Payload int64
+	// Activity marks application work that counts as activity for idle eviction (D2). Timer
+	// ticks do not, unless asked.
+	Activity bool
+	// AfterApplication holds lifecycle work until the application lane is empty: the close of
+	// an activation runs after its queued application work (D3).
+	AfterApplication bool
+	// Inline lets the caller's goroutine run the item at once when the executor is idle and
+	// both lanes are empty; Submit then returns after Run. A request/reply caller waits anyway,
+	// so this saves a goroutine hand-off.
+	Inline bool
+}
+
+// Submit admits w to its lane or refuses it. A refusal on a full lane is a
+// *sdk.QueueFullError naming the lane and the axis that was hit first (E3, E6); application
+// work while admission is closed, and any work after Close, get ErrAdmissionClosed.
+func (e *Executor) Submit(it Item, w Work) error {
+	if it.Payload < 0 {
+		return fmt.Errorf("%w: negative payload size %d", sdk.ErrInvalidArgument, it.Payload)
+	}
+	bytes := it.Payload + ItemOverhead
+	e.mu.Lock()
+	if e.closed || (e.appGate && it.Lane == sdk.LaneApplication) {
+		e.mu.Unlock()
+		return ErrAdmissionClosed
+	}
+	l, lim := &e.app, e.cfg.Application
+	if it.Lane == sdk.LaneLifecycle {
+		l, lim = &e.life, e.cfg.Lifecycle
+	} else if it.Lane != sdk.LaneApplication {
+		e.mu.Unlock()
+		return fmt.Errorf("%w: unknown lane %v", sdk.ErrInvalidArgument, it.Lane)
+	}
+	// Both axes are enforced; the count is checked first, so a burst of empty payloads reports
+	// the count and a burst of large ones the bytes, whichever limit they reach first.
+	if l.count+1 > lim.Count {
+		e.mu.Unlock()
+		return &sdk.QueueFullError{Lane: it.Lane, Axis: sdk.AxisCount, Limit: int64(lim.Count), Queued: int64(l.count), Requested: 1}
+	}
+	if l.bytes+bytes > lim.Bytes {
+		e.mu.Unlock()
+		return &sdk.QueueFullError{Lane: it.Lane, Axis: sdk.AxisBytes, Limit: lim.Bytes, Queued: l.bytes, Requested: bytes}
+	}
+	l.count++
+	l.bytes += bytes
+	ent := entry{w: w, bytes: bytes, activity: it.Activity, afterApp: it.AfterApplication}
+	if it.Inline && !e.running && e.app.empty() && e.life.empty() {
+		e.running = true
+		e.mu.Unlock()
+		e.run(l, ent)
+		e.mu.Lock()
+		e.continueOrStop()
+		return nil
+	}
+	l.push(ent)
+	if !e.running {
+		e.running = true
+		go e.drain()
+	}
+	e.mu.Unlock()
+	return nil
+}
+
+// continueOrStop is called with mu held after an inline run: it hands the queued work to a
+// runner, or marks the executor idle.
+func (e *Executor) continueOrStop() {
+	if e.app.empty() && e.life.empty() {
+		e.running = false
+		e.mu.Unlock()
+		return
+	}
+	e.mu.Unlock()
+	go e.drain()
+}
+
+// drain runs queued work until both lanes are empty. It owns e.running while it runs.
+func (e *Executor) drain() {
+	e.mu.Lock()
+	for {
+		l := e.next()
+		if l == nil {
+			e.running = false
+			e.app.release()
+			e.life.release()
+			e.mu.Unlock()
+			return
+		}
+		ent := l.pop()
+		e.mu.Unlock()
+		e.run(l, ent)
+		e.mu.Lock()
+	}
+}
+
+// next picks the lane of the next item: lifecycle first, unless its head waits for the
+// application lane to empty.
+func (e *Executor) next() *lane {
+	if !e.life.empty() && (!e.life.peek().afterApp || e.app.empty()) {
+		return &e.life
+	}
+	if !e.app.empty() {
+		return &e.app
+	}
+	return nil
+}
+
+// run runs one item outside the lock and returns its reservation.
+func (e *Executor) run(l *lane, ent entry) {
+	defer func() {
+		if v := recover(); v != nil {
+			e.mu.Lock()
+			h := e.onPanic
+			e.mu.Unlock()
+			if h != nil {
+				h(v, debug.Stack())
+			}
+		}
+		e.mu.Lock()
+		l.count--
+		l.bytes -= ent.bytes
+		if ent.activity {
+			e.lastActivity = Now()
+		}
+		e.mu.Unlock()
+	}()
+	ent.w.Run()
+}
+
+// CloseApplication stops application admission if the executor is quiescent: nothing queued
+// or running on either lane. It reports whether it did; the idle cleanup re-checks serial
+// quiescence this way before it closes a Spot (D3).
+func (e *Executor) CloseApplication(requireQuiescent bool) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	if requireQuiescent && (e.running || !e.app.empty() || !e.life.empty()) {
+		return false
+	}
+	e.appGate = true
+	return true
+}
+
+// OpenApplication reopens application admission after CloseApplication (a close that could
+// not complete).
+func (e *Executor) OpenApplication() {
+	e.mu.Lock()
+	e.appGate = false
+	e.mu.Unlock()
+}
+
+// Close refuses all further work and drops what is queued with err. An item that is running
+// finishes.
+func (e *Executor) Close(err error) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.closed, e.closeErr = true, err
+	dropped := append(e.life.takeAll(), e.app.takeAll()...)
+	e.mu.Unlock()
+	for _, ent := range dropped {
+		ent.w.Drop(err)
+	}
+}
+
+// Quiescent reports whether nothing is queued or running on either lane.
+func (e *Executor) Quiescent() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !e.running && e.app.empty() && e.life.empty()
+}
+
+// IdleSince returns when the last activity-counting application work finished (monotonic, see
+// Now), and whether the executor is quiescent now.
+func (e *Executor) IdleSince() (since int64, quiescent bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lastActivity, !e.running && e.app.empty() && e.life.empty()
+}
+
+// Touch records activity now, as if application work had just finished.
+func (e *Executor) Touch() {
+	e.mu.Lock()
+	e.lastActivity = Now()
+	e.mu.Unlock()
+}
+
+// Stats is a snapshot of an executor's lanes.
+type Stats struct {
+	Application, Lifecycle LaneStats
+	Running                bool
+}
+
+// LaneStats is the reservation of one lane.
+type LaneStats struct {
+	Count int
+	Bytes int64
+}
+
+// Stats returns a snapshot of both lanes' reservations.
+func (e *Executor) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return Stats{
+		Application: LaneStats{Count: e.app.count, Bytes: e.app.bytes},
+		Lifecycle:   LaneStats{Count: e.life.count, Bytes: e.life.bytes},
+		Running:     e.running,
+	}
+}

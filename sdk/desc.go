@@ -1,0 +1,95 @@
+package sdk
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// SupportPackageIsVersion1 is referenced by generated code: a generated file that is too new or
+// too old for this runtime fails to compile with this name in the error.
+const SupportPackageIsVersion1 = true
+
+// SpotDesc describes one Spot type to the runtime. zlinkgen generates one per annotated
+// interface; its method table is keyed by stable method names, never ordinals.
+type SpotDesc struct {
+	// Name is the stable type name (the `name=` option, or package.Interface).
+	Name string
+	// Kind is Entry, User or Instance (A1).
+	Kind SpotKind
+	// Methods is the dispatch table in declaration order.
+	Methods []MethodDesc
+	// IdleTimeout is the `idle=` option of an Instance Spot type (0: the node's default).
+	IdleTimeout time.Duration
+}
+
+// Method returns the method named name, or nil.
+func (d *SpotDesc) Method(name string) *MethodDesc {
+	for i := range d.Methods {
+		if d.Methods[i].Name == name {
+			return &d.Methods[i]
+		}
+	}
+	return nil
+}
+
+// MethodDesc is one entry of a Spot type's dispatch table.
+type MethodDesc struct {
+	// Name is the stable method name.
+	Name string
+	// OneWay marks a `//zlink:send` method: no reply is sent.
+	OneWay bool
+	// NewRequest returns an empty request message, to decode a remote call into.
+	NewRequest func() proto.Message
+	// NewReply returns an empty reply message, to decode a remote reply into (nil when OneWay).
+	NewReply func() proto.Message
+	// Invoke calls the method on impl, the object the type's factory made.
+	Invoke func(impl any, ctx context.Context, req proto.Message) (proto.Message, error)
+}
+
+// FullMethodName returns "/<type>/<method>", the form of the generated constants.
+func FullMethodName(typ, method string) string { return "/" + typ + "/" + method }
+
+// Factory makes the object that serves one Spot. It runs once per activation, before the
+// activation is published Ready (B5, B7); an error or a panic fails the creation, which is
+// released so that the ID can be created again (B8).
+type Factory func(SpotContext) (any, error)
+
+// Registrar takes Spot types before a node starts serving. Generated RegisterX functions call
+// it; registering the same stable name twice is an error.
+type Registrar interface {
+	RegisterSpot(desc *SpotDesc, factory Factory, opts ...TypeOption) error
+}
+
+// TypeOption configures one registered Spot type.
+type TypeOption func(*TypeOptions)
+
+// TypeOptions is what TypeOption sets. Zero values mean the node's defaults.
+type TypeOptions struct {
+	// IdleTimeout overrides the node's InstanceSpotIdleTimeout for an Instance type (D1); a
+	// negative value disables idle eviction for the type.
+	IdleTimeout time.Duration
+}
+
+// WithIdleTimeout sets the idle timeout of an Instance Spot type (D1): it is evicted once no
+// application work has run for d and none is pending. A negative d disables idle eviction for
+// the type. Only Instance types accept it (D7).
+func WithIdleTimeout(d time.Duration) TypeOption {
+	return func(o *TypeOptions) { o.IdleTimeout = d }
+}
+
+// ActivateHandler is implemented by a Spot object that needs a step before its first message.
+// OnActivate runs after the factory and before the activation is published Ready; an error
+// fails the creation (B8).
+type ActivateHandler interface {
+	OnActivate(ctx context.Context) error
+}
+
+// CloseHandler is implemented by a Spot object that wants to know when it closes. OnClose runs
+// on the Spot's own queue, after its last application work and before its location is
+// released (D3); no new work is taken meanwhile. The runtime saves no state: save what you need
+// here (D9).
+type CloseHandler interface {
+	OnClose(ctx context.Context, reason CloseReason)
+}

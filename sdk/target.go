@@ -1,0 +1,79 @@
+package sdk
+
+import "fmt"
+
+// Target addresses one Spot for the untyped invocation surface that generated code calls.
+//
+// A Target is built only by its constructors, one per kind, so no Target can be two kinds at
+// once (A3): an Entry target names a node and no ID, only an Instance target can carry
+// create-intent (A2, B1). The zero Target is invalid and every call refuses it.
+type Target struct {
+	kind   SpotKind
+	typ    string
+	id     string
+	node   NodeID
+	intent bool
+}
+
+// EntryTarget addresses the Entry Spot of type typ on node (A2: exactly one per node).
+func EntryTarget(typ string, node NodeID) Target {
+	return Target{kind: KindEntry, typ: typ, node: node}
+}
+
+// UserTarget addresses the User Spot typ/id. Calls never create it (B1); only an explicit
+// create does (A2).
+func UserTarget(typ, id string) Target { return Target{kind: KindUser, typ: typ, id: id} }
+
+// InstanceTarget addresses the Instance Spot typ/id with a plain call: a missing Spot is not
+// created and the call fails with ErrNotFound (B1, K2).
+func InstanceTarget(typ, id string) Target { return Target{kind: KindInstance, typ: typ, id: id} }
+
+// InstanceIntent addresses the Instance Spot typ/id with create-intent: the first such call to
+// a missing Spot creates it, and concurrent ones all reach the one created (A2, B5).
+func InstanceIntent(typ, id string) Target {
+	return Target{kind: KindInstance, typ: typ, id: id, intent: true}
+}
+
+// Kind is the addressed Spot's kind.
+func (t Target) Kind() SpotKind { return t.kind }
+
+// Type is the addressed Spot's stable type name.
+func (t Target) Type() string { return t.typ }
+
+// ID is the addressed Spot's ID; empty for an Entry Spot.
+func (t Target) ID() string { return t.id }
+
+// Node is the node of an Entry target; empty for the other kinds.
+func (t Target) Node() NodeID { return t.node }
+
+// CreateIntent reports whether the call may create a missing Instance Spot.
+func (t Target) CreateIntent() bool { return t.intent }
+
+// Plain returns the target without create-intent.
+func (t Target) Plain() Target { t.intent = false; return t }
+
+// Validate checks the target's parts with the rules of ValidateID.
+func (t Target) Validate() error {
+	if !t.kind.Valid() {
+		return fmt.Errorf("%w: a zero or unknown target (kind %s)", ErrInvalidArgument, t.kind)
+	}
+	if err := ValidateTypeName(t.typ); err != nil {
+		return err
+	}
+	if t.kind == KindEntry {
+		return t.node.Validate()
+	}
+	return ValidateSpotID(t.id)
+}
+
+// String renders the target for messages: "Entry chat.Lobby@node-1", "Instance chat.Room/\"r1\"".
+func (t Target) String() string {
+	if t.kind == KindEntry {
+		return fmt.Sprintf("Entry %s@%s", t.typ, t.node)
+	}
+	s := fmt.Sprintf("%s %s/%q", t.kind, t.typ, t.id)
+	if t.intent {
+		s += " (create-intent)"
+	}
+	return s
+}
