@@ -22,10 +22,10 @@ type Client interface {
 	// Create explicitly creates the User Spot t (A2). It fails with ErrAlreadyExists when the
 	// Spot exists.
 	Create(ctx context.Context, t Target, opts ...CallOption) error
-	// Close explicitly closes the User or Instance Spot t (D3): admission stops, queued work
-	// finishes, the Spot's CloseHandler runs with CloseExplicit, then its location is released.
-	// Concurrent closes of one Spot share one close.
-	Close(ctx context.Context, t Target, opts ...CallOption) error
+	// CloseSpot explicitly closes the User or Instance Spot t (D3): admission stops, queued
+	// work finishes, the Spot's CloseHandler runs with CloseExplicit, then its location is
+	// released. Concurrent closes of one Spot share one close.
+	CloseSpot(ctx context.Context, t Target, opts ...CallOption) error
 	// LocalNode is the ID of the node this client runs on.
 	LocalNode() NodeID
 }

@@ -255,6 +255,7 @@ func newNode(t testing.TB, o nodeOpts) *node {
 	}
 	st, err := store.New(newClient(t), o.mesh)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
 	reg, err := st.Register(ctx, &storepb.NodeDescriptor{NodeId: o.id, Roles: 1, Weight: 1}, store.LeaseOptions{})
 	require.NoError(t, err)
 	types := &catalog.Types{}

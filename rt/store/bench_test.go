@@ -47,6 +47,7 @@ func BenchmarkCreate(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			b.Cleanup(func() { _ = s.Close() })
 			reg := register(b, s, "bench-node", store.LeaseOptions{})
 			owner := reg.Owner()
 			runParallel(b, callers, func(i int64) error {

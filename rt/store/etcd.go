@@ -28,20 +28,59 @@ type Etcd struct {
 	// local holds this process's registrations (Owner -> *Registration): while a lease guard
 	// holds, its owner is known alive without a read.
 	local sync.Map
+	// batch is the group commit of record writes; nil when disabled.
+	batch *batcher
 }
+
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	groupCommit int
+}
+
+// WithGroupCommit turns the group commit on for a server whose --max-txn-ops is maxTxnOps
+// (etcd's default, 128, is the default here). Concurrent record writes then share round trips
+// instead of paying one raft round each.
+func WithGroupCommit(maxTxnOps int) Option { return func(o *options) { o.groupCommit = maxTxnOps } }
+
+// WithoutGroupCommit sends every record write as a transaction of its own.
+func WithoutGroupCommit() Option { return func(o *options) { o.groupCommit = 0 } }
 
 var _ Store = (*Etcd)(nil)
 
 // New returns the Location Store of mesh on client. The client stays the caller's: Close does
-// not close it.
-func New(client *clientv3.Client, mesh string) (*Etcd, error) {
+// not close it, but must be called to stop the group commit.
+func New(client *clientv3.Client, mesh string, opts ...Option) (*Etcd, error) {
 	if client == nil {
 		return nil, errors.New("store: nil etcd client")
 	}
 	if err := sdk.ValidateID("mesh name", mesh); err != nil {
 		return nil, err
 	}
-	return &Etcd{client: client, keys: newKeys(mesh), mesh: mesh, settle: 5 * time.Second}, nil
+	o := options{groupCommit: 128}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := &Etcd{client: client, keys: newKeys(mesh), mesh: mesh, settle: 5 * time.Second}
+	// etcd counts a nested transaction's widest part against what its parent leaves of
+	// --max-txn-ops; a record write has at most two compares.
+	if batch := o.groupCommit - maxWriteWidth; batch > 1 {
+		s.batch = newBatcher(client, batch)
+	}
+	return s, nil
+}
+
+// write runs one record write, through the group commit when it is on.
+func (s *Etcd) write(ctx context.Context, key string, cmps []clientv3.Cmp, then, els []clientv3.Op) (txnResult, error) {
+	if s.batch != nil {
+		return s.batch.do(ctx, key, cmps, then, els)
+	}
+	resp, err := s.client.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+	if err != nil {
+		return txnResult{}, err
+	}
+	return txnResult{Succeeded: resp.Succeeded, Responses: resp.Responses, Revision: resp.Header.Revision}, nil
 }
 
 // Mesh returns the mesh name whose keys the store reads and writes.
@@ -50,8 +89,14 @@ func (s *Etcd) Mesh() string { return s.mesh }
 // Client returns the etcd client the store runs on.
 func (s *Etcd) Client() *clientv3.Client { return s.client }
 
-// Close releases nothing: the store holds no resources beyond the caller's client.
-func (s *Etcd) Close() error { return nil }
+// Close stops the group commit; writes still queued fail with ErrStoreClosed. Safe to call more
+// than once.
+func (s *Etcd) Close() error {
+	if s.batch != nil {
+		s.batch.close()
+	}
+	return nil
+}
 
 // newAttempt returns a random non-zero attempt fence.
 func newAttempt() uint64 {
@@ -63,6 +108,9 @@ func newAttempt() uint64 {
 }
 
 var marshal = proto.MarshalOptions{Deterministic: true}
+
+// maxWriteWidth is the most compares or ops of any record write's branches.
+const maxWriteWidth = 2
 
 func encodeRecord(r *storepb.SpotRecord) (string, error) {
 	b, err := marshal.Marshal(r)
@@ -120,20 +168,19 @@ func (s *Etcd) reserveOnce(ctx context.Context, key SpotKey, kind sdk.SpotKind, 
 	if err != nil {
 		return ReserveResult{}, err
 	}
-	resp, err := s.client.Txn(ctx).
-		If(
+	resp, err := s.write(ctx, spotKey,
+		[]clientv3.Cmp{
 			clientv3.Compare(clientv3.CreateRevision(spotKey), "=", 0),
 			clientv3.Compare(clientv3.LeaseValue(s.keys.node(owner.Node)), "=", owner.Lease),
-		).
-		Then(clientv3.OpPut(spotKey, rec)).
-		Else(clientv3.OpGet(spotKey)).
-		Commit()
+		},
+		[]clientv3.Op{clientv3.OpPut(spotKey, rec)},
+		[]clientv3.Op{clientv3.OpGet(spotKey)})
 	if err != nil {
 		return ReserveResult{}, err
 	}
 	if resp.Succeeded {
 		// A txn's writes carry the txn's revision: the record's create and mod revision.
-		rev := resp.Header.Revision
+		rev := resp.Revision
 		return ReserveResult{Won: true, Reservation: Reservation{
 			Key: key, Kind: kind, Owner: owner, Attempt: attempt, Revision: rev, Incarnation: rev,
 		}}, nil
@@ -142,7 +189,7 @@ func (s *Etcd) reserveOnce(ctx context.Context, key SpotKey, kind sdk.SpotKind, 
 	if len(kvs) == 0 {
 		return ReserveResult{}, fmt.Errorf("store: reserve %s: owner lease of %s has ended: %w", key, owner.Node, ErrFenced)
 	}
-	cur, err := s.resolve(ctx, key, resp.Header.Revision, kvs[0])
+	cur, err := s.resolve(ctx, key, resp.Revision, kvs[0])
 	if err != nil {
 		return ReserveResult{}, err
 	}
@@ -212,10 +259,17 @@ func wonFrom(key SpotKey, rec Record) ReserveResult {
 
 // ambiguous reports whether a failed request may still have been applied.
 func ambiguous(err error) bool {
+	if errors.As(err, new(notSent)) {
+		return false
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
-	switch status.Code(err) {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	switch st.Code() {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown, codes.Internal:
 		return true
 	}
@@ -237,17 +291,32 @@ func (s *Etcd) CommitReady(ctx context.Context, r Reservation) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	resp, err := s.client.Txn(ctx).
-		If(s.ownerFence(spotKey, r.Revision, r.Owner)...).
-		Then(clientv3.OpPut(spotKey, val)).
-		Commit()
-	if err != nil {
-		return Record{}, fmt.Errorf("store: commit ready %s: %w", r.Key, err)
+	for range 3 {
+		resp, err := s.write(ctx, spotKey, s.ownerFence(spotKey, r.Revision, r.Owner), []clientv3.Op{clientv3.OpPut(spotKey, val)}, nil)
+		if err == nil && !resp.Succeeded {
+			return Record{}, fmt.Errorf("store: commit ready %s (attempt %x): %w", r.Key, r.Attempt, ErrFenced)
+		}
+		if err == nil {
+			return recordAt(rec, r.Incarnation, resp.Revision), nil
+		}
+		if !ambiguous(err) {
+			return Record{}, fmt.Errorf("store: commit ready %s: %w", r.Key, err)
+		}
+		// Unknown outcome: a linearizable re-read tells whether it was applied.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.settle)
+		res, lerr := s.Lookup(sctx, r.Key)
+		cancel()
+		switch {
+		case lerr != nil:
+			return Record{}, fmt.Errorf("store: commit ready %s: outcome unknown (%v, re-read: %v)", r.Key, err, lerr)
+		case res.State == StateReady && res.Record.Attempt == r.Attempt && res.Record.Owner == r.Owner:
+			return res.Record, nil
+		case res.State != StateCreating || res.Record.Revision != r.Revision:
+			return Record{}, fmt.Errorf("store: commit ready %s (attempt %x): %w", r.Key, r.Attempt, ErrFenced)
+		}
+		// Not applied and still ours to commit: try again.
 	}
-	if !resp.Succeeded {
-		return Record{}, fmt.Errorf("store: commit ready %s (attempt %x): %w", r.Key, r.Attempt, ErrFenced)
-	}
-	return recordAt(rec, r.Incarnation, resp.Header.Revision), nil
+	return Record{}, fmt.Errorf("store: commit ready %s: no answer from the store", r.Key)
 }
 
 // Lookup implements Store.
@@ -438,14 +507,14 @@ func (s *Etcd) markReleasing(ctx context.Context, key SpotKey, rec Record, tag R
 	if err != nil {
 		return Record{}, err
 	}
-	resp, err := s.client.Txn(ctx).If(fence...).Then(clientv3.OpPut(spotKey, val)).Commit()
+	resp, err := s.write(ctx, spotKey, fence, []clientv3.Op{clientv3.OpPut(spotKey, val)}, nil)
 	if err != nil {
 		return Record{}, fmt.Errorf("store: begin release %s: %w", key, err)
 	}
 	if !resp.Succeeded {
 		return Record{}, fmt.Errorf("store: begin release %s at revision %d: %w", key, rec.Revision, ErrFenced)
 	}
-	return recordAt(pb, rec.Incarnation, resp.Header.Revision), nil
+	return recordAt(pb, rec.Incarnation, resp.Revision), nil
 }
 
 // FinishRelease implements Store.
@@ -457,7 +526,8 @@ func (s *Etcd) deleteRecord(ctx context.Context, key SpotKey, rec Record, fence 
 	if rec.Phase != storepb.Phase_PHASE_RELEASING {
 		return fmt.Errorf("store: finish release %s: record is %v, not Releasing", key, rec.Phase)
 	}
-	resp, err := s.client.Txn(ctx).If(fence...).Then(clientv3.OpDelete(s.keys.spot(key))).Commit()
+	spotKey := s.keys.spot(key)
+	resp, err := s.write(ctx, spotKey, fence, []clientv3.Op{clientv3.OpDelete(spotKey)}, nil)
 	if err != nil {
 		return fmt.Errorf("store: finish release %s: %w", key, err)
 	}

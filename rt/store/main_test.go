@@ -61,6 +61,7 @@ func newStore(t testing.TB) *store.Etcd {
 	t.Helper()
 	s, err := store.New(newClient(t), fmt.Sprintf("%s-%d", t.Name(), meshSeq.Add(1)))
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -338,6 +339,7 @@ func TestLeaseGuardTripsBeforeServerExpiry(t *testing.T) {
 	nodeClient := newClient(t)
 	nodeStore, err := store.New(nodeClient, meshOf(t, s))
 	require.NoError(t, err)
+	defer nodeStore.Close()
 	reg, err := nodeStore.Register(ctx, nodeDesc("node-a"), store.LeaseOptions{TTL: 2 * time.Second, KeepAliveInterval: 300 * time.Millisecond})
 	require.NoError(t, err)
 	defer reg.Close(ctx)
@@ -499,4 +501,73 @@ func TestReclaimLeavesARecordThatChangedHands(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, store.StateReady, got.State)
 	assert.Equal(t, live.Owner(), got.Record.Owner)
+}
+
+func TestGroupCommitSharesRoundTrips(t *testing.T) {
+	s := newStore(t)
+	reg := register(t, s, "node-a", store.LeaseOptions{})
+	const n = 256
+	revs := make([]int64, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			r, err := s.Reserve(ctx, key(fmt.Sprint("gc-", i)), sdk.KindInstance, reg.Owner())
+			if assert.NoError(t, err) && assert.True(t, r.Won) {
+				revs[i] = r.Reservation.Revision
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	distinct := map[int64]bool{}
+	for _, r := range revs {
+		distinct[r] = true
+	}
+	// Writes of one transaction share its revision.
+	assert.Less(t, len(distinct), n/2, "%d creations took %d transactions", n, len(distinct))
+	t.Logf("%d creations in %d transactions", n, len(distinct))
+}
+
+func TestGroupCommitOneLoserNeverFailsAnother(t *testing.T) {
+	s := newStore(t)
+	reg := register(t, s, "node-a", store.LeaseOptions{})
+	taken := reserve(t, s, key("taken"), reg.Owner())
+	for trial := range 20 {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		results := make([]store.ReserveResult, 32)
+		for i := range results {
+			wg.Go(func() {
+				<-start
+				k := key(fmt.Sprintf("fresh-%d-%d", trial, i))
+				if i%4 == 0 {
+					k = key("taken")
+				}
+				r, err := s.Reserve(ctx, k, sdk.KindInstance, reg.Owner())
+				assert.NoError(t, err)
+				results[i] = r
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i, r := range results {
+			if i%4 == 0 {
+				assert.False(t, r.Won)
+				assert.Equal(t, taken.Attempt, r.Current.Record.Attempt)
+			} else {
+				assert.True(t, r.Won, "trial %d: a fresh key is won beside losers", trial)
+			}
+		}
+	}
+}
+
+func TestClosedStoreRefusesWrites(t *testing.T) {
+	s := newStore(t)
+	reg := register(t, s, "node-a", store.LeaseOptions{})
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close())
+	_, err := s.Reserve(ctx, key("x"), sdk.KindInstance, reg.Owner())
+	require.ErrorIs(t, err, store.ErrStoreClosed)
 }

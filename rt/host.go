@@ -1,0 +1,194 @@
+// Package rt is the ZLink runtime: Start a node, and it serves the Spot types it registered
+// and calls any object of its mesh through the sdk.Client it is.
+//
+//	cfg := rt.DefaultConfig()
+//	cfg.Register = func(r sdk.Registrar) error { return chat.RegisterRoom(r, newRoom) }
+//	h, err := rt.Start(ctx, cfg)
+//	...
+//	defer h.Close()
+//	reply, err := chat.OpenRoom(h, "lobby").Join(ctx, &chat.JoinRequest{...})
+package rt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/zlink-go/zlink/rt/catalog"
+	"github.com/zlink-go/zlink/rt/devetcd"
+	"github.com/zlink-go/zlink/rt/store"
+	"github.com/zlink-go/zlink/rt/store/storepb"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// Host is a running node. It is an sdk.Client.
+type Host struct {
+	cfg     Config
+	log     *slog.Logger
+	etcd    *devetcd.Server // the embedded etcd, when this node started one
+	client  *clientv3.Client
+	store   *store.Etcd
+	reg     *store.Registration
+	catalog *catalog.Catalog
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ sdk.Client = (*Host)(nil)
+
+// Start starts a node: it connects to etcd (or starts an embedded one when no endpoints are
+// configured), registers the node on an owner lease, registers the Spot types, makes the
+// Entry Spots and begins serving. Cancelling ctx aborts the start; everything started so far
+// is stopped.
+func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	h := &Host{cfg: cfg, log: cfg.Logger.With("node", string(cfg.NodeID))}
+	defer func() {
+		if err != nil {
+			_ = h.teardown(context.Background())
+		}
+	}()
+
+	endpoints := cfg.EtcdEndpoints
+	if len(endpoints) == 0 {
+		opts := []devetcd.Option{}
+		if cfg.EmbeddedEtcdDir != "" {
+			opts = append(opts, devetcd.WithDir(cfg.EmbeddedEtcdDir))
+		}
+		h.etcd, err = devetcd.Start(ctx, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("rt: embedded etcd: %w", err)
+		}
+		endpoints = h.etcd.Endpoints()
+	}
+	h.client, err = clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: cfg.EtcdDialTimeout,
+		Context:     context.WithoutCancel(ctx),
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rt: etcd client: %w", err)
+	}
+	h.store, err = store.New(h.client, cfg.MeshName)
+	if err != nil {
+		return nil, err
+	}
+
+	types := &catalog.Types{}
+	if cfg.Register != nil {
+		if err := cfg.Register(types); err != nil {
+			return nil, fmt.Errorf("rt: register spot types: %w", err)
+		}
+	}
+	h.reg, err = h.store.Register(ctx, &storepb.NodeDescriptor{
+		NodeId:             string(cfg.NodeID),
+		Roles:              uint32(cfg.Roles),
+		ApplicationVersion: cfg.ApplicationVersion,
+		State:              uint32(sdk.RuntimeStatePreparing),
+		Weight:             1,
+		MaxActive:          int64(cfg.MaxActiveObjects),
+		SpotTypes:          types.Names(),
+	}, store.LeaseOptions{TTL: cfg.LeaseTTL})
+	if err != nil {
+		return nil, fmt.Errorf("rt: %w", err)
+	}
+	h.catalog, err = catalog.New(catalog.Config{
+		Node:                    cfg.NodeID,
+		Exec:                    cfg.Exec,
+		InstanceSpotIdleTimeout: cfg.InstanceSpotIdleTimeout,
+		MaxActive:               cfg.MaxActiveObjects,
+		OperationTimeout:        cfg.OperationTimeout,
+		Logger:                  cfg.Logger,
+	}, h.store, h.reg, types, h)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.catalog.Start(ctx); err != nil {
+		return nil, err
+	}
+	// A previous life of this mesh may have left records of dead registrations.
+	if _, err := h.store.Reclaim(ctx, h.reg.Owner()); err != nil {
+		h.log.Warn("reclaim at start failed; it is retried", "err", err)
+	}
+	return h, nil
+}
+
+// LocalNode implements sdk.Client.
+func (h *Host) LocalNode() sdk.NodeID { return h.cfg.NodeID }
+
+// EtcdEndpoints returns the etcd endpoints the node uses; with the embedded default, other
+// nodes can join the mesh by using them.
+func (h *Host) EtcdEndpoints() []string { return h.client.Endpoints() }
+
+// Call implements sdk.Client.
+func (h *Host) Call(ctx context.Context, t sdk.Target, method string, req proto.Message, opts ...sdk.CallOption) (proto.Message, error) {
+	return h.catalog.Call(ctx, t, method, req)
+}
+
+// Send implements sdk.Client.
+func (h *Host) Send(ctx context.Context, t sdk.Target, method string, msg proto.Message, opts ...sdk.CallOption) error {
+	return h.catalog.Send(ctx, t, method, msg)
+}
+
+// Create implements sdk.Client.
+func (h *Host) Create(ctx context.Context, t sdk.Target, opts ...sdk.CallOption) error {
+	return h.catalog.Create(ctx, t)
+}
+
+// CloseSpot implements sdk.Client.
+func (h *Host) CloseSpot(ctx context.Context, t sdk.Target, opts ...sdk.CallOption) error {
+	return h.catalog.CloseTarget(ctx, t)
+}
+
+// Close stops the node: every Spot closes with reason Shutdown and releases its location, the
+// owner lease is revoked, and an embedded etcd is stopped. It is bounded by StopTimeout and
+// safe to call more than once.
+func (h *Host) Close() error {
+	h.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.StopTimeout)
+		defer cancel()
+		h.closeErr = h.teardown(ctx)
+	})
+	return h.closeErr
+}
+
+// teardown stops, in reverse order, whatever Start got to.
+func (h *Host) teardown(ctx context.Context) error {
+	var errs []error
+	if h.catalog != nil {
+		errs = append(errs, h.catalog.Close(ctx))
+	}
+	if h.reg != nil {
+		errs = append(errs, h.reg.Close(ctx))
+	}
+	if h.store != nil {
+		errs = append(errs, h.store.Close())
+	}
+	if h.client != nil {
+		if err := h.client.Close(); err != nil && !errors.Is(err, context.Canceled) {
+			errs = append(errs, err)
+		}
+	}
+	if h.etcd != nil {
+		errs = append(errs, h.etcd.Close())
+	}
+	err := errors.Join(errs...)
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("rt: close within %v: %w", h.cfg.StopTimeout, err)
+	}
+	return err
+}
+
+// CatalogStats returns counters of the node's Spot catalog.
+func (h *Host) CatalogStats() catalog.Stats { return h.catalog.Stats() }

@@ -1,0 +1,154 @@
+package rt_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/zlink-go/zlink/rt"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var ctx = context.Background()
+
+// counter is an Instance Spot that counts.
+type counter struct {
+	n     int64
+	built *atomic.Int64
+}
+
+var counterDesc = &sdk.SpotDesc{Name: "test.Counter", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{{
+	Name:       "Add",
+	NewRequest: func() proto.Message { return new(wrapperspb.Int64Value) },
+	NewReply:   func() proto.Message { return new(wrapperspb.Int64Value) },
+	Invoke: func(impl any, _ context.Context, req proto.Message) (proto.Message, error) {
+		c := impl.(*counter)
+		c.n += req.(*wrapperspb.Int64Value).GetValue()
+		return wrapperspb.Int64(c.n), nil
+	},
+}}}
+
+func config(t *testing.T, built *atomic.Int64) rt.Config {
+	cfg := rt.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.StopTimeout = 20 * time.Second
+	cfg.Register = func(r sdk.Registrar) error {
+		return r.RegisterSpot(counterDesc, func(sdk.SpotContext) (any, error) {
+			built.Add(1)
+			return &counter{built: built}, nil
+		})
+	}
+	return cfg
+}
+
+func add(t *testing.T, c sdk.Client, id string, n int64) int64 {
+	t.Helper()
+	out, err := c.Call(ctx, sdk.InstanceIntent("test.Counter", id), "Add", wrapperspb.Int64(n))
+	require.NoError(t, err)
+	return out.(*wrapperspb.Int64Value).GetValue()
+}
+
+func TestStartOnTheEmbeddedDefault(t *testing.T) {
+	var built atomic.Int64
+	h, err := rt.Start(ctx, config(t, &built))
+	require.NoError(t, err)
+	defer h.Close()
+	require.NotEmpty(t, h.EtcdEndpoints(), "no endpoints configured: the node runs its own etcd")
+	assert.Equal(t, int64(2), add(t, h, "c1", 2))
+	assert.Equal(t, int64(5), add(t, h, "c1", 3))
+	assert.Equal(t, int64(1), built.Load())
+	_, err = h.Call(ctx, sdk.InstanceTarget("test.Counter", "missing"), "Add", wrapperspb.Int64(1))
+	require.ErrorIs(t, err, sdk.ErrNotFound)
+}
+
+func TestSecondNodeJoinsTheEmbeddedEtcd(t *testing.T) {
+	var built atomic.Int64
+	a, err := rt.Start(ctx, config(t, &built))
+	require.NoError(t, err)
+	defer a.Close()
+	cfg := config(t, &built)
+	cfg.EtcdEndpoints = a.EtcdEndpoints()
+	b, err := rt.Start(ctx, cfg)
+	require.NoError(t, err)
+	defer b.Close()
+	assert.NotEqual(t, a.LocalNode(), b.LocalNode())
+	add(t, a, "shared", 1)
+	_, err = b.Call(ctx, sdk.InstanceIntent("test.Counter", "shared"), "Add", wrapperspb.Int64(1))
+	require.Error(t, err, "owned by node a: remote calls arrive with the mesh")
+	assert.Equal(t, int64(1), built.Load(), "node b did not create a second activation")
+}
+
+func TestCloseStopsEverythingAndReleasesLocations(t *testing.T) {
+	var built atomic.Int64
+	a, err := rt.Start(ctx, config(t, &built))
+	require.NoError(t, err)
+	defer a.Close()
+	cfg := config(t, &built)
+	cfg.EtcdEndpoints = a.EtcdEndpoints()
+	b, err := rt.Start(ctx, cfg)
+	require.NoError(t, err)
+	for _, id := range []string{"x", "y", "z"} {
+		add(t, b, id, 1)
+	}
+	start := time.Now()
+	require.NoError(t, b.Close())
+	assert.Less(t, time.Since(start), 20*time.Second)
+	require.NoError(t, b.Close(), "Close twice is safe")
+	// b's Spots were released at its close, so a can create them afresh.
+	assert.Equal(t, int64(1), add(t, a, "x", 1))
+	assert.Equal(t, int64(4), built.Load())
+}
+
+func TestConfigValidateReportsEveryProblem(t *testing.T) {
+	cfg := rt.DefaultConfig()
+	require.NoError(t, cfg.Validate())
+	cfg.NodeID = "bad\x00id"
+	cfg.MaxActiveObjects = -1
+	cfg.Exec.Application.Count = 0
+	cfg.LeaseTTL = time.Second
+	err := cfg.Validate()
+	require.Error(t, err)
+	for _, want := range []string{"NUL", "MaxActiveObjects", "application lane count", "LeaseTTL"} {
+		assert.Contains(t, err.Error(), want)
+	}
+	assert.ErrorIs(t, err, sdk.ErrConfig)
+	assert.ErrorIs(t, err, sdk.ErrInvalidID)
+	_, err = rt.Start(ctx, cfg)
+	require.Error(t, err, "Start refuses an invalid configuration")
+}
+
+func TestStartReportsRegistrationErrorsAndCleansUp(t *testing.T) {
+	cfg := rt.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.Register = func(r sdk.Registrar) error {
+		f := func(sdk.SpotContext) (any, error) { return &counter{}, nil }
+		return errors.Join(r.RegisterSpot(counterDesc, f), r.RegisterSpot(counterDesc, f))
+	}
+	_, err := rt.Start(ctx, cfg)
+	require.ErrorIs(t, err, sdk.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "registered twice")
+}
+
+func TestStartWithUnreachableEtcdFailsInTime(t *testing.T) {
+	cfg := rt.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.EtcdEndpoints = []string{"127.0.0.1:1"}
+	cfg.EtcdDialTimeout = 200 * time.Millisecond
+	c, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := rt.Start(c, cfg)
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 10*time.Second)
+}

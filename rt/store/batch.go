@@ -1,0 +1,226 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// ErrStoreClosed is returned for a write submitted after Close.
+var ErrStoreClosed = errors.New("store: closed")
+
+// txnResult is the outcome of one (possibly nested) transaction.
+type txnResult struct {
+	Succeeded bool
+	Responses []*pb.ResponseOp
+	// Revision is the store revision after the transaction: the ModRevision of its writes.
+	Revision int64
+}
+
+// txnReq is one write waiting for the group commit.
+type txnReq struct {
+	ctx       context.Context
+	key       string // the record it writes: one batch never writes a key twice
+	cmps      []clientv3.Cmp
+	then, els []clientv3.Op
+	res       txnResult
+	err       error
+	done      chan struct{}
+	sent      bool // guarded by batcher.mu
+}
+
+// notSent is the error of a write abandoned before it was sent: definitely not applied.
+type notSent struct{ err error }
+
+func (e notSent) Error() string { return e.err.Error() + " (write not sent)" }
+func (e notSent) Unwrap() error { return e.err }
+
+// batcher is the group commit: a flusher goroutine sends the writes that wait as one etcd
+// transaction of nested transactions, with up to maxInFlight transactions outstanding. Each
+// write keeps its own compare, so one write's failed compare never fails another's; the rules
+// of each write hold exactly as without batching. With nothing waiting, a write is sent at
+// once: batching adds no latency, only shares round trips under load.
+type batcher struct {
+	client  *clientv3.Client
+	max     int
+	timeout time.Duration
+	slots   chan struct{} // one per transaction in flight
+	sending sync.WaitGroup
+
+	mu      sync.Mutex
+	queue   []*txnReq
+	wake    chan struct{} // buffered 1: work arrived
+	stop    chan struct{}
+	stopped chan struct{}
+	closed  bool
+}
+
+// maxInFlight is the most group-commit transactions outstanding at once.
+const maxInFlight = 4
+
+func newBatcher(client *clientv3.Client, max int) *batcher {
+	b := &batcher{
+		client: client, max: max, timeout: 30 * time.Second,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
+		slots: make(chan struct{}, maxInFlight),
+	}
+	go b.run()
+	return b
+}
+
+// do submits one write and waits for its result. A write whose ctx ends while it is still
+// queued is withdrawn and reports notSent; once sent, do waits for the transaction's own
+// answer, so a batched write's outcome is never left unknown by its caller's cancellation.
+func (b *batcher) do(ctx context.Context, key string, cmps []clientv3.Cmp, then, els []clientv3.Op) (txnResult, error) {
+	r := &txnReq{ctx: ctx, key: key, cmps: cmps, then: then, els: els, done: make(chan struct{})}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return txnResult{}, ErrStoreClosed
+	}
+	b.queue = append(b.queue, r)
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-r.done:
+		return r.res, r.err
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	if !r.sent {
+		for i, q := range b.queue {
+			if q == r {
+				b.queue = append(b.queue[:i], b.queue[i+1:]...)
+				break
+			}
+		}
+		b.mu.Unlock()
+		return txnResult{}, notSent{ctx.Err()}
+	}
+	b.mu.Unlock()
+	<-r.done
+	return r.res, r.err
+}
+
+func (b *batcher) run() {
+	defer close(b.stopped)
+	defer b.sending.Wait()
+	for {
+		select {
+		case <-b.stop:
+			b.failQueued(ErrStoreClosed)
+			return
+		case <-b.wake:
+		}
+		for {
+			// Wait for a free slot first, so that writes arriving meanwhile join this batch.
+			select {
+			case b.slots <- struct{}{}:
+			case <-b.stop:
+				b.failQueued(ErrStoreClosed)
+				return
+			}
+			batch := b.take()
+			if len(batch) == 0 {
+				<-b.slots
+				break
+			}
+			b.sending.Add(1)
+			go func() {
+				defer b.sending.Done()
+				defer func() { <-b.slots }()
+				b.send(batch)
+				// Writes deferred for a duplicate key may be waiting with no wake pending.
+				select {
+				case b.wake <- struct{}{}:
+				default:
+				}
+			}()
+		}
+	}
+}
+
+// take removes the next batch from the queue: at most max writes, never two of one key.
+func (b *batcher) take() []*txnReq {
+	b.mu.Lock()
+	batch := make([]*txnReq, 0, min(len(b.queue), b.max))
+	keys := make(map[string]struct{}, cap(batch))
+	rest := b.queue[:0]
+	for _, r := range b.queue {
+		_, dup := keys[r.key]
+		switch {
+		case dup || len(batch) == b.max:
+			rest = append(rest, r) // the next batch
+		default:
+			keys[r.key] = struct{}{}
+			r.sent = true
+			batch = append(batch, r)
+		}
+	}
+	clear(b.queue[len(rest):])
+	b.queue = rest
+	b.mu.Unlock()
+	return batch
+}
+
+func (b *batcher) send(batch []*txnReq) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	defer cancel()
+	if len(batch) == 1 {
+		r := batch[0]
+		resp, err := b.client.Txn(ctx).If(r.cmps...).Then(r.then...).Else(r.els...).Commit()
+		if err == nil {
+			r.res = txnResult{Succeeded: resp.Succeeded, Responses: resp.Responses, Revision: resp.Header.Revision}
+		}
+		r.err = err
+		close(r.done)
+		return
+	}
+	ops := make([]clientv3.Op, len(batch))
+	for i, r := range batch {
+		ops[i] = clientv3.OpTxn(r.cmps, r.then, r.els)
+	}
+	resp, err := b.client.Txn(ctx).Then(ops...).Commit()
+	for i, r := range batch {
+		switch {
+		case err != nil:
+			r.err = err
+		default:
+			sub := resp.Responses[i].GetResponseTxn()
+			r.res = txnResult{Succeeded: sub.GetSucceeded(), Responses: sub.GetResponses(), Revision: resp.Header.Revision}
+		}
+		close(r.done)
+	}
+}
+
+func (b *batcher) failQueued(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	for _, r := range b.queue {
+		r.err = err
+		close(r.done)
+	}
+	b.queue = nil
+}
+
+// close stops the flusher after the batch in flight; queued writes fail with ErrStoreClosed.
+func (b *batcher) close() {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		<-b.stopped
+		return
+	}
+	b.closed = true
+	b.mu.Unlock()
+	close(b.stop)
+	<-b.stopped
+}
