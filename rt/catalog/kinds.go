@@ -28,8 +28,8 @@ type activation struct {
 	state atomic.Uint32 // activationState
 
 	mu      sync.Mutex
-	log     *slog.Logger     // made on first use
-	ctx     context.Context  // made on first use: cancelled at close
+	log     *slog.Logger    // made on first use
+	ctx     context.Context // made on first use: cancelled at close
 	cancel  context.CancelFunc
 	timers  map[*spotTimer]struct{}
 	closing *closeTxn // the close in progress, merged by every closer (D3)
