@@ -48,6 +48,10 @@ type Config struct {
 	// EmbeddedEtcdDir keeps the embedded etcd's data across restarts. Empty: a temporary
 	// directory removed at Close.
 	EmbeddedEtcdDir string
+	// EtcdMaxTxnOps is the etcd server's --max-txn-ops: the group commit puts up to this many
+	// record writes in one transaction (default 128, etcd's own default; the embedded etcd is
+	// started with this value).
+	EtcdMaxTxnOps int
 	// LeaseTTL is the node's owner lease TTL (default 10 s): a dead node's objects answer
 	// ErrOwnerUnavailable for about this long before they are reclaimed.
 	LeaseTTL time.Duration
@@ -79,6 +83,7 @@ func DefaultConfig() Config {
 		MeshName:                "default",
 		Roles:                   RoleObjectServer | RoleObjectClient,
 		EtcdDialTimeout:         5 * time.Second,
+		EtcdMaxTxnOps:           128,
 		LeaseTTL:                10 * time.Second,
 		Exec:                    exec.DefaultConfig(),
 		InstanceSpotIdleTimeout: 10 * time.Minute,
@@ -114,6 +119,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = d.LeaseTTL
+	}
+	if c.EtcdMaxTxnOps == 0 {
+		c.EtcdMaxTxnOps = d.EtcdMaxTxnOps
 	}
 	if c.Exec == (exec.Config{}) {
 		c.Exec = d.Exec
@@ -152,6 +160,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxActiveObjects < 0 {
 		errs = append(errs, fmt.Errorf("%w: MaxActiveObjects must not be negative, got %d", sdk.ErrConfig, c.MaxActiveObjects))
+	}
+	if c.EtcdMaxTxnOps < 4 {
+		errs = append(errs, fmt.Errorf("%w: EtcdMaxTxnOps must be at least 4, got %d", sdk.ErrConfig, c.EtcdMaxTxnOps))
 	}
 	if c.LeaseTTL < 2*time.Second {
 		errs = append(errs, fmt.Errorf("%w: LeaseTTL must be at least 2s (etcd's minimum), got %v", sdk.ErrConfig, c.LeaseTTL))

@@ -61,7 +61,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 
 	endpoints := cfg.EtcdEndpoints
 	if len(endpoints) == 0 {
-		opts := []devetcd.Option{}
+		opts := []devetcd.Option{devetcd.WithMaxTxnOps(uint(cfg.EtcdMaxTxnOps))}
 		if cfg.EmbeddedEtcdDir != "" {
 			opts = append(opts, devetcd.WithDir(cfg.EmbeddedEtcdDir))
 		}
@@ -80,7 +80,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("rt: etcd client: %w", err)
 	}
-	h.store, err = store.New(h.client, cfg.MeshName)
+	h.store, err = store.New(h.client, cfg.MeshName, store.WithGroupCommit(cfg.EtcdMaxTxnOps))
 	if err != nil {
 		return nil, err
 	}

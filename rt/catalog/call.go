@@ -113,7 +113,7 @@ func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc
 	}
 	k := callPool.Get().(*call)
 	k.ctx, k.a, k.md, k.req, k.oneWay = ctx, a, md, req, oneWay
-	if oneWay {
+	if oneWay && ctx.Done() != nil {
 		// An admitted one-way message runs even if the sender's context ends after Send.
 		k.ctx = context.WithoutCancel(ctx)
 	}

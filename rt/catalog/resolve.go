@@ -86,7 +86,7 @@ func (c *Catalog) resolve(ctx context.Context, typ *spotType, id string, mode Mo
 	skey := store.SpotKey{Type: key.typ, ID: id}
 	var res *store.Resolution // the resolver's latest answer; nil: read the store
 	var waitedAttempt uint64  // the creation attempt this caller waited for
-	for range maxRounds {
+	for round := range maxRounds {
 		if err := ctx.Err(); err != nil {
 			return Route{}, err
 		}
@@ -95,6 +95,17 @@ func (c *Catalog) resolve(ctx context.Context, typ *spotType, id string, mode Mo
 			return rt, err
 		} else if wait {
 			res = nil
+			continue
+		}
+		if res == nil && round == 0 && mode != Plain && c.HasRoom() {
+			// A call that may create goes straight to the creation coordinator: the
+			// reservation's failure branch reads the current record, so a missing Spot costs
+			// no separate lookup and an existing one is handed on as if looked up.
+			rt, next, err := c.create(ctx, typ, id)
+			if err != nil || rt.Local() {
+				return rt, err
+			}
+			res = next
 			continue
 		}
 		if res == nil {
@@ -250,6 +261,10 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 	if _, busy := sh.m[key]; busy {
 		sh.mu.Unlock()
 		return Route{}, nil, nil // raced another local caller: look again
+	}
+	if !c.reg.Guard().Valid() {
+		sh.mu.Unlock()
+		return Route{}, nil, fmt.Errorf("%w: create %s/%q: node %s's owner lease is not certainly valid", sdk.ErrNotServing, key.typ, id, c.cfg.Node)
 	}
 	if !c.takeActive() {
 		sh.mu.Unlock()

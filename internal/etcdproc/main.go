@@ -1,0 +1,75 @@
+// Command etcdproc runs the embedded etcd of rt/devetcd as a process of its own, for tests and
+// benchmarks that must keep etcd out of the measured process or kill it. It prints
+// "endpoints=<host:port,...>" on stdout once etcd serves, and stops when its standard input
+// closes or it gets SIGTERM or SIGINT.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+
+	"github.com/zlink-go/zlink/rt/devetcd"
+)
+
+func main() {
+	dir := flag.String("dir", "", "data directory kept across runs (default: a temporary one)")
+	noFsync := flag.Bool("nofsync", false, "turn fsync off (tests only)")
+	maxTxnOps := flag.Uint("max-txn-ops", 0, "etcd's --max-txn-ops (default: etcd's)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the server's whole run to this file")
+	flag.Parse()
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "etcdproc:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "etcdproc:", err)
+			os.Exit(1)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
+	}
+
+	var opts []devetcd.Option
+	if *dir != "" {
+		opts = append(opts, devetcd.WithDir(*dir))
+	}
+	if *noFsync {
+		opts = append(opts, devetcd.WithoutFsync())
+	}
+	if *maxTxnOps > 0 {
+		opts = append(opts, devetcd.WithMaxTxnOps(*maxTxnOps))
+	}
+	srv, err := devetcd.Start(context.Background(), opts...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "etcdproc:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("endpoints=%s\n", strings.Join(srv.Endpoints(), ","))
+
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	stdinClosed := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		close(stdinClosed)
+	}()
+	select {
+	case <-stop:
+	case <-stdinClosed:
+	}
+	if err := srv.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "etcdproc:", err)
+	}
+}

@@ -1,0 +1,274 @@
+package rt_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/zlink-go/zlink/rt"
+	"github.com/zlink-go/zlink/rt/rttest"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// The runtime's benchmarks run against etcd in a process of its own (fsync on), so that the
+// measured process holds only the node.
+//
+//	go test -run '^$' -bench . -benchmem ./rt/
+
+// sink is an Instance Spot that counts what it is sent.
+type sink struct{ n atomic.Int64 }
+
+var sinkDesc = &sdk.SpotDesc{Name: "bench.Sink", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{
+	{
+		Name:       "Echo",
+		NewRequest: func() proto.Message { return new(wrapperspb.Int64Value) },
+		NewReply:   func() proto.Message { return new(wrapperspb.Int64Value) },
+		Invoke: func(impl any, _ context.Context, req proto.Message) (proto.Message, error) {
+			return req, nil
+		},
+	},
+	{
+		Name:       "Count",
+		NewRequest: func() proto.Message { return new(wrapperspb.Int64Value) },
+		NewReply:   func() proto.Message { return new(wrapperspb.Int64Value) },
+		Invoke: func(impl any, _ context.Context, req proto.Message) (proto.Message, error) {
+			return wrapperspb.Int64(impl.(*sink).n.Load()), nil
+		},
+	},
+	{
+		Name:       "Post",
+		OneWay:     true,
+		NewRequest: func() proto.Message { return new(wrapperspb.Int64Value) },
+		Invoke: func(impl any, _ context.Context, req proto.Message) (proto.Message, error) {
+			impl.(*sink).n.Add(1)
+			return nil, nil
+		},
+	},
+}}
+
+var benchEtcd struct {
+	once      sync.Once
+	endpoints []string
+}
+
+func benchHost(b *testing.B, maxTxnOps int) *rt.Host {
+	b.Helper()
+	cfg := rt.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.EtcdEndpoints = etcdForBench(b)
+	cfg.EtcdMaxTxnOps = maxTxnOps
+	cfg.InstanceSpotIdleTimeout = -1
+	cfg.StopTimeout = 2 * time.Minute
+	cfg.Register = func(r sdk.Registrar) error {
+		return r.RegisterSpot(sinkDesc, func(sdk.SpotContext) (any, error) { return &sink{}, nil })
+	}
+	h, err := rt.Start(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = h.Close() })
+	return h
+}
+
+// etcdForBench starts one etcd process for the benchmark run (max-txn-ops 1024 so that the
+// group commit can be measured with large batches).
+func etcdForBench(b *testing.B) []string {
+	b.Helper()
+	p, eps := rttest.EtcdProcess(b, append([]string{"-max-txn-ops=1024"}, benchEtcdArgs...)...)
+	_ = p
+	return eps
+}
+
+var one = wrapperspb.Int64(1)
+
+func BenchmarkLocalCall(b *testing.B) {
+	for _, callers := range []int{1, 64} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			h := benchHost(b, 128)
+			ctx := context.Background()
+			if _, err := h.Call(ctx, sdk.InstanceIntent(sinkDesc.Name, "hot"), "Echo", one); err != nil {
+				b.Fatal(err)
+			}
+			target := sdk.InstanceTarget(sinkDesc.Name, "hot")
+			b.ReportAllocs()
+			runCallers(b, callers, func(int64) error {
+				_, err := h.Call(ctx, target, "Echo", one)
+				return err
+			})
+		})
+	}
+}
+
+func BenchmarkSendTo64Spots(b *testing.B) {
+	h := benchHost(b, 128)
+	ctx := context.Background()
+	targets := make([]sdk.Target, 64)
+	for i := range targets {
+		targets[i] = sdk.InstanceTarget(sinkDesc.Name, fmt.Sprint("s", i))
+		if _, err := h.Call(ctx, sdk.InstanceIntent(sinkDesc.Name, fmt.Sprint("s", i)), "Echo", one); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var refused atomic.Int64
+	b.ReportAllocs()
+	start := time.Now()
+	runCallers(b, 64, func(i int64) error {
+		for {
+			err := h.Send(ctx, targets[i%64], "Post", one)
+			if !errors.Is(err, sdk.ErrQueueFull) {
+				return err
+			}
+			// A full lane pushes back: the sender yields and tries again.
+			refused.Add(1)
+			runtime.Gosched()
+		}
+	})
+	b.StartTimer()
+	// Throughput counts handled messages: wait until every admitted send ran.
+	for posted(h) < int64(b.N) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "handled/s")
+	b.ReportMetric(float64(refused.Load())/float64(b.N), "pushbacks/op")
+}
+
+// posted sums what the sinks were sent; Echo calls count nothing.
+func posted(h *rt.Host) int64 {
+	var n int64
+	for i := range 64 {
+		out, err := h.Call(context.Background(), sdk.InstanceTarget(sinkDesc.Name, fmt.Sprint("s", i)), "Count", one)
+		if err == nil {
+			n += out.(*wrapperspb.Int64Value).GetValue()
+		}
+	}
+	return n
+}
+
+// BenchmarkColdActivation compares 64 concurrent intent callers activating fresh Instance
+// Spots with the raw, unbatched rate of the two etcd transactions a creation needs, on the same
+// etcd process in the same run.
+func BenchmarkColdActivation(b *testing.B) {
+	b.Run("raw-etcd-2txn/callers=64", func(b *testing.B) {
+		c, err := clientv3.New(clientv3.Config{Endpoints: etcdForBench(b), Logger: zap.NewNop()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		ctx := context.Background()
+		runCallers(b, 64, func(i int64) error {
+			k := fmt.Sprintf("/raw/%d", i)
+			r1, err := c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+				Then(clientv3.OpPut(k, "creating-record-of-similar-size")).Commit()
+			if err != nil {
+				return err
+			}
+			_, err = c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", r1.Header.Revision)).
+				Then(clientv3.OpPut(k, "ready-record-of-similar-size-xx")).Commit()
+			return err
+		})
+	})
+	for _, ops := range []int{128, 1024} {
+		b.Run(fmt.Sprintf("zlink/max-txn-ops=%d/callers=64", ops), func(b *testing.B) {
+			h := benchHost(b, ops)
+			ctx := context.Background()
+			b.ReportAllocs()
+			runCallers(b, 64, func(i int64) error {
+				_, err := h.Call(ctx, sdk.InstanceIntent(sinkDesc.Name, fmt.Sprint("cold-", i)), "Echo", one)
+				return err
+			})
+
+		})
+	}
+}
+
+// BenchmarkIdleFootprint activates 100,000 Instance Spots and reports the runtime's heap bytes
+// and goroutines per idle activation, beyond the application's own object.
+func BenchmarkIdleFootprint(b *testing.B) {
+	const spots = 100_000
+	for range b.N {
+		h := benchHost(b, 1024)
+		ctx := context.Background()
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		goBefore := runtime.NumGoroutine()
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 64)
+		for i := range spots {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if _, err := h.Call(ctx, sdk.InstanceIntent(sinkDesc.Name, fmt.Sprintf("idle-%06d", i)), "Echo", one); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		time.Sleep(100 * time.Millisecond) // let finished goroutines exit
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		goAfter := runtime.NumGoroutine()
+		const appObject = 8 // the sink: one atomic.Int64
+		perSpot := float64(after.HeapAlloc-before.HeapAlloc)/spots - appObject
+		b.ReportMetric(perSpot, "heap-B/spot")
+		b.ReportMetric(float64(goAfter-goBefore)/spots, "goroutines/spot")
+		if got := h.CatalogStats().Active; got != spots {
+			b.Fatalf("%d active, want %d", got, spots)
+		}
+		b.StopTimer()
+		_ = h.Close()
+		b.StartTimer()
+	}
+}
+
+// runCallers runs b.N operations on exactly callers goroutines and reports ops/s.
+func runCallers(b *testing.B, callers int, op func(i int64) error) {
+	var next atomic.Int64
+	errs := make(chan error, callers)
+	b.ResetTimer()
+	start := time.Now()
+	for range callers {
+		go func() {
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					errs <- nil
+					return
+				}
+				if err := op(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	var first error
+	for range callers {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	b.StopTimer()
+	if first != nil {
+		b.Fatal(first)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
+}
+
+// benchEtcdArgs are extra etcdproc flags, such as a CPU profile: ZLINK_BENCH_ETCD_ARGS.
+var benchEtcdArgs = strings.Fields(os.Getenv("ZLINK_BENCH_ETCD_ARGS"))
