@@ -1,0 +1,398 @@
+// Package transport carries envelopes between nodes over gRPC bidirectional streams (DESIGN
+// §4): one stream from each caller to each peer, requests one way and their replies the other,
+// envelopes batched under load, a maximum message size enforced on send and receive, the
+// caller's deadline and cancellation carried to the receiver, and TLS or mutual TLS by
+// configuration.
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/zlink-go/zlink/rt/wire"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// DefaultMaxMessageSize is the default largest payload a request or reply may carry.
+const DefaultMaxMessageSize = 4 << 20
+
+// envelopeOverhead is the room a batch keeps beyond its payloads for envelope fields.
+const envelopeOverhead = 64 << 10
+
+// Config configures a Transport.
+type Config struct {
+	// Node is this node's ID; peers learn it when the stream opens.
+	Node sdk.NodeID
+	// ListenAddr is where peers connect (default 127.0.0.1:0: a free loopback port).
+	ListenAddr string
+	// ServerTLS, when set, makes the listener speak TLS; set ClientAuth and ClientCAs in it for
+	// mutual TLS.
+	ServerTLS *tls.Config
+	// ClientTLS, when set, makes connections to peers speak TLS; its RootCAs must trust the
+	// peers' certificates, and its Certificates are presented for mutual TLS.
+	ClientTLS *tls.Config
+	// MaxMessageSize is the largest payload a request or reply may carry, checked on send and
+	// on receive (default DefaultMaxMessageSize).
+	MaxMessageSize int
+	// DialTimeout bounds one connection attempt to a peer (default 5 s).
+	DialTimeout time.Duration
+	// Logger receives the transport's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.ListenAddr == "" {
+		c.ListenAddr = "127.0.0.1:0"
+	}
+	if c.MaxMessageSize <= 0 {
+		c.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Handler runs the requests that peers send.
+type Handler interface {
+	// Handle runs req from peer from. It must call reply exactly once, now or later from any
+	// goroutine; ctx ends when the caller cancels, its deadline passes or the stream closes.
+	Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, reply func(*wire.Reply))
+}
+
+// Transport is this node's side of the mesh's connections.
+type Transport struct {
+	cfg     Config
+	log     *slog.Logger
+	handler Handler
+	lis     net.Listener
+	server  *grpc.Server
+
+	ctx    context.Context // ends at Close: every link and stream stops
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	links  map[sdk.NodeID]*link
+	closed bool
+
+	batches, envelopes atomic.Int64 // sent, for Stats
+}
+
+// Stats counts what the transport sent.
+type Stats struct {
+	// Batches is the number of stream messages sent; Envelopes the envelopes they carried.
+	Batches, Envelopes int64
+}
+
+// Stats returns the transport's counters.
+func (t *Transport) Stats() Stats {
+	return Stats{Batches: t.batches.Load(), Envelopes: t.envelopes.Load()}
+}
+
+// counted wraps a stream send so that the transport counts it.
+func (t *Transport) counted(send func(*wire.Batch) error) func(*wire.Batch) error {
+	return func(b *wire.Batch) error {
+		t.batches.Add(1)
+		t.envelopes.Add(int64(len(b.Envelopes)))
+		return send(b)
+	}
+}
+
+const (
+	serviceName = "zlink.wire.v1.Mesh"
+	streamName  = "Stream"
+	fullMethod  = "/" + serviceName + "/" + streamName
+	nodeHeader  = "zlink-node"
+)
+
+// New starts listening on cfg.ListenAddr and serving peers' streams with handler.
+func New(cfg Config, handler Handler) (*Transport, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Node.Validate(); err != nil {
+		return nil, err
+	}
+	if handler == nil {
+		return nil, errors.New("transport: a handler is required")
+	}
+	lis, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("transport: listen on %s: %w", cfg.ListenAddr, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Transport{
+		cfg: cfg, log: cfg.Logger.With("node", string(cfg.Node)), handler: handler, lis: lis,
+		ctx: ctx, cancel: cancel, links: make(map[sdk.NodeID]*link),
+	}
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(cfg.MaxMessageSize + envelopeOverhead),
+		grpc.MaxSendMsgSize(cfg.MaxMessageSize + envelopeOverhead),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 5 * time.Second}),
+	}
+	if cfg.ServerTLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.ServerTLS)))
+	}
+	t.server = grpc.NewServer(opts...)
+	t.server.RegisterService(&grpc.ServiceDesc{
+		ServiceName: serviceName,
+		HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{{
+			StreamName:    streamName,
+			Handler:       func(_ any, s grpc.ServerStream) error { return t.serveStream(s) },
+			ServerStreams: true,
+			ClientStreams: true,
+		}},
+	}, nil)
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		_ = t.server.Serve(lis)
+	}()
+	return t, nil
+}
+
+// Addr is the address peers dial.
+func (t *Transport) Addr() string { return t.lis.Addr().String() }
+
+// MaxMessageSize is the largest payload a request or reply may carry.
+func (t *Transport) MaxMessageSize() int { return t.cfg.MaxMessageSize }
+
+func (t *Transport) dialOptions() []grpc.DialOption {
+	creds := insecure.NewCredentials()
+	if t.cfg.ClientTLS != nil {
+		creds = credentials.NewTLS(t.cfg.ClientTLS)
+	}
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(t.cfg.MaxMessageSize+envelopeOverhead),
+			grpc.MaxCallSendMsgSize(t.cfg.MaxMessageSize+envelopeOverhead),
+		),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+	}
+}
+
+// Connect makes sure a link to peer at endpoint exists; it connects in the background and
+// reconnects after failures until Disconnect or Close.
+func (t *Transport) Connect(peer sdk.NodeID, endpoint string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	if l, ok := t.links[peer]; ok {
+		if l.endpoint == endpoint {
+			return
+		}
+		l.close()
+	}
+	l := newLink(t, peer, endpoint)
+	t.links[peer] = l
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		l.run()
+	}()
+}
+
+// Disconnect closes the link to peer; its pending calls fail.
+func (t *Transport) Disconnect(peer sdk.NodeID) {
+	t.mu.Lock()
+	l, ok := t.links[peer]
+	delete(t.links, peer)
+	t.mu.Unlock()
+	if ok {
+		l.close()
+	}
+}
+
+// PeerState reports the link to peer: Connecting, Ready or NotConnected (G2).
+func (t *Transport) PeerState(peer sdk.NodeID) sdk.PeerState {
+	t.mu.Lock()
+	l, ok := t.links[peer]
+	t.mu.Unlock()
+	if !ok {
+		return sdk.PeerStateNotConnected
+	}
+	return l.state()
+}
+
+// Call sends req to peer and waits for its reply. ctx's deadline travels with the request;
+// cancelling ctx cancels the call on the receiver too. A lost connection ends the call with
+// sdk.ErrOwnerUnavailable: the request may or may not have run, and it is not retried (C3).
+func (t *Transport) Call(ctx context.Context, peer sdk.NodeID, req *wire.Request) (*wire.Reply, error) {
+	if len(req.Payload) > t.cfg.MaxMessageSize {
+		return nil, fmt.Errorf("%w: %d bytes to %s, over the limit of %d", sdk.ErrMessageTooLarge, len(req.Payload), peer, t.cfg.MaxMessageSize)
+	}
+	t.mu.Lock()
+	l, ok := t.links[peer]
+	t.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: no connection to node %s", sdk.ErrOwnerUnavailable, peer)
+	}
+	return l.call(ctx, req)
+}
+
+// Close stops serving and closes every link; pending calls fail. Safe to call more than once.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	links := t.links
+	t.links = map[sdk.NodeID]*link{}
+	t.mu.Unlock()
+	t.cancel()
+	for _, l := range links {
+		l.close()
+	}
+	stopped := make(chan struct{})
+	go func() {
+		t.server.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+		t.server.Stop()
+		<-stopped
+	}
+	t.wg.Wait()
+	return nil
+}
+
+// serveStream runs one peer's stream: requests in, replies out.
+func (t *Transport) serveStream(s grpc.ServerStream) error {
+	from := sdk.NodeID("")
+	if md, ok := metadata.FromIncomingContext(s.Context()); ok {
+		if v := md.Get(nodeHeader); len(v) == 1 {
+			from = sdk.NodeID(v[0])
+		}
+	}
+	if err := from.Validate(); err != nil {
+		return fmt.Errorf("transport: stream without a valid %s header: %w", nodeHeader, err)
+	}
+	// Answer the headers at once: the caller counts the stream ready when they arrive.
+	if err := s.SendHeader(metadata.MD{}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(s.Context())
+	defer cancel()
+	out := newSender(t.counted(func(b *wire.Batch) error { return s.SendMsg(b) }), t.cfg.MaxMessageSize)
+	var senderDone sync.WaitGroup
+	senderDone.Add(1)
+	go func() {
+		defer senderDone.Done()
+		if err := out.run(ctx); err != nil {
+			cancel()
+		}
+	}()
+	defer senderDone.Wait()
+	in := &inbound{calls: make(map[uint64]context.CancelFunc)}
+	for {
+		var b wire.Batch
+		if err := s.RecvMsg(&b); err != nil {
+			in.cancelAll()
+			return nil
+		}
+		for _, env := range b.Envelopes {
+			switch body := env.Body.(type) {
+			case *wire.Envelope_Request:
+				t.dispatch(ctx, from, body.Request, in, out)
+			case *wire.Envelope_Cancel:
+				in.cancel(body.Cancel.CallId)
+			}
+		}
+	}
+}
+
+// inbound tracks the calls of one stream that are still running, to cancel them.
+type inbound struct {
+	mu    sync.Mutex
+	calls map[uint64]context.CancelFunc
+}
+
+func (in *inbound) add(id uint64, cancel context.CancelFunc) {
+	in.mu.Lock()
+	in.calls[id] = cancel
+	in.mu.Unlock()
+}
+
+func (in *inbound) done(id uint64) {
+	in.mu.Lock()
+	cancel := in.calls[id]
+	delete(in.calls, id)
+	in.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+func (in *inbound) cancel(id uint64) {
+	in.mu.Lock()
+	cancel := in.calls[id]
+	in.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+func (in *inbound) cancelAll() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, c := range in.calls {
+		c()
+	}
+}
+
+func (t *Transport) dispatch(ctx context.Context, from sdk.NodeID, req *wire.Request, in *inbound, out *sender) {
+	id := req.CallId
+	if len(req.Payload) > t.cfg.MaxMessageSize {
+		out.push(replyEnvelope(&wire.Reply{CallId: id, Error: wire.EncodeError(fmt.Errorf("%w: %d bytes from %s, over %s's limit of %d",
+			sdk.ErrMessageTooLarge, len(req.Payload), from, t.cfg.Node, t.cfg.MaxMessageSize))}))
+		return
+	}
+	var cctx context.Context
+	var cancel context.CancelFunc
+	if req.TimeoutNanos > 0 {
+		cctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutNanos))
+	} else {
+		cctx, cancel = context.WithCancel(ctx)
+	}
+	in.add(id, cancel)
+	var once sync.Once
+	t.handler.Handle(cctx, from, req, func(r *wire.Reply) {
+		once.Do(func() {
+			in.done(id)
+			r.CallId = id
+			if len(r.Payload) > t.cfg.MaxMessageSize {
+				r = &wire.Reply{CallId: id, Error: wire.EncodeError(fmt.Errorf("%w: the reply is %d bytes, over the limit of %d",
+					sdk.ErrMessageTooLarge, len(r.Payload), t.cfg.MaxMessageSize))}
+			}
+			out.push(replyEnvelope(r))
+		})
+	})
+}
+
+func replyEnvelope(r *wire.Reply) *wire.Envelope {
+	return &wire.Envelope{Body: &wire.Envelope_Reply{Reply: r}}
+}

@@ -1,0 +1,103 @@
+// Package wire holds the protobuf envelopes that nodes exchange (wire.proto and its generated
+// Go) and the mapping of the sdk's errors to wire codes and back: an error crosses the wire as
+// a code and comes back as the same sentinel, with its message.
+package wire
+
+import (
+	"context"
+	"errors"
+
+	"github.com/zlink-go/zlink/sdk"
+)
+
+var codes = []struct {
+	code Code
+	err  error
+}{
+	{Code_CODE_NOT_FOUND, sdk.ErrNotFound},
+	{Code_CODE_ALREADY_EXISTS, sdk.ErrAlreadyExists},
+	{Code_CODE_STALE_ROUTE, sdk.ErrStaleRoute},
+	{Code_CODE_OWNER_UNAVAILABLE, sdk.ErrOwnerUnavailable},
+	{Code_CODE_QUEUE_FULL, sdk.ErrQueueFull},
+	{Code_CODE_INBOUND_BUDGET, sdk.ErrInboundBudget},
+	{Code_CODE_CAPACITY_EXCEEDED, sdk.ErrCapacityExceeded},
+	{Code_CODE_NOT_SERVING, sdk.ErrNotServing},
+	{Code_CODE_UNHANDLED, sdk.ErrUnhandled},
+	{Code_CODE_CLOSED, sdk.ErrClosed},
+	{Code_CODE_MESSAGE_TOO_LARGE, sdk.ErrMessageTooLarge},
+	{Code_CODE_CREATION_FAILED, sdk.ErrCreationFailed},
+	{Code_CODE_HANDLER_PANICKED, sdk.ErrHandlerPanicked},
+	{Code_CODE_INVALID_ARGUMENT, sdk.ErrInvalidArgument},
+	{Code_CODE_INVALID_ID, sdk.ErrInvalidID},
+	{Code_CODE_CANCELED, context.Canceled},
+	{Code_CODE_DEADLINE_EXCEEDED, context.DeadlineExceeded},
+}
+
+// EncodeError turns err into its wire form. Runtime errors keep their sentinel as a code; an
+// *sdk.AppError keeps its code and message; any other error is an application error with the
+// error's text as its message.
+func EncodeError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	out := &Error{Message: err.Error()}
+	var qf *sdk.QueueFullError
+	var ce *sdk.CapacityError
+	var ae *sdk.AppError
+	switch {
+	case errors.As(err, &qf):
+		out.Code, out.Lane, out.Axis = Code_CODE_QUEUE_FULL, uint32(qf.Lane), uint32(qf.Axis)
+		out.Limit, out.Queued, out.Requested = qf.Limit, qf.Queued, qf.Requested
+		return out
+	case errors.As(err, &ce):
+		out.Code, out.Where, out.Limit = Code_CODE_CAPACITY_EXCEEDED, uint32(ce.Where), ce.Limit
+		return out
+	case errors.As(err, &ae):
+		out.Code, out.AppCode, out.Message = Code_CODE_APPLICATION, ae.Code, ae.Message
+		return out
+	}
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			out.Code = c.code
+			return out
+		}
+	}
+	out.Code = Code_CODE_APPLICATION
+	return out
+}
+
+// DecodeError turns a wire error back into an error that matches the same sentinel (or
+// *sdk.AppError, *sdk.QueueFullError, *sdk.CapacityError) and carries the remote message.
+func DecodeError(e *Error) error {
+	if e == nil {
+		return nil
+	}
+	switch e.Code {
+	case Code_CODE_APPLICATION:
+		return &sdk.AppError{Code: e.AppCode, Message: e.Message}
+	case Code_CODE_QUEUE_FULL:
+		return &sdk.QueueFullError{Lane: sdk.Lane(e.Lane), Axis: sdk.Axis(e.Axis), Limit: e.Limit, Queued: e.Queued, Requested: e.Requested}
+	case Code_CODE_CAPACITY_EXCEEDED:
+		return &sdk.CapacityError{Where: sdk.CapacityWhere(e.Where), Limit: e.Limit}
+	}
+	for _, c := range codes {
+		if c.code == e.Code {
+			return &RemoteError{sentinel: c.err, msg: e.Message}
+		}
+	}
+	return &RemoteError{sentinel: errInternal, msg: e.Message}
+}
+
+var errInternal = errors.New("zlink: internal error")
+
+// RemoteError is a runtime error that came over the wire: it matches its sentinel with
+// errors.Is and reads as the remote side's message.
+type RemoteError struct {
+	sentinel error
+	msg      string
+}
+
+func (e *RemoteError) Error() string { return e.msg }
+
+// Unwrap returns the sentinel.
+func (e *RemoteError) Unwrap() error { return e.sentinel }
