@@ -2,6 +2,7 @@ package rt
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -39,6 +40,18 @@ type Config struct {
 	Roles Role
 	// ApplicationVersion is the version of the application this node runs.
 	ApplicationVersion int64
+	// Weight is this Object Server's share of new Spots, relative to the others' (default 1).
+	Weight uint32
+
+	// ListenAddr is where peers connect (default 127.0.0.1:0, a free loopback port; set a
+	// reachable address for a real mesh).
+	ListenAddr string
+	// ServerTLS, when set, makes the node's listener speak TLS (set ClientAuth and ClientCAs
+	// for mutual TLS); ClientTLS makes its connections to peers speak TLS.
+	ServerTLS, ClientTLS *tls.Config
+	// MaxMessageSize is the largest request or reply payload between nodes, enforced on send
+	// and receive (default 4 MiB).
+	MaxMessageSize int
 
 	// EtcdEndpoints are the Location Store's etcd endpoints. Empty: the node starts an embedded
 	// etcd of its own (the development default) and others may join it (Host.EtcdEndpoints).
@@ -82,6 +95,9 @@ func DefaultConfig() Config {
 		NodeID:                  defaultNodeID(),
 		MeshName:                "default",
 		Roles:                   RoleObjectServer | RoleObjectClient,
+		Weight:                  1,
+		ListenAddr:              "127.0.0.1:0",
+		MaxMessageSize:          4 << 20,
 		EtcdDialTimeout:         5 * time.Second,
 		EtcdMaxTxnOps:           128,
 		LeaseTTL:                10 * time.Second,
@@ -113,6 +129,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Roles == 0 {
 		c.Roles = d.Roles
+	}
+	if c.ListenAddr == "" {
+		c.ListenAddr = d.ListenAddr
+	}
+	if c.Weight == 0 {
+		c.Weight = d.Weight
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = d.MaxMessageSize
 	}
 	if c.EtcdDialTimeout <= 0 {
 		c.EtcdDialTimeout = d.EtcdDialTimeout
@@ -160,6 +185,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxActiveObjects < 0 {
 		errs = append(errs, fmt.Errorf("%w: MaxActiveObjects must not be negative, got %d", sdk.ErrConfig, c.MaxActiveObjects))
+	}
+	if c.MaxMessageSize < 0 {
+		errs = append(errs, fmt.Errorf("%w: MaxMessageSize must be positive, got %d", sdk.ErrConfig, c.MaxMessageSize))
 	}
 	if c.EtcdMaxTxnOps < 4 {
 		errs = append(errs, fmt.Errorf("%w: EtcdMaxTxnOps must be at least 4, got %d", sdk.ErrConfig, c.EtcdMaxTxnOps))

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -22,8 +23,10 @@ import (
 
 	"github.com/zlink-go/zlink/rt/catalog"
 	"github.com/zlink-go/zlink/rt/devetcd"
+	"github.com/zlink-go/zlink/rt/mesh"
 	"github.com/zlink-go/zlink/rt/store"
 	"github.com/zlink-go/zlink/rt/store/storepb"
+	"github.com/zlink-go/zlink/rt/transport"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -34,9 +37,13 @@ type Host struct {
 	etcd    *devetcd.Server // the embedded etcd, when this node started one
 	client  *clientv3.Client
 	store   *store.Etcd
+	mesh    *mesh.Mesh
 	reg     *store.Registration
 	catalog *catalog.Catalog
+	state   atomic.Uint32 // sdk.RuntimeState
 
+	stop      chan struct{} // closed at Close: ends the lease watch
+	watchers  sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -44,15 +51,16 @@ type Host struct {
 var _ sdk.Client = (*Host)(nil)
 
 // Start starts a node: it connects to etcd (or starts an embedded one when no endpoints are
-// configured), registers the node on an owner lease, registers the Spot types, makes the
-// Entry Spots and begins serving. Cancelling ctx aborts the start; everything started so far
-// is stopped.
+// configured), listens for peers, registers the node on an owner lease, registers the Spot
+// types, makes the Entry Spots, joins the mesh and begins serving. Cancelling ctx aborts the
+// start; everything started so far is stopped.
 func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	h := &Host{cfg: cfg, log: cfg.Logger.With("node", string(cfg.NodeID))}
+	h := &Host{cfg: cfg, log: cfg.Logger.With("node", string(cfg.NodeID)), stop: make(chan struct{})}
+	h.state.Store(uint32(sdk.RuntimeStatePreparing))
 	defer func() {
 		if err != nil {
 			_ = h.teardown(context.Background())
@@ -91,14 +99,33 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 			return nil, fmt.Errorf("rt: register spot types: %w", err)
 		}
 	}
+	server := cfg.Roles.Has(RoleObjectServer)
+	h.mesh, err = mesh.Listen(mesh.Config{
+		Node:         cfg.NodeID,
+		ObjectServer: server,
+		Transport: transport.Config{
+			ListenAddr: cfg.ListenAddr, ServerTLS: cfg.ServerTLS, ClientTLS: cfg.ClientTLS,
+			MaxMessageSize: cfg.MaxMessageSize, Logger: cfg.Logger,
+		},
+		ReclaimInterval: cfg.LeaseTTL * 3,
+		Logger:          cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rt: %w", err)
+	}
+	var hosted []string
+	if server {
+		hosted = types.Names()
+	}
 	h.reg, err = h.store.Register(ctx, &storepb.NodeDescriptor{
 		NodeId:             string(cfg.NodeID),
 		Roles:              uint32(cfg.Roles),
 		ApplicationVersion: cfg.ApplicationVersion,
 		State:              uint32(sdk.RuntimeStatePreparing),
-		Weight:             1,
+		Weight:             cfg.Weight,
 		MaxActive:          int64(cfg.MaxActiveObjects),
-		SpotTypes:          types.Names(),
+		SpotTypes:          hosted,
+		Endpoint:           h.mesh.Endpoint(),
 	}, store.LeaseOptions{TTL: cfg.LeaseTTL})
 	if err != nil {
 		return nil, fmt.Errorf("rt: %w", err)
@@ -110,6 +137,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		MaxActive:               cfg.MaxActiveObjects,
 		OperationTimeout:        cfg.OperationTimeout,
 		Logger:                  cfg.Logger,
+		ClientOnly:              !server,
 	}, h.store, h.reg, types, h)
 	if err != nil {
 		return nil, err
@@ -117,12 +145,29 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 	if err := h.catalog.Start(ctx); err != nil {
 		return nil, err
 	}
-	// A previous life of this mesh may have left records of dead registrations.
-	if _, err := h.store.Reclaim(ctx, h.reg.Owner()); err != nil {
-		h.log.Warn("reclaim at start failed; it is retried", "err", err)
+	if err := h.mesh.Start(ctx, h.store, h.reg, h.catalog, h.runtimeState); err != nil {
+		return nil, fmt.Errorf("rt: join the mesh: %w", err)
 	}
+	h.state.Store(uint32(sdk.RuntimeStateServing))
+	h.watchers.Add(1)
+	go h.watchLease()
 	return h, nil
 }
+
+// watchLease puts the node in the Error state if its owner lease is lost: it owns nothing any
+// more, so it admits no work for its objects (C1) and creates nothing; their records are
+// reclaimed by the mesh's other Object Servers.
+func (h *Host) watchLease() {
+	defer h.watchers.Done()
+	select {
+	case <-h.stop:
+	case <-h.reg.Lost():
+		h.state.Store(uint32(sdk.RuntimeStateError))
+		h.log.Error("the node's owner lease was lost; it no longer serves its objects")
+	}
+}
+
+func (h *Host) runtimeState() sdk.RuntimeState { return sdk.RuntimeState(h.state.Load()) }
 
 // LocalNode implements sdk.Client.
 func (h *Host) LocalNode() sdk.NodeID { return h.cfg.NodeID }
@@ -131,29 +176,60 @@ func (h *Host) LocalNode() sdk.NodeID { return h.cfg.NodeID }
 // nodes can join the mesh by using them.
 func (h *Host) EtcdEndpoints() []string { return h.client.Endpoints() }
 
+// Endpoint is the address peers dial to reach this node.
+func (h *Host) Endpoint() string { return h.mesh.Endpoint() }
+
+func (h *Host) serving() error {
+	if s := h.runtimeState(); s != sdk.RuntimeStateServing {
+		return fmt.Errorf("%w: node %s is %s", sdk.ErrNotServing, h.cfg.NodeID, s)
+	}
+	return nil
+}
+
 // Call implements sdk.Client.
 func (h *Host) Call(ctx context.Context, t sdk.Target, method string, req proto.Message, opts ...sdk.CallOption) (proto.Message, error) {
-	return h.catalog.Call(ctx, t, method, req)
+	if err := h.serving(); err != nil {
+		return nil, err
+	}
+	return h.mesh.Call(ctx, t, method, req, sdk.ApplyCallOptions(opts))
 }
 
 // Send implements sdk.Client.
 func (h *Host) Send(ctx context.Context, t sdk.Target, method string, msg proto.Message, opts ...sdk.CallOption) error {
-	return h.catalog.Send(ctx, t, method, msg)
+	if err := h.serving(); err != nil {
+		return err
+	}
+	return h.mesh.Send(ctx, t, method, msg, sdk.ApplyCallOptions(opts))
 }
 
 // Create implements sdk.Client.
 func (h *Host) Create(ctx context.Context, t sdk.Target, opts ...sdk.CallOption) error {
-	return h.catalog.Create(ctx, t)
+	if err := h.serving(); err != nil {
+		return err
+	}
+	return h.mesh.Create(ctx, t, sdk.ApplyCallOptions(opts))
 }
 
 // CloseSpot implements sdk.Client.
 func (h *Host) CloseSpot(ctx context.Context, t sdk.Target, opts ...sdk.CallOption) error {
-	return h.catalog.CloseTarget(ctx, t)
+	if err := h.serving(); err != nil {
+		return err
+	}
+	return h.mesh.CloseSpot(ctx, t, sdk.ApplyCallOptions(opts))
 }
 
-// Close stops the node: every Spot closes with reason Shutdown and releases its location, the
-// owner lease is revoked, and an embedded etcd is stopped. It is bounded by StopTimeout and
-// safe to call more than once.
+// MeshStatus returns the RouteMesh status of the node's mesh (G3–G5).
+func (h *Host) MeshStatus() sdk.RouteMeshStatus { return h.mesh.Status(h.cfg.MeshName) }
+
+// CatalogStats returns counters of the node's Spot catalog.
+func (h *Host) CatalogStats() catalog.Stats { return h.catalog.Stats() }
+
+// TransportStats returns counters of the node's connections to its peers.
+func (h *Host) TransportStats() transport.Stats { return h.mesh.Transport().Stats() }
+
+// Close stops the node: it stops taking work, every Spot closes with reason Shutdown and
+// releases its location, the node leaves the mesh, its owner lease is revoked, and an
+// embedded etcd is stopped. It is bounded by StopTimeout and safe to call more than once.
 func (h *Host) Close() error {
 	h.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.StopTimeout)
@@ -165,9 +241,15 @@ func (h *Host) Close() error {
 
 // teardown stops, in reverse order, whatever Start got to.
 func (h *Host) teardown(ctx context.Context) error {
+	h.state.Store(uint32(sdk.RuntimeStateDraining))
+	close(h.stop)
+	h.watchers.Wait()
 	var errs []error
 	if h.catalog != nil {
 		errs = append(errs, h.catalog.Close(ctx))
+	}
+	if h.mesh != nil {
+		errs = append(errs, h.mesh.Close())
 	}
 	if h.reg != nil {
 		errs = append(errs, h.reg.Close(ctx))
@@ -183,12 +265,10 @@ func (h *Host) teardown(ctx context.Context) error {
 	if h.etcd != nil {
 		errs = append(errs, h.etcd.Close())
 	}
+	h.state.Store(uint32(sdk.RuntimeStateStopped))
 	err := errors.Join(errs...)
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("rt: close within %v: %w", h.cfg.StopTimeout, err)
 	}
 	return err
 }
-
-// CatalogStats returns counters of the node's Spot catalog.
-func (h *Host) CatalogStats() catalog.Stats { return h.catalog.Stats() }

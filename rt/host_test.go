@@ -86,9 +86,9 @@ func TestSecondNodeJoinsTheEmbeddedEtcd(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	assert.NotEqual(t, a.LocalNode(), b.LocalNode())
-	add(t, a, "shared", 1)
-	_, err = b.Call(ctx, sdk.InstanceIntent("test.Counter", "shared"), "Add", wrapperspb.Int64(1))
-	require.Error(t, err, "owned by node a: remote calls arrive with the mesh")
+	_, err = a.Call(ctx, sdk.InstanceIntent("test.Counter", "shared"), "Add", wrapperspb.Int64(1), sdk.OnNode(a.LocalNode()))
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), add(t, b, "shared", 1), "node b reaches node a's object")
 	assert.Equal(t, int64(1), built.Load(), "node b did not create a second activation")
 }
 

@@ -13,6 +13,7 @@ type Target struct {
 	id     string
 	node   NodeID
 	intent bool
+	desc   *SpotDesc
 }
 
 // EntryTarget addresses the Entry Spot of type typ on node (A2: exactly one per node).
@@ -48,6 +49,13 @@ func (t Target) Node() NodeID { return t.node }
 
 // CreateIntent reports whether the call may create a missing Instance Spot.
 func (t Target) CreateIntent() bool { return t.intent }
+
+// WithDesc attaches the type's descriptor, which generated code passes so that a node that
+// does not host the type can still decode its replies.
+func (t Target) WithDesc(d *SpotDesc) Target { t.desc = d; return t }
+
+// Desc is the attached descriptor, or nil.
+func (t Target) Desc() *SpotDesc { return t.desc }
 
 // Plain returns the target without create-intent.
 func (t Target) Plain() Target { t.intent = false; return t }

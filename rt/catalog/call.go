@@ -72,7 +72,11 @@ func (c *Catalog) Deliver(ctx context.Context, rt Route, method string, req prot
 	if err != nil {
 		return nil, err
 	}
-	return c.deliver(ctx, rt.local.base(), md, req, oneWay, true)
+	reply, err := c.deliver(ctx, rt.local.base(), md, req, oneWay, true)
+	if errors.Is(err, exec.ErrAdmissionClosed) {
+		return nil, ErrClosing
+	}
+	return reply, err
 }
 
 func (c *Catalog) entryMethod(t sdk.Target, method string, oneWay bool) (*entrySpot, *sdk.MethodDesc, error) {
@@ -149,12 +153,14 @@ type call struct {
 	err    error
 	oneWay bool
 	done   chan struct{} // buffered: Run never blocks
+	// onDone, when set, receives the outcome instead of done (a request from a peer).
+	onDone func(proto.Message, error)
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
 func (k *call) release() {
-	k.ctx, k.a, k.md, k.req, k.reply, k.err = nil, nil, nil, nil, nil, nil
+	k.ctx, k.a, k.md, k.req, k.reply, k.err, k.onDone = nil, nil, nil, nil, nil, nil, nil
 	callPool.Put(k)
 }
 
@@ -179,6 +185,12 @@ func (k *call) Run() {
 func (k *call) Drop(err error) { k.finish(nil, err) }
 
 func (k *call) finish(reply proto.Message, err error) {
+	if k.onDone != nil {
+		done := k.onDone
+		k.release()
+		done(reply, err)
+		return
+	}
 	if k.oneWay {
 		if err != nil {
 			k.a.cat.log.Warn("one-way handler failed", "spot", k.a.typ.desc.Name, "id", k.a.id, "method", k.md.Name, "err", err)
@@ -197,4 +209,92 @@ func (c *Catalog) Create(ctx context.Context, t sdk.Target) error {
 	}
 	_, err := c.Resolve(ctx, t, ExplicitCreate)
 	return err
+}
+
+// Admit admits a request that a peer sent along a route to this node (C1): it runs only if
+// the Spot is active here and, for an owned Spot, this node's owner lease is certainly valid;
+// otherwise the answer is sdk.ErrStaleRoute and nothing runs. It never reads the store and
+// never creates. The object's generation is not checked (C2). done gets the outcome of a
+// request; a one-way message is acknowledged by Admit's own return.
+func (c *Catalog) Admit(ctx context.Context, t sdk.Target, method string, req proto.Message, size int, oneWay bool, done func(proto.Message, error)) error {
+	if t.Kind() == sdk.KindEntry {
+		e, md, err := c.entryMethod(t, method, oneWay)
+		if err != nil {
+			return err
+		}
+		return c.submit(ctx, &e.activation, md, req, size, oneWay, false, done)
+	}
+	typ, err := c.ownedType(t)
+	if err != nil {
+		return err
+	}
+	sp := c.spotAt(spotKey{typ.desc.Name, t.ID()})
+	if sp == nil {
+		return fmt.Errorf("%w: node %s does not own %v", sdk.ErrStaleRoute, c.cfg.Node, t.Plain())
+	}
+	if sp.base().current() != stateActive {
+		return fmt.Errorf("%w: %v is closing", sdk.ErrNotFound, t.Plain())
+	}
+	md, err := c.method(typ, method, oneWay)
+	if err != nil {
+		return err
+	}
+	err = c.submit(ctx, sp.base(), md, req, size, oneWay, true, done)
+	if errors.Is(err, exec.ErrAdmissionClosed) {
+		return fmt.Errorf("%w: %v is closing", sdk.ErrNotFound, t.Plain())
+	}
+	return err
+}
+
+// DeliverAsync runs method on the local Spot of rt like Deliver, but reports a request's
+// outcome to done instead of waiting; a one-way message is acknowledged by its return.
+func (c *Catalog) DeliverAsync(ctx context.Context, rt Route, method string, req proto.Message, size int, oneWay bool, done func(proto.Message, error)) error {
+	if !rt.Local() {
+		return ErrRemoteOwner
+	}
+	md, err := c.method(rt.local.base().typ, method, oneWay)
+	if err != nil {
+		return err
+	}
+	return c.submit(ctx, rt.local.base(), md, req, size, oneWay, true, done)
+}
+
+// submit admits one message with a completion callback.
+func (c *Catalog) submit(ctx context.Context, a *activation, md *sdk.MethodDesc, req proto.Message, size int, oneWay, fenced bool, done func(proto.Message, error)) error {
+	if fenced && !c.reg.Guard().Valid() {
+		return fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
+	}
+	k := callPool.Get().(*call)
+	k.ctx, k.a, k.md, k.req, k.oneWay = ctx, a, md, req, oneWay
+	if !oneWay {
+		k.onDone = done
+	} else if ctx.Done() != nil {
+		k.ctx = context.WithoutCancel(ctx)
+	}
+	if err := a.exec.Submit(exec.Item{Lane: sdk.LaneApplication, Payload: int64(size), Activity: true}, k); err != nil {
+		k.release()
+		if errors.Is(err, exec.ErrAdmissionClosed) {
+			return err
+		}
+		return fmt.Errorf("%s.%s on %s/%q: %w", a.typ.desc.Name, md.Name, a.typ.desc.Kind, a.id, err)
+	}
+	return nil
+}
+
+// TypeDesc returns the descriptor of a Spot type registered on this node, or nil.
+func (c *Catalog) TypeDesc(name string) *sdk.SpotDesc {
+	if t, ok := c.types[name]; ok {
+		return t.desc
+	}
+	return nil
+}
+
+// LocalSpot returns the route to t when t is active on this node: the hot path of a call,
+// without any store read.
+func (c *Catalog) LocalSpot(t sdk.Target) (Route, bool) {
+	sp := c.spotAt(spotKey{t.Type(), t.ID()})
+	if sp == nil || sp.base().current() != stateActive {
+		return Route{}, false
+	}
+	return Route{local: sp}, true
 }

@@ -47,6 +47,9 @@ type Config struct {
 	OperationTimeout time.Duration
 	// Logger receives the catalog's logs (default: slog.Default()).
 	Logger *slog.Logger
+	// ClientOnly marks a node without the Object Server role: it makes no Entry Spots and
+	// creates nothing.
+	ClientOnly bool
 }
 
 func (c Config) withDefaults() Config {
@@ -225,6 +228,9 @@ func New(cfg Config, st store.Store, reg *store.Registration, types *Types, clie
 // A failing Entry factory fails Start.
 func (c *Catalog) Start(ctx context.Context) error {
 	for _, t := range c.sortedTypes() {
+		if c.cfg.ClientOnly {
+			break
+		}
 		if t.desc.Kind != sdk.KindEntry {
 			continue
 		}
@@ -274,7 +280,7 @@ func (c *Catalog) ActiveOwned() int64 { return c.active.Load() }
 
 // HasRoom reports whether the active-object cap leaves room for one more Spot (G5).
 func (c *Catalog) HasRoom() bool {
-	return c.cfg.MaxActive == 0 || c.active.Load() < int64(c.cfg.MaxActive)
+	return !c.cfg.ClientOnly && (c.cfg.MaxActive == 0 || c.active.Load() < int64(c.cfg.MaxActive))
 }
 
 // Close closes every Spot with reason Shutdown and releases the User and Instance Spots'

@@ -37,6 +37,10 @@ func (r Route) Local() bool { return r.local != nil }
 // owner is another node; the caller routes there.
 var ErrRemoteOwner = errors.New("catalog: spot is owned by another node")
 
+// ErrClosing is returned by Deliver when the Spot began closing after it was resolved: the
+// caller resolves again, which waits for the close (D4) or answers not found.
+var ErrClosing = errors.New("catalog: spot is closing")
+
 // maxRounds bounds the state machine's rounds for one call: each round either waits for the
 // store to change or makes progress, so it is never reached in practice.
 const maxRounds = 64
@@ -261,6 +265,10 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 	if _, busy := sh.m[key]; busy {
 		sh.mu.Unlock()
 		return Route{}, nil, nil // raced another local caller: look again
+	}
+	if c.cfg.ClientOnly {
+		sh.mu.Unlock()
+		return Route{}, nil, fmt.Errorf("%w: create %s/%q: node %s is not an Object Server", sdk.ErrNotServing, key.typ, id, c.cfg.Node)
 	}
 	if !c.reg.Guard().Valid() {
 		sh.mu.Unlock()

@@ -78,7 +78,7 @@ func (l *link) run() {
 		}
 		backoff = min(2*backoff, 2*time.Second)
 		if l.ctx.Err() == nil {
-			l.setState(sdk.PeerStateConnecting, nil, nil)
+			l.setState(sdk.PeerStateConnecting, nil, err)
 		}
 	}
 }
@@ -169,10 +169,12 @@ func (l *link) sender(ctx context.Context) (*sender, error) {
 		l.mu.Lock()
 		st, out, lastErr, changed := l.st, l.out, l.lastErr, l.changed
 		l.mu.Unlock()
-		switch st {
-		case sdk.PeerStateReady:
+		switch {
+		case st == sdk.PeerStateReady:
 			return out, nil
-		case sdk.PeerStateNotConnected:
+		case st == sdk.PeerStateNotConnected, lastErr != nil:
+			// Down, or reconnecting after a failure: fail at once rather than hold the caller
+			// for a peer that may be gone. Only a link's first connection is waited for.
 			return nil, fmt.Errorf("%w: not connected to node %s: %v", sdk.ErrOwnerUnavailable, l.peer, lastErr)
 		}
 		select {

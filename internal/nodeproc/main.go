@@ -1,0 +1,73 @@
+// Command nodeproc is a ZLink node for multi-process tests: it joins a mesh on the given etcd
+// and hosts the rttest Ledger. It prints "ready <endpoint>" once serving and "ran <spot> <msg>"
+// for every message a Ledger runs, and stops when its standard input closes or it gets
+// SIGTERM or SIGINT.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/zlink-go/zlink/rt"
+	"github.com/zlink-go/zlink/rt/rttest"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+func main() {
+	etcd := flag.String("etcd", "", "etcd endpoints, comma-separated")
+	node := flag.String("node", "", "node ID")
+	mesh := flag.String("mesh", "default", "mesh name")
+	ttl := flag.Duration("lease-ttl", 2*time.Second, "owner lease TTL")
+	flag.Parse()
+
+	out := bufio.NewWriter(os.Stdout)
+	var mu sync.Mutex
+	println := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(out, format+"\n", args...)
+		_ = out.Flush()
+	}
+
+	cfg := rt.DefaultConfig()
+	cfg.NodeID = sdk.NodeID(*node)
+	cfg.MeshName = *mesh
+	cfg.EtcdEndpoints = strings.Split(*etcd, ",")
+	cfg.LeaseTTL = *ttl
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Register = func(r sdk.Registrar) error {
+		return rttest.RegisterLedger(r, func(spot, msg string) { println("ran %s %s", spot, msg) }, nil)
+	}
+	h, err := rt.Start(context.Background(), cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nodeproc:", err)
+		os.Exit(1)
+	}
+	println("ready %s", h.Endpoint())
+
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	stdinClosed := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		close(stdinClosed)
+	}()
+	select {
+	case <-stop:
+	case <-stdinClosed:
+	}
+	if err := h.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "nodeproc:", err)
+		os.Exit(1)
+	}
+}

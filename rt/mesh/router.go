@@ -1,0 +1,260 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/zlink-go/zlink/rt/catalog"
+	"github.com/zlink-go/zlink/rt/store"
+	"github.com/zlink-go/zlink/rt/wire"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// maxRedirects bounds the redirects one call follows; each is a request that was not run, so
+// following it is no retry (C3).
+const maxRedirects = 4
+
+// Call routes a request to t's owner and returns its reply.
+func (m *Mesh) Call(ctx context.Context, t sdk.Target, method string, req proto.Message, opts sdk.CallOptions) (proto.Message, error) {
+	return m.invoke(ctx, t, method, req, false, opts)
+}
+
+// Send routes a one-way message to t's owner; it returns once the owner admitted it.
+func (m *Mesh) Send(ctx context.Context, t sdk.Target, method string, msg proto.Message, opts sdk.CallOptions) error {
+	_, err := m.invoke(ctx, t, method, msg, true, opts)
+	return err
+}
+
+func (m *Mesh) invoke(ctx context.Context, t sdk.Target, method string, req proto.Message, oneWay bool, opts sdk.CallOptions) (proto.Message, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	if req == nil || !req.ProtoReflect().IsValid() {
+		return nil, fmt.Errorf("%w: %v %s: nil message", sdk.ErrInvalidArgument, t, method)
+	}
+	if t.Kind() == sdk.KindEntry {
+		if t.Node() == m.cfg.Node {
+			return m.local(ctx, t, method, req, oneWay)
+		}
+		return m.remote(ctx, t.Node(), t, method, req, oneWay)
+	}
+	// The hot path: the Spot is active on this node.
+	if rt, ok := m.cat.LocalSpot(t); ok {
+		reply, err := m.cat.Deliver(ctx, rt, method, req, oneWay)
+		if !errors.Is(err, catalog.ErrClosing) {
+			return reply, err
+		}
+	}
+	// A cached Ready route: no store read (B6).
+	if owner, ok := m.routes.get(t); ok && owner != m.cfg.Node {
+		return m.remote(ctx, owner, t, method, req, oneWay)
+	}
+	if !t.CreateIntent() {
+		rt, err := m.cat.Resolve(ctx, t, catalog.Plain)
+		if err != nil {
+			return nil, err
+		}
+		if rt.Local() {
+			return m.cat.Deliver(ctx, rt, method, req, oneWay)
+		}
+		owner := rt.Remote.Record.Owner.Node
+		m.routes.put(t, owner)
+		return m.remote(ctx, owner, t, method, req, oneWay)
+	}
+	// Create-intent: the Spot is created where placement says, unless it exists already.
+	var reply proto.Message
+	err := m.placed(t, opts, func(target sdk.NodeID) (err error) {
+		if target == m.cfg.Node {
+			reply, err = m.local(ctx, t, method, req, oneWay)
+		} else {
+			reply, err = m.remote(ctx, target, t, method, req, oneWay)
+		}
+		return err
+	})
+	return reply, err
+}
+
+// placed runs fn on the node that placement (or opts.Node) chooses for a new Spot. A node that
+// refuses at its active-object cap (its published count lagged) is left out and the next is
+// tried: the refusal came before anything ran, so this is no retry (D6, C3).
+func (m *Mesh) placed(t sdk.Target, opts sdk.CallOptions, fn func(sdk.NodeID) error) error {
+	if opts.Node != "" {
+		return fn(opts.Node)
+	}
+	var full []sdk.NodeID
+	for {
+		target, err := m.place(t.Type(), t.ID(), full...)
+		if err != nil {
+			return err
+		}
+		err = fn(target)
+		var ce *sdk.CapacityError
+		if !errors.As(err, &ce) || ce.Where != sdk.CapacityActivationCap {
+			return err
+		}
+		full = append(full, target)
+	}
+}
+
+// local runs the call on this node's catalog, creating on intent, and follows the store to a
+// remote owner when the Spot is Ready elsewhere.
+func (m *Mesh) local(ctx context.Context, t sdk.Target, method string, req proto.Message, oneWay bool) (proto.Message, error) {
+	if t.Kind() == sdk.KindEntry {
+		if oneWay {
+			return nil, m.cat.Send(ctx, t, method, req)
+		}
+		return m.cat.Call(ctx, t, method, req)
+	}
+	mode := catalog.Plain
+	if t.CreateIntent() {
+		mode = catalog.Intent
+	}
+	for range maxRedirects {
+		rt, err := m.cat.Resolve(ctx, t, mode)
+		if err != nil {
+			return nil, err
+		}
+		if !rt.Local() {
+			owner := rt.Remote.Record.Owner.Node
+			m.routes.put(t, owner)
+			return m.remote(ctx, owner, t, method, req, oneWay)
+		}
+		reply, err := m.cat.Deliver(ctx, rt, method, req, oneWay)
+		if !errors.Is(err, catalog.ErrClosing) {
+			return reply, err
+		}
+	}
+	return nil, fmt.Errorf("%w: %v kept closing", sdk.ErrNotFound, t.Plain())
+}
+
+// remote sends the call to node and follows redirects to the Spot's owner.
+func (m *Mesh) remote(ctx context.Context, node sdk.NodeID, t sdk.Target, method string, req proto.Message, oneWay bool) (proto.Message, error) {
+	payload, err := proto.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v %s: cannot encode the message: %v", sdk.ErrInvalidArgument, t, method, err)
+	}
+	op := wire.Op_OP_CALL
+	if oneWay {
+		op = wire.Op_OP_SEND
+	}
+	for range maxRedirects {
+		if node == m.cfg.Node {
+			return m.local(ctx, t, method, req, oneWay)
+		}
+		r, err := m.tr.Call(ctx, node, requestFor(t, op, method, payload))
+		if err != nil {
+			if t.Kind() != sdk.KindEntry {
+				m.routes.drop(t, node)
+			}
+			return nil, err
+		}
+		if r.Redirect != "" {
+			node = sdk.NodeID(r.Redirect)
+			m.routes.put(t, node)
+			continue
+		}
+		if r.Error != nil {
+			err := wire.DecodeError(r.Error)
+			if errors.Is(err, sdk.ErrStaleRoute) || errors.Is(err, sdk.ErrOwnerUnavailable) {
+				// The owner changed or is gone: forget the route; the call is not retried (C3).
+				m.routes.drop(t, node)
+			}
+			return nil, err
+		}
+		if t.Kind() != sdk.KindEntry && r.Owner != "" {
+			m.routes.put(t, sdk.NodeID(r.Owner))
+		}
+		if oneWay {
+			return nil, nil
+		}
+		return m.decodeReply(t, method, r.Payload)
+	}
+	return nil, fmt.Errorf("%w: %v: more than %d redirects", sdk.ErrStaleRoute, t, maxRedirects)
+}
+
+func (m *Mesh) decodeReply(t sdk.Target, method string, payload []byte) (proto.Message, error) {
+	desc := t.Desc()
+	if desc == nil {
+		desc = m.cat.TypeDesc(t.Type())
+	}
+	if desc == nil {
+		return nil, errNoDecoder(t, method)
+	}
+	md := desc.Method(method)
+	if md == nil || md.NewReply == nil {
+		return nil, errNoDecoder(t, method)
+	}
+	out := md.NewReply()
+	if err := proto.Unmarshal(payload, out); err != nil {
+		return nil, fmt.Errorf("%w: %v %s: cannot decode the reply: %v", sdk.ErrInvalidArgument, t, method, err)
+	}
+	return out, nil
+}
+
+func requestFor(t sdk.Target, op wire.Op, method string, payload []byte) *wire.Request {
+	return &wire.Request{
+		Op: op, Kind: uint32(t.Kind()), Type: t.Type(), Id: t.ID(), Node: string(t.Node()),
+		Intent: t.CreateIntent(), Method: method, Payload: payload,
+	}
+}
+
+// Create explicitly creates the User Spot t where placement (or opts.Node) says (A2).
+func (m *Mesh) Create(ctx context.Context, t sdk.Target, opts sdk.CallOptions) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	if t.Kind() != sdk.KindUser {
+		return fmt.Errorf("%w: only User Spots are created explicitly, %v is not one (A2)", sdk.ErrInvalidArgument, t)
+	}
+	return m.placed(t, opts, func(target sdk.NodeID) error {
+		if target == m.cfg.Node {
+			return m.cat.Create(ctx, t)
+		}
+		r, err := m.tr.Call(ctx, target, requestFor(t, wire.Op_OP_CREATE, "", nil))
+		if err != nil {
+			return err
+		}
+		if r.Error != nil {
+			return wire.DecodeError(r.Error)
+		}
+		m.routes.put(t, target)
+		return nil
+	})
+}
+
+// CloseSpot explicitly closes the User or Instance Spot t on its owner (D3).
+func (m *Mesh) CloseSpot(ctx context.Context, t sdk.Target, _ sdk.CallOptions) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	if t.Kind() == sdk.KindEntry {
+		return fmt.Errorf("%w: an Entry Spot closes only with its node (A2)", sdk.ErrInvalidArgument)
+	}
+	for range maxRedirects {
+		err := m.cat.CloseTarget(ctx, t.Plain())
+		if !errors.Is(err, catalog.ErrRemoteOwner) {
+			return err
+		}
+		res, lerr := m.store.Lookup(ctx, store.SpotKey{Type: t.Type(), ID: t.ID()})
+		if lerr != nil {
+			return lerr
+		}
+		if res.State == store.StateMissing {
+			return fmt.Errorf("%w: %v", sdk.ErrNotFound, t.Plain())
+		}
+		owner := res.Record.Owner.Node
+		r, err := m.tr.Call(ctx, owner, requestFor(t.Plain(), wire.Op_OP_CLOSE, "", nil))
+		if err != nil {
+			return err
+		}
+		m.routes.drop(t, owner)
+		if r.Redirect != "" {
+			continue
+		}
+		return wire.DecodeError(r.Error)
+	}
+	return fmt.Errorf("%w: close %v: the owner kept changing", sdk.ErrStaleRoute, t.Plain())
+}

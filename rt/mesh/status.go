@@ -1,0 +1,110 @@
+package mesh
+
+import (
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/zlink-go/zlink/rt/store"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// statusTracker numbers the statuses: Sequence grows when the status changes (H3).
+type statusTracker struct {
+	mu   sync.Mutex
+	seq  uint64
+	last sdk.RouteMeshStatus
+}
+
+// Status returns the RouteMesh status (G3): peers and their states, placement, readiness.
+func (m *Mesh) Status(meshName string) sdk.RouteMeshStatus {
+	state := sdk.RuntimeStatePreparing
+	if m.state != nil {
+		state = m.state()
+	}
+	m.mu.RLock()
+	members := make([]store.Node, 0, len(m.members))
+	for _, n := range m.members {
+		members = append(members, n)
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(members, func(a, b store.Node) int {
+		if a.ID < b.ID {
+			return -1
+		}
+		if a.ID > b.ID {
+			return 1
+		}
+		return 0
+	})
+
+	st := sdk.RouteMeshStatus{MeshName: meshName, Channels: []sdk.ChannelStatus{}, Peers: []sdk.PeerStatus{}}
+	degraded := false
+	for _, n := range members {
+		if n.ID == m.cfg.Node {
+			continue
+		}
+		p := sdk.PeerStatus{NodeRid: n.ID}
+		switch {
+		case !m.needsConnection(n.Desc):
+			// Two Object Clients: no connection, not counted, not a failure (G4).
+			p.State = sdk.PeerStateNotRequired
+		case sdk.RuntimeState(n.Desc.GetState()) == sdk.RuntimeStateDraining:
+			p.State, p.UnavailableReason = sdk.PeerStateDraining, reason(sdk.TopologyReasonDraining)
+		default:
+			p.State = m.tr.PeerState(n.ID)
+			if p.State != sdk.PeerStateReady {
+				p.UnavailableReason = reason(sdk.TopologyReasonNoReadyPeer)
+				degraded = true
+			}
+		}
+		if p.State == sdk.PeerStateReady {
+			st.ReadyPeerCount++
+		}
+		st.Peers = append(st.Peers, p)
+	}
+
+	st.Placement = sdk.PlacementStatus{ActiveSpotCount: m.cat.ActiveSpots()}
+	switch {
+	case !m.cfg.ObjectServer:
+		st.Placement.UnavailableReason = reason(sdk.TopologyReasonRuntimeNotReady)
+	case state != sdk.RuntimeStateServing:
+		st.Placement.UnavailableReason = reason(sdk.TopologyReasonRuntimeNotReady)
+	case !m.cat.HasRoom():
+		st.Placement.UnavailableReason = reason(sdk.TopologyReasonCapacityExceeded)
+	default:
+		st.Placement.IsAvailable = true
+	}
+
+	switch state {
+	case sdk.RuntimeStatePreparing:
+		st.State = sdk.TopologyStateStarting
+	case sdk.RuntimeStateStopped:
+		st.State = sdk.TopologyStateStopped
+	case sdk.RuntimeStateDraining:
+		st.State = sdk.TopologyStateStopping
+	case sdk.RuntimeStateError:
+		st.State = sdk.TopologyStateFailed
+	default:
+		st.State = sdk.TopologyStateReady
+		if degraded {
+			st.State = sdk.TopologyStateDegraded
+		}
+	}
+	// Zero peers alone does not make the mesh unavailable: local traffic still flows (G3).
+	st.IsReady = state == sdk.RuntimeStateServing && st.State != sdk.TopologyStateFailed
+
+	m.status.mu.Lock()
+	defer m.status.mu.Unlock()
+	prev := m.status.last
+	prev.Sequence, prev.ObservedAt = 0, time.Time{}
+	if m.status.seq == 0 || !reflect.DeepEqual(prev, st) {
+		m.status.seq++
+	}
+	st.Sequence, st.ObservedAt = m.status.seq, time.Now()
+	m.status.last = st
+	return st
+}
+
+func reason(r sdk.TopologyReason) *sdk.TopologyReason { return &r }

@@ -1,0 +1,138 @@
+package rttest
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// LedgerType is the stable type name of the test Ledger, an Instance Spot that records every
+// message ID it runs, so that a test can prove no message ran twice.
+const LedgerType = "rttest.Ledger"
+
+// Ledger methods: Record runs a message (its request and reply are the message ID), Count
+// answers how many messages this activation ran, Note is a one-way Record.
+const (
+	LedgerRecord = "Record"
+	LedgerCount  = "Count"
+	LedgerNote   = "Note"
+	// LedgerSleep waits for the given milliseconds or until its context ends, and answers the
+	// context's error then.
+	LedgerSleep = "Sleep"
+)
+
+// LedgerDesc describes the Ledger type.
+var LedgerDesc = sdk.SpotDesc{Name: LedgerType, Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{
+	{
+		Name:       LedgerRecord,
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(impl any, _ context.Context, req proto.Message) (proto.Message, error) {
+			l := impl.(*ledger)
+			id := req.(*wrapperspb.StringValue).GetValue()
+			l.ran(l.sc.ID(), id)
+			l.n++
+			return wrapperspb.String(id), nil
+		},
+	},
+	{
+		Name:       LedgerCount,
+		NewRequest: func() proto.Message { return new(wrapperspb.Int64Value) },
+		NewReply:   func() proto.Message { return new(wrapperspb.Int64Value) },
+		Invoke: func(impl any, _ context.Context, _ proto.Message) (proto.Message, error) {
+			return wrapperspb.Int64(impl.(*ledger).n), nil
+		},
+	},
+	{
+		Name:       LedgerSleep,
+		NewRequest: func() proto.Message { return new(wrapperspb.Int64Value) },
+		NewReply:   func() proto.Message { return new(wrapperspb.Int64Value) },
+		Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
+			l := impl.(*ledger)
+			ms := req.(*wrapperspb.Int64Value).GetValue()
+			select {
+			case <-time.After(time.Duration(ms) * time.Millisecond):
+				return wrapperspb.Int64(ms), nil
+			case <-ctx.Done():
+				l.ran(l.sc.ID(), "sleep-ended:"+ctx.Err().Error())
+				return nil, ctx.Err()
+			}
+		},
+	},
+	{
+		Name:       LedgerNote,
+		OneWay:     true,
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(impl any, _ context.Context, req proto.Message) (proto.Message, error) {
+			l := impl.(*ledger)
+			l.ran(l.sc.ID(), req.(*wrapperspb.StringValue).GetValue())
+			l.n++
+			return nil, nil
+		},
+	},
+}}
+
+type ledger struct {
+	sc  sdk.SpotContext
+	ran func(spot, msg string)
+	n   int64
+}
+
+// RegisterLedger registers the Ledger type; ran is told of every message a Ledger runs, with
+// the Spot's ID and the message ID. built counts factory runs when not nil.
+func RegisterLedger(r sdk.Registrar, ran func(spot, msg string), built func(spot string)) error {
+	return r.RegisterSpot(&LedgerDesc, func(sc sdk.SpotContext) (any, error) {
+		if built != nil {
+			built(sc.ID())
+		}
+		return &ledger{sc: sc, ran: ran}, nil
+	})
+}
+
+// Runs collects what Ledgers ran: message ID -> how many times.
+type Runs struct {
+	mu   sync.Mutex
+	runs map[string]int
+}
+
+// Add records one run of msg.
+func (r *Runs) Add(_ string, msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.runs == nil {
+		r.runs = make(map[string]int)
+	}
+	r.runs[msg]++
+}
+
+// Twice returns the messages that ran more than once.
+func (r *Runs) Twice() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for m, n := range r.runs {
+		if n > 1 {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Count returns how many times msg ran.
+func (r *Runs) Count(msg string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runs[msg]
+}
+
+// Len returns the number of distinct messages that ran.
+func (r *Runs) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.runs)
+}
