@@ -78,7 +78,7 @@ func (b *builder) pkg(p *packages.Package) *Package {
 // file reads the directives of one input file and builds its Spot interfaces.
 func (b *builder) file(p *packages.Package, f *ast.File, name string) *File {
 	handled := map[*ast.Comment]bool{}
-	out := &File{Source: name, Out: outPath(name), BuildConstraint: buildConstraint(f)}
+	out := &File{Source: name, Out: outPath(name), BuildConstraint: outputConstraint(name, buildConstraint(f))}
 
 	// Directives on methods of interfaces: //zlink:send, wherever the interface is.
 	var typeName string
@@ -174,7 +174,7 @@ func (b *builder) spot(p *packages.Package, ts *ast.TypeSpec, doc *ast.CommentGr
 	for _, extra := range spots[1:] {
 		b.errs.add(b.dirs.pos(extra, 0), name, "more than one //zlink:spot on one interface")
 	}
-	sd, ok := b.dirs.spot(spots[0], name)
+	sd, _ := b.dirs.spot(spots[0], name)
 	switch {
 	case ts.Assign.IsValid():
 		b.errs.add(pos, name, "//zlink:spot is on a type alias; declare the interface itself")
@@ -204,9 +204,8 @@ func (b *builder) spot(p *packages.Package, ts *ast.TypeSpec, doc *ast.CommentGr
 		b.errs.add(pos, name, "a constraint interface (with type terms) cannot be a Spot type")
 		return nil
 	}
-	if !ok {
-		return nil
-	}
+	// A directive with problems (reported) still lets the methods be checked: every problem
+	// of the run is reported at once, and nothing is emitted.
 	s := &Interface{
 		Obj:          obj,
 		Name:         name,

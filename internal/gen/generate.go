@@ -46,12 +46,22 @@ type Result struct {
 // that is not an ErrorList means the run itself failed. Generate writes nothing: see Write.
 //
 // An internal failure of the generator is returned as an error, never a panic.
-func Generate(ctx context.Context, cfg Config, patterns []string) (results []Result, err error) {
+func Generate(ctx context.Context, cfg Config, patterns []string) ([]Result, error) {
+	return guard(func() ([]Result, error) { return generate(ctx, cfg, patterns) })
+}
+
+// guard runs f, turning a panic into an error: whatever the input, the generator answers
+// with an error, never a crash of the process that runs it.
+func guard(f func() ([]Result, error)) (results []Result, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			results, err = nil, fmt.Errorf("zlinkgen: internal error (please report it): %v\n%s", v, debug.Stack())
 		}
 	}()
+	return f()
+}
+
+func generate(ctx context.Context, cfg Config, patterns []string) (results []Result, err error) {
 	if len(patterns) == 0 {
 		patterns = []string{"."}
 	}
