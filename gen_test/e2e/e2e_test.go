@@ -21,7 +21,17 @@ import (
 	"github.com/zlink-go/zlink/sdk"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(closing{m}) }
+
+// closing closes the host the benchmarks share once every test and benchmark ran, before the
+// goroutine leak check.
+type closing struct{ m *testing.M }
+
+func (c closing) Run() int {
+	code := c.m.Run()
+	closeSharedHost()
+	return code
+}
 
 // room implements sample.Room.
 type room struct {
@@ -68,6 +78,13 @@ type node struct {
 
 func start(t testing.TB) *node {
 	t.Helper()
+	n, err := startNode()
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, n.Close()) })
+	return n
+}
+
+func startNode() (*node, error) {
 	n := &node{posted: make(chan string, 16), created: map[string]int{}}
 	count := func(typ string) {
 		n.mu.Lock()
@@ -94,10 +111,11 @@ func start(t testing.TB) *node {
 		)
 	}
 	h, err := rt.Start(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, h.Close()) })
+	if err != nil {
+		return nil, err
+	}
 	n.Host = h
-	return n
+	return n, nil
 }
 
 func (n *node) factoryRuns(typ string) int {
