@@ -2,7 +2,6 @@ package gen
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"go/token"
@@ -76,9 +75,6 @@ func isGenerated(path string) bool {
 	line, _ := bufio.NewReader(f).ReadString('\n')
 	return strings.HasPrefix(line, headerPrefix)
 }
-
-// hasHeader reports whether content starts with zlinkgen's header.
-func hasHeader(content []byte) bool { return bytes.HasPrefix(content, []byte(headerPrefix)) }
 
 // outPath names the output of an input file: dir/room.go -> dir/room_zlink.go.
 func outPath(source string) string {
