@@ -1,9 +1,10 @@
 GO ?= go
 
-.PHONY: test fmt-check vet unit
+.PHONY: test fmt-check vet check-gen unit gen
 
-## test: everything CI runs: formatting, vet, then all tests with the race detector.
-test: fmt-check vet unit
+## test: everything CI runs: formatting, vet, generated code up to date, then all tests with the
+## race detector.
+test: fmt-check vet check-gen unit
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -14,3 +15,12 @@ vet:
 
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+## gen: regenerate the repository's own generated code (zlinkgen, run by go generate).
+gen:
+	$(GO) generate ./...
+
+## check-gen: fail, naming them, when generated files are stale or missing (zlinkgen -check on
+## every package of the module; it writes nothing).
+check-gen:
+	$(GO) run ./cmd/zlinkgen -check ./...

@@ -1,0 +1,4 @@
+package bad
+
+// Room_Join_FullMethodName is declared in another file.
+const Room_Join_FullMethodName = "mine"

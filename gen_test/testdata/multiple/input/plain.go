@@ -1,0 +1,4 @@
+package multi
+
+// NotASpot has no directive.
+type NotASpot interface{ Do() }

@@ -1,0 +1,443 @@
+package gen
+
+import (
+	"cmp"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/tools/go/packages"
+)
+
+// builder turns loaded packages into the model: it reads the directives, finds the annotated
+// interfaces and flattens their methods. It reports misplaced and malformed directives; the
+// method shapes are validate's concern.
+type builder struct {
+	fset *token.FileSet
+	errs *errorCollector
+	dirs directiveParser
+	// decls are the type declarations of the loaded packages.
+	decls map[*types.TypeName]*ast.TypeSpec
+	// ext are source files of other packages, parsed on demand to read the declarations of
+	// embedded interfaces (their order, doc comments and directives).
+	extFset *token.FileSet
+	ext     map[string]*ast.File
+}
+
+func newBuilder(fset *token.FileSet, errs *errorCollector, pkgs []*packages.Package) *builder {
+	b := &builder{
+		fset:    fset,
+		errs:    errs,
+		dirs:    directiveParser{fset: fset, errs: errs},
+		decls:   map[*types.TypeName]*ast.TypeSpec{},
+		extFset: token.NewFileSet(),
+		ext:     map[string]*ast.File{},
+	}
+	for _, p := range pkgs {
+		if p.TypesInfo == nil {
+			continue
+		}
+		for _, f := range p.Syntax {
+			for _, d := range f.Decls {
+				gd, ok := d.(*ast.GenDecl)
+				if !ok || gd.Tok != token.TYPE {
+					continue
+				}
+				for _, s := range gd.Specs {
+					ts := s.(*ast.TypeSpec)
+					if obj, ok := p.TypesInfo.Defs[ts.Name].(*types.TypeName); ok {
+						b.decls[obj] = ts
+					}
+				}
+			}
+		}
+	}
+	return b
+}
+
+// pkg builds the model of one loaded package.
+func (b *builder) pkg(p *packages.Package) *Package {
+	m := &Package{Types: p.Types, Name: p.Name, Path: p.PkgPath}
+	for _, f := range p.Syntax {
+		name := b.fset.File(f.Pos()).Name()
+		if isGenerated(name) {
+			m.Generated = append(m.Generated, name)
+			continue
+		}
+		if mf := b.file(p, f, name); mf != nil {
+			m.Files = append(m.Files, mf)
+		}
+	}
+	return m
+}
+
+// file reads the directives of one input file and builds its Spot interfaces.
+func (b *builder) file(p *packages.Package, f *ast.File, name string) *File {
+	handled := map[*ast.Comment]bool{}
+	out := &File{Source: name, Out: outPath(name), BuildConstraint: outputConstraint(name, buildConstraint(f))}
+
+	// Directives on methods of interfaces: //zlink:send, wherever the interface is.
+	var typeName string
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.TypeSpec:
+			typeName = n.Name.Name
+		case *ast.InterfaceType:
+			for _, field := range n.Methods.List {
+				if len(field.Names) == 0 {
+					continue
+				}
+				where := field.Names[0].Name
+				if typeName != "" {
+					where = typeName + "." + where
+				}
+				for _, d := range directivesOf(field.Doc) {
+					handled[d.comment] = true
+					if !b.dirs.known(d, where) {
+						continue
+					}
+					switch d.name {
+					case "send":
+						b.dirs.send(d, where)
+					case "spot":
+						b.errs.add(b.dirs.pos(d, 0), where, "//zlink:spot belongs on an interface type, not on a method")
+					}
+				}
+			}
+		}
+		return true
+	})
+
+	// Directives on type declarations: //zlink:spot.
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.TYPE {
+			continue
+		}
+		for _, s := range gd.Specs {
+			ts := s.(*ast.TypeSpec)
+			docs := []*ast.CommentGroup{ts.Doc}
+			if len(gd.Specs) == 1 {
+				docs = append(docs, gd.Doc)
+			}
+			var spots []directive
+			for _, g := range docs {
+				for _, d := range directivesOf(g) {
+					handled[d.comment] = true
+					if !b.dirs.known(d, ts.Name.Name) {
+						continue
+					}
+					switch d.name {
+					case "spot":
+						spots = append(spots, d)
+					case "send":
+						b.errs.add(b.dirs.pos(d, 0), ts.Name.Name, "//zlink:send belongs on a method of a Spot interface, not on a type")
+					}
+				}
+			}
+			if len(spots) == 0 {
+				continue
+			}
+			doc := ts.Doc
+			if doc == nil && len(gd.Specs) == 1 {
+				doc = gd.Doc
+			}
+			if it := b.spot(p, ts, doc, spots); it != nil {
+				out.Spots = append(out.Spots, it)
+			}
+		}
+	}
+
+	// Whatever is left sits where no directive belongs.
+	for _, g := range f.Comments {
+		for _, d := range directivesOf(g) {
+			if handled[d.comment] || !b.dirs.known(d, "") {
+				continue
+			}
+			b.errs.add(b.dirs.pos(d, 0), "", "misplaced //zlink:%s: directives go in the doc comment of an interface type (spot) or of an interface method (send)", d.name)
+		}
+	}
+	if len(out.Spots) == 0 {
+		return nil
+	}
+	return out
+}
+
+// spot builds the Interface of an annotated type declaration, or reports why it cannot be one.
+func (b *builder) spot(p *packages.Package, ts *ast.TypeSpec, doc *ast.CommentGroup, spots []directive) *Interface {
+	name := ts.Name.Name
+	pos := b.fset.Position(ts.Name.Pos())
+	for _, extra := range spots[1:] {
+		b.errs.add(b.dirs.pos(extra, 0), name, "more than one //zlink:spot on one interface")
+	}
+	sd, _ := b.dirs.spot(spots[0], name)
+	switch {
+	case ts.Assign.IsValid():
+		b.errs.add(pos, name, "//zlink:spot is on a type alias; declare the interface itself")
+		return nil
+	case ts.TypeParams != nil && len(ts.TypeParams.List) > 0:
+		b.errs.add(pos, name, "a generic interface cannot be a Spot type: its methods need concrete message types")
+		return nil
+	}
+	it, isIface := ts.Type.(*ast.InterfaceType)
+	if !isIface {
+		b.errs.add(pos, name, "//zlink:spot is on %s, which is %s, not an interface", name, describeTypeExpr(ts.Type))
+		return nil
+	}
+	if !ast.IsExported(name) {
+		b.errs.add(pos, name, "a Spot interface must be exported: the API generated for it is")
+		return nil
+	}
+	obj, _ := p.TypesInfo.Defs[ts.Name].(*types.TypeName)
+	if obj == nil {
+		return nil // the type checker failed; its errors say why
+	}
+	iface, _ := obj.Type().Underlying().(*types.Interface)
+	if iface == nil {
+		return nil
+	}
+	if !iface.IsMethodSet() {
+		b.errs.add(pos, name, "a constraint interface (with type terms) cannot be a Spot type")
+		return nil
+	}
+	// A directive with problems (reported) still lets the methods be checked: every problem
+	// of the run is reported at once, and nothing is emitted.
+	s := &Interface{
+		Obj:          obj,
+		Name:         name,
+		Pos:          pos,
+		DirectivePos: b.dirs.pos(spots[0], 0),
+		Doc:          doc.Text(),
+		Kind:         sd.kind,
+		TypeName:     cmp.Or(sd.name, p.Name+"."+name),
+		Idle:         sd.idle,
+	}
+	b.flatten(s, iface, it, b.fset, map[string]bool{}, pos, nil)
+	return s
+}
+
+// flatten appends the methods of iface to s in declaration order, embedded interfaces in
+// place. it is the interface's syntax, read with fset, or nil when the source is not at hand:
+// the methods then follow their source positions.
+func (b *builder) flatten(s *Interface, iface *types.Interface, it *ast.InterfaceType, fset *token.FileSet, seen map[string]bool, at token.Position, stack []*types.TypeName) {
+	if it == nil {
+		ms := make([]*types.Func, iface.NumMethods())
+		for i := range ms {
+			ms[i] = iface.Method(i)
+		}
+		slices.SortStableFunc(ms, func(x, y *types.Func) int {
+			px, py := b.fset.Position(x.Pos()), b.fset.Position(y.Pos())
+			return cmp.Or(cmp.Compare(px.Filename, py.Filename), cmp.Compare(px.Line, py.Line), cmp.Compare(px.Column, py.Column))
+		})
+		for _, m := range ms {
+			pos := b.fset.Position(m.Pos())
+			if !pos.IsValid() {
+				pos = at
+			}
+			b.addMethod(s, m, pos, "", false, true, nil, fset, seen)
+		}
+		return
+	}
+	k := 0
+	for _, field := range it.Methods.List {
+		if len(field.Names) > 0 {
+			m := explicitMethod(iface, field.Names[0].Name)
+			if m == nil {
+				continue
+			}
+			send := false
+			for _, d := range directivesOf(field.Doc) {
+				send = send || d.name == "send"
+			}
+			ft, _ := field.Type.(*ast.FuncType)
+			b.addMethod(s, m, fset.Position(field.Names[0].Pos()), field.Doc.Text(), send, false, ft, fset, seen)
+			continue
+		}
+		if k >= iface.NumEmbeddeds() {
+			continue
+		}
+		et := iface.EmbeddedType(k)
+		k++
+		b.embed(s, et, field.Type, fset, seen, fset.Position(field.Type.Pos()), stack)
+	}
+}
+
+// embed flattens the embedded type et (written as expr) into s.
+func (b *builder) embed(s *Interface, et types.Type, expr ast.Expr, fset *token.FileSet, seen map[string]bool, pos token.Position, stack []*types.TypeName) {
+	switch t := types.Unalias(et).(type) {
+	case *types.Named:
+		if t.TypeArgs().Len() > 0 {
+			b.errs.add(pos, s.Name, "embeds the generic interface %s, which is not supported", t.Obj().Name())
+			return
+		}
+		ii, ok := t.Underlying().(*types.Interface)
+		if !ok {
+			return // the type checker reports it
+		}
+		if !ii.IsMethodSet() {
+			b.errs.add(pos, s.Name, "embeds the constraint interface %s, which has type terms", t.Obj().Name())
+			return
+		}
+		if slices.Contains(stack, t.Obj()) {
+			return
+		}
+		spec, sfset := b.declOf(t.Obj())
+		var it *ast.InterfaceType
+		if spec != nil {
+			it, _ = spec.Type.(*ast.InterfaceType)
+		}
+		b.flatten(s, ii, it, sfset, seen, pos, append(stack, t.Obj()))
+	case *types.Interface:
+		lit, _ := expr.(*ast.InterfaceType)
+		if !t.IsMethodSet() {
+			b.errs.add(pos, s.Name, "embeds a constraint interface, which has type terms")
+			return
+		}
+		b.flatten(s, t, lit, fset, seen, pos, stack)
+	}
+}
+
+// addMethod appends m to s unless a method of that name is already there (an interface may
+// embed two that declare the same method).
+func (b *builder) addMethod(s *Interface, m *types.Func, pos token.Position, doc string, send, inferred bool, ft *ast.FuncType, fset *token.FileSet, seen map[string]bool) {
+	if seen[m.Name()] {
+		return
+	}
+	seen[m.Name()] = true
+	sig := m.Type().(*types.Signature)
+	meth := &Method{
+		Obj:      m,
+		Name:     m.Name(),
+		Pos:      pos,
+		Doc:      doc,
+		Send:     send,
+		Inferred: inferred,
+		Variadic: sig.Variadic(),
+	}
+	var paramPos, resultPos []token.Position
+	if ft != nil {
+		paramPos = fieldPositions(ft.Params, fset)
+		resultPos = fieldPositions(ft.Results, fset)
+	}
+	meth.Params = params(sig.Params(), paramPos, pos)
+	meth.Results = params(sig.Results(), resultPos, pos)
+	if inferred {
+		meth.Send = sig.Results().Len() == 1
+	}
+	s.Methods = append(s.Methods, meth)
+}
+
+// declOf finds the declaration of a named type: in the loaded packages, or else in its source
+// file, parsed on demand. It returns nil when the source cannot be read.
+func (b *builder) declOf(obj *types.TypeName) (*ast.TypeSpec, *token.FileSet) {
+	if ts, ok := b.decls[obj]; ok {
+		return ts, b.fset
+	}
+	if obj.Pkg() == nil {
+		return nil, nil
+	}
+	name := b.fset.Position(obj.Pos()).Filename
+	if name == "" || !filepath.IsAbs(name) {
+		return nil, nil
+	}
+	f, ok := b.ext[name]
+	if !ok {
+		f, _ = parser.ParseFile(b.extFset, name, nil, parser.ParseComments|parser.SkipObjectResolution)
+		b.ext[name] = f
+	}
+	if f == nil {
+		return nil, nil
+	}
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.TYPE {
+			continue
+		}
+		for _, sp := range gd.Specs {
+			if ts := sp.(*ast.TypeSpec); ts.Name.Name == obj.Name() {
+				if ts.Doc == nil && len(gd.Specs) == 1 {
+					ts.Doc = gd.Doc
+				}
+				return ts, b.extFset
+			}
+		}
+	}
+	return nil, nil
+}
+
+// explicitMethod returns the method name declared in iface itself, or nil.
+func explicitMethod(iface *types.Interface, name string) *types.Func {
+	for i := range iface.NumExplicitMethods() {
+		if m := iface.ExplicitMethod(i); m.Name() == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// fieldPositions returns one position per parameter of a field list ((a, b *T) is two).
+func fieldPositions(fl *ast.FieldList, fset *token.FileSet) []token.Position {
+	if fl == nil {
+		return nil
+	}
+	var ps []token.Position
+	for _, f := range fl.List {
+		n := max(len(f.Names), 1)
+		for range n {
+			ps = append(ps, fset.Position(f.Type.Pos()))
+		}
+	}
+	return ps
+}
+
+func params(t *types.Tuple, pos []token.Position, fallback token.Position) []*Param {
+	ps := make([]*Param, t.Len())
+	for i := range ps {
+		v := t.At(i)
+		p := &Param{Name: v.Name(), Type: v.Type(), Pos: fallback}
+		if i < len(pos) {
+			p.Pos = pos[i]
+		}
+		ps[i] = p
+	}
+	return ps
+}
+
+// buildConstraint returns the //go:build line of f, or "".
+func buildConstraint(f *ast.File) string {
+	for _, g := range f.Comments {
+		if g.Pos() >= f.Package {
+			break
+		}
+		for _, c := range g.List {
+			if strings.HasPrefix(c.Text, "//go:build ") {
+				return c.Text
+			}
+		}
+	}
+	return ""
+}
+
+// describeTypeExpr names the kind of type an expression declares, for messages.
+func describeTypeExpr(e ast.Expr) string {
+	switch e.(type) {
+	case *ast.StructType:
+		return "a struct type"
+	case *ast.FuncType:
+		return "a func type"
+	case *ast.MapType:
+		return "a map type"
+	case *ast.ArrayType:
+		return "a slice or array type"
+	case *ast.ChanType:
+		return "a channel type"
+	case *ast.StarExpr:
+		return "a pointer type"
+	default:
+		return "a defined type"
+	}
+}

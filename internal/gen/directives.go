@@ -1,0 +1,196 @@
+package gen
+
+import (
+	"fmt"
+	"go/ast"
+	"go/token"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// directivePrefix starts every zlinkgen directive. Like //go: directives it has no space
+// after the slashes, so go/ast leaves it out of doc comment text.
+const directivePrefix = "//zlink:"
+
+// directive is one //zlink: line.
+type directive struct {
+	comment *ast.Comment
+	// name is the word after "zlink:" ("spot", "send").
+	name string
+	// args are the words after the name, each with its byte offset in the comment.
+	args []directiveArg
+}
+
+type directiveArg struct {
+	text   string
+	offset int
+}
+
+// parseDirective splits a //zlink: comment into its name and words. ok is false for any
+// other comment.
+func parseDirective(c *ast.Comment) (d directive, ok bool) {
+	if !strings.HasPrefix(c.Text, directivePrefix) {
+		return directive{}, false
+	}
+	d.comment = c
+	rest := c.Text[len(directivePrefix):]
+	base := len(directivePrefix)
+	first := true
+	for i := 0; i < len(rest); {
+		if unicode.IsSpace(rune(rest[i])) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(rest) && !unicode.IsSpace(rune(rest[j])) {
+			j++
+		}
+		if first {
+			d.name = rest[i:j]
+			first = false
+		} else {
+			d.args = append(d.args, directiveArg{text: rest[i:j], offset: base + i})
+		}
+		i = j
+	}
+	return d, true
+}
+
+// spotDirective is a parsed //zlink:spot line.
+type spotDirective struct {
+	kind sdk.SpotKind
+	// name is the name= option, or "".
+	name    string
+	namePos token.Position
+	// idle is the idle= option, or 0.
+	idle    time.Duration
+	idlePos token.Position
+}
+
+// directiveParser parses directives, reporting problems with positions in fset.
+type directiveParser struct {
+	fset *token.FileSet
+	errs *errorCollector
+}
+
+func (p *directiveParser) pos(d directive, offset int) token.Position {
+	return p.fset.Position(d.comment.Slash + token.Pos(offset))
+}
+
+// spot parses a //zlink:spot directive on the interface named where. ok is false when the
+// directive has problems (they are reported).
+func (p *directiveParser) spot(d directive, where string) (s spotDirective, ok bool) {
+	ok = true
+	fail := func(offset int, format string, args ...any) {
+		p.errs.add(p.pos(d, offset), where, format, args...)
+		ok = false
+	}
+	seen := map[string]bool{}
+	kindSet := false
+	for _, a := range d.args {
+		key, val, isOpt := strings.Cut(a.text, "=")
+		if !isOpt {
+			if kindSet {
+				fail(a.offset, "//zlink:spot takes one kind, got another word %q", a.text)
+				continue
+			}
+			kindSet = true
+			k, err := sdk.ParseSpotKind(a.text)
+			if err != nil || a.text != strings.ToLower(a.text) {
+				fail(a.offset, "unknown spot kind %q: want entry, user or instance", a.text)
+				continue
+			}
+			s.kind = k
+			continue
+		}
+		if seen[key] {
+			fail(a.offset, "option %s= given twice", key)
+			continue
+		}
+		seen[key] = true
+		switch key {
+		case "name":
+			s.name, s.namePos = val, p.pos(d, a.offset)
+			if err := validStableName(val); err != nil {
+				fail(a.offset, "invalid name=%q: %v", val, err)
+			}
+		case "idle":
+			s.idlePos = p.pos(d, a.offset)
+			dur, err := time.ParseDuration(val)
+			switch {
+			case err != nil:
+				fail(a.offset, "invalid idle=%q: not a duration such as 30s or 5m", val)
+			case dur <= 0:
+				fail(a.offset, "invalid idle=%q: the idle timeout must be positive", val)
+			default:
+				s.idle = dur
+			}
+		default:
+			fail(a.offset, "unknown option %q of //zlink:spot: want name= or idle=", key+"=")
+		}
+	}
+	if !kindSet {
+		fail(0, "//zlink:spot needs a kind: entry, user or instance")
+	}
+	if ok && s.idle != 0 && s.kind != sdk.KindInstance {
+		p.errs.add(s.idlePos, where, "idle= applies only to instance Spots (D7), this one is %s", strings.ToLower(s.kind.String()))
+		ok = false
+	}
+	return s, ok
+}
+
+// send checks a //zlink:send directive, which takes nothing.
+func (p *directiveParser) send(d directive, where string) bool {
+	if len(d.args) > 0 {
+		p.errs.add(p.pos(d, d.args[0].offset), where, "//zlink:send takes no options, got %q", d.args[0].text)
+		return false
+	}
+	return true
+}
+
+// known reports whether name is a directive this version understands; it reports the others.
+func (p *directiveParser) known(d directive, where string) bool {
+	switch d.name {
+	case "spot", "send":
+		return true
+	case "":
+		p.errs.add(p.pos(d, 0), where, "empty directive //zlink: (known: //zlink:spot, //zlink:send)")
+	default:
+		p.errs.add(p.pos(d, 0), where, "unknown directive //zlink:%s (known: //zlink:spot, //zlink:send)", d.name)
+	}
+	return false
+}
+
+// validStableName checks a name= option: a valid type name that can sit in a full method name
+// "/<type>/<method>".
+func validStableName(name string) error {
+	if err := sdk.ValidateTypeName(name); err != nil {
+		return err
+	}
+	if strings.ContainsAny(name, "/") {
+		return fmt.Errorf("it contains '/', which separates type and method in full method names")
+	}
+	for _, r := range name {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return fmt.Errorf("it contains the character %q", r)
+		}
+	}
+	return nil
+}
+
+// directivesOf returns the //zlink: lines of a comment group, in order.
+func directivesOf(g *ast.CommentGroup) []directive {
+	if g == nil {
+		return nil
+	}
+	var ds []directive
+	for _, c := range g.List {
+		if d, ok := parseDirective(c); ok {
+			ds = append(ds, d)
+		}
+	}
+	return ds
+}

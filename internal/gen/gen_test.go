@@ -1,0 +1,90 @@
+package gen
+
+import (
+	"errors"
+	"go/ast"
+	"go/token"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zlink-go/zlink/sdk"
+)
+
+func TestGuardTurnsAPanicIntoAnError(t *testing.T) {
+	results, err := guard(func() ([]Result, error) {
+		var m map[string]*Interface
+		_ = m["x"].Name // a nil dereference inside the generator
+		return []Result{{Path: "unreachable"}}, nil
+	})
+	require.Error(t, err)
+	assert.Nil(t, results)
+	assert.Contains(t, err.Error(), "zlinkgen: internal error")
+}
+
+func TestErrorFormat(t *testing.T) {
+	e := &Error{Pos: token.Position{Filename: "room.go", Line: 12, Column: 2}, Where: "Room.Join", Msg: "what is wrong"}
+	assert.Equal(t, "room.go:12:2: zlinkgen: Room.Join: what is wrong", e.Error())
+	list := ErrorList{e, {Msg: "no position"}}
+	assert.Equal(t, "room.go:12:2: zlinkgen: Room.Join: what is wrong\nzlinkgen: no position", list.Error())
+	var got *Error
+	require.True(t, errors.As(error(list), &got))
+	assert.Same(t, e, got)
+}
+
+func TestParseDirective(t *testing.T) {
+	d, ok := parseDirective(&ast.Comment{Text: "//zlink:spot instance  idle=5m name=chat.Room"})
+	require.True(t, ok)
+	assert.Equal(t, "spot", d.name)
+	require.Len(t, d.args, 3)
+	assert.Equal(t, directiveArg{"instance", 13}, d.args[0])
+	assert.Equal(t, directiveArg{"idle=5m", 23}, d.args[1])
+	_, ok = parseDirective(&ast.Comment{Text: "// zlink:spot instance"})
+	assert.False(t, ok, "a space after the slashes makes it prose, like //go: directives")
+}
+
+func TestSpotDirectiveOptions(t *testing.T) {
+	fset := token.NewFileSet()
+	fset.AddFile("x.go", -1, 1000)
+	errs := &errorCollector{}
+	p := directiveParser{fset: fset, errs: errs}
+	d, _ := parseDirective(&ast.Comment{Slash: 1, Text: "//zlink:spot instance idle=90s name=a.B"})
+	s, ok := p.spot(d, "B")
+	require.True(t, ok, "%v", errs.errs)
+	assert.Equal(t, sdk.KindInstance, s.kind)
+	assert.Equal(t, "a.B", s.name)
+	assert.Equal(t, "1m30s", s.idle.String())
+
+	for _, bad := range []string{
+		"//zlink:spot", "//zlink:spot Instance", "//zlink:spot user idle=1m", "//zlink:spot instance idle=0s",
+		"//zlink:spot instance idle=x", "//zlink:spot instance name=", "//zlink:spot instance x=1", "//zlink:spot entry user",
+	} {
+		errs.errs = nil
+		d, _ := parseDirective(&ast.Comment{Slash: 1, Text: bad})
+		_, ok := p.spot(d, "B")
+		assert.False(t, ok, bad)
+		assert.NotEmpty(t, errs.errs, bad)
+	}
+}
+
+func TestParsePos(t *testing.T) {
+	assert.Equal(t, token.Position{Filename: "/a/b.go", Line: 3, Column: 7}, parsePos("/a/b.go:3:7"))
+	assert.Equal(t, token.Position{Filename: "/a/b.go", Line: 3}, parsePos("/a/b.go:3"))
+	assert.Equal(t, token.Position{Filename: "/a/b"}, parsePos("/a/b"))
+	assert.Equal(t, token.Position{}, parsePos("-"))
+}
+
+func TestOutPath(t *testing.T) {
+	assert.Equal(t, "/x/room_zlink.go", outPath("/x/room.go"))
+	assert.Equal(t, "/x/room_linux_zlink.go", outPath("/x/room_linux.go"))
+}
+
+func TestOutputConstraint(t *testing.T) {
+	assert.Equal(t, "", outputConstraint("/x/room.go", ""))
+	assert.Equal(t, "//go:build foo", outputConstraint("/x/room.go", "//go:build foo"))
+	assert.Equal(t, "//go:build linux", outputConstraint("/x/room_linux.go", ""))
+	assert.Equal(t, "//go:build linux && arm64", outputConstraint("/x/room_linux_arm64.go", ""))
+	assert.Equal(t, "//go:build amd64 && (foo || bar)", outputConstraint("/x/room_amd64.go", "//go:build foo || bar"))
+	assert.Equal(t, "", outputConstraint("/x/linux.go", ""), "a name that is only the OS is no constraint")
+}

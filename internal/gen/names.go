@@ -1,0 +1,72 @@
+package gen
+
+import "github.com/zlink-go/zlink/sdk"
+
+// names are the package-level names generated for one Spot interface. They are the contract
+// that the examples and docs use (DESIGN §3).
+type names struct {
+	TypeName string // RoomTypeName: the stable type name constant
+	Desc     string // Room_SpotDesc: the descriptor and dispatch table
+	Register string // RegisterRoom
+	Factory  string // newRoom: RegisterRoom's factory parameter
+	Ref      string // RoomRef: the plain reference (every kind)
+	Of       string // RoomOf / PlayerOf (Instance, User)
+	Intent   string // RoomIntent (Instance)
+	Open     string // OpenRoom (Instance)
+	Create   string // CreatePlayer (User)
+	On       string // LobbyOn (Entry)
+	Local    string // LocalLobby (Entry)
+}
+
+func namesOf(s *Interface) names {
+	n := names{
+		TypeName: s.Name + "TypeName",
+		Desc:     s.Name + "_SpotDesc",
+		Register: "Register" + s.Name,
+		Factory:  "new" + s.Name,
+		Ref:      s.Name + "Ref",
+	}
+	switch s.Kind {
+	case sdk.KindInstance:
+		n.Of, n.Intent, n.Open = s.Name+"Of", s.Name+"Intent", "Open"+s.Name
+	case sdk.KindUser:
+		n.Of, n.Create = s.Name+"Of", "Create"+s.Name
+	case sdk.KindEntry:
+		n.On, n.Local = s.Name+"On", "Local"+s.Name
+	}
+	return n
+}
+
+// fullMethodConst names the full method name constant of method m of s.
+func fullMethodConst(s *Interface, m *Method) string {
+	return s.Name + "_" + m.Name + "_FullMethodName"
+}
+
+// topLevel returns every package-level name generated for s, in a fixed order.
+func topLevel(s *Interface) []string {
+	n := namesOf(s)
+	var out []string
+	for _, v := range []string{n.TypeName, n.Desc, n.Register, n.Ref, n.Of, n.Intent, n.Open, n.Create, n.On, n.Local} {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	for _, m := range s.Methods {
+		out = append(out, fullMethodConst(s, m))
+	}
+	return out
+}
+
+// refMethods are the methods that the generated reference types of a kind have besides the
+// interface's own; an interface method of one of these names would collide.
+func refMethods(k sdk.SpotKind) []string {
+	switch k {
+	case sdk.KindInstance:
+		return []string{"ID", "Close", "Ref"}
+	case sdk.KindUser:
+		return []string{"ID", "Close"}
+	case sdk.KindEntry:
+		return []string{"Node"}
+	}
+	return nil
+}

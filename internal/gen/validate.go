@@ -1,0 +1,235 @@
+package gen
+
+import (
+	"fmt"
+	"go/ast"
+	"go/token"
+	"go/types"
+	"slices"
+	"strings"
+)
+
+// protoreflectPath is the package of protoreflect.Message, the result of the ProtoReflect
+// method that makes a type a protobuf message (proto.Message).
+const protoreflectPath = "google.golang.org/protobuf/reflect/protoreflect"
+
+// validator checks a package's model: method shapes, messages, stable names and generated
+// names. It sets each method's Request and Reply.
+type validator struct {
+	fset *token.FileSet
+	errs *errorCollector
+	// rel renders a position for a message, relative to the run's directory.
+	rel func(token.Position) string
+}
+
+// pkg validates every Spot type of p.
+func (v *validator) pkg(p *Package) {
+	qual := func(other *types.Package) string {
+		if other == p.Types {
+			return ""
+		}
+		return other.Name()
+	}
+	var spots []*Interface
+	for _, f := range p.Files {
+		spots = append(spots, f.Spots...)
+	}
+	for _, s := range spots {
+		for _, m := range s.Methods {
+			v.method(s, m, qual)
+		}
+		v.refCollisions(s)
+	}
+	v.stableNames(spots)
+	v.generatedNames(p, spots)
+}
+
+// method checks one method's shape (DESIGN §3):
+//
+//	M(ctx context.Context, req *T) (*R, error)            request/reply
+//	M(ctx context.Context, msg *T) error  //zlink:send    one-way
+func (v *validator) method(s *Interface, m *Method, qual types.Qualifier) {
+	where := s.Name + "." + m.Name
+	fail := func(pos token.Position, format string, args ...any) { v.errs.add(pos, where, format, args...) }
+	if !ast.IsExported(m.Name) {
+		fail(m.Pos, "unexported method %s: Spot methods must be exported", m.Name)
+		return
+	}
+	want := "want (ctx context.Context, req *T) (*R, error), or (ctx context.Context, msg *T) error with //zlink:send"
+	if m.Send {
+		want = "want (ctx context.Context, msg *T) error for a //zlink:send method"
+	}
+	ok := true
+	if m.Variadic {
+		fail(m.Params[len(m.Params)-1].Pos, "variadic parameters are not supported: %s", want)
+		ok = false
+	} else if len(m.Params) != 2 {
+		fail(m.Pos, "%s: %s", count(len(m.Params), "parameter"), want)
+		ok = false
+	}
+	if len(m.Params) > 0 && !isContext(m.Params[0].Type) {
+		fail(m.Params[0].Pos, "the first parameter must be context.Context, got %s", types.TypeString(m.Params[0].Type, qual))
+		ok = false
+	}
+	var req *Message
+	if !m.Variadic && len(m.Params) == 2 {
+		what := "request"
+		if m.Send {
+			what = "message"
+		}
+		req = v.message(m.Params[1], what, where, qual)
+		ok = ok && req != nil
+	}
+
+	res := m.Results
+	switch {
+	case len(res) == 0:
+		fail(m.Pos, "missing error result: %s", want)
+		return
+	case !isError(res[len(res)-1].Type):
+		fail(res[len(res)-1].Pos, "the last result must be error, got %s", types.TypeString(res[len(res)-1].Type, qual))
+		return
+	case len(res) > 2:
+		fail(m.Pos, "%s: %s", count(len(res), "result"), want)
+		return
+	}
+	var reply *Message
+	switch {
+	case m.Send && len(res) == 2:
+		fail(res[0].Pos, "a //zlink:send method is one-way and returns no reply: want error, got (%s, error)", types.TypeString(res[0].Type, qual))
+		return
+	case !m.Send && len(res) == 1:
+		fail(m.Pos, "a method that returns only error is one-way: mark it //zlink:send, or return (*R, error)")
+		return
+	case len(res) == 2:
+		reply = v.message(res[0], "reply", where, qual)
+		ok = ok && reply != nil
+	}
+	if ok {
+		m.Request, m.Reply = req, reply
+	}
+}
+
+// message checks that p is a pointer to a named protobuf message type.
+func (v *validator) message(p *Param, what, where string, qual types.Qualifier) *Message {
+	got := types.TypeString(p.Type, qual)
+	fail := func(why string) *Message {
+		v.errs.add(p.Pos, where, "the %s must be a pointer to a protobuf message%s, got %s", what, why, got)
+		return nil
+	}
+	ptr, ok := types.Unalias(p.Type).(*types.Pointer)
+	if !ok {
+		return fail("")
+	}
+	named, ok := types.Unalias(ptr.Elem()).(*types.Named)
+	if !ok {
+		return fail("")
+	}
+	if named.TypeArgs().Len() > 0 {
+		return fail(" (not an instance of a generic type)")
+	}
+	if !isProtoMessage(ptr) {
+		return fail(" (a type with a ProtoReflect() protoreflect.Message method)")
+	}
+	obj := named.Obj()
+	if obj.Pkg() == nil {
+		return fail("")
+	}
+	return &Message{PkgPath: obj.Pkg().Path(), PkgName: obj.Pkg().Name(), Name: obj.Name()}
+}
+
+// isProtoMessage reports whether t implements proto.Message: it has the method
+// ProtoReflect() protoreflect.Message.
+func isProtoMessage(t types.Type) bool {
+	obj, _, _ := types.LookupFieldOrMethod(t, true, nil, "ProtoReflect")
+	fn, ok := obj.(*types.Func)
+	if !ok {
+		return false
+	}
+	sig := fn.Type().(*types.Signature)
+	if sig.Params().Len() != 0 || sig.Results().Len() != 1 {
+		return false
+	}
+	return isNamed(sig.Results().At(0).Type(), protoreflectPath, "Message")
+}
+
+func isContext(t types.Type) bool { return isNamed(t, "context", "Context") }
+
+func isError(t types.Type) bool { return types.Identical(t, types.Universe.Lookup("error").Type()) }
+
+func isNamed(t types.Type, path, name string) bool {
+	n, ok := types.Unalias(t).(*types.Named)
+	if !ok {
+		return false
+	}
+	obj := n.Obj()
+	return obj.Pkg() != nil && obj.Pkg().Path() == path && obj.Name() == name
+}
+
+// refCollisions reports interface methods named like a method the generated references have.
+func (v *validator) refCollisions(s *Interface) {
+	reserved := refMethods(s.Kind)
+	for _, m := range s.Methods {
+		if slices.Contains(reserved, m.Name) {
+			v.errs.add(m.Pos, s.Name+"."+m.Name, "the method name %s collides with the generated %s.%s; rename the method", m.Name, namesOf(s).Ref, m.Name)
+		}
+	}
+}
+
+// stableNames reports two Spot types of one package with one stable type name.
+func (v *validator) stableNames(spots []*Interface) {
+	first := map[string]*Interface{}
+	for _, s := range spots {
+		if prev, dup := first[s.TypeName]; dup {
+			v.errs.add(s.DirectivePos, s.Name, "the stable type name %q is also the name of %s (%s); stable names must be unique", s.TypeName, prev.Name, v.rel(prev.DirectivePos))
+			continue
+		}
+		first[s.TypeName] = s
+	}
+}
+
+// generatedNames reports generated names that collide with names the package declares, or
+// with each other.
+func (v *validator) generatedNames(p *Package, spots []*Interface) {
+	scope := p.Types.Scope()
+	owner := map[string]*Interface{}
+	for _, s := range spots {
+		for _, name := range topLevel(s) {
+			if obj := scope.Lookup(name); obj != nil {
+				v.errs.add(s.Pos, s.Name, "the generated name %s collides with %s declared at %s; rename one of them", name, describeObj(obj), v.rel(v.position(obj)))
+			}
+			if prev, dup := owner[name]; dup && prev != s {
+				v.errs.add(s.Pos, s.Name, "the generated name %s is also generated for %s (%s); rename one of them", name, prev.Name, v.rel(prev.Pos))
+				continue
+			}
+			owner[name] = s
+		}
+	}
+}
+
+// position returns where a package-level object is declared.
+func (v *validator) position(obj types.Object) token.Position { return v.fset.Position(obj.Pos()) }
+
+// describeObj names what obj is: "the type RoomRef", "the func OpenRoom".
+func describeObj(obj types.Object) string {
+	kind := "the name"
+	switch obj.(type) {
+	case *types.TypeName:
+		kind = "the type"
+	case *types.Func:
+		kind = "the func"
+	case *types.Var:
+		kind = "the var"
+	case *types.Const:
+		kind = "the const"
+	}
+	return fmt.Sprintf("%s %s", kind, strings.TrimSpace(obj.Name()))
+}
+
+// count renders "1 parameter", "3 parameters".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
