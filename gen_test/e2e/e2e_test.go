@@ -252,3 +252,37 @@ func TestWrongReplyTypeIsAnErrorNotAPanic(t *testing.T) {
 	require.ErrorIs(t, err, sdk.ErrUnhandled)
 	assert.Contains(t, err.Error(), "*sample.JoinReply")
 }
+
+func TestGeneratedCodeFromAPureObjectClient(t *testing.T) {
+	ctx := context.Background()
+	server := start(t)
+	cfg := rt.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.Roles = rt.RoleObjectClient
+	cfg.EtcdEndpoints = server.EtcdEndpoints()
+	client, err := rt.Start(ctx, cfg) // hosts nothing and registers no type
+	require.NoError(t, err)
+	defer client.Close()
+
+	// The generated reference carries the type's descriptor, so the client decodes the reply
+	// of a type it does not host.
+	var reply *sample.JoinReply
+	require.Eventually(t, func() bool {
+		reply, err = sample.OpenRoom(client, "from-client").Join(ctx, &sample.JoinRequest{Name: "ann"})
+		return err == nil
+	}, 15*time.Second, 20*time.Millisecond, "last error: %v", err)
+	assert.Equal(t, "from-client", reply.GetRoom())
+	assert.Equal(t, 1, server.factoryRuns(sample.RoomTypeName), "created on the server")
+	greet, err := func() (*sample.GreetReply, error) {
+		p, err := sample.CreatePlayer(ctx, client, "remote-p")
+		if err != nil {
+			return nil, err
+		}
+		return p.Greet(ctx, &sample.GreetRequest{From: "client"})
+	}()
+	require.NoError(t, err)
+	assert.Equal(t, "remote-p greets client", greet.GetText())
+	where, err := sample.LobbyOn(client, server.LocalNode()).Where(ctx, &sample.WhereRequest{})
+	require.NoError(t, err)
+	assert.Equal(t, string(server.LocalNode()), where.GetNode())
+}

@@ -25,7 +25,7 @@ func (e *emitter) instanceRefs(s *Interface) {
 	)
 	e.idMethod(s, n.Ref)
 	plain := func() *jen.Statement {
-		return sdkID("InstanceTarget").Call(jen.Id(n.TypeName), jen.Id(l.r).Dot("id"))
+		return withDesc(sdkID("InstanceTarget").Call(jen.Id(n.TypeName), jen.Id(l.r).Dot("id")), n)
 	}
 	for _, m := range s.Methods {
 		e.refMethod(s, m, n.Ref, plain)
@@ -48,7 +48,7 @@ func (e *emitter) instanceRefs(s *Interface) {
 		jen.Return(refLit(n.Ref, jen.Id(l.r).Dot("c"), "id", jen.Id(l.r).Dot("id"))),
 	)
 	intent := func() *jen.Statement {
-		return sdkID("InstanceIntent").Call(jen.Id(n.TypeName), jen.Id(l.r).Dot("id"))
+		return withDesc(sdkID("InstanceIntent").Call(jen.Id(n.TypeName), jen.Id(l.r).Dot("id")), n)
 	}
 	for _, m := range s.Methods {
 		e.refMethod(s, m, n.Intent, intent)
@@ -66,7 +66,9 @@ func (e *emitter) userRef(s *Interface) {
 	e.f.Func().Id(n.Of).Params(jen.Id(l.c).Add(sdkID("Client")), jen.Id(l.id).String()).Id(n.Ref).Block(
 		jen.Return(refLit(n.Ref, jen.Id(l.c), "id", jen.Id(l.id))),
 	)
-	target := func(id jen.Code) *jen.Statement { return sdkID("UserTarget").Call(jen.Id(n.TypeName), id) }
+	target := func(id jen.Code) *jen.Statement {
+		return withDesc(sdkID("UserTarget").Call(jen.Id(n.TypeName), id), n)
+	}
 	e.f.Line()
 	e.f.Add(comment(fmt.Sprintf("%s explicitly creates the %s %s through %s (A2) and returns a reference to it. When the\n"+
 		"%s already exists, it returns the runtime's error, which matches sdk.ErrAlreadyExists; address\n"+
@@ -111,10 +113,18 @@ func (e *emitter) entryRef(s *Interface) {
 	e.f.Line()
 	e.f.Add(comment(fmt.Sprintf("Node returns the node whose %s the reference addresses.", s.Name)))
 	e.f.Func().Params(jen.Id(l.r).Id(n.Ref)).Id("Node").Params().Add(sdkID("NodeID")).Block(jen.Return(jen.Id(l.r).Dot("node")))
-	t := func() *jen.Statement { return sdkID("EntryTarget").Call(jen.Id(n.TypeName), jen.Id(l.r).Dot("node")) }
+	t := func() *jen.Statement {
+		return withDesc(sdkID("EntryTarget").Call(jen.Id(n.TypeName), jen.Id(l.r).Dot("node")), n)
+	}
 	for _, m := range s.Methods {
 		e.refMethod(s, m, n.Ref, t)
 	}
+}
+
+// withDesc attaches the type's descriptor to a target, so that a node that does not host the
+// type can still decode its replies.
+func withDesc(target *jen.Statement, n names) *jen.Statement {
+	return target.Dot("WithDesc").Call(jen.Op("&").Id(n.Desc))
 }
 
 // refType renders a reference struct: a client and an address, field "id" or "node". Its

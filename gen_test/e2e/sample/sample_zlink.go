@@ -140,7 +140,7 @@ func (r RoomRef) Join(ctx context.Context, req *JoinRequest, opts ...sdk.CallOpt
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Join on a zero RoomRef (make references with RoomOf)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceTarget(RoomTypeName, r.id), "Join", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceTarget(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), "Join", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func (r RoomRef) Post(ctx context.Context, msg *Note, opts ...sdk.CallOption) er
 	if r.c == nil {
 		return fmt.Errorf("%w: Post on a zero RoomRef (make references with RoomOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.Send(ctx, sdk.InstanceTarget(RoomTypeName, r.id), "Post", msg, opts...)
+	return r.c.Send(ctx, sdk.InstanceTarget(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), "Post", msg, opts...)
 }
 
 // Fail answers the application error the request describes.
@@ -164,7 +164,7 @@ func (r RoomRef) Fail(ctx context.Context, req *FailRequest, opts ...sdk.CallOpt
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Fail on a zero RoomRef (make references with RoomOf)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceTarget(RoomTypeName, r.id), "Fail", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceTarget(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), "Fail", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +181,7 @@ func (r RoomRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero RoomRef (make references with RoomOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.InstanceTarget(RoomTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), opts...)
 }
 
 // RoomIntent is a reference to one Instance Spot of type Room whose every call carries create-intent:
@@ -215,7 +215,7 @@ func (r RoomIntent) Join(ctx context.Context, req *JoinRequest, opts ...sdk.Call
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Join on a zero RoomIntent (make references with OpenRoom)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceIntent(RoomTypeName, r.id), "Join", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceIntent(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), "Join", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +231,7 @@ func (r RoomIntent) Post(ctx context.Context, msg *Note, opts ...sdk.CallOption)
 	if r.c == nil {
 		return fmt.Errorf("%w: Post on a zero RoomIntent (make references with OpenRoom)", sdk.ErrInvalidArgument)
 	}
-	return r.c.Send(ctx, sdk.InstanceIntent(RoomTypeName, r.id), "Post", msg, opts...)
+	return r.c.Send(ctx, sdk.InstanceIntent(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), "Post", msg, opts...)
 }
 
 // Fail answers the application error the request describes.
@@ -239,7 +239,7 @@ func (r RoomIntent) Fail(ctx context.Context, req *FailRequest, opts ...sdk.Call
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Fail on a zero RoomIntent (make references with OpenRoom)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceIntent(RoomTypeName, r.id), "Fail", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceIntent(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), "Fail", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +256,7 @@ func (r RoomIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero RoomIntent (make references with OpenRoom)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.InstanceTarget(RoomTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), opts...)
 }
 
 // PlayerTypeName is the stable type name of the User Spot Player.
@@ -339,7 +339,7 @@ func CreatePlayer(ctx context.Context, c sdk.Client, id string, opts ...sdk.Call
 	if c == nil {
 		return PlayerRef{}, fmt.Errorf("%w: CreatePlayer needs a client", sdk.ErrInvalidArgument)
 	}
-	if err := c.Create(ctx, sdk.UserTarget(PlayerTypeName, id), opts...); err != nil {
+	if err := c.Create(ctx, sdk.UserTarget(PlayerTypeName, id).WithDesc(&Player_SpotDesc), opts...); err != nil {
 		return PlayerRef{}, err
 	}
 	return PlayerRef{c: c, id: id}, nil
@@ -355,7 +355,7 @@ func (r PlayerRef) Greet(ctx context.Context, req *GreetRequest, opts ...sdk.Cal
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Greet on a zero PlayerRef (make references with PlayerOf)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.UserTarget(PlayerTypeName, r.id), "Greet", req, opts...)
+	out, err := r.c.Call(ctx, sdk.UserTarget(PlayerTypeName, r.id).WithDesc(&Player_SpotDesc), "Greet", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -372,7 +372,7 @@ func (r PlayerRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero PlayerRef (make references with PlayerOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.UserTarget(PlayerTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.UserTarget(PlayerTypeName, r.id).WithDesc(&Player_SpotDesc), opts...)
 }
 
 // LobbyTypeName is the stable type name of the Entry Spot Lobby.
@@ -466,7 +466,7 @@ func (r LobbyRef) Where(ctx context.Context, req *WhereRequest, opts ...sdk.Call
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Where on a zero LobbyRef (make references with LobbyOn or LocalLobby)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.EntryTarget(LobbyTypeName, r.node), "Where", req, opts...)
+	out, err := r.c.Call(ctx, sdk.EntryTarget(LobbyTypeName, r.node).WithDesc(&Lobby_SpotDesc), "Where", req, opts...)
 	if err != nil {
 		return nil, err
 	}

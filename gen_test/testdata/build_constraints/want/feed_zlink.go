@@ -96,7 +96,7 @@ func CreateFeed(ctx context.Context, c sdk.Client, id string, opts ...sdk.CallOp
 	if c == nil {
 		return FeedRef{}, fmt.Errorf("%w: CreateFeed needs a client", sdk.ErrInvalidArgument)
 	}
-	if err := c.Create(ctx, sdk.UserTarget(FeedTypeName, id), opts...); err != nil {
+	if err := c.Create(ctx, sdk.UserTarget(FeedTypeName, id).WithDesc(&Feed_SpotDesc), opts...); err != nil {
 		return FeedRef{}, err
 	}
 	return FeedRef{c: c, id: id}, nil
@@ -112,7 +112,7 @@ func (r FeedRef) Ping(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption)
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Ping on a zero FeedRef (make references with FeedOf)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.UserTarget(FeedTypeName, r.id), "Ping", req, opts...)
+	out, err := r.c.Call(ctx, sdk.UserTarget(FeedTypeName, r.id).WithDesc(&Feed_SpotDesc), "Ping", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -129,5 +129,5 @@ func (r FeedRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero FeedRef (make references with FeedOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.UserTarget(FeedTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.UserTarget(FeedTypeName, r.id).WithDesc(&Feed_SpotDesc), opts...)
 }

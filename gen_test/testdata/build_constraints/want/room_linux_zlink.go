@@ -99,7 +99,7 @@ func (r RoomRef) Ping(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption)
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Ping on a zero RoomRef (make references with RoomOf)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceTarget(RoomTypeName, r.id), "Ping", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceTarget(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), "Ping", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func (r RoomRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero RoomRef (make references with RoomOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.InstanceTarget(RoomTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), opts...)
 }
 
 // RoomIntent is a reference to one Instance Spot of type Room whose every call carries create-intent:
@@ -150,7 +150,7 @@ func (r RoomIntent) Ping(ctx context.Context, req *pb.Ping, opts ...sdk.CallOpti
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Ping on a zero RoomIntent (make references with OpenRoom)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceIntent(RoomTypeName, r.id), "Ping", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceIntent(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), "Ping", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -167,5 +167,5 @@ func (r RoomIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero RoomIntent (make references with OpenRoom)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.InstanceTarget(RoomTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), opts...)
 }

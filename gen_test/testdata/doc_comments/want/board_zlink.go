@@ -129,7 +129,7 @@ func (r BoardRef) Post(ctx context.Context, msg *pb.Note, opts ...sdk.CallOption
 	if r.c == nil {
 		return fmt.Errorf("%w: Post on a zero BoardRef (make references with BoardOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.Send(ctx, sdk.InstanceTarget(BoardTypeName, r.id), "Post", msg, opts...)
+	return r.c.Send(ctx, sdk.InstanceTarget(BoardTypeName, r.id).WithDesc(&Board_SpotDesc), "Post", msg, opts...)
 }
 
 // Read calls Board.Read.
@@ -137,7 +137,7 @@ func (r BoardRef) Read(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Read on a zero BoardRef (make references with BoardOf)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceTarget(BoardTypeName, r.id), "Read", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceTarget(BoardTypeName, r.id).WithDesc(&Board_SpotDesc), "Read", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +154,7 @@ func (r BoardRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero BoardRef (make references with BoardOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.InstanceTarget(BoardTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(BoardTypeName, r.id).WithDesc(&Board_SpotDesc), opts...)
 }
 
 // BoardIntent is a reference to one Instance Spot of type Board whose every call carries create-intent:
@@ -199,7 +199,7 @@ func (r BoardIntent) Post(ctx context.Context, msg *pb.Note, opts ...sdk.CallOpt
 	if r.c == nil {
 		return fmt.Errorf("%w: Post on a zero BoardIntent (make references with OpenBoard)", sdk.ErrInvalidArgument)
 	}
-	return r.c.Send(ctx, sdk.InstanceIntent(BoardTypeName, r.id), "Post", msg, opts...)
+	return r.c.Send(ctx, sdk.InstanceIntent(BoardTypeName, r.id).WithDesc(&Board_SpotDesc), "Post", msg, opts...)
 }
 
 // Read calls Board.Read.
@@ -207,7 +207,7 @@ func (r BoardIntent) Read(ctx context.Context, req *pb.Ping, opts ...sdk.CallOpt
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Read on a zero BoardIntent (make references with OpenBoard)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceIntent(BoardTypeName, r.id), "Read", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceIntent(BoardTypeName, r.id).WithDesc(&Board_SpotDesc), "Read", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -224,5 +224,5 @@ func (r BoardIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero BoardIntent (make references with OpenBoard)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.InstanceTarget(BoardTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(BoardTypeName, r.id).WithDesc(&Board_SpotDesc), opts...)
 }

@@ -204,7 +204,7 @@ func (r ArenaRef) Start(ctx context.Context, req *pb.Ping, opts ...sdk.CallOptio
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Start on a zero ArenaRef (make references with ArenaOf)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceTarget(ArenaTypeName, r.id), "Start", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceTarget(ArenaTypeName, r.id).WithDesc(&Arena_SpotDesc), "Start", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +220,7 @@ func (r ArenaRef) Join(ctx context.Context, req *pb.JoinRequest, opts ...sdk.Cal
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Join on a zero ArenaRef (make references with ArenaOf)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceTarget(ArenaTypeName, r.id), "Join", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceTarget(ArenaTypeName, r.id).WithDesc(&Arena_SpotDesc), "Join", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +236,7 @@ func (r ArenaRef) Leave(ctx context.Context, msg *pb.LeaveRequest, opts ...sdk.C
 	if r.c == nil {
 		return fmt.Errorf("%w: Leave on a zero ArenaRef (make references with ArenaOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.Send(ctx, sdk.InstanceTarget(ArenaTypeName, r.id), "Leave", msg, opts...)
+	return r.c.Send(ctx, sdk.InstanceTarget(ArenaTypeName, r.id).WithDesc(&Arena_SpotDesc), "Leave", msg, opts...)
 }
 
 // Ping answers a ping.
@@ -244,7 +244,7 @@ func (r ArenaRef) Ping(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Ping on a zero ArenaRef (make references with ArenaOf)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceTarget(ArenaTypeName, r.id), "Ping", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceTarget(ArenaTypeName, r.id).WithDesc(&Arena_SpotDesc), "Ping", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +260,7 @@ func (r ArenaRef) Forget(ctx context.Context, msg *pb.Note, opts ...sdk.CallOpti
 	if r.c == nil {
 		return fmt.Errorf("%w: Forget on a zero ArenaRef (make references with ArenaOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.Send(ctx, sdk.InstanceTarget(ArenaTypeName, r.id), "Forget", msg, opts...)
+	return r.c.Send(ctx, sdk.InstanceTarget(ArenaTypeName, r.id).WithDesc(&Arena_SpotDesc), "Forget", msg, opts...)
 }
 
 // Shout is declared after the embedded interfaces.
@@ -268,7 +268,7 @@ func (r ArenaRef) Shout(ctx context.Context, msg *pb.Note, opts ...sdk.CallOptio
 	if r.c == nil {
 		return fmt.Errorf("%w: Shout on a zero ArenaRef (make references with ArenaOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.Send(ctx, sdk.InstanceTarget(ArenaTypeName, r.id), "Shout", msg, opts...)
+	return r.c.Send(ctx, sdk.InstanceTarget(ArenaTypeName, r.id).WithDesc(&Arena_SpotDesc), "Shout", msg, opts...)
 }
 
 // Close explicitly closes the Arena (D3): admission stops, queued work finishes, its OnClose
@@ -277,7 +277,7 @@ func (r ArenaRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero ArenaRef (make references with ArenaOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.InstanceTarget(ArenaTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(ArenaTypeName, r.id).WithDesc(&Arena_SpotDesc), opts...)
 }
 
 // ArenaIntent is a reference to one Instance Spot of type Arena whose every call carries create-intent:
@@ -311,7 +311,7 @@ func (r ArenaIntent) Start(ctx context.Context, req *pb.Ping, opts ...sdk.CallOp
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Start on a zero ArenaIntent (make references with OpenArena)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceIntent(ArenaTypeName, r.id), "Start", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceIntent(ArenaTypeName, r.id).WithDesc(&Arena_SpotDesc), "Start", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -327,7 +327,7 @@ func (r ArenaIntent) Join(ctx context.Context, req *pb.JoinRequest, opts ...sdk.
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Join on a zero ArenaIntent (make references with OpenArena)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceIntent(ArenaTypeName, r.id), "Join", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceIntent(ArenaTypeName, r.id).WithDesc(&Arena_SpotDesc), "Join", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -343,7 +343,7 @@ func (r ArenaIntent) Leave(ctx context.Context, msg *pb.LeaveRequest, opts ...sd
 	if r.c == nil {
 		return fmt.Errorf("%w: Leave on a zero ArenaIntent (make references with OpenArena)", sdk.ErrInvalidArgument)
 	}
-	return r.c.Send(ctx, sdk.InstanceIntent(ArenaTypeName, r.id), "Leave", msg, opts...)
+	return r.c.Send(ctx, sdk.InstanceIntent(ArenaTypeName, r.id).WithDesc(&Arena_SpotDesc), "Leave", msg, opts...)
 }
 
 // Ping answers a ping.
@@ -351,7 +351,7 @@ func (r ArenaIntent) Ping(ctx context.Context, req *pb.Ping, opts ...sdk.CallOpt
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Ping on a zero ArenaIntent (make references with OpenArena)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceIntent(ArenaTypeName, r.id), "Ping", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceIntent(ArenaTypeName, r.id).WithDesc(&Arena_SpotDesc), "Ping", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -367,7 +367,7 @@ func (r ArenaIntent) Forget(ctx context.Context, msg *pb.Note, opts ...sdk.CallO
 	if r.c == nil {
 		return fmt.Errorf("%w: Forget on a zero ArenaIntent (make references with OpenArena)", sdk.ErrInvalidArgument)
 	}
-	return r.c.Send(ctx, sdk.InstanceIntent(ArenaTypeName, r.id), "Forget", msg, opts...)
+	return r.c.Send(ctx, sdk.InstanceIntent(ArenaTypeName, r.id).WithDesc(&Arena_SpotDesc), "Forget", msg, opts...)
 }
 
 // Shout is declared after the embedded interfaces.
@@ -375,7 +375,7 @@ func (r ArenaIntent) Shout(ctx context.Context, msg *pb.Note, opts ...sdk.CallOp
 	if r.c == nil {
 		return fmt.Errorf("%w: Shout on a zero ArenaIntent (make references with OpenArena)", sdk.ErrInvalidArgument)
 	}
-	return r.c.Send(ctx, sdk.InstanceIntent(ArenaTypeName, r.id), "Shout", msg, opts...)
+	return r.c.Send(ctx, sdk.InstanceIntent(ArenaTypeName, r.id).WithDesc(&Arena_SpotDesc), "Shout", msg, opts...)
 }
 
 // Close explicitly closes the Arena (D3): admission stops, queued work finishes, its OnClose
@@ -384,5 +384,5 @@ func (r ArenaIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero ArenaIntent (make references with OpenArena)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.InstanceTarget(ArenaTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(ArenaTypeName, r.id).WithDesc(&Arena_SpotDesc), opts...)
 }

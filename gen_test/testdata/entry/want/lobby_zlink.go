@@ -124,7 +124,7 @@ func (r LobbyRef) Enter(ctx context.Context, req *pb.JoinRequest, opts ...sdk.Ca
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Enter on a zero LobbyRef (make references with LobbyOn or LocalLobby)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.EntryTarget(LobbyTypeName, r.node), "Enter", req, opts...)
+	out, err := r.c.Call(ctx, sdk.EntryTarget(LobbyTypeName, r.node).WithDesc(&Lobby_SpotDesc), "Enter", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -140,5 +140,5 @@ func (r LobbyRef) Announce(ctx context.Context, msg *pb.Note, opts ...sdk.CallOp
 	if r.c == nil {
 		return fmt.Errorf("%w: Announce on a zero LobbyRef (make references with LobbyOn or LocalLobby)", sdk.ErrInvalidArgument)
 	}
-	return r.c.Send(ctx, sdk.EntryTarget(LobbyTypeName, r.node), "Announce", msg, opts...)
+	return r.c.Send(ctx, sdk.EntryTarget(LobbyTypeName, r.node).WithDesc(&Lobby_SpotDesc), "Announce", msg, opts...)
 }

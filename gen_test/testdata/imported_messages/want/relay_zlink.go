@@ -123,7 +123,7 @@ func (r RelayRef) Forward(ctx context.Context, req *pb2.Ping, opts ...sdk.CallOp
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Forward on a zero RelayRef (make references with RelayOf)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceTarget(RelayTypeName, r.id), "Forward", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceTarget(RelayTypeName, r.id).WithDesc(&Relay_SpotDesc), "Forward", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +139,7 @@ func (r RelayRef) Back(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Back on a zero RelayRef (make references with RelayOf)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceTarget(RelayTypeName, r.id), "Back", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceTarget(RelayTypeName, r.id).WithDesc(&Relay_SpotDesc), "Back", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func (r RelayRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero RelayRef (make references with RelayOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.InstanceTarget(RelayTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(RelayTypeName, r.id).WithDesc(&Relay_SpotDesc), opts...)
 }
 
 // RelayIntent is a reference to one Instance Spot of type Relay whose every call carries create-intent:
@@ -190,7 +190,7 @@ func (r RelayIntent) Forward(ctx context.Context, req *pb2.Ping, opts ...sdk.Cal
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Forward on a zero RelayIntent (make references with OpenRelay)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceIntent(RelayTypeName, r.id), "Forward", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceIntent(RelayTypeName, r.id).WithDesc(&Relay_SpotDesc), "Forward", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +206,7 @@ func (r RelayIntent) Back(ctx context.Context, req *pb.Ping, opts ...sdk.CallOpt
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Back on a zero RelayIntent (make references with OpenRelay)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceIntent(RelayTypeName, r.id), "Back", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceIntent(RelayTypeName, r.id).WithDesc(&Relay_SpotDesc), "Back", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -223,5 +223,5 @@ func (r RelayIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero RelayIntent (make references with OpenRelay)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.InstanceTarget(RelayTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(RelayTypeName, r.id).WithDesc(&Relay_SpotDesc), opts...)
 }

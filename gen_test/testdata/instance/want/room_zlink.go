@@ -117,7 +117,7 @@ func (r RoomRef) Join(ctx context.Context, req *JoinRequest, opts ...sdk.CallOpt
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Join on a zero RoomRef (make references with RoomOf)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceTarget(RoomTypeName, r.id), "Join", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceTarget(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), "Join", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func (r RoomRef) Leave(ctx context.Context, msg *LeaveRequest, opts ...sdk.CallO
 	if r.c == nil {
 		return fmt.Errorf("%w: Leave on a zero RoomRef (make references with RoomOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.Send(ctx, sdk.InstanceTarget(RoomTypeName, r.id), "Leave", msg, opts...)
+	return r.c.Send(ctx, sdk.InstanceTarget(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), "Leave", msg, opts...)
 }
 
 // Close explicitly closes the Room (D3): admission stops, queued work finishes, its OnClose
@@ -142,7 +142,7 @@ func (r RoomRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero RoomRef (make references with RoomOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.InstanceTarget(RoomTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), opts...)
 }
 
 // RoomIntent is a reference to one Instance Spot of type Room whose every call carries create-intent:
@@ -176,7 +176,7 @@ func (r RoomIntent) Join(ctx context.Context, req *JoinRequest, opts ...sdk.Call
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Join on a zero RoomIntent (make references with OpenRoom)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceIntent(RoomTypeName, r.id), "Join", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceIntent(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), "Join", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +192,7 @@ func (r RoomIntent) Leave(ctx context.Context, msg *LeaveRequest, opts ...sdk.Ca
 	if r.c == nil {
 		return fmt.Errorf("%w: Leave on a zero RoomIntent (make references with OpenRoom)", sdk.ErrInvalidArgument)
 	}
-	return r.c.Send(ctx, sdk.InstanceIntent(RoomTypeName, r.id), "Leave", msg, opts...)
+	return r.c.Send(ctx, sdk.InstanceIntent(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), "Leave", msg, opts...)
 }
 
 // Close explicitly closes the Room (D3): admission stops, queued work finishes, its OnClose
@@ -201,5 +201,5 @@ func (r RoomIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero RoomIntent (make references with OpenRoom)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.InstanceTarget(RoomTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), opts...)
 }

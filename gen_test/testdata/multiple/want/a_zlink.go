@@ -97,7 +97,7 @@ func (r AlphaRef) Ping(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Ping on a zero AlphaRef (make references with AlphaOf)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceTarget(AlphaTypeName, r.id), "Ping", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceTarget(AlphaTypeName, r.id).WithDesc(&Alpha_SpotDesc), "Ping", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func (r AlphaRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero AlphaRef (make references with AlphaOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.InstanceTarget(AlphaTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(AlphaTypeName, r.id).WithDesc(&Alpha_SpotDesc), opts...)
 }
 
 // AlphaIntent is a reference to one Instance Spot of type Alpha whose every call carries create-intent:
@@ -148,7 +148,7 @@ func (r AlphaIntent) Ping(ctx context.Context, req *pb.Ping, opts ...sdk.CallOpt
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Ping on a zero AlphaIntent (make references with OpenAlpha)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.InstanceIntent(AlphaTypeName, r.id), "Ping", req, opts...)
+	out, err := r.c.Call(ctx, sdk.InstanceIntent(AlphaTypeName, r.id).WithDesc(&Alpha_SpotDesc), "Ping", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func (r AlphaIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero AlphaIntent (make references with OpenAlpha)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.InstanceTarget(AlphaTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(AlphaTypeName, r.id).WithDesc(&Alpha_SpotDesc), opts...)
 }
 
 // BetaTypeName is the stable type name of the User Spot Beta.
@@ -248,7 +248,7 @@ func CreateBeta(ctx context.Context, c sdk.Client, id string, opts ...sdk.CallOp
 	if c == nil {
 		return BetaRef{}, fmt.Errorf("%w: CreateBeta needs a client", sdk.ErrInvalidArgument)
 	}
-	if err := c.Create(ctx, sdk.UserTarget(BetaTypeName, id), opts...); err != nil {
+	if err := c.Create(ctx, sdk.UserTarget(BetaTypeName, id).WithDesc(&Beta_SpotDesc), opts...); err != nil {
 		return BetaRef{}, err
 	}
 	return BetaRef{c: c, id: id}, nil
@@ -264,7 +264,7 @@ func (r BetaRef) Ping(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption)
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Ping on a zero BetaRef (make references with BetaOf)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.UserTarget(BetaTypeName, r.id), "Ping", req, opts...)
+	out, err := r.c.Call(ctx, sdk.UserTarget(BetaTypeName, r.id).WithDesc(&Beta_SpotDesc), "Ping", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -281,5 +281,5 @@ func (r BetaRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero BetaRef (make references with BetaOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.UserTarget(BetaTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.UserTarget(BetaTypeName, r.id).WithDesc(&Beta_SpotDesc), opts...)
 }

@@ -105,7 +105,7 @@ func (r GammaRef) Ping(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Ping on a zero GammaRef (make references with GammaOn or LocalGamma)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.EntryTarget(GammaTypeName, r.node), "Ping", req, opts...)
+	out, err := r.c.Call(ctx, sdk.EntryTarget(GammaTypeName, r.node).WithDesc(&Gamma_SpotDesc), "Ping", req, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -94,7 +94,7 @@ func CreateHub(ctx context.Context, c sdk2.Client, id string, opts ...sdk2.CallO
 	if c == nil {
 		return HubRef{}, fmt2.Errorf("%w: CreateHub needs a client", sdk2.ErrInvalidArgument)
 	}
-	if err2 := c.Create(ctx, sdk2.UserTarget(HubTypeName, id), opts...); err2 != nil {
+	if err2 := c.Create(ctx, sdk2.UserTarget(HubTypeName, id).WithDesc(&Hub_SpotDesc), opts...); err2 != nil {
 		return HubRef{}, err2
 	}
 	return HubRef{c: c, id: id}, nil
@@ -110,7 +110,7 @@ func (r HubRef) Join(ctx context.Context, req2 *pb.JoinRequest, opts ...sdk2.Cal
 	if r.c == nil {
 		return nil, fmt2.Errorf("%w: Join on a zero HubRef (make references with HubOf)", sdk2.ErrInvalidArgument)
 	}
-	out2, err2 := r.c.Call(ctx, sdk2.UserTarget(HubTypeName, r.id), "Join", req2, opts...)
+	out2, err2 := r.c.Call(ctx, sdk2.UserTarget(HubTypeName, r.id).WithDesc(&Hub_SpotDesc), "Join", req2, opts...)
 	if err2 != nil {
 		return nil, err2
 	}
@@ -127,5 +127,5 @@ func (r HubRef) Close(ctx context.Context, opts ...sdk2.CallOption) error {
 	if r.c == nil {
 		return fmt2.Errorf("%w: Close on a zero HubRef (make references with HubOf)", sdk2.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk2.UserTarget(HubTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk2.UserTarget(HubTypeName, r.id).WithDesc(&Hub_SpotDesc), opts...)
 }

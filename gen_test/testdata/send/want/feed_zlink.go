@@ -110,7 +110,7 @@ func (r FeedRef) Post(ctx context.Context, msg *pb.Note, opts ...sdk.CallOption)
 	if r.c == nil {
 		return fmt.Errorf("%w: Post on a zero FeedRef (make references with FeedOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.Send(ctx, sdk.InstanceTarget(FeedTypeName, r.id), "Post", msg, opts...)
+	return r.c.Send(ctx, sdk.InstanceTarget(FeedTypeName, r.id).WithDesc(&Feed_SpotDesc), "Post", msg, opts...)
 }
 
 // Ping is one-way too.
@@ -118,7 +118,7 @@ func (r FeedRef) Ping(ctx context.Context, msg *pb.Ping, opts ...sdk.CallOption)
 	if r.c == nil {
 		return fmt.Errorf("%w: Ping on a zero FeedRef (make references with FeedOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.Send(ctx, sdk.InstanceTarget(FeedTypeName, r.id), "Ping", msg, opts...)
+	return r.c.Send(ctx, sdk.InstanceTarget(FeedTypeName, r.id).WithDesc(&Feed_SpotDesc), "Ping", msg, opts...)
 }
 
 // Close explicitly closes the Feed (D3): admission stops, queued work finishes, its OnClose
@@ -127,7 +127,7 @@ func (r FeedRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero FeedRef (make references with FeedOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.InstanceTarget(FeedTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(FeedTypeName, r.id).WithDesc(&Feed_SpotDesc), opts...)
 }
 
 // FeedIntent is a reference to one Instance Spot of type Feed whose every call carries create-intent:
@@ -161,7 +161,7 @@ func (r FeedIntent) Post(ctx context.Context, msg *pb.Note, opts ...sdk.CallOpti
 	if r.c == nil {
 		return fmt.Errorf("%w: Post on a zero FeedIntent (make references with OpenFeed)", sdk.ErrInvalidArgument)
 	}
-	return r.c.Send(ctx, sdk.InstanceIntent(FeedTypeName, r.id), "Post", msg, opts...)
+	return r.c.Send(ctx, sdk.InstanceIntent(FeedTypeName, r.id).WithDesc(&Feed_SpotDesc), "Post", msg, opts...)
 }
 
 // Ping is one-way too.
@@ -169,7 +169,7 @@ func (r FeedIntent) Ping(ctx context.Context, msg *pb.Ping, opts ...sdk.CallOpti
 	if r.c == nil {
 		return fmt.Errorf("%w: Ping on a zero FeedIntent (make references with OpenFeed)", sdk.ErrInvalidArgument)
 	}
-	return r.c.Send(ctx, sdk.InstanceIntent(FeedTypeName, r.id), "Ping", msg, opts...)
+	return r.c.Send(ctx, sdk.InstanceIntent(FeedTypeName, r.id).WithDesc(&Feed_SpotDesc), "Ping", msg, opts...)
 }
 
 // Close explicitly closes the Feed (D3): admission stops, queued work finishes, its OnClose
@@ -178,5 +178,5 @@ func (r FeedIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero FeedIntent (make references with OpenFeed)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.InstanceTarget(FeedTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(FeedTypeName, r.id).WithDesc(&Feed_SpotDesc), opts...)
 }

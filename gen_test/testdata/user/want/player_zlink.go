@@ -113,7 +113,7 @@ func CreatePlayer(ctx context.Context, c sdk.Client, id string, opts ...sdk.Call
 	if c == nil {
 		return PlayerRef{}, fmt.Errorf("%w: CreatePlayer needs a client", sdk.ErrInvalidArgument)
 	}
-	if err := c.Create(ctx, sdk.UserTarget(PlayerTypeName, id), opts...); err != nil {
+	if err := c.Create(ctx, sdk.UserTarget(PlayerTypeName, id).WithDesc(&Player_SpotDesc), opts...); err != nil {
 		return PlayerRef{}, err
 	}
 	return PlayerRef{c: c, id: id}, nil
@@ -129,7 +129,7 @@ func (r PlayerRef) Greet(ctx context.Context, req *pb.Ping, opts ...sdk.CallOpti
 	if r.c == nil {
 		return nil, fmt.Errorf("%w: Greet on a zero PlayerRef (make references with PlayerOf)", sdk.ErrInvalidArgument)
 	}
-	out, err := r.c.Call(ctx, sdk.UserTarget(PlayerTypeName, r.id), "Greet", req, opts...)
+	out, err := r.c.Call(ctx, sdk.UserTarget(PlayerTypeName, r.id).WithDesc(&Player_SpotDesc), "Greet", req, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +145,7 @@ func (r PlayerRef) Notify(ctx context.Context, msg *pb.Note, opts ...sdk.CallOpt
 	if r.c == nil {
 		return fmt.Errorf("%w: Notify on a zero PlayerRef (make references with PlayerOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.Send(ctx, sdk.UserTarget(PlayerTypeName, r.id), "Notify", msg, opts...)
+	return r.c.Send(ctx, sdk.UserTarget(PlayerTypeName, r.id).WithDesc(&Player_SpotDesc), "Notify", msg, opts...)
 }
 
 // Close explicitly closes the Player (D3): admission stops, queued work finishes, its OnClose
@@ -154,5 +154,5 @@ func (r PlayerRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero PlayerRef (make references with PlayerOf)", sdk.ErrInvalidArgument)
 	}
-	return r.c.CloseSpot(ctx, sdk.UserTarget(PlayerTypeName, r.id), opts...)
+	return r.c.CloseSpot(ctx, sdk.UserTarget(PlayerTypeName, r.id).WithDesc(&Player_SpotDesc), opts...)
 }
