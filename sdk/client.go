@@ -45,6 +45,9 @@ func OnNode(node NodeID) CallOption { return func(o *CallOptions) { o.Node = nod
 
 // ApplyCallOptions folds opts into a CallOptions value.
 func ApplyCallOptions(opts []CallOption) CallOptions {
+	if len(opts) == 0 {
+		return CallOptions{} // the common case allocates nothing
+	}
 	var o CallOptions
 	for _, opt := range opts {
 		opt(&o)

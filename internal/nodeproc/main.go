@@ -28,6 +28,7 @@ func main() {
 	node := flag.String("node", "", "node ID")
 	mesh := flag.String("mesh", "default", "mesh name")
 	ttl := flag.Duration("lease-ttl", 2*time.Second, "owner lease TTL")
+	quiet := flag.Bool("quiet", false, "do not print the messages Ledgers run (benchmarks)")
 	flag.Parse()
 
 	out := bufio.NewWriter(os.Stdout)
@@ -46,7 +47,11 @@ func main() {
 	cfg.LeaseTTL = *ttl
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg.Register = func(r sdk.Registrar) error {
-		return rttest.RegisterLedger(r, func(spot, msg string) { println("ran %s %s", spot, msg) }, nil)
+		ran := func(spot, msg string) { println("ran %s %s", spot, msg) }
+		if *quiet {
+			ran = func(string, string) {}
+		}
+		return rttest.RegisterLedger(r, ran, nil)
 	}
 	h, err := rt.Start(context.Background(), cfg)
 	if err != nil {

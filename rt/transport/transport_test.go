@@ -42,7 +42,7 @@ func (h handler) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request,
 	reply(&wire.Reply{Payload: req.Payload, Owner: string(from)})
 }
 
-func start(t *testing.T, node string, h transport.Handler, mutate func(*transport.Config)) *transport.Transport {
+func start(t testing.TB, node string, h transport.Handler, mutate func(*transport.Config)) *transport.Transport {
 	t.Helper()
 	cfg := transport.Config{Node: sdk.NodeID(node), Logger: slog.New(slog.DiscardHandler), DialTimeout: 2 * time.Second}
 	if mutate != nil {
