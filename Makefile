@@ -1,6 +1,11 @@
 GO ?= go
 
-.PHONY: test fmt-check vet check-gen unit gen
+.PHONY: demo test fmt-check vet check-gen unit gen proto
+
+## demo: the chat example: a two-node mesh in one process on an embedded etcd, and a scripted
+## chat session.
+demo:
+	@$(GO) run ./examples/chat
 
 ## test: everything CI runs: formatting, vet, generated code up to date, then all tests with the
 ## race detector.
@@ -24,3 +29,12 @@ gen:
 ## every package of the module; it writes nothing).
 check-gen:
 	$(GO) run ./cmd/zlinkgen -check ./...
+
+## proto: regenerate every committed .pb.go from its .proto (needs protoc and protoc-gen-go;
+## the README says how to install them).
+PROTOS := $(shell git ls-files '*.proto')
+proto:
+	@for p in $(PROTOS); do \
+		echo "protoc $$p"; \
+		(cd $$(dirname $$p) && protoc --go_out=. --go_opt=paths=source_relative $$(basename $$p)) || exit 1; \
+	done

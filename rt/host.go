@@ -138,7 +138,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		OperationTimeout:        cfg.OperationTimeout,
 		Logger:                  cfg.Logger,
 		ClientOnly:              !server,
-	}, h.store, h.reg, types, h)
+	}, h.store, h.reg, types, spotClient{h})
 	if err != nil {
 		return nil, err
 	}
@@ -217,6 +217,29 @@ func (h *Host) CloseSpot(ctx context.Context, t sdk.Target, opts ...sdk.CallOpti
 	}
 	return h.mesh.CloseSpot(ctx, t, sdk.ApplyCallOptions(opts))
 }
+
+// spotClient is the Client that Spots get: the node's own traffic, which keeps flowing while
+// the node drains (a closing callback may still call its node's Entry Spot), where the Host
+// refuses new operations from outside.
+type spotClient struct{ h *Host }
+
+func (c spotClient) Call(ctx context.Context, t sdk.Target, method string, req proto.Message, opts ...sdk.CallOption) (proto.Message, error) {
+	return c.h.mesh.Call(ctx, t, method, req, sdk.ApplyCallOptions(opts))
+}
+
+func (c spotClient) Send(ctx context.Context, t sdk.Target, method string, msg proto.Message, opts ...sdk.CallOption) error {
+	return c.h.mesh.Send(ctx, t, method, msg, sdk.ApplyCallOptions(opts))
+}
+
+func (c spotClient) Create(ctx context.Context, t sdk.Target, opts ...sdk.CallOption) error {
+	return c.h.mesh.Create(ctx, t, sdk.ApplyCallOptions(opts))
+}
+
+func (c spotClient) CloseSpot(ctx context.Context, t sdk.Target, opts ...sdk.CallOption) error {
+	return c.h.mesh.CloseSpot(ctx, t, sdk.ApplyCallOptions(opts))
+}
+
+func (c spotClient) LocalNode() sdk.NodeID { return c.h.cfg.NodeID }
 
 // MeshStatus returns the RouteMesh status of the node's mesh (G3–G5).
 func (h *Host) MeshStatus() sdk.RouteMeshStatus { return h.mesh.Status(h.cfg.MeshName) }

@@ -162,6 +162,9 @@ func (m *Mesh) remote(ctx context.Context, node sdk.NodeID, t sdk.Target, method
 				// The owner changed or is gone: forget the route; the call is not retried (C3).
 				m.routes.drop(t, node)
 			}
+			if errors.Is(err, sdk.ErrStaleRoute) && t.Kind() != sdk.KindEntry {
+				err = m.explainStale(ctx, t, node, err)
+			}
 			return nil, err
 		}
 		if t.Kind() != sdk.KindEntry && r.Owner != "" {
@@ -173,6 +176,16 @@ func (m *Mesh) remote(ctx context.Context, node sdk.NodeID, t sdk.Target, method
 		return m.decodeReply(t, method, r.Payload)
 	}
 	return nil, fmt.Errorf("%w: %v: more than %d redirects", sdk.ErrStaleRoute, t, maxRedirects)
+}
+
+// explainStale tells a caller whose route was stale whether the Spot still exists: a Spot
+// closed since the route was cached answers sdk.ErrNotFound. The message is not sent again.
+func (m *Mesh) explainStale(ctx context.Context, t sdk.Target, node sdk.NodeID, stale error) error {
+	res, err := m.store.Lookup(ctx, store.SpotKey{Type: t.Type(), ID: t.ID()})
+	if err == nil && res.State == store.StateMissing {
+		return fmt.Errorf("%w: %v: it closed since its route to %s was learnt; the message did not run", sdk.ErrNotFound, t.Plain(), node)
+	}
+	return stale
 }
 
 func (m *Mesh) decodeReply(t sdk.Target, method string, payload []byte) (proto.Message, error) {

@@ -1,0 +1,94 @@
+// Command chat is ZLink's example application: chat rooms (Instance Spots), people's sessions
+// (User Spots) and a lobby on every node (Entry Spot), on a mesh of nodes.
+//
+// With no flags it starts a two-node mesh in this process on an embedded etcd and plays a
+// scripted session:
+//
+//	go run ./examples/chat
+//
+// With -i it runs one node and reads commands from standard input, so that people on several
+// nodes can chat. The first node serves an embedded etcd to the others:
+//
+//	go run ./examples/chat -i -node node-1
+//	go run ./examples/chat -i -node node-2 -etcd <the address node-1 printed>
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/zlink-go/zlink/examples/chat/chat"
+	"github.com/zlink-go/zlink/rt"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "chat:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command's flags.
+type options struct {
+	interactive bool
+	etcd        string
+	listen      string
+	node        string
+	idle        time.Duration
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.BoolVar(&o.interactive, "i", false, "interactive: run one node and read commands from standard input")
+	fs.StringVar(&o.etcd, "etcd", "", "etcd endpoints host:port,... (default: start an embedded etcd)")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:0", "address other nodes reach this node at")
+	fs.StringVar(&o.node, "node", "", "this node's ID (default: the host name and a random suffix)")
+	fs.DurationVar(&o.idle, "idle", 0, "evict a room after this long without activity (default 1s scripted, 5m interactive)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.interactive {
+		return interactive(ctx, o, stdin, stdout)
+	}
+	return scripted(ctx, o, stdout)
+}
+
+// config is a node's configuration: the three chat types, quiet logs.
+func config(o options, node string, idle time.Duration) rt.Config {
+	cfg := rt.DefaultConfig()
+	if node != "" {
+		cfg.NodeID = sdk.NodeID(node)
+	}
+	cfg.ListenAddr = o.listen
+	if o.etcd != "" {
+		cfg.EtcdEndpoints = strings.Split(o.etcd, ",")
+	}
+	cfg.InstanceSpotIdleTimeout = idle
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	cfg.StopTimeout = 10 * time.Second
+	cfg.Register = func(r sdk.Registrar) error {
+		return errors.Join(
+			chat.RegisterLobby(r, chat.NewLobby),
+			chat.RegisterUser(r, chat.NewUser),
+			chat.RegisterRoom(r, chat.NewRoom),
+		)
+	}
+	return cfg
+}
