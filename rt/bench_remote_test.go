@@ -79,6 +79,6 @@ func BenchmarkCall(b *testing.B) {
 func reportLatency(b *testing.B, lat []time.Duration) {
 	slices.Sort(lat)
 	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(float64(len(lat))*p))] }
-	b.ReportMetric(float64(pct(0.50).Microseconds()), "p50-µs")
-	b.ReportMetric(float64(pct(0.99).Microseconds()), "p99-µs")
+	b.ReportMetric(float64(pct(0.50).Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(pct(0.99).Nanoseconds()), "p99-ns")
 }

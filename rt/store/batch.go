@@ -39,24 +39,24 @@ type notSent struct{ err error }
 func (e notSent) Error() string { return e.err.Error() + " (write not sent)" }
 func (e notSent) Unwrap() error { return e.err }
 
-// batcher is the group commit: a flusher goroutine sends the writes that wait as one etcd
-// transaction of nested transactions, with up to maxInFlight transactions outstanding. Each
-// write keeps its own compare, so one write's failed compare never fails another's; the rules
-// of each write hold exactly as without batching. With nothing waiting, a write is sent at
-// once: batching adds no latency, only shares round trips under load.
+// batcher is the group commit: writes that wait are sent as one etcd transaction of nested
+// transactions, with up to maxInFlight transactions outstanding. Each write keeps its own
+// compare, so one write's failed compare never fails another's; the rules of each write hold
+// exactly as without batching. A write that finds a free slot and nobody waiting is sent at
+// once by its own goroutine: batching adds no latency, only shares round trips under load.
 type batcher struct {
 	client  *clientv3.Client
 	max     int
 	timeout time.Duration
-	slots   chan struct{} // one per transaction in flight
 	sending sync.WaitGroup
 
-	mu      sync.Mutex
-	queue   []*txnReq
-	wake    chan struct{} // buffered 1: work arrived
-	stop    chan struct{}
-	stopped chan struct{}
-	closed  bool
+	mu       sync.Mutex
+	queue    []*txnReq
+	inFlight int
+	wake     chan struct{} // buffered 1: a slot freed or work arrived
+	stop     chan struct{}
+	stopped  chan struct{}
+	closed   bool
 }
 
 // maxInFlight is the most group-commit transactions outstanding at once.
@@ -66,7 +66,6 @@ func newBatcher(client *clientv3.Client, max int) *batcher {
 	b := &batcher{
 		client: client, max: max, timeout: 30 * time.Second,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
-		slots: make(chan struct{}, maxInFlight),
 	}
 	go b.run()
 	return b
@@ -82,12 +81,19 @@ func (b *batcher) do(ctx context.Context, key string, cmps []clientv3.Cmp, then,
 		b.mu.Unlock()
 		return txnResult{}, ErrStoreClosed
 	}
+	if len(b.queue) == 0 && b.inFlight < maxInFlight {
+		// Nobody waits and a slot is free: send it from here, without a hand-off.
+		b.inFlight++
+		r.sent = true
+		b.sending.Add(1)
+		b.mu.Unlock()
+		b.send([]*txnReq{r})
+		b.release()
+		return r.res, r.err
+	}
 	b.queue = append(b.queue, r)
 	b.mu.Unlock()
-	select {
-	case b.wake <- struct{}{}:
-	default:
-	}
+	b.poke()
 	select {
 	case <-r.done:
 		return r.res, r.err
@@ -109,6 +115,23 @@ func (b *batcher) do(ctx context.Context, key string, cmps []clientv3.Cmp, then,
 	return r.res, r.err
 }
 
+func (b *batcher) poke() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// release frees a slot after a transaction returned; queued writes may use it.
+func (b *batcher) release() {
+	b.mu.Lock()
+	b.inFlight--
+	b.mu.Unlock()
+	b.sending.Done()
+	b.poke()
+}
+
+// run sends the queued writes in batches while slots are free, until close.
 func (b *batcher) run() {
 	defer close(b.stopped)
 	defer b.sending.Wait()
@@ -120,36 +143,26 @@ func (b *batcher) run() {
 		case <-b.wake:
 		}
 		for {
-			// Wait for a free slot first, so that writes arriving meanwhile join this batch.
-			select {
-			case b.slots <- struct{}{}:
-			case <-b.stop:
-				b.failQueued(ErrStoreClosed)
-				return
-			}
-			batch := b.take()
-			if len(batch) == 0 {
-				<-b.slots
+			b.mu.Lock()
+			if b.inFlight >= maxInFlight || len(b.queue) == 0 {
+				b.mu.Unlock()
 				break
 			}
+			batch := b.take()
+			b.inFlight++
 			b.sending.Add(1)
+			b.mu.Unlock()
 			go func() {
-				defer b.sending.Done()
-				defer func() { <-b.slots }()
 				b.send(batch)
-				// Writes deferred for a duplicate key may be waiting with no wake pending.
-				select {
-				case b.wake <- struct{}{}:
-				default:
-				}
+				b.release()
 			}()
 		}
 	}
 }
 
 // take removes the next batch from the queue: at most max writes, never two of one key.
+// b.mu is held.
 func (b *batcher) take() []*txnReq {
-	b.mu.Lock()
 	batch := make([]*txnReq, 0, min(len(b.queue), b.max))
 	keys := make(map[string]struct{}, cap(batch))
 	rest := b.queue[:0]
@@ -166,7 +179,6 @@ func (b *batcher) take() []*txnReq {
 	}
 	clear(b.queue[len(rest):])
 	b.queue = rest
-	b.mu.Unlock()
 	return batch
 }
 
