@@ -64,7 +64,7 @@ func BenchmarkCall(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/callers=%d", where, callers), func(b *testing.B) {
 				lat := make([]time.Duration, b.N+1)
 				b.ReportAllocs()
-				runCallers(b, callers, func(i int64) error {
+				rttest.RunCallers(b, callers, func(i int64) error {
 					start := time.Now()
 					_, err := h.Call(ctx, target, rttest.LedgerRecord, msg)
 					lat[i] = time.Since(start)

@@ -104,7 +104,7 @@ func BenchmarkLocalCall(b *testing.B) {
 			}
 			target := sdk.InstanceTarget(sinkDesc.Name, "hot")
 			b.ReportAllocs()
-			runCallers(b, callers, func(int64) error {
+			rttest.RunCallers(b, callers, func(int64) error {
 				_, err := h.Call(ctx, target, "Echo", one)
 				return err
 			})
@@ -125,7 +125,7 @@ func BenchmarkSendTo64Spots(b *testing.B) {
 	var refused atomic.Int64
 	b.ReportAllocs()
 	start := time.Now()
-	runCallers(b, 64, func(i int64) error {
+	rttest.RunCallers(b, 64, func(i int64) error {
 		for {
 			err := h.Send(ctx, targets[i%64], "Post", one)
 			if !errors.Is(err, sdk.ErrQueueFull) {
@@ -169,7 +169,7 @@ func BenchmarkColdActivation(b *testing.B) {
 		}
 		defer c.Close()
 		ctx := context.Background()
-		runCallers(b, 64, func(i int64) error {
+		rttest.RunCallers(b, 64, func(i int64) error {
 			k := fmt.Sprintf("/raw/%d", i)
 			r1, err := c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
 				Then(clientv3.OpPut(k, "creating-record-of-similar-size")).Commit()
@@ -186,7 +186,7 @@ func BenchmarkColdActivation(b *testing.B) {
 			h := benchHost(b, ops)
 			ctx := context.Background()
 			b.ReportAllocs()
-			runCallers(b, 64, func(i int64) error {
+			rttest.RunCallers(b, 64, func(i int64) error {
 				_, err := h.Call(ctx, sdk.InstanceIntent(sinkDesc.Name, fmt.Sprint("cold-", i)), "Echo", one)
 				return err
 			})
@@ -234,40 +234,6 @@ func BenchmarkIdleFootprint(b *testing.B) {
 		_ = h.Close()
 		b.StartTimer()
 	}
-}
-
-// runCallers runs b.N operations on exactly callers goroutines and reports ops/s.
-func runCallers(b *testing.B, callers int, op func(i int64) error) {
-	var next atomic.Int64
-	errs := make(chan error, callers)
-	b.ResetTimer()
-	start := time.Now()
-	for range callers {
-		go func() {
-			for {
-				i := next.Add(1)
-				if i > int64(b.N) {
-					errs <- nil
-					return
-				}
-				if err := op(i); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	var first error
-	for range callers {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	b.StopTimer()
-	if first != nil {
-		b.Fatal(first)
-	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
 }
 
 // benchEtcdArgs are extra etcdproc flags, such as a CPU profile: ZLINK_BENCH_ETCD_ARGS.

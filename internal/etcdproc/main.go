@@ -8,13 +8,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/signal"
 	"runtime/pprof"
 	"strings"
-	"syscall"
 
+	"github.com/zlink-go/zlink/internal/procstop"
 	"github.com/zlink-go/zlink/rt/devetcd"
 )
 
@@ -58,17 +56,7 @@ func main() {
 	}
 	fmt.Printf("endpoints=%s\n", strings.Join(srv.Endpoints(), ","))
 
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
-	stdinClosed := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		close(stdinClosed)
-	}()
-	select {
-	case <-stop:
-	case <-stdinClosed:
-	}
+	procstop.Wait()
 	if err := srv.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "etcdproc:", err)
 	}

@@ -9,15 +9,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/zlink-go/zlink/internal/procstop"
 	"github.com/zlink-go/zlink/rt"
 	"github.com/zlink-go/zlink/rt/rttest"
 	"github.com/zlink-go/zlink/sdk"
@@ -60,17 +58,7 @@ func main() {
 	}
 	println("ready %s", h.Endpoint())
 
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
-	stdinClosed := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		close(stdinClosed)
-	}()
-	select {
-	case <-stop:
-	case <-stdinClosed:
-	}
+	procstop.Wait()
 	if err := h.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "nodeproc:", err)
 		os.Exit(1)

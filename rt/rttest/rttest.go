@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -198,4 +199,39 @@ func (w *testWriter) Write(b []byte) (int, error) {
 		w.buf = w.buf[i+1:]
 	}
 	return len(b), nil
+}
+
+// RunCallers runs b.N operations on exactly callers goroutines, op getting 1..b.N, stops the
+// benchmark at the first error and reports ops/s.
+func RunCallers(b *testing.B, callers int, op func(i int64) error) {
+	var next atomic.Int64
+	errs := make(chan error, callers)
+	b.ResetTimer()
+	start := time.Now()
+	for range callers {
+		go func() {
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					errs <- nil
+					return
+				}
+				if err := op(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	var first error
+	for range callers {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	b.StopTimer()
+	if first != nil {
+		b.Fatal(first)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
 }

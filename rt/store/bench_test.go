@@ -3,13 +3,13 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/zlink-go/zlink/rt/devetcd"
+	"github.com/zlink-go/zlink/rt/rttest"
 	"github.com/zlink-go/zlink/rt/store"
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -25,7 +25,7 @@ func BenchmarkCreate(b *testing.B) {
 		b.Run(fmt.Sprintf("raw-etcd/callers=%d", callers), func(b *testing.B) {
 			c := freshClient(b)
 			prefix := "/bench-raw/"
-			runParallel(b, callers, func(i int64) error {
+			rttest.RunCallers(b, callers, func(i int64) error {
 				k := fmt.Sprintf("%s%d", prefix, i)
 				r1, err := c.Txn(context.Background()).
 					If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
@@ -50,7 +50,7 @@ func BenchmarkCreate(b *testing.B) {
 			b.Cleanup(func() { _ = s.Close() })
 			reg := register(b, s, "bench-node", store.LeaseOptions{})
 			owner := reg.Owner()
-			runParallel(b, callers, func(i int64) error {
+			rttest.RunCallers(b, callers, func(i int64) error {
 				k := store.SpotKey{Type: "bench.Room", ID: fmt.Sprint(i)}
 				r, err := s.Reserve(context.Background(), k, sdk.KindInstance, owner)
 				if err != nil || !r.Won {
@@ -76,33 +76,4 @@ func freshClient(b *testing.B) *clientv3.Client {
 	}
 	b.Cleanup(func() { _ = c.Close() })
 	return c
-}
-
-// runParallel runs b.N operations on exactly callers goroutines.
-func runParallel(b *testing.B, callers int, op func(i int64) error) {
-	var next atomic.Int64
-	errs := make(chan error, callers)
-	b.ResetTimer()
-	for range callers {
-		go func() {
-			for {
-				i := next.Add(1)
-				if i > int64(b.N) {
-					errs <- nil
-					return
-				}
-				if err := op(i); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	for range callers {
-		if err := <-errs; err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
 }
