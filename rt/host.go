@@ -155,8 +155,8 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 }
 
 // watchLease puts the node in the Error state if its owner lease is lost: it owns nothing any
-// more, so it admits no work for its objects (C1) and creates nothing; their records are
-// reclaimed by the mesh's other Object Servers.
+// more, so it admits no work for its objects (C1), creates nothing, and ends its activations
+// with CloseOwnerLost; their records are reclaimed by the mesh's other Object Servers.
 func (h *Host) watchLease() {
 	defer h.watchers.Done()
 	select {
@@ -164,6 +164,11 @@ func (h *Host) watchLease() {
 	case <-h.reg.Lost():
 		h.state.Store(uint32(sdk.RuntimeStateError))
 		h.log.Error("the node's owner lease was lost; it no longer serves its objects")
+		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.StopTimeout)
+		defer cancel()
+		if err := h.catalog.CloseOwned(ctx, sdk.CloseOwnerLost); err != nil {
+			h.log.Warn("closing the objects of a lost lease", "err", err)
+		}
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/zlink-go/zlink/rt"
@@ -344,4 +346,34 @@ func TestZeroPeersDoNotMakeTheMeshUnavailable(t *testing.T) {
 	assert.Empty(t, st.Peers)
 	assert.True(t, st.IsReady, "local traffic still works (G3)")
 	assert.Equal(t, sdk.TopologyStateReady, st.State)
+}
+
+func TestLostLeaseEndsTheNodesActivations(t *testing.T) {
+	c := newCluster(t, 2, nil)
+	a, b := c.hosts[0], c.hosts[1]
+	_, err := record(b, openLedger("orphan"), "x", sdk.OnNode(a.LocalNode()))
+	require.NoError(t, err)
+
+	// The node's owner lease ends under it (as when etcd expired it during a long pause).
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	defer cli.Close()
+	resp, err := cli.Get(ctx, "/zlink/default/nodes/node-a")
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	_, err = cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool { return c.runs.Count("closed:OwnerLost") == 1 }, 15*time.Second, 10*time.Millisecond,
+		"the node ends its activations when it learns its lease is gone")
+	_, err = a.Call(ctx, ledger("orphan"), rttest.LedgerRecord, wrapperspb.String("y"))
+	require.ErrorIs(t, err, sdk.ErrNotServing, "a node without its lease takes no work")
+
+	// Node b reclaims the record and re-creates the Spot on itself.
+	require.Eventually(t, func() bool {
+		_, err = record(b, openLedger("orphan"), "again")
+		return err == nil
+	}, 15*time.Second, 20*time.Millisecond, "last error: %v", err)
+	assert.Equal(t, 2, c.factoryRuns("orphan"))
+	assert.Equal(t, int64(1), c.builtOn[1].Load())
 }

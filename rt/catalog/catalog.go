@@ -289,36 +289,44 @@ func (c *Catalog) HasRoom() bool {
 func (c *Catalog) Close(ctx context.Context) error {
 	var err error
 	c.closeOnce.Do(func() {
-		var owned []ownedSpot
-		c.slots.each(func(s *slot) {
-			if s.spot != nil {
-				owned = append(owned, s.spot)
-			}
-		})
-		errs := make(chan error, len(owned))
-		sem := make(chan struct{}, 64)
-		for _, s := range owned {
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem }()
-				errs <- c.closeSpot(ctx, s, sdk.CloseShutdown, false)
-			}()
-		}
-		var all []error
-		for range owned {
-			if e := <-errs; e != nil && !errors.Is(e, errAlreadyClosed) {
-				all = append(all, e)
-			}
-		}
+		err = c.CloseOwned(ctx, sdk.CloseShutdown)
 		for _, e := range c.entries {
 			c.closeEntry(ctx, e)
 		}
 		c.cancel()
 		c.bg.Wait()
 		close(c.closed)
-		err = errors.Join(all...)
 	})
 	return err
+}
+
+// CloseOwned closes every User and Instance Spot active here with reason, 64 at a time. With
+// CloseShutdown their locations are released; with CloseOwnerLost (the node's owner lease is
+// gone) the release is fenced out and the activations only end here, leaving their records
+// to the reclaimer.
+func (c *Catalog) CloseOwned(ctx context.Context, reason sdk.CloseReason) error {
+	var owned []ownedSpot
+	c.slots.each(func(s *slot) {
+		if s.spot != nil {
+			owned = append(owned, s.spot)
+		}
+	})
+	errs := make(chan error, len(owned))
+	sem := make(chan struct{}, 64)
+	for _, s := range owned {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			errs <- c.closeSpot(ctx, s, reason, false)
+		}()
+	}
+	var all []error
+	for range owned {
+		if e := <-errs; e != nil && !errors.Is(e, errAlreadyClosed) {
+			all = append(all, e)
+		}
+	}
+	return errors.Join(all...)
 }
 
 // execPanic is told of a panic that escaped a work item; every item recovers its own, so

@@ -83,6 +83,11 @@ type ledger struct {
 	n   int64
 }
 
+// OnClose reports the close as the message "closed:<reason>".
+func (l *ledger) OnClose(_ context.Context, reason sdk.CloseReason) {
+	l.ran(l.sc.ID(), "closed:"+reason.String())
+}
+
 // RegisterLedger registers the Ledger type; ran is told of every message a Ledger runs, with
 // the Spot's ID and the message ID. built counts factory runs when not nil.
 func RegisterLedger(r sdk.Registrar, ran func(spot, msg string), built func(spot string)) error {
