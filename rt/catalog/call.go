@@ -112,6 +112,9 @@ func (c *Catalog) method(typ *spotType, name string, oneWay bool) (*sdk.MethodDe
 // An owned Spot is admitted only while this node's owner lease is certainly valid (C1); the
 // object's generation is never checked (C2).
 func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc, req proto.Message, oneWay, fenced bool) (proto.Message, error) {
+	if c.stopping.Load() && a.current() == stateClosed {
+		return nil, c.errStopping()
+	}
 	if fenced && !c.reg.Guard().Valid() {
 		return nil, fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
 	}

@@ -184,6 +184,7 @@ type Catalog struct {
 	stats  stats
 
 	closeOnce sync.Once
+	stopping  atomic.Bool // Close began: nothing new is created or admitted
 	closed    chan struct{}
 }
 
@@ -289,6 +290,7 @@ func (c *Catalog) HasRoom() bool {
 func (c *Catalog) Close(ctx context.Context) error {
 	var err error
 	c.closeOnce.Do(func() {
+		c.stopping.Store(true)
 		err = c.CloseOwned(ctx, sdk.CloseShutdown)
 		for _, e := range c.entries {
 			c.closeEntry(ctx, e)
@@ -327,6 +329,11 @@ func (c *Catalog) CloseOwned(ctx context.Context, reason sdk.CloseReason) error 
 		}
 	}
 	return errors.Join(all...)
+}
+
+// errStopping answers work that arrives after Close began.
+func (c *Catalog) errStopping() error {
+	return fmt.Errorf("%w: node %s is closing", sdk.ErrClosed, c.cfg.Node)
 }
 
 // execPanic is told of a panic that escaped a work item; every item recovers its own, so

@@ -266,6 +266,10 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 		sh.mu.Unlock()
 		return Route{}, nil, nil // raced another local caller: look again
 	}
+	if c.stopping.Load() {
+		sh.mu.Unlock()
+		return Route{}, nil, c.errStopping()
+	}
 	if c.cfg.ClientOnly {
 		sh.mu.Unlock()
 		return Route{}, nil, fmt.Errorf("%w: create %s/%q: node %s is not an Object Server", sdk.ErrNotServing, key.typ, id, c.cfg.Node)
