@@ -377,3 +377,33 @@ func TestLostLeaseEndsTheNodesActivations(t *testing.T) {
 	assert.Equal(t, 2, c.factoryRuns("orphan"))
 	assert.Equal(t, int64(1), c.builtOn[1].Load())
 }
+
+func TestMutualTLSBetweenNodes(t *testing.T) {
+	mesh := rttest.NewPKI(t, "mesh-ca")
+	c := newCluster(t, 2, func(i int, cfg *rt.Config) {
+		cfg.ServerTLS, cfg.ClientTLS = mesh.MutualTLS(t, fmt.Sprintf("node-%c", 'a'+i))
+	})
+	_, err := record(c.hosts[0], openLedger("secure"), "x", sdk.OnNode(c.hosts[1].LocalNode()))
+	require.NoError(t, err, "nodes of the mesh's CA call each other over mutual TLS")
+
+	// A node whose certificate another CA signed joins the store, but no peer lets it connect.
+	rogue := rttest.NewPKI(t, "rogue-ca")
+	cfg := rt.DefaultConfig()
+	cfg.NodeID = "rogue"
+	cfg.EtcdEndpoints = c.endpoints
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.ServerTLS, cfg.ClientTLS = rogue.MutualTLS(t, "rogue")
+	cfg.ClientTLS.RootCAs = mesh.Pool // it even trusts the mesh's certificates
+	cfg.Register = func(r sdk.Registrar) error { return rttest.RegisterLedger(r, c.runs.Add, nil) }
+	h, err := rt.Start(ctx, cfg)
+	require.NoError(t, err)
+	defer h.Close()
+	require.Eventually(t, func() bool { return len(h.MeshStatus().Peers) == 2 }, 10*time.Second, 10*time.Millisecond)
+	time.Sleep(500 * time.Millisecond)
+	st := h.MeshStatus()
+	assert.Zero(t, st.ReadyPeerCount, "%+v", st.Peers)
+	assert.Equal(t, sdk.TopologyStateDegraded, st.State)
+	_, err = record(h, ledger("secure"), "from-rogue")
+	require.ErrorIs(t, err, sdk.ErrOwnerUnavailable)
+	assert.Zero(t, c.runs.Count("from-rogue"))
+}

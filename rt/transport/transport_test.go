@@ -2,16 +2,8 @@ package transport_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
 	"log/slog"
-	"math/big"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/zlink-go/zlink/rt/rttest"
 	"github.com/zlink-go/zlink/rt/transport"
 	"github.com/zlink-go/zlink/rt/wire"
 	"github.com/zlink-go/zlink/sdk"
@@ -218,61 +211,11 @@ func TestUnknownPeerAndClose(t *testing.T) {
 	require.NoError(t, a.Close())
 }
 
-// pki is a CA and the certificates it signs, for TLS tests.
-type pki struct {
-	ca    *x509.Certificate
-	key   *ecdsa.PrivateKey
-	pool  *x509.CertPool
-	certs map[string]tls.Certificate
-}
-
-func newPKI(t *testing.T, name string) *pki {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	ca, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return &pki{ca: ca, key: key, pool: pool, certs: map[string]tls.Certificate{}}
-}
-
-func (p *pki) cert(t *testing.T, cn string) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.key)
-	require.NoError(t, err)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
-// mtls returns a node's server and client TLS configurations under p, requiring client certs.
-func (p *pki) mtls(t *testing.T, node string) (server, client *tls.Config) {
-	c := p.cert(t, node)
-	server = &tls.Config{Certificates: []tls.Certificate{c}, ClientCAs: p.pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}
-	client = &tls.Config{Certificates: []tls.Certificate{c}, RootCAs: p.pool, MinVersion: tls.VersionTLS13}
-	return server, client
-}
-
 func TestMutualTLS(t *testing.T) {
-	good := newPKI(t, "mesh-ca")
-	bs, bc := good.mtls(t, "b")
+	good := rttest.NewPKI(t, "mesh-ca")
+	bs, bc := good.MutualTLS(t, "b")
 	b := start(t, "b", handler{}, func(c *transport.Config) { c.ServerTLS, c.ClientTLS = bs, bc })
-	as, ac := good.mtls(t, "a")
+	as, ac := good.MutualTLS(t, "a")
 	a := start(t, "a", handler{}, func(c *transport.Config) { c.ServerTLS, c.ClientTLS = as, ac })
 	a.Connect("b", b.Addr())
 	r, err := a.Call(ctx, "b", &wire.Request{Payload: []byte("over tls")})
@@ -280,9 +223,9 @@ func TestMutualTLS(t *testing.T) {
 	assert.Equal(t, "over tls", string(r.Payload))
 
 	// A node whose certificate comes from another CA cannot call: b refuses it.
-	rogue := newPKI(t, "rogue-ca")
-	xs, xc := rogue.mtls(t, "x")
-	xc.RootCAs = good.pool // it even trusts b's certificate
+	rogue := rttest.NewPKI(t, "rogue-ca")
+	xs, xc := rogue.MutualTLS(t, "x")
+	xc.RootCAs = good.Pool // it even trusts b's certificate
 	x := start(t, "x", handler{}, func(c *transport.Config) { c.ServerTLS, c.ClientTLS = xs, xc })
 	x.Connect("b", b.Addr())
 	_, err = x.Call(ctx, "b", &wire.Request{})
@@ -290,8 +233,8 @@ func TestMutualTLS(t *testing.T) {
 	assert.NotEqual(t, sdk.PeerStateReady, x.PeerState("b"))
 
 	// A node that does not trust the mesh CA does not connect either.
-	ys, yc := good.mtls(t, "y")
-	yc.RootCAs = rogue.pool
+	ys, yc := good.MutualTLS(t, "y")
+	yc.RootCAs = rogue.Pool
 	y := start(t, "y", handler{}, func(c *transport.Config) { c.ServerTLS, c.ClientTLS = ys, yc })
 	y.Connect("b", b.Addr())
 	_, err = y.Call(ctx, "b", &wire.Request{})
