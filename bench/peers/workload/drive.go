@@ -1,0 +1,155 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Op is one operation of caller; seq numbers the operations of a run from 1. It returns an
+// error when the call failed or answered wrongly.
+type Op func(caller int, seq int64) error
+
+// chunk is how many latencies a caller records before it starts a new slice; the slices hold no
+// pointers, so the garbage collector does not scan them.
+const chunk = 1 << 16
+
+// ForDuration runs op on callers goroutines in a closed loop: each starts its next call when
+// the previous one answered. It warms up for warmup, then measures for duration: the calls that
+// complete in that window count, and their latencies are summarized. The first error stops the
+// run; ctx bounds it.
+func ForDuration(ctx context.Context, callers int, warmup, duration time.Duration, op Op) (Result, error) {
+	var (
+		seq       atomic.Int64
+		measuring atomic.Bool
+		stop      atomic.Bool
+		wg        sync.WaitGroup
+		errOnce   sync.Once
+		firstErr  error
+	)
+	lats := make([][][]time.Duration, callers)
+	counts := make([]int64, callers)
+	failed := make(chan struct{})
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err; close(failed) })
+		stop.Store(true)
+	}
+	for c := range callers {
+		wg.Go(func() {
+			cur := make([]time.Duration, 0, chunk)
+			defer func() { lats[c] = append(lats[c], cur) }()
+			for !stop.Load() {
+				if ctx.Err() != nil {
+					fail(ctx.Err())
+					return
+				}
+				start := time.Now()
+				if err := op(c, seq.Add(1)); err != nil {
+					fail(err)
+					return
+				}
+				if measuring.Load() {
+					if len(cur) == cap(cur) {
+						lats[c] = append(lats[c], cur)
+						cur = make([]time.Duration, 0, chunk)
+					}
+					cur = append(cur, time.Since(start))
+					counts[c]++
+				}
+			}
+		})
+	}
+	sleep(ctx, failed, warmup)
+	measuring.Store(true)
+	begin := time.Now()
+	sleep(ctx, failed, duration)
+	measuring.Store(false)
+	elapsed := time.Since(begin)
+	stop.Store(true)
+	wg.Wait()
+	if firstErr != nil {
+		return Result{}, firstErr
+	}
+	var n int64
+	var all []time.Duration
+	for c := range callers {
+		n += counts[c]
+		for _, l := range lats[c] {
+			all = append(all, l...)
+		}
+	}
+	return Result{Ops: n, Seconds: elapsed.Seconds(), Latency: Summarize(all)}, nil
+}
+
+// ForCount runs op count times in all on callers goroutines and returns how long that took.
+// The first error stops the run; ctx bounds it.
+func ForCount(ctx context.Context, callers int, count int64, op Op) (Result, error) {
+	var (
+		seq      atomic.Int64
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	begin := time.Now()
+	for c := range callers {
+		wg.Go(func() {
+			for {
+				i := seq.Add(1)
+				if i > count {
+					return
+				}
+				if err := ctx.Err(); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					seq.Store(count)
+					return
+				}
+				if err := op(c, i); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					seq.Store(count)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return Result{}, firstErr
+	}
+	return Result{Ops: count, Seconds: time.Since(begin).Seconds()}, nil
+}
+
+// WaitFor polls done every 100 µs until it reports true, and fails when ctx ends first.
+func WaitFor(ctx context.Context, what string, done func() bool) error {
+	for !done() {
+		if ctx.Err() != nil {
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return nil
+}
+
+// CheckSeq verifies that a reply carries the request's sequence number.
+func CheckSeq(want, got int64) error {
+	if want != got {
+		return fmt.Errorf("reply to seq %d carries seq %d", want, got)
+	}
+	return nil
+}
+
+// ErrWrongReply is returned when a reply has an unexpected type.
+var ErrWrongReply = errors.New("unexpected reply type")
+
+// sleep waits for d, or less when ctx ends or failed closes.
+func sleep(ctx context.Context, failed <-chan struct{}, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-failed:
+	}
+}

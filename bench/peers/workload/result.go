@@ -1,0 +1,58 @@
+package workload
+
+import (
+	"slices"
+	"time"
+)
+
+// Result is what one run measured.
+type Result struct {
+	// Ops is the number of operations completed in the measured window (messages handled,
+	// objects activated, calls answered).
+	Ops int64 `json:"ops"`
+	// Seconds is the measured window.
+	Seconds float64 `json:"seconds"`
+	// Latency summarizes the per-call latency, for the request/reply workloads.
+	Latency *Latency `json:"latency,omitempty"`
+	// Pushbacks counts sends refused with a full queue and tried again (ZLink one-way).
+	Pushbacks int64 `json:"pushbacks,omitempty"`
+}
+
+// Rate is operations per second.
+func (r Result) Rate() float64 {
+	if r.Seconds <= 0 {
+		return 0
+	}
+	return float64(r.Ops) / r.Seconds
+}
+
+// Latency is a summary of call latencies, in nanoseconds.
+type Latency struct {
+	P50  float64 `json:"p50_ns"`
+	P99  float64 `json:"p99_ns"`
+	P999 float64 `json:"p999_ns"`
+	Mean float64 `json:"mean_ns"`
+	Max  float64 `json:"max_ns"`
+}
+
+// Summarize sorts lat in place and summarizes it; nil when lat is empty.
+func Summarize(lat []time.Duration) *Latency {
+	if len(lat) == 0 {
+		return nil
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		return float64(lat[min(len(lat)-1, int(float64(len(lat))*p))].Nanoseconds())
+	}
+	var sum float64
+	for _, d := range lat {
+		sum += float64(d.Nanoseconds())
+	}
+	return &Latency{
+		P50:  pct(0.50),
+		P99:  pct(0.99),
+		P999: pct(0.999),
+		Mean: sum / float64(len(lat)),
+		Max:  float64(lat[len(lat)-1].Nanoseconds()),
+	}
+}

@@ -1,0 +1,118 @@
+// Package workload defines the side-by-side benchmarks' workloads, the parameters and result of
+// one run, and the closed-loop drivers that both frameworks' implementations use, so that both
+// are measured by the same code.
+package workload
+
+import (
+	"fmt"
+	"time"
+)
+
+// Name identifies a workload.
+type Name string
+
+// The workloads, in the order the table lists them.
+const (
+	// LocalCall1 is request/reply to one active object on the same node, one caller.
+	LocalCall1 Name = "local-call-1"
+	// LocalCall64 is the same with 64 callers.
+	LocalCall64 Name = "local-call-64"
+	// OneWay64 is one-way sends from 64 callers to 64 objects, counted when handled.
+	OneWay64 Name = "oneway-64"
+	// ColdActivation is the first call to each of many distinct IDs, 64 callers.
+	ColdActivation Name = "cold-activation"
+	// Steady10k is request/reply to 10,000 active objects, 64 callers.
+	Steady10k Name = "steady-10k"
+	// RemoteCall1 is request/reply to an object in another process, one caller.
+	RemoteCall1 Name = "remote-call-1"
+	// RemoteCall64 is the same with 64 callers.
+	RemoteCall64 Name = "remote-call-64"
+)
+
+// All lists every workload in table order.
+var All = []Name{LocalCall1, LocalCall64, OneWay64, ColdActivation, Steady10k, RemoteCall1, RemoteCall64}
+
+// Remote reports whether the workload needs a server process.
+func (n Name) Remote() bool { return n == RemoteCall1 || n == RemoteCall64 }
+
+// Params configures one run of a workload.
+type Params struct {
+	Workload Name
+	// Callers is the number of concurrent callers.
+	Callers int
+	// Warmup runs before measuring; Duration is how long a duration-bound workload measures.
+	Warmup, Duration time.Duration
+	// Count is the number of messages (OneWay64) or of distinct IDs (ColdActivation).
+	Count int
+	// Objects is the number of target objects (OneWay64, Steady10k).
+	Objects int
+	// Etcd are the etcd endpoints a ZLink node uses.
+	Etcd []string
+	// Server is the address of the Proto.Actor server process (remote workloads).
+	Server string
+	// Timeout bounds every single call and every wait of the run.
+	Timeout time.Duration
+}
+
+// Defaults returns the full-size parameters of workload n.
+func Defaults(n Name) Params {
+	p := Params{Workload: n, Callers: 64, Warmup: 300 * time.Millisecond, Duration: 3 * time.Second, Timeout: 30 * time.Second}
+	switch n {
+	case LocalCall1, RemoteCall1:
+		p.Callers = 1
+	case OneWay64:
+		p.Count, p.Objects = 2_000_000, 64
+	case ColdActivation:
+		p.Count = 100_000
+	case Steady10k:
+		p.Objects = 10_000
+	}
+	return p
+}
+
+// Tiny returns parameters of workload n small enough for a smoke test: about 100 operations.
+func Tiny(n Name) Params {
+	p := Defaults(n)
+	p.Warmup, p.Duration = 10*time.Millisecond, 50*time.Millisecond
+	p.Timeout = 20 * time.Second
+	switch n {
+	case OneWay64:
+		p.Count, p.Objects = 640, 64
+	case ColdActivation:
+		p.Count = 100
+	case Steady10k:
+		p.Objects = 100
+	}
+	return p
+}
+
+// Validate checks the parameters that the workload uses.
+func (p Params) Validate() error {
+	if p.Callers <= 0 {
+		return fmt.Errorf("workload %s: callers must be positive", p.Workload)
+	}
+	if p.Timeout <= 0 {
+		return fmt.Errorf("workload %s: timeout must be positive", p.Workload)
+	}
+	switch p.Workload {
+	case OneWay64:
+		if p.Count <= 0 || p.Objects <= 0 {
+			return fmt.Errorf("workload %s: count and objects must be positive", p.Workload)
+		}
+	case ColdActivation:
+		if p.Count <= 0 {
+			return fmt.Errorf("workload %s: count must be positive", p.Workload)
+		}
+	case Steady10k:
+		if p.Objects <= 0 || p.Duration <= 0 {
+			return fmt.Errorf("workload %s: objects and duration must be positive", p.Workload)
+		}
+	case LocalCall1, LocalCall64, RemoteCall1, RemoteCall64:
+		if p.Duration <= 0 {
+			return fmt.Errorf("workload %s: duration must be positive", p.Workload)
+		}
+	default:
+		return fmt.Errorf("unknown workload %q", p.Workload)
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestForCountRunsEveryOperationOnce(t *testing.T) {
+	seen := make([]atomic.Int32, 1001)
+	res, err := ForCount(context.Background(), 8, 1000, func(_ int, seq int64) error {
+		seen[seq].Add(1)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Ops != 1000 {
+		t.Fatalf("ops %d, want 1000", res.Ops)
+	}
+	for i := 1; i <= 1000; i++ {
+		if n := seen[i].Load(); n != 1 {
+			t.Fatalf("seq %d ran %d times", i, n)
+		}
+	}
+}
+
+func TestForDurationStopsOnTheFirstError(t *testing.T) {
+	boom := errors.New("boom")
+	_, err := ForDuration(context.Background(), 4, time.Millisecond, time.Minute, func(_ int, seq int64) error {
+		if seq == 50 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err %v, want boom", err)
+	}
+}
+
+func TestForDurationMeasuresLatency(t *testing.T) {
+	res, err := ForDuration(context.Background(), 2, 5*time.Millisecond, 30*time.Millisecond, func(int, int64) error {
+		time.Sleep(100 * time.Microsecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Ops == 0 || res.Latency == nil || res.Latency.P50 < 100e3 || res.Latency.Max < res.Latency.P99 {
+		t.Fatalf("implausible result %+v %+v", res, res.Latency)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	lat := make([]time.Duration, 1000)
+	for i := range lat {
+		lat[i] = time.Duration(1000-i) * time.Microsecond
+	}
+	l := Summarize(lat)
+	if l.P50 != 501e3 || l.P99 != 991e3 || l.P999 != 1000e3 || l.Max != 1000e3 || l.Mean != 500.5e3 {
+		t.Fatalf("summary %+v", l)
+	}
+	if Summarize(nil) != nil {
+		t.Fatal("an empty summary is nil")
+	}
+}
+
+func TestTinyParamsAreValid(t *testing.T) {
+	for _, n := range All {
+		if err := Tiny(n).Validate(); err != nil {
+			t.Error(err)
+		}
+		if err := Defaults(n).Validate(); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -1,0 +1,173 @@
+package zlside
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/zlink-go/zlink/bench/peers/workload"
+	"github.com/zlink-go/zlink/bench/peers/zl"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// Run runs one workload on ZLink and returns its result and a function that stops what the
+// run started. A caller that exits the process right after may skip it.
+func Run(ctx context.Context, p workload.Params) (workload.Result, func() error, error) {
+	if err := p.Validate(); err != nil {
+		return workload.Result{}, nil, err
+	}
+	node, err := StartNode(ctx, p.Etcd, "bench", p.Workload.Remote())
+	if err != nil {
+		return workload.Result{}, nil, err
+	}
+	stop := node.Close
+	ctx, cancel := context.WithTimeout(ctx, runBound(p))
+	defer cancel()
+	var res workload.Result
+	switch p.Workload {
+	case workload.LocalCall1, workload.LocalCall64:
+		res, err = calls(ctx, node, p, "hot")
+	case workload.RemoteCall1, workload.RemoteCall64:
+		// The node is client-only, so placement puts the Spot on the server process.
+		res, err = calls(ctx, node, p, "far")
+	case workload.OneWay64:
+		res, err = oneWay(ctx, node, p)
+	case workload.ColdActivation:
+		res, err = cold(ctx, node, p)
+	case workload.Steady10k:
+		res, err = steady(ctx, node, p)
+	}
+	if err != nil {
+		_ = stop()
+		return workload.Result{}, nil, fmt.Errorf("zlink %s: %w", p.Workload, err)
+	}
+	return res, stop, nil
+}
+
+// runBound bounds a whole run: every phase plus a generous margin.
+func runBound(p workload.Params) time.Duration {
+	return p.Warmup + p.Duration + 10*p.Timeout
+}
+
+// calls measures request/reply to one Spot, activated by an intent call first; the measured
+// calls use the plain reference.
+func calls(ctx context.Context, n *Node, p workload.Params, id string) (workload.Result, error) {
+	if err := warm(ctx, n, id, p.Timeout); err != nil {
+		return workload.Result{}, err
+	}
+	ref := zl.EchoOf(n, id)
+	return workload.ForDuration(ctx, p.Callers, p.Warmup, p.Duration, func(_ int, seq int64) error {
+		reply, err := ref.Ping(ctx, &zl.Ping{Seq: seq})
+		if err != nil {
+			return err
+		}
+		return workload.CheckSeq(seq, reply.GetSeq())
+	})
+}
+
+// warm activates the Spot id with an intent call. A node that has just started may not have
+// connected to the mesh's other nodes yet (a remote Spot's owner answers unavailable), so the
+// call is tried again every 20 ms for up to within, as the runtime's own remote benchmark does.
+func warm(ctx context.Context, n *Node, id string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		_, err := zl.OpenEcho(n, id).Ping(ctx, &zl.Ping{Seq: 0})
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// oneWay sends p.Count ticks from p.Callers callers to p.Objects Spots, pushing back on a full
+// queue, and measures until every tick was handled; then it checks the Spots' own counts.
+func oneWay(ctx context.Context, n *Node, p workload.Params) (workload.Result, error) {
+	refs, err := activate(ctx, n, "t", p.Objects, p.Callers)
+	if err != nil {
+		return workload.Result{}, err
+	}
+	var pushbacks atomic.Int64
+	begin := time.Now()
+	_, err = workload.ForCount(ctx, p.Callers, int64(p.Count), func(_ int, seq int64) error {
+		ref := refs[seq%int64(len(refs))]
+		for {
+			err := ref.Tick(ctx, &zl.Tick{Seq: seq})
+			if !errors.Is(err, sdk.ErrQueueFull) {
+				return err
+			}
+			pushbacks.Add(1)
+			runtime.Gosched()
+		}
+	})
+	if err != nil {
+		return workload.Result{}, err
+	}
+	want := int64(p.Count)
+	if err := workload.WaitFor(ctx, "every tick handled", func() bool { return n.Handled.Load() >= want }); err != nil {
+		return workload.Result{}, err
+	}
+	elapsed := time.Since(begin)
+	var sum int64
+	for _, ref := range refs {
+		c, err := ref.Count(ctx, &zl.CountRequest{})
+		if err != nil {
+			return workload.Result{}, err
+		}
+		sum += c.GetTicks()
+	}
+	if sum != want || n.Handled.Load() != want {
+		return workload.Result{}, fmt.Errorf("handled %d ticks (Spots count %d), sent %d", n.Handled.Load(), sum, want)
+	}
+	return workload.Result{Ops: want, Seconds: elapsed.Seconds(), Pushbacks: pushbacks.Load()}, nil
+}
+
+// cold activates p.Count fresh Instance Spots with intent calls from p.Callers callers.
+func cold(ctx context.Context, n *Node, p workload.Params) (workload.Result, error) {
+	res, err := workload.ForCount(ctx, p.Callers, int64(p.Count), func(_ int, seq int64) error {
+		reply, err := zl.OpenEcho(n, fmt.Sprintf("cold-%07d", seq)).Ping(ctx, &zl.Ping{Seq: seq})
+		if err != nil {
+			return err
+		}
+		return workload.CheckSeq(seq, reply.GetSeq())
+	})
+	if err != nil {
+		return res, err
+	}
+	if got := n.CatalogStats().Active; got != int64(p.Count) {
+		return res, fmt.Errorf("%d Spots active after %d activations", got, p.Count)
+	}
+	return res, nil
+}
+
+// steady activates p.Objects Spots, then measures calls spread over all of them.
+func steady(ctx context.Context, n *Node, p workload.Params) (workload.Result, error) {
+	refs, err := activate(ctx, n, "s", p.Objects, p.Callers)
+	if err != nil {
+		return workload.Result{}, err
+	}
+	return workload.ForDuration(ctx, p.Callers, p.Warmup, p.Duration, func(_ int, seq int64) error {
+		reply, err := refs[seq%int64(len(refs))].Ping(ctx, &zl.Ping{Seq: seq})
+		if err != nil {
+			return err
+		}
+		return workload.CheckSeq(seq, reply.GetSeq())
+	})
+}
+
+// activate makes count Spots prefix-0..count-1 with intent calls and returns plain references.
+func activate(ctx context.Context, n *Node, prefix string, count, callers int) ([]zl.EchoRef, error) {
+	refs := make([]zl.EchoRef, count)
+	_, err := workload.ForCount(ctx, callers, int64(count), func(_ int, seq int64) error {
+		i := seq - 1
+		id := fmt.Sprintf("%s-%05d", prefix, i)
+		if _, err := zl.OpenEcho(n, id).Ping(ctx, &zl.Ping{Seq: seq}); err != nil {
+			return err
+		}
+		refs[i] = zl.EchoOf(n, id)
+		return nil
+	})
+	return refs, err
+}
