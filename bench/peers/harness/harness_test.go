@@ -1,0 +1,62 @@
+package harness
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/zlink-go/zlink/bench/peers/workload"
+)
+
+// TestSmoke runs every workload of both frameworks at smoke-test size through the real
+// harness: child processes, an etcd process per ZLink run, server processes for the remote
+// workloads. Each child checks its own results; here the table must have a figure everywhere.
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts processes")
+	}
+	const mod = "github.com/zlink-go/zlink/bench/peers/cmd/"
+	paths, err := Build(t.TempDir(), mod+"peerbench", mod+"etcdserve", mod+"zlserver", mod+"paserver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := Run(context.Background(), Config{
+		Bin:    Binaries{Peerbench: paths[0], Etcd: paths[1], ZLServer: paths[2], PAServer: paths[3]},
+		Rounds: 1, Workloads: workload.All, Params: workload.Tiny, Log: testWriter{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := Rows(runs, workload.All, workload.Tiny)
+	if len(rows) != 5*6+2 {
+		t.Fatalf("%d rows, want 32", len(rows))
+	}
+	for _, r := range rows {
+		if r.ZLink <= 0 || r.ProtoActor <= 0 {
+			t.Errorf("row %s %s has no figure: %+v", r.Workload, r.Metric, r)
+		}
+	}
+	md := Report{Machine: ThisMachine(), Rounds: 1, Order: workload.All, Params: workload.Tiny, Runs: runs}.Markdown()
+	for _, want := range []string{"| a. local request/reply, 1 caller ", "linearizable etcd write", "cores"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("RESULTS.md lacks %q", want)
+		}
+	}
+	if testing.Verbose() {
+		t.Log("\n" + md)
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	StopAll()
+	os.Exit(code)
+}

@@ -1,0 +1,138 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/zlink-go/zlink/bench/peers/workload"
+)
+
+// Binaries are the executables the harness starts.
+type Binaries struct {
+	// Peerbench runs one workload as a child ("-child").
+	Peerbench string
+	// Etcd serves etcd for one ZLink run; ZLServer and PAServer are the remote workloads'
+	// server processes.
+	Etcd, ZLServer, PAServer string
+}
+
+// Config is what Run runs.
+type Config struct {
+	Bin       Binaries
+	Rounds    int
+	Workloads []workload.Name
+	// Params gives the parameters of a workload.
+	Params func(workload.Name) workload.Params
+	// ProfileDir, when set, receives a CPU profile of every ZLink child:
+	// zlink-<workload>-<round>.pprof.
+	ProfileDir string
+	// Log receives one progress line per run.
+	Log io.Writer
+}
+
+// Runs holds every run's result: Runs[workload][framework] in round order.
+type Runs map[workload.Name]map[Framework][]workload.Result
+
+// Run runs every workload Rounds times, alternating the frameworks within each round
+// (ZLink, Proto.Actor, ZLink, ...), each run in a child process of its own with its own etcd
+// (ZLink) and server process (remote workloads). Every process it starts is stopped before it
+// returns, on error too.
+func Run(ctx context.Context, cfg Config) (Runs, error) {
+	defer StopAll()
+	runs := Runs{}
+	for _, wl := range cfg.Workloads {
+		runs[wl] = map[Framework][]workload.Result{}
+		for round := 1; round <= cfg.Rounds; round++ {
+			for _, fw := range Frameworks {
+				if err := ctx.Err(); err != nil {
+					return runs, err
+				}
+				start := time.Now()
+				res, err := runOne(ctx, cfg, fw, wl, round)
+				if err != nil {
+					return runs, fmt.Errorf("%s %s round %d: %w", fw, wl, round, err)
+				}
+				runs[wl][fw] = append(runs[wl][fw], res)
+				if cfg.Log != nil {
+					fmt.Fprintf(cfg.Log, "round %d/%d  %-10s %-16s %12.0f ops/s%s  (%.1fs)\n", round, cfg.Rounds,
+						fw, wl, res.Rate(), latencyNote(res), time.Since(start).Seconds())
+				}
+			}
+		}
+	}
+	return runs, nil
+}
+
+func latencyNote(r workload.Result) string {
+	if r.Latency == nil {
+		return ""
+	}
+	return fmt.Sprintf("  p50 %s  p99 %s  max %s", fmtDur(r.Latency.P50), fmtDur(r.Latency.P99), fmtDur(r.Latency.Max))
+}
+
+// runOne starts what the run needs, runs the child and stops everything again.
+func runOne(ctx context.Context, cfg Config, fw Framework, wl workload.Name, round int) (workload.Result, error) {
+	p := cfg.Params(wl)
+	var deps []*Proc
+	defer func() {
+		for i := len(deps) - 1; i >= 0; i-- {
+			deps[i].Stop()
+		}
+	}()
+	startDep := func(path string, args ...string) (string, error) {
+		proc, err := Start(path, args...)
+		if err != nil {
+			return "", err
+		}
+		deps = append(deps, proc)
+		return proc.Expect("ready ", time.Minute)
+	}
+	if fw == ZLink {
+		eps, err := startDep(cfg.Bin.Etcd)
+		if err != nil {
+			return workload.Result{}, err
+		}
+		p.Etcd = strings.Split(eps, ",")
+	}
+	if wl.Remote() {
+		var err error
+		if fw == ZLink {
+			_, err = startDep(cfg.Bin.ZLServer, "-etcd", strings.Join(p.Etcd, ","))
+		} else {
+			p.Server, err = startDep(cfg.Bin.PAServer)
+		}
+		if err != nil {
+			return workload.Result{}, err
+		}
+	}
+	params, err := json.Marshal(p)
+	if err != nil {
+		return workload.Result{}, err
+	}
+	args := []string{"-child", "-framework", string(fw), "-params", string(params)}
+	if cfg.ProfileDir != "" && fw == ZLink {
+		args = append(args, "-cpuprofile", filepath.Join(cfg.ProfileDir, fmt.Sprintf("zlink-%s-%d.pprof", wl, round)))
+	}
+	child, err := Start(cfg.Bin.Peerbench, args...)
+	if err != nil {
+		return workload.Result{}, err
+	}
+	defer child.Stop()
+	line, err := child.Expect(resultPrefix, p.Warmup+p.Duration+10*p.Timeout+time.Minute)
+	if err != nil {
+		return workload.Result{}, err
+	}
+	var res workload.Result
+	if err := json.Unmarshal([]byte(line), &res); err != nil {
+		return workload.Result{}, fmt.Errorf("child result %q: %w", line, err)
+	}
+	if err := child.Wait(30 * time.Second); err != nil {
+		return workload.Result{}, fmt.Errorf("child: %w; its stderr ends:\n%s", err, child.Stderr())
+	}
+	return res, nil
+}

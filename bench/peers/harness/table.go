@@ -1,0 +1,228 @@
+package harness
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/zlink-go/zlink/bench/peers/workload"
+)
+
+// Row is one line of the table: one metric of one workload, the median over the rounds for
+// each framework.
+type Row struct {
+	Workload string
+	Metric   string
+	// HigherBetter tells the direction: throughput rows are better higher, latency rows lower.
+	HigherBetter bool
+	// Latency rows hold nanoseconds; the others operations per second.
+	Latency           bool
+	ZLink, ProtoActor float64
+}
+
+// Ratio is ZLink ÷ Proto.Actor.
+func (r Row) Ratio() float64 {
+	if r.ProtoActor == 0 {
+		return 0
+	}
+	return r.ZLink / r.ProtoActor
+}
+
+// Ahead names the framework whose figure is better.
+func (r Row) Ahead() string {
+	switch {
+	case r.ZLink == r.ProtoActor:
+		return "even"
+	case (r.ZLink > r.ProtoActor) == r.HigherBetter:
+		return "ZLink"
+	default:
+		return "Proto.Actor"
+	}
+}
+
+// Label describes workload n with its parameters, as the table names it.
+func Label(n workload.Name, p workload.Params) string {
+	switch n {
+	case workload.LocalCall1, workload.LocalCall64:
+		return fmt.Sprintf("a. local request/reply, %d caller%s", p.Callers, plural(p.Callers))
+	case workload.OneWay64:
+		return fmt.Sprintf("b. one-way to %d objects, %d callers, %s msgs", p.Objects, p.Callers, count(p.Count))
+	case workload.ColdActivation:
+		return fmt.Sprintf("c. cold activation of %s IDs, %d callers (*)", count(p.Count), p.Callers)
+	case workload.Steady10k:
+		return fmt.Sprintf("d. calls to %s active objects, %d callers", count(p.Objects), p.Callers)
+	case workload.RemoteCall1, workload.RemoteCall64:
+		return fmt.Sprintf("e. remote request/reply, 2 processes, %d caller%s", p.Callers, plural(p.Callers))
+	}
+	return string(n)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func count(n int) string {
+	s := fmt.Sprint(n)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// Rows turns the runs into table rows: medians over the rounds, per metric.
+func Rows(runs Runs, order []workload.Name, params func(workload.Name) workload.Params) []Row {
+	var rows []Row
+	for _, wl := range order {
+		byFw, ok := runs[wl]
+		if !ok {
+			continue
+		}
+		label := Label(wl, params(wl))
+		med := func(f func(workload.Result) float64) (z, p float64) {
+			return median(byFw[ZLink], f), median(byFw[ProtoActor], f)
+		}
+		rate := func(metric string) {
+			z, p := med(workload.Result.Rate)
+			rows = append(rows, Row{Workload: label, Metric: metric, HigherBetter: true, ZLink: z, ProtoActor: p})
+		}
+		switch wl {
+		case workload.OneWay64:
+			rate("handled msgs/s")
+			continue
+		case workload.ColdActivation:
+			rate("activations/s")
+			continue
+		}
+		rate("calls/s")
+		for _, m := range []struct {
+			name string
+			f    func(*workload.Latency) float64
+		}{
+			{"p50", func(l *workload.Latency) float64 { return l.P50 }},
+			{"p99", func(l *workload.Latency) float64 { return l.P99 }},
+			{"p99.9", func(l *workload.Latency) float64 { return l.P999 }},
+			{"mean", func(l *workload.Latency) float64 { return l.Mean }},
+			{"max", func(l *workload.Latency) float64 { return l.Max }},
+		} {
+			z, p := med(func(r workload.Result) float64 {
+				if r.Latency == nil {
+					return 0
+				}
+				return m.f(r.Latency)
+			})
+			rows = append(rows, Row{Workload: label, Metric: "latency " + m.name, Latency: true, ZLink: z, ProtoActor: p})
+		}
+	}
+	return rows
+}
+
+func median(rs []workload.Result, f func(workload.Result) float64) float64 {
+	if len(rs) == 0 {
+		return 0
+	}
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// Table renders rows as a Markdown table, padded so that it reads in a terminal too.
+func Table(rows []Row) string {
+	header := []string{"Workload", "Metric", "Better", "ZLink", "Proto.Actor", "ZLink ÷ Proto.Actor", "Ahead"}
+	cells := [][]string{header}
+	for _, r := range rows {
+		better := "higher"
+		if !r.HigherBetter {
+			better = "lower"
+		}
+		cells = append(cells, []string{r.Workload, r.Metric, better, r.format(r.ZLink), r.format(r.ProtoActor),
+			fmt.Sprintf("%.2f", r.Ratio()), r.Ahead()})
+	}
+	width := make([]int, len(header))
+	for _, row := range cells {
+		for i, c := range row {
+			width[i] = max(width[i], len([]rune(c)))
+		}
+	}
+	var b strings.Builder
+	line := func(row []string) {
+		b.WriteString("|")
+		for i, c := range row {
+			pad := strings.Repeat(" ", width[i]-len([]rune(c)))
+			if i >= 3 && i <= 5 {
+				b.WriteString(" " + pad + c + " |")
+			} else {
+				b.WriteString(" " + c + pad + " |")
+			}
+		}
+		b.WriteString("\n")
+	}
+	line(cells[0])
+	b.WriteString("|")
+	for i, w := range width {
+		if i >= 3 && i <= 5 {
+			b.WriteString(" " + strings.Repeat("-", w-1) + ": |")
+		} else {
+			b.WriteString(" " + strings.Repeat("-", w) + " |")
+		}
+	}
+	b.WriteString("\n")
+	for _, row := range cells[1:] {
+		line(row)
+	}
+	return b.String()
+}
+
+func (r Row) format(v float64) string {
+	if r.Latency {
+		return fmtDur(v)
+	}
+	return fmtRate(v)
+}
+
+// fmtDur formats nanoseconds with a unit that keeps three significant digits.
+func fmtDur(ns float64) string {
+	switch {
+	case ns >= 1e9:
+		return sig3(ns/1e9) + " s"
+	case ns >= 1e6:
+		return sig3(ns/1e6) + " ms"
+	case ns >= 1e3:
+		return sig3(ns/1e3) + " µs"
+	}
+	return fmt.Sprintf("%.0f ns", ns)
+}
+
+// fmtRate formats operations per second.
+func fmtRate(v float64) string {
+	switch {
+	case v >= 1e6:
+		return sig3(v/1e6) + " M/s"
+	case v >= 1e3:
+		return sig3(v/1e3) + " k/s"
+	}
+	return sig3(v) + " /s"
+}
+
+// sig3 formats v with about three significant digits and no exponent.
+func sig3(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
