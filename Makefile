@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: demo test fmt-check vet check-gen unit gen proto
+.PHONY: demo test fmt-check vet check-gen unit gen proto bench
 
 ## demo: the chat example: a two-node mesh in one process on an embedded etcd, and a scripted
 ## chat session.
@@ -38,3 +38,9 @@ proto:
 		echo "protoc $$p"; \
 		(cd $$(dirname $$p) && protoc --go_out=. --go_opt=paths=source_relative $$(basename $$p)) || exit 1; \
 	done
+
+## bench: ZLink and Proto.Actor Go side by side on the same workloads (bench/peers, a module of
+## its own): medians of 3 alternating runs each, one table, written to bench/RESULTS.md. Takes
+## about 5 minutes on 2 cores.
+bench:
+	cd bench/peers && $(GO) run ./cmd/peerbench -out ../RESULTS.md
