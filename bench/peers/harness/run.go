@@ -28,8 +28,9 @@ type Config struct {
 	Workloads []workload.Name
 	// Params gives the parameters of a workload.
 	Params func(workload.Name) workload.Params
-	// ProfileDir, when set, receives a CPU profile of every ZLink child:
-	// zlink-<workload>-<round>.pprof.
+	// ProfileDir, when set, receives a CPU profile of every ZLink child,
+	// zlink-<workload>-<round>.pprof, and of the ZLink server process of the remote workloads,
+	// zlserver-<workload>-<round>.pprof.
 	ProfileDir string
 	// Log receives one progress line per run.
 	Log io.Writer
@@ -102,7 +103,11 @@ func runOne(ctx context.Context, cfg Config, fw Framework, wl workload.Name, rou
 	if wl.Remote() {
 		var err error
 		if fw == ZLink {
-			_, err = startDep(cfg.Bin.ZLServer, "-etcd", strings.Join(p.Etcd, ","))
+			args := []string{"-etcd", strings.Join(p.Etcd, ",")}
+			if cfg.ProfileDir != "" {
+				args = append(args, "-cpuprofile", filepath.Join(cfg.ProfileDir, fmt.Sprintf("zlserver-%s-%d.pprof", wl, round)))
+			}
+			_, err = startDep(cfg.Bin.ZLServer, args...)
 		} else {
 			p.Server, err = startDep(cfg.Bin.PAServer)
 		}

@@ -1,6 +1,7 @@
 // Command zlserver is the server process of the two-process ZLink workload: a node that hosts
 // the generated Echo Spot type on the given etcd. It prints "ready <endpoint>" once it serves
-// and stops when its standard input closes or it gets SIGTERM or SIGINT.
+// and stops when its standard input closes or it gets SIGTERM or SIGINT. With -cpuprofile it
+// writes a CPU profile of its whole run.
 package main
 
 import (
@@ -8,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/zlink-go/zlink/bench/peers/internal/stopwait"
@@ -18,7 +20,16 @@ import (
 func main() {
 	etcd := flag.String("etcd", "", "etcd endpoints, comma-separated")
 	node := flag.String("node", "server", "node ID")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		stop, err := startProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "zlserver:", err)
+			os.Exit(1)
+		}
+		defer stop()
+	}
 	wait := stopwait.Arm()
 	n, err := zlside.StartNode(context.Background(), strings.Split(*etcd, ","), sdk.NodeID(*node), false)
 	if err != nil {
@@ -29,6 +40,20 @@ func main() {
 	wait()
 	if err := n.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "zlserver:", err)
-		os.Exit(1)
 	}
+}
+
+func startProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
