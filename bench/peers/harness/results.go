@@ -32,10 +32,15 @@ start no etcd. The ratio is always ZLink ÷ Proto.Actor: above 1 is better for Z
 throughput rows (better: higher) and worse for ZLink on latency rows (better: lower).
 
 - a. ZLink: an active Instance Spot on one node, called through the generated plain reference
-  (EchoOf(...).Ping). Proto.Actor: one actor, RootContext.RequestFuture(pid, msg, timeout).Result().
+  (EchoOf(...).Ping). Proto.Actor: one actor, RootContext.RequestFuture(pid, msg, timeout).Result(),
+  with a bounded mailbox as Proto.Actor's own benchmarks configure it (faster here than the
+  default mailbox with 64 callers). Both allocate a request and a reply per call, and every
+  call of both is timed, so both pay the same two clock reads.
 - b. ZLink: Send of the //zlink:send method Tick; a full queue (sdk.ErrQueueFull) pushes back and
-  the caller retries. Proto.Actor: RootContext.Send to 64 actors with the default unbounded
-  mailbox. Both count a message when its handler ran, and the run ends when all have.
+  the caller retries ("Every run" gives the push-backs per message). Proto.Actor:
+  RootContext.Send to 64 actors with the default unbounded mailbox (faster here than a bounded
+  one; it never pushes back). Both count a message when its handler ran, and the run ends when
+  all have.
 - c. (*) Not the same work: a ZLink activation includes a linearizable etcd write (the Spot's
   location record: reserve, then Ready, group-committed, fsync on, etcd in its own process on
   the same cores), which makes the single activation survive failures and other nodes. A
@@ -45,9 +50,14 @@ throughput rows (better: higher) and worse for ZLink on latency rows (better: lo
   over all of them. Proto.Actor: 10,000 grains activated by cluster.Request, then
   cluster.Request spread over all of them (PID cache hits).
 - e. Two processes on 127.0.0.1 over gRPC. ZLink: a client-only node calls an Echo Spot hosted
-  by the server process (cmd/zlserver), etcd in a third process. Proto.Actor: remote
-  (not the cluster: the request path of a grain whose PID is cached is the same remote send),
-  RequestFuture to a named actor of the server process (cmd/paserver).
+  by the server process (cmd/zlserver), etcd in a third process; calls carry the caller's
+  deadline. Proto.Actor: remote, RequestFuture to a named actor (bounded mailbox, as in
+  Proto.Actor's remote benchmark) of the server process (cmd/paserver). Its cluster on the etcd
+  provider is not measured: once a grain's PID is cached, a grain request takes the same remote
+  send, plus the cluster context's own cost, which row d shows in-process.
+- Latency rows are per call, from the call to its return on the caller's goroutine, over every call of the
+  measured window. With 64 callers on 2 cores, the max is a single call in millions and shows
+  Go scheduling as much as either framework; p99.9 and mean say more.
 `
 
 // Markdown renders RESULTS.md.
