@@ -6,6 +6,7 @@ package harness
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os/exec"
@@ -74,11 +75,14 @@ func Start(path string, args ...string) (*Proc, error) {
 }
 
 // Expect waits up to within for an output line that starts with prefix and returns the rest.
-func (p *Proc) Expect(prefix string, within time.Duration) (string, error) {
+// It gives up early when ctx ends.
+func (p *Proc) Expect(ctx context.Context, prefix string, within time.Duration) (string, error) {
 	timer := time.NewTimer(within)
 	defer timer.Stop()
 	for {
 		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("waiting for %s to print %q: %w", p.name, prefix, ctx.Err())
 		case line, ok := <-p.lines:
 			if !ok {
 				<-p.done

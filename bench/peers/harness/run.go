@@ -91,7 +91,7 @@ func runOne(ctx context.Context, cfg Config, fw Framework, wl workload.Name, rou
 			return "", err
 		}
 		deps = append(deps, proc)
-		return proc.Expect("ready ", time.Minute)
+		return proc.Expect(ctx, "ready ", time.Minute)
 	}
 	if fw == ZLink {
 		eps, err := startDep(cfg.Bin.Etcd)
@@ -128,7 +128,7 @@ func runOne(ctx context.Context, cfg Config, fw Framework, wl workload.Name, rou
 		return workload.Result{}, err
 	}
 	defer child.Stop()
-	line, err := child.Expect(resultPrefix, p.Warmup+p.Duration+10*p.Timeout+time.Minute)
+	line, err := child.Expect(ctx, resultPrefix, p.Warmup+p.Duration+10*p.Timeout+time.Minute)
 	if err != nil {
 		return workload.Result{}, err
 	}

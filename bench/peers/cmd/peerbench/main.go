@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -36,6 +37,12 @@ func main() {
 	flag.Parse()
 
 	if *child {
+		// The harness holds this process's standard input: if the harness goes away, so does
+		// the child.
+		go func() {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			os.Exit(2)
+		}()
 		if err := runChild(*framework, *params, *cpuProfile); err != nil {
 			fmt.Fprintln(os.Stderr, "peerbench child:", err)
 			os.Exit(1)
