@@ -102,11 +102,19 @@ type QueueFullError struct {
 	Queued int64
 	// Requested is what the refused work item asked for on that axis (1 item, or payload + 256 bytes).
 	Requested int64
+	// Where names the refused message when the runtime knows it: "<type>.<method> on <id>".
+	Where string
 }
 
+// Error renders the detail; it is built only when read, so a refusal under load costs no
+// formatting.
 func (e *QueueFullError) Error() string {
-	return fmt.Sprintf("zlink: spot queue full: %s lane %s limit %d reached (queued %d, requested %d)",
+	s := fmt.Sprintf("zlink: spot queue full: %s lane %s limit %d reached (queued %d, requested %d)",
 		e.Lane, e.Axis, e.Limit, e.Queued, e.Requested)
+	if e.Where != "" {
+		s = e.Where + ": " + s
+	}
+	return s
 }
 
 // Is makes errors.Is(err, ErrQueueFull) true.

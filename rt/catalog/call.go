@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
@@ -127,10 +128,7 @@ func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc
 	err := a.exec.Submit(exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(req)), Activity: true, Inline: !oneWay}, k)
 	if err != nil {
 		k.release()
-		if errors.Is(err, exec.ErrAdmissionClosed) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%s.%s on %s/%q: %w", a.typ.desc.Name, md.Name, a.typ.desc.Kind, a.id, err)
+		return nil, describeRefusal(err, a, md)
 	}
 	if oneWay {
 		return nil, nil
@@ -276,10 +274,7 @@ func (c *Catalog) submit(ctx context.Context, a *activation, md *sdk.MethodDesc,
 	}
 	if err := a.exec.Submit(exec.Item{Lane: sdk.LaneApplication, Payload: int64(size), Activity: true}, k); err != nil {
 		k.release()
-		if errors.Is(err, exec.ErrAdmissionClosed) {
-			return err
-		}
-		return fmt.Errorf("%s.%s on %s/%q: %w", a.typ.desc.Name, md.Name, a.typ.desc.Kind, a.id, err)
+		return describeRefusal(err, a, md)
 	}
 	return nil
 }
@@ -300,4 +295,14 @@ func (c *Catalog) LocalSpot(t sdk.Target) (Route, bool) {
 		return Route{}, false
 	}
 	return Route{local: sp}, true
+}
+
+// describeRefusal names the refused message in a full lane's error (E6). The detail's text is
+// built only if someone reads it.
+func describeRefusal(err error, a *activation, md *sdk.MethodDesc) error {
+	var qf *sdk.QueueFullError
+	if errors.As(err, &qf) {
+		qf.Where = a.typ.desc.Name + "." + md.Name + " on " + a.typ.desc.Kind.String() + "/" + strconv.Quote(a.id)
+	}
+	return err
 }

@@ -86,8 +86,10 @@ type Executor struct {
 	closed    bool
 	closeErr  error
 	// lastActivity is when the last activity-counting application item finished, on the
-	// monotonic clock (nanoseconds since origin).
+	// monotonic clock (nanoseconds since origin). It is read only while the executor is
+	// quiescent, so it is stamped when a run of work ends rather than after every item.
 	lastActivity int64
+	active       bool // an activity-counting item ran since lastActivity was stamped
 	onPanic      func(v any, stack []byte)
 }
 
@@ -181,6 +183,7 @@ func (e *Executor) Submit(it Item, w Work) error {
 func (e *Executor) continueOrStop() {
 	if e.app.empty() && e.life.empty() {
 		e.running = false
+		e.stampActivity()
 		e.mu.Unlock()
 		return
 	}
@@ -195,6 +198,7 @@ func (e *Executor) drain() {
 		l := e.next()
 		if l == nil {
 			e.running = false
+			e.stampActivity()
 			e.app.release()
 			e.life.release()
 			e.mu.Unlock()
@@ -233,12 +237,17 @@ func (e *Executor) run(l *lane, ent entry) {
 		e.mu.Lock()
 		l.count--
 		l.bytes -= ent.bytes
-		if ent.activity {
-			e.lastActivity = Now()
-		}
+		e.active = e.active || ent.activity
 		e.mu.Unlock()
 	}()
 	ent.w.Run()
+}
+
+// stampActivity records the end of a run of work that counted as activity; e.mu is held.
+func (e *Executor) stampActivity() {
+	if e.active {
+		e.lastActivity, e.active = Now(), false
+	}
 }
 
 // CloseApplication stops application admission if the executor is quiescent: nothing queued

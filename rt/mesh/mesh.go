@@ -138,6 +138,7 @@ func (m *Mesh) Start(ctx context.Context, st *store.Etcd, reg *store.Registratio
 		defer m.wg.Done()
 		_ = st.WatchNodes(m.ctx, rev, m.apply)
 	}()
+	m.awaitPeers(ctx, nodes)
 	if m.cfg.ObjectServer {
 		m.wg.Add(1)
 		go m.reclaimLoop()
@@ -145,6 +146,25 @@ func (m *Mesh) Start(ctx context.Context, st *store.Etcd, reg *store.Registratio
 	m.wg.Add(1)
 	go m.publishLoop()
 	return nil
+}
+
+// awaitPeers waits, for at most the dial timeout, until every peer this node must connect to
+// is connected or has failed once, so that a node serves with its routes in place instead of
+// answering "unreachable" for its first calls.
+func (m *Mesh) awaitPeers(ctx context.Context, nodes []store.Node) {
+	deadline := time.Now().Add(max(m.cfg.Transport.DialTimeout, 5*time.Second))
+	for _, n := range nodes {
+		if n.ID == m.cfg.Node || !m.needsConnection(n.Desc) {
+			continue
+		}
+		for !m.tr.Settled(n.ID) && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
 }
 
 // apply takes one membership change.

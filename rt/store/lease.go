@@ -46,18 +46,24 @@ func (o LeaseOptions) withDefaults() LeaseOptions {
 // have expired the lease before the client learns of it. The guard therefore measures on the
 // local monotonic clock from the *send* time of the last acknowledged keep-alive: it is valid
 // until send time + granted TTL − margin, which is never later than the server's expiry.
+//
+// Valid is read on every admission, so it is one atomic load: a timer clears it when the
+// deadline passes (a timer fires a little late, which the margin covers), and each extension
+// sets it again.
 type LeaseGuard struct {
 	base  time.Time    // monotonic origin
 	until atomic.Int64 // nanoseconds after base
 	lost  atomic.Bool  // the server said the lease no longer exists
+	valid atomic.Bool
+
+	mu    sync.Mutex
+	timer *time.Timer
 }
 
 func newLeaseGuard() *LeaseGuard { return &LeaseGuard{base: time.Now()} }
 
 // Valid reports whether the owner lease is certainly valid now.
-func (g *LeaseGuard) Valid() bool {
-	return !g.lost.Load() && int64(time.Since(g.base)) < g.until.Load()
-}
+func (g *LeaseGuard) Valid() bool { return g.valid.Load() }
 
 // ValidUntil returns the instant until which the lease is certainly valid, as known now.
 func (g *LeaseGuard) ValidUntil() time.Time {
@@ -76,12 +82,46 @@ func (g *LeaseGuard) extend(sent time.Time, ttl, margin time.Duration) {
 	for {
 		cur := g.until.Load()
 		if next <= cur || g.until.CompareAndSwap(cur, next) {
-			return
+			break
 		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.check()
+}
+
+// check sets valid from the clock and arms the timer for the deadline; g.mu is held.
+func (g *LeaseGuard) check() {
+	left := time.Duration(g.until.Load() - int64(time.Since(g.base)))
+	if g.lost.Load() || left <= 0 {
+		g.valid.Store(false)
+		return
+	}
+	g.valid.Store(true)
+	if g.timer == nil {
+		g.timer = time.AfterFunc(left, g.expire)
+	} else {
+		g.timer.Reset(left)
 	}
 }
 
-func (g *LeaseGuard) lose() { g.lost.Store(true) }
+// expire runs at the deadline: the lease stays valid only if an extension moved it.
+func (g *LeaseGuard) expire() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.check()
+}
+
+// lose marks the lease gone for good and stops the timer.
+func (g *LeaseGuard) lose() {
+	g.lost.Store(true)
+	g.valid.Store(false)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+}
 
 // Registration is a node registered in the Location Store: its descriptor under nodes/<rid>,
 // its owner lease and the keep-alive loop that feeds the lease guard.
@@ -134,6 +174,7 @@ func (s *Etcd) Register(ctx context.Context, desc *storepb.NodeDescriptor, opts 
 		err = fmt.Errorf("%w: %s", ErrNodeIDInUse, rid)
 	}
 	if err != nil {
+		guard.lose()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		_, _ = s.client.Revoke(rctx, grant.ID)
 		cancel()

@@ -234,6 +234,20 @@ func (t *Transport) PeerState(peer sdk.NodeID) sdk.PeerState {
 	return l.state()
 }
 
+// Settled reports whether the link to peer has made its first connection attempt: it is
+// Ready, or it failed once. A node that starts waits for its peers to settle before it serves.
+func (t *Transport) Settled(peer sdk.NodeID) bool {
+	t.mu.Lock()
+	l, ok := t.links[peer]
+	t.mu.Unlock()
+	if !ok {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.st == sdk.PeerStateReady || l.lastErr != nil
+}
+
 // Call sends req to peer and waits for its reply. ctx's deadline travels with the request;
 // cancelling ctx cancels the call on the receiver too. A lost connection ends the call with
 // sdk.ErrOwnerUnavailable: the request may or may not have run, and it is not retried (C3).
