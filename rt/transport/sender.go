@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"runtime"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
@@ -43,6 +44,9 @@ func (s *sender) run(ctx context.Context) error {
 			return ctx.Err()
 		case <-s.wake:
 		}
+		// Let the goroutines that are about to push do so: under load the batch grows, and an
+		// idle stream loses only a yield.
+		runtime.Gosched()
 		for {
 			batch := s.take()
 			if len(batch.Envelopes) == 0 {
