@@ -290,8 +290,12 @@ func (c *Catalog) TypeDesc(name string) *sdk.SpotDesc {
 // LocalSpot returns the route to t when t is active on this node: the hot path of a call,
 // without any store read.
 func (c *Catalog) LocalSpot(t sdk.Target) (Route, bool) {
+	k := t.Kind()
+	if k != sdk.KindUser && k != sdk.KindInstance {
+		return Route{}, false
+	}
 	sp := c.spotAt(spotKey{t.Type(), t.ID()})
-	if sp == nil || sp.base().current() != stateActive {
+	if sp == nil || sp.Kind() != k || sp.base().current() != stateActive {
 		return Route{}, false
 	}
 	return Route{local: sp}, true

@@ -29,24 +29,25 @@ func (m *Mesh) Send(ctx context.Context, t sdk.Target, method string, msg proto.
 }
 
 func (m *Mesh) invoke(ctx context.Context, t sdk.Target, method string, req proto.Message, oneWay bool, opts sdk.CallOptions) (proto.Message, error) {
-	if err := t.Validate(); err != nil {
-		return nil, err
-	}
 	if req == nil || !req.ProtoReflect().IsValid() {
 		return nil, fmt.Errorf("%w: %v %s: nil message", sdk.ErrInvalidArgument, t, method)
+	}
+	// The hot path: the Spot is active on this node. Only a valid target can be found there,
+	// so validation waits for the paths that go further.
+	if rt, ok := m.cat.LocalSpot(t); ok {
+		reply, err := m.cat.Deliver(ctx, rt, method, req, oneWay)
+		if !errors.Is(err, catalog.ErrClosing) {
+			return reply, err
+		}
+	}
+	if err := t.Validate(); err != nil {
+		return nil, err
 	}
 	if t.Kind() == sdk.KindEntry {
 		if t.Node() == m.cfg.Node {
 			return m.local(ctx, t, method, req, oneWay)
 		}
 		return m.remote(ctx, t.Node(), t, method, req, oneWay)
-	}
-	// The hot path: the Spot is active on this node.
-	if rt, ok := m.cat.LocalSpot(t); ok {
-		reply, err := m.cat.Deliver(ctx, rt, method, req, oneWay)
-		if !errors.Is(err, catalog.ErrClosing) {
-			return reply, err
-		}
 	}
 	// A cached Ready route: no store read (B6).
 	if owner, ok := m.routes.get(t); ok && owner != m.cfg.Node {
