@@ -102,7 +102,8 @@ func TestCloseStopsEverythingAndReleasesLocations(t *testing.T) {
 	b, err := rt.Start(ctx, cfg)
 	require.NoError(t, err)
 	for _, id := range []string{"x", "y", "z"} {
-		add(t, b, id, 1)
+		_, err := b.Call(ctx, sdk.InstanceIntent("test.Counter", id), "Add", wrapperspb.Int64(1), sdk.OnNode(b.LocalNode()))
+		require.NoError(t, err)
 	}
 	start := time.Now()
 	require.NoError(t, b.Close())
