@@ -8,11 +8,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/zlink-go/zlink/rt/wire"
 	"github.com/zlink-go/zlink/sdk"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // roundTrip sends err through its wire form, as bytes.
 func roundTrip(t *testing.T, err error) error {
