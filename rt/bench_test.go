@@ -59,11 +59,6 @@ var sinkDesc = &sdk.SpotDesc{Name: "bench.Sink", Kind: sdk.KindInstance, Methods
 	},
 }}
 
-var benchEtcd struct {
-	once      sync.Once
-	endpoints []string
-}
-
 func benchHost(b *testing.B, maxTxnOps int) *rt.Host {
 	b.Helper()
 	cfg := rt.DefaultConfig()

@@ -60,14 +60,3 @@ func (s *shards[V]) each(fn func(V)) {
 		}
 	}
 }
-
-func (s *shards[V]) len() int {
-	n := 0
-	for i := range s.s {
-		sh := &s.s[i]
-		sh.mu.RLock()
-		n += len(sh.m)
-		sh.mu.RUnlock()
-	}
-	return n
-}

@@ -227,13 +227,6 @@ func (m *Mesh) needsConnection(peer *storepb.NodeDescriptor) bool {
 	return m.cfg.ObjectServer || peer.GetRoles()&RoleObjectServer != 0
 }
 
-func (m *Mesh) member(id sdk.NodeID) (store.Node, bool) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	n, ok := m.members[id]
-	return n, ok
-}
-
 // reclaimLoop releases the records of dead owners when a peer goes and every ReclaimInterval.
 func (m *Mesh) reclaimLoop() {
 	defer m.wg.Done()

@@ -86,7 +86,7 @@ func (k keys) parseNode(key string) (sdk.NodeID, bool) {
 }
 
 func escape(s string) string {
-	if strings.IndexAny(s, "%/") < 0 {
+	if !strings.ContainsAny(s, "%/") {
 		return s
 	}
 	var b strings.Builder
