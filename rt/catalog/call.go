@@ -15,7 +15,7 @@ import (
 )
 
 // Call sends req to method of t on this node and waits for the reply. A Spot owned by another
-// node answers ErrRemoteOwner (wrapped with its Route by CallRoute's callers).
+// node answers ErrRemoteOwner; the mesh routes such calls instead.
 func (c *Catalog) Call(ctx context.Context, t sdk.Target, method string, req proto.Message) (proto.Message, error) {
 	return c.invoke(ctx, t, method, req, false)
 }

@@ -88,6 +88,18 @@ type spotType struct {
 	methods map[string]*sdk.MethodDesc
 }
 
+// idleTimeout is the type's idle timeout: its registration option, else its descriptor's
+// (the `idle=` annotation), else the node's default; ≤ 0 disables eviction.
+func (t *spotType) idleTimeout(nodeDefault time.Duration) time.Duration {
+	if d := t.opts.IdleTimeout; d != 0 {
+		return d
+	}
+	if d := t.desc.IdleTimeout; d != 0 {
+		return d
+	}
+	return nodeDefault
+}
+
 // Types is the set of registered Spot types: an sdk.Registrar before the catalog starts,
 // read-only after.
 type Types struct {

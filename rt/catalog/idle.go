@@ -90,17 +90,7 @@ func (c *Catalog) idleLoop() {
 // idleEnabled reports whether any Instance type can be idle-evicted.
 func (c *Catalog) idleEnabled() bool {
 	for _, t := range c.types {
-		if t.desc.Kind != sdk.KindInstance {
-			continue
-		}
-		d := t.opts.IdleTimeout
-		if d == 0 {
-			d = t.desc.IdleTimeout
-		}
-		if d == 0 {
-			d = c.cfg.InstanceSpotIdleTimeout
-		}
-		if d > 0 {
+		if t.desc.Kind == sdk.KindInstance && t.idleTimeout(c.cfg.InstanceSpotIdleTimeout) > 0 {
 			return true
 		}
 	}

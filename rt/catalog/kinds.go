@@ -155,13 +155,7 @@ func (*instanceSpot) Kind() sdk.SpotKind { return sdk.KindInstance }
 
 // idleTimeout is the type's timeout, or the node's when the type sets none; ≤ 0 disables.
 func (s *instanceSpot) idleTimeout() time.Duration {
-	if d := s.typ.opts.IdleTimeout; d != 0 {
-		return d
-	}
-	if d := s.typ.desc.IdleTimeout; d != 0 {
-		return d
-	}
-	return s.cat.cfg.InstanceSpotIdleTimeout
+	return s.typ.idleTimeout(s.cat.cfg.InstanceSpotIdleTimeout)
 }
 
 // evictable reports whether the Spot is an idle-cleanup candidate now (D2, D8): no pending or

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -225,6 +227,18 @@ func (m *Mesh) nodeGone(id sdk.NodeID) {
 // connection.
 func (m *Mesh) needsConnection(peer *storepb.NodeDescriptor) bool {
 	return m.cfg.ObjectServer || peer.GetRoles()&RoleObjectServer != 0
+}
+
+// sortedMembers returns a snapshot of the membership in node ID order.
+func (m *Mesh) sortedMembers() []store.Node {
+	m.mu.RLock()
+	out := make([]store.Node, 0, len(m.members))
+	for _, n := range m.members {
+		out = append(out, n)
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(out, func(a, b store.Node) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	return out
 }
 
 // reclaimLoop releases the records of dead owners when a peer goes and every ReclaimInterval.

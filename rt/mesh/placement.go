@@ -16,21 +16,7 @@ import (
 // one: shares follow the weights, and every caller picks the same node for the same ID, so
 // concurrent creators of one object meet on one node.
 func (m *Mesh) place(typ, id string, exclude ...sdk.NodeID) (sdk.NodeID, error) {
-	m.mu.RLock()
-	cands := make([]store.Node, 0, len(m.members))
-	for _, n := range m.members {
-		cands = append(cands, n)
-	}
-	m.mu.RUnlock()
-	slices.SortFunc(cands, func(a, b store.Node) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	cands := m.sortedMembers()
 	var best sdk.NodeID
 	bestScore := math.Inf(-1)
 	hosting, full := 0, 0

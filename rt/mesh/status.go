@@ -2,11 +2,9 @@ package mesh
 
 import (
 	"reflect"
-	"slices"
 	"sync"
 	"time"
 
-	"github.com/zlink-go/zlink/rt/store"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -23,21 +21,7 @@ func (m *Mesh) Status(meshName string) sdk.RouteMeshStatus {
 	if m.state != nil {
 		state = m.state()
 	}
-	m.mu.RLock()
-	members := make([]store.Node, 0, len(m.members))
-	for _, n := range m.members {
-		members = append(members, n)
-	}
-	m.mu.RUnlock()
-	slices.SortFunc(members, func(a, b store.Node) int {
-		if a.ID < b.ID {
-			return -1
-		}
-		if a.ID > b.ID {
-			return 1
-		}
-		return 0
-	})
+	members := m.sortedMembers()
 
 	st := sdk.RouteMeshStatus{MeshName: meshName, Channels: []sdk.ChannelStatus{}, Peers: []sdk.PeerStatus{}}
 	degraded := false
