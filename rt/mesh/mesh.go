@@ -63,6 +63,9 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	c.Transport.Node = c.Node
+	if c.Transport.DialTimeout <= 0 {
+		c.Transport.DialTimeout = 5 * time.Second
+	}
 	if c.Transport.Logger == nil {
 		c.Transport.Logger = c.Logger
 	}
@@ -86,6 +89,7 @@ type Mesh struct {
 
 	mu      sync.RWMutex
 	members map[sdk.NodeID]store.Node
+	seen    revisionGate // the membership revision applied so far
 
 	status statusTracker
 
@@ -126,20 +130,11 @@ func (m *Mesh) Transport() *transport.Transport { return m.tr }
 // need a connection (G4), and starts the reclaimer and the publication of the node's load.
 // state reports the host's runtime state.
 func (m *Mesh) Start(ctx context.Context, st *store.Etcd, reg *store.Registration, cat *catalog.Catalog, state func() sdk.RuntimeState) error {
-	m.store, m.reg, m.cat, m.state = st, reg, cat, state
-	nodes, rev, err := st.Nodes(ctx)
+	nodes, rev, err := m.join(ctx, st, reg, cat, state)
 	if err != nil {
 		return err
 	}
-	for _, n := range nodes {
-		m.apply(store.NodeEvent{Node: n})
-	}
-	m.started.Store(true)
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		_ = st.WatchNodes(m.ctx, rev, m.apply)
-	}()
+	m.watchMembership(rev)
 	m.awaitPeers(ctx, nodes)
 	if m.cfg.ObjectServer {
 		m.wg.Add(1)
@@ -150,11 +145,38 @@ func (m *Mesh) Start(ctx context.Context, st *store.Etcd, reg *store.Registratio
 	return nil
 }
 
+// join loads the membership as of the returned revision and connects to its nodes.
+func (m *Mesh) join(ctx context.Context, st *store.Etcd, reg *store.Registration, cat *catalog.Catalog, state func() sdk.RuntimeState) ([]store.Node, int64, error) {
+	m.store, m.reg, m.cat, m.state = st, reg, cat, state
+	nodes, rev, err := st.Nodes(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, n := range nodes {
+		m.apply(store.NodeEvent{Node: n})
+	}
+	m.seen.advance(rev)
+	m.started.Store(true)
+	return nodes, rev, nil
+}
+
+// watchMembership applies the membership changes after rev until the mesh closes.
+func (m *Mesh) watchMembership(rev int64) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		_ = m.store.WatchNodes(m.ctx, rev, func(ev store.NodeEvent) {
+			m.apply(ev)
+			m.seen.advance(ev.Revision)
+		})
+	}()
+}
+
 // awaitPeers waits, for at most the dial timeout, until every peer this node must connect to
 // is connected or has failed once, so that a node serves with its routes in place instead of
 // answering "unreachable" for its first calls.
 func (m *Mesh) awaitPeers(ctx context.Context, nodes []store.Node) {
-	deadline := time.Now().Add(max(m.cfg.Transport.DialTimeout, 5*time.Second))
+	deadline := time.Now().Add(m.cfg.Transport.DialTimeout)
 	for _, n := range nodes {
 		if n.ID == m.cfg.Node || !m.needsConnection(n.Desc) {
 			continue
@@ -204,9 +226,38 @@ func (m *Mesh) apply(ev store.NodeEvent) {
 		// The same ID registered again: the old registration's routes are stale.
 		m.routes.dropOwner(id)
 	}
+	if !had {
+		m.log.Debug("a node joined the mesh", "peer", string(id), "endpoint", ev.Node.Desc.GetEndpoint())
+	}
 	if m.needsConnection(ev.Node.Desc) && ev.Node.Desc.GetEndpoint() != "" {
 		m.tr.Connect(id, ev.Node.Desc.GetEndpoint())
 	}
+}
+
+// awaitMember waits until the membership watch has applied node's registration, for a node
+// this node learnt of from a Spot record before the watch reported it. It fails with
+// sdk.ErrOwnerUnavailable when node is not registered.
+func (m *Mesh) awaitMember(ctx context.Context, node sdk.NodeID) error {
+	if !m.started.Load() {
+		return fmt.Errorf("%w: node %s: this node has not joined the mesh yet", sdk.ErrOwnerUnavailable, node)
+	}
+	n, ok, err := m.store.Node(ctx, node)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %v", sdk.ErrOwnerUnavailable, err)
+	case !ok:
+		return fmt.Errorf("%w: node %s is not in the mesh", sdk.ErrOwnerUnavailable, node)
+	}
+	wctx, cancel := context.WithTimeout(ctx, m.cfg.Transport.DialTimeout)
+	defer cancel()
+	if err := m.seen.wait(wctx, m.ctx.Done(), n.Revision); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: node %s registered at revision %d, but the membership did not catch up: %v",
+			sdk.ErrOwnerUnavailable, node, n.Revision, err)
+	}
+	return nil
 }
 
 // nodeGone forgets a node whose lease ended: its routes and its connection go, and its
@@ -215,6 +266,7 @@ func (m *Mesh) nodeGone(id sdk.NodeID) {
 	if id == m.cfg.Node {
 		return
 	}
+	m.log.Debug("a node left the mesh", "peer", string(id))
 	m.routes.dropOwner(id)
 	m.tr.Disconnect(id)
 	select {

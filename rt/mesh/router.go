@@ -9,6 +9,7 @@ import (
 
 	"github.com/zlink-go/zlink/rt/catalog"
 	"github.com/zlink-go/zlink/rt/store"
+	"github.com/zlink-go/zlink/rt/transport"
 	"github.com/zlink-go/zlink/rt/wire"
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -145,7 +146,7 @@ func (m *Mesh) remote(ctx context.Context, node sdk.NodeID, t sdk.Target, method
 		if node == m.cfg.Node {
 			return m.local(ctx, t, method, req, oneWay)
 		}
-		r, err := m.tr.Call(ctx, node, requestFor(t, op, method, payload))
+		r, err := m.call(ctx, node, requestFor(t, op, method, payload))
 		if err != nil {
 			if t.Kind() != sdk.KindEntry {
 				m.routes.drop(t, node)
@@ -177,6 +178,20 @@ func (m *Mesh) remote(ctx context.Context, node sdk.NodeID, t sdk.Target, method
 		return m.decodeReply(t, method, r.Payload)
 	}
 	return nil, fmt.Errorf("%w: %v: more than %d redirects", sdk.ErrStaleRoute, t, maxRedirects)
+}
+
+// call sends req to node. A node the membership watch has not reported yet — one that
+// registered moments ago and owns a Spot this node just looked up — is waited for instead of
+// refused; the request was not sent before, so sending it now is its only delivery.
+func (m *Mesh) call(ctx context.Context, node sdk.NodeID, req *wire.Request) (*wire.Reply, error) {
+	r, err := m.tr.Call(ctx, node, req)
+	if !errors.Is(err, transport.ErrNoLink) {
+		return r, err
+	}
+	if err := m.awaitMember(ctx, node); err != nil {
+		return nil, err
+	}
+	return m.tr.Call(ctx, node, req)
 }
 
 // explainStale tells a caller whose route was stale whether the Spot still exists: a Spot
@@ -227,7 +242,7 @@ func (m *Mesh) Create(ctx context.Context, t sdk.Target, opts sdk.CallOptions) e
 		if target == m.cfg.Node {
 			return m.cat.Create(ctx, t)
 		}
-		r, err := m.tr.Call(ctx, target, requestFor(t, wire.Op_OP_CREATE, "", nil))
+		r, err := m.call(ctx, target, requestFor(t, wire.Op_OP_CREATE, "", nil))
 		if err != nil {
 			return err
 		}
@@ -260,7 +275,7 @@ func (m *Mesh) CloseSpot(ctx context.Context, t sdk.Target, _ sdk.CallOptions) e
 			return fmt.Errorf("%w: %v", sdk.ErrNotFound, t.Plain())
 		}
 		owner := res.Record.Owner.Node
-		r, err := m.tr.Call(ctx, owner, requestFor(t.Plain(), wire.Op_OP_CLOSE, "", nil))
+		r, err := m.call(ctx, owner, requestFor(t.Plain(), wire.Op_OP_CLOSE, "", nil))
 		if err != nil {
 			return err
 		}

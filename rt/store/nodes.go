@@ -16,6 +16,8 @@ type Node struct {
 	ID    sdk.NodeID
 	Desc  *storepb.NodeDescriptor
 	Lease int64
+	// Revision is the store revision the descriptor was last written at.
+	Revision int64
 }
 
 // NodeEvent is one change of the membership: a node registered or updated its descriptor
@@ -23,6 +25,9 @@ type Node struct {
 type NodeEvent struct {
 	Node Node
 	Gone bool
+	// Revision is the store revision of the change; a watcher that applied it has seen the
+	// membership as of that revision.
+	Revision int64
 	// Resync marks the first event of a full re-listing after the watch lost its history:
 	// every node not listed after it is gone.
 	Resync bool
@@ -44,9 +49,27 @@ func (s *Etcd) Nodes(ctx context.Context) ([]Node, int64, error) {
 		if err != nil {
 			continue
 		}
-		nodes = append(nodes, Node{ID: id, Desc: d, Lease: kv.Lease})
+		nodes = append(nodes, Node{ID: id, Desc: d, Lease: kv.Lease, Revision: kv.ModRevision})
 	}
 	return nodes, resp.Header.Revision, nil
+}
+
+// Node reads one node's registration; ok is false when the node is not registered (it never
+// was, or its lease ended).
+func (s *Etcd) Node(ctx context.Context, id sdk.NodeID) (n Node, ok bool, err error) {
+	resp, err := s.client.Get(ctx, s.keys.node(id))
+	if err != nil {
+		return Node{}, false, fmt.Errorf("store: read node %s: %w", id, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Node{}, false, nil
+	}
+	kv := resp.Kvs[0]
+	d, err := decodeNode(kv.Value)
+	if err != nil {
+		return Node{}, false, fmt.Errorf("store: node %s: %w", id, err)
+	}
+	return Node{ID: id, Desc: d, Lease: kv.Lease, Revision: kv.ModRevision}, true, nil
 }
 
 // WatchNodes calls fn for every membership change after revision, in order, until ctx ends.
@@ -71,14 +94,14 @@ func (s *Etcd) WatchNodes(ctx context.Context, revision int64, fn func(NodeEvent
 					continue
 				}
 				if ev.Type == clientv3.EventTypeDelete {
-					fn(NodeEvent{Node: Node{ID: id}, Gone: true})
+					fn(NodeEvent{Node: Node{ID: id}, Gone: true, Revision: ev.Kv.ModRevision})
 					continue
 				}
 				d, err := decodeNode(ev.Kv.Value)
 				if err != nil {
 					continue
 				}
-				fn(NodeEvent{Node: Node{ID: id, Desc: d, Lease: ev.Kv.Lease}})
+				fn(NodeEvent{Node: Node{ID: id, Desc: d, Lease: ev.Kv.Lease, Revision: ev.Kv.ModRevision}, Revision: ev.Kv.ModRevision})
 			}
 			revision = wr.Header.Revision
 		}
@@ -100,10 +123,10 @@ func (s *Etcd) WatchNodes(ctx context.Context, revision int64, fn func(NodeEvent
 				continue
 			}
 			for i, n := range nodes {
-				fn(NodeEvent{Node: n, Resync: i == 0})
+				fn(NodeEvent{Node: n, Resync: i == 0, Revision: rev})
 			}
 			if len(nodes) == 0 {
-				fn(NodeEvent{Resync: true})
+				fn(NodeEvent{Resync: true, Revision: rev})
 			}
 			revision = rev
 		}

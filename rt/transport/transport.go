@@ -248,6 +248,10 @@ func (t *Transport) Settled(peer sdk.NodeID) bool {
 	return l.st == sdk.PeerStateReady || l.lastErr != nil
 }
 
+// ErrNoLink reports a call to a peer this transport was never told to connect to (Connect);
+// the request was not sent. It comes wrapped with sdk.ErrOwnerUnavailable.
+var ErrNoLink = errors.New("no connection")
+
 // Call sends req to peer and waits for its reply. ctx's deadline travels with the request;
 // cancelling ctx cancels the call on the receiver too. A lost connection ends the call with
 // sdk.ErrOwnerUnavailable: the request may or may not have run, and it is not retried (C3).
@@ -259,7 +263,7 @@ func (t *Transport) Call(ctx context.Context, peer sdk.NodeID, req *wire.Request
 	l, ok := t.links[peer]
 	t.mu.Unlock()
 	if !ok {
-		return nil, fmt.Errorf("%w: no connection to node %s", sdk.ErrOwnerUnavailable, peer)
+		return nil, fmt.Errorf("%w: %w to node %s", sdk.ErrOwnerUnavailable, ErrNoLink, peer)
 	}
 	return l.call(ctx, req)
 }
