@@ -47,6 +47,7 @@ type options struct {
 	listen      string
 	node        string
 	idle        time.Duration
+	logLevel    slog.Level
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -58,6 +59,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:0", "address other nodes reach this node at")
 	fs.StringVar(&o.node, "node", "", "this node's ID (default: the host name and a random suffix)")
 	fs.DurationVar(&o.idle, "idle", 0, "evict a room after this long without activity (default 1s scripted, 5m interactive)")
+	o.logLevel = slog.LevelError
+	fs.TextVar(&o.logLevel, "log", slog.LevelError, "the least severe runtime log level written to standard error: DEBUG, INFO, WARN or ERROR")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,7 +73,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return scripted(ctx, o, stdout)
 }
 
-// config is a node's configuration: the three chat types, quiet logs.
+// config is a node's configuration: the three chat types, logs at o.logLevel.
 func config(o options, node string, idle time.Duration) rt.Config {
 	cfg := rt.DefaultConfig()
 	if node != "" {
@@ -81,7 +84,7 @@ func config(o options, node string, idle time.Duration) rt.Config {
 		cfg.EtcdEndpoints = strings.Split(o.etcd, ",")
 	}
 	cfg.InstanceSpotIdleTimeout = idle
-	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: o.logLevel}))
 	cfg.StopTimeout = 10 * time.Second
 	cfg.Register = func(r sdk.Registrar) error {
 		return errors.Join(

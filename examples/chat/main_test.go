@@ -72,7 +72,7 @@ type terminal struct {
 func startTerminal(t *testing.T, args ...string) *terminal {
 	t.Helper()
 	bin := rttest.Build(t, "github.com/zlink-go/zlink/examples/chat")
-	return &terminal{t: t, p: rttest.Start(t, bin, nil, append([]string{"-i"}, args...)...)}
+	return &terminal{t: t, p: rttest.Start(t, bin, nil, append([]string{"-i", "-log", "WARN"}, args...)...)}
 }
 
 func (term *terminal) send(line string) {
