@@ -164,8 +164,9 @@ func (e *Executor) Submit(it Item, w Work) error {
 	if it.Inline && !e.running && e.app.empty() && e.life.empty() {
 		e.running = true
 		e.mu.Unlock()
-		e.run(l, ent)
+		p := runItem(ent)
 		e.mu.Lock()
+		e.complete(l, ent, p)
 		e.continueOrStop()
 		return nil
 	}
@@ -191,7 +192,8 @@ func (e *Executor) continueOrStop() {
 	go e.drain()
 }
 
-// drain runs queued work until both lanes are empty. It owns e.running while it runs.
+// drain runs queued work until both lanes are empty. It owns e.running while it runs. One
+// critical section per item both completes the item that ran and takes the next.
 func (e *Executor) drain() {
 	e.mu.Lock()
 	for {
@@ -206,8 +208,9 @@ func (e *Executor) drain() {
 		}
 		ent := l.pop()
 		e.mu.Unlock()
-		e.run(l, ent)
+		p := runItem(ent)
 		e.mu.Lock()
+		e.complete(l, ent, p)
 	}
 }
 
@@ -223,24 +226,35 @@ func (e *Executor) next() *lane {
 	return nil
 }
 
-// run runs one item outside the lock and returns its reservation.
-func (e *Executor) run(l *lane, ent entry) {
+// recovered is a panic that a Run raised and runItem contained.
+type recovered struct {
+	value any
+	stack []byte
+}
+
+// runItem runs one item outside the lock; a panic is contained and returned.
+func runItem(ent entry) (p *recovered) {
 	defer func() {
 		if v := recover(); v != nil {
-			e.mu.Lock()
-			h := e.onPanic
-			e.mu.Unlock()
-			if h != nil {
-				h(v, debug.Stack())
-			}
+			p = &recovered{value: v, stack: debug.Stack()}
 		}
-		e.mu.Lock()
-		l.count--
-		l.bytes -= ent.bytes
-		e.active = e.active || ent.activity
-		e.mu.Unlock()
 	}()
 	ent.w.Run()
+	return nil
+}
+
+// complete returns the reservation of an item whose Run has returned: its terminal completion.
+// e.mu is held; it is released while the panic handler, if any, is told of p.
+func (e *Executor) complete(l *lane, ent entry, p *recovered) {
+	l.count--
+	l.bytes -= ent.bytes
+	e.active = e.active || ent.activity
+	if p != nil && e.onPanic != nil {
+		h := e.onPanic
+		e.mu.Unlock()
+		h(p.value, p.stack)
+		e.mu.Lock()
+	}
 }
 
 // stampActivity records the end of a run of work that counted as activity; e.mu is held.

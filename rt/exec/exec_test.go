@@ -337,3 +337,40 @@ func TestNegativePayloadIsRefused(t *testing.T) {
 	e := exec.New(&cfg)
 	require.ErrorIs(t, e.Submit(app(-1), fn{}), sdk.ErrInvalidArgument)
 }
+
+// counter is a Work that counts its runs; it is shared by every submission to one executor.
+type counter struct{ n *atomic.Int64 }
+
+func (c counter) Run()       { c.n.Add(1) }
+func (c counter) Drop(error) {}
+
+// BenchmarkSubmitTo64Executors measures queued (not inline) work: 64 senders, each
+// submitting to one of 64 executors, and the runners that drain them.
+func BenchmarkSubmitTo64Executors(b *testing.B) {
+	cfg := exec.DefaultConfig()
+	execs := make([]*exec.Executor, 64)
+	ran := make([]atomic.Int64, 64)
+	for i := range execs {
+		execs[i] = exec.New(&cfg)
+	}
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(32) // 64 senders on 2 Ps
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := next.Add(1) % 64
+			for execs[i].Submit(app(8), counter{&ran[i]}) != nil {
+				runtime.Gosched() // a full lane pushes back
+			}
+		}
+	})
+	for i := range execs {
+		waitQuiescentB(b, execs[i])
+	}
+}
+
+func waitQuiescentB(b *testing.B, e *exec.Executor) {
+	for !e.Quiescent() {
+		time.Sleep(10 * time.Microsecond)
+	}
+}

@@ -1,5 +1,10 @@
 package exec
 
+import (
+	"math/bits"
+	"sync"
+)
+
 type entry struct {
 	w        Work
 	bytes    int64
@@ -10,7 +15,7 @@ type entry struct {
 // lane is one FIFO lane: a ring of queued entries plus the reservation of everything admitted
 // and not yet completed (queued or running).
 type lane struct {
-	ring  []entry
+	ring  []entry // its length is zero or a power of two
 	head  int
 	n     int // queued entries
 	count int // admitted and not completed: queued + running
@@ -25,14 +30,14 @@ func (l *lane) push(e entry) {
 	if l.n == len(l.ring) {
 		l.grow()
 	}
-	l.ring[(l.head+l.n)%len(l.ring)] = e
+	l.ring[(l.head+l.n)&(len(l.ring)-1)] = e
 	l.n++
 }
 
 func (l *lane) pop() entry {
 	e := l.ring[l.head]
 	l.ring[l.head] = entry{}
-	l.head = (l.head + 1) % len(l.ring)
+	l.head = (l.head + 1) & (len(l.ring) - 1)
 	l.n--
 	return e
 }
@@ -40,19 +45,50 @@ func (l *lane) pop() entry {
 func (l *lane) grow() {
 	size := 2 * len(l.ring)
 	if size == 0 {
-		size = 4
+		size = minRing
 	}
-	ring := make([]entry, size)
+	ring := getRing(size)
 	for i := range l.n {
-		ring[i] = l.ring[(l.head+i)%len(l.ring)]
+		ring[i] = l.ring[(l.head+i)&(len(l.ring)-1)]
+		l.ring[(l.head+i)&(len(l.ring)-1)] = entry{}
 	}
+	putRing(l.ring)
 	l.ring, l.head = ring, 0
 }
 
-// release drops the ring of an empty lane, so an idle activation keeps no buffer.
+// release returns the ring of an empty lane to the pool, so an idle activation keeps no
+// buffer and a busy one does not allocate one for every burst of work.
 func (l *lane) release() {
 	if l.n == 0 {
+		putRing(l.ring)
 		l.ring, l.head = nil, 0
+	}
+}
+
+// Rings are pooled by size: minRing << class entries for class < len(ringPools).
+const minRing = 4
+
+var ringPools [12]sync.Pool
+
+func ringClass(size int) int { return bits.TrailingZeros(uint(size / minRing)) }
+
+// getRing returns an empty ring of size entries, a power of two of at least minRing.
+func getRing(size int) []entry {
+	if c := ringClass(size); c < len(ringPools) {
+		if r, ok := ringPools[c].Get().(*[]entry); ok {
+			return *r
+		}
+	}
+	return make([]entry, size)
+}
+
+// putRing pools a ring whose entries are all zero (popped), so it holds no work.
+func putRing(r []entry) {
+	if len(r) < minRing {
+		return
+	}
+	if c := ringClass(len(r)); c < len(ringPools) {
+		ringPools[c].Put(&r)
 	}
 }
 
