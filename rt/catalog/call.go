@@ -304,8 +304,9 @@ func (c *Catalog) LocalSpot(t sdk.Target) (Route, bool) {
 // describeRefusal names the refused message in a full lane's error (E6). The detail's text is
 // built only if someone reads it.
 func describeRefusal(err error, a *activation, md *sdk.MethodDesc) error {
-	var qf *sdk.QueueFullError
-	if errors.As(err, &qf) {
+	// exec returns its refusal unwrapped: a type assertion spares a pushed-back sender the
+	// reflection of errors.As.
+	if qf, ok := err.(*sdk.QueueFullError); ok {
 		qf.Where = a.typ.desc.Name + "." + md.Name + " on " + a.typ.desc.Kind.String() + "/" + strconv.Quote(a.id)
 	}
 	return err
