@@ -7,7 +7,6 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // ErrStoreClosed is returned for a write submitted after Close.
@@ -25,8 +24,8 @@ type txnResult struct {
 type txnReq struct {
 	ctx       context.Context
 	key       string // the record it writes: one batch never writes a key twice
-	cmps      []clientv3.Cmp
-	then, els []clientv3.Op
+	cmps      []*pb.Compare
+	then, els []*pb.RequestOp
 	res       txnResult
 	err       error
 	done      chan struct{}
@@ -45,7 +44,7 @@ func (e notSent) Unwrap() error { return e.err }
 // exactly as without batching. A write that finds a free slot and nobody waiting is sent at
 // once by its own goroutine: batching adds no latency, only shares round trips under load.
 type batcher struct {
-	client  *clientv3.Client
+	kv      kvClient
 	max     int
 	timeout time.Duration
 	sending sync.WaitGroup
@@ -62,9 +61,9 @@ type batcher struct {
 // maxInFlight is the most group-commit transactions outstanding at once.
 const maxInFlight = 4
 
-func newBatcher(client *clientv3.Client, max int) *batcher {
+func newBatcher(kv kvClient, max int) *batcher {
 	b := &batcher{
-		client: client, max: max, timeout: 30 * time.Second,
+		kv: kv, max: max, timeout: 30 * time.Second,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	go b.run()
@@ -74,7 +73,7 @@ func newBatcher(client *clientv3.Client, max int) *batcher {
 // do submits one write and waits for its result. A write whose ctx ends while it is still
 // queued is withdrawn and reports notSent; once sent, do waits for the transaction's own
 // answer, so a batched write's outcome is never left unknown by its caller's cancellation.
-func (b *batcher) do(ctx context.Context, key string, cmps []clientv3.Cmp, then, els []clientv3.Op) (txnResult, error) {
+func (b *batcher) do(ctx context.Context, key string, cmps []*pb.Compare, then, els []*pb.RequestOp) (txnResult, error) {
 	r := &txnReq{ctx: ctx, key: key, cmps: cmps, then: then, els: els, done: make(chan struct{})}
 	b.mu.Lock()
 	if b.closed {
@@ -187,7 +186,7 @@ func (b *batcher) send(batch []*txnReq) {
 	defer cancel()
 	if len(batch) == 1 {
 		r := batch[0]
-		resp, err := b.client.Txn(ctx).If(r.cmps...).Then(r.then...).Else(r.els...).Commit()
+		resp, err := b.kv.txn(ctx, &pb.TxnRequest{Compare: r.cmps, Success: r.then, Failure: r.els})
 		if err == nil {
 			r.res = txnResult{Succeeded: resp.Succeeded, Responses: resp.Responses, Revision: resp.Header.Revision}
 		}
@@ -195,11 +194,11 @@ func (b *batcher) send(batch []*txnReq) {
 		close(r.done)
 		return
 	}
-	ops := make([]clientv3.Op, len(batch))
+	ops := make([]*pb.RequestOp, len(batch))
 	for i, r := range batch {
-		ops[i] = clientv3.OpTxn(r.cmps, r.then, r.els)
+		ops[i] = opTxn(&pb.TxnRequest{Compare: r.cmps, Success: r.then, Failure: r.els})
 	}
-	resp, err := b.client.Txn(ctx).Then(ops...).Commit()
+	resp, err := b.kv.txn(ctx, &pb.TxnRequest{Success: ops})
 	for i, r := range batch {
 		switch {
 		case err != nil:

@@ -8,7 +8,9 @@ import (
 	"sync"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -30,6 +32,7 @@ type Etcd struct {
 	local sync.Map
 	// batch is the group commit of record writes; nil when disabled.
 	batch *batcher
+	kv    kvClient
 }
 
 // Option configures New.
@@ -62,21 +65,21 @@ func New(client *clientv3.Client, mesh string, opts ...Option) (*Etcd, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Etcd{client: client, keys: newKeys(mesh), mesh: mesh, settle: 5 * time.Second}
+	s := &Etcd{client: client, keys: newKeys(mesh), mesh: mesh, settle: 5 * time.Second, kv: newKVClient(client)}
 	// etcd counts a nested transaction's widest part against what its parent leaves of
 	// --max-txn-ops; a record write has at most two compares.
 	if batch := o.groupCommit - maxWriteWidth; batch > 1 {
-		s.batch = newBatcher(client, batch)
+		s.batch = newBatcher(s.kv, batch)
 	}
 	return s, nil
 }
 
 // write runs one record write, through the group commit when it is on.
-func (s *Etcd) write(ctx context.Context, key string, cmps []clientv3.Cmp, then, els []clientv3.Op) (txnResult, error) {
+func (s *Etcd) write(ctx context.Context, key string, cmps []*pb.Compare, then, els []*pb.RequestOp) (txnResult, error) {
 	if s.batch != nil {
 		return s.batch.do(ctx, key, cmps, then, els)
 	}
-	resp, err := s.client.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+	resp, err := s.kv.txn(ctx, &pb.TxnRequest{Compare: cmps, Success: then, Failure: els})
 	if err != nil {
 		return txnResult{}, err
 	}
@@ -122,20 +125,14 @@ func encodeRecord(r *storepb.SpotRecord) (string, error) {
 
 // ownerFence holds while the record is still at revision and owner's lease still holds the
 // owner's node descriptor: every write an owner makes carries it (DESIGN §4).
-func (s *Etcd) ownerFence(spotKey string, revision int64, owner Owner) []clientv3.Cmp {
-	return []clientv3.Cmp{
-		clientv3.Compare(clientv3.ModRevision(spotKey), "=", revision),
-		clientv3.Compare(clientv3.LeaseValue(s.keys.node(owner.Node)), "=", owner.Lease),
-	}
+func (s *Etcd) ownerFence(spotKey string, revision int64, owner Owner) []*pb.Compare {
+	return []*pb.Compare{cmpModRevision(spotKey, revision), cmpLease(s.keys.node(owner.Node), owner.Lease, true)}
 }
 
 // deadOwnerFence holds while the record is still at revision and the dead owner's lease no
 // longer holds its node descriptor: the fence of a reclaimer's writes.
-func (s *Etcd) deadOwnerFence(spotKey string, revision int64, dead Owner) []clientv3.Cmp {
-	return []clientv3.Cmp{
-		clientv3.Compare(clientv3.ModRevision(spotKey), "=", revision),
-		clientv3.Compare(clientv3.LeaseValue(s.keys.node(dead.Node)), "!=", dead.Lease),
-	}
+func (s *Etcd) deadOwnerFence(spotKey string, revision int64, dead Owner) []*pb.Compare {
+	return []*pb.Compare{cmpModRevision(spotKey, revision), cmpLease(s.keys.node(dead.Node), dead.Lease, false)}
 }
 
 // Reserve implements Store.
@@ -169,12 +166,9 @@ func (s *Etcd) reserveOnce(ctx context.Context, key SpotKey, kind sdk.SpotKind, 
 		return ReserveResult{}, err
 	}
 	resp, err := s.write(ctx, spotKey,
-		[]clientv3.Cmp{
-			clientv3.Compare(clientv3.CreateRevision(spotKey), "=", 0),
-			clientv3.Compare(clientv3.LeaseValue(s.keys.node(owner.Node)), "=", owner.Lease),
-		},
-		[]clientv3.Op{clientv3.OpPut(spotKey, rec)},
-		[]clientv3.Op{clientv3.OpGet(spotKey)})
+		[]*pb.Compare{cmpCreateRevision(spotKey, 0), cmpLease(s.keys.node(owner.Node), owner.Lease, true)},
+		[]*pb.RequestOp{opPut(spotKey, rec)},
+		[]*pb.RequestOp{opGet(spotKey)})
 	if err != nil {
 		return ReserveResult{}, err
 	}
@@ -265,11 +259,17 @@ func ambiguous(err error) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
-	st, ok := status.FromError(err)
-	if !ok {
+	var code codes.Code
+	var serverErr rpctypes.EtcdError
+	if errors.As(err, &serverErr) {
+		// An etcd server error such as "request timed out" carries its code itself.
+		code = serverErr.Code()
+	} else if st, ok := status.FromError(err); ok {
+		code = st.Code()
+	} else {
 		return false
 	}
-	switch st.Code() {
+	switch code {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown, codes.Internal:
 		return true
 	}
@@ -292,7 +292,7 @@ func (s *Etcd) CommitReady(ctx context.Context, r Reservation) (Record, error) {
 		return Record{}, err
 	}
 	for range 3 {
-		resp, err := s.write(ctx, spotKey, s.ownerFence(spotKey, r.Revision, r.Owner), []clientv3.Op{clientv3.OpPut(spotKey, val)}, nil)
+		resp, err := s.write(ctx, spotKey, s.ownerFence(spotKey, r.Revision, r.Owner), []*pb.RequestOp{opPut(spotKey, val)}, nil)
 		if err == nil && !resp.Succeeded {
 			return Record{}, fmt.Errorf("store: commit ready %s (attempt %x): %w", r.Key, r.Attempt, ErrFenced)
 		}
@@ -342,11 +342,11 @@ func (s *Etcd) resolve(ctx context.Context, key SpotKey, revision int64, kv *mvc
 		res.State = StateMissing
 		return res, nil
 	}
-	var pb storepb.SpotRecord
-	if err := proto.Unmarshal(kv.Value, &pb); err != nil {
+	var stored storepb.SpotRecord
+	if err := proto.Unmarshal(kv.Value, &stored); err != nil {
 		return Resolution{}, fmt.Errorf("%w: %s: %v", ErrCorruptRecord, key, err)
 	}
-	res.Record = recordOf(&pb, kv)
+	res.Record = recordOf(&stored, kv)
 	alive, err := s.ownerAlive(ctx, res.Record.Owner)
 	if err != nil {
 		return Resolution{}, fmt.Errorf("store: lookup %s: owner %s: %w", key, res.Record.Owner.Node, err)
@@ -355,14 +355,14 @@ func (s *Etcd) resolve(ctx context.Context, key SpotKey, revision int64, kv *mvc
 	case !alive:
 		// The owner's lease is gone: authority remains, the owner is unusable (B3).
 		res.State, res.Evidence = StateUnavailable, EvidenceOwnerLeaseEnded
-	case pb.Phase == storepb.Phase_PHASE_CREATING:
+	case stored.Phase == storepb.Phase_PHASE_CREATING:
 		res.State = StateCreating
-	case pb.Phase == storepb.Phase_PHASE_READY:
+	case stored.Phase == storepb.Phase_PHASE_READY:
 		res.State = StateReady
-	case pb.Phase == storepb.Phase_PHASE_RELEASING:
+	case stored.Phase == storepb.Phase_PHASE_RELEASING:
 		res.State, res.Evidence = StateUnavailable, EvidenceReleasing
 	default:
-		return Resolution{}, fmt.Errorf("%w: %s: unknown phase %v", ErrCorruptRecord, key, pb.Phase)
+		return Resolution{}, fmt.Errorf("%w: %s: unknown phase %v", ErrCorruptRecord, key, stored.Phase)
 	}
 	return res, nil
 }
@@ -380,18 +380,18 @@ func (s *Etcd) ownerAlive(ctx context.Context, owner Owner) (bool, error) {
 	return len(resp.Kvs) == 1 && resp.Kvs[0].Lease == owner.Lease, nil
 }
 
-func recordOf(pb *storepb.SpotRecord, kv *mvccpb.KeyValue) Record {
-	return recordAt(pb, kv.CreateRevision, kv.ModRevision)
+func recordOf(stored *storepb.SpotRecord, kv *mvccpb.KeyValue) Record {
+	return recordAt(stored, kv.CreateRevision, kv.ModRevision)
 }
 
-func recordAt(pb *storepb.SpotRecord, incarnation, revision int64) Record {
+func recordAt(stored *storepb.SpotRecord, incarnation, revision int64) Record {
 	return Record{
-		Kind:        sdk.SpotKind(pb.Kind),
-		Phase:       pb.Phase,
-		Owner:       Owner{Node: sdk.NodeID(pb.Owner), Lease: pb.OwnerLease},
-		Attempt:     pb.Attempt,
-		Generation:  pb.Generation,
-		ReleaseTag:  pb.ReleaseTag,
+		Kind:        sdk.SpotKind(stored.Kind),
+		Phase:       stored.Phase,
+		Owner:       Owner{Node: sdk.NodeID(stored.Owner), Lease: stored.OwnerLease},
+		Attempt:     stored.Attempt,
+		Generation:  stored.Generation,
+		ReleaseTag:  stored.ReleaseTag,
 		Incarnation: incarnation,
 		Revision:    revision,
 	}
@@ -482,9 +482,9 @@ func releasedBy(spotKey string, events []*clientv3.Event) (ReleaseTag, bool) {
 		if ev.Type != clientv3.EventTypeDelete || string(ev.Kv.Key) != spotKey {
 			continue
 		}
-		var pb storepb.SpotRecord
-		if ev.PrevKv != nil && proto.Unmarshal(ev.PrevKv.Value, &pb) == nil {
-			return pb.ReleaseTag, true
+		var stored storepb.SpotRecord
+		if ev.PrevKv != nil && proto.Unmarshal(ev.PrevKv.Value, &stored) == nil {
+			return stored.ReleaseTag, true
 		}
 		return ReleaseNone, true
 	}
@@ -496,25 +496,25 @@ func (s *Etcd) BeginRelease(ctx context.Context, key SpotKey, rec Record, tag Re
 	return s.markReleasing(ctx, key, rec, tag, s.ownerFence(s.keys.spot(key), rec.Revision, rec.Owner))
 }
 
-func (s *Etcd) markReleasing(ctx context.Context, key SpotKey, rec Record, tag ReleaseTag, fence []clientv3.Cmp) (Record, error) {
+func (s *Etcd) markReleasing(ctx context.Context, key SpotKey, rec Record, tag ReleaseTag, fence []*pb.Compare) (Record, error) {
 	if tag == ReleaseNone {
 		return Record{}, fmt.Errorf("store: release %s: a release needs a tag", key)
 	}
 	spotKey := s.keys.spot(key)
-	pb := rec.proto()
-	pb.Phase, pb.ReleaseTag = storepb.Phase_PHASE_RELEASING, tag
-	val, err := encodeRecord(pb)
+	next := rec.proto()
+	next.Phase, next.ReleaseTag = storepb.Phase_PHASE_RELEASING, tag
+	val, err := encodeRecord(next)
 	if err != nil {
 		return Record{}, err
 	}
-	resp, err := s.write(ctx, spotKey, fence, []clientv3.Op{clientv3.OpPut(spotKey, val)}, nil)
+	resp, err := s.write(ctx, spotKey, fence, []*pb.RequestOp{opPut(spotKey, val)}, nil)
 	if err != nil {
 		return Record{}, fmt.Errorf("store: begin release %s: %w", key, err)
 	}
 	if !resp.Succeeded {
 		return Record{}, fmt.Errorf("store: begin release %s at revision %d: %w", key, rec.Revision, ErrFenced)
 	}
-	return recordAt(pb, rec.Incarnation, resp.Revision), nil
+	return recordAt(next, rec.Incarnation, resp.Revision), nil
 }
 
 // FinishRelease implements Store.
@@ -522,12 +522,12 @@ func (s *Etcd) FinishRelease(ctx context.Context, key SpotKey, rec Record) error
 	return s.deleteRecord(ctx, key, rec, s.ownerFence(s.keys.spot(key), rec.Revision, rec.Owner))
 }
 
-func (s *Etcd) deleteRecord(ctx context.Context, key SpotKey, rec Record, fence []clientv3.Cmp) error {
+func (s *Etcd) deleteRecord(ctx context.Context, key SpotKey, rec Record, fence []*pb.Compare) error {
 	if rec.Phase != storepb.Phase_PHASE_RELEASING {
 		return fmt.Errorf("store: finish release %s: record is %v, not Releasing", key, rec.Phase)
 	}
 	spotKey := s.keys.spot(key)
-	resp, err := s.write(ctx, spotKey, fence, []clientv3.Op{clientv3.OpDelete(spotKey)}, nil)
+	resp, err := s.write(ctx, spotKey, fence, []*pb.RequestOp{opDelete(spotKey)}, nil)
 	if err != nil {
 		return fmt.Errorf("store: finish release %s: %w", key, err)
 	}

@@ -39,11 +39,11 @@ func (s *Etcd) Reclaim(ctx context.Context, by Owner) (ReclaimStats, error) {
 		}
 		for _, kv := range resp.Kvs {
 			stats.Scanned++
-			var pb storepb.SpotRecord
-			if proto.Unmarshal(kv.Value, &pb) != nil {
+			var stored storepb.SpotRecord
+			if proto.Unmarshal(kv.Value, &stored) != nil {
 				continue
 			}
-			owner := Owner{Node: sdk.NodeID(pb.Owner), Lease: pb.OwnerLease}
+			owner := Owner{Node: sdk.NodeID(stored.Owner), Lease: stored.OwnerLease}
 			if _, ok := dead[owner]; !ok {
 				continue
 			}
@@ -51,7 +51,7 @@ func (s *Etcd) Reclaim(ctx context.Context, by Owner) (ReclaimStats, error) {
 			if !ok {
 				continue
 			}
-			released, err := s.reclaimRecord(ctx, key, owner, recordOf(&pb, kv))
+			released, err := s.reclaimRecord(ctx, key, owner, recordOf(&stored, kv))
 			if err != nil {
 				return stats, err
 			}
