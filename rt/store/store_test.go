@@ -563,6 +563,61 @@ func TestGroupCommitOneLoserNeverFailsAnother(t *testing.T) {
 	}
 }
 
+// An owner whose lease ended has every write of a batch fail as it would have alone, and the
+// writes of another owner batched beside them are unaffected.
+func TestGroupCommitOwnerWithoutLeaseFailsEachOfItsWrites(t *testing.T) {
+	s := newStore(t)
+	gone := register(t, s, "node-gone", store.LeaseOptions{})
+	alive := register(t, s, "node-alive", store.LeaseOptions{})
+	const n = 48
+	reservations := make([]store.Reservation, n)
+	for i := range reservations {
+		reservations[i] = reserve(t, s, key(fmt.Sprint("held-", i)), gone.Owner())
+	}
+	owner := gone.Owner()
+	require.NoError(t, gone.Close(ctx))
+
+	for _, mixed := range []bool{false, true} {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		commitErrs := make([]error, n)
+		reserveErrs := make([]error, n)
+		others := make([]store.ReserveResult, n)
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				_, commitErrs[i] = s.CommitReady(ctx, reservations[i])
+			})
+			wg.Go(func() {
+				<-start
+				_, reserveErrs[i] = s.Reserve(ctx, key(fmt.Sprint("fresh-", mixed, "-", i)), sdk.KindInstance, owner)
+			})
+			if mixed {
+				wg.Go(func() {
+					<-start
+					var err error
+					others[i], err = s.Reserve(ctx, key(fmt.Sprint("other-", i)), sdk.KindInstance, alive.Owner())
+					assert.NoError(t, err)
+				})
+			}
+		}
+		close(start)
+		wg.Wait()
+		for i := range n {
+			assert.ErrorIs(t, commitErrs[i], store.ErrFenced, "mixed=%v: commit %d", mixed, i)
+			assert.ErrorIs(t, reserveErrs[i], store.ErrFenced, "mixed=%v: reserve %d", mixed, i)
+			if mixed {
+				assert.True(t, others[i].Won, "reserve %d by the live owner", i)
+			}
+		}
+	}
+	for i := range n {
+		res, err := s.Lookup(ctx, key(fmt.Sprint("fresh-false-", i)))
+		require.NoError(t, err)
+		assert.Equal(t, store.StateMissing, res.State, "a fenced reservation wrote nothing")
+	}
+}
+
 func TestClosedStoreRefusesWrites(t *testing.T) {
 	s := newStore(t)
 	reg := register(t, s, "node-a", store.LeaseOptions{})
