@@ -236,28 +236,32 @@ func (m *Mesh) apply(ev store.NodeEvent) {
 
 // awaitMember waits until the membership watch has applied node's registration, for a node
 // this node learnt of from a Spot record before the watch reported it. It fails with
-// sdk.ErrOwnerUnavailable when node is not registered.
+// sdk.ErrOwnerUnavailable when node is not registered, or is not reported within the dial
+// timeout; with ctx's error when ctx ends first. A node that left costs one read here per call
+// until its records are reclaimed.
 func (m *Mesh) awaitMember(ctx context.Context, node sdk.NodeID) error {
 	if !m.started.Load() {
 		return fmt.Errorf("%w: node %s: this node has not joined the mesh yet", sdk.ErrOwnerUnavailable, node)
 	}
-	n, ok, err := m.store.Node(ctx, node)
-	switch {
-	case err != nil:
-		return fmt.Errorf("%w: %v", sdk.ErrOwnerUnavailable, err)
-	case !ok:
-		return fmt.Errorf("%w: node %s is not in the mesh", sdk.ErrOwnerUnavailable, node)
-	}
 	wctx, cancel := context.WithTimeout(ctx, m.cfg.Transport.DialTimeout)
 	defer cancel()
-	if err := m.seen.wait(wctx, m.ctx.Done(), n.Revision); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("%w: node %s registered at revision %d, but the membership did not catch up: %v",
-			sdk.ErrOwnerUnavailable, node, n.Revision, err)
+	stop := context.AfterFunc(m.ctx, cancel) // the mesh closing ends the wait too
+	defer stop()
+	n, ok, err := m.store.Node(wctx, node)
+	if err == nil && !ok {
+		return fmt.Errorf("%w: node %s is not in the mesh", sdk.ErrOwnerUnavailable, node)
 	}
-	return nil
+	if err == nil {
+		err = m.seen.wait(wctx, m.ctx.Done(), n.Revision)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	default:
+		return fmt.Errorf("%w: node %s is not connected yet: %v", sdk.ErrOwnerUnavailable, node, err)
+	}
 }
 
 // nodeGone forgets a node whose lease ended: its routes and its connection go, and its

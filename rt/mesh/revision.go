@@ -11,7 +11,7 @@ import (
 type revisionGate struct {
 	mu      sync.Mutex
 	rev     int64
-	changed chan struct{} // closed and replaced when rev advances
+	changed chan struct{} // made by the first waiter, closed and dropped when rev advances
 }
 
 var errGateClosed = errors.New("the membership watch stopped")

@@ -53,7 +53,9 @@ func WithoutGroupCommit() Option { return func(o *options) { o.groupCommit = 0 }
 var _ Store = (*Etcd)(nil)
 
 // New returns the Location Store of mesh on client. The client stays the caller's: Close does
-// not close it, but must be called to stop the group commit.
+// not close it, but must be called to stop the group commit. Record writes go straight to the
+// client's connection with clientv3's default call options, so a KV wrapper set on client
+// (namespace, ordering) and its message size options are not applied to them.
 func New(client *clientv3.Client, mesh string, opts ...Option) (*Etcd, error) {
 	if client == nil {
 		return nil, errors.New("store: nil etcd client")

@@ -26,7 +26,7 @@ type NodeEvent struct {
 	Node Node
 	Gone bool
 	// Revision is the store revision of the change; a watcher that applied it has seen the
-	// membership as of that revision.
+	// membership as of that revision. Zero on the events of a resync listing but its last.
 	Revision int64
 	// Resync marks the first event of a full re-listing after the watch lost its history:
 	// every node not listed after it is gone.
@@ -123,7 +123,13 @@ func (s *Etcd) WatchNodes(ctx context.Context, revision int64, fn func(NodeEvent
 				continue
 			}
 			for i, n := range nodes {
-				fn(NodeEvent{Node: n, Resync: i == 0, Revision: rev})
+				// Only the last event of the listing completes it: a watcher that reports the
+				// revision it has applied must not report rev before every node is applied.
+				ev := NodeEvent{Node: n, Resync: i == 0}
+				if i == len(nodes)-1 {
+					ev.Revision = rev
+				}
+				fn(ev)
 			}
 			if len(nodes) == 0 {
 				fn(NodeEvent{Resync: true, Revision: rev})

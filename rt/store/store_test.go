@@ -243,6 +243,40 @@ func TestWaitChangeRereadsWhenCompacted(t *testing.T) {
 	assert.Equal(t, store.StateReady, got.State)
 }
 
+// A node watch whose history was compacted lists the membership again. The listing is one
+// resync: its first event says so, and only its last carries the revision, so that a watcher
+// reporting the revision it applied does so once every node is applied.
+func TestWatchNodesResyncsAfterCompaction(t *testing.T) {
+	s := newStore(t)
+	a := register(t, s, "node-a", store.LeaseOptions{})
+	register(t, s, "node-b", store.LeaseOptions{})
+	_, from, err := s.Nodes(ctx)
+	require.NoError(t, err)
+	register(t, s, "node-c", store.LeaseOptions{})
+	require.NoError(t, a.Close(ctx))
+	nodes, now, err := s.Nodes(ctx)
+	require.NoError(t, err)
+	require.Len(t, nodes, 2)
+	_, err = s.Client().Compact(ctx, now)
+	require.NoError(t, err)
+
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var events []store.NodeEvent
+	_ = s.WatchNodes(wctx, from, func(ev store.NodeEvent) {
+		events = append(events, ev)
+		if len(events) == 2 {
+			cancel()
+		}
+	})
+	require.Len(t, events, 2, "one event per live node")
+	assert.True(t, events[0].Resync)
+	assert.False(t, events[1].Resync)
+	assert.Equal(t, []sdk.NodeID{"node-b", "node-c"}, []sdk.NodeID{events[0].Node.ID, events[1].Node.ID})
+	assert.Zero(t, events[0].Revision, "the listing is not complete after its first node")
+	assert.GreaterOrEqual(t, events[1].Revision, now)
+}
+
 func TestWaitChangeHonoursContext(t *testing.T) {
 	s := newStore(t)
 	c, cancel := context.WithTimeout(ctx, 50*time.Millisecond)

@@ -248,8 +248,9 @@ func (t *Transport) Settled(peer sdk.NodeID) bool {
 	return l.st == sdk.PeerStateReady || l.lastErr != nil
 }
 
-// ErrNoLink reports a call to a peer this transport was never told to connect to (Connect);
-// the request was not sent. It comes wrapped with sdk.ErrOwnerUnavailable.
+// ErrNoLink reports a call to a peer this transport has no link to: it was never told to
+// connect (Connect), or the link was closed (Disconnect, Close). The request was not sent. It
+// comes wrapped with sdk.ErrOwnerUnavailable.
 var ErrNoLink = errors.New("no connection")
 
 // Call sends req to peer and waits for its reply. ctx's deadline travels with the request;
