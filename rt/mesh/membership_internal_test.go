@@ -70,24 +70,32 @@ func registerTestNode(t *testing.T, endpoints []string, id sdk.NodeID) *testNode
 	return n
 }
 
+// startEtcd starts an embedded etcd for one test and returns its endpoints and a context that
+// bounds the test.
+func startEtcd(t *testing.T) ([]string, context.Context) {
+	t.Helper()
+	etcd, err := devetcd.Start(context.Background(), devetcd.WithoutFsync())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = etcd.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return etcd.Endpoints(), ctx
+}
+
 func serving() sdk.RuntimeState { return sdk.RuntimeStateServing }
 
 // A node can learn of an owner from its Spot record before its membership watch reports the
 // owner's registration. The call waits for the membership instead of failing with "no
 // connection".
 func TestCallToAnOwnerTheWatchHasNotReportedWaitsForIt(t *testing.T) {
-	etcd, err := devetcd.Start(context.Background(), devetcd.WithoutFsync())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = etcd.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	endpoints, ctx := startEtcd(t)
 
-	caller := registerTestNode(t, etcd.Endpoints(), "caller")
+	caller := registerTestNode(t, endpoints, "caller")
 	_, rev, err := caller.m.join(ctx, caller.st, caller.reg, caller.cat, serving)
 	require.NoError(t, err)
 	// The caller's membership stops at rev: it does not watch yet.
 
-	owner := registerTestNode(t, etcd.Endpoints(), "owner")
+	owner := registerTestNode(t, endpoints, "owner")
 	require.NoError(t, owner.m.Start(ctx, owner.st, owner.reg, owner.cat, serving))
 	target := sdk.InstanceIntent(rttest.LedgerType, "late").WithDesc(&rttest.LedgerDesc)
 	_, err = owner.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "owner"})
@@ -118,15 +126,11 @@ func TestCallToAnOwnerTheWatchHasNotReportedWaitsForIt(t *testing.T) {
 }
 
 func TestCallToANodeThatIsNotRegisteredIsUnavailable(t *testing.T) {
-	etcd, err := devetcd.Start(context.Background(), devetcd.WithoutFsync())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = etcd.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	endpoints, ctx := startEtcd(t)
 
-	n := registerTestNode(t, etcd.Endpoints(), "alone")
+	n := registerTestNode(t, endpoints, "alone")
 	require.NoError(t, n.m.Start(ctx, n.st, n.reg, n.cat, serving))
-	_, err = n.m.call(ctx, "nobody", &wire.Request{})
+	_, err := n.m.call(ctx, "nobody", &wire.Request{})
 	require.ErrorIs(t, err, sdk.ErrOwnerUnavailable)
 	assert.ErrorContains(t, err, "node nobody is not in the mesh")
 }

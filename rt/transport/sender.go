@@ -18,8 +18,14 @@ type sender struct {
 	maxBytes int
 
 	mu    sync.Mutex
-	queue []*wire.Envelope
+	queue []queued      // its backing array is kept: a busy stream queues without allocating
 	wake  chan struct{} // buffered 1
+}
+
+// queued is an envelope and its encoded size, measured by the pusher outside the lock.
+type queued struct {
+	env  *wire.Envelope
+	size int
 }
 
 func newSender(send func(*wire.Batch) error, maxMessage int) *sender {
@@ -27,8 +33,9 @@ func newSender(send func(*wire.Batch) error, maxMessage int) *sender {
 }
 
 func (s *sender) push(e *wire.Envelope) {
+	q := queued{env: e, size: proto.Size(e)}
 	s.mu.Lock()
-	s.queue = append(s.queue, e)
+	s.queue = append(s.queue, q)
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -36,8 +43,10 @@ func (s *sender) push(e *wire.Envelope) {
 	}
 }
 
-// run sends batches until ctx ends or a send fails.
+// run sends batches until ctx ends or a send fails. One Batch is reused: the stream encodes a
+// message before its send returns.
 func (s *sender) run(ctx context.Context) error {
+	batch := &wire.Batch{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -48,36 +57,35 @@ func (s *sender) run(ctx context.Context) error {
 		// idle stream loses only a yield.
 		runtime.Gosched()
 		for {
-			batch := s.take()
+			s.take(batch)
 			if len(batch.Envelopes) == 0 {
 				break
 			}
-			if err := s.send(batch); err != nil {
+			err := s.send(batch)
+			clear(batch.Envelopes)
+			batch.Envelopes = batch.Envelopes[:0]
+			if err != nil {
 				return err
 			}
 		}
 	}
 }
 
-func (s *sender) take() *wire.Batch {
+// take moves the queued envelopes into b, up to the byte budget, and at least one if any is
+// queued.
+func (s *sender) take(b *wire.Batch) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := &wire.Batch{}
-	size := 0
-	n := 0
+	size, n := 0, 0
 	for n < len(s.queue) {
-		sz := proto.Size(s.queue[n])
-		if n > 0 && size+sz > s.maxBytes {
+		if n > 0 && size+s.queue[n].size > s.maxBytes {
 			break
 		}
-		size += sz
+		size += s.queue[n].size
+		b.Envelopes = append(b.Envelopes, s.queue[n].env)
 		n++
 	}
-	b.Envelopes = append(b.Envelopes, s.queue[:n]...)
-	clear(s.queue[:n])
-	s.queue = s.queue[n:]
-	if len(s.queue) == 0 {
-		s.queue = nil
-	}
-	return b
+	rest := copy(s.queue, s.queue[n:])
+	clear(s.queue[rest:])
+	s.queue = s.queue[:rest]
 }
