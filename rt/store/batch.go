@@ -22,14 +22,13 @@ type txnResult struct {
 
 // txnReq is one write waiting for the group commit.
 type txnReq struct {
-	ctx       context.Context
-	key       string // the record it writes: one batch never writes a key twice
-	cmps      []*pb.Compare
-	then, els []*pb.RequestOp
-	res       txnResult
-	err       error
-	done      chan struct{}
-	sent      bool // guarded by batcher.mu
+	ctx  context.Context
+	key  string // the record it writes: one batch never writes a key twice
+	txn  *pb.TxnRequest
+	res  txnResult
+	err  error
+	done chan struct{}
+	sent bool // guarded by batcher.mu
 }
 
 // notSent is the error of a write abandoned before it was sent: definitely not applied.
@@ -73,8 +72,8 @@ func newBatcher(kv kvClient, max int) *batcher {
 // do submits one write and waits for its result. A write whose ctx ends while it is still
 // queued is withdrawn and reports notSent; once sent, do waits for the transaction's own
 // answer, so a batched write's outcome is never left unknown by its caller's cancellation.
-func (b *batcher) do(ctx context.Context, key string, cmps []*pb.Compare, then, els []*pb.RequestOp) (txnResult, error) {
-	r := &txnReq{ctx: ctx, key: key, cmps: cmps, then: then, els: els, done: make(chan struct{})}
+func (b *batcher) do(ctx context.Context, key string, txn *pb.TxnRequest) (txnResult, error) {
+	r := &txnReq{ctx: ctx, key: key, txn: txn, done: make(chan struct{})}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -186,7 +185,7 @@ func (b *batcher) send(batch []*txnReq) {
 	defer cancel()
 	if len(batch) == 1 {
 		r := batch[0]
-		resp, err := b.kv.txn(ctx, &pb.TxnRequest{Compare: r.cmps, Success: r.then, Failure: r.els})
+		resp, err := b.kv.txn(ctx, r.txn)
 		if err == nil {
 			r.res = txnResult{Succeeded: resp.Succeeded, Responses: resp.Responses, Revision: resp.Header.Revision}
 		}
@@ -196,7 +195,7 @@ func (b *batcher) send(batch []*txnReq) {
 	}
 	ops := make([]*pb.RequestOp, len(batch))
 	for i, r := range batch {
-		ops[i] = opTxn(&pb.TxnRequest{Compare: r.cmps, Success: r.then, Failure: r.els})
+		ops[i] = opTxn(r.txn)
 	}
 	resp, err := b.kv.txn(ctx, &pb.TxnRequest{Success: ops})
 	for i, r := range batch {

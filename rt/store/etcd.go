@@ -78,10 +78,11 @@ func New(client *clientv3.Client, mesh string, opts ...Option) (*Etcd, error) {
 
 // write runs one record write, through the group commit when it is on.
 func (s *Etcd) write(ctx context.Context, key string, cmps []*pb.Compare, then, els []*pb.RequestOp) (txnResult, error) {
+	txn := &pb.TxnRequest{Compare: cmps, Success: then, Failure: els}
 	if s.batch != nil {
-		return s.batch.do(ctx, key, cmps, then, els)
+		return s.batch.do(ctx, key, txn)
 	}
-	resp, err := s.kv.txn(ctx, &pb.TxnRequest{Compare: cmps, Success: then, Failure: els})
+	resp, err := s.kv.txn(ctx, txn)
 	if err != nil {
 		return txnResult{}, err
 	}
