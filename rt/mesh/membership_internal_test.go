@@ -125,6 +125,23 @@ func TestCallToAnOwnerTheWatchHasNotReportedWaitsForIt(t *testing.T) {
 	assert.Equal(t, int64(2), count.(*wrapperspb.Int64Value).GetValue(), "each message ran once, on the owner")
 }
 
+// A call that waits for the membership ends when its node's mesh closes.
+func TestCallWaitingForTheMembershipEndsWhenTheMeshCloses(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	caller := registerTestNode(t, endpoints, "caller")
+	_, _, err := caller.m.join(ctx, caller.st, caller.reg, caller.cat, serving)
+	require.NoError(t, err)
+	owner := registerTestNode(t, endpoints, "owner")
+	require.NoError(t, owner.m.Start(ctx, owner.st, owner.reg, owner.cat, serving))
+
+	done := make(chan error, 1)
+	go func() { done <- caller.m.awaitMember(ctx, "owner") }()
+	require.NoError(t, caller.m.Close())
+	err = <-done
+	require.ErrorIs(t, err, sdk.ErrOwnerUnavailable)
+	assert.ErrorContains(t, err, "context canceled", "the mesh's close, not the dial timeout, ended the wait")
+}
+
 func TestCallToANodeThatIsNotRegisteredIsUnavailable(t *testing.T) {
 	endpoints, ctx := startEtcd(t)
 
@@ -138,13 +155,13 @@ func TestCallToANodeThatIsNotRegisteredIsUnavailable(t *testing.T) {
 func TestRevisionGateWaitsForTheRevision(t *testing.T) {
 	var g revisionGate
 	g.advance(5)
-	require.NoError(t, g.wait(context.Background(), nil, 5))
+	require.NoError(t, g.wait(context.Background(), 5))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	require.ErrorIs(t, g.wait(ctx, nil, 6), context.DeadlineExceeded)
+	require.ErrorIs(t, g.wait(ctx, 6), context.DeadlineExceeded)
 
 	done := make(chan error, 1)
-	go func() { done <- g.wait(context.Background(), nil, 7) }()
+	go func() { done <- g.wait(context.Background(), 7) }()
 	g.advance(6)
 	g.advance(3) // an older revision changes nothing
 	select {
@@ -154,8 +171,4 @@ func TestRevisionGateWaitsForTheRevision(t *testing.T) {
 	}
 	g.advance(7)
 	require.NoError(t, <-done)
-
-	stop := make(chan struct{})
-	close(stop)
-	require.ErrorIs(t, g.wait(context.Background(), stop, 8), errGateClosed)
 }

@@ -252,7 +252,7 @@ func (m *Mesh) awaitMember(ctx context.Context, node sdk.NodeID) error {
 		return fmt.Errorf("%w: node %s is not in the mesh", sdk.ErrOwnerUnavailable, node)
 	}
 	if err == nil {
-		err = m.seen.wait(wctx, m.ctx.Done(), n.Revision)
+		err = m.seen.wait(wctx, n.Revision)
 	}
 	switch {
 	case err == nil:

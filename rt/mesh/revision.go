@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"context"
-	"errors"
 	"sync"
 )
 
@@ -13,8 +12,6 @@ type revisionGate struct {
 	rev     int64
 	changed chan struct{} // made by the first waiter, closed and dropped when rev advances
 }
-
-var errGateClosed = errors.New("the membership watch stopped")
 
 // advance raises the applied revision to rev; a lower rev changes nothing.
 func (g *revisionGate) advance(rev int64) {
@@ -30,8 +27,8 @@ func (g *revisionGate) advance(rev int64) {
 	}
 }
 
-// wait returns once the applied revision is at least rev, or when ctx ends or stop closes.
-func (g *revisionGate) wait(ctx context.Context, stop <-chan struct{}, rev int64) error {
+// wait returns once the applied revision is at least rev, or with ctx's error when ctx ends.
+func (g *revisionGate) wait(ctx context.Context, rev int64) error {
 	for {
 		g.mu.Lock()
 		if g.rev >= rev {
@@ -47,8 +44,6 @@ func (g *revisionGate) wait(ctx context.Context, stop <-chan struct{}, rev int64
 		case <-changed:
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-stop:
-			return errGateClosed
 		}
 	}
 }
