@@ -69,7 +69,7 @@ func occupied(t *testing.T, cfg exec.Config) (*exec.Executor, func()) {
 	return e, release
 }
 
-func waitQuiescent(t *testing.T, e *exec.Executor) {
+func waitQuiescent(t testing.TB, e *exec.Executor) {
 	t.Helper()
 	require.Eventually(t, e.Quiescent, 5*time.Second, time.Millisecond)
 }
@@ -364,13 +364,10 @@ func BenchmarkSubmitTo64Executors(b *testing.B) {
 			}
 		}
 	})
+	var total int64
 	for i := range execs {
-		waitQuiescentB(b, execs[i])
+		waitQuiescent(b, execs[i])
+		total += ran[i].Load()
 	}
-}
-
-func waitQuiescentB(b *testing.B, e *exec.Executor) {
-	for !e.Quiescent() {
-		time.Sleep(10 * time.Microsecond)
-	}
+	require.Equal(b, int64(b.N), total, "every submission ran once")
 }

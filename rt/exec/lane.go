@@ -82,11 +82,9 @@ func getRing(size int) []entry {
 	return make([]entry, size)
 }
 
-// putRing pools a ring whose entries are all zero (popped), so it holds no work.
+// putRing pools a ring whose entries are all zero (popped), so it holds no work. A nil ring
+// or one beyond the classes falls outside them and is left to the collector.
 func putRing(r []entry) {
-	if len(r) < minRing {
-		return
-	}
 	if c := ringClass(len(r)); c < len(ringPools) {
 		ringPools[c].Put(&r)
 	}
