@@ -59,7 +59,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:0", "address other nodes reach this node at")
 	fs.StringVar(&o.node, "node", "", "this node's ID (default: the host name and a random suffix)")
 	fs.DurationVar(&o.idle, "idle", 0, "evict a room after this long without activity (default 1s scripted, 5m interactive)")
-	o.logLevel = slog.LevelError
 	fs.TextVar(&o.logLevel, "log", slog.LevelError, "the least severe runtime log level written to standard error: DEBUG, INFO, WARN or ERROR")
 	if err := fs.Parse(args); err != nil {
 		return err
