@@ -47,6 +47,11 @@ var (
 	// ErrHandlerPanicked: a handler panicked. The caller gets this error with the panic's
 	// value; the Spot keeps serving.
 	ErrHandlerPanicked = errors.New("zlink: handler panicked")
+	// ErrStoreUnavailable: the Location Store (etcd) did not answer in time or could not be
+	// reached, so the runtime could not tell where the object is or whether it may be created.
+	// Nothing was created or run on the caller's behalf unless the error says the outcome is
+	// unknown; the call may be made again once the store is back.
+	ErrStoreUnavailable = errors.New("zlink: location store unavailable")
 )
 
 // Lane names one of a Spot's two execution lanes (E2).

@@ -31,11 +31,20 @@ func TestSentinelsComeBackAsThemselves(t *testing.T) {
 	for _, s := range []error{sdk.ErrNotFound, sdk.ErrAlreadyExists, sdk.ErrStaleRoute, sdk.ErrOwnerUnavailable,
 		sdk.ErrInboundBudget, sdk.ErrNotServing, sdk.ErrUnhandled, sdk.ErrClosed, sdk.ErrMessageTooLarge,
 		sdk.ErrCreationFailed, sdk.ErrHandlerPanicked, sdk.ErrInvalidArgument, sdk.ErrInvalidID,
-		context.Canceled, context.DeadlineExceeded} {
+		sdk.ErrStoreUnavailable, context.Canceled, context.DeadlineExceeded} {
 		err := roundTrip(t, fmt.Errorf("on node-b: %w", s))
 		assert.ErrorIs(t, err, s)
 		assert.Equal(t, "on node-b: "+s.Error(), err.Error(), "the message crosses too")
 	}
+}
+
+// An etcd timeout wrapped as the store's failure crosses as the store's failure, not as the
+// caller's deadline.
+func TestStoreUnavailableCrossesAsItself(t *testing.T) {
+	err := roundTrip(t, fmt.Errorf("lookup: %w: %w", sdk.ErrStoreUnavailable, context.DeadlineExceeded))
+	assert.ErrorIs(t, err, sdk.ErrStoreUnavailable)
+	var ae *sdk.AppError
+	assert.False(t, errors.As(err, &ae), "a store failure is not an application error")
 }
 
 func TestTypedDetailsCross(t *testing.T) {

@@ -110,6 +110,7 @@ const (
 	Code_CODE_CANCELED          Code = 17
 	Code_CODE_DEADLINE_EXCEEDED Code = 18
 	Code_CODE_INTERNAL          Code = 19
+	Code_CODE_STORE_UNAVAILABLE Code = 20
 )
 
 // Enum value maps for Code.
@@ -135,6 +136,7 @@ var (
 		17: "CODE_CANCELED",
 		18: "CODE_DEADLINE_EXCEEDED",
 		19: "CODE_INTERNAL",
+		20: "CODE_STORE_UNAVAILABLE",
 	}
 	Code_value = map[string]int32{
 		"CODE_UNSPECIFIED":       0,
@@ -157,6 +159,7 @@ var (
 		"CODE_CANCELED":          17,
 		"CODE_DEADLINE_EXCEEDED": 18,
 		"CODE_INTERNAL":          19,
+		"CODE_STORE_UNAVAILABLE": 20,
 	}
 )
 
@@ -346,9 +349,13 @@ type Request struct {
 	Method  string `protobuf:"bytes,8,opt,name=method,proto3" json:"method,omitempty"`
 	Payload []byte `protobuf:"bytes,9,opt,name=payload,proto3" json:"payload,omitempty"`
 	// The caller's remaining time when it sent the request (0: none).
-	TimeoutNanos  int64 `protobuf:"varint,10,opt,name=timeout_nanos,json=timeoutNanos,proto3" json:"timeout_nanos,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TimeoutNanos int64 `protobuf:"varint,10,opt,name=timeout_nanos,json=timeoutNanos,proto3" json:"timeout_nanos,omitempty"`
+	// The caller's deadline as Unix nanoseconds (0: none). The receiver's deadline is the earlier
+	// of this and its receive time plus timeout_nanos; a request that arrives after it is dropped
+	// unrun, so a message never starts after its caller saw DeadlineExceeded.
+	DeadlineUnixNanos int64 `protobuf:"varint,11,opt,name=deadline_unix_nanos,json=deadlineUnixNanos,proto3" json:"deadline_unix_nanos,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Request) Reset() {
@@ -451,6 +458,13 @@ func (x *Request) GetTimeoutNanos() int64 {
 	return 0
 }
 
+func (x *Request) GetDeadlineUnixNanos() int64 {
+	if x != nil {
+		return x.DeadlineUnixNanos
+	}
+	return 0
+}
+
 type Reply struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	CallId  uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
@@ -460,7 +474,11 @@ type Reply struct {
 	Owner string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
 	// Set instead of running the request: the Spot is Ready on this node; the request was not
 	// run and may be sent there (it was never accepted, so this is no retry: C3).
-	Redirect      string `protobuf:"bytes,5,opt,name=redirect,proto3" json:"redirect,omitempty"`
+	Redirect string `protobuf:"bytes,5,opt,name=redirect,proto3" json:"redirect,omitempty"`
+	// The receiver refused the request before admitting it to any queue: it did not run and never
+	// will, so the caller may send it elsewhere (placement) without running it twice (C3). An
+	// error without this flag may come after admission and is never a reason to send again.
+	Refused       bool `protobuf:"varint,6,opt,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -528,6 +546,13 @@ func (x *Reply) GetRedirect() string {
 		return x.Redirect
 	}
 	return ""
+}
+
+func (x *Reply) GetRefused() bool {
+	if x != nil {
+		return x.Refused
+	}
+	return false
 }
 
 // Cancel ends the receiver's context of a call whose caller gave up.
@@ -699,7 +724,7 @@ const file_wire_proto_rawDesc = "" +
 	"\arequest\x18\x01 \x01(\v2\x16.zlink.wire.v1.RequestH\x00R\arequest\x12,\n" +
 	"\x05reply\x18\x02 \x01(\v2\x14.zlink.wire.v1.ReplyH\x00R\x05reply\x12/\n" +
 	"\x06cancel\x18\x03 \x01(\v2\x15.zlink.wire.v1.CancelH\x00R\x06cancelB\x06\n" +
-	"\x04body\"\x80\x02\n" +
+	"\x04body\"\xb0\x02\n" +
 	"\aRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12!\n" +
 	"\x02op\x18\x02 \x01(\x0e2\x11.zlink.wire.v1.OpR\x02op\x12\x12\n" +
@@ -711,13 +736,15 @@ const file_wire_proto_rawDesc = "" +
 	"\x06method\x18\b \x01(\tR\x06method\x12\x18\n" +
 	"\apayload\x18\t \x01(\fR\apayload\x12#\n" +
 	"\rtimeout_nanos\x18\n" +
-	" \x01(\x03R\ftimeoutNanos\"\x98\x01\n" +
+	" \x01(\x03R\ftimeoutNanos\x12.\n" +
+	"\x13deadline_unix_nanos\x18\v \x01(\x03R\x11deadlineUnixNanos\"\xb2\x01\n" +
 	"\x05Reply\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12*\n" +
 	"\x05error\x18\x03 \x01(\v2\x14.zlink.wire.v1.ErrorR\x05error\x12\x14\n" +
 	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x1a\n" +
-	"\bredirect\x18\x05 \x01(\tR\bredirect\"!\n" +
+	"\bredirect\x18\x05 \x01(\tR\bredirect\x12\x18\n" +
+	"\arefused\x18\x06 \x01(\bR\arefused\"!\n" +
 	"\x06Cancel\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\"\xef\x01\n" +
 	"\x05Error\x12'\n" +
@@ -735,7 +762,7 @@ const file_wire_proto_rawDesc = "" +
 	"\aOP_CALL\x10\x01\x12\v\n" +
 	"\aOP_SEND\x10\x02\x12\r\n" +
 	"\tOP_CREATE\x10\x03\x12\f\n" +
-	"\bOP_CLOSE\x10\x04*\xd9\x03\n" +
+	"\bOP_CLOSE\x10\x04*\xf5\x03\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10CODE_APPLICATION\x10\x01\x12\x12\n" +
@@ -757,7 +784,8 @@ const file_wire_proto_rawDesc = "" +
 	"\x0fCODE_INVALID_ID\x10\x10\x12\x11\n" +
 	"\rCODE_CANCELED\x10\x11\x12\x1a\n" +
 	"\x16CODE_DEADLINE_EXCEEDED\x10\x12\x12\x11\n" +
-	"\rCODE_INTERNAL\x10\x13B#Z!github.com/zlink-go/zlink/rt/wireb\x06proto3"
+	"\rCODE_INTERNAL\x10\x13\x12\x1a\n" +
+	"\x16CODE_STORE_UNAVAILABLE\x10\x14B#Z!github.com/zlink-go/zlink/rt/wireb\x06proto3"
 
 var (
 	file_wire_proto_rawDescOnce sync.Once
