@@ -172,3 +172,102 @@ func TestRevisionGateWaitsForTheRevision(t *testing.T) {
 	g.advance(7)
 	require.NoError(t, <-done)
 }
+
+// compactHistory advances the store's revision past rev with writes outside the membership and
+// compacts it, so that a membership watch from rev must resync. It returns the revision the
+// history was compacted at.
+func compactHistory(t *testing.T, ctx context.Context, st *store.Etcd) int64 {
+	t.Helper()
+	var now int64
+	for range 2 {
+		resp, err := st.Client().Put(ctx, "/elsewhere", "x")
+		require.NoError(t, err)
+		now = resp.Header.Revision
+	}
+	_, err := st.Client().Compact(ctx, now)
+	require.NoError(t, err)
+	return now
+}
+
+// awaitPeerState waits until the link to peer is in state.
+func awaitPeerState(t *testing.T, ctx context.Context, m *Mesh, peer sdk.NodeID, state sdk.PeerState) {
+	t.Helper()
+	for m.tr.PeerState(peer) != state {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the link to %s never became %v (it is %v)", peer, state, m.tr.PeerState(peer))
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// A membership watch that lost its history resyncs without touching the peers that did not
+// change: their links stay up (G2: a peer's state does not flap), their routes stay cached and
+// no reclaim starts.
+func TestG2_ResyncKeepsUnchangedPeersLinked(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	owner := registerTestNode(t, endpoints, "owner")
+	require.NoError(t, owner.m.Start(ctx, owner.st, owner.reg, owner.cat, serving))
+	caller := registerTestNode(t, endpoints, "caller")
+	_, rev, err := caller.m.join(ctx, caller.st, caller.reg, caller.cat, serving)
+	require.NoError(t, err)
+	awaitPeerState(t, ctx, caller.m, "owner", sdk.PeerStateReady)
+	target := sdk.InstanceIntent(rttest.LedgerType, "kept")
+	caller.m.routes.put(target, "owner")
+
+	now := compactHistory(t, ctx, caller.st)
+	caller.m.watchMembership(rev)
+	require.NoError(t, caller.m.seen.wait(ctx, now), "the resync was applied")
+
+	assert.Equal(t, sdk.PeerStateReady, caller.m.tr.PeerState("owner"), "the link was kept, not redialled")
+	route, ok := caller.m.routes.get(target)
+	assert.True(t, ok && route == "owner", "the route to an unchanged peer is kept")
+	assert.Empty(t, caller.m.reclaimKick, "no reclaim: no owner ended")
+	assert.Equal(t, []sdk.NodeID{"caller", "owner"}, memberIDs(caller.m))
+}
+
+// A resync compares the listing with the members: a node that left is gone, a node that
+// registered again loses its routes (its link, to the same process, stays), a new node is
+// connected, and the others are untouched.
+func TestG2_ResyncAppliesOnlyWhatChanged(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	registerTestNode(t, endpoints, "kept")
+	left := registerTestNode(t, endpoints, "left")
+	again := registerTestNode(t, endpoints, "again")
+	caller := registerTestNode(t, endpoints, "caller")
+	_, rev, err := caller.m.join(ctx, caller.st, caller.reg, caller.cat, serving)
+	require.NoError(t, err)
+	for _, peer := range []sdk.NodeID{"kept", "left", "again"} {
+		awaitPeerState(t, ctx, caller.m, peer, sdk.PeerStateReady)
+		caller.m.routes.put(sdk.InstanceIntent(rttest.LedgerType, string(peer)), peer)
+	}
+
+	require.NoError(t, left.reg.Close(ctx))
+	require.NoError(t, again.reg.Close(ctx))
+	reg, err := again.st.Register(ctx, again.reg.Descriptor(), store.LeaseOptions{TTL: 5 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+	registerTestNode(t, endpoints, "joined")
+	now := compactHistory(t, ctx, caller.st)
+	caller.m.watchMembership(rev)
+	require.NoError(t, caller.m.seen.wait(ctx, now), "the resync was applied")
+
+	assert.Equal(t, []sdk.NodeID{"again", "caller", "joined", "kept"}, memberIDs(caller.m))
+	assert.Equal(t, sdk.PeerStateReady, caller.m.tr.PeerState("kept"), "an unchanged peer keeps its link")
+	assert.Equal(t, sdk.PeerStateNotConnected, caller.m.tr.PeerState("left"), "a peer that left is disconnected")
+	for peer, want := range map[sdk.NodeID]bool{"kept": true, "left": false, "again": false} {
+		_, ok := caller.m.routes.get(sdk.InstanceIntent(rttest.LedgerType, string(peer)))
+		assert.Equal(t, want, ok, "route to %s", peer)
+	}
+	assert.Len(t, caller.m.reclaimKick, 1, "ended owners are reclaimed")
+	awaitPeerState(t, ctx, caller.m, "again", sdk.PeerStateReady)
+	awaitPeerState(t, ctx, caller.m, "joined", sdk.PeerStateReady)
+}
+
+func memberIDs(m *Mesh) []sdk.NodeID {
+	var ids []sdk.NodeID
+	for _, n := range m.sortedMembers() {
+		ids = append(ids, n.ID)
+	}
+	return ids
+}

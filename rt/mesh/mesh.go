@@ -191,46 +191,62 @@ func (m *Mesh) awaitPeers(ctx context.Context, nodes []store.Node) {
 	}
 }
 
-// apply takes one membership change.
+// apply takes one membership report. A resync is compared with the members known: only the
+// nodes that left, or registered again, lose their link and routes, so that a watch that lost
+// its history does not disconnect a mesh that did not change. A progress notification changes
+// nothing here; the watcher advances the revision gate with it.
 func (m *Mesh) apply(ev store.NodeEvent) {
-	if ev.Resync {
+	// live applies n, listed as live, given what was known of it before.
+	live := func(n, prev store.Node, had bool) {
+		if n.ID == m.cfg.Node {
+			return
+		}
+		switch {
+		case !had:
+			m.log.Debug("a node joined the mesh", "peer", string(n.ID), "endpoint", n.Desc.GetEndpoint())
+		case prev.Lease != n.Lease:
+			// The same ID registered again: the old registration ended, so its routes are stale
+			// and its records are to be reclaimed. The link is the process's, not the lease's:
+			// it stays while the endpoint does.
+			m.routes.dropOwner(n.ID)
+			m.kickReclaim()
+		}
+		if m.needsConnection(n.Desc) && n.Desc.GetEndpoint() != "" {
+			// A link to the same endpoint is kept as it is; a changed endpoint is dialled anew.
+			m.tr.Connect(n.ID, n.Desc.GetEndpoint())
+		}
+	}
+	switch {
+	case ev.Progress:
+	case ev.Resync:
+		members := make(map[sdk.NodeID]store.Node, len(ev.Snapshot))
+		for _, n := range ev.Snapshot {
+			members[n.ID] = n
+		}
 		m.mu.Lock()
 		old := m.members
-		m.members = make(map[sdk.NodeID]store.Node)
+		m.members = members
 		m.mu.Unlock()
 		for id := range old {
-			if id != ev.Node.ID {
+			if _, ok := members[id]; !ok {
 				m.nodeGone(id)
 			}
 		}
-		if ev.Node.ID == "" {
-			return
+		for _, n := range ev.Snapshot {
+			prev, had := old[n.ID]
+			live(n, prev, had)
 		}
-	}
-	id := ev.Node.ID
-	if ev.Gone {
+	case ev.Gone:
 		m.mu.Lock()
-		delete(m.members, id)
+		delete(m.members, ev.Node.ID)
 		m.mu.Unlock()
-		m.nodeGone(id)
-		return
-	}
-	m.mu.Lock()
-	prev, had := m.members[id]
-	m.members[id] = ev.Node
-	m.mu.Unlock()
-	if id == m.cfg.Node {
-		return
-	}
-	if had && prev.Lease != ev.Node.Lease {
-		// The same ID registered again: the old registration's routes are stale.
-		m.routes.dropOwner(id)
-	}
-	if !had {
-		m.log.Debug("a node joined the mesh", "peer", string(id), "endpoint", ev.Node.Desc.GetEndpoint())
-	}
-	if m.needsConnection(ev.Node.Desc) && ev.Node.Desc.GetEndpoint() != "" {
-		m.tr.Connect(id, ev.Node.Desc.GetEndpoint())
+		m.nodeGone(ev.Node.ID)
+	default:
+		m.mu.Lock()
+		prev, had := m.members[ev.Node.ID]
+		m.members[ev.Node.ID] = ev.Node
+		m.mu.Unlock()
+		live(ev.Node, prev, had)
 	}
 }
 
@@ -273,6 +289,11 @@ func (m *Mesh) nodeGone(id sdk.NodeID) {
 	m.log.Debug("a node left the mesh", "peer", string(id))
 	m.routes.dropOwner(id)
 	m.tr.Disconnect(id)
+	m.kickReclaim()
+}
+
+// kickReclaim starts a reclaim pass soon: an owner ended.
+func (m *Mesh) kickReclaim() {
 	select {
 	case m.reclaimKick <- struct{}{}:
 	default:

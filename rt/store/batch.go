@@ -7,6 +7,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // ErrStoreClosed is returned for a write submitted after Close.
@@ -25,6 +26,7 @@ type txnReq struct {
 	ctx  context.Context
 	key  string // the record it writes: one batch never writes a key twice
 	txn  *pb.TxnRequest
+	size int // encoded size as a nested transaction, measured once at submit
 	res  txnResult
 	err  error
 	done chan struct{}
@@ -42,11 +44,16 @@ func (e notSent) Unwrap() error { return e.err }
 // compare, so one write's failed compare never fails another's; the rules of each write hold
 // exactly as without batching. A write that finds a free slot and nobody waiting is sent at
 // once by its own goroutine: batching adds no latency, only shares round trips under load.
+//
+// Every write is bounded by its caller's context: the one sent at once is sent with it, and
+// one sent in a batch stops waiting when its context ends (its outcome is then unknown, and
+// the store settles it by re-reading).
 type batcher struct {
-	kv      kvClient
-	max     int
-	timeout time.Duration
-	sending sync.WaitGroup
+	kv       txnSender
+	max      int // writes per batch
+	maxBytes int // encoded bytes of the nested transactions per batch
+	timeout  time.Duration
+	sending  sync.WaitGroup
 
 	mu       sync.Mutex
 	queue    []*txnReq
@@ -57,38 +64,46 @@ type batcher struct {
 	closed   bool
 }
 
-// maxInFlight is the most group-commit transactions outstanding at once.
-const maxInFlight = 4
+const (
+	// maxInFlight is the most group-commit transactions outstanding at once.
+	maxInFlight = 4
+	// defaultBatchBytes is the default byte budget of one batch: below etcd's default
+	// --max-request-bytes (1.5 MiB) and clientv3's 2 MiB send limit, with room for the
+	// envelope.
+	defaultBatchBytes = 1 << 20
+	// nestOverhead bounds what nesting adds to a transaction's encoded size: the tag and
+	// length of its RequestOp, and of that op in the parent's Success list.
+	nestOverhead = 2 * (1 + 5)
+)
 
-func newBatcher(kv kvClient, max int) *batcher {
+func newBatcher(kv txnSender, max, maxBytes int) *batcher {
 	b := &batcher{
-		kv: kv, max: max, timeout: 30 * time.Second,
+		kv: kv, max: max, maxBytes: maxBytes, timeout: 30 * time.Second,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	go b.run()
 	return b
 }
 
-// do submits one write and waits for its result. A write whose ctx ends while it is still
-// queued is withdrawn and reports notSent; once sent, do waits for the transaction's own
-// answer, so a batched write's outcome is never left unknown by its caller's cancellation.
+// do submits one write and waits for its result, for at most ctx and the batcher's timeout.
+// A write whose ctx ends while it is still queued is withdrawn and reports notSent; one whose
+// ctx ends after it was sent reports ctx's error, which leaves its outcome unknown.
 func (b *batcher) do(ctx context.Context, key string, txn *pb.TxnRequest) (txnResult, error) {
-	r := &txnReq{ctx: ctx, key: key, txn: txn, done: make(chan struct{})}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return txnResult{}, ErrStoreClosed
 	}
 	if len(b.queue) == 0 && b.inFlight < maxInFlight {
-		// Nobody waits and a slot is free: send it from here, without a hand-off.
+		// Nobody waits and a slot is free: send it from here, on the caller's context.
 		b.inFlight++
-		r.sent = true
 		b.sending.Add(1)
 		b.mu.Unlock()
-		b.send([]*txnReq{r})
+		res, err := b.sendOne(ctx, txn)
 		b.release()
-		return r.res, r.err
+		return res, err
 	}
+	r := &txnReq{ctx: ctx, key: key, txn: txn, size: proto.Size(txn) + nestOverhead, done: make(chan struct{})}
 	b.queue = append(b.queue, r)
 	b.mu.Unlock()
 	b.poke()
@@ -98,19 +113,32 @@ func (b *batcher) do(ctx context.Context, key string, txn *pb.TxnRequest) (txnRe
 	case <-ctx.Done():
 	}
 	b.mu.Lock()
-	if !r.sent {
-		for i, q := range b.queue {
-			if q == r {
-				b.queue = append(b.queue[:i], b.queue[i+1:]...)
-				break
-			}
-		}
-		b.mu.Unlock()
-		return txnResult{}, notSent{ctx.Err()}
+	defer b.mu.Unlock()
+	if r.sent {
+		// The batch answers without us: r.res and r.err are the sender's from now on.
+		return txnResult{}, ctx.Err()
 	}
-	b.mu.Unlock()
-	<-r.done
-	return r.res, r.err
+	for i, q := range b.queue {
+		if q == r {
+			b.queue = append(b.queue[:i], b.queue[i+1:]...)
+			break
+		}
+	}
+	return txnResult{}, notSent{ctx.Err()}
+}
+
+// sendOne sends one write on ctx, capped by the batcher's timeout.
+func (b *batcher) sendOne(ctx context.Context, txn *pb.TxnRequest) (txnResult, error) {
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > b.timeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.timeout)
+		defer cancel()
+	}
+	resp, err := b.kv.txn(ctx, txn)
+	if err != nil {
+		return txnResult{}, err
+	}
+	return txnResult{Succeeded: resp.Succeeded, Responses: resp.Responses, Revision: resp.Header.Revision}, nil
 }
 
 func (b *batcher) poke() {
@@ -158,38 +186,53 @@ func (b *batcher) run() {
 	}
 }
 
-// take removes the next batch from the queue: at most max writes, never two of one key.
+// take removes the next batch from the queue, in queue order: at most max writes and
+// maxBytes encoded bytes (a single larger write goes alone), never two writes of one key.
 // b.mu is held.
 func (b *batcher) take() []*txnReq {
 	batch := make([]*txnReq, 0, min(len(b.queue), b.max))
 	keys := make(map[string]struct{}, cap(batch))
 	rest := b.queue[:0]
+	size, full := 0, false
 	for _, r := range b.queue {
-		_, dup := keys[r.key]
-		switch {
-		case dup || len(batch) == b.max:
-			rest = append(rest, r) // the next batch
-		default:
-			keys[r.key] = struct{}{}
-			r.sent = true
-			batch = append(batch, r)
+		if !full && len(batch) > 0 && (len(batch) == b.max || size+r.size > b.maxBytes) {
+			full = true // the rest waits for the next batch, in order
 		}
+		if _, dup := keys[r.key]; full || dup {
+			rest = append(rest, r)
+			continue
+		}
+		keys[r.key] = struct{}{}
+		r.sent = true
+		size += r.size
+		batch = append(batch, r)
 	}
 	clear(b.queue[len(rest):])
 	b.queue = rest
 	return batch
 }
 
+// send sends a batch as one transaction. Its context is not any one writer's: its deadline is
+// the latest of its writers' deadlines, capped by the batcher's timeout, so that it outlives
+// none of them by more than it must and no writer's cancellation fails the others.
 func (b *batcher) send(batch []*txnReq) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	deadline := time.Now().Add(b.timeout)
+	latest := time.Time{}
+	for _, r := range batch {
+		dl, ok := r.ctx.Deadline()
+		if !ok || dl.After(deadline) {
+			latest = deadline
+			break
+		}
+		if dl.After(latest) {
+			latest = dl
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), latest)
 	defer cancel()
 	if len(batch) == 1 {
 		r := batch[0]
-		resp, err := b.kv.txn(ctx, r.txn)
-		if err == nil {
-			r.res = txnResult{Succeeded: resp.Succeeded, Responses: resp.Responses, Revision: resp.Header.Revision}
-		}
-		r.err = err
+		r.res, r.err = b.sendOne(ctx, r.txn)
 		close(r.done)
 		return
 	}

@@ -10,10 +10,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/zlink-go/zlink/rt/store/storepb"
@@ -25,27 +22,38 @@ type Etcd struct {
 	client *clientv3.Client
 	keys   keys
 	mesh   string
-	// settle bounds the linearizable re-reads that resolve an ambiguous create.
+	// settle bounds the linearizable re-reads that resolve a write whose answer was lost.
 	settle time.Duration
+	// progressEvery is how often a node watch asks for a progress notification.
+	progressEvery time.Duration
 	// local holds this process's registrations (Owner -> *Registration): while a lease guard
 	// holds, its owner is known alive without a read.
 	local sync.Map
 	// batch is the group commit of record writes; nil when disabled.
 	batch *batcher
-	kv    kvClient
+	// kv sends the record writes; internal tests replace it to lose answers.
+	kv txnSender
 }
 
 // Option configures New.
 type Option func(*options)
 
 type options struct {
-	groupCommit int
+	groupCommit      int
+	groupCommitBytes int
 }
 
 // WithGroupCommit turns the group commit on for a server whose --max-txn-ops is maxTxnOps
 // (etcd's default, 128, is the default here). Concurrent record writes then share round trips
 // instead of paying one raft round each.
 func WithGroupCommit(maxTxnOps int) Option { return func(o *options) { o.groupCommit = maxTxnOps } }
+
+// WithGroupCommitBytes bounds the encoded size of the writes that the group commit sends as
+// one transaction (default 1 MiB, below etcd's default --max-request-bytes of 1.5 MiB); a
+// single larger write is sent alone. Lower it for a server with a smaller limit.
+func WithGroupCommitBytes(maxBytes int) Option {
+	return func(o *options) { o.groupCommitBytes = maxBytes }
+}
 
 // WithoutGroupCommit sends every record write as a transaction of its own.
 func WithoutGroupCommit() Option { return func(o *options) { o.groupCommit = 0 } }
@@ -63,21 +71,26 @@ func New(client *clientv3.Client, mesh string, opts ...Option) (*Etcd, error) {
 	if err := sdk.ValidateID("mesh name", mesh); err != nil {
 		return nil, err
 	}
-	o := options{groupCommit: 128}
+	o := options{groupCommit: 128, groupCommitBytes: defaultBatchBytes}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Etcd{client: client, keys: newKeys(mesh), mesh: mesh, settle: 5 * time.Second, kv: newKVClient(client)}
+	s := &Etcd{client: client, keys: newKeys(mesh), mesh: mesh, kv: newKVClient(client),
+		settle: 5 * time.Second, progressEvery: 30 * time.Second}
 	// etcd counts a nested transaction's widest part against what its parent leaves of
 	// --max-txn-ops; a record write has at most two compares.
 	if batch := o.groupCommit - maxWriteWidth; batch > 1 {
-		s.batch = newBatcher(s.kv, batch)
+		s.batch = newBatcher(s.kv, batch, max(o.groupCommitBytes, 1))
 	}
 	return s, nil
 }
 
-// write runs one record write, through the group commit when it is on.
+// write runs one record write, through the group commit when it is on, for at most ctx. A
+// write whose ctx has already ended is not sent.
 func (s *Etcd) write(ctx context.Context, key string, cmps []*pb.Compare, then, els []*pb.RequestOp) (txnResult, error) {
+	if err := ctx.Err(); err != nil {
+		return txnResult{}, notSent{err}
+	}
 	txn := &pb.TxnRequest{Compare: cmps, Success: then, Failure: els}
 	if s.batch != nil {
 		return s.batch.do(ctx, key, txn)
@@ -151,11 +164,15 @@ func (s *Etcd) Reserve(ctx context.Context, key SpotKey, kind sdk.SpotKind, owne
 	if err != nil && ambiguous(err) {
 		return s.settleReserve(ctx, key, kind, owner, attempt, err)
 	}
-	return out, err
+	if err != nil {
+		return ReserveResult{}, fmt.Errorf("store: reserve %s: %w", key, unavailable(err))
+	}
+	return out, nil
 }
 
 // reserveOnce runs the reservation txn: create the record if no record exists and the owner's
-// lease is alive. A lost reservation answers the current record's resolution.
+// lease is alive. A lost reservation answers the current record's resolution; a reservation
+// fenced out by the owner's end fails with ErrFenced.
 func (s *Etcd) reserveOnce(ctx context.Context, key SpotKey, kind sdk.SpotKind, owner Owner, attempt uint64) (ReserveResult, error) {
 	spotKey := s.keys.spot(key)
 	rec, err := encodeRecord(&storepb.SpotRecord{
@@ -184,7 +201,7 @@ func (s *Etcd) reserveOnce(ctx context.Context, key SpotKey, kind sdk.SpotKind, 
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	if len(kvs) == 0 {
-		return ReserveResult{}, fmt.Errorf("store: reserve %s: owner lease of %s has ended: %w", key, owner.Node, ErrFenced)
+		return ReserveResult{}, fmt.Errorf("owner lease of %s has ended: %w", owner.Node, ErrFenced)
 	}
 	cur, err := s.resolve(ctx, key, resp.Revision, kvs[0])
 	if err != nil {
@@ -197,53 +214,47 @@ func (s *Etcd) reserveOnce(ctx context.Context, key SpotKey, kind sdk.SpotKind, 
 	return ReserveResult{Current: cur}, nil
 }
 
-// settleReserve resolves a reserve txn whose outcome is unknown (timeout, lost connection) by
-// linearizable re-reads before anything is reported: the attempt fence tells whether the txn
-// was applied. If the caller has gone meanwhile, an applied reservation is released again, and
-// an unapplied one is fenced out by reserving and releasing the key with the same attempt, so a
-// failed Reserve leaves no record behind.
+// settleReserve resolves a reserve txn whose answer was lost (timeout, lost connection) before
+// anything is reported: the attempt fence tells whether it was applied, and while the key is
+// Missing the reservation is sent again with the same attempt, which is idempotent. It keeps
+// going after the caller has gone, for at most s.settle, so that a failed Reserve leaves no
+// record behind: what the attempt won for a caller that has gone is released again.
 func (s *Etcd) settleReserve(ctx context.Context, key SpotKey, kind sdk.SpotKind, owner Owner, attempt uint64, cause error) (ReserveResult, error) {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.settle)
-	defer cancel()
-	backoff := 10 * time.Millisecond
-	for {
-		out, err := s.settleOnce(sctx, key, kind, owner, attempt)
-		if err == nil && out.Won && ctx.Err() != nil {
-			rec := Record{Kind: kind, Phase: PhaseCreating, Owner: owner, Attempt: attempt,
-				Incarnation: out.Reservation.Incarnation, Revision: out.Reservation.Revision}
-			if err = s.Release(sctx, key, rec, ReleaseCreationFailed); err == nil {
-				return ReserveResult{}, fmt.Errorf("store: reserve %s: %w", key, ctx.Err())
+	bound := context.WithoutCancel(ctx)
+	out, err := settle(bound, s, cause,
+		func(ctx context.Context) (ReserveResult, verdict, error) {
+			res, err := s.Lookup(ctx, key)
+			switch {
+			case err != nil:
+				return ReserveResult{}, 0, err
+			case res.State == StateMissing:
+				return ReserveResult{}, verdictAgain, nil
+			case res.Record.Attempt == attempt && res.Record.Owner == owner:
+				return wonFrom(key, res.Record), verdictKnown, nil
 			}
-		}
-		if err == nil {
-			return out, nil
-		}
-		if !ambiguous(err) {
-			return ReserveResult{}, fmt.Errorf("store: reserve %s: %w", key, err)
-		}
-		select {
-		case <-sctx.Done():
-			return ReserveResult{}, fmt.Errorf("store: reserve %s: outcome unknown after %v (first error: %v): %w", key, s.settle, cause, sctx.Err())
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 500*time.Millisecond)
-	}
-}
-
-// settleOnce re-reads key and, when it is Missing, repeats the reservation with the same
-// attempt, which is idempotent.
-func (s *Etcd) settleOnce(ctx context.Context, key SpotKey, kind sdk.SpotKind, owner Owner, attempt uint64) (ReserveResult, error) {
-	res, err := s.Lookup(ctx, key)
+			return ReserveResult{Current: res}, verdictKnown, nil // lost to another creator
+		},
+		func(ctx context.Context) (ReserveResult, bool, error) {
+			out, err := s.reserveOnce(ctx, key, kind, owner, attempt)
+			if errors.Is(err, ErrFenced) {
+				return ReserveResult{}, false, nil
+			}
+			return out, err == nil, err
+		})
 	if err != nil {
-		return ReserveResult{}, err
+		return ReserveResult{}, fmt.Errorf("store: reserve %s: %w", key, err)
 	}
-	switch {
-	case res.State != StateMissing && res.Record.Attempt == attempt && res.Record.Owner == owner:
-		return wonFrom(key, res.Record), nil
-	case res.State != StateMissing:
-		return ReserveResult{Current: res}, nil
+	if out.Won && ctx.Err() != nil {
+		rec := Record{Kind: kind, Phase: PhaseCreating, Owner: owner, Attempt: attempt,
+			Incarnation: out.Reservation.Incarnation, Revision: out.Reservation.Revision}
+		rctx, cancel := context.WithTimeout(bound, s.settle)
+		defer cancel()
+		if err := s.Release(rctx, key, rec, ReleaseCreationFailed); err != nil {
+			return ReserveResult{}, fmt.Errorf("store: reserve %s: %w; releasing the reservation of the caller that had gone failed: %w", key, ctx.Err(), err)
+		}
+		return ReserveResult{}, fmt.Errorf("store: reserve %s: %w", key, ctx.Err())
 	}
-	return s.reserveOnce(ctx, key, kind, owner, attempt)
+	return out, nil
 }
 
 // wonFrom is the reservation that rec, a record of the caller's own attempt, stands for.
@@ -252,31 +263,6 @@ func wonFrom(key SpotKey, rec Record) ReserveResult {
 		Key: key, Kind: rec.Kind, Owner: rec.Owner, Attempt: rec.Attempt,
 		Revision: rec.Revision, Incarnation: rec.Incarnation,
 	}}
-}
-
-// ambiguous reports whether a failed request may still have been applied.
-func ambiguous(err error) bool {
-	if errors.As(err, new(notSent)) {
-		return false
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	var code codes.Code
-	var serverErr rpctypes.EtcdError
-	if errors.As(err, &serverErr) {
-		// An etcd server error such as "request timed out" carries its code itself.
-		code = serverErr.Code()
-	} else if st, ok := status.FromError(err); ok {
-		code = st.Code()
-	} else {
-		return false
-	}
-	switch code {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown, codes.Internal:
-		return true
-	}
-	return false
 }
 
 // CommitReady implements Store.
@@ -294,32 +280,46 @@ func (s *Etcd) CommitReady(ctx context.Context, r Reservation) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	for range 3 {
-		resp, err := s.write(ctx, spotKey, s.ownerFence(spotKey, r.Revision, r.Owner), []*pb.RequestOp{opPut(spotKey, val)}, nil)
-		if err == nil && !resp.Succeeded {
-			return Record{}, fmt.Errorf("store: commit ready %s (attempt %x): %w", r.Key, r.Attempt, ErrFenced)
-		}
-		if err == nil {
-			return recordAt(rec, r.Incarnation, resp.Revision), nil
-		}
-		if !ambiguous(err) {
-			return Record{}, fmt.Errorf("store: commit ready %s: %w", r.Key, err)
-		}
-		// Unknown outcome: a linearizable re-read tells whether it was applied.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.settle)
-		res, lerr := s.Lookup(sctx, r.Key)
-		cancel()
-		switch {
-		case lerr != nil:
-			return Record{}, fmt.Errorf("store: commit ready %s: outcome unknown (%v, re-read: %v)", r.Key, err, lerr)
-		case res.State == StateReady && res.Record.Attempt == r.Attempt && res.Record.Owner == r.Owner:
-			return res.Record, nil
-		case res.State != StateCreating || res.Record.Revision != r.Revision:
-			return Record{}, fmt.Errorf("store: commit ready %s (attempt %x): %w", r.Key, r.Attempt, ErrFenced)
-		}
-		// Not applied and still ours to commit: try again.
+	ready, err := fencedWrite(ctx, s,
+		func(ctx context.Context) (Record, bool, error) {
+			resp, err := s.write(ctx, spotKey, s.ownerFence(spotKey, r.Revision, r.Owner), []*pb.RequestOp{opPut(spotKey, val)}, nil)
+			if err != nil || !resp.Succeeded {
+				return Record{}, false, err
+			}
+			return recordAt(rec, r.Incarnation, resp.Revision), true, nil
+		},
+		func(ctx context.Context) (Record, verdict, error) {
+			cur, ok, err := s.readRecord(ctx, spotKey)
+			switch {
+			case err != nil:
+				return Record{}, 0, err
+			case ok && cur.Incarnation == r.Incarnation && cur.Owner == r.Owner && cur.Attempt == r.Attempt && cur.Phase == PhaseReady:
+				return cur, verdictKnown, nil
+			case ok && cur.Revision == r.Revision:
+				return Record{}, verdictAgain, nil
+			}
+			return Record{}, verdictFenced, nil
+		})
+	if err != nil {
+		return Record{}, fmt.Errorf("store: commit ready %s (attempt %x): %w", r.Key, r.Attempt, err)
 	}
-	return Record{}, fmt.Errorf("store: commit ready %s: no answer from the store", r.Key)
+	return ready, nil
+}
+
+// readRecord reads the record at spotKey linearizably; ok is false when there is none.
+func (s *Etcd) readRecord(ctx context.Context, spotKey string) (rec Record, ok bool, err error) {
+	resp, err := s.client.Get(ctx, spotKey)
+	if err != nil {
+		return Record{}, false, err
+	}
+	if len(resp.Kvs) == 0 {
+		return Record{}, false, nil
+	}
+	var stored storepb.SpotRecord
+	if err := proto.Unmarshal(resp.Kvs[0].Value, &stored); err != nil {
+		return Record{}, false, fmt.Errorf("%w: %s: %v", ErrCorruptRecord, spotKey, err)
+	}
+	return recordOf(&stored, resp.Kvs[0]), true, nil
 }
 
 // Lookup implements Store.
@@ -329,7 +329,7 @@ func (s *Etcd) Lookup(ctx context.Context, key SpotKey) (Resolution, error) {
 	}
 	resp, err := s.client.Get(ctx, s.keys.spot(key))
 	if err != nil {
-		return Resolution{}, fmt.Errorf("store: lookup %s: %w", key, err)
+		return Resolution{}, fmt.Errorf("store: lookup %s: %w", key, unavailable(err))
 	}
 	var kv *mvccpb.KeyValue
 	if len(resp.Kvs) > 0 {
@@ -352,7 +352,7 @@ func (s *Etcd) resolve(ctx context.Context, key SpotKey, revision int64, kv *mvc
 	res.Record = recordOf(&stored, kv)
 	alive, err := s.ownerAlive(ctx, res.Record.Owner)
 	if err != nil {
-		return Resolution{}, fmt.Errorf("store: lookup %s: owner %s: %w", key, res.Record.Owner.Node, err)
+		return Resolution{}, fmt.Errorf("store: lookup %s: owner %s: %w", key, res.Record.Owner.Node, unavailable(err))
 	}
 	switch {
 	case !alive:
@@ -421,7 +421,10 @@ func (s *Etcd) WaitChange(ctx context.Context, prev Resolution) (Resolution, err
 	spotKey := s.keys.spot(key)
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	recordCh := s.client.Watch(wctx, spotKey, clientv3.WithRev(prev.Revision+1), clientv3.WithPrevKV())
+	// The created notification tells a wait that ends with nothing changed from one that
+	// ends because the store never answered.
+	recordCh := s.client.Watch(wctx, spotKey, clientv3.WithRev(prev.Revision+1), clientv3.WithPrevKV(), clientv3.WithCreatedNotify())
+	watching := false
 	var ownerCh clientv3.WatchChan // nil (never ready) when there is no owner to watch
 	if owner := prev.Record.Owner; owner.Node != "" && prev.Evidence != EvidenceOwnerLeaseEnded {
 		// The owner's end changes the answer too (Creating or Ready -> Unavailable).
@@ -435,13 +438,13 @@ func (s *Etcd) WaitChange(ctx context.Context, prev Resolution) (Resolution, err
 		var ok bool
 		select {
 		case <-ctx.Done():
-			return Resolution{}, fmt.Errorf("store: wait for %s: %w", key, ctx.Err())
+			return Resolution{}, waitEnded(key, ctx.Err(), watching)
 		case wr, ok = <-recordCh:
 		case wr, ok = <-ownerCh:
 		}
 		if !ok {
 			if ctx.Err() != nil {
-				return Resolution{}, fmt.Errorf("store: wait for %s: %w", key, ctx.Err())
+				return Resolution{}, waitEnded(key, ctx.Err(), watching)
 			}
 			return Resolution{}, fmt.Errorf("store: wait for %s: watch closed", key)
 		}
@@ -450,10 +453,13 @@ func (s *Etcd) WaitChange(ctx context.Context, prev Resolution) (Resolution, err
 			return s.Lookup(ctx, key)
 		}
 		if err := wr.Err(); err != nil {
-			return Resolution{}, fmt.Errorf("store: wait for %s: %w", key, err)
+			return Resolution{}, fmt.Errorf("store: wait for %s: %w", key, unavailable(err))
+		}
+		if wr.Created {
+			watching = true
 		}
 		if len(wr.Events) == 0 {
-			continue // progress notification
+			continue // created or progress notification
 		}
 		tag, deleted := releasedBy(spotKey, wr.Events)
 		if missing != nil {
@@ -478,6 +484,15 @@ func (s *Etcd) WaitChange(ctx context.Context, prev Resolution) (Resolution, err
 	}
 }
 
+// waitEnded is the error of a wait whose ctx ended with err: store unavailability when the
+// store never confirmed the watch, a plain end of the wait otherwise.
+func waitEnded(key SpotKey, err error, watching bool) error {
+	if !watching {
+		return fmt.Errorf("store: wait for %s: the store did not answer: %w", key, unavailable(err))
+	}
+	return fmt.Errorf("store: wait for %s: %w", key, err)
+}
+
 // releasedBy reports whether events delete the record, and the release tag of the deleted value.
 func releasedBy(spotKey string, events []*clientv3.Event) (ReleaseTag, bool) {
 	for i := len(events) - 1; i >= 0; i-- {
@@ -499,6 +514,9 @@ func (s *Etcd) BeginRelease(ctx context.Context, key SpotKey, rec Record, tag Re
 	return s.markReleasing(ctx, key, rec, tag, s.ownerFence(s.keys.spot(key), rec.Revision, rec.Owner))
 }
 
+// markReleasing writes rec as Releasing with tag, fenced by fence. A write whose answer was
+// lost is applied when the record is the same incarnation of the same attempt, Releasing with
+// tag; the record is then returned as stored.
 func (s *Etcd) markReleasing(ctx context.Context, key SpotKey, rec Record, tag ReleaseTag, fence []*pb.Compare) (Record, error) {
 	if tag == ReleaseNone {
 		return Record{}, fmt.Errorf("store: release %s: a release needs a tag", key)
@@ -510,14 +528,31 @@ func (s *Etcd) markReleasing(ctx context.Context, key SpotKey, rec Record, tag R
 	if err != nil {
 		return Record{}, err
 	}
-	resp, err := s.write(ctx, spotKey, fence, []*pb.RequestOp{opPut(spotKey, val)}, nil)
+	releasing, err := fencedWrite(ctx, s,
+		func(ctx context.Context) (Record, bool, error) {
+			resp, err := s.write(ctx, spotKey, fence, []*pb.RequestOp{opPut(spotKey, val)}, nil)
+			if err != nil || !resp.Succeeded {
+				return Record{}, false, err
+			}
+			return recordAt(next, rec.Incarnation, resp.Revision), true, nil
+		},
+		func(ctx context.Context) (Record, verdict, error) {
+			cur, ok, err := s.readRecord(ctx, spotKey)
+			switch {
+			case err != nil:
+				return Record{}, 0, err
+			case ok && cur.Incarnation == rec.Incarnation && cur.Owner == rec.Owner && cur.Attempt == rec.Attempt &&
+				cur.Phase == PhaseReleasing && cur.ReleaseTag == tag:
+				return cur, verdictKnown, nil
+			case ok && cur.Revision == rec.Revision:
+				return Record{}, verdictAgain, nil
+			}
+			return Record{}, verdictFenced, nil
+		})
 	if err != nil {
-		return Record{}, fmt.Errorf("store: begin release %s: %w", key, err)
+		return Record{}, fmt.Errorf("store: begin release %s at revision %d: %w", key, rec.Revision, err)
 	}
-	if !resp.Succeeded {
-		return Record{}, fmt.Errorf("store: begin release %s at revision %d: %w", key, rec.Revision, ErrFenced)
-	}
-	return recordAt(next, rec.Incarnation, resp.Revision), nil
+	return releasing, nil
 }
 
 // FinishRelease implements Store.
@@ -525,17 +560,32 @@ func (s *Etcd) FinishRelease(ctx context.Context, key SpotKey, rec Record) error
 	return s.deleteRecord(ctx, key, rec, s.ownerFence(s.keys.spot(key), rec.Revision, rec.Owner))
 }
 
+// deleteRecord deletes rec, Releasing, fenced by fence. A delete whose answer was lost is done
+// when the key holds no record or another incarnation.
 func (s *Etcd) deleteRecord(ctx context.Context, key SpotKey, rec Record, fence []*pb.Compare) error {
 	if rec.Phase != storepb.Phase_PHASE_RELEASING {
 		return fmt.Errorf("store: finish release %s: record is %v, not Releasing", key, rec.Phase)
 	}
 	spotKey := s.keys.spot(key)
-	resp, err := s.write(ctx, spotKey, fence, []*pb.RequestOp{opDelete(spotKey)}, nil)
+	_, err := fencedWrite(ctx, s,
+		func(ctx context.Context) (struct{}, bool, error) {
+			resp, err := s.write(ctx, spotKey, fence, []*pb.RequestOp{opDelete(spotKey)}, nil)
+			return struct{}{}, err == nil && resp.Succeeded, err
+		},
+		func(ctx context.Context) (struct{}, verdict, error) {
+			cur, ok, err := s.readRecord(ctx, spotKey)
+			switch {
+			case err != nil:
+				return struct{}{}, 0, err
+			case !ok || cur.Incarnation != rec.Incarnation:
+				return struct{}{}, verdictKnown, nil
+			case cur.Revision == rec.Revision:
+				return struct{}{}, verdictAgain, nil
+			}
+			return struct{}{}, verdictFenced, nil
+		})
 	if err != nil {
-		return fmt.Errorf("store: finish release %s: %w", key, err)
-	}
-	if !resp.Succeeded {
-		return fmt.Errorf("store: finish release %s at revision %d: %w", key, rec.Revision, ErrFenced)
+		return fmt.Errorf("store: finish release %s at revision %d: %w", key, rec.Revision, err)
 	}
 	return nil
 }

@@ -47,23 +47,22 @@ func (o LeaseOptions) withDefaults() LeaseOptions {
 // local monotonic clock from the *send* time of the last acknowledged keep-alive: it is valid
 // until send time + granted TTL − margin, which is never later than the server's expiry.
 //
-// Valid is read on every admission, so it is one atomic load: a timer clears it when the
-// deadline passes (a timer fires a little late, which the margin covers), and each extension
-// sets it again.
+// Valid reads the clock itself, so it is right at once after the process was paused (SIGSTOP,
+// a frozen VM, a long GC stall): a flag cleared by a timer would still say valid until the
+// timer's goroutine got to run. Once the deadline has passed the guard never becomes valid
+// again: the registration treats it as the end of the lease.
 type LeaseGuard struct {
 	base  time.Time    // monotonic origin
 	until atomic.Int64 // nanoseconds after base
-	lost  atomic.Bool  // the server said the lease no longer exists
-	valid atomic.Bool
-
-	mu    sync.Mutex
-	timer *time.Timer
+	lost  atomic.Bool  // the lease ended or can no longer be trusted
 }
 
 func newLeaseGuard() *LeaseGuard { return &LeaseGuard{base: time.Now()} }
 
 // Valid reports whether the owner lease is certainly valid now.
-func (g *LeaseGuard) Valid() bool { return g.valid.Load() }
+func (g *LeaseGuard) Valid() bool {
+	return !g.lost.Load() && int64(time.Since(g.base)) < g.until.Load()
+}
 
 // ValidUntil returns the instant until which the lease is certainly valid, as known now.
 func (g *LeaseGuard) ValidUntil() time.Time {
@@ -73,55 +72,43 @@ func (g *LeaseGuard) ValidUntil() time.Time {
 	return g.base.Add(time.Duration(g.until.Load()))
 }
 
-// Lost reports whether the server said the lease no longer exists.
+// left is the time until the deadline, as known now; ≤ 0 once it has passed.
+func (g *LeaseGuard) left() time.Duration {
+	if g.lost.Load() {
+		return 0
+	}
+	return time.Duration(g.until.Load() - int64(time.Since(g.base)))
+}
+
+// Lost reports whether the lease ended or its guard ran out.
 func (g *LeaseGuard) Lost() bool { return g.lost.Load() }
 
-// extend records an acknowledged keep-alive sent at sent that granted ttl.
+// extend records an acknowledged keep-alive sent at sent that granted ttl. An extension never
+// revives a guard whose deadline has passed: the lease may have expired on the server meanwhile.
 func (g *LeaseGuard) extend(sent time.Time, ttl, margin time.Duration) {
+	if g.left() <= 0 && g.until.Load() != 0 {
+		return
+	}
 	next := int64(sent.Sub(g.base) + ttl - margin)
 	for {
 		cur := g.until.Load()
 		if next <= cur || g.until.CompareAndSwap(cur, next) {
-			break
+			return
 		}
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.check()
 }
 
-// check sets valid from the clock and arms the timer for the deadline; g.mu is held.
-func (g *LeaseGuard) check() {
-	left := time.Duration(g.until.Load() - int64(time.Since(g.base)))
-	if g.lost.Load() || left <= 0 {
-		g.valid.Store(false)
-		return
-	}
-	g.valid.Store(true)
-	if g.timer == nil {
-		g.timer = time.AfterFunc(left, g.expire)
-	} else {
-		g.timer.Reset(left)
-	}
-}
+// lose marks the lease gone for good.
+func (g *LeaseGuard) lose() { g.lost.Store(true) }
 
-// expire runs at the deadline: the lease stays valid only if an extension moved it.
-func (g *LeaseGuard) expire() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.check()
-}
-
-// lose marks the lease gone for good and stops the timer.
-func (g *LeaseGuard) lose() {
-	g.lost.Store(true)
-	g.valid.Store(false)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.timer != nil {
-		g.timer.Stop()
-	}
-}
+// Lease-loss causes, reported by Registration.Cause.
+var (
+	// ErrLeaseNotFound: etcd answered that the owner lease no longer exists.
+	ErrLeaseNotFound = errors.New("store: the owner lease no longer exists")
+	// ErrLeaseGuardExpired: no keep-alive was acknowledged in time, so the lease may have
+	// expired on the server; the node stops acting as the owner of anything.
+	ErrLeaseGuardExpired = errors.New("store: the owner lease guard ran out before a keep-alive was acknowledged")
+)
 
 // Registration is a node registered in the Location Store: its descriptor under nodes/<rid>,
 // its owner lease and the keep-alive loop that feeds the lease guard.
@@ -130,12 +117,16 @@ type Registration struct {
 	owner Owner
 	guard *LeaseGuard
 	opts  LeaseOptions
+	// revision is the store revision the registration was written at: it grows with every
+	// registration of any node.
+	revision int64
 
 	mu   sync.Mutex
 	desc *storepb.NodeDescriptor
 
 	lostOnce sync.Once
 	lostCh   chan struct{}
+	cause    error // set before lostCh closes
 	cancel   context.CancelFunc
 	done     chan struct{}
 	closed   atomic.Bool
@@ -159,7 +150,7 @@ func (s *Etcd) Register(ctx context.Context, desc *storepb.NodeDescriptor, opts 
 	ttlSeconds := int64((opts.TTL + time.Second - 1) / time.Second)
 	grant, err := s.client.Grant(ctx, ttlSeconds)
 	if err != nil {
-		return nil, fmt.Errorf("store: register %s: grant lease: %w", rid, err)
+		return nil, fmt.Errorf("store: register %s: grant lease: %w", rid, unavailable(err))
 	}
 	guard.extend(sent, time.Duration(grant.TTL)*time.Second, opts.GuardMargin)
 	owner := Owner{Node: rid, Lease: int64(grant.ID)}
@@ -178,11 +169,11 @@ func (s *Etcd) Register(ctx context.Context, desc *storepb.NodeDescriptor, opts 
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		_, _ = s.client.Revoke(rctx, grant.ID)
 		cancel()
-		return nil, fmt.Errorf("store: register %s: %w", rid, err)
+		return nil, fmt.Errorf("store: register %s: %w", rid, unavailable(err))
 	}
 	kctx, cancel := context.WithCancel(context.Background())
 	r := &Registration{
-		store: s, owner: owner, guard: guard, opts: opts, desc: desc,
+		store: s, owner: owner, guard: guard, opts: opts, desc: desc, revision: resp.Header.Revision,
 		lostCh: make(chan struct{}), cancel: cancel, done: make(chan struct{}),
 	}
 	s.local.Store(owner, r)
@@ -193,12 +184,37 @@ func (s *Etcd) Register(ctx context.Context, desc *storepb.NodeDescriptor, opts 
 // Owner returns the node ID and owner lease of this registration.
 func (r *Registration) Owner() Owner { return r.owner }
 
+// Revision is the store revision the registration was written at: a later registration, of
+// this node or another, has a larger one.
+func (r *Registration) Revision() int64 { return r.revision }
+
 // Guard returns the lease guard.
 func (r *Registration) Guard() *LeaseGuard { return r.guard }
 
-// Lost is closed when the server reports that the owner lease no longer exists. The node then
-// owns nothing and must stop serving its objects.
+// Lost is closed when the owner lease ended: the server reported that it no longer exists, or
+// the lease guard ran out before a keep-alive was acknowledged (after a pause of the process or
+// a partition from etcd). The node then owns nothing and must stop serving its objects; the
+// registration is over and a new one is needed to own objects again.
 func (r *Registration) Lost() <-chan struct{} { return r.lostCh }
+
+// Cause says why Lost closed: ErrLeaseNotFound or ErrLeaseGuardExpired; nil before.
+func (r *Registration) Cause() error {
+	select {
+	case <-r.lostCh:
+		return r.cause
+	default:
+		return nil
+	}
+}
+
+// end marks the lease lost with cause.
+func (r *Registration) end(cause error) {
+	r.guard.lose()
+	r.lostOnce.Do(func() {
+		r.cause = cause
+		close(r.lostCh)
+	})
+}
 
 // Descriptor returns a copy of the published descriptor.
 func (r *Registration) Descriptor() *storepb.NodeDescriptor {
@@ -222,7 +238,7 @@ func (r *Registration) Update(ctx context.Context, desc *storepb.NodeDescriptor)
 		Then(clientv3.OpPut(nodeKey, val, clientv3.WithLease(clientv3.LeaseID(r.owner.Lease)))).
 		Commit()
 	if err != nil {
-		return fmt.Errorf("store: update node %s: %w", r.owner.Node, err)
+		return fmt.Errorf("store: update node %s: %w", r.owner.Node, unavailable(err))
 	}
 	if !resp.Succeeded {
 		return fmt.Errorf("store: update node %s: %w", r.owner.Node, ErrFenced)
@@ -233,20 +249,32 @@ func (r *Registration) Update(ctx context.Context, desc *storepb.NodeDescriptor)
 	return nil
 }
 
+// keepAlive extends the lease every KeepAliveInterval, and ends the registration when the
+// server says the lease is gone or when the guard's deadline passes first.
 func (r *Registration) keepAlive(ctx context.Context) {
 	defer close(r.done)
 	lease := clientv3.LeaseID(r.owner.Lease)
 	wait := r.opts.KeepAliveInterval
 	for {
-		timer := time.NewTimer(wait)
+		left := r.guard.left()
+		if left <= 0 {
+			r.end(ErrLeaseGuardExpired)
+			return
+		}
+		timer := time.NewTimer(min(wait, left))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return
 		case <-timer.C:
 		}
+		if !r.guard.Valid() {
+			r.end(ErrLeaseGuardExpired)
+			return
+		}
 		sent := time.Now()
-		actx, cancel := context.WithTimeout(ctx, r.opts.KeepAliveInterval)
+		// An attempt never outlives the guard: its end is noticed at the deadline.
+		actx, cancel := context.WithTimeout(ctx, min(r.opts.KeepAliveInterval, max(r.guard.left(), time.Millisecond)))
 		resp, err := r.store.client.KeepAliveOnce(actx, lease)
 		cancel()
 		switch {
@@ -254,11 +282,12 @@ func (r *Registration) keepAlive(ctx context.Context) {
 			r.guard.extend(sent, time.Duration(resp.TTL)*time.Second, r.opts.GuardMargin)
 			wait = r.opts.KeepAliveInterval
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			r.guard.lose()
-			r.lostOnce.Do(func() { close(r.lostCh) })
+			r.end(ErrLeaseNotFound)
+			return
+		case ctx.Err() != nil:
 			return
 		default:
-			// Unreachable store: the guard runs out on its own; try again soon.
+			// Unreachable store: try again soon; the guard runs out on its own.
 			wait = r.opts.KeepAliveInterval / 4
 		}
 	}

@@ -35,7 +35,7 @@ func (s *Etcd) Reclaim(ctx context.Context, by Owner) (ReclaimStats, error) {
 	for {
 		resp, err := s.client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(reclaimPage))
 		if err != nil {
-			return stats, fmt.Errorf("store: reclaim: scan records: %w", err)
+			return stats, fmt.Errorf("store: reclaim: scan records: %w", unavailable(err))
 		}
 		for _, kv := range resp.Kvs {
 			stats.Scanned++
@@ -70,7 +70,7 @@ func (s *Etcd) Reclaim(ctx context.Context, by Owner) (ReclaimStats, error) {
 			clientv3.OpDelete(s.keys.reclaim(owner.Node, owner.Lease)),
 		).Commit()
 		if err != nil {
-			return stats, fmt.Errorf("store: reclaim %s: forget registration: %w", owner.Node, err)
+			return stats, fmt.Errorf("store: reclaim %s: forget registration: %w", owner.Node, unavailable(err))
 		}
 		stats.DeadIncarnations++
 	}
@@ -85,7 +85,7 @@ func (s *Etcd) claimDead(ctx context.Context, by Owner) (map[Owner]struct{}, err
 	for {
 		resp, err := s.client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(reclaimPage))
 		if err != nil {
-			return nil, fmt.Errorf("store: reclaim: list registrations: %w", err)
+			return nil, fmt.Errorf("store: reclaim: list registrations: %w", unavailable(err))
 		}
 		for _, kv := range resp.Kvs {
 			rid, lease, ok := s.keys.parseIncarnation(string(kv.Key))
@@ -95,7 +95,7 @@ func (s *Etcd) claimDead(ctx context.Context, by Owner) (map[Owner]struct{}, err
 			owner := Owner{Node: rid, Lease: lease}
 			alive, err := s.ownerAlive(ctx, owner)
 			if err != nil {
-				return nil, fmt.Errorf("store: reclaim: lease of %s: %w", rid, err)
+				return nil, fmt.Errorf("store: reclaim: lease of %s: %w", rid, unavailable(err))
 			}
 			if alive {
 				continue
@@ -108,7 +108,7 @@ func (s *Etcd) claimDead(ctx context.Context, by Owner) (map[Owner]struct{}, err
 					Else(clientv3.OpGet(claim)).
 					Commit()
 				if err != nil {
-					return nil, fmt.Errorf("store: reclaim: claim %s: %w", rid, err)
+					return nil, fmt.Errorf("store: reclaim: claim %s: %w", rid, unavailable(err))
 				}
 				if !cresp.Succeeded {
 					kvs := cresp.Responses[0].GetResponseRange().Kvs
@@ -127,7 +127,8 @@ func (s *Etcd) claimDead(ctx context.Context, by Owner) (map[Owner]struct{}, err
 }
 
 // reclaimRecord releases one record of a dead owner, in two fenced steps so that waiters learn
-// the tag (D5). It reports whether it released the record.
+// the tag (D5). It reports whether it released the record. A step whose answer was lost is
+// settled like an owner's (markReleasing, deleteRecord).
 func (s *Etcd) reclaimRecord(ctx context.Context, key SpotKey, dead Owner, rec Record) (bool, error) {
 	spotKey := s.keys.spot(key)
 	var err error

@@ -6,6 +6,11 @@
 // revision (D3). Records are not bound to their owner's lease, so authority survives the owner
 // (B3); the owner's lease-bound node descriptor tells whether the owner is still alive, so a
 // lookup answers one of Missing, Creating, Ready or Unavailable (B2).
+//
+// A write whose answer is lost (a timeout, a leader change, a lost connection) is never
+// reported as failed on a guess: the store re-reads the record until it knows whether the
+// write was applied, and answers ErrOutcomeUnknown only when it cannot tell in time. Every
+// error caused by etcd being unreachable or slow wraps sdk.ErrStoreUnavailable.
 package store
 
 import (
@@ -23,10 +28,13 @@ type Store interface {
 	// the lease alive until the Registration is closed.
 	Register(ctx context.Context, desc *storepb.NodeDescriptor, opts LeaseOptions) (*Registration, error)
 	// Reserve takes the creation authority of key for owner if no record exists (B5). The
-	// winner gets a Reservation; every loser gets the current record's Resolution.
+	// winner gets a Reservation; every loser gets the current record's Resolution. A
+	// reservation whose answer was lost is settled even after ctx ends, for a bounded time, so
+	// that a failed Reserve leaves no record.
 	Reserve(ctx context.Context, key SpotKey, kind sdk.SpotKind, owner Owner) (ReserveResult, error)
 	// CommitReady turns the reservation into a Ready record (generation + 1). It fails with
-	// ErrFenced when the record is no longer the reservation's or the owner lease has ended.
+	// ErrFenced when the record is no longer the reservation's or the owner lease has ended,
+	// and with ErrOutcomeUnknown when the answer was lost and ctx ended before a re-read told.
 	CommitReady(ctx context.Context, r Reservation) (Record, error)
 	// Lookup reads key linearizably and resolves it to exactly one State (B2).
 	Lookup(ctx context.Context, key SpotKey) (Resolution, error)
@@ -35,10 +43,12 @@ type Store interface {
 	// linearizable read.
 	WaitChange(ctx context.Context, prev Resolution) (Resolution, error)
 	// BeginRelease marks the owner's record Releasing with tag (fenced on rec.Revision and the
-	// owner lease): no new route is given out while the closing callback runs (D3, D4).
+	// owner lease): no new route is given out while the closing callback runs (D3, D4). It
+	// returns the record as stored, fails with ErrFenced when the fence no longer holds, and
+	// with ErrOutcomeUnknown when the answer was lost and ctx ended before a re-read told.
 	BeginRelease(ctx context.Context, key SpotKey, rec Record, tag ReleaseTag) (Record, error)
 	// FinishRelease deletes the owner's record (fenced on rec.Revision and the owner lease): the
-	// authority is released and the key is Missing (B3).
+	// authority is released and the key is Missing (B3). Its errors are BeginRelease's.
 	FinishRelease(ctx context.Context, key SpotKey, rec Record) error
 	// Release is BeginRelease then FinishRelease, for a release with no callback in between.
 	Release(ctx context.Context, key SpotKey, rec Record, tag ReleaseTag) error
@@ -213,4 +223,9 @@ var (
 	ErrNodeIDInUse = errors.New("store: node ID in use by a live node")
 	// ErrCorruptRecord: a stored value could not be decoded.
 	ErrCorruptRecord = errors.New("store: corrupt record")
+	// ErrOutcomeUnknown: a write's answer was lost (a timeout, a leader change, a lost
+	// connection) and re-reading the record could not tell in time whether it was applied: the
+	// record may or may not have changed. Look the key up again later to repair. It comes
+	// wrapped with sdk.ErrStoreUnavailable unless the caller cancelled.
+	ErrOutcomeUnknown = errors.New("store: outcome of the write unknown")
 )

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -243,16 +242,16 @@ func TestWaitChangeRereadsWhenCompacted(t *testing.T) {
 	assert.Equal(t, store.StateReady, got.State)
 }
 
-// A node watch whose history was compacted lists the membership again. The listing is one
-// resync: its first event says so, and only its last carries the revision, so that a watcher
-// reporting the revision it applied does so once every node is applied.
+// A node watch whose history was compacted lists the membership again and reports it as one
+// resync: the whole listing at once, with the revision it was read at, so that a watcher can
+// compare it with what it knows instead of forgetting every node.
 func TestWatchNodesResyncsAfterCompaction(t *testing.T) {
 	s := newStore(t)
 	a := register(t, s, "node-a", store.LeaseOptions{})
-	register(t, s, "node-b", store.LeaseOptions{})
+	b := register(t, s, "node-b", store.LeaseOptions{})
 	_, from, err := s.Nodes(ctx)
 	require.NoError(t, err)
-	register(t, s, "node-c", store.LeaseOptions{})
+	c := register(t, s, "node-c", store.LeaseOptions{})
 	require.NoError(t, a.Close(ctx))
 	nodes, now, err := s.Nodes(ctx)
 	require.NoError(t, err)
@@ -264,17 +263,22 @@ func TestWatchNodesResyncsAfterCompaction(t *testing.T) {
 	defer cancel()
 	var events []store.NodeEvent
 	_ = s.WatchNodes(wctx, from, func(ev store.NodeEvent) {
+		if ev.Progress {
+			return
+		}
 		events = append(events, ev)
-		if len(events) == 2 {
+		if ev.Resync {
 			cancel()
 		}
 	})
-	require.Len(t, events, 2, "one event per live node")
-	assert.True(t, events[0].Resync)
-	assert.False(t, events[1].Resync)
-	assert.Equal(t, []sdk.NodeID{"node-b", "node-c"}, []sdk.NodeID{events[0].Node.ID, events[1].Node.ID})
-	assert.Zero(t, events[0].Revision, "the listing is not complete after its first node")
-	assert.GreaterOrEqual(t, events[1].Revision, now)
+	require.Len(t, events, 1, "the listing is one event: %+v", events)
+	ev := events[0]
+	require.True(t, ev.Resync)
+	assert.GreaterOrEqual(t, ev.Revision, now)
+	require.Len(t, ev.Snapshot, 2, "every live node, and only those")
+	assert.Equal(t, []sdk.NodeID{"node-b", "node-c"}, []sdk.NodeID{ev.Snapshot[0].ID, ev.Snapshot[1].ID})
+	assert.Equal(t, []int64{b.Owner().Lease, c.Owner().Lease}, []int64{ev.Snapshot[0].Lease, ev.Snapshot[1].Lease})
+	assert.Equal(t, "node-b", ev.Snapshot[0].Desc.GetNodeId())
 }
 
 func TestWaitChangeHonoursContext(t *testing.T) {
@@ -427,31 +431,6 @@ func TestCommitReadyFailsAfterOwnerLeaseEnded(t *testing.T) {
 	require.NoError(t, reg.Close(ctx))
 	_, err := s.CommitReady(ctx, res)
 	require.ErrorIs(t, err, store.ErrFenced, "every owner write is fenced on the owner lease")
-}
-
-func TestAmbiguousReserveIsSettledByReread(t *testing.T) {
-	s := newStore(t)
-	reg := register(t, s, "node-a", store.LeaseOptions{})
-	settled := 0
-	for i := range 200 {
-		k := key("amb-" + string(rune('a'+i%26)) + strings.Repeat("z", i/26))
-		c, cancel := context.WithTimeout(ctx, time.Duration(50+i*10)*time.Microsecond)
-		r, err := s.Reserve(c, k, sdk.KindInstance, reg.Owner())
-		cancel()
-		got, lerr := s.Lookup(ctx, k)
-		require.NoError(t, lerr)
-		if err != nil {
-			// Reported as failed: then nothing of this attempt may be in the store.
-			require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
-			require.Equal(t, store.StateMissing, got.State, "trial %d: a failed reserve left a record", i)
-			continue
-		}
-		settled++
-		require.True(t, r.Won, "trial %d: a fresh key is won: %+v", i, r.Current)
-		require.Equal(t, store.StateCreating, got.State)
-		require.Equal(t, r.Reservation.Attempt, got.Record.Attempt)
-	}
-	t.Logf("%d of 200 short-deadline reserves completed", settled)
 }
 
 func TestB2_WaiterOfCreatingSeesOwnerEnd(t *testing.T) {

@@ -57,17 +57,24 @@ var txnCallOptions = []grpc.CallOption{
 	grpc.MaxCallRecvMsgSize(math.MaxInt32),
 }
 
+// txnSender sends one etcd transaction. The store sends every record write through one, so
+// that internal tests can lose a transaction's answer, or fail it without sending it, and prove
+// that the store settles what it cannot know.
+type txnSender interface {
+	txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error)
+}
+
 // kvClient sends transactions on the connection of an etcd client, through the interceptors
 // (retries, authentication) that client installed on it.
 type kvClient struct{ kv pb.KVClient }
 
-func newKVClient(c *clientv3.Client) kvClient {
-	return kvClient{kv: pb.NewKVClient(c.ActiveConnection())}
+func newKVClient(c *clientv3.Client) *kvClient {
+	return &kvClient{kv: pb.NewKVClient(c.ActiveConnection())}
 }
 
 // txn sends one transaction. Its errors read as clientv3's do: an etcd server error as that
 // error, a call that ended with ctx as ctx's error.
-func (c kvClient) txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
+func (c *kvClient) txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
 	resp, err := c.kv.Txn(ctx, req, txnCallOptions...)
 	if err != nil {
 		return nil, clientv3.ContextError(ctx, err)

@@ -1,0 +1,231 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// A close with a budget of its own returns within it when etcd does not answer, with an
+// outcome the caller can repair, instead of waiting for the group commit's own timeout.
+func TestD3_ReleaseReturnsWhenItsContextEnds(t *testing.T) {
+	s, _ := newFaultyStore(t)
+	owner := registerNode(t, s, "node").Owner()
+	rec := mustReady(t, s, spot("r1"), owner)
+	rel, err := s.BeginRelease(ctx, spot("r2"), mustReady(t, s, spot("r2"), owner), ReleaseExplicitClose)
+	require.NoError(t, err)
+	hang := newStall(s.kv)
+	t.Cleanup(hang.release)
+	setSender(s, hang)
+
+	for name, release := range map[string]func(context.Context) error{
+		"begin": func(ctx context.Context) error {
+			_, err := s.BeginRelease(ctx, spot("r1"), rec, ReleaseExplicitClose)
+			return err
+		},
+		"finish": func(ctx context.Context) error { return s.FinishRelease(ctx, spot("r2"), rel) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- release(cctx) }()
+			select {
+			case err := <-done:
+				require.ErrorIs(t, err, ErrOutcomeUnknown)
+				require.ErrorIs(t, err, sdk.ErrStoreUnavailable)
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the release did not return when its context ended")
+			}
+		})
+	}
+}
+
+// newStalledBatcher returns a group commit on a real etcd whose transactions wait at a stall,
+// with all its slots taken by writes that wait there; free ends the i-th of them.
+func newStalledBatcher(t *testing.T, timeout time.Duration) (b *batcher, st *stall, free func(i int)) {
+	t.Helper()
+	st = newStall(newKVClient(startEtcd(t)))
+	b = newBatcher(st, 16, defaultBatchBytes)
+	b.timeout = timeout
+	t.Cleanup(b.close)
+	t.Cleanup(st.release) // before b.close: the sends in flight end
+	cancels := make([]context.CancelFunc, maxInFlight)
+	for i := range maxInFlight {
+		cctx, cancel := context.WithCancel(ctx)
+		cancels[i] = cancel
+		t.Cleanup(cancel)
+		go func() { _, _ = b.do(cctx, fmt.Sprint("/slot/", i), putTxn(fmt.Sprint("/slot/", i), "x")) }()
+	}
+	st.waitGiven(t, maxInFlight)
+	return b, st, func(i int) { cancels[i]() }
+}
+
+func putTxn(key, value string) *pb.TxnRequest {
+	return &pb.TxnRequest{Success: []*pb.RequestOp{opPut(key, value)}}
+}
+
+// queued waits until n writes wait in b's queue.
+func queued(t *testing.T, b *batcher, n int) {
+	t.Helper()
+	for range 1000 {
+		b.mu.Lock()
+		l := len(b.queue)
+		b.mu.Unlock()
+		if l == n {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("the queue never held %d writes", n)
+}
+
+type doResult struct {
+	res txnResult
+	err error
+}
+
+func submit(b *batcher, ctx context.Context, key string) chan doResult {
+	out := make(chan doResult, 1)
+	go func() {
+		res, err := b.do(ctx, key, putTxn(key, "v"))
+		out <- doResult{res, err}
+	}()
+	return out
+}
+
+func await(t *testing.T, ch chan doResult) doResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write did not return")
+		return doResult{}
+	}
+}
+
+// A write sent in a batch returns when its own context ends, with the context's error (its
+// outcome is unknown, so the caller settles it); one withdrawn before it was sent says so.
+func TestD3_BatchedWriteReturnsWhenItsContextEnds(t *testing.T) {
+	b, st, free := newStalledBatcher(t, time.Minute)
+	sentCtx, cancelSent := context.WithCancel(ctx)
+	defer cancelSent()
+	sent := submit(b, sentCtx, "/w/sent")
+	withdrawnCtx, cancelWithdrawn := context.WithCancel(ctx)
+	defer cancelWithdrawn()
+	withdrawn := submit(b, withdrawnCtx, "/w/withdrawn")
+	queued(t, b, 2)
+
+	cancelWithdrawn()
+	r := await(t, withdrawn)
+	require.ErrorIs(t, r.err, context.Canceled)
+	require.True(t, errors.As(r.err, new(notSent)), "a write withdrawn before it was sent is not ambiguous: %v", r.err)
+	queued(t, b, 1)
+
+	free(0) // a slot's write ends with its context: the queued write is sent
+	st.waitGiven(t, 1)
+	queued(t, b, 0)
+	cancelSent()
+	r = await(t, sent)
+	require.ErrorIs(t, r.err, context.Canceled)
+	assert.False(t, errors.As(r.err, new(notSent)), "a sent write's outcome is unknown")
+	assert.True(t, ambiguous(r.err))
+}
+
+// A batch waits as long as its most patient write and no longer than the batcher's timeout.
+func TestD3_BatchDeadlineIsItsWritersLatest(t *testing.T) {
+	for name, tc := range map[string]struct {
+		deadlines []time.Duration // 0: none
+		capped    bool
+	}{
+		"latest of its writers": {deadlines: []time.Duration{20 * time.Second, 40 * time.Second, 30 * time.Second}},
+		"capped: one without":   {deadlines: []time.Duration{20 * time.Second, 0}, capped: true},
+		"capped: one too late":  {deadlines: []time.Duration{20 * time.Second, time.Hour}, capped: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			const timeout = time.Minute
+			b, st, free := newStalledBatcher(t, timeout)
+			var latest time.Time
+			var results []chan doResult
+			for i, d := range tc.deadlines {
+				cctx, cancel := ctx, context.CancelFunc(func() {})
+				if d > 0 {
+					cctx, cancel = context.WithTimeout(ctx, d)
+					if dl, _ := cctx.Deadline(); dl.After(latest) {
+						latest = dl
+					}
+				}
+				defer cancel()
+				results = append(results, submit(b, cctx, fmt.Sprint("/d/", i)))
+			}
+			queued(t, b, len(tc.deadlines))
+			before := time.Now()
+			free(0)
+			st.waitGiven(t, 1)
+			txns := st.transactions()
+			batch := txns[len(txns)-1]
+			require.Equal(t, len(tc.deadlines), batch.writes, "the queued writes went as one batch")
+			if tc.capped {
+				assert.False(t, batch.deadline.Before(before.Add(timeout)), "capped at the batcher's timeout")
+				assert.False(t, batch.deadline.After(time.Now().Add(timeout)), "capped at the batcher's timeout")
+			} else {
+				assert.Equal(t, latest, batch.deadline)
+			}
+			st.release()
+			for _, ch := range results {
+				require.NoError(t, await(t, ch).err)
+			}
+		})
+	}
+}
+
+// The group commit keeps a batch under its byte budget, below etcd's request limit, however
+// many writes wait; a single larger write goes alone.
+func TestB5_GroupCommitBoundsBatchesByBytes(t *testing.T) {
+	b, st, _ := newStalledBatcher(t, time.Minute)
+	value := strings.Repeat("v", 300<<10)
+	big := strings.Repeat("B", 1200<<10) // over the budget, under etcd's 1.5 MiB request limit
+	var results []chan doResult
+	for i := range 8 {
+		key := fmt.Sprint("/big/", i)
+		out := make(chan doResult, 1)
+		go func() {
+			v := value
+			if i == 3 {
+				v = big
+			}
+			res, err := b.do(ctx, key, putTxn(key, v))
+			out <- doResult{res, err}
+		}()
+		queued(t, b, i+1) // in this order
+		results = append(results, out)
+	}
+	st.release()
+	for i, ch := range results {
+		require.NoError(t, await(t, ch).err, "write %d", i)
+	}
+
+	var widths []int
+	for _, tx := range st.transactions()[maxInFlight:] {
+		widths = append(widths, tx.writes)
+		if tx.writes > 1 {
+			assert.LessOrEqual(t, tx.size, defaultBatchBytes, "a batch of %d writes", tx.writes)
+		}
+	}
+	// 3 writes of 300 KiB fit in 1 MiB, a fourth does not; the big write goes alone. The
+	// batches are sent side by side, so they reach the store in any order.
+	slices.Sort(widths)
+	assert.Equal(t, []int{1, 1, 3, 3}, widths)
+}
