@@ -26,8 +26,12 @@ type link struct {
 	mu      sync.Mutex
 	st      sdk.PeerState
 	changed chan struct{} // closed and replaced at every state change
-	out     *sender       // the current stream's sender while Ready
+	out     *sender       // the current session's sender while Ready
+	lim     limits        // the current session's payload limits while Ready
 	lastErr error
+	// pending holds the calls registered while Ready, by call ID. Registering (register) and
+	// the session's end (end) each check or change the state in the same critical section as
+	// pending, so a reply or the end of the session it was sent on ends every call.
 	pending map[uint64]chan result
 	nextID  uint64
 }
@@ -46,12 +50,30 @@ func (l *link) state() sdk.PeerState {
 	return l.st
 }
 
-func (l *link) setState(st sdk.PeerState, out *sender, err error) {
+func (l *link) setState(st sdk.PeerState, out *sender, lim limits, err error) {
 	l.mu.Lock()
-	l.st, l.out, l.lastErr = st, out, err
+	l.setStateLocked(st, out, lim, err)
+	l.mu.Unlock()
+}
+
+func (l *link) setStateLocked(st sdk.PeerState, out *sender, lim limits, err error) {
+	l.st, l.out, l.lim, l.lastErr = st, out, lim, err
 	close(l.changed)
 	l.changed = make(chan struct{})
-	l.mu.Unlock()
+}
+
+// end ends a session: the link is no longer Ready and every call registered on the session
+// fails, in one critical section, so that no call registers on a session that is over.
+func (l *link) end(err error) {
+	failure := result{err: fmt.Errorf("%w: connection to node %s lost (%v); the request may or may not have run",
+		sdk.ErrOwnerUnavailable, l.peer, err)}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.setStateLocked(sdk.PeerStateNotConnected, nil, limits{}, err)
+	for _, ch := range l.pending {
+		ch <- failure // never blocks: each channel has room for its one result
+	}
+	clear(l.pending)
 }
 
 func (l *link) close() {
@@ -66,9 +88,7 @@ func (l *link) run() {
 	for l.ctx.Err() == nil {
 		began := time.Now()
 		err := l.session()
-		l.setState(sdk.PeerStateNotConnected, nil, err)
-		l.failPending(fmt.Errorf("%w: connection to node %s lost (%v); the request may or may not have run",
-			sdk.ErrOwnerUnavailable, l.peer, err))
+		l.end(err)
 		if time.Since(began) > 10*time.Second {
 			backoff = 50 * time.Millisecond
 		}
@@ -78,7 +98,7 @@ func (l *link) run() {
 		}
 		backoff = min(2*backoff, 2*time.Second)
 		if l.ctx.Err() == nil {
-			l.setState(sdk.PeerStateConnecting, nil, err)
+			l.setState(sdk.PeerStateConnecting, nil, limits{}, err)
 		}
 	}
 }
@@ -90,7 +110,8 @@ func (l *link) session() error {
 		return err
 	}
 	defer conn.Close()
-	sctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(l.ctx, nodeHeader, string(l.t.cfg.Node)))
+	sctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(l.ctx,
+		nodeHeader, string(l.t.cfg.Node), maxMessageHeader, l.t.maxMessage))
 	defer cancel()
 	establish := time.AfterFunc(l.t.cfg.DialTimeout, cancel)
 	stream, err := conn.NewStream(sctx, &grpc.StreamDesc{StreamName: streamName, ServerStreams: true, ClientStreams: true}, fullMethod, grpc.WaitForReady(true))
@@ -100,17 +121,24 @@ func (l *link) session() error {
 	if err != nil {
 		return err
 	}
-	out := newSender(l.t.counted(func(b *wire.Batch) error { return stream.SendMsg(b) }), l.t.cfg.MaxMessageSize)
-	sendErr := make(chan error, 1)
-	go func() { sendErr <- out.run(sctx) }()
-	// The stream is usable once the server has answered its headers: a refused handshake or a
-	// stream the server rejects fails here instead.
-	if _, err := stream.Header(); err != nil {
-		cancel()
-		<-sendErr
+	// The stream is usable once the server has answered its headers, which carry its limit. A
+	// stream the server refuses ends without headers: its status says why.
+	hdr, err := stream.Header()
+	if err != nil {
 		return err
 	}
-	l.setState(sdk.PeerStateReady, out, nil)
+	if hdr == nil {
+		return fmt.Errorf("stream refused: %w", stream.RecvMsg(&wire.Batch{}))
+	}
+	peerMax, err := peerLimit(hdr)
+	if err != nil {
+		return err
+	}
+	lim := limits{own: l.t.cfg.MaxMessageSize, peer: peerMax}
+	out := newSender(l.t.counted(func(b *wire.Batch) error { return stream.SendMsg(b) }), lim.max())
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- out.run(sctx) }()
+	l.setState(sdk.PeerStateReady, out, lim, nil)
 	recvErr := make(chan error, 1)
 	go func() {
 		for {
@@ -153,71 +181,100 @@ func (l *link) complete(r *wire.Reply) {
 	}
 }
 
-func (l *link) failPending(err error) {
+// forget removes call id from pending and reports whether it was still there.
+func (l *link) forget(id uint64) bool {
 	l.mu.Lock()
-	pending := l.pending
-	l.pending = make(map[uint64]chan result)
+	_, ok := l.pending[id]
+	delete(l.pending, id)
 	l.mu.Unlock()
-	for _, ch := range pending {
-		ch <- result{err: err}
-	}
+	return ok
 }
 
-// sender waits until the link is Ready and returns its stream's sender.
-func (l *link) sender(ctx context.Context) (*sender, error) {
+// register waits until the link is Ready and, in the critical section that sees it Ready,
+// refuses a payload of size bytes over the session's limit or enters ch in pending under a
+// new call ID. It returns the session's sender and the ID.
+func (l *link) register(ctx context.Context, size int, ch chan result) (*sender, uint64, error) {
 	for {
 		l.mu.Lock()
-		st, out, lastErr, changed := l.st, l.out, l.lastErr, l.changed
-		l.mu.Unlock()
 		switch {
-		case st == sdk.PeerStateReady:
-			return out, nil
-		case st == sdk.PeerStateNotConnected, lastErr != nil:
+		case l.st == sdk.PeerStateReady:
+			if lim := l.lim; size > lim.max() {
+				l.mu.Unlock()
+				return nil, 0, fmt.Errorf("%w: %d bytes to %s, over the limit of %d (%s accepts %d, %s accepts %d)",
+					sdk.ErrMessageTooLarge, size, l.peer, lim.max(), l.t.cfg.Node, lim.own, l.peer, lim.peer)
+			}
+			l.nextID++
+			id, out := l.nextID, l.out
+			l.pending[id] = ch
+			l.mu.Unlock()
+			return out, id, nil
+		case l.st == sdk.PeerStateNotConnected, l.lastErr != nil:
 			// Down, or reconnecting after a failure: fail at once rather than hold the caller
 			// for a peer that may be gone. Only a link's first connection is waited for.
-			return nil, fmt.Errorf("%w: not connected to node %s: %v", sdk.ErrOwnerUnavailable, l.peer, lastErr)
+			lastErr := l.lastErr
+			l.mu.Unlock()
+			return nil, 0, fmt.Errorf("%w: not connected to node %s: %v", sdk.ErrOwnerUnavailable, l.peer, lastErr)
 		}
+		changed := l.changed
+		l.mu.Unlock()
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		case <-l.ctx.Done():
-			return nil, fmt.Errorf("%w: connection to node %s closed", sdk.ErrOwnerUnavailable, l.peer)
+			return nil, 0, fmt.Errorf("%w: connection to node %s closed", sdk.ErrOwnerUnavailable, l.peer)
 		}
 	}
 }
 
 func (l *link) call(ctx context.Context, req *wire.Request) (*wire.Reply, error) {
-	out, err := l.sender(ctx)
+	ch := make(chan result, 1)
+	out, id, err := l.register(ctx, len(req.Payload), ch)
 	if err != nil {
 		return nil, err
 	}
+	if h := l.t.hooks.registered; h != nil {
+		h()
+	}
+	req.CallId = id
 	if dl, ok := ctx.Deadline(); ok {
 		left := time.Until(dl)
 		if left <= 0 {
+			l.forget(id)
 			return nil, context.DeadlineExceeded
 		}
-		req.TimeoutNanos = int64(left)
+		// Both: the receiver measures the timeout on its own clock from when the request
+		// arrives, and drops a request that arrives after the absolute deadline.
+		req.TimeoutNanos, req.DeadlineUnixNanos = int64(left), dl.UnixNano()
 	}
-	ch := make(chan result, 1)
-	l.mu.Lock()
-	l.nextID++
-	id := l.nextID
-	l.pending[id] = ch
-	l.mu.Unlock()
-	req.CallId = id
 	out.push(&wire.Envelope{Body: &wire.Envelope_Request{Request: req}})
 	select {
 	case r := <-ch:
+		if r.err == nil && r.reply.Error != nil {
+			if err := ended(ctx); err != nil {
+				// The receiver's context ends at this call's deadline too, so its failure may
+				// be that deadline, arriving before this side's timer fired: the caller sees
+				// its own deadline either way.
+				return nil, err
+			}
+		}
 		return r.reply, r.err
 	case <-ctx.Done():
-		l.mu.Lock()
-		_, stillPending := l.pending[id]
-		delete(l.pending, id)
-		l.mu.Unlock()
-		if stillPending {
+		if l.forget(id) {
 			out.push(&wire.Envelope{Body: &wire.Envelope_Cancel{Cancel: &wire.Cancel{CallId: id}}})
 		}
 		return nil, ctx.Err()
 	}
+}
+
+// ended is ctx's error, or DeadlineExceeded once its deadline has passed even if its timer
+// has not fired yet.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }

@@ -2,7 +2,7 @@
 // §4): one stream from each caller to each peer, requests one way and their replies the other,
 // envelopes batched under load, a maximum message size enforced on send and receive, the
 // caller's deadline and cancellation carried to the receiver, and TLS or mutual TLS by
-// configuration.
+// configuration. Two nodes with different maximum message sizes each send at most the smaller.
 package transport
 
 import (
@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,7 +46,8 @@ type Config struct {
 	// peers' certificates, and its Certificates are presented for mutual TLS.
 	ClientTLS *tls.Config
 	// MaxMessageSize is the largest payload a request or reply may carry, checked on send and
-	// on receive (default DefaultMaxMessageSize).
+	// on receive (default DefaultMaxMessageSize). Two nodes tell each other their limits when a
+	// stream opens, and each sends at most the smaller one.
 	MaxMessageSize int
 	// DialTimeout bounds one connection attempt to a peer (default 5 s).
 	DialTimeout time.Duration
@@ -93,6 +95,16 @@ type Transport struct {
 	closed bool
 
 	batches, envelopes atomic.Int64 // sent, for Stats
+
+	maxMessage string    // cfg.MaxMessageSize as the maxMessageHeader value
+	hooks      testHooks // unset in production
+}
+
+// testHooks are seams for this package's tests (export_test.go).
+type testHooks struct {
+	// registered runs in every call once it is registered on a Ready link, before its request
+	// is sent: a test breaks the link there.
+	registered func()
 }
 
 // Stats counts what the transport sent.
@@ -120,7 +132,29 @@ const (
 	streamName  = "Stream"
 	fullMethod  = "/" + serviceName + "/" + streamName
 	nodeHeader  = "zlink-node"
+	// maxMessageHeader carries a node's MaxMessageSize: in the caller's request metadata and
+	// in the server's response header. A peer that sends none uses DefaultMaxMessageSize.
+	maxMessageHeader = "zlink-max-message"
 )
+
+// limits are the payload limits of a stream's two nodes. Each node sends at most max(), so
+// that no message exceeds what the other node's gRPC accepts and kills the stream.
+type limits struct{ own, peer int }
+
+func (m limits) max() int { return min(m.own, m.peer) }
+
+// peerLimit reads a peer's limit from its stream metadata.
+func peerLimit(md metadata.MD) (int, error) {
+	v := md.Get(maxMessageHeader)
+	if len(v) == 0 {
+		return DefaultMaxMessageSize, nil
+	}
+	n, err := strconv.Atoi(v[0])
+	if err != nil || n <= 0 || len(v) > 1 {
+		return 0, fmt.Errorf("invalid %s header %q", maxMessageHeader, v)
+	}
+	return n, nil
+}
 
 // New starts listening on cfg.ListenAddr and serving peers' streams with handler.
 func New(cfg Config, handler Handler) (*Transport, error) {
@@ -139,6 +173,7 @@ func New(cfg Config, handler Handler) (*Transport, error) {
 	t := &Transport{
 		cfg: cfg, log: cfg.Logger.With("node", string(cfg.Node)), handler: handler, lis: lis,
 		ctx: ctx, cancel: cancel, links: make(map[sdk.NodeID]*link),
+		maxMessage: strconv.Itoa(cfg.MaxMessageSize),
 	}
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxMessageSize + envelopeOverhead),
@@ -171,7 +206,8 @@ func New(cfg Config, handler Handler) (*Transport, error) {
 // Addr is the address peers dial.
 func (t *Transport) Addr() string { return t.lis.Addr().String() }
 
-// MaxMessageSize is the largest payload a request or reply may carry.
+// MaxMessageSize is the largest payload a request or reply may carry on this node. Between two
+// nodes, the smaller of their two limits applies.
 func (t *Transport) MaxMessageSize() int { return t.cfg.MaxMessageSize }
 
 func (t *Transport) dialOptions() []grpc.DialOption {
@@ -253,12 +289,21 @@ func (t *Transport) Settled(peer sdk.NodeID) bool {
 // comes wrapped with sdk.ErrOwnerUnavailable.
 var ErrNoLink = errors.New("no connection")
 
-// Call sends req to peer and waits for its reply. ctx's deadline travels with the request;
-// cancelling ctx cancels the call on the receiver too. A lost connection ends the call with
+// Call sends req to peer and waits for its reply.
+//
+// ctx's deadline travels with the request: the receiver does not start a request that arrives
+// after it, and ends the handler's context at it. Cancelling ctx cancels the call on the
+// receiver too. Once ctx has ended, the call ends with ctx's error, even if an error reply
+// arrives first.
+//
+// A payload over the smaller of the two nodes' MaxMessageSize fails with
+// sdk.ErrMessageTooLarge before it is sent. A lost connection ends the call with
 // sdk.ErrOwnerUnavailable: the request may or may not have run, and it is not retried (C3).
 func (t *Transport) Call(ctx context.Context, peer sdk.NodeID, req *wire.Request) (*wire.Reply, error) {
 	if len(req.Payload) > t.cfg.MaxMessageSize {
-		return nil, fmt.Errorf("%w: %d bytes to %s, over the limit of %d", sdk.ErrMessageTooLarge, len(req.Payload), peer, t.cfg.MaxMessageSize)
+		// Refused without waiting for the link: the peer's limit can only make it smaller.
+		return nil, fmt.Errorf("%w: %d bytes to %s, over the limit of %d (%s accepts %d)",
+			sdk.ErrMessageTooLarge, len(req.Payload), peer, t.cfg.MaxMessageSize, t.cfg.Node, t.cfg.MaxMessageSize)
 	}
 	t.mu.Lock()
 	l, ok := t.links[peer]
@@ -301,113 +346,160 @@ func (t *Transport) Close() error {
 
 // serveStream runs one peer's stream: requests in, replies out.
 func (t *Transport) serveStream(s grpc.ServerStream) error {
+	md, _ := metadata.FromIncomingContext(s.Context())
 	from := sdk.NodeID("")
-	if md, ok := metadata.FromIncomingContext(s.Context()); ok {
-		if v := md.Get(nodeHeader); len(v) == 1 {
-			from = sdk.NodeID(v[0])
-		}
+	if v := md.Get(nodeHeader); len(v) == 1 {
+		from = sdk.NodeID(v[0])
 	}
 	if err := from.Validate(); err != nil {
 		return fmt.Errorf("transport: stream without a valid %s header: %w", nodeHeader, err)
 	}
-	// Answer the headers at once: the caller counts the stream ready when they arrive.
-	if err := s.SendHeader(metadata.MD{}); err != nil {
+	peerMax, err := peerLimit(md)
+	if err != nil {
+		return fmt.Errorf("transport: stream from %s: %w", from, err)
+	}
+	// Answer the headers at once, with this node's limit: the caller counts the stream ready
+	// when they arrive.
+	if err := s.SendHeader(metadata.Pairs(maxMessageHeader, t.maxMessage)); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(s.Context())
-	defer cancel()
-	out := newSender(t.counted(func(b *wire.Batch) error { return s.SendMsg(b) }), t.cfg.MaxMessageSize)
-	var senderDone sync.WaitGroup
-	senderDone.Add(1)
+	p := &peerStream{
+		t: t, from: from, lim: limits{own: t.cfg.MaxMessageSize, peer: peerMax},
+		calls: make(map[uint64]context.CancelFunc),
+	}
+	p.out = newSender(t.counted(func(b *wire.Batch) error { return s.SendMsg(b) }), p.lim.max())
+	senderDone := make(chan struct{})
+	t.wg.Add(2)
 	go func() {
-		defer senderDone.Done()
-		if err := out.run(ctx); err != nil {
+		defer t.wg.Done()
+		defer close(senderDone)
+		if err := p.out.run(ctx); err != nil {
 			cancel()
 		}
 	}()
-	defer senderDone.Wait()
-	in := &inbound{calls: make(map[uint64]context.CancelFunc)}
-	for {
-		var b wire.Batch
-		if err := s.RecvMsg(&b); err != nil {
-			in.cancelAll()
-			return nil
-		}
-		for _, env := range b.Envelopes {
-			switch body := env.Body.(type) {
-			case *wire.Envelope_Request:
-				t.dispatch(ctx, from, body.Request, in, out)
-			case *wire.Envelope_Cancel:
-				in.cancel(body.Cancel.CallId)
+	// The stream ends when the peer half-closes or goes, or when this transport closes: the
+	// handler returns then, which tears the stream down and ends a RecvMsg or SendMsg still
+	// blocked in it (a peer that stopped reading holds the sender in SendMsg).
+	recvDone := make(chan struct{})
+	go func() {
+		defer t.wg.Done()
+		defer close(recvDone)
+		for {
+			var b wire.Batch
+			if err := s.RecvMsg(&b); err != nil {
+				return // io.EOF: the peer half-closed; any other error ended the stream
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			for _, env := range b.Envelopes {
+				switch body := env.Body.(type) {
+				case *wire.Envelope_Request:
+					p.dispatch(ctx, body.Request)
+				case *wire.Envelope_Cancel:
+					p.cancel(body.Cancel.CallId)
+				}
 			}
 		}
+	}()
+	select {
+	case <-recvDone:
+	case <-senderDone:
+	case <-t.ctx.Done():
 	}
+	// Cancel first, which ends the context of every call still running and stops the sender,
+	// then wait a bounded time for the sender to finish what it is sending.
+	cancel()
+	select {
+	case <-senderDone:
+	case <-time.After(t.cfg.DialTimeout):
+	}
+	return nil
 }
 
-// inbound tracks the calls of one stream that are still running, to cancel them.
-type inbound struct {
+// peerStream is the serving side of one peer's stream.
+type peerStream struct {
+	t    *Transport
+	from sdk.NodeID
+	lim  limits
+	out  *sender
+
 	mu    sync.Mutex
-	calls map[uint64]context.CancelFunc
+	calls map[uint64]context.CancelFunc // the calls still running, to cancel them
 }
 
-func (in *inbound) add(id uint64, cancel context.CancelFunc) {
-	in.mu.Lock()
-	in.calls[id] = cancel
-	in.mu.Unlock()
+func (p *peerStream) add(id uint64, cancel context.CancelFunc) {
+	p.mu.Lock()
+	p.calls[id] = cancel
+	p.mu.Unlock()
 }
 
-func (in *inbound) done(id uint64) {
-	in.mu.Lock()
-	cancel := in.calls[id]
-	delete(in.calls, id)
-	in.mu.Unlock()
+func (p *peerStream) done(id uint64) {
+	p.mu.Lock()
+	cancel := p.calls[id]
+	delete(p.calls, id)
+	p.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
 }
 
-func (in *inbound) cancel(id uint64) {
-	in.mu.Lock()
-	cancel := in.calls[id]
-	in.mu.Unlock()
+func (p *peerStream) cancel(id uint64) {
+	p.mu.Lock()
+	cancel := p.calls[id]
+	p.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
 }
 
-func (in *inbound) cancelAll() {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	for _, c := range in.calls {
-		c()
-	}
-}
-
-func (t *Transport) dispatch(ctx context.Context, from sdk.NodeID, req *wire.Request, in *inbound, out *sender) {
-	id := req.CallId
+// dispatch runs req with a context that ends at the caller's deadline, when the caller
+// cancels, or when the stream ends; its reply goes back on the stream.
+func (p *peerStream) dispatch(ctx context.Context, req *wire.Request) {
+	t, id := p.t, req.CallId
 	if len(req.Payload) > t.cfg.MaxMessageSize {
-		out.push(replyEnvelope(&wire.Reply{CallId: id, Error: wire.EncodeError(fmt.Errorf("%w: %d bytes from %s, over %s's limit of %d",
-			sdk.ErrMessageTooLarge, len(req.Payload), from, t.cfg.Node, t.cfg.MaxMessageSize))}))
+		p.out.push(replyEnvelope(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: %d bytes from %s, over %s's limit of %d",
+			sdk.ErrMessageTooLarge, len(req.Payload), p.from, t.cfg.Node, t.cfg.MaxMessageSize))}))
 		return
 	}
 	var cctx context.Context
 	var cancel context.CancelFunc
-	if req.TimeoutNanos > 0 {
-		cctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutNanos))
+	if req.TimeoutNanos > 0 || req.DeadlineUnixNanos > 0 {
+		// The earlier of the caller's absolute deadline and the timeout from now: the timeout
+		// alone would start again for a request that waited in a sender or a TCP buffer.
+		now := time.Now()
+		var dl time.Time
+		if req.TimeoutNanos > 0 {
+			dl = now.Add(time.Duration(req.TimeoutNanos))
+		}
+		if req.DeadlineUnixNanos > 0 {
+			if abs := time.Unix(0, req.DeadlineUnixNanos); dl.IsZero() || abs.Before(dl) {
+				dl = abs
+			}
+		}
+		if !dl.After(now) {
+			// Its caller's deadline has passed, so the caller has seen DeadlineExceeded or is
+			// about to: the request never starts.
+			p.out.push(replyEnvelope(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: the request from %s arrived %v after its deadline and did not run",
+				context.DeadlineExceeded, p.from, now.Sub(dl)))}))
+			return
+		}
+		cctx, cancel = context.WithDeadline(ctx, dl)
 	} else {
 		cctx, cancel = context.WithCancel(ctx)
 	}
-	in.add(id, cancel)
+	p.add(id, cancel)
 	var once sync.Once
-	t.handler.Handle(cctx, from, req, func(r *wire.Reply) {
+	t.handler.Handle(cctx, p.from, req, func(r *wire.Reply) {
 		once.Do(func() {
-			in.done(id)
+			p.done(id)
 			r.CallId = id
-			if len(r.Payload) > t.cfg.MaxMessageSize {
-				r = &wire.Reply{CallId: id, Error: wire.EncodeError(fmt.Errorf("%w: the reply is %d bytes, over the limit of %d",
-					sdk.ErrMessageTooLarge, len(r.Payload), t.cfg.MaxMessageSize))}
+			if lim := p.lim; len(r.Payload) > lim.max() {
+				r = &wire.Reply{CallId: id, Error: wire.EncodeError(fmt.Errorf("%w: the reply to %s is %d bytes, over the limit of %d (%s accepts %d, %s accepts %d)",
+					sdk.ErrMessageTooLarge, p.from, len(r.Payload), lim.max(), t.cfg.Node, lim.own, p.from, lim.peer))}
 			}
-			out.push(replyEnvelope(r))
+			p.out.push(replyEnvelope(r))
 		})
 	})
 }

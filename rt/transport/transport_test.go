@@ -2,9 +2,13 @@ package transport_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,19 +98,24 @@ func TestMaxMessageSizeOnSendAndReceive(t *testing.T) {
 	a := start(t, "a", handler{}, func(c *transport.Config) { c.MaxMessageSize = 4096 })
 	a.Connect("b", b.Addr())
 	_, err := a.Call(ctx, "b", &wire.Request{Payload: make([]byte, 5000)})
-	require.ErrorIs(t, err, sdk.ErrMessageTooLarge, "refused on send")
+	require.ErrorIs(t, err, sdk.ErrMessageTooLarge, "refused on send: over the caller's limit")
 	assert.Contains(t, err.Error(), "5000 bytes to b, over the limit of 4096")
 
-	r, err := a.Call(ctx, "b", &wire.Request{Payload: make([]byte, 2000)})
-	require.NoError(t, err)
-	rerr := wire.DecodeError(r.Error)
-	require.ErrorIs(t, rerr, sdk.ErrMessageTooLarge, "refused on receive")
-	assert.Contains(t, rerr.Error(), "over b's limit of 1024")
+	_, err = a.Call(ctx, "b", &wire.Request{Payload: make([]byte, 2000)})
+	require.ErrorIs(t, err, sdk.ErrMessageTooLarge, "refused on send: over the receiver's limit")
+	assert.Contains(t, err.Error(), "2000 bytes to b, over the limit of 1024 (a accepts 4096, b accepts 1024)")
 
-	r, err = a.Call(ctx, "b", &wire.Request{Payload: make([]byte, 1000)})
+	r, err := a.Call(ctx, "b", &wire.Request{Payload: make([]byte, 1000)})
 	require.NoError(t, err)
 	assert.Nil(t, r.Error, "the link survives refused messages")
 	assert.Len(t, r.Payload, 1000)
+
+	// A caller that ignores b's limit is refused on receive.
+	s := rawStream(t, b.Addr(), "x")
+	sendRequests(t, s, &wire.Request{CallId: 1, Payload: make([]byte, 2000)})
+	rerr := wire.DecodeError(recvReply(t, s, 1).Error)
+	require.ErrorIs(t, rerr, sdk.ErrMessageTooLarge, "refused on receive")
+	assert.Contains(t, rerr.Error(), "over b's limit of 1024")
 }
 
 func TestOversizedReplyIsRefused(t *testing.T) {
@@ -245,4 +254,315 @@ func TestMutualTLS(t *testing.T) {
 	p.Connect("b", b.Addr())
 	_, err = p.Call(ctx, "b", &wire.Request{})
 	require.ErrorIs(t, err, sdk.ErrOwnerUnavailable)
+}
+
+func TestHalfClosedStreamEndsItsGoroutines(t *testing.T) {
+	running := make(chan struct{})
+	ended := make(chan error, 1)
+	b := start(t, "b", handler{fn: func(ctx context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
+		close(running)
+		go func() {
+			<-ctx.Done()
+			ended <- ctx.Err()
+			reply(&wire.Reply{})
+		}()
+	}}, nil)
+	s := rawStream(t, b.Addr(), "x")
+	sendRequests(t, s, &wire.Request{CallId: 1})
+	select {
+	case <-running:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request never reached the handler")
+	}
+	require.NoError(t, s.CloseSend())
+	select {
+	case err := <-ended:
+		assert.ErrorIs(t, err, context.Canceled, "the half-close cancels the stream's in-flight calls")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the in-flight call was not cancelled")
+	}
+	// gRPC ends the stream with a status (io.EOF here) only once the server's stream handler
+	// has returned; otherwise the raw stream's own timeout ends it with DeadlineExceeded.
+	var err error
+	for range 10 {
+		var b wire.Batch
+		if err = s.RecvMsg(&b); err != nil {
+			break
+		}
+	}
+	require.ErrorIs(t, err, io.EOF, "the server's stream handler returned")
+}
+
+func TestCallRegisteredAsItsSessionEndsFails(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// breakLink ends a's session with b and returns once the session's end is over.
+		breakLink func(t *testing.T, a *transport.Transport, p *proxy)
+	}{
+		{"network cut", func(t *testing.T, a *transport.Transport, p *proxy) {
+			p.cut()
+			assert.Eventually(t, func() bool { return a.PeerState("b") != sdk.PeerStateReady }, 5*time.Second, time.Millisecond)
+			// Connecting again, or even Ready: the session's end is over.
+			assert.Eventually(t, func() bool { return a.PeerState("b") != sdk.PeerStateNotConnected }, 5*time.Second, time.Millisecond)
+		}},
+		{"disconnect", func(_ *testing.T, a *transport.Transport, _ *proxy) { a.Disconnect("b") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := start(t, "b", handler{}, nil)
+			a := start(t, "a", handler{}, nil)
+			p := newProxy(t, b.Addr())
+			var once sync.Once
+			// The call has found the link Ready; the session ends before its request is sent.
+			transport.SetRegisteredHook(a, func() { once.Do(func() { tc.breakLink(t, a, p) }) })
+			a.Connect("b", p.Addr())
+			waitReady(t, a, "b")
+			c, cancel := context.WithCancel(ctx) // no deadline; cancelled only to clean up a failed test
+			defer cancel()
+			errs := make(chan error, 1)
+			go func() {
+				_, err := a.Call(c, "b", &wire.Request{})
+				errs <- err
+			}()
+			select {
+			case err := <-errs:
+				require.ErrorIs(t, err, sdk.ErrOwnerUnavailable, "the session's end fails the call")
+			case <-time.After(5 * time.Second):
+				t.Fatal("a call registered on a session that ended is still waiting")
+			}
+		})
+	}
+}
+
+func TestEveryCallEndsWhileTheLinkIsTornDown(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cycles int
+		// tearDown ends a's session with b once; a then connects again.
+		tearDown func(t *testing.T, a *transport.Transport, p *proxy)
+	}{
+		{"network cut", 5, func(t *testing.T, a *transport.Transport, p *proxy) {
+			p.cut()
+			require.Eventually(t, func() bool { return a.PeerState("b") != sdk.PeerStateReady }, 5*time.Second, time.Millisecond)
+		}},
+		{"disconnect", 40, func(_ *testing.T, a *transport.Transport, p *proxy) {
+			a.Disconnect("b")
+			a.Connect("b", p.Addr())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+				if len(req.Payload)%2 == 0 {
+					reply(&wire.Reply{Payload: req.Payload})
+					return
+				}
+				// Some replies come later, so that calls are pending when the link breaks.
+				time.AfterFunc(time.Millisecond, func() { reply(&wire.Reply{Payload: req.Payload}) })
+			}}, nil)
+			a := start(t, "a", handler{}, nil)
+			// Callers yield between registering and sending, so that sessions end in between.
+			transport.SetRegisteredHook(a, runtime.Gosched)
+			p := newProxy(t, b.Addr())
+			a.Connect("b", p.Addr())
+			waitReady(t, a, "b")
+
+			c, cancel := context.WithCancel(ctx) // no deadline; cancelled only to end calls a failed test left waiting
+			var stop atomic.Bool
+			var replied, unavailable, inFlight atomic.Int64
+			var callers sync.WaitGroup
+			for i := range 32 {
+				callers.Go(func() {
+					payload := make([]byte, i%2)
+					for !stop.Load() {
+						inFlight.Add(1)
+						_, err := a.Call(c, "b", &wire.Request{Payload: payload})
+						inFlight.Add(-1)
+						switch {
+						case err == nil:
+							replied.Add(1)
+						case errors.Is(err, sdk.ErrOwnerUnavailable):
+							unavailable.Add(1)
+							time.Sleep(time.Millisecond) // a link that is down refuses at once
+						case c.Err() != nil:
+							return
+						default:
+							assert.NoError(t, err)
+							return
+						}
+					}
+				})
+			}
+			callersDone := make(chan struct{})
+			go func() {
+				callers.Wait()
+				close(callersDone)
+			}()
+			defer func() {
+				// However the test ends, its callers end before it does.
+				stop.Store(true)
+				cancel()
+				select {
+				case <-callersDone:
+				case <-time.After(10 * time.Second):
+					t.Error("callers still running after their calls were cancelled")
+				}
+			}()
+			for range tc.cycles {
+				time.Sleep(5 * time.Millisecond)
+				tc.tearDown(t, a, p)
+				waitReady(t, a, "b")
+			}
+			time.Sleep(20 * time.Millisecond)
+			stop.Store(true)
+			select {
+			case <-callersDone:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%d calls never ended (%d replied, %d unavailable)", inFlight.Load(), replied.Load(), unavailable.Load())
+			}
+			assert.Positive(t, replied.Load())
+			t.Logf("%d replied, %d unavailable", replied.Load(), unavailable.Load())
+		})
+	}
+}
+
+func TestPeersUseTheSmallerMaxMessageSize(t *testing.T) {
+	const small, big = 1 << 20, 4 << 20
+	s := start(t, "small", handler{}, func(c *transport.Config) { c.MaxMessageSize = small })
+	g := start(t, "big", handler{fn: func(_ context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+		if string(req.Payload) == "a big reply" {
+			reply(&wire.Reply{Payload: make([]byte, 2<<20)})
+			return
+		}
+		reply(&wire.Reply{Payload: req.Payload})
+	}}, func(c *transport.Config) { c.MaxMessageSize = big })
+
+	// Requests: the big node sends no more than the small one accepts.
+	g.Connect("small", s.Addr())
+	waitReady(t, g, "small")
+	_, err := g.Call(ctx, "small", &wire.Request{Payload: make([]byte, 2<<20)})
+	require.ErrorIs(t, err, sdk.ErrMessageTooLarge, "refused before sending")
+	assert.Contains(t, err.Error(), fmt.Sprintf("over the limit of %d", small))
+	assert.Contains(t, err.Error(), fmt.Sprint(big), "the error names both limits")
+	r, err := g.Call(ctx, "small", &wire.Request{Payload: []byte("small")})
+	require.NoError(t, err, "the stream survives")
+	assert.Equal(t, "small", string(r.Payload))
+	// Batches too: requests that fit one by one never travel in a batch over the small limit.
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			r, err := g.Call(ctx, "small", &wire.Request{Payload: make([]byte, 600<<10)})
+			if assert.NoError(t, err) {
+				assert.Nil(t, r.Error)
+				assert.Len(t, r.Payload, 600<<10)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, sdk.PeerStateReady, g.PeerState("small"))
+
+	// Replies: the big node answers a small caller with no more than it accepts.
+	s.Connect("big", g.Addr())
+	waitReady(t, s, "big")
+	r, err = s.Call(ctx, "big", &wire.Request{Payload: []byte("a big reply")})
+	require.NoError(t, err)
+	rerr := wire.DecodeError(r.Error)
+	require.ErrorIs(t, rerr, sdk.ErrMessageTooLarge, "the reply is refused on send")
+	assert.Contains(t, rerr.Error(), fmt.Sprintf("over the limit of %d", small))
+	assert.Equal(t, sdk.PeerStateReady, s.PeerState("big"))
+	r, err = s.Call(ctx, "big", &wire.Request{Payload: []byte("small")})
+	require.NoError(t, err, "the stream survives")
+	assert.Equal(t, "small", string(r.Payload))
+}
+
+func TestPeerWithoutLimitHeaderIsAssumedToUseTheDefault(t *testing.T) {
+	const limit = 2 * transport.DefaultMaxMessageSize
+	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
+		reply(&wire.Reply{Payload: make([]byte, transport.DefaultMaxMessageSize+1)})
+	}}, func(c *transport.Config) { c.MaxMessageSize = limit })
+	s := rawStream(t, b.Addr(), "x") // no zlink-max-message header
+	hdr, err := s.Header()
+	require.NoError(t, err)
+	assert.Equal(t, []string{fmt.Sprint(limit)}, hdr.Get("zlink-max-message"), "the server announces its limit")
+	sendRequests(t, s, &wire.Request{CallId: 7})
+	r := recvReply(t, s, 7)
+	require.ErrorIs(t, wire.DecodeError(r.Error), sdk.ErrMessageTooLarge)
+	assert.Empty(t, r.Payload)
+}
+
+func TestExpiredRequestIsDroppedUnrun(t *testing.T) {
+	var ran atomic.Int64
+	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
+		ran.Add(1)
+		reply(&wire.Reply{})
+	}}, nil)
+	s := rawStream(t, b.Addr(), "x")
+	// It waited a second in some buffer: its relative timeout still looks fresh, its
+	// absolute deadline does not.
+	sendRequests(t, s, &wire.Request{CallId: 1, TimeoutNanos: int64(time.Hour), DeadlineUnixNanos: time.Now().Add(-time.Second).UnixNano()})
+	r := recvReply(t, s, 1)
+	require.ErrorIs(t, wire.DecodeError(r.Error), context.DeadlineExceeded)
+	assert.Zero(t, ran.Load(), "the handler never ran")
+}
+
+func TestHandlerDeadlineIsNoLaterThanTheCallersDeadline(t *testing.T) {
+	type seen struct {
+		deadline time.Time
+		ok       bool
+		abs      int64
+	}
+	got := make(chan seen, 1)
+	b := start(t, "b", handler{fn: func(ctx context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+		dl, ok := ctx.Deadline()
+		got <- seen{dl, ok, req.DeadlineUnixNanos}
+		reply(&wire.Reply{})
+	}}, nil)
+
+	// A raw request whose relative timeout is longer than its absolute deadline.
+	s := rawStream(t, b.Addr(), "x")
+	abs := time.Now().Add(2 * time.Second)
+	sendRequests(t, s, &wire.Request{CallId: 1, TimeoutNanos: int64(time.Hour), DeadlineUnixNanos: abs.UnixNano()})
+	r := recvReply(t, s, 1)
+	require.Nil(t, r.Error)
+	h := <-got
+	require.True(t, h.ok)
+	assert.False(t, h.deadline.After(abs), "the handler's deadline %v is after the caller's %v", h.deadline, abs)
+
+	// A call carries its caller's deadline.
+	a := start(t, "a", handler{}, nil)
+	a.Connect("b", b.Addr())
+	c, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err := a.Call(c, "b", &wire.Request{})
+	require.NoError(t, err)
+	h = <-got
+	dl, _ := c.Deadline()
+	assert.Equal(t, dl.UnixNano(), h.abs, "the request carries the caller's absolute deadline")
+	require.True(t, h.ok)
+	assert.False(t, h.deadline.After(dl))
+}
+
+func TestCallPastItsDeadlineEndsWithDeadlineExceeded(t *testing.T) {
+	// The receiver's context ends at the caller's deadline, so its handler's failure races
+	// the caller's own timer; the caller must still see its deadline.
+	b := start(t, "b", handler{fn: func(ctx context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
+		go func() {
+			<-ctx.Done()
+			reply(&wire.Reply{Error: wire.EncodeError(&sdk.AppError{Message: ctx.Err().Error()})})
+		}()
+	}}, nil)
+	a := start(t, "a", handler{}, nil)
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			c, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			r, err := a.Call(c, "b", &wire.Request{})
+			if err == nil {
+				err = wire.DecodeError(r.Error)
+			}
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+		})
+	}
+	wg.Wait()
 }

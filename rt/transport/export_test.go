@@ -1,0 +1,5 @@
+package transport
+
+// SetRegisteredHook makes f run in each of tr's calls once the call is registered on a Ready
+// link and before its request is sent. Set it before tr makes any call.
+func SetRegisteredHook(tr *Transport, f func()) { tr.hooks.registered = f }
