@@ -288,6 +288,20 @@ func (e *Executor) OpenApplication() {
 	e.mu.Unlock()
 }
 
+// DropApplication closes application admission and drops the queued application work with err:
+// each dropped item's Drop runs and its reservation returns. The item running now finishes;
+// queued lifecycle work stays. It reports how many items it dropped.
+func (e *Executor) DropApplication(err error) int {
+	e.mu.Lock()
+	e.appGate = true
+	dropped := e.app.takeAll()
+	e.mu.Unlock()
+	for _, ent := range dropped {
+		ent.w.Drop(err)
+	}
+	return len(dropped)
+}
+
 // Close refuses all further work and drops what is queued with err. An item that is running
 // finishes.
 func (e *Executor) Close(err error) {

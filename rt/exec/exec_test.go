@@ -300,6 +300,32 @@ func TestCloseDropsQueuedWork(t *testing.T) {
 	assert.Equal(t, exec.Stats{}, e.Stats())
 }
 
+// C1: when the owner lease ends, the queued application work is dropped unrun; lifecycle work
+// (the closing callback) still runs after the turn in progress.
+func TestC1_DropApplicationKeepsLifecycleWork(t *testing.T) {
+	e, release := occupied(t, exec.DefaultConfig())
+	var dropped atomic.Int32
+	for range 5 {
+		require.NoError(t, e.Submit(app(100), fn{run: func() { t.Error("ran after the drop") }, drop: func(err error) {
+			assert.ErrorIs(t, err, sdk.ErrStaleRoute)
+			dropped.Add(1)
+		}}))
+	}
+	closed := make(chan struct{})
+	require.NoError(t, e.Submit(life(0), fn{run: func() { close(closed) }}))
+	assert.Equal(t, 5, e.DropApplication(sdk.ErrStaleRoute))
+	assert.Equal(t, int32(5), dropped.Load())
+	require.ErrorIs(t, e.Submit(app(0), fn{}), exec.ErrAdmissionClosed, "application admission stays closed")
+	release()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lifecycle work did not run after the turn in progress")
+	}
+	waitQuiescent(t, e)
+	assert.Equal(t, exec.Stats{}, e.Stats(), "every reservation returned")
+}
+
 func TestCloseApplicationRequiresQuiescence(t *testing.T) {
 	cfg := exec.DefaultConfig()
 	e := exec.New(&cfg)
