@@ -25,7 +25,9 @@ var (
 )
 
 // Build compiles the main package pkg (an import path of this module) once per test binary and
-// returns the executable's path. The binaries live in a directory removed by Cleanup.
+// returns the executable's path. A test binary built with the race detector gets helpers built
+// with it too, so that the processes a test starts are checked as the test itself is. The
+// binaries live in a directory removed by Cleanup.
 func Build(tb testing.TB, pkg string) string {
 	tb.Helper()
 	buildMu.Lock()
@@ -41,7 +43,11 @@ func Build(tb testing.TB, pkg string) string {
 		builtDir = dir
 	}
 	out := filepath.Join(builtDir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, pkg)
+	args := []string{"build", "-o", out}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, pkg)...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("rttest: go build %s: %v\n%s", pkg, err, b)
 	}
@@ -138,6 +144,13 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
+// Pause stops the process with SIGSTOP, as a frozen VM or a long stall would: it keeps its
+// sockets and state but runs nothing until Resume.
+func (p *Process) Pause() { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGSTOP) }
+
+// Resume continues a paused process with SIGCONT.
+func (p *Process) Resume() { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT) }
+
 // Stop asks the process to stop (closes stdin, SIGTERM), waits up to 10 s, then kills it.
 func (p *Process) Stop() {
 	select {
@@ -146,6 +159,7 @@ func (p *Process) Stop() {
 	default:
 	}
 	_ = p.stdin.Close()
+	p.Resume() // a paused process cannot act on SIGTERM
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-p.done:

@@ -1,0 +1,5 @@
+//go:build !race
+
+package rttest
+
+const raceEnabled = false
