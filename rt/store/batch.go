@@ -53,7 +53,10 @@ type batcher struct {
 	max      int // writes per batch
 	maxBytes int // encoded bytes of the nested transactions per batch
 	timeout  time.Duration
-	sending  sync.WaitGroup
+	// life ends at close: batches still in flight stop waiting for etcd.
+	life    context.Context
+	end     context.CancelFunc
+	sending sync.WaitGroup
 
 	mu       sync.Mutex
 	queue    []*txnReq
@@ -81,6 +84,7 @@ func newBatcher(kv txnSender, max, maxBytes int) *batcher {
 		kv: kv, max: max, maxBytes: maxBytes, timeout: 30 * time.Second,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
+	b.life, b.end = context.WithCancel(context.Background())
 	go b.run()
 	return b
 }
@@ -228,7 +232,7 @@ func (b *batcher) send(batch []*txnReq) {
 			latest = dl
 		}
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), latest)
+	ctx, cancel := context.WithDeadline(b.life, latest)
 	defer cancel()
 	if len(batch) == 1 {
 		r := batch[0]
@@ -275,5 +279,6 @@ func (b *batcher) close() {
 	b.closed = true
 	b.mu.Unlock()
 	close(b.stop)
+	b.end() // batches in flight end now: their writers learn an unknown outcome
 	<-b.stopped
 }

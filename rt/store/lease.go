@@ -83,8 +83,10 @@ func (g *LeaseGuard) left() time.Duration {
 // Lost reports whether the lease ended or its guard ran out.
 func (g *LeaseGuard) Lost() bool { return g.lost.Load() }
 
-// extend records an acknowledged keep-alive sent at sent that granted ttl. An extension never
-// revives a guard whose deadline has passed: the lease may have expired on the server meanwhile.
+// extend records an acknowledged keep-alive sent at sent that granted ttl. An extension that
+// arrives after the deadline has passed does not revive the guard: the lease may have expired
+// on the server meanwhile. (One that races the deadline may; its new deadline is still sound,
+// since the acknowledged keep-alive was sent before it.)
 func (g *LeaseGuard) extend(sent time.Time, ttl, margin time.Duration) {
 	if g.left() <= 0 && g.until.Load() != 0 {
 		return
@@ -291,6 +293,16 @@ func (r *Registration) keepAlive(ctx context.Context) {
 			wait = r.opts.KeepAliveInterval / 4
 		}
 	}
+}
+
+// Revoke revokes the owner lease, whether or not the registration was closed: the node's ID is
+// free at once instead of at the lease's expiry. A lease that is already gone is no error.
+func (r *Registration) Revoke(ctx context.Context) error {
+	_, err := r.store.client.Revoke(ctx, clientv3.LeaseID(r.owner.Lease))
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("store: revoke the lease of %s: %w", r.owner.Node, unavailable(err))
+	}
+	return nil
 }
 
 // Close stops the keep-alives and revokes the owner lease: the descriptor disappears, so the

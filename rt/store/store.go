@@ -56,6 +56,8 @@ type Store interface {
 	// lease has ended (B3, B8, DESIGN §4 failover policy). by, when set, is the reclaiming
 	// node: it claims each dead registration on its own lease so that one node does the work.
 	Reclaim(ctx context.Context, by Owner) (ReclaimStats, error)
+	// Owned calls fn with the key of every record owner holds (a scan of every record).
+	Owned(ctx context.Context, owner Owner, fn func(SpotKey)) error
 	// Close releases the store's resources. It does not close a client it was given.
 	Close() error
 }
