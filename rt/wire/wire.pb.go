@@ -38,6 +38,10 @@ const (
 	Op_OP_CREATE Op = 3
 	// Explicitly close a User or Instance Spot (D3).
 	Op_OP_CLOSE Op = 4
+	// Check that a creation or a close of this node stands behind its Creating or Releasing
+	// record of the Spot, and release the record if none does (B8). Sent by a node that waited
+	// on such a record for longer than a creation or a close takes.
+	Op_OP_RECONCILE Op = 5
 )
 
 // Enum value maps for Op.
@@ -48,6 +52,7 @@ var (
 		2: "OP_SEND",
 		3: "OP_CREATE",
 		4: "OP_CLOSE",
+		5: "OP_RECONCILE",
 	}
 	Op_value = map[string]int32{
 		"OP_UNSPECIFIED": 0,
@@ -55,6 +60,7 @@ var (
 		"OP_SEND":        2,
 		"OP_CREATE":      3,
 		"OP_CLOSE":       4,
+		"OP_RECONCILE":   5,
 	}
 )
 
@@ -756,13 +762,14 @@ const file_wire_proto_rawDesc = "" +
 	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x16\n" +
 	"\x06queued\x18\a \x01(\x03R\x06queued\x12\x1c\n" +
 	"\trequested\x18\b \x01(\x03R\trequested\x12\x14\n" +
-	"\x05where\x18\t \x01(\rR\x05where*O\n" +
+	"\x05where\x18\t \x01(\rR\x05where*a\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aOP_CALL\x10\x01\x12\v\n" +
 	"\aOP_SEND\x10\x02\x12\r\n" +
 	"\tOP_CREATE\x10\x03\x12\f\n" +
-	"\bOP_CLOSE\x10\x04*\xf5\x03\n" +
+	"\bOP_CLOSE\x10\x04\x12\x10\n" +
+	"\fOP_RECONCILE\x10\x05*\xf5\x03\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10CODE_APPLICATION\x10\x01\x12\x12\n" +
