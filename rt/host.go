@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -38,9 +39,11 @@ type Host struct {
 	client  *clientv3.Client
 	store   *store.Etcd
 	mesh    *mesh.Mesh
-	reg     *store.Registration
+	reg     atomic.Pointer[store.Registration] // the current registration
 	catalog *catalog.Catalog
 	state   atomic.Uint32 // sdk.RuntimeState
+	// reregistrations counts the times the node registered again after its owner lease ended.
+	reregistrations atomic.Int64
 
 	stop      chan struct{} // closed at Close: ends the lease watch
 	watchers  sync.WaitGroup
@@ -82,8 +85,12 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 	h.client, err = clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: cfg.EtcdDialTimeout,
-		Context:     context.WithoutCancel(ctx),
-		Logger:      zap.NewNop(),
+		// Probe the connection so that a silently dead one (a blackholed endpoint) is noticed
+		// and another endpoint dialled, instead of requests waiting on it.
+		DialKeepAliveTime:    etcdKeepAliveTime,
+		DialKeepAliveTimeout: etcdKeepAliveTimeout,
+		Context:              context.WithoutCancel(ctx),
+		Logger:               zap.NewNop(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rt: etcd client: %w", err)
@@ -117,7 +124,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 	if server {
 		hosted = types.Names()
 	}
-	h.reg, err = h.store.Register(ctx, &storepb.NodeDescriptor{
+	reg, err := h.store.Register(ctx, &storepb.NodeDescriptor{
 		NodeId:             string(cfg.NodeID),
 		Roles:              uint32(cfg.Roles),
 		ApplicationVersion: cfg.ApplicationVersion,
@@ -126,10 +133,11 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		MaxActive:          int64(cfg.MaxActiveObjects),
 		SpotTypes:          hosted,
 		Endpoint:           h.mesh.Endpoint(),
-	}, store.LeaseOptions{TTL: cfg.LeaseTTL})
+	}, h.leaseOptions())
 	if err != nil {
 		return nil, fmt.Errorf("rt: %w", err)
 	}
+	h.reg.Store(reg)
 	h.catalog, err = catalog.New(catalog.Config{
 		Node:                    cfg.NodeID,
 		Exec:                    cfg.Exec,
@@ -138,14 +146,14 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		OperationTimeout:        cfg.OperationTimeout,
 		Logger:                  cfg.Logger,
 		ClientOnly:              !server,
-	}, h.store, h.reg, types, spotClient{h})
+	}, h.store, reg, types, spotClient{h})
 	if err != nil {
 		return nil, err
 	}
 	if err := h.catalog.Start(ctx); err != nil {
 		return nil, err
 	}
-	if err := h.mesh.Start(ctx, h.store, h.reg, h.catalog, h.runtimeState); err != nil {
+	if err := h.mesh.Start(ctx, h.store, reg, h.catalog, h.runtimeState); err != nil {
 		return nil, fmt.Errorf("rt: join the mesh: %w", err)
 	}
 	h.state.Store(uint32(sdk.RuntimeStateServing))
@@ -154,21 +162,72 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 	return h, nil
 }
 
-// watchLease puts the node in the Error state if its owner lease is lost: it owns nothing any
-// more, so it admits no work for its objects (C1), creates nothing, and ends its activations
-// with CloseOwnerLost; their records are reclaimed by the mesh's other Object Servers.
+// The etcd client's keep-alive probes (gRPC clamps the time to at least 10 s).
+const (
+	etcdKeepAliveTime    = 10 * time.Second
+	etcdKeepAliveTimeout = 5 * time.Second
+)
+
+// revokeGrace bounds the lease revoke that Close makes after its deadline passed.
+const revokeGrace = time.Second
+
+func (h *Host) leaseOptions() store.LeaseOptions { return store.LeaseOptions{TTL: h.cfg.LeaseTTL} }
+
+// watchLease keeps the node owning objects across the end of its owner lease (C1; DESIGN §4).
+// When a lease ends — etcd says it is gone, or its guard ran out during a partition or a pause
+// of the process — the catalog closes the Spots it owned with CloseOwnerLost, and this loop
+// registers the node again on a new lease and returns it to creating and owning objects; the
+// ended lease's records are reclaimed like those of any ended owner. Meanwhile the node keeps
+// calling other nodes' objects, and its mesh status shows placement unavailable.
 func (h *Host) watchLease() {
 	defer h.watchers.Done()
-	select {
-	case <-h.stop:
-	case <-h.reg.Lost():
-		h.state.Store(uint32(sdk.RuntimeStateError))
-		h.log.Error("the node's owner lease was lost; it no longer serves its objects")
-		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.StopTimeout)
-		defer cancel()
-		if err := h.catalog.CloseOwned(ctx, sdk.CloseOwnerLost); err != nil {
-			h.log.Warn("closing the objects of a lost lease", "err", err)
+	for {
+		reg := h.reg.Load()
+		select {
+		case <-h.stop:
+			return
+		case <-reg.Lost():
 		}
+		h.log.Error("the node's owner lease ended; it gives up the objects it owned and registers again", "cause", reg.Cause())
+		next, ok := h.register(reg)
+		if !ok {
+			return
+		}
+		h.reg.Store(next)
+		if err := h.catalog.Rebind(next); err != nil {
+			h.log.Warn("the catalog did not take the new registration", "err", err)
+			return
+		}
+		h.mesh.Rebind(next)
+		h.reregistrations.Add(1)
+		h.log.Info("the node registered again on a new owner lease and owns objects again")
+	}
+}
+
+// register registers the node again after old's lease ended, retrying until it succeeds or
+// the host closes. The old lease is revoked first, so that the node's ID is free at once when
+// etcd still held it (the guard ran out before the server's lease did).
+func (h *Host) register(old *store.Registration) (*store.Registration, bool) {
+	backoff := 100 * time.Millisecond
+	for {
+		rctx, cancel := context.WithTimeout(context.Background(), h.cfg.EtcdDialTimeout)
+		_ = old.Close(rctx)
+		_ = old.Revoke(rctx) // every try: the first one usually met the outage that ended the lease
+		desc := old.Descriptor()
+		desc.State = uint32(h.runtimeState())
+		desc.Active = 0
+		next, err := h.store.Register(rctx, desc, h.leaseOptions())
+		cancel()
+		if err == nil {
+			return next, true
+		}
+		h.log.Warn("registering the node again failed; it is tried again", "err", err)
+		select {
+		case <-h.stop:
+			return nil, false
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, h.cfg.LeaseTTL)
 	}
 }
 
@@ -257,7 +316,11 @@ func (h *Host) TransportStats() transport.Stats { return h.mesh.Transport().Stat
 
 // Close stops the node: it stops taking work, every Spot closes with reason Shutdown and
 // releases its location, the node leaves the mesh, its owner lease is revoked, and an
-// embedded etcd is stopped. It is bounded by StopTimeout and safe to call more than once.
+// embedded etcd is stopped. It is bounded by StopTimeout (F8): Spots that have not closed by
+// then are force-stopped — their queued work dropped, their contexts cancelled, no closing
+// callback — and their records are released by the mesh's reclaimer once the revoked lease is
+// gone; the error then says so. A handler still running at that point cannot be stopped and
+// ends on its own. Safe to call more than once.
 func (h *Host) Close() error {
 	h.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.StopTimeout)
@@ -279,8 +342,12 @@ func (h *Host) teardown(ctx context.Context) error {
 	if h.mesh != nil {
 		errs = append(errs, h.mesh.Close())
 	}
-	if h.reg != nil {
-		errs = append(errs, h.reg.Close(ctx))
+	if reg := h.reg.Load(); reg != nil {
+		// Revoked even after the deadline, for a second at most: the records left behind are
+		// reclaimed as soon as the lease is gone, rather than a TTL later.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(h.cfg.EtcdDialTimeout, revokeGrace))
+		errs = append(errs, reg.Close(rctx))
+		cancel()
 	}
 	if h.store != nil {
 		errs = append(errs, h.store.Close())

@@ -11,8 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/zlink-go/zlink/rt"
@@ -186,12 +184,12 @@ func TestK7_StaleOwnerEndsWithErrorAndNoRetry(t *testing.T) {
 
 	_, err = record(caller, ledger("k7"), "stale")
 	require.ErrorIs(t, err, sdk.ErrStaleRoute, "the old owner refuses: not the owner (C1)")
-	time.Sleep(50 * time.Millisecond)
-	assert.Equal(t, 0, c.runs.Count("stale"), "the refused message never ran, and was not retried (C3)")
 
 	got, err := record(caller, ledger("k7"), "fresh")
 	require.NoError(t, err, "the application's new call resolves the new owner")
 	assert.Equal(t, "fresh", got)
+	// A retry of the refused message would have reached the new owner before the new call.
+	assert.Equal(t, 0, c.runs.Count("stale"), "the refused message never ran, and was not retried (C3)")
 }
 
 func TestPlacementFollowsWeights(t *testing.T) {
@@ -348,36 +346,6 @@ func TestZeroPeersDoNotMakeTheMeshUnavailable(t *testing.T) {
 	assert.Equal(t, sdk.TopologyStateReady, st.State)
 }
 
-func TestLostLeaseEndsTheNodesActivations(t *testing.T) {
-	c := newCluster(t, 2, nil)
-	a, b := c.hosts[0], c.hosts[1]
-	_, err := record(b, openLedger("orphan"), "x", sdk.OnNode(a.LocalNode()))
-	require.NoError(t, err)
-
-	// The node's owner lease ends under it (as when etcd expired it during a long pause).
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints, Logger: zap.NewNop()})
-	require.NoError(t, err)
-	defer cli.Close()
-	resp, err := cli.Get(ctx, "/zlink/default/nodes/node-a")
-	require.NoError(t, err)
-	require.Len(t, resp.Kvs, 1)
-	_, err = cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
-	require.NoError(t, err)
-
-	require.Eventually(t, func() bool { return c.runs.Count("closed:OwnerLost") == 1 }, 15*time.Second, 10*time.Millisecond,
-		"the node ends its activations when it learns its lease is gone")
-	_, err = a.Call(ctx, ledger("orphan"), rttest.LedgerRecord, wrapperspb.String("y"))
-	require.ErrorIs(t, err, sdk.ErrNotServing, "a node without its lease takes no work")
-
-	// Node b reclaims the record and re-creates the Spot on itself.
-	require.Eventually(t, func() bool {
-		_, err = record(b, openLedger("orphan"), "again")
-		return err == nil
-	}, 15*time.Second, 20*time.Millisecond, "last error: %v", err)
-	assert.Equal(t, 2, c.factoryRuns("orphan"))
-	assert.Equal(t, int64(1), c.builtOn[1].Load())
-}
-
 func TestMutualTLSBetweenNodes(t *testing.T) {
 	mesh := rttest.NewPKI(t, "mesh-ca")
 	c := newCluster(t, 2, func(i int, cfg *rt.Config) {
@@ -399,7 +367,16 @@ func TestMutualTLSBetweenNodes(t *testing.T) {
 	require.NoError(t, err)
 	defer h.Close()
 	require.Eventually(t, func() bool { return len(h.MeshStatus().Peers) == 2 }, 10*time.Second, 10*time.Millisecond)
-	time.Sleep(500 * time.Millisecond)
+	// Every connection attempt has failed at least once before the status is judged.
+	failed := map[sdk.NodeID]bool{}
+	require.Eventually(t, func() bool {
+		for _, p := range h.MeshStatus().Peers {
+			if p.State == sdk.PeerStateNotConnected {
+				failed[p.NodeRid] = true
+			}
+		}
+		return len(failed) == 2
+	}, 10*time.Second, time.Millisecond, "the rogue node's connections never failed")
 	st := h.MeshStatus()
 	assert.Zero(t, st.ReadyPeerCount, "%+v", st.Peers)
 	assert.Equal(t, sdk.TopologyStateDegraded, st.State)

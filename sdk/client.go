@@ -69,8 +69,13 @@ type SpotContext interface {
 	Node() NodeID
 	// Logger is a logger carrying the Spot's identity.
 	Logger() *slog.Logger
-	// Client calls other objects.
+	// Client calls other objects. From a Spot's own handler or timer, CloseSpot on the Spot
+	// itself through this Client starts the close and returns: the close runs after the
+	// current turn, since it waits for the turn to end.
 	Client() Client
+	// Fence identifies this activation for the application's own external side effects: a
+	// later activation of the same Spot, on any node, has a Fence that supersedes it.
+	Fence() Fence
 	// AfterFunc runs fn once after d, as work on the Spot's own queue. The timer stops when the
 	// Spot closes.
 	AfterFunc(d time.Duration, fn func(ctx context.Context), opts ...TimerOption) Timer

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/zlink-go/zlink/rt/exec"
+	"github.com/zlink-go/zlink/rt/store"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -36,7 +37,8 @@ func (c *Catalog) invoke(ctx context.Context, t sdk.Target, method string, req p
 		if err != nil {
 			return nil, err
 		}
-		return c.deliver(ctx, &e.activation, md, req, oneWay, false)
+		reply, _, err := c.deliver(ctx, &e.activation, md, req, oneWay)
+		return reply, err
 	}
 	mode := Plain
 	if t.CreateIntent() {
@@ -50,34 +52,29 @@ func (c *Catalog) invoke(ctx context.Context, t sdk.Target, method string, req p
 		if !rt.Local() {
 			return nil, fmt.Errorf("%w: %v is Ready on %s", ErrRemoteOwner, t, rt.Remote.Record.Owner.Node)
 		}
-		md, err := c.method(rt.local.base().typ, method, oneWay)
-		if err != nil {
-			return nil, err
-		}
-		reply, err := c.deliver(ctx, rt.local.base(), md, req, oneWay, true)
-		if !errors.Is(err, exec.ErrAdmissionClosed) {
+		reply, admitted, err := c.Deliver(ctx, rt, method, req, oneWay)
+		if admitted || !errors.Is(err, ErrClosing) {
 			return reply, err
 		}
-		// The Spot began closing after it was resolved: the next round waits for the close
-		// (intent) or answers not found (plain) (D4).
+		// Refused unrun because the Spot began closing after it was resolved: the next round
+		// waits for the close (intent) or answers not found (plain) (D4).
 	}
 	return nil, fmt.Errorf("catalog: %v: did not settle in %d rounds", t, maxRounds)
 }
 
-// Deliver runs method on the Spot that route names, which must be local.
-func (c *Catalog) Deliver(ctx context.Context, rt Route, method string, req proto.Message, oneWay bool) (proto.Message, error) {
+// Deliver runs method on the Spot that route names, which must be local. admitted says whether
+// the message entered the Spot's queue: once it did, err is the message's outcome and the
+// message must never be sent again (C3); a message refused unrun (admitted false) may go
+// elsewhere. A refusal because the Spot is closing is ErrClosing, after the close was decided.
+func (c *Catalog) Deliver(ctx context.Context, rt Route, method string, req proto.Message, oneWay bool) (reply proto.Message, admitted bool, err error) {
 	if !rt.Local() {
-		return nil, ErrRemoteOwner
+		return nil, false, ErrRemoteOwner
 	}
 	md, err := c.method(rt.local.base().typ, method, oneWay)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	reply, err := c.deliver(ctx, rt.local.base(), md, req, oneWay, true)
-	if errors.Is(err, exec.ErrAdmissionClosed) {
-		return nil, ErrClosing
-	}
-	return reply, err
+	return c.deliver(ctx, rt.local.base(), md, req, oneWay)
 }
 
 func (c *Catalog) entryMethod(t sdk.Target, method string, oneWay bool) (*entrySpot, *sdk.MethodDesc, error) {
@@ -110,38 +107,61 @@ func (c *Catalog) method(typ *spotType, name string, oneWay bool) (*sdk.MethodDe
 }
 
 // deliver admits one message to a's application lane and, for a request, waits for the reply.
-// An owned Spot is admitted only while this node's owner lease is certainly valid (C1); the
-// object's generation is never checked (C2).
-func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc, req proto.Message, oneWay, fenced bool) (proto.Message, error) {
+// An owned Spot is admitted only while the owner lease it runs under is certainly valid (C1);
+// the object's generation is never checked (C2). admitted tells a refusal before the queue from
+// the message's own outcome.
+func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc, req proto.Message, oneWay bool) (proto.Message, bool, error) {
 	if c.stopping.Load() && a.current() == stateClosed {
-		return nil, c.errStopping()
+		return nil, false, c.errStopping()
 	}
-	if fenced && !c.reg.Guard().Valid() {
-		return nil, fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
+	if !a.turnAllowed() {
+		return nil, false, fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
+	}
+	if !oneWay && turnOf(ctx) == a {
+		return nil, false, errSelfRequest(a, md)
 	}
 	k := callPool.Get().(*call)
 	k.ctx, k.a, k.md, k.req, k.oneWay = ctx, a, md, req, oneWay
-	if oneWay && ctx.Done() != nil {
-		// An admitted one-way message runs even if the sender's context ends after Send.
-		k.ctx = context.WithoutCancel(ctx)
-	}
 	err := a.exec.Submit(exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(req)), Activity: true, Inline: !oneWay}, k)
 	if err != nil {
 		k.release()
-		return nil, describeRefusal(err, a, md)
+		return nil, false, c.refusal(ctx, err, a, md)
 	}
 	if oneWay {
-		return nil, nil
+		return nil, true, nil
 	}
 	select {
 	case <-k.done:
 		reply, err := k.reply, k.err
 		k.release()
-		return reply, err
+		return reply, true, err
 	case <-ctx.Done():
 		// The call is abandoned to the runner; it is not reused.
-		return nil, ctx.Err()
+		return nil, true, ctx.Err()
 	}
+}
+
+// errSelfRequest refuses a request that a Spot's own turn makes of the Spot: it would wait
+// for the turn that waits for it.
+func errSelfRequest(a *activation, md *sdk.MethodDesc) error {
+	return fmt.Errorf("%w: %s.%s on %s/%q is a request of the Spot to itself from its own turn, which would wait for that turn to end: call the method directly, or Send",
+		sdk.ErrInvalidArgument, a.typ.desc.Name, md.Name, a.typ.desc.Kind, a.id)
+}
+
+// refusal describes why a's queue refused a message. A queue closed by a close transaction
+// answers ErrClosing once the close is decided, so that the caller looks again: the Spot either
+// serves on or is closing for certain.
+func (c *Catalog) refusal(ctx context.Context, err error, a *activation, md *sdk.MethodDesc) error {
+	if err != exec.ErrAdmissionClosed {
+		return describeRefusal(err, a, md)
+	}
+	if a.guard == nil {
+		return c.errStopping() // an Entry Spot closes only with its node
+	}
+	if werr := c.awaitDecision(ctx, a); werr != nil {
+		return werr
+	}
+	return ErrClosing
 }
 
 // call is one request or one-way message on a Spot's queue.
@@ -165,12 +185,22 @@ func (k *call) release() {
 	callPool.Put(k)
 }
 
-// Run implements exec.Work.
+// Run implements exec.Work. A message runs only if its Spot's owner lease is still certainly
+// valid when its turn comes (C1) and, for a request, its caller is still waiting. The handler
+// gets a context that also ends when the Spot ends (a close, the end of the lease).
 func (k *call) Run() {
-	if err := k.ctx.Err(); err != nil {
-		k.finish(nil, err) // the caller gave up while it was queued
+	if !k.a.turnAllowed() {
+		k.finish(nil, k.a.errLeaseEnded())
 		return
 	}
+	if !k.oneWay {
+		if err := k.ctx.Err(); err != nil {
+			k.finish(nil, err) // the caller gave up while it was queued
+			return
+		}
+	}
+	tc := newTurnCtx(k.ctx, k.oneWay, k.a)
+	defer tc.end()
 	defer func() {
 		if v := recover(); v != nil {
 			k.a.cat.log.Error("handler panicked", "spot", k.a.typ.desc.Name, "id", k.a.id, "method", k.md.Name,
@@ -178,8 +208,27 @@ func (k *call) Run() {
 			k.finish(nil, fmt.Errorf("%w: %s.%s: %v", sdk.ErrHandlerPanicked, k.a.typ.desc.Name, k.md.Name, v))
 		}
 	}()
-	reply, err := k.md.Invoke(k.a.impl, k.ctx, k.req)
+	reply, err := k.md.Invoke(k.a.impl, tc, k.req)
+	if err != nil {
+		err = handlerError(err)
+	}
 	k.finish(reply, err)
+}
+
+// handlerError is how a handler's error reaches the caller: always as an *sdk.AppError, never
+// as one of the runtime's sentinels, which a handler may have got from a call of its own. The
+// runtime never acts on it — no retry, no redirect (C3) — and neither is a caller misled into
+// reading it as the runtime's answer about its own call.
+func handlerError(err error) error {
+	if ae, ok := err.(*sdk.AppError); ok {
+		return ae
+	}
+	out := &sdk.AppError{Message: err.Error()}
+	var ae *sdk.AppError
+	if errors.As(err, &ae) {
+		out.Code = ae.Code
+	}
+	return out
 }
 
 // Drop implements exec.Work.
@@ -194,13 +243,24 @@ func (k *call) finish(reply proto.Message, err error) {
 	}
 	if k.oneWay {
 		if err != nil {
-			k.a.cat.log.Warn("one-way handler failed", "spot", k.a.typ.desc.Name, "id", k.a.id, "method", k.md.Name, "err", err)
+			k.logOneWayFailure(err)
 		}
 		k.release()
 		return
 	}
 	k.reply, k.err = reply, err
 	k.done <- struct{}{}
+}
+
+// logOneWayFailure reports a one-way message that failed or did not run: nobody waits for it.
+func (k *call) logOneWayFailure(err error) {
+	log := k.a.cat.log
+	attrs := []any{"spot", k.a.typ.desc.Name, "id", k.a.id, "method", k.md.Name, "err", err}
+	if errors.Is(err, sdk.ErrStaleRoute) || errors.Is(err, sdk.ErrClosed) {
+		log.Debug("one-way message dropped unrun", attrs...)
+		return
+	}
+	log.Warn("one-way handler failed", attrs...)
 }
 
 // Create explicitly creates the User Spot t on this node (A2).
@@ -216,39 +276,63 @@ func (c *Catalog) Create(ctx context.Context, t sdk.Target) error {
 // the Spot is active here and, for an owned Spot, this node's owner lease is certainly valid;
 // otherwise the answer is sdk.ErrStaleRoute and nothing runs. It never reads the store and
 // never creates. The object's generation is not checked (C2). done gets the outcome of a
-// request; a one-way message is acknowledged by Admit's own return.
+// request; a one-way message is acknowledged by Admit's own return. Every error Admit returns
+// is a refusal: the message did not run. ErrClosing says a close of the Spot is being decided:
+// wait for it with AwaitClose, then admit again.
 func (c *Catalog) Admit(ctx context.Context, t sdk.Target, method string, req proto.Message, size int, oneWay bool, done func(proto.Message, error)) error {
 	if t.Kind() == sdk.KindEntry {
 		e, md, err := c.entryMethod(t, method, oneWay)
 		if err != nil {
 			return err
 		}
-		return c.submit(ctx, &e.activation, md, req, size, oneWay, false, done)
+		if err := c.submit(ctx, &e.activation, md, req, size, oneWay, done); err != nil {
+			if errors.Is(err, exec.ErrAdmissionClosed) {
+				return c.errStopping() // an Entry Spot closes only with its node
+			}
+			return err
+		}
+		return nil
 	}
 	typ, err := c.ownedType(t)
 	if err != nil {
 		return err
 	}
-	sp := c.spotAt(spotKey{typ.desc.Name, t.ID()})
+	key := spotKey{typ.desc.Name, t.ID()}
+	sp := c.spotAt(key)
 	if sp == nil {
+		// The peer's route names this node: if a record of ours says so too, it has no
+		// activation behind it and the reconcile releases it (B8).
+		c.suspect(store.SpotKey{Type: key.typ, ID: key.id})
 		return fmt.Errorf("%w: node %s does not own %v", sdk.ErrStaleRoute, c.cfg.Node, t.Plain())
 	}
-	if sp.base().current() != stateActive {
+	a := sp.base()
+	if !a.turnAllowed() {
+		// Created under an owner lease that has ended: it owns nothing any more (C1).
+		if _, err := c.beginClose(sp, sdk.CloseOwnerLost, false); err != nil && !errors.Is(err, errAlreadyClosed) {
+			c.log.Warn("a Spot of an ended owner lease could not be closed", "spot", key.typ, "id", key.id, "err", err)
+		}
+		return fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
+	}
+	if a.current() != stateActive {
 		return fmt.Errorf("%w: %v is closing", sdk.ErrNotFound, t.Plain())
 	}
 	md, err := c.method(typ, method, oneWay)
 	if err != nil {
 		return err
 	}
-	err = c.submit(ctx, sp.base(), md, req, size, oneWay, true, done)
+	err = c.submit(ctx, a, md, req, size, oneWay, done)
 	if errors.Is(err, exec.ErrAdmissionClosed) {
+		if a.current() == stateActive {
+			return ErrClosing
+		}
 		return fmt.Errorf("%w: %v is closing", sdk.ErrNotFound, t.Plain())
 	}
 	return err
 }
 
 // DeliverAsync runs method on the local Spot of rt like Deliver, but reports a request's
-// outcome to done instead of waiting; a one-way message is acknowledged by its return.
+// outcome to done instead of waiting; a one-way message is acknowledged by its return. Every
+// error it returns is a refusal: the message did not run.
 func (c *Catalog) DeliverAsync(ctx context.Context, rt Route, method string, req proto.Message, size int, oneWay bool, done func(proto.Message, error)) error {
 	if !rt.Local() {
 		return ErrRemoteOwner
@@ -257,23 +341,28 @@ func (c *Catalog) DeliverAsync(ctx context.Context, rt Route, method string, req
 	if err != nil {
 		return err
 	}
-	return c.submit(ctx, rt.local.base(), md, req, size, oneWay, true, done)
+	err = c.submit(ctx, rt.local.base(), md, req, size, oneWay, done)
+	if errors.Is(err, exec.ErrAdmissionClosed) {
+		return ErrClosing
+	}
+	return err
 }
 
-// submit admits one message with a completion callback.
-func (c *Catalog) submit(ctx context.Context, a *activation, md *sdk.MethodDesc, req proto.Message, size int, oneWay, fenced bool, done func(proto.Message, error)) error {
-	if fenced && !c.reg.Guard().Valid() {
+// submit admits one message with a completion callback; a refusal is returned as is.
+func (c *Catalog) submit(ctx context.Context, a *activation, md *sdk.MethodDesc, req proto.Message, size int, oneWay bool, done func(proto.Message, error)) error {
+	if !a.turnAllowed() {
 		return fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
 	}
 	k := callPool.Get().(*call)
 	k.ctx, k.a, k.md, k.req, k.oneWay = ctx, a, md, req, oneWay
 	if !oneWay {
 		k.onDone = done
-	} else if ctx.Done() != nil {
-		k.ctx = context.WithoutCancel(ctx)
 	}
 	if err := a.exec.Submit(exec.Item{Lane: sdk.LaneApplication, Payload: int64(size), Activity: true}, k); err != nil {
 		k.release()
+		if err == exec.ErrAdmissionClosed {
+			return err
+		}
 		return describeRefusal(err, a, md)
 	}
 	return nil
@@ -295,7 +384,7 @@ func (c *Catalog) LocalSpot(t sdk.Target) (Route, bool) {
 		return Route{}, false
 	}
 	sp := c.spotAt(spotKey{t.Type(), t.ID()})
-	if sp == nil || sp.Kind() != k || sp.base().current() != stateActive {
+	if sp == nil || sp.Kind() != k || sp.base().current() != stateActive || !sp.base().turnAllowed() {
 		return Route{}, false
 	}
 	return Route{local: sp}, true

@@ -43,7 +43,9 @@ type Config struct {
 	// Zero: no cap.
 	MaxActive int
 	// OperationTimeout bounds a creation or a close once started: a caller's cancellation ends
-	// only its own wait, never a shared operation (default 30 s).
+	// only its own wait, never a shared operation (default 30 s). A factory, OnActivate or
+	// closing callback that does not return within it is left behind: the creation fails, the
+	// close goes on without it.
 	OperationTimeout time.Duration
 	// Logger receives the catalog's logs (default: slog.Default()).
 	Logger *slog.Logger
@@ -178,15 +180,25 @@ func (ts *Types) Has(name string) bool {
 type Catalog struct {
 	cfg    Config
 	store  store.Store
-	reg    *store.Registration
-	owner  store.Owner
+	reg    atomic.Pointer[store.Registration] // the registration new Spots are owned under
 	types  map[string]*spotType
 	client sdk.Client
 	log    *slog.Logger
 
 	ctx    context.Context // cancelled by Close: ends timers and background work
 	cancel context.CancelFunc
-	bg     sync.WaitGroup
+	// hardCtx bounds the shared operations (creations, closes); it is cancelled when Close
+	// runs out of time, so that nothing waits on after a forced stop.
+	hardCtx    context.Context
+	hardCancel context.CancelFunc
+	bg         group
+	// builders run factories and OnActivate; a creation waits for one only as long as its
+	// OperationTimeout, and Close only as long as its context.
+	builders sync.WaitGroup
+
+	suspects suspects // keys whose record and activation may disagree
+	mu       sync.Mutex
+	nudger   func(ctx context.Context, owner sdk.NodeID, key store.SpotKey) // set by the mesh
 
 	entries map[string]*entrySpot // by type name; fixed after Start
 	slots   shards[*slot]
@@ -227,13 +239,16 @@ func New(cfg Config, st store.Store, reg *store.Registration, types *Types, clie
 	}
 	types.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
+	hardCtx, hardCancel := context.WithCancel(context.Background())
 	c := &Catalog{
-		cfg: cfg, store: st, reg: reg, owner: reg.Owner(), types: byName, client: client,
+		cfg: cfg, store: st, types: byName, client: client,
 		log: cfg.Logger.With("node", string(cfg.Node)),
-		ctx: ctx, cancel: cancel,
+		ctx: ctx, cancel: cancel, hardCtx: hardCtx, hardCancel: hardCancel,
 		entries: make(map[string]*entrySpot),
 		closed:  make(chan struct{}),
 	}
+	c.suspects.init()
+	c.reg.Store(reg)
 	return c, nil
 }
 
@@ -249,16 +264,65 @@ func (c *Catalog) Start(ctx context.Context) error {
 		}
 		e := &entrySpot{activation: activation{cat: c, typ: t, exec: exec.New(&c.cfg.Exec)}}
 		e.exec.SetPanicHandler(c.execPanic)
-		impl, err := c.construct(ctx, e, t)
+		octx, cancel := context.WithTimeout(ctx, c.cfg.OperationTimeout)
+		impl, err := c.build(octx, &e.activation, e, t)
+		cancel()
 		if err != nil {
 			return fmt.Errorf("catalog: entry spot %s on %s: %w", t.desc.Name, c.cfg.Node, err)
 		}
 		e.impl = impl
 		c.entries[t.desc.Name] = e
 	}
-	c.bg.Add(1)
-	go c.idleLoop()
+	reg := c.registration()
+	c.bg.goRun(c.idleLoop)
+	c.bg.goRun(c.reconcileLoop)
+	c.bg.goRun(func() { c.watchLoss(reg) })
 	return nil
+}
+
+// registration is the registration new Spots are owned under.
+func (c *Catalog) registration() *store.Registration { return c.reg.Load() }
+
+// Rebind makes reg, a new registration of this node after its previous owner lease ended, the
+// one new Spots are owned under. The Spots of the previous lease close on their own with
+// CloseOwnerLost; their records are reclaimed like those of any ended owner.
+func (c *Catalog) Rebind(reg *store.Registration) error {
+	if reg.Owner().Node != c.cfg.Node {
+		return fmt.Errorf("catalog: registration is for node %s, not %s", reg.Owner().Node, c.cfg.Node)
+	}
+	if c.stopping.Load() {
+		return c.errStopping()
+	}
+	c.reg.Store(reg)
+	if !c.bg.goRun(func() { c.watchLoss(reg) }) {
+		return c.errStopping()
+	}
+	return nil
+}
+
+// watchLoss ends the Spots owned under reg when its owner lease ends (C1): the node no longer
+// owns them, so their queued work is dropped unrun and they close with CloseOwnerLost, leaving
+// their records to the mesh's reclaimer.
+func (c *Catalog) watchLoss(reg *store.Registration) {
+	select {
+	case <-c.ctx.Done():
+		return
+	case <-reg.Lost():
+	}
+	guard := reg.Guard()
+	var lost []ownedSpot
+	c.slots.each(func(s *slot) {
+		if s.spot != nil && s.spot.base().guard == guard {
+			lost = append(lost, s.spot)
+		}
+	})
+	c.log.Error("the owner lease ended: the node no longer owns its Spots and closes them",
+		"cause", reg.Cause(), "spots", len(lost))
+	ctx, cancel := context.WithTimeout(c.hardCtx, c.cfg.OperationTimeout)
+	defer cancel()
+	if err := c.closeAll(ctx, lost, sdk.CloseOwnerLost); err != nil {
+		c.log.Warn("closing the Spots of an ended owner lease", "err", err)
+	}
 }
 
 func (c *Catalog) sortedTypes() []*spotType {
@@ -271,8 +335,8 @@ func (c *Catalog) sortedTypes() []*spotType {
 	return out
 }
 
-// Owner is this node's registration in the Location Store.
-func (c *Catalog) Owner() store.Owner { return c.owner }
+// Owner is this node's current registration in the Location Store.
+func (c *Catalog) Owner() store.Owner { return c.registration().Owner() }
 
 // SetClient sets what Spots get as SpotContext.Client; call it before Start.
 func (c *Catalog) SetClient(client sdk.Client) { c.client = client }
@@ -296,28 +360,121 @@ func (c *Catalog) HasRoom() bool {
 	return !c.cfg.ClientOnly && (c.cfg.MaxActive == 0 || c.active.Load() < int64(c.cfg.MaxActive))
 }
 
+// ErrForceStopped is returned by Close when ctx ended before every Spot closed: the rest were
+// stopped without their closing callbacks, and their records were left to the reclaimer.
+var ErrForceStopped = errors.New("catalog: force-stopped")
+
+// forcedGrace bounds the wait for the catalog's own goroutines after a forced stop; they wait
+// on nothing but the store and timers by then.
+const forcedGrace = 5 * time.Second
+
+// expired is a context that has ended: a wait on it is a poll with its grace period.
+var expired = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
 // Close closes every Spot with reason Shutdown and releases the User and Instance Spots'
-// locations, then stops the catalog's background work. ctx bounds it; Spots that could not be
-// closed in time keep their records, which turn Unavailable when the node's lease ends.
+// locations, then stops the catalog's background work. ctx bounds it (F8): when it ends first,
+// the remaining Spots are stopped at once — queued work dropped, contexts cancelled, no
+// closing callback — their records are left to turn Unavailable when the node's lease ends,
+// and the error wraps ErrForceStopped. A handler or callback still running then cannot be
+// stopped; it ends on its own, and nothing waits for it. Safe to call more than once.
 func (c *Catalog) Close(ctx context.Context) error {
 	var err error
 	c.closeOnce.Do(func() {
 		c.stopping.Store(true)
 		err = c.CloseOwned(ctx, sdk.CloseShutdown)
-		for _, e := range c.entries {
+		for _, e := range c.sortedEntries() {
 			c.closeEntry(ctx, e)
 		}
+		// Background work ends, and nothing new starts: a goroutine started now would race
+		// with the wait for them. A creation still in flight fails; one that finished anyway
+		// is force-stopped below.
 		c.cancel()
-		c.bg.Wait()
+		c.bg.seal()
+		done := waitFor(&c.bg.wg, ctx, 0)
+		forced := 0
+		if !done || ctx.Err() != nil || c.ActiveSpots() > len(c.entries) {
+			forced = c.forceStop()
+		}
+		c.hardCancel()
+		if !waitFor(&c.bg.wg, expired, forcedGrace) {
+			c.log.Error("the catalog's goroutines did not end after a forced stop")
+		}
+		if forced > 0 {
+			err = fmt.Errorf("%w: %d Spots did not close in time: %w", ErrForceStopped, forced, errors.Join(err, ctx.Err()))
+		}
+		// A factory that never returned already failed its creation; it is not the close's to
+		// wait for.
+		if !waitFor(&c.builders, expired, 50*time.Millisecond) {
+			c.log.Warn("factories or OnActivate callbacks that timed out are still running")
+		}
 		close(c.closed)
 	})
 	return err
 }
 
+// waitFor waits for wg until ctx ends, then at most grace longer; it reports whether wg was done.
+func waitFor(wg *sync.WaitGroup, ctx context.Context, grace time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	}
+	select {
+	case <-done:
+		return true
+	case <-time.After(grace):
+		return false
+	}
+}
+
+// forceStop stops every activation still here at once: queued work is dropped, timers stop,
+// contexts are cancelled, and closes and creations in progress stop waiting. It returns how
+// many activations it stopped.
+func (c *Catalog) forceStop() int {
+	c.hardCancel()
+	n := 0
+	stop := func(a *activation) {
+		if a.current() == stateClosed {
+			return
+		}
+		n++
+		a.exec.Close(fmt.Errorf("%w: node %s force-stopped", sdk.ErrClosed, c.cfg.Node))
+		a.teardown()
+		a.state.Store(uint32(stateClosed))
+	}
+	c.slots.each(func(s *slot) {
+		if s.spot != nil {
+			stop(s.spot.base())
+		}
+	})
+	for _, e := range c.sortedEntries() {
+		stop(&e.activation)
+	}
+	return n
+}
+
+func (c *Catalog) sortedEntries() []*entrySpot {
+	out := make([]*entrySpot, 0, len(c.entries))
+	for _, e := range c.entries {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b *entrySpot) int { return strings.Compare(a.typ.desc.Name, b.typ.desc.Name) })
+	return out
+}
+
 // CloseOwned closes every User and Instance Spot active here with reason, 64 at a time. With
 // CloseShutdown their locations are released; with CloseOwnerLost (the node's owner lease is
-// gone) the release is fenced out and the activations only end here, leaving their records
-// to the reclaimer.
+// gone) the store is not written and the activations only end here, leaving their records to
+// the reclaimer.
 func (c *Catalog) CloseOwned(ctx context.Context, reason sdk.CloseReason) error {
 	var owned []ownedSpot
 	c.slots.each(func(s *slot) {
@@ -325,9 +482,14 @@ func (c *Catalog) CloseOwned(ctx context.Context, reason sdk.CloseReason) error 
 			owned = append(owned, s.spot)
 		}
 	})
-	errs := make(chan error, len(owned))
+	return c.closeAll(ctx, owned, reason)
+}
+
+// closeAll closes spots with reason, 64 at a time, each bounded by ctx.
+func (c *Catalog) closeAll(ctx context.Context, spots []ownedSpot, reason sdk.CloseReason) error {
+	errs := make(chan error, len(spots))
 	sem := make(chan struct{}, 64)
-	for _, s := range owned {
+	for _, s := range spots {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem }()
@@ -335,7 +497,7 @@ func (c *Catalog) CloseOwned(ctx context.Context, reason sdk.CloseReason) error 
 		}()
 	}
 	var all []error
-	for range owned {
+	for range spots {
 		if e := <-errs; e != nil && !errors.Is(e, errAlreadyClosed) {
 			all = append(all, e)
 		}

@@ -205,7 +205,7 @@ func TestK9_OnlyInstanceSpotsAreCleanedUp(t *testing.T) {
 	require.NoError(t, err)
 
 	require.Eventually(t, func() bool { return len(n.f.closeReasons("r1")) == 1 }, 5*time.Second, 5*time.Millisecond)
-	time.Sleep(200 * time.Millisecond) // four timeouts more
+	waitScans(t, n, 200*time.Millisecond) // four timeouts more, with scans to prove it
 	assert.Equal(t, []sdk.CloseReason{sdk.CloseIdleEvicted}, n.f.closeReasons("r1"))
 	assert.Empty(t, n.f.closeReasons("p1"), "a User Spot is never idle-evicted (D7)")
 	assert.Empty(t, n.f.closeReasons(""), "an Entry Spot is never idle-evicted (D7)")
@@ -223,7 +223,7 @@ func TestK10_InstanceWithWorkInProgressIsNotCleanedUp(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, n.cat.Send(ctx, sdk.InstanceTarget(roomType, "busy"), "BlockSend", str("")))
 	<-n.f.blocked
-	time.Sleep(300 * time.Millisecond) // ten timeouts with work in progress
+	waitScans(t, n, 300*time.Millisecond) // ten timeouts with work in progress
 	assert.Empty(t, n.f.closeReasons("busy"), "a Spot with work in progress is not cleaned up (D8)")
 	close(n.f.release)
 	require.Eventually(t, func() bool { return len(n.f.closeReasons("busy")) == 1 }, 5*time.Second, 5*time.Millisecond)
@@ -295,12 +295,22 @@ func TestD3_ConcurrentClosesMerge(t *testing.T) {
 	for i := range errs {
 		wg.Go(func() { errs[i] = n.cat.CloseTarget(ctx, sdk.InstanceTarget(roomType, "d3")) })
 	}
-	time.Sleep(50 * time.Millisecond)
-	// While the close waits for the queued work, no new work is admitted.
-	_, err = n.callT(sdk.InstanceTarget(roomType, "d3"), "Join", "late")
-	require.ErrorIs(t, err, sdk.ErrNotFound)
+	// While the close waits for the turn in progress, no new work is admitted: a caller waits
+	// for the close to be decided, then learns the Spot is gone.
+	waitAdmissionPaused(t, n, "d3")
+	late := make(chan error, 1)
+	go func() {
+		_, err := n.callT(sdk.InstanceTarget(roomType, "d3"), "Join", "late")
+		late <- err
+	}()
+	select {
+	case err := <-late:
+		t.Fatalf("the late call did not wait for the close to be decided: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
 	close(n.f.release)
 	wg.Wait()
+	require.ErrorIs(t, <-late, sdk.ErrNotFound, "the close was decided: the late call did not run")
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
@@ -491,17 +501,6 @@ func TestK5_UnavailableOwnerStartsNoCreation(t *testing.T) {
 	assert.Equal(t, 2, f.factoryRuns("k5"))
 }
 
-func TestC1_AdmissionStopsWhenTheOwnerLeaseIsNotCertain(t *testing.T) {
-	n := newNode(t, nodeOpts{})
-	_, err := n.call("c1", "Join", "x")
-	require.NoError(t, err)
-	_, err = n.store.Client().Revoke(ctx, clientv3LeaseID(n.reg.Owner().Lease))
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return !n.reg.Guard().Valid() }, 15*time.Second, 10*time.Millisecond)
-	_, err = n.callT(sdk.InstanceTarget(roomType, "c1"), "Join", "x")
-	require.ErrorIs(t, err, sdk.ErrStaleRoute)
-}
-
 func TestSendQueueFullNamesLaneAndAxis(t *testing.T) {
 	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) {
 		c.Exec.Application = exec.Limits{Count: 3, Bytes: 1 << 20}
@@ -541,17 +540,19 @@ func TestTimersRunOnTheSpotsQueueAndStopAtClose(t *testing.T) {
 	n := newNode(t, nodeOpts{})
 	_, err := n.call("t1", "Tick", "5ms")
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return n.f.ticks.Load() >= 5 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return n.f.ticksOf("t1") >= 5 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, n.cat.CloseTarget(ctx, sdk.InstanceTarget(roomType, "t1")))
-	stopped := n.f.ticks.Load()
-	time.Sleep(50 * time.Millisecond)
-	assert.Equal(t, stopped, n.f.ticks.Load(), "the timer stopped at close")
+	stopped := n.f.ticksOf("t1")
 
+	// While another Spot's timer runs ten of its periods, the closed Spot's timer stays
+	// stopped, and a one-shot timer runs once.
 	_, err = n.call("t2", "After", "10ms")
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return n.f.ticks.Load() == stopped+1 }, 5*time.Second, time.Millisecond)
-	time.Sleep(30 * time.Millisecond)
-	assert.Equal(t, stopped+1, n.f.ticks.Load(), "a one-shot timer runs once")
+	_, err = n.call("t3", "Tick", "10ms")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return n.f.ticksOf("t3") >= 10 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, stopped, n.f.ticksOf("t1"), "the timer stopped at close")
+	assert.Equal(t, 1, n.f.ticksOf("t2"), "a one-shot timer runs once")
 }
 
 func TestPeriodicTimerDoesNotKeepASpotAliveUnlessAsked(t *testing.T) {
@@ -564,7 +565,7 @@ func TestPeriodicTimerDoesNotKeepASpotAliveUnlessAsked(t *testing.T) {
 	_, err = n.call("keep", "TickKeepAlive", "5ms")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(n.f.closeReasons("tick")) == 1 }, 5*time.Second, 5*time.Millisecond)
-	time.Sleep(200 * time.Millisecond)
+	waitScans(t, n, 200*time.Millisecond)
 	assert.Empty(t, n.f.closeReasons("keep"), "a KeepAlive timer counts as activity")
 }
 

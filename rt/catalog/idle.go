@@ -70,7 +70,6 @@ func (l *idleList) len() int {
 
 // idleLoop scans for idle Instance Spots every IdleScanInterval until the catalog closes.
 func (c *Catalog) idleLoop() {
-	defer c.bg.Done()
 	if !c.idleEnabled() {
 		return
 	}
@@ -112,14 +111,17 @@ func (c *Catalog) scanIdle(evicting chan struct{}) {
 		default:
 			return // enough evictions in flight; the cursor comes back to the rest
 		}
-		c.bg.Add(1)
-		go func() {
-			defer c.bg.Done()
+		started := c.bg.goRun(func() {
 			defer func() { <-evicting }()
-			if err := c.closeSpot(c.ctx, s, sdk.CloseIdleEvicted, true); err != nil && err != errNotQuiescent && err != errAlreadyClosed && c.ctx.Err() == nil {
+			err := c.closeSpot(c.ctx, s, sdk.CloseIdleEvicted, true)
+			if err != nil && err != errNotQuiescent && err != errAlreadyClosed && c.ctx.Err() == nil {
 				c.log.Warn("idle cleanup could not close a spot; it is tried again", "spot", s.typ.desc.Name, "id", s.id, "err", err)
 			}
-		}()
+		})
+		if !started {
+			<-evicting
+			return
+		}
 	}
 }
 
@@ -134,6 +136,8 @@ type stats struct {
 	idleEvicted      atomic.Int64
 	explicitClosed   atomic.Int64
 	otherClosed      atomic.Int64
+	ownerLost        atomic.Int64
+	reconciled       atomic.Int64
 }
 
 func (s *stats) scanned(n int) {
@@ -152,6 +156,9 @@ func (s *stats) closed(r sdk.CloseReason) {
 		s.idleEvicted.Add(1)
 	case sdk.CloseExplicit:
 		s.explicitClosed.Add(1)
+	case sdk.CloseOwnerLost:
+		s.ownerLost.Add(1)
+		s.otherClosed.Add(1)
 	default:
 		s.otherClosed.Add(1)
 	}
@@ -169,8 +176,13 @@ type Stats struct {
 	LeaksReleased int64
 	// IdleScans counts idle scans; MaxScanned is the most Spots one of them examined (D1).
 	IdleScans, MaxScanned int64
-	// IdleEvicted, ExplicitClosed and OtherClosed count completed closes by reason.
-	IdleEvicted, ExplicitClosed, OtherClosed int64
+	// IdleEvicted, ExplicitClosed and OtherClosed count completed closes by reason;
+	// OwnerLost counts those of OtherClosed that ended because the owner lease ended.
+	IdleEvicted, ExplicitClosed, OtherClosed, OwnerLost int64
+	// Reconciled counts the keys the reconcile compared with their records; Suspects is the
+	// number waiting.
+	Reconciled int64
+	Suspects   int
 	// Active is the number of User and Instance Spots active or being created.
 	Active int64
 	// IdleCandidates is the number of Instance Spots in the idle scan's list.
@@ -189,6 +201,9 @@ func (c *Catalog) Stats() Stats {
 		IdleEvicted:      c.stats.idleEvicted.Load(),
 		ExplicitClosed:   c.stats.explicitClosed.Load(),
 		OtherClosed:      c.stats.otherClosed.Load(),
+		OwnerLost:        c.stats.ownerLost.Load(),
+		Reconciled:       c.stats.reconciled.Load(),
+		Suspects:         c.suspects.len(),
 		Active:           c.active.Load(),
 		IdleCandidates:   c.idle.len(),
 	}

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,12 @@ type activation struct {
 	id   string
 	exec *exec.Executor
 	impl any
+	// guard is the lease guard of the registration the activation was created under; nil for
+	// an Entry Spot, which owns no record and runs under whatever registration its node holds.
+	// Every turn checks it first (C1).
+	guard *store.LeaseGuard
+	// fence is set before an owned activation serves its first turn and never changes after.
+	fence sdk.Fence
 
 	state atomic.Uint32 // activationState
 
@@ -31,6 +38,8 @@ type activation struct {
 	log     *slog.Logger    // made on first use
 	ctx     context.Context // made on first use: cancelled at close
 	cancel  context.CancelFunc
+	torn    bool       // teardown ran: the context is done for good
+	client  sdk.Client // made on first use
 	timers  map[*spotTimer]struct{}
 	closing *closeTxn // the close in progress, merged by every closer (D3)
 }
@@ -54,8 +63,45 @@ func (a *activation) ID() string { return a.id }
 // Node implements sdk.SpotContext.
 func (a *activation) Node() sdk.NodeID { return a.cat.cfg.Node }
 
-// Client implements sdk.SpotContext.
-func (a *activation) Client() sdk.Client { return a.cat.client }
+// Client implements sdk.SpotContext. The Client knows the Spot it belongs to, so that the
+// Spot's own handler can close the Spot without waiting for its own turn to end.
+func (a *activation) Client() sdk.Client {
+	if a.cat.client == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.client == nil {
+		a.client = spotClient{Client: a.cat.client, a: a}
+	}
+	return a.client
+}
+
+// Fence implements sdk.SpotContext. An Entry Spot's follows its node's registration.
+func (a *activation) Fence() sdk.Fence {
+	if a.guard == nil {
+		reg := a.cat.registration()
+		return sdk.Fence{Epoch: reg.Revision(), Lease: reg.Owner().Lease}
+	}
+	return a.fence
+}
+
+// turnAllowed reports whether a turn may start now (C1): an owned Spot runs only while the
+// owner lease it was created under is certainly valid, an Entry Spot only while its node holds
+// a certainly valid lease — after the node registers again it runs again, but never while
+// another process may hold the node's identity. The check reads the monotonic clock, so work
+// queued before a pause of the process does not run after it.
+func (a *activation) turnAllowed() bool {
+	if a.guard == nil {
+		return a.cat.registration().Guard().Valid()
+	}
+	return a.guard.Valid()
+}
+
+// errLeaseEnded answers work that did not run because the owner lease ended first.
+func (a *activation) errLeaseEnded() error {
+	return fmt.Errorf("%w: %s/%q did not run: node %s's owner lease ended", sdk.ErrStaleRoute, a.typ.desc.Name, a.id, a.cat.cfg.Node)
+}
 
 // Logger implements sdk.SpotContext.
 func (a *activation) Logger() *slog.Logger {
@@ -73,8 +119,18 @@ func (a *activation) context() context.Context {
 	defer a.mu.Unlock()
 	if a.ctx == nil {
 		a.ctx, a.cancel = context.WithCancel(a.cat.ctx)
+		if a.torn {
+			a.cancel()
+		}
 	}
 	return a.ctx
+}
+
+// ended reports whether the activation's context is done, without making it.
+func (a *activation) ended() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.torn || a.ctx != nil && a.ctx.Err() != nil
 }
 
 // teardown stops the timers and cancels the activation's context.
@@ -82,6 +138,7 @@ func (a *activation) teardown() {
 	a.mu.Lock()
 	timers := a.timers
 	a.timers = nil
+	a.torn = true
 	cancel := a.cancel
 	a.mu.Unlock()
 	for t := range timers {

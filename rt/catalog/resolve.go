@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	"github.com/zlink-go/zlink/rt/exec"
 	"github.com/zlink-go/zlink/rt/store"
@@ -156,6 +157,13 @@ func (c *Catalog) local(ctx context.Context, key spotKey, mode Mode) (Route, boo
 	sh.mu.RUnlock()
 	if sp != nil {
 		a := sp.base()
+		if !a.turnAllowed() && a.current() != stateClosed {
+			// Created under an owner lease that has ended: it owns nothing any more (C1).
+			if _, err := c.beginClose(sp, sdk.CloseOwnerLost, false); err != nil && !errors.Is(err, errAlreadyClosed) {
+				return Route{}, false, err
+			}
+			return Route{}, true, c.waitClose(ctx, a)
+		}
 		if a.current() == stateActive {
 			if mode == ExplicitCreate {
 				return Route{}, false, fmt.Errorf("%w: %s %s/%q", sdk.ErrAlreadyExists, sp.Kind(), key.typ, key.id)
@@ -201,7 +209,7 @@ func (c *Catalog) onMissing(ctx context.Context, typ *spotType, id string, mode 
 
 // onCreating is the waiter of one creation attempt.
 func (c *Catalog) onCreating(ctx context.Context, key spotKey, mode Mode, res store.Resolution) (*store.Resolution, error) {
-	if res.Record.Owner == c.owner {
+	if res.Record.Owner == c.Owner() {
 		// Our own reservation with no creation in progress here: left by a creation that could
 		// not report (B8). Release it; the next round sees Missing.
 		return nil, c.releaseLeaked(ctx, key, res.Record)
@@ -209,11 +217,52 @@ func (c *Catalog) onCreating(ctx context.Context, key spotKey, mode Mode, res st
 	if mode == ExplicitCreate {
 		return nil, fmt.Errorf("%w: %s %s/%q is being created", sdk.ErrAlreadyExists, res.Record.Kind, key.typ, key.id)
 	}
-	next, err := c.store.WaitChange(ctx, res)
-	if err != nil {
-		return nil, err
+	return c.waitChange(ctx, key, res)
+}
+
+// nudgeAfter is how long a waiter watches another live node's Creating or Releasing record
+// before it asks that node to check that a creation or a close stands behind it.
+func (c *Catalog) nudgeAfter() time.Duration { return max(2*time.Second, c.cfg.OperationTimeout/4) }
+
+// waitChange waits for res's record to change. A record of another live node that stays
+// Creating or Releasing past nudgeAfter may have been left behind by a creation or close whose
+// last step was lost; its owner is asked to reconcile it (B8), and the wait goes on.
+func (c *Catalog) waitChange(ctx context.Context, key spotKey, res store.Resolution) (*store.Resolution, error) {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, c.nudgeAfter())
+		next, err := c.store.WaitChange(wctx, res)
+		timedOut := wctx.Err() != nil
+		cancel()
+		switch {
+		case err == nil:
+			return &next, nil
+		case ctx.Err() != nil || !timedOut:
+			return nil, err
+		}
+		c.nudge(ctx, res.Record.Owner.Node, key)
 	}
-	return &next, nil
+}
+
+// nudge asks owner to reconcile key, without waiting for it to do so.
+func (c *Catalog) nudge(ctx context.Context, owner sdk.NodeID, key spotKey) {
+	skey := store.SpotKey{Type: key.typ, ID: key.id}
+	if owner == c.cfg.Node {
+		c.suspect(skey)
+		return
+	}
+	c.mu.Lock()
+	fn := c.nudger
+	c.mu.Unlock()
+	if fn != nil {
+		fn(ctx, owner, skey)
+	}
+}
+
+// SetNudger sets how this node asks another to reconcile one of its records; the mesh sets it.
+func (c *Catalog) SetNudger(fn func(ctx context.Context, owner sdk.NodeID, key store.SpotKey)) {
+	c.mu.Lock()
+	c.nudger = fn
+	c.mu.Unlock()
 }
 
 // onReady is route admission's input: a live owner holds the Spot.
@@ -221,7 +270,7 @@ func (c *Catalog) onReady(ctx context.Context, key spotKey, mode Mode, res store
 	if mode == ExplicitCreate {
 		return Route{}, nil, fmt.Errorf("%w: %s %s/%q", sdk.ErrAlreadyExists, res.Record.Kind, key.typ, key.id)
 	}
-	if res.Record.Owner != c.owner {
+	if res.Record.Owner != c.Owner() {
 		return Route{Remote: res}, nil, nil
 	}
 	// Ready here: the activation was registered before its creation finished (B7), so a
@@ -240,16 +289,12 @@ func (c *Catalog) onUnavailable(ctx context.Context, key spotKey, mode Mode, res
 		if mode == Plain {
 			return nil, fmt.Errorf("%w: %s %s/%q is being closed", sdk.ErrNotFound, res.Record.Kind, key.typ, key.id)
 		}
-		if res.Record.Owner == c.owner {
+		if res.Record.Owner == c.Owner() {
 			if _, ok := c.slots.get(key); !ok {
 				return nil, c.releaseLeaked(ctx, key, res.Record)
 			}
 		}
-		next, err := c.store.WaitChange(ctx, res)
-		if err != nil {
-			return nil, err
-		}
-		return &next, nil
+		return c.waitChange(ctx, key, res)
 	}
 	return nil, fmt.Errorf("%w: %s %s/%q: owner %s's lease has ended; it is released only by reclaim",
 		sdk.ErrOwnerUnavailable, res.Record.Kind, key.typ, key.id, res.Record.Owner.Node)
@@ -274,7 +319,7 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 		sh.mu.Unlock()
 		return Route{}, nil, fmt.Errorf("%w: create %s/%q: node %s is not an Object Server", sdk.ErrNotServing, key.typ, id, c.cfg.Node)
 	}
-	if !c.reg.Guard().Valid() {
+	if !c.registration().Guard().Valid() {
 		sh.mu.Unlock()
 		return Route{}, nil, fmt.Errorf("%w: create %s/%q: node %s's owner lease is not certainly valid", sdk.ErrNotServing, key.typ, id, c.cfg.Node)
 	}
@@ -288,9 +333,7 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 	sh.put(key, &slot{creating: cr})
 	sh.mu.Unlock()
 
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
+	started := c.bg.goRun(func() {
 		octx, cancel := context.WithTimeout(c.ctx, c.cfg.OperationTimeout)
 		defer cancel()
 		sp, lost, err := c.runCreation(octx, typ, id)
@@ -309,7 +352,17 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 		}
 		cr.spot, cr.lost, cr.err = sp, lost, err
 		close(cr.done)
-	}()
+		if sp != nil {
+			c.settleLate(sp)
+		}
+	})
+	if !started {
+		sh.mu.Lock()
+		delete(sh.m, key)
+		sh.mu.Unlock()
+		c.active.Add(-1)
+		return Route{}, nil, c.errStopping()
+	}
 	select {
 	case <-cr.done:
 	case <-ctx.Done():
@@ -319,6 +372,23 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 		return Route{}, cr.lost, cr.err
 	}
 	return Route{local: cr.spot}, nil, nil
+}
+
+// settleLate closes a Spot whose creation finished after the node stopped owning, or began
+// closing, its Spots: the sweeps of those took their list before this Spot was there.
+func (c *Catalog) settleLate(sp ownedSpot) {
+	reason := sdk.CloseUnspecified
+	switch {
+	case !sp.base().turnAllowed():
+		reason = sdk.CloseOwnerLost
+	case c.stopping.Load():
+		reason = sdk.CloseShutdown
+	default:
+		return
+	}
+	if _, err := c.beginClose(sp, reason, false); err != nil && !errors.Is(err, errAlreadyClosed) {
+		c.log.Warn("a Spot created while its node stopped owning or closing could not be closed", "spot", sp.Type(), "id", sp.ID(), "err", err)
+	}
 }
 
 // takeActive counts one more owned Spot unless the cap is reached (D6, K8).
@@ -339,27 +409,33 @@ func (c *Catalog) takeActive() bool {
 }
 
 // runCreation reserves the authority, runs the factory and OnActivate, and commits Ready (B5,
-// B7). A failure releases the reservation so the ID can be created again (B8).
+// B7). A failure releases the reservation so the ID can be created again (B8); a release whose
+// outcome is unknown is left to the reconcile.
 func (c *Catalog) runCreation(ctx context.Context, typ *spotType, id string) (ownedSpot, *store.Resolution, error) {
 	skey := store.SpotKey{Type: typ.desc.Name, ID: id}
-	r, err := c.store.Reserve(ctx, skey, typ.desc.Kind, c.owner)
+	reg := c.registration()
+	owner := reg.Owner()
+	r, err := c.store.Reserve(ctx, skey, typ.desc.Kind, owner)
 	if err != nil {
+		// Reserve leaves nothing behind when it can tell; when it cannot, the reconcile looks.
+		c.suspect(skey)
 		return nil, nil, fmt.Errorf("create %s: %w", skey, err)
 	}
 	if !r.Won {
 		return nil, &r.Current, nil
 	}
 	c.stats.factoryRuns.Add(1)
-	sp := c.newOwned(typ, id)
-	creating := store.Record{Kind: typ.desc.Kind, Phase: store.PhaseCreating, Owner: c.owner,
+	sp := c.newOwned(typ, id, reg)
+	creating := store.Record{Kind: typ.desc.Kind, Phase: store.PhaseCreating, Owner: owner,
 		Attempt: r.Reservation.Attempt, Incarnation: r.Reservation.Incarnation, Revision: r.Reservation.Revision}
 	sp.setRecord(creating)
-	impl, err := c.construct(ctx, sp, typ)
+	// A new incarnation of a key is reserved only after the previous one's record was deleted,
+	// so the reservation's revision grows with every activation of the Spot.
+	sp.base().fence = sdk.Fence{Epoch: r.Reservation.Incarnation, Lease: owner.Lease}
+	impl, err := c.build(ctx, sp.base(), sp, typ)
 	if err != nil {
 		c.stats.creationFailures.Add(1)
-		if rerr := c.store.Release(ctx, skey, creating, store.ReleaseCreationFailed); rerr != nil {
-			c.log.Warn("could not release a failed creation; it is released when next met", "spot", skey, "err", rerr)
-		}
+		c.releaseFailed(skey, creating)
 		return nil, nil, fmt.Errorf("%w: %s: %v", sdk.ErrCreationFailed, skey, err)
 	}
 	sp.base().impl = impl
@@ -367,16 +443,32 @@ func (c *Catalog) runCreation(ctx context.Context, typ *spotType, id string) (ow
 	if err != nil {
 		c.stats.creationFailures.Add(1)
 		c.notifyClose(ctx, sp.base(), sdk.CloseCreationFailed)
-		if rerr := c.store.Release(ctx, skey, creating, store.ReleaseCreationFailed); rerr != nil && !errors.Is(rerr, store.ErrFenced) {
-			c.log.Warn("could not release a failed creation; it is released when next met", "spot", skey, "err", rerr)
-		}
+		sp.base().exec.Close(fmt.Errorf("%w: %s: creation failed", sdk.ErrClosed, skey))
+		sp.base().teardown()
+		c.releaseFailed(skey, creating)
 		return nil, nil, fmt.Errorf("%w: %s: commit ready: %v", sdk.ErrCreationFailed, skey, err)
 	}
 	sp.setRecord(rec)
 	return sp, nil, nil
 }
 
-func (c *Catalog) newOwned(typ *spotType, id string) ownedSpot {
+// releaseFailed releases the reservation of a failed creation (B8), with a budget of its own:
+// the creation's may be spent. A release that does not happen now is done by the reconcile,
+// or by the next caller that meets the record here.
+func (c *Catalog) releaseFailed(key store.SpotKey, creating store.Record) {
+	_, err := storeWrite(c, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, c.store.Release(ctx, key, creating, store.ReleaseCreationFailed)
+	})
+	if err == nil {
+		return
+	}
+	c.suspect(key)
+	if !errors.Is(err, store.ErrFenced) {
+		c.log.Warn("could not release a failed creation; it is released later", "spot", key, "err", err)
+	}
+}
+
+func (c *Catalog) newOwned(typ *spotType, id string, reg *store.Registration) ownedSpot {
 	var sp ownedSpot
 	if typ.desc.Kind == sdk.KindUser {
 		sp = &userSpot{}
@@ -384,9 +476,38 @@ func (c *Catalog) newOwned(typ *spotType, id string) ownedSpot {
 		sp = &instanceSpot{idleIndex: -1}
 	}
 	a := sp.base()
-	a.cat, a.typ, a.id, a.exec = c, typ, id, exec.New(&c.cfg.Exec)
+	a.cat, a.typ, a.id, a.exec, a.guard = c, typ, id, exec.New(&c.cfg.Exec), reg.Guard()
 	a.exec.SetPanicHandler(c.execPanic)
 	return sp
+}
+
+// built is what a factory and OnActivate made.
+type built struct {
+	impl any
+	err  error
+}
+
+// build runs the factory and OnActivate for a, bounded by ctx (OperationTimeout): a factory or
+// OnActivate that does not return in time fails the creation, and its activation is closed so
+// that nothing it started (timers) ever runs; when it returns at last, its object is dropped.
+func (c *Catalog) build(ctx context.Context, a *activation, sc sdk.SpotContext, typ *spotType) (any, error) {
+	out := make(chan built, 1)
+	c.builders.Add(1)
+	go func() {
+		defer c.builders.Done()
+		impl, err := c.construct(ctx, sc, typ)
+		out <- built{impl, err}
+	}()
+	select {
+	case b := <-out:
+		return b.impl, b.err
+	case <-ctx.Done():
+		a.state.Store(uint32(stateClosed))
+		a.exec.Close(fmt.Errorf("%w: %s/%q: its creation did not finish in time", sdk.ErrClosed, typ.desc.Name, a.id))
+		a.teardown()
+		c.log.Error("a factory or OnActivate did not return in time; the creation failed", "spot", typ.desc.Name, "id", a.id, "err", ctx.Err())
+		return nil, fmt.Errorf("the factory or OnActivate did not return in time: %w", ctx.Err())
+	}
 }
 
 // construct runs the factory and OnActivate, turning a panic into an error.
@@ -415,15 +536,17 @@ func (c *Catalog) construct(ctx context.Context, sc sdk.SpotContext, typ *spotTy
 // releaseLeaked releases a record of this node's registration that no local activation or
 // creation stands for: a creation or close that failed to report its last step (B8).
 func (c *Catalog) releaseLeaked(ctx context.Context, key spotKey, rec store.Record) error {
+	if rec.Owner != c.Owner() {
+		return nil // another registration's: the reclaimer's, once its lease has ended
+	}
 	skey := store.SpotKey{Type: key.typ, ID: key.id}
 	// A creation or close may have just started here; it owns the record then.
 	if _, busy := c.slots.get(key); busy {
 		return nil
 	}
+	// Tagged OwnerLost even when it was Creating: its creator reported its outcome long ago,
+	// and whoever waits on the record now may create the Spot afresh (D5).
 	tag := store.ReleaseOwnerLost
-	if rec.Phase == store.PhaseCreating {
-		tag = store.ReleaseCreationFailed
-	}
 	var err error
 	if rec.Phase == store.PhaseReleasing {
 		err = c.store.FinishRelease(ctx, skey, rec)

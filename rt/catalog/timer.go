@@ -10,6 +10,10 @@ import (
 	"github.com/zlink-go/zlink/sdk"
 )
 
+// entryTimerRetry is how soon an Entry Spot's one-shot timer tries again when its run met the
+// node between two registrations.
+const entryTimerRetry = 100 * time.Millisecond
+
 // spotTimer runs a function on its Spot's own queue after a delay, once or periodically.
 type spotTimer struct {
 	a         *activation
@@ -42,7 +46,7 @@ func (a *activation) startTimer(d, period time.Duration, fn func(context.Context
 	t := &spotTimer{a: a, fn: fn, period: period, keepAlive: o.KeepAlive}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.current() == stateClosed || fn == nil {
+	if a.current() != stateActive || fn == nil {
 		t.stopped = true
 		return t
 	}
@@ -85,16 +89,35 @@ func (t *spotTimer) fire() {
 	}
 }
 
-// Run implements exec.Work.
+// Run implements exec.Work. A timer runs only while its Spot may take turns (C1): an owned
+// Spot's timer stops for good once the owner lease has ended; an Entry Spot's skips the run
+// and fires again after its node registers again.
 func (t *spotTimer) Run() {
+	allowed := t.a.turnAllowed()
+	if !allowed && t.a.guard == nil {
+		t.mu.Lock()
+		t.queued = false
+		if t.period == 0 && !t.stopped {
+			t.t.Reset(entryTimerRetry) // a periodic timer fires again on its own
+		}
+		t.mu.Unlock()
+		return
+	}
 	t.mu.Lock()
 	t.queued = false
 	stopped := t.stopped
-	if t.period == 0 {
+	if t.period == 0 || !allowed {
 		t.stopped = true
+		if t.t != nil {
+			t.t.Stop()
+		}
 	}
 	t.mu.Unlock()
 	if stopped {
+		return
+	}
+	if !allowed {
+		t.forget()
 		return
 	}
 	if t.period == 0 {
@@ -105,7 +128,9 @@ func (t *spotTimer) Run() {
 			t.a.cat.log.Error("spot timer panicked", "spot", t.a.typ.desc.Name, "id", t.a.id, "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
-	t.fn(t.a.context())
+	tc := newTurnCtx(t.a.context(), false, t.a)
+	defer tc.end()
+	t.fn(tc)
 }
 
 // Drop implements exec.Work.

@@ -20,6 +20,7 @@ import (
 	"github.com/zlink-go/zlink/rt/store"
 	"github.com/zlink-go/zlink/rt/store/storepb"
 	"github.com/zlink-go/zlink/rt/transport"
+	"github.com/zlink-go/zlink/rt/wire"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -80,7 +81,7 @@ type Mesh struct {
 
 	// Set by Start.
 	store   *store.Etcd
-	reg     *store.Registration
+	reg     atomic.Pointer[store.Registration] // the node's current registration
 	cat     *catalog.Catalog
 	state   func() sdk.RuntimeState
 	started atomic.Bool
@@ -147,7 +148,9 @@ func (m *Mesh) Start(ctx context.Context, st *store.Etcd, reg *store.Registratio
 
 // join loads the membership as of the returned revision and connects to its nodes.
 func (m *Mesh) join(ctx context.Context, st *store.Etcd, reg *store.Registration, cat *catalog.Catalog, state func() sdk.RuntimeState) ([]store.Node, int64, error) {
-	m.store, m.reg, m.cat, m.state = st, reg, cat, state
+	m.store, m.cat, m.state = st, cat, state
+	m.reg.Store(reg)
+	cat.SetNudger(m.nudge)
 	nodes, rev, err := st.Nodes(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -292,6 +295,22 @@ func (m *Mesh) nodeGone(id sdk.NodeID) {
 	m.kickReclaim()
 }
 
+// nudge asks owner, off the caller's goroutine, to reconcile its record of key (B8): this node
+// waited on it, Creating or Releasing, for longer than a creation or a close takes.
+func (m *Mesh) nudge(_ context.Context, owner sdk.NodeID, key store.SpotKey) {
+	m.slow(func() {
+		ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Transport.DialTimeout)
+		defer cancel()
+		req := &wire.Request{Op: wire.Op_OP_RECONCILE, Kind: uint32(sdk.KindInstance), Type: key.Type, Id: key.ID}
+		if typ := m.cat.TypeDesc(key.Type); typ != nil {
+			req.Kind = uint32(typ.Kind)
+		}
+		if _, err := m.tr.Call(ctx, owner, req); err != nil {
+			m.log.Debug("could not ask a node to check its record", "peer", string(owner), "spot", key.Type, "id", key.ID, "err", err)
+		}
+	})
+}
+
 // kickReclaim starts a reclaim pass soon: an owner ended.
 func (m *Mesh) kickReclaim() {
 	select {
@@ -331,7 +350,7 @@ func (m *Mesh) reclaimLoop() {
 		case <-m.reclaimKick:
 		}
 		ctx, cancel := context.WithTimeout(m.ctx, m.cfg.ReclaimInterval)
-		stats, err := m.store.Reclaim(ctx, m.reg.Owner())
+		stats, err := m.store.Reclaim(ctx, m.reg.Load().Owner())
 		cancel()
 		switch {
 		case err != nil && m.ctx.Err() == nil:
@@ -350,14 +369,15 @@ func (m *Mesh) publishLoop() {
 	defer ticker.Stop()
 	var lastActive int64 = -1
 	var lastState = sdk.RuntimeState(255)
+	var lastReg *store.Registration
 	for {
-		active, state := m.cat.ActiveOwned(), m.state()
-		if active != lastActive || state != lastState {
-			desc := m.reg.Descriptor()
+		active, state, reg := m.cat.ActiveOwned(), m.state(), m.reg.Load()
+		if (active != lastActive || state != lastState || reg != lastReg) && !reg.Guard().Lost() {
+			desc := reg.Descriptor()
 			desc.Active, desc.State = active, uint32(state)
 			ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
-			if err := m.reg.Update(ctx, desc); err == nil {
-				lastActive, lastState = active, state
+			if err := reg.Update(ctx, desc); err == nil {
+				lastActive, lastState, lastReg = active, state, reg
 			} else if m.ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 				m.log.Warn("could not publish the node's descriptor", "err", err)
 			}
@@ -369,6 +389,14 @@ func (m *Mesh) publishLoop() {
 		case <-ticker.C:
 		}
 	}
+}
+
+// Rebind makes reg, a new registration of this node after its previous owner lease ended, the
+// one the mesh publishes and reclaims with, and starts a reclaim: the previous registration's
+// records are released like those of any ended owner, and then created afresh on demand.
+func (m *Mesh) Rebind(reg *store.Registration) {
+	m.reg.Store(reg)
+	m.kickReclaim()
 }
 
 // Close leaves the mesh: background work stops and the connections close. Safe to call more

@@ -36,8 +36,8 @@ func (m *Mesh) invoke(ctx context.Context, t sdk.Target, method string, req prot
 	// The hot path: the Spot is active on this node. Only a valid target can be found there,
 	// so validation waits for the paths that go further.
 	if rt, ok := m.cat.LocalSpot(t); ok {
-		reply, err := m.cat.Deliver(ctx, rt, method, req, oneWay)
-		if !errors.Is(err, catalog.ErrClosing) {
+		reply, admitted, err := m.cat.Deliver(ctx, rt, method, req, oneWay)
+		if admitted || !errors.Is(err, catalog.ErrClosing) {
 			return reply, err
 		}
 	}
@@ -46,45 +46,42 @@ func (m *Mesh) invoke(ctx context.Context, t sdk.Target, method string, req prot
 	}
 	if t.Kind() == sdk.KindEntry {
 		if t.Node() == m.cfg.Node {
-			return m.local(ctx, t, method, req, oneWay)
+			reply, _, err := m.local(ctx, t, method, req, oneWay)
+			return reply, err
 		}
-		return m.remote(ctx, t.Node(), t, method, req, oneWay)
+		reply, _, err := m.remote(ctx, t.Node(), t, method, req, oneWay)
+		return reply, err
 	}
 	// A cached Ready route: no store read (B6).
 	if owner, ok := m.routes.get(t); ok && owner != m.cfg.Node {
-		return m.remote(ctx, owner, t, method, req, oneWay)
+		reply, _, err := m.remote(ctx, owner, t, method, req, oneWay)
+		return reply, err
 	}
 	if !t.CreateIntent() {
-		rt, err := m.cat.Resolve(ctx, t, catalog.Plain)
-		if err != nil {
-			return nil, err
-		}
-		if rt.Local() {
-			return m.cat.Deliver(ctx, rt, method, req, oneWay)
-		}
-		owner := rt.Remote.Record.Owner.Node
-		m.routes.put(t, owner)
-		return m.remote(ctx, owner, t, method, req, oneWay)
+		reply, _, err := m.local(ctx, t, method, req, oneWay)
+		return reply, err
 	}
 	// Create-intent: the Spot is created where placement says, unless it exists already.
 	var reply proto.Message
-	err := m.placed(t, opts, func(target sdk.NodeID) (err error) {
+	err := m.placed(t, opts, func(target sdk.NodeID) (refused bool, err error) {
 		if target == m.cfg.Node {
-			reply, err = m.local(ctx, t, method, req, oneWay)
+			reply, refused, err = m.local(ctx, t, method, req, oneWay)
 		} else {
-			reply, err = m.remote(ctx, target, t, method, req, oneWay)
+			reply, refused, err = m.remote(ctx, target, t, method, req, oneWay)
 		}
-		return err
+		return refused, err
 	})
 	return reply, err
 }
 
 // placed runs fn on the node that placement (or opts.Node) chooses for a new Spot. A node that
-// refuses at its active-object cap (its published count lagged) is left out and the next is
-// tried: the refusal came before anything ran, so this is no retry (D6, C3).
-func (m *Mesh) placed(t sdk.Target, opts sdk.CallOptions, fn func(sdk.NodeID) error) error {
+// refused at its active-object cap (its published count lagged) is left out and the next is
+// tried. Only a refusal counts: fn reports whether the request was turned away before anything
+// ran, so a handler's error, whatever it wraps, never makes a message run twice (C3).
+func (m *Mesh) placed(t sdk.Target, opts sdk.CallOptions, fn func(sdk.NodeID) (refused bool, err error)) error {
 	if opts.Node != "" {
-		return fn(opts.Node)
+		_, err := fn(opts.Node)
+		return err
 	}
 	var full []sdk.NodeID
 	for {
@@ -92,9 +89,9 @@ func (m *Mesh) placed(t sdk.Target, opts sdk.CallOptions, fn func(sdk.NodeID) er
 		if err != nil {
 			return err
 		}
-		err = fn(target)
+		refused, err := fn(target)
 		var ce *sdk.CapacityError
-		if !errors.As(err, &ce) || ce.Where != sdk.CapacityActivationCap {
+		if !refused || !errors.As(err, &ce) || ce.Where != sdk.CapacityActivationCap {
 			return err
 		}
 		full = append(full, target)
@@ -102,13 +99,15 @@ func (m *Mesh) placed(t sdk.Target, opts sdk.CallOptions, fn func(sdk.NodeID) er
 }
 
 // local runs the call on this node's catalog, creating on intent, and follows the store to a
-// remote owner when the Spot is Ready elsewhere.
-func (m *Mesh) local(ctx context.Context, t sdk.Target, method string, req proto.Message, oneWay bool) (proto.Message, error) {
+// remote owner when the Spot is Ready elsewhere. refused says the message was turned away
+// unrun: it may be sent elsewhere.
+func (m *Mesh) local(ctx context.Context, t sdk.Target, method string, req proto.Message, oneWay bool) (_ proto.Message, refused bool, _ error) {
 	if t.Kind() == sdk.KindEntry {
 		if oneWay {
-			return nil, m.cat.Send(ctx, t, method, req)
+			return nil, false, m.cat.Send(ctx, t, method, req)
 		}
-		return m.cat.Call(ctx, t, method, req)
+		reply, err := m.cat.Call(ctx, t, method, req)
+		return reply, false, err
 	}
 	mode := catalog.Plain
 	if t.CreateIntent() {
@@ -117,26 +116,27 @@ func (m *Mesh) local(ctx context.Context, t sdk.Target, method string, req proto
 	for range maxRedirects {
 		rt, err := m.cat.Resolve(ctx, t, mode)
 		if err != nil {
-			return nil, err
+			return nil, true, err
 		}
 		if !rt.Local() {
 			owner := rt.Remote.Record.Owner.Node
 			m.routes.put(t, owner)
 			return m.remote(ctx, owner, t, method, req, oneWay)
 		}
-		reply, err := m.cat.Deliver(ctx, rt, method, req, oneWay)
-		if !errors.Is(err, catalog.ErrClosing) {
-			return reply, err
+		reply, admitted, err := m.cat.Deliver(ctx, rt, method, req, oneWay)
+		if admitted || !errors.Is(err, catalog.ErrClosing) {
+			return reply, !admitted, err
 		}
 	}
-	return nil, fmt.Errorf("%w: %v kept closing", sdk.ErrNotFound, t.Plain())
+	return nil, true, fmt.Errorf("%w: %v kept closing", sdk.ErrNotFound, t.Plain())
 }
 
-// remote sends the call to node and follows redirects to the Spot's owner.
-func (m *Mesh) remote(ctx context.Context, node sdk.NodeID, t sdk.Target, method string, req proto.Message, oneWay bool) (proto.Message, error) {
+// remote sends the call to node and follows redirects to the Spot's owner. refused says the
+// receiver turned the message away unrun.
+func (m *Mesh) remote(ctx context.Context, node sdk.NodeID, t sdk.Target, method string, req proto.Message, oneWay bool) (_ proto.Message, refused bool, _ error) {
 	payload, err := proto.Marshal(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v %s: cannot encode the message: %v", sdk.ErrInvalidArgument, t, method, err)
+		return nil, true, fmt.Errorf("%w: %v %s: cannot encode the message: %v", sdk.ErrInvalidArgument, t, method, err)
 	}
 	op := wire.Op_OP_CALL
 	if oneWay {
@@ -151,7 +151,7 @@ func (m *Mesh) remote(ctx context.Context, node sdk.NodeID, t sdk.Target, method
 			if t.Kind() != sdk.KindEntry {
 				m.routes.drop(t, node)
 			}
-			return nil, err
+			return nil, false, err
 		}
 		if r.Redirect != "" {
 			node = sdk.NodeID(r.Redirect)
@@ -160,6 +160,7 @@ func (m *Mesh) remote(ctx context.Context, node sdk.NodeID, t sdk.Target, method
 		}
 		if r.Error != nil {
 			err := wire.DecodeError(r.Error)
+			// Handler errors arrive as application errors, so these are the runtime's own answers.
 			if errors.Is(err, sdk.ErrStaleRoute) || errors.Is(err, sdk.ErrOwnerUnavailable) {
 				// The owner changed or is gone: forget the route; the call is not retried (C3).
 				m.routes.drop(t, node)
@@ -167,17 +168,18 @@ func (m *Mesh) remote(ctx context.Context, node sdk.NodeID, t sdk.Target, method
 			if errors.Is(err, sdk.ErrStaleRoute) && t.Kind() != sdk.KindEntry {
 				err = m.explainStale(ctx, t, node, err)
 			}
-			return nil, err
+			return nil, r.Refused, err
 		}
 		if t.Kind() != sdk.KindEntry && r.Owner != "" {
 			m.routes.put(t, sdk.NodeID(r.Owner))
 		}
 		if oneWay {
-			return nil, nil
+			return nil, false, nil
 		}
-		return m.decodeReply(t, method, r.Payload)
+		reply, err := m.decodeReply(t, method, r.Payload)
+		return reply, false, err
 	}
-	return nil, fmt.Errorf("%w: %v: more than %d redirects", sdk.ErrStaleRoute, t, maxRedirects)
+	return nil, true, fmt.Errorf("%w: %v: more than %d redirects", sdk.ErrStaleRoute, t, maxRedirects)
 }
 
 // call sends req to node. A node the membership watch has not reported yet — one that
@@ -238,19 +240,21 @@ func (m *Mesh) Create(ctx context.Context, t sdk.Target, opts sdk.CallOptions) e
 	if t.Kind() != sdk.KindUser {
 		return fmt.Errorf("%w: only User Spots are created explicitly, %v is not one (A2)", sdk.ErrInvalidArgument, t)
 	}
-	return m.placed(t, opts, func(target sdk.NodeID) error {
+	return m.placed(t, opts, func(target sdk.NodeID) (refused bool, err error) {
 		if target == m.cfg.Node {
-			return m.cat.Create(ctx, t)
+			err := m.cat.Create(ctx, t)
+			var ce *sdk.CapacityError
+			return errors.As(err, &ce), err
 		}
 		r, err := m.call(ctx, target, requestFor(t, wire.Op_OP_CREATE, "", nil))
 		if err != nil {
-			return err
+			return false, err
 		}
 		if r.Error != nil {
-			return wire.DecodeError(r.Error)
+			return r.Refused, wire.DecodeError(r.Error)
 		}
 		m.routes.put(t, target)
-		return nil
+		return false, nil
 	})
 }
 

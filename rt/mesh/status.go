@@ -55,6 +55,11 @@ func (m *Mesh) Status(meshName string) sdk.RouteMeshStatus {
 		st.Placement.UnavailableReason = reason(sdk.TopologyReasonRuntimeNotReady)
 	case state != sdk.RuntimeStateServing:
 		st.Placement.UnavailableReason = reason(sdk.TopologyReasonRuntimeNotReady)
+	case !m.ownerLeaseValid():
+		// The owner lease ended and the node has not registered again yet: it owns nothing
+		// and creates nothing, though it still calls other nodes' objects.
+		st.Placement.UnavailableReason = reason(sdk.TopologyReasonLocationUnavailable)
+		degraded = true
 	case !m.cat.HasRoom():
 		st.Placement.UnavailableReason = reason(sdk.TopologyReasonCapacityExceeded)
 	default:
@@ -92,3 +97,9 @@ func (m *Mesh) Status(meshName string) sdk.RouteMeshStatus {
 }
 
 func reason(r sdk.TopologyReason) *sdk.TopologyReason { return &r }
+
+// ownerLeaseValid reports whether the node's current owner lease is certainly valid.
+func (m *Mesh) ownerLeaseValid() bool {
+	reg := m.reg.Load()
+	return reg != nil && reg.Guard().Valid()
+}
