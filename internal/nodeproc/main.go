@@ -1,7 +1,7 @@
 // Command nodeproc is a ZLink node for multi-process tests: it joins a mesh on the given etcd
-// and hosts the rttest Ledger. It prints "ready <endpoint>" once serving and "ran <spot> <msg>"
-// for every message a Ledger runs, and stops when its standard input closes or it gets
-// SIGTERM or SIGINT.
+// and hosts the rttest Ledger, and with -journal the rttest Worker too. It prints "ready
+// <endpoint>" once serving and "ran <spot> <msg>" for every message a Ledger runs, and stops
+// when its standard input closes or it gets SIGTERM or SIGINT.
 package main
 
 import (
@@ -27,6 +27,9 @@ func main() {
 	mesh := flag.String("mesh", "default", "mesh name")
 	ttl := flag.Duration("lease-ttl", 2*time.Second, "owner lease TTL")
 	quiet := flag.Bool("quiet", false, "do not print the messages Ledgers run (benchmarks)")
+	journal := flag.String("journal", "", "host rttest Workers and journal their turns to this file")
+	workDelay := flag.Duration("work-delay", 20*time.Millisecond, "how long a Worker's Work turn takes")
+	tick := flag.Duration("tick", 20*time.Millisecond, "the period of every Worker's timer")
 	flag.Parse()
 
 	out := bufio.NewWriter(os.Stdout)
@@ -44,10 +47,23 @@ func main() {
 	cfg.EtcdEndpoints = strings.Split(*etcd, ",")
 	cfg.LeaseTTL = *ttl
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var j *rttest.FileJournal
+	if *journal != "" {
+		var err error
+		if j, err = rttest.OpenFileJournal(*journal, *node); err != nil {
+			fmt.Fprintln(os.Stderr, "nodeproc:", err)
+			os.Exit(1)
+		}
+	}
 	cfg.Register = func(r sdk.Registrar) error {
 		ran := func(spot, msg string) { println("ran %s %s", spot, msg) }
 		if *quiet {
 			ran = func(string, string) {}
+		}
+		if j != nil {
+			if err := rttest.RegisterWorker(r, j, *workDelay, *tick); err != nil {
+				return err
+			}
 		}
 		return rttest.RegisterLedger(r, ran, nil)
 	}
@@ -59,7 +75,11 @@ func main() {
 	println("ready %s", h.Endpoint())
 
 	procstop.Wait()
-	if err := h.Close(); err != nil {
+	err = h.Close()
+	if j != nil {
+		_ = j.Close()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "nodeproc:", err)
 		os.Exit(1)
 	}

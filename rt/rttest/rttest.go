@@ -145,8 +145,39 @@ func (p *Process) Kill() {
 }
 
 // Pause stops the process with SIGSTOP, as a frozen VM or a long stall would: it keeps its
-// sockets and state but runs nothing until Resume.
-func (p *Process) Pause() { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGSTOP) }
+// sockets and state but runs nothing until Resume. It returns once every thread of the process
+// has stopped (the signal takes effect asynchronously), or fails the test after 10 s.
+func (p *Process) Pause() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGSTOP)
+	deadline := time.Now().Add(10 * time.Second)
+	for !p.stopped() {
+		if time.Now().After(deadline) {
+			p.tb.Fatalf("rttest: process %d did not stop", p.Pid())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// stopped reports whether every thread of the process is stopped, as /proc tells.
+func (p *Process) stopped() bool {
+	dir := fmt.Sprintf("/proc/%d/task", p.Pid())
+	tasks, err := os.ReadDir(dir)
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			return false
+		}
+		// The state follows the command name, which is in parentheses: "pid (comm) S ...".
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
+}
 
 // Resume continues a paused process with SIGCONT.
 func (p *Process) Resume() { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT) }

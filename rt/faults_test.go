@@ -1,0 +1,339 @@
+package rt_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/zlink-go/zlink/rt"
+	"github.com/zlink-go/zlink/rt/rttest"
+	"github.com/zlink-go/zlink/rt/store"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// tricky is an Instance Spot whose methods misbehave on request: they fail with errors that
+// look like the runtime's own, close their own Spot, or block.
+type tricky struct {
+	sc   sdk.SpotContext
+	runs *sync.Map // message -> *atomic.Int64
+	gate chan struct{}
+}
+
+const trickyType = "test.Tricky"
+
+func (s *tricky) ran(msg string) {
+	n, _ := s.runs.LoadOrStore(msg, new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
+}
+
+var trickyDesc = &sdk.SpotDesc{Name: trickyType, Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{
+	{
+		// CapFull fails as if a nested creation had met a node's activation cap.
+		Name:       "CapFull",
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(impl any, _ context.Context, req proto.Message) (proto.Message, error) {
+			impl.(*tricky).ran(req.(*wrapperspb.StringValue).GetValue())
+			return nil, fmt.Errorf("nested create: %w", &sdk.CapacityError{Where: sdk.CapacityActivationCap, Limit: 1})
+		},
+	},
+	{
+		// Quit closes the Spot itself, from its own one-way turn.
+		Name:       "Quit",
+		OneWay:     true,
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(impl any, ctx context.Context, _ proto.Message) (proto.Message, error) {
+			s := impl.(*tricky)
+			return nil, s.sc.Client().CloseSpot(ctx, sdk.InstanceTarget(trickyType, s.sc.ID()))
+		},
+	},
+	{
+		// Hold blocks its turn until the test opens the gate, whatever its context says.
+		Name:       "Hold",
+		OneWay:     true,
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(impl any, _ context.Context, _ proto.Message) (proto.Message, error) {
+			<-impl.(*tricky).gate
+			return nil, nil
+		},
+	},
+}}
+
+// trickyNodes is a cluster whose hosts also host the tricky type.
+type trickyNodes struct {
+	*cluster
+	runs   sync.Map
+	gate   chan struct{}
+	closes chan string
+}
+
+func (s *tricky) OnClose(_ context.Context, r sdk.CloseReason) {}
+
+func newTrickyNodes(t *testing.T, n int, mutate func(i int, cfg *rt.Config)) *trickyNodes {
+	tn := &trickyNodes{gate: make(chan struct{})}
+	t.Cleanup(func() {
+		select {
+		case <-tn.gate:
+		default:
+			close(tn.gate)
+		}
+	})
+	tn.cluster = newCluster(t, n, func(i int, cfg *rt.Config) {
+		ledger := cfg.Register
+		cfg.Register = func(r sdk.Registrar) error {
+			if err := ledger(r); err != nil {
+				return err
+			}
+			return r.RegisterSpot(trickyDesc, func(sc sdk.SpotContext) (any, error) {
+				return &tricky{sc: sc, runs: &tn.runs, gate: tn.gate}, nil
+			})
+		}
+		if mutate != nil {
+			mutate(i, cfg)
+		}
+	})
+	return tn
+}
+
+func (tn *trickyNodes) runsOf(msg string) int64 {
+	if n, ok := tn.runs.Load(msg); ok {
+		return n.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+// C3: a handler's error never makes the runtime send its message again: a handler that fails
+// with what looks like an activation-cap refusal ran once, on whichever node placement chose,
+// and its caller gets an application error.
+func TestC3_HandlerErrorIsNeverRetried(t *testing.T) {
+	tn := newTrickyNodes(t, 3, nil)
+	for i := range 30 {
+		msg := fmt.Sprint("cap-", i)
+		for _, h := range tn.hosts {
+			_, err := h.Call(ctx, sdk.InstanceIntent(trickyType, fmt.Sprint("c3-", i)).WithDesc(trickyDesc), "CapFull", wrapperspb.String(msg+"-"+string(h.LocalNode())))
+			var ae *sdk.AppError
+			require.ErrorAs(t, err, &ae, "a handler's error is an application error")
+			assert.NotErrorIs(t, err, sdk.ErrCapacityExceeded)
+			assert.Equal(t, int64(1), tn.runsOf(msg+"-"+string(h.LocalNode())), "ran once")
+		}
+	}
+}
+
+// F8: a Spot that closes itself from its own one-way handler closes after that turn, and the
+// host's Close is not held up by it.
+func TestF8_SelfCloseDoesNotHang(t *testing.T) {
+	tn := newTrickyNodes(t, 1, nil)
+	h := tn.hosts[0]
+	target := sdk.InstanceIntent(trickyType, "self").WithDesc(trickyDesc)
+	_, err := h.Call(ctx, target, "CapFull", wrapperspb.String("create"))
+	require.Error(t, err)
+	require.NoError(t, h.Send(ctx, target.Plain(), "Quit", wrapperspb.String("")))
+	require.Eventually(t, func() bool {
+		_, err := h.Call(ctx, target.Plain(), "CapFull", wrapperspb.String("after"))
+		return err != nil && !isApp(err)
+	}, 10*time.Second, 5*time.Millisecond, "the Spot closed itself")
+	closed := make(chan error, 1)
+	go func() { closed <- h.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("Close hung")
+	}
+}
+
+func isApp(err error) bool {
+	_, ok := err.(*sdk.AppError)
+	return ok
+}
+
+// F8: Close is bounded by StopTimeout: a handler that never returns is force-stopped, and
+// Close says so instead of hanging.
+func TestF8_CloseForceStopsAtStopTimeout(t *testing.T) {
+	tn := newTrickyNodes(t, 1, func(_ int, cfg *rt.Config) { cfg.StopTimeout = time.Second })
+	h := tn.hosts[0]
+	target := sdk.InstanceIntent(trickyType, "held").WithDesc(trickyDesc)
+	require.NoError(t, h.Send(ctx, target, "Hold", wrapperspb.String("")))
+	start := time.Now()
+	err := h.Close()
+	took := time.Since(start)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "force-stopped")
+	assert.Less(t, took, 10*time.Second, "Close returned at its deadline, not when the handler did")
+}
+
+// C1, DESIGN §4: losing the owner lease is not permanent. The node ends the Spots it owned,
+// keeps calling other nodes' objects meanwhile, registers again on a new lease and owns
+// objects again; its old Spots are reclaimed and created afresh.
+func TestC1_LeaseLossIsNotPermanent(t *testing.T) {
+	c := newCluster(t, 2, nil)
+	a, b := c.hosts[0], c.hosts[1]
+	_, err := record(b, openLedger("orphan"), "x", sdk.OnNode(a.LocalNode()))
+	require.NoError(t, err)
+	_, err = record(a, openLedger("on-b"), "x", sdk.OnNode(b.LocalNode()))
+	require.NoError(t, err)
+
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	defer cli.Close()
+	leaseOf := func() clientv3.LeaseID {
+		resp, err := cli.Get(ctx, "/zlink/default/nodes/node-a")
+		require.NoError(t, err)
+		if len(resp.Kvs) == 0 {
+			return 0
+		}
+		return clientv3.LeaseID(resp.Kvs[0].Lease)
+	}
+	old := leaseOf()
+	require.NotZero(t, old)
+	_, err = cli.Revoke(ctx, old) // etcd ended the lease under the node, as after a long pause
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool { return c.runs.Count("closed:OwnerLost") == 1 }, 15*time.Second, 10*time.Millisecond,
+		"the node ends the activations of the lease it lost")
+	_, err = record(a, ledger("on-b"), "meanwhile")
+	require.NoError(t, err, "the node still calls other nodes' objects")
+
+	require.Eventually(t, func() bool { l := leaseOf(); return l != 0 && l != old }, 15*time.Second, 10*time.Millisecond,
+		"the node registered again on a new lease")
+	require.Eventually(t, func() bool { return a.MeshStatus().Placement.IsAvailable }, 15*time.Second, 10*time.Millisecond)
+	_, err = record(b, openLedger("new-on-a"), "x", sdk.OnNode(a.LocalNode()))
+	require.NoError(t, err, "the node owns objects again")
+
+	// The old lease's Spot is reclaimed and created afresh.
+	require.Eventually(t, func() bool {
+		_, err = record(b, openLedger("orphan"), "again")
+		return err == nil
+	}, 15*time.Second, 20*time.Millisecond, "last error: %v", err)
+	assert.Equal(t, 2, c.factoryRuns("orphan"))
+}
+
+// C1: the owner of Spots with backlogs and periodic timers is paused (SIGSTOP) past its lease
+// TTL; another node re-creates the Spots; then the owner resumes. A journal outside the
+// runtime shows that the old owner started no turn after the new owner's first one.
+func TestC1_PausedOwnerRunsNothingAfterTheNewOwnersFirstTurn(t *testing.T) {
+	c := newCluster(t, 1, func(_ int, cfg *rt.Config) {
+		cfg.Roles = rt.RoleObjectClient // the test's caller hosts nothing
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	})
+	caller := c.hosts[0]
+	dir := t.TempDir()
+	journalOf := func(id string) string { return dir + "/" + id + ".journal" }
+	owner := journalNode(t, c, "old-owner", journalOf("old-owner"))
+	journalNode(t, c, "new-owner", journalOf("new-owner"))
+	waitPeers(t, caller, "old-owner", "new-owner")
+
+	const spots, backlog = 100, 30
+	worker := func(i int) sdk.Target {
+		return sdk.InstanceIntent(rttest.WorkerType, fmt.Sprint("w-", i)).WithDesc(&rttest.WorkerDesc)
+	}
+	for i := range spots {
+		_, err := caller.Call(ctx, worker(i), rttest.WorkerPing, wrapperspb.String("create"), sdk.OnNode("old-owner"))
+		require.NoError(t, err)
+	}
+	for i := range spots {
+		for m := range backlog {
+			require.NoError(t, caller.Send(ctx, worker(i).Plain(), rttest.WorkerWork, wrapperspb.String(fmt.Sprint("m", m))))
+		}
+	}
+	owner.Pause()
+	// Every Spot is created again on the other node once the paused owner's lease has ended
+	// and its records were reclaimed.
+	for i := range spots {
+		var err error
+		require.Eventually(t, func() bool {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			_, err = caller.Call(cctx, worker(i), rttest.WorkerPing, wrapperspb.String("on-new"))
+			return err == nil
+		}, 60*time.Second, 20*time.Millisecond, "Spot %d: %v", i, err)
+	}
+	owner.Resume()
+	// The old owner notices its lease is gone and registers again.
+	waitPeers(t, caller, "old-owner")
+	_, err := caller.Call(ctx, sdk.InstanceIntent(rttest.WorkerType, "fresh").WithDesc(&rttest.WorkerDesc), rttest.WorkerPing,
+		wrapperspb.String("x"), sdk.OnNode("old-owner"))
+	require.NoError(t, err, "the resumed node owns objects again")
+
+	oldTurns, err := rttest.ReadJournal(journalOf("old-owner"))
+	require.NoError(t, err)
+	newTurns, err := rttest.ReadJournal(journalOf("new-owner"))
+	require.NoError(t, err)
+	firstNew := map[string]time.Time{}
+	for _, tr := range newTurns {
+		if f, ok := firstNew[tr.Spot]; !ok || tr.At.Before(f) {
+			firstNew[tr.Spot] = tr.At
+		}
+	}
+	require.Len(t, firstNew, spots, "every Spot ran on the new owner")
+	ran, late := 0, 0
+	for _, tr := range oldTurns {
+		f, ok := firstNew[tr.Spot]
+		if !ok {
+			continue // the fresh Spot
+		}
+		ran++
+		if !tr.At.Before(f) {
+			late++
+			t.Errorf("%s: the old owner started %q at %v, after the new owner's first turn at %v", tr.Spot, tr.What, tr.At, f)
+		}
+	}
+	assert.Positive(t, ran, "the old owner ran the Spots before the pause")
+	assert.Zero(t, late)
+	t.Logf("old owner: %d turns before the pause; new owner: %d turns", ran, len(newTurns))
+}
+
+// journalNode starts a node process that hosts Workers and journals their turns to path.
+func journalNode(t *testing.T, c *cluster, id, path string) *rttest.Process {
+	t.Helper()
+	bin := rttest.Build(t, "github.com/zlink-go/zlink/internal/nodeproc")
+	p := rttest.Start(t, bin, nil, "-etcd", strings.Join(c.endpoints, ","), "-node", id, "-lease-ttl", "2s",
+		"-journal", path, "-work-delay", "20ms", "-tick", "20ms", "-quiet")
+	_, err := p.Expect("ready ", 120*time.Second)
+	require.NoError(t, err)
+	go func() {
+		for range p.Lines() {
+		}
+	}()
+	return p
+}
+
+// B8: a Creating record that a live node left behind (its creation's last step was lost) does
+// not hold the Spot for ever: a node whose intent call waits on it asks the owner to check, the
+// owner releases it, and the call creates the Spot.
+func TestB8_WaiterNudgesTheOwnerOfALeftOverRecord(t *testing.T) {
+	c := newCluster(t, 2, func(_ int, cfg *rt.Config) { cfg.OperationTimeout = 2 * time.Second })
+	a, b := c.hosts[0], c.hosts[1]
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	defer cli.Close()
+	resp, err := cli.Get(ctx, "/zlink/default/nodes/node-a")
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	st, err := store.New(cli, "default")
+	require.NoError(t, err)
+	defer st.Close()
+	key := store.SpotKey{Type: rttest.LedgerType, ID: "left-over"}
+	r, err := st.Reserve(ctx, key, sdk.KindInstance, store.Owner{Node: a.LocalNode(), Lease: resp.Kvs[0].Lease})
+	require.NoError(t, err)
+	require.True(t, r.Won, "node-a's record, with no creation behind it")
+
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = b.Call(cctx, openLedger("left-over"), rttest.LedgerRecord, wrapperspb.String("after-nudge"), sdk.OnNode(b.LocalNode()))
+	require.NoError(t, err, "the owner released its left-over record when asked, and the call created the Spot")
+	assert.Equal(t, 1, c.runs.Count("after-nudge"))
+	assert.Equal(t, int64(1), a.CatalogStats().LeaksReleased)
+}
