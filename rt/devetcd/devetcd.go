@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -26,6 +27,25 @@ type options struct {
 	maxTxnOps   uint
 	readyWithin time.Duration
 	name        string
+	member      *Member
+	cluster     []Member
+}
+
+// Member is one member of a multi-member cluster: its name and the loopback addresses
+// (host:port) it serves clients and peers on.
+type Member struct {
+	Name, ClientAddr, PeerAddr string
+}
+
+// WithMember starts the server as member m of cluster (every member, m included), on m's fixed
+// addresses, instead of a single-member cluster on free ports. Each member runs its own Start,
+// in this process or another; the cluster serves once a majority has started. A member started
+// again on its data directory (WithDir) rejoins with its data.
+func WithMember(m Member, cluster []Member) Option {
+	return func(o *options) {
+		o.member, o.cluster = &m, append([]Member(nil), cluster...)
+		o.name = m.Name
+	}
 }
 
 // WithDir keeps the data in dir, which survives Close: a long-running development node that
@@ -91,6 +111,18 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 	cfg.ListenPeerUrls = []url.URL{loopback}
 	cfg.AdvertisePeerUrls = []url.URL{loopback}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if m := o.member; m != nil {
+		client := url.URL{Scheme: "http", Host: m.ClientAddr}
+		peer := url.URL{Scheme: "http", Host: m.PeerAddr}
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+		initial := make([]string, len(o.cluster))
+		for i, c := range o.cluster {
+			initial[i] = c.Name + "=http://" + c.PeerAddr
+		}
+		cfg.InitialCluster = strings.Join(initial, ",")
+		cfg.InitialClusterToken = "zlink-dev-cluster"
+	}
 	logger := zap.New(zapcore.NewCore(
 		zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()),
 		zapcore.Lock(os.Stderr),
