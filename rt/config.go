@@ -1,12 +1,14 @@
 package rt
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 
@@ -50,8 +52,11 @@ type Config struct {
 	// for mutual TLS); ClientTLS makes its connections to peers speak TLS.
 	ServerTLS, ClientTLS *tls.Config
 	// MaxMessageSize is the largest request or reply payload between nodes, enforced on send
-	// and receive (default 4 MiB).
+	// and receive (default 4 MiB); two nodes use the smaller of their limits.
 	MaxMessageSize int
+	// Dialer, when set, makes the node's connections to its peers instead of net.Dialer: to
+	// go through a proxy or a tunnel. It gets the endpoint the peer published.
+	Dialer func(ctx context.Context, endpoint string) (net.Conn, error)
 
 	// EtcdEndpoints are the Location Store's etcd endpoints. Empty: the node starts an embedded
 	// etcd of its own (the development default) and others may join it (Host.EtcdEndpoints).

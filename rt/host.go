@@ -112,7 +112,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		ObjectServer: server,
 		Transport: transport.Config{
 			ListenAddr: cfg.ListenAddr, ServerTLS: cfg.ServerTLS, ClientTLS: cfg.ClientTLS,
-			MaxMessageSize: cfg.MaxMessageSize, Logger: cfg.Logger,
+			MaxMessageSize: cfg.MaxMessageSize, Dialer: cfg.Dialer, Logger: cfg.Logger,
 		},
 		ReclaimInterval: cfg.LeaseTTL * 3,
 		Logger:          cfg.Logger,

@@ -51,6 +51,9 @@ type Config struct {
 	MaxMessageSize int
 	// DialTimeout bounds one connection attempt to a peer (default 5 s).
 	DialTimeout time.Duration
+	// Dialer, when set, makes the connections to peers instead of net.Dialer: to go through a
+	// proxy or a tunnel, for example. It gets the peer's published endpoint.
+	Dialer func(ctx context.Context, endpoint string) (net.Conn, error)
 	// Logger receives the transport's logs (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -215,7 +218,7 @@ func (t *Transport) dialOptions() []grpc.DialOption {
 	if t.cfg.ClientTLS != nil {
 		creds = credentials.NewTLS(t.cfg.ClientTLS)
 	}
-	return []grpc.DialOption{
+	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(t.cfg.MaxMessageSize+envelopeOverhead),
@@ -223,6 +226,10 @@ func (t *Transport) dialOptions() []grpc.DialOption {
 		),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
 	}
+	if t.cfg.Dialer != nil {
+		opts = append(opts, grpc.WithContextDialer(t.cfg.Dialer))
+	}
+	return opts
 }
 
 // Connect makes sure a link to peer at endpoint exists; it connects in the background and

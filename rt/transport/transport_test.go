@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -565,4 +566,23 @@ func TestCallPastItsDeadlineEndsWithDeadlineExceeded(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// A configured Dialer makes the connections to peers: it is given the peer's endpoint.
+func TestDialerMakesTheConnections(t *testing.T) {
+	b := start(t, "b", handler{}, nil)
+	var dialled sync.Map
+	a := start(t, "a", handler{}, func(c *transport.Config) {
+		c.Dialer = func(ctx context.Context, endpoint string) (net.Conn, error) {
+			dialled.Store(endpoint, true)
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", endpoint)
+		}
+	})
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+	_, err := a.Call(ctx, "b", &wire.Request{})
+	require.NoError(t, err)
+	_, ok := dialled.Load(b.Addr())
+	assert.True(t, ok, "the Dialer was used for %s", b.Addr())
 }
