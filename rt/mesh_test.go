@@ -384,3 +384,23 @@ func TestMutualTLSBetweenNodes(t *testing.T) {
 	require.ErrorIs(t, err, sdk.ErrOwnerUnavailable)
 	assert.Zero(t, c.runs.Count("from-rogue"))
 }
+
+// A node that does not host a type still calls its Spots after its cached route is gone: it
+// finds the owner in the store, as for any type.
+func TestClientNodeFindsSpotsOfTypesItDoesNotHost(t *testing.T) {
+	c := newCluster(t, 2, func(i int, cfg *rt.Config) {
+		if i == 1 {
+			cfg.Roles = rt.RoleObjectClient
+			cfg.Register = nil // hosts nothing, knows no type
+		}
+	})
+	server, client := c.hosts[0], c.hosts[1]
+	_, err := record(server, openLedger("foreign"), "created")
+	require.NoError(t, err)
+	got, err := record(client, ledger("foreign"), "plain")
+	require.NoError(t, err, "a plain call from a node without the type")
+	assert.Equal(t, "plain", got)
+	require.NoError(t, client.CloseSpot(ctx, ledger("foreign")), "and so does a close")
+	_, err = record(client, ledger("foreign"), "after")
+	require.ErrorIs(t, err, sdk.ErrNotFound)
+}

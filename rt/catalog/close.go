@@ -46,7 +46,7 @@ func (tx *closeTxn) decide() { tx.decideOnce.Do(func() { close(tx.decided) }) }
 // CloseTarget explicitly closes the User or Instance Spot t, which must be active on this node
 // (D3). Concurrent closes of the same Spot are merged into one.
 func (c *Catalog) CloseTarget(ctx context.Context, t sdk.Target) error {
-	typ, err := c.ownedType(t)
+	typ, err := c.routedType(t)
 	if err != nil {
 		return err
 	}

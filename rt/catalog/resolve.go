@@ -59,7 +59,7 @@ type creation struct {
 // answer goes to exactly one component — Missing to the creation coordinator, Creating to the
 // waiter of that attempt, Ready to route admission, Unavailable to terminal completion.
 func (c *Catalog) Resolve(ctx context.Context, t sdk.Target, mode Mode) (Route, error) {
-	typ, err := c.ownedType(t)
+	typ, err := c.routedType(t)
 	if err != nil {
 		return Route{}, err
 	}
@@ -69,6 +69,21 @@ func (c *Catalog) Resolve(ctx context.Context, t sdk.Target, mode Mode) (Route, 
 	return c.resolve(ctx, typ, t.ID(), mode)
 }
 
+// routedType is the type of t for routing: the registered one, or, for a type this node does
+// not host, one made from the target that can find where the Spot is but never creates it.
+func (c *Catalog) routedType(t sdk.Target) (*spotType, error) {
+	typ, err := c.ownedType(t)
+	if err == nil || !errors.Is(err, sdk.ErrUnhandled) {
+		return typ, err
+	}
+	desc := t.Desc()
+	if desc == nil || desc.Name != t.Type() || desc.Kind != t.Kind() {
+		desc = &sdk.SpotDesc{Name: t.Type(), Kind: t.Kind()}
+	}
+	return &spotType{desc: desc}, nil
+}
+
+// ownedType is the registered type of t, a User or Instance Spot type this node hosts.
 func (c *Catalog) ownedType(t sdk.Target) (*spotType, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
@@ -102,7 +117,7 @@ func (c *Catalog) resolve(ctx context.Context, typ *spotType, id string, mode Mo
 			res = nil
 			continue
 		}
-		if res == nil && round == 0 && mode != Plain && c.HasRoom() {
+		if res == nil && round == 0 && mode != Plain && typ.factory != nil && c.HasRoom() {
 			// A call that may create goes straight to the creation coordinator: the
 			// reservation's failure branch reads the current record, so a missing Spot costs
 			// no separate lookup and an existing one is handed on as if looked up.
@@ -318,6 +333,10 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 	if c.cfg.ClientOnly {
 		sh.mu.Unlock()
 		return Route{}, nil, fmt.Errorf("%w: create %s/%q: node %s is not an Object Server", sdk.ErrNotServing, key.typ, id, c.cfg.Node)
+	}
+	if typ.factory == nil {
+		sh.mu.Unlock()
+		return Route{}, nil, fmt.Errorf("%w: create %s/%q: spot type %s is not registered on node %s", sdk.ErrUnhandled, key.typ, id, key.typ, c.cfg.Node)
 	}
 	if !c.registration().Guard().Valid() {
 		sh.mu.Unlock()
