@@ -298,9 +298,10 @@ func TestC1_FenceGrowsWithEveryActivation(t *testing.T) {
 	assert.Equal(t, l1, l2, "same node registration")
 }
 
-// C3: a handler's error reaches its caller as an application error, whatever it wraps, and the
-// message ran exactly once: no runtime answer a handler passes on can make the runtime retry.
-func TestC3_HandlerErrorIsNeverRetried(t *testing.T) {
+// C3: a handler's error reaches its caller as an application error, whatever runtime answer it
+// wraps, so that neither the runtime nor the caller takes it for the runtime's answer about
+// the call (which could make either send it again); and the message ran once.
+func TestC3_HandlerErrorReachesTheCallerAsAnApplicationError(t *testing.T) {
 	n := newNode(t, nodeOpts{})
 	for name, inner := range nested {
 		t.Run(name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -270,4 +271,39 @@ func memberIDs(m *Mesh) []sdk.NodeID {
 		ids = append(ids, n.ID)
 	}
 	return ids
+}
+
+// C3: placement sends a call elsewhere only when the chosen node refused it unrun; an error
+// that came after admission, even one that says "activation cap", ends the call there.
+func TestC3_PlacementMovesOnOnlyFromARefusal(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	registerTestNode(t, endpoints, "a")
+	registerTestNode(t, endpoints, "b")
+	caller := registerTestNode(t, endpoints, "caller")
+	_, _, err := caller.m.join(ctx, caller.st, caller.reg, caller.cat, serving)
+	require.NoError(t, err)
+	awaitPeerState(t, ctx, caller.m, "a", sdk.PeerStateReady)
+	awaitPeerState(t, ctx, caller.m, "b", sdk.PeerStateReady)
+	full := &sdk.CapacityError{Where: sdk.CapacityActivationCap, Limit: 1}
+	target := sdk.InstanceIntent(rttest.LedgerType, "c3")
+
+	tried := 0
+	err = caller.m.placed(target, sdk.CallOptions{}, func(sdk.NodeID) (bool, error) {
+		tried++
+		return false, fmt.Errorf("admitted, then: %w", full)
+	})
+	require.ErrorIs(t, err, sdk.ErrCapacityExceeded)
+	assert.Equal(t, 1, tried, "an admitted call is never sent again, whatever its error says")
+
+	var nodes []sdk.NodeID
+	err = caller.m.placed(target, sdk.CallOptions{}, func(n sdk.NodeID) (bool, error) {
+		nodes = append(nodes, n)
+		if len(nodes) == 1 {
+			return true, full
+		}
+		return false, nil
+	})
+	require.NoError(t, err)
+	require.Len(t, nodes, 2, "a refusal at the cap moves the call to the next node")
+	assert.NotEqual(t, nodes[0], nodes[1])
 }
