@@ -2,4 +2,5 @@
 
 package rttest
 
-const raceEnabled = false
+// RaceEnabled reports that the test binary runs with the race detector.
+const RaceEnabled = false

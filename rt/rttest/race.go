@@ -2,5 +2,5 @@
 
 package rttest
 
-// raceEnabled: the test binary runs with the race detector, so helper processes do too.
-const raceEnabled = true
+// RaceEnabled: the test binary runs with the race detector, so helper processes do too.
+const RaceEnabled = true

@@ -30,9 +30,16 @@ var (
 // binaries live in a directory removed by Cleanup.
 func Build(tb testing.TB, pkg string) string {
 	tb.Helper()
+	return BuildTags(tb, pkg)
+}
+
+// BuildTags is Build with build tags.
+func BuildTags(tb testing.TB, pkg string, tags ...string) string {
+	tb.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	if path, ok := built[pkg]; ok {
+	key := pkg + " " + strings.Join(tags, ",")
+	if path, ok := built[key]; ok {
 		return path
 	}
 	if builtDir == "" {
@@ -44,14 +51,18 @@ func Build(tb testing.TB, pkg string) string {
 	}
 	out := filepath.Join(builtDir, filepath.Base(pkg))
 	args := []string{"build", "-o", out}
-	if raceEnabled {
+	if len(tags) > 0 {
+		out += "-" + strings.Join(tags, "-")
+		args = []string{"build", "-o", out, "-tags", strings.Join(tags, ",")}
+	}
+	if RaceEnabled {
 		args = append(args, "-race")
 	}
 	cmd := exec.Command("go", append(args, pkg)...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("rttest: go build %s: %v\n%s", pkg, err, b)
 	}
-	built[pkg] = out
+	built[key] = out
 	return out
 }
 
@@ -195,6 +206,7 @@ func (p *Process) Stop() {
 	select {
 	case <-p.done:
 	case <-time.After(10 * time.Second):
+		p.tb.Logf("rttest: process %d did not stop within 10 s of SIGTERM; killing it", p.Pid())
 		p.Kill()
 	}
 }
