@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: demo test fmt-check vet check-gen unit gen proto bench
+.PHONY: demo test fmt-check vet check-gen unit gen proto bench chaos
 
 ## demo: the chat example: a two-node mesh in one process on an embedded etcd, and a scripted
 ## chat session.
@@ -44,3 +44,11 @@ proto:
 ## about 3 minutes on 2 cores.
 bench:
 	cd bench/peers && $(GO) run ./cmd/peerbench -out ../RESULTS.md
+
+## chaos: the fault suite at full length, on fresh 3-member etcd clusters and node processes
+## with a proxy on every link (about 10 minutes on 2 cores); writes docs/RELIABILITY.md, and the
+## visualization of any history that is not linearizable under .chaos/. Short forms of two of
+## its scenarios run in make test.
+chaos:
+	$(GO) test -count=1 -timeout 30m -run 'TestChaos' -v -artifacts -outputdir=$(CURDIR)/.chaos ./internal/chaos/ \
+		-args -chaos -chaos.report=$(CURDIR)/docs/RELIABILITY.md
