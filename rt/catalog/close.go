@@ -238,31 +238,34 @@ func (c *Catalog) endClose(a *activation, tx *closeTxn) {
 	close(tx.done)
 }
 
+// releases pairs each close reason that releases a record with the tag the record carries while
+// it is released (D5); any other reason releases as OwnerLost.
+var releases = []struct {
+	reason sdk.CloseReason
+	tag    store.ReleaseTag
+}{
+	{sdk.CloseExplicit, store.ReleaseExplicitClose},
+	{sdk.CloseIdleEvicted, store.ReleaseIdle},
+	{sdk.CloseShutdown, store.ReleaseShutdown},
+	{sdk.CloseCreationFailed, store.ReleaseCreationFailed},
+}
+
+// releaseTag is the tag a close for r releases the record with.
 func releaseTag(r sdk.CloseReason) store.ReleaseTag {
-	switch r {
-	case sdk.CloseExplicit:
-		return store.ReleaseExplicitClose
-	case sdk.CloseIdleEvicted:
-		return store.ReleaseIdle
-	case sdk.CloseShutdown:
-		return store.ReleaseShutdown
-	case sdk.CloseCreationFailed:
-		return store.ReleaseCreationFailed
+	for _, p := range releases {
+		if p.reason == r {
+			return p.tag
+		}
 	}
 	return store.ReleaseOwnerLost
 }
 
 // closeReason is the close reason a release tag stands for.
 func closeReason(t store.ReleaseTag) sdk.CloseReason {
-	switch t {
-	case store.ReleaseExplicitClose:
-		return sdk.CloseExplicit
-	case store.ReleaseIdle:
-		return sdk.CloseIdleEvicted
-	case store.ReleaseShutdown:
-		return sdk.CloseShutdown
-	case store.ReleaseCreationFailed:
-		return sdk.CloseCreationFailed
+	for _, p := range releases {
+		if p.tag == t {
+			return p.reason
+		}
 	}
 	return sdk.CloseOwnerLost
 }
