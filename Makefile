@@ -50,5 +50,6 @@ bench:
 ## visualization of any history that is not linearizable under .chaos/. Short forms of two of
 ## its scenarios run in make test.
 chaos:
+	@mkdir -p $(CURDIR)/.chaos
 	$(GO) test -count=1 -timeout 30m -run 'TestChaos' -v -artifacts -outputdir=$(CURDIR)/.chaos ./internal/chaos/ \
 		-args -chaos -chaos.report=$(CURDIR)/docs/RELIABILITY.md
