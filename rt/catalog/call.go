@@ -114,10 +114,12 @@ func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc
 	if c.stopping.Load() && a.current() == stateClosed {
 		return nil, false, c.errStopping()
 	}
-	if !a.turnAllowed() {
+	if oneWay && !a.turnAllowed() {
+		// A request is checked when its turn comes, right after; a one-way message is refused
+		// now, while its sender still learns of it.
 		return nil, false, fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
 	}
-	if !oneWay && turnOf(ctx) == a {
+	if !oneWay && a.ownTurn(ctx) {
 		return nil, false, errSelfRequest(a, md)
 	}
 	k := callPool.Get().(*call)
@@ -186,33 +188,46 @@ func (k *call) release() {
 }
 
 // Run implements exec.Work. A message runs only if its Spot's owner lease is still certainly
-// valid when its turn comes (C1) and, for a request, its caller is still waiting. The handler
-// gets a context that also ends when the Spot ends (a close, the end of the lease).
+// valid when its turn comes (C1) and, for a request, its caller is still waiting. A one-way
+// message's handler gets a context that ends when the Spot ends; a request's, its caller's.
 func (k *call) Run() {
 	if !k.a.turnAllowed() {
 		k.finish(nil, k.a.errLeaseEnded())
 		return
 	}
-	if !k.oneWay {
-		if err := k.ctx.Err(); err != nil {
+	ctx := k.ctx
+	switch {
+	case k.oneWay, bare(ctx):
+		// A context of the Spot's own: it ends when the Spot ends, and a request made with it
+		// of the Spot itself is recognised.
+		ctx = k.a.spotContext(k.ctx)
+	default:
+		if err := ctx.Err(); err != nil {
 			k.finish(nil, err) // the caller gave up while it was queued
 			return
 		}
+		// While the turn runs, a request made with its context of its own Spot is recognised.
+		k.a.turn.Store(identity(ctx))
 	}
-	tc := newTurnCtx(k.ctx, k.oneWay, k.a)
-	defer tc.end()
+	reply, err := k.invoke(ctx)
+	k.a.turn.Store(0)
+	k.finish(reply, err)
+}
+
+// invoke runs the handler; a panic becomes the caller's ErrHandlerPanicked.
+func (k *call) invoke(ctx context.Context) (reply proto.Message, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			k.a.cat.log.Error("handler panicked", "spot", k.a.typ.desc.Name, "id", k.a.id, "method", k.md.Name,
 				"panic", v, "stack", string(debug.Stack()))
-			k.finish(nil, fmt.Errorf("%w: %s.%s: %v", sdk.ErrHandlerPanicked, k.a.typ.desc.Name, k.md.Name, v))
+			reply, err = nil, fmt.Errorf("%w: %s.%s: %v", sdk.ErrHandlerPanicked, k.a.typ.desc.Name, k.md.Name, v)
 		}
 	}()
-	reply, err := k.md.Invoke(k.a.impl, tc, k.req)
+	reply, err = k.md.Invoke(k.a.impl, ctx, k.req)
 	if err != nil {
 		err = handlerError(err)
 	}
-	k.finish(reply, err)
+	return reply, err
 }
 
 // handlerError is how a handler's error reaches the caller: always as an *sdk.AppError, never
@@ -384,7 +399,9 @@ func (c *Catalog) LocalSpot(t sdk.Target) (Route, bool) {
 		return Route{}, false
 	}
 	sp := c.spotAt(spotKey{t.Type(), t.ID()})
-	if sp == nil || sp.Kind() != k || sp.base().current() != stateActive || !sp.base().turnAllowed() {
+	// The owner lease is not checked here: every turn checks it when it starts, and reading the
+	// clock twice per call costs more than a call that finds it ended.
+	if sp == nil || sp.Kind() != k || sp.base().current() != stateActive {
 		return Route{}, false
 	}
 	return Route{local: sp}, true

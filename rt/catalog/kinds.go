@@ -31,6 +31,8 @@ type activation struct {
 	guard *store.LeaseGuard
 	// fence is set before an owned activation serves its first turn and never changes after.
 	fence sdk.Fence
+	// turn is the identity of the context of the request whose turn runs now, or 0.
+	turn atomic.Uintptr
 
 	state atomic.Uint32 // activationState
 
@@ -38,8 +40,9 @@ type activation struct {
 	log     *slog.Logger    // made on first use
 	ctx     context.Context // made on first use: cancelled at close
 	cancel  context.CancelFunc
-	torn    bool       // teardown ran: the context is done for good
-	client  sdk.Client // made on first use
+	torn    bool                    // teardown ran: the context is done for good
+	client  sdk.Client              // made on first use
+	bare    atomic.Pointer[spotCtx] // made on first use: the context of turns whose sender's carries nothing
 	timers  map[*spotTimer]struct{}
 	closing *closeTxn // the close in progress, merged by every closer (D3)
 }
@@ -126,11 +129,14 @@ func (a *activation) context() context.Context {
 	return a.ctx
 }
 
-// ended reports whether the activation's context is done, without making it.
-func (a *activation) ended() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.torn || a.ctx != nil && a.ctx.Err() != nil
+// ownTurn reports whether ctx is a turn of a's own: the context of the request running now, or
+// of a one-way message or timer of a, or one derived from that. A request of a's with it would
+// wait for the turn that makes it.
+func (a *activation) ownTurn(ctx context.Context) bool {
+	if id := a.turn.Load(); id != 0 && id == identity(ctx) {
+		return true
+	}
+	return turnOf(ctx) == a
 }
 
 // teardown stops the timers and cancels the activation's context.

@@ -128,9 +128,7 @@ func (t *spotTimer) Run() {
 			t.a.cat.log.Error("spot timer panicked", "spot", t.a.typ.desc.Name, "id", t.a.id, "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
-	tc := newTurnCtx(t.a.context(), false, t.a)
-	defer tc.end()
-	t.fn(tc)
+	t.fn(t.a.spotContext(context.Background()))
 }
 
 // Drop implements exec.Work.

@@ -2,119 +2,76 @@ package catalog
 
 import (
 	"context"
-	"sync"
 	"time"
+	"unsafe"
 )
 
-// turnKey marks a context as a turn's: its value is the activation whose turn it is.
+// turnKey marks a context as a Spot's own: its value is the activation.
 type turnKey struct{}
 
-// turnCtx is the context a turn runs with. It carries its caller's values and, for a request,
-// the caller's deadline and cancellation (a one-way message runs on after its sender has gone,
-// so it takes none of the sender's); it also ends when the Spot ends — a close, the end of the
-// owner lease, a forced stop — and when the turn itself ends, as a request's context does in
-// gRPC. It names the activation whose turn it is, so that a request of a Spot to itself, which
-// would wait for its own turn, is refused instead of hanging.
+// spotCtx is the context of a one-way message's turn and of a timer's run. It carries the
+// sender's values but none of its deadline or cancellation — an admitted one-way message runs
+// on after its sender has gone — and it ends when the Spot ends: a close, the end of the owner
+// lease, a forced stop. It names the activation, so that a request the turn makes of its own
+// Spot, which would wait for the turn itself, is refused instead of hanging.
 //
-// Its cancellation is made only when someone asks for it (Done, or a context derived from
-// it): most turns never do, and then a turn costs one small allocation.
-type turnCtx struct {
-	caller context.Context // values; deadline and cancellation unless oneWay
-	oneWay bool
+// A request's turn runs with its caller's context instead, which bounds it; a request of the
+// Spot to itself is recognised by that very context (see deliver).
+type spotCtx struct {
+	values context.Context
 	a      *activation
-
-	mu     sync.Mutex
-	ended  bool
-	inner  context.Context // made on first Done: the caller's (or values only) + the Spot's end
-	cancel context.CancelFunc
-	stop   func() bool // stops the Spot's end from cancelling inner
 }
 
-func newTurnCtx(caller context.Context, oneWay bool, a *activation) *turnCtx {
-	return &turnCtx{caller: caller, oneWay: oneWay, a: a}
-}
+// Deadline implements context.Context: none.
+func (c *spotCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
 
-// Deadline implements context.Context.
-func (c *turnCtx) Deadline() (time.Time, bool) {
-	if c.oneWay {
-		return time.Time{}, false
-	}
-	return c.caller.Deadline()
-}
-
-// Done implements context.Context.
-func (c *turnCtx) Done() <-chan struct{} { return c.arm().Done() }
+// Done implements context.Context: the Spot's end.
+func (c *spotCtx) Done() <-chan struct{} { return c.a.context().Done() }
 
 // Err implements context.Context.
-func (c *turnCtx) Err() error {
-	c.mu.Lock()
-	inner, ended := c.inner, c.ended
-	c.mu.Unlock()
-	switch {
-	case inner != nil:
-		return inner.Err()
-	case ended:
-		return context.Canceled
-	case !c.oneWay && c.caller.Err() != nil:
-		return c.caller.Err()
-	case c.a.ended():
-		return context.Canceled
-	}
-	return nil
-}
+func (c *spotCtx) Err() error { return c.a.context().Err() }
 
-// Value implements context.Context. Once armed, the inner context answers, so that contexts
-// derived from this one hang off its cancellation directly.
-func (c *turnCtx) Value(key any) any {
+// Value implements context.Context.
+func (c *spotCtx) Value(key any) any {
 	if key == (turnKey{}) {
 		return c.a
 	}
-	c.mu.Lock()
-	inner := c.inner
-	c.mu.Unlock()
-	if inner != nil {
-		return inner.Value(key)
-	}
-	return c.caller.Value(key)
+	return c.values.Value(key)
 }
 
-// arm makes the cancellation: the caller's context (a one-way message: its values only),
-// cancelled too when the Spot ends or the turn has ended.
-func (c *turnCtx) arm() context.Context {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.inner != nil {
-		return c.inner
+// AfterFunc lets contexts derived from this one hang off the Spot's end directly, without the
+// goroutine the context package starts for a parent it does not know.
+func (c *spotCtx) AfterFunc(f func()) func() bool { return context.AfterFunc(c.a.context(), f) }
+
+// spotContext is the context for a turn of a whose sender's context is values: one shared by
+// every such turn when values carries nothing (a timer, a Send with a background context), so
+// that those turns allocate nothing.
+func (a *activation) spotContext(values context.Context) context.Context {
+	if !bare(values) {
+		return &spotCtx{values: values, a: a}
 	}
-	base := c.caller
-	if c.oneWay {
-		base = context.WithoutCancel(base)
+	if sc := a.bare.Load(); sc != nil {
+		return sc
 	}
-	c.inner, c.cancel = context.WithCancel(base)
-	if c.ended {
-		c.cancel()
-		return c.inner
-	}
-	c.stop = context.AfterFunc(c.a.context(), c.cancel)
-	return c.inner
+	a.bare.CompareAndSwap(nil, &spotCtx{values: context.Background(), a: a})
+	return a.bare.Load()
 }
 
-// end marks the turn over: its context is done from now on, and no longer hangs off the Spot.
-func (c *turnCtx) end() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.ended = true
-	if c.cancel != nil {
-		c.stop()
-		c.cancel()
-	}
-}
-
-// turnOf returns the activation whose turn ctx belongs to, if any.
+// turnOf returns the activation whose Spot context ctx is, or derives from, if any.
 func turnOf(ctx context.Context) *activation {
-	if tc, ok := ctx.(*turnCtx); ok {
-		return tc.a
+	if sc, ok := ctx.(*spotCtx); ok {
+		return sc.a
 	}
 	a, _ := ctx.Value(turnKey{}).(*activation)
 	return a
 }
+
+// identity is what tells two contexts apart without holding either: the address of the value
+// an interface holds. Two live contexts with the same identity are the same context, and
+// reading it allocates nothing, which keeps the request path free of allocations.
+func identity(ctx context.Context) uintptr {
+	return uintptr((*[2]unsafe.Pointer)(unsafe.Pointer(&ctx))[1])
+}
+
+// bare reports whether ctx carries nothing: no values, no deadline, no cancellation.
+func bare(ctx context.Context) bool { return ctx == context.Background() || ctx == context.TODO() }
