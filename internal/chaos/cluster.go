@@ -208,8 +208,9 @@ func (n *Node) Start() {
 		n.tb.Logf("chaos: node %s did not start (%v); trying again", n.ID, err)
 		time.Sleep(time.Second)
 	}
+	p := n.proc
 	go func() {
-		for range n.proc.Lines() {
+		for range p.Lines() {
 		}
 	}()
 }

@@ -98,11 +98,12 @@ func (m *Member) start() {
 }
 
 func (m *Member) awaitReady() {
-	if _, err := m.proc.Expect("endpoints=", 60*time.Second); err != nil {
+	p := m.proc
+	if _, err := p.Expect("endpoints=", 60*time.Second); err != nil {
 		m.tb.Fatalf("chaos: etcd member %s: %v", m.Name, err)
 	}
 	go func() {
-		for range m.proc.Lines() {
+		for range p.Lines() {
 		}
 	}()
 }
