@@ -42,6 +42,9 @@ type Config struct {
 	// MaxActive caps the User and Instance Spots active or being created on this node (D6).
 	// Zero: no cap.
 	MaxActive int
+	// MaxConcurrentActivations bounds the creations that run at once; more wait their turn
+	// (default 64).
+	MaxConcurrentActivations int
 	// OperationTimeout bounds a creation or a close once started: a caller's cancellation ends
 	// only its own wait, never a shared operation (default 30 s). A factory, OnActivate or
 	// closing callback that does not return within it is left behind: the creation fails, the
@@ -60,6 +63,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OperationTimeout <= 0 {
 		c.OperationTimeout = 30 * time.Second
+	}
+	if c.MaxConcurrentActivations <= 0 {
+		c.MaxConcurrentActivations = 64
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -204,8 +210,10 @@ type Catalog struct {
 	slots   shards[*slot]
 	// active counts User and Instance Spots that are active or being created (D6).
 	active atomic.Int64
-	idle   idleList
-	stats  stats
+	// activating holds a place for each creation running now.
+	activating chan struct{}
+	idle       idleList
+	stats      stats
 
 	closeOnce sync.Once
 	stopping  atomic.Bool // Close began: nothing new is created or admitted
@@ -244,8 +252,9 @@ func New(cfg Config, st store.Store, reg *store.Registration, types *Types, clie
 		cfg: cfg, store: st, types: byName, client: client,
 		log: cfg.Logger.With("node", string(cfg.Node)),
 		ctx: ctx, cancel: cancel, hardCtx: hardCtx, hardCancel: hardCancel,
-		entries: make(map[string]*entrySpot),
-		closed:  make(chan struct{}),
+		entries:    make(map[string]*entrySpot),
+		closed:     make(chan struct{}),
+		activating: make(chan struct{}, cfg.MaxConcurrentActivations),
 	}
 	c.suspects.init()
 	c.reg.Store(reg)

@@ -391,3 +391,43 @@ func TestC1_RunningHandlersContextEndsWithTheLease(t *testing.T) {
 	require.Eventually(t, func() bool { return len(n.f.closeReasons("ctx")) == 1 }, 10*time.Second, time.Millisecond)
 	assert.Equal(t, []sdk.CloseReason{sdk.CloseOwnerLost}, n.f.closeReasons("ctx"))
 }
+
+// G5: at most MaxConcurrentActivations creations run at once; the next waits for a place
+// instead of failing, and one that waits longer than OperationTimeout fails as a capacity
+// refusal.
+func TestG5_CreationsWaitForAnActivationSlot(t *testing.T) {
+	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) {
+		c.MaxConcurrentActivations = 1
+		c.OperationTimeout = 2 * time.Second
+	}})
+	n.f.set(n.f.building, "first")
+	first := make(chan error, 1)
+	go func() { _, err := n.call("first", "Join", "x"); first <- err }()
+	assert.Equal(t, "factory:first", <-n.f.blocked)
+	second := make(chan error, 1)
+	go func() { _, err := n.call("second", "Join", "x"); second <- err }()
+	select {
+	case err := <-second:
+		t.Fatalf("the second creation did not wait for the first: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	assert.Zero(t, n.f.factoryRuns("second"), "its factory waits for a place")
+	close(n.f.release)
+	require.NoError(t, <-first)
+	require.NoError(t, <-second, "the second ran once a place was free")
+
+	// A creation that cannot get a place within OperationTimeout fails with a capacity error.
+	n2 := newNode(t, nodeOpts{cfg: func(c *catalog.Config) {
+		c.MaxConcurrentActivations = 1
+		c.OperationTimeout = 300 * time.Millisecond
+	}})
+	n2.f.release = make(chan struct{})
+	n2.f.set(n2.f.building, "hog")
+	go func() { _, _ = n2.call("hog", "Join", "x") }()
+	<-n2.f.blocked
+	_, err := n2.call("starved", "Join", "x")
+	var ce *sdk.CapacityError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, sdk.CapacityScheduler, ce.Where)
+	close(n2.f.release)
+}

@@ -355,7 +355,12 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 	started := c.bg.goRun(func() {
 		octx, cancel := context.WithTimeout(c.ctx, c.cfg.OperationTimeout)
 		defer cancel()
-		sp, lost, err := c.runCreation(octx, typ, id)
+		var sp ownedSpot
+		var lost *store.Resolution
+		var err error
+		if terr := c.activationTurn(octx, func() { sp, lost, err = c.runCreation(octx, typ, id) }); terr != nil {
+			err = terr
+		}
 		sh.mu.Lock()
 		if sp != nil {
 			// B7 step 2: the route enters this node's admission view in the same continuation
@@ -391,6 +396,20 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 		return Route{}, cr.lost, cr.err
 	}
 	return Route{local: cr.spot}, nil, nil
+}
+
+// activationTurn runs fn once fewer than MaxConcurrentActivations creations run (G5), waiting
+// for a place within ctx: a burst of creations queues here instead of flooding the store.
+func (c *Catalog) activationTurn(ctx context.Context, fn func()) error {
+	select {
+	case c.activating <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("no activation slot within the operation timeout: %w",
+			&sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: int64(cap(c.activating))})
+	}
+	defer func() { <-c.activating }()
+	fn()
+	return nil
 }
 
 // settleLate closes a Spot whose creation finished after the node stopped owning, or began

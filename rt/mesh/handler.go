@@ -37,7 +37,7 @@ func (m *Mesh) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, r
 	case wire.Op_OP_CALL, wire.Op_OP_SEND:
 		m.handleMessage(ctx, t, req, reply)
 	case wire.Op_OP_CREATE:
-		m.slow(func() {
+		m.slow(ctx, reply, func() {
 			err := m.cat.Create(ctx, t)
 			if errors.Is(err, sdk.ErrCreationFailed) {
 				// The factory ran: whatever it did, the request was not refused unrun.
@@ -47,7 +47,7 @@ func (m *Mesh) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, r
 			reply(m.ownerReply(err))
 		})
 	case wire.Op_OP_CLOSE:
-		m.slow(func() {
+		m.slow(ctx, reply, func() {
 			err := m.cat.CloseTarget(ctx, t)
 			if errors.Is(err, catalog.ErrRemoteOwner) {
 				reply(refusedReply(fmt.Errorf("%w: node %s does not own %v", sdk.ErrStaleRoute, m.cfg.Node, t)))
@@ -86,7 +86,7 @@ func (m *Mesh) handleMessage(ctx context.Context, t sdk.Target, req *wire.Reques
 		err := m.cat.Admit(ctx, t, req.Method, msg, size, oneWay, done)
 		if errors.Is(err, catalog.ErrClosing) {
 			// A close of the Spot is being decided: wait for it off the stream's goroutine.
-			m.slow(func() { m.admitAfterClose(ctx, t, req.Method, msg, size, oneWay, done, reply) })
+			m.slow(ctx, reply, func() { m.admitAfterClose(ctx, t, req.Method, msg, size, oneWay, done, reply) })
 			return
 		}
 		if err != nil || oneWay {
@@ -105,7 +105,7 @@ func (m *Mesh) handleMessage(ctx context.Context, t sdk.Target, req *wire.Reques
 			return
 		}
 	}
-	m.slow(func() {
+	m.slow(ctx, reply, func() {
 		for range maxRedirects {
 			rt, err := m.cat.Resolve(ctx, t, catalog.Intent)
 			if err != nil {
@@ -154,10 +154,24 @@ func (m *Mesh) admitAfterClose(ctx context.Context, t sdk.Target, method string,
 }
 
 // slow runs fn on a goroutine of its own, owned by the mesh: work that may wait on the store.
-func (m *Mesh) slow(fn func()) {
+// At most MaxSlowRequests run at once; the peer's stream waits for a place (its later requests
+// wait with it), and a request whose context ends first is refused with
+// ErrCapacityExceeded{Scheduler}: a peer that floods a node with creations slows itself down,
+// not the node's lease or its other peers' calls.
+func (m *Mesh) slow(ctx context.Context, reply func(*wire.Reply), fn func()) {
+	select {
+	case m.slowSlots <- struct{}{}:
+	case <-ctx.Done():
+		reply(refusedReply(fmt.Errorf("node %s is busy: %w", m.cfg.Node, &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: int64(cap(m.slowSlots))})))
+		return
+	case <-m.ctx.Done():
+		reply(refusedReply(fmt.Errorf("%w: node %s is closing", sdk.ErrClosed, m.cfg.Node)))
+		return
+	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
+		defer func() { <-m.slowSlots }()
 		fn()
 	}()
 }

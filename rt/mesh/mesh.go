@@ -46,6 +46,9 @@ type Config struct {
 	// PublishInterval is how often the node publishes its active-object count for placement
 	// (default 1 s).
 	PublishInterval time.Duration
+	// MaxSlowRequests bounds the peers' requests that may wait on the store at once: creations,
+	// closes, and calls to Spots being created or closed (default 256).
+	MaxSlowRequests int
 	// Logger receives the mesh's logs (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -59,6 +62,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PublishInterval <= 0 {
 		c.PublishInterval = time.Second
+	}
+	if c.MaxSlowRequests <= 0 {
+		c.MaxSlowRequests = 256
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -98,6 +104,7 @@ type Mesh struct {
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
 	reclaimKick chan struct{}
+	slowSlots   chan struct{} // a place for each peer's request that may wait on the store
 	closeOnce   sync.Once
 }
 
@@ -109,7 +116,7 @@ func Listen(cfg Config) (*Mesh, error) {
 	m := &Mesh{
 		cfg: cfg, log: cfg.Logger.With("node", string(cfg.Node)),
 		members: make(map[sdk.NodeID]store.Node), ctx: ctx, cancel: cancel,
-		reclaimKick: make(chan struct{}, 1),
+		reclaimKick: make(chan struct{}, 1), slowSlots: make(chan struct{}, cfg.MaxSlowRequests),
 	}
 	m.routes.init(cfg.RouteCacheSize)
 	tr, err := transport.New(cfg.Transport, m)
@@ -298,7 +305,9 @@ func (m *Mesh) nodeGone(id sdk.NodeID) {
 // nudge asks owner, off the caller's goroutine, to reconcile its record of key (B8): this node
 // waited on it, Creating or Releasing, for longer than a creation or a close takes.
 func (m *Mesh) nudge(_ context.Context, owner sdk.NodeID, key store.SpotKey) {
-	m.slow(func() {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
 		ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Transport.DialTimeout)
 		defer cancel()
 		req := &wire.Request{Op: wire.Op_OP_RECONCILE, Kind: uint32(sdk.KindInstance), Type: key.Type, Id: key.ID}
@@ -308,7 +317,7 @@ func (m *Mesh) nudge(_ context.Context, owner sdk.NodeID, key store.SpotKey) {
 		if _, err := m.tr.Call(ctx, owner, req); err != nil {
 			m.log.Debug("could not ask a node to check its record", "peer", string(owner), "spot", key.Type, "id", key.ID, "err", err)
 		}
-	})
+	}()
 }
 
 // kickReclaim starts a reclaim pass soon: an owner ended.
