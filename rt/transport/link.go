@@ -130,6 +130,13 @@ func (l *link) session() error {
 	if hdr == nil {
 		return fmt.Errorf("stream refused: %w", stream.RecvMsg(&wire.Batch{}))
 	}
+	// Under TLS the server must be the node this link is for, as its certificate says: another
+	// node of the same CA at that endpoint is not it.
+	if tls, certified, err := peerIdentity(stream.Context()); err != nil {
+		return err
+	} else if tls && certified != l.peer {
+		return fmt.Errorf("the server at %s is not node %s: its certificate names node %q", l.endpoint, l.peer, certified)
+	}
 	peerMax, err := peerLimit(hdr)
 	if err != nil {
 		return err

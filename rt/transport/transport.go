@@ -17,11 +17,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/zlink-go/zlink/rt/wire"
 	"github.com/zlink-go/zlink/sdk"
@@ -29,6 +32,12 @@ import (
 
 // DefaultMaxMessageSize is the default largest payload a request or reply may carry.
 const DefaultMaxMessageSize = 4 << 20
+
+// Limits of the server that a peer cannot raise.
+const (
+	maxStreamsPerConn = 16
+	maxHeaderBytes    = 16 << 10
+)
 
 // envelopeOverhead is the room a batch keeps beyond its payloads for envelope fields.
 const envelopeOverhead = 64 << 10
@@ -49,8 +58,12 @@ type Config struct {
 	// on receive (default DefaultMaxMessageSize). Two nodes tell each other their limits when a
 	// stream opens, and each sends at most the smaller one.
 	MaxMessageSize int
-	// DialTimeout bounds one connection attempt to a peer (default 5 s).
+	// DialTimeout bounds one connection attempt to a peer, and a peer's TLS handshake with this
+	// node (default 5 s).
 	DialTimeout time.Duration
+	// MaxConns bounds the connections the listener serves at once (default 1,024): a mesh needs
+	// one per peer.
+	MaxConns int
 	// Dialer, when set, makes the connections to peers instead of net.Dialer: to go through a
 	// proxy or a tunnel, for example. It gets the peer's published endpoint.
 	Dialer func(ctx context.Context, endpoint string) (net.Conn, error)
@@ -67,6 +80,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = 5 * time.Second
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 1024
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -172,16 +188,24 @@ func New(cfg Config, handler Handler) (*Transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport: listen on %s: %w", cfg.ListenAddr, err)
 	}
+	// Connections beyond the bound wait in the kernel's backlog instead of costing memory here.
+	lis = netutil.LimitListener(lis, cfg.MaxConns)
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Transport{
 		cfg: cfg, log: cfg.Logger.With("node", string(cfg.Node)), handler: handler, lis: lis,
 		ctx: ctx, cancel: cancel, links: make(map[sdk.NodeID]*link),
 		maxMessage: strconv.Itoa(cfg.MaxMessageSize),
 	}
+	// What one peer, or anyone who reaches the port, may hold of the server: a node opens one
+	// stream to each peer, so a few streams per connection are plenty; a handshake and headers
+	// are bounded; pings more often than the nodes' own are a protocol error.
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxMessageSize + envelopeOverhead),
 		grpc.MaxSendMsgSize(cfg.MaxMessageSize + envelopeOverhead),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
+		grpc.MaxConcurrentStreams(maxStreamsPerConn),
+		grpc.MaxHeaderListSize(maxHeaderBytes),
+		grpc.ConnectionTimeout(cfg.DialTimeout),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 4 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 5 * time.Second}),
 	}
 	if cfg.ServerTLS != nil {
@@ -360,6 +384,12 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	}
 	if err := from.Validate(); err != nil {
 		return fmt.Errorf("transport: stream without a valid %s header: %w", nodeHeader, err)
+	}
+	// Under mutual TLS the peer is who its certificate says, whatever its header says.
+	if _, certified, err := peerIdentity(s.Context()); err != nil {
+		return status.Errorf(codes.Unauthenticated, "transport: %v", err)
+	} else if certified != "" && certified != from {
+		return status.Errorf(codes.Unauthenticated, "transport: the peer says it is node %s, its certificate names node %s", from, certified)
 	}
 	peerMax, err := peerLimit(md)
 	if err != nil {

@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -585,4 +586,84 @@ func TestDialerMakesTheConnections(t *testing.T) {
 	require.NoError(t, err)
 	_, ok := dialled.Load(b.Addr())
 	assert.True(t, ok, "the Dialer was used for %s", b.Addr())
+}
+
+// Under mutual TLS a peer is the node its certificate names: a zlink-node header that says
+// otherwise is refused, and so is a certificate of the mesh's CA that names no node.
+func TestPeerIdentityComesFromTheCertificate(t *testing.T) {
+	pki := rttest.NewPKI(t, "mesh-ca")
+	var from atomic.Value
+	bs, bc := pki.MutualTLS(t, "b")
+	b := start(t, "b", handler{fn: func(_ context.Context, peer sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+		from.Store(peer)
+		reply(&wire.Reply{Payload: req.Payload})
+	}}, func(c *transport.Config) { c.ServerTLS, c.ClientTLS = bs, bc })
+
+	// "a" holds a certificate of the mesh for node a, and says it is node "c".
+	as, ac := pki.MutualTLS(t, "a")
+	liar := start(t, "c", handler{}, func(c *transport.Config) { c.ServerTLS, c.ClientTLS = as, ac })
+	liar.Connect("b", b.Addr())
+	_, err := liar.Call(ctx, "b", &wire.Request{})
+	require.ErrorIs(t, err, sdk.ErrOwnerUnavailable, "a header that disagrees with the certificate is refused")
+	assert.Nil(t, from.Load(), "nothing reached the handler")
+
+	// A certificate of the mesh's CA without the node's URI SAN.
+	anon := pki.CertFor(t, "anon")
+	ns := &tls.Config{Certificates: []tls.Certificate{anon}, ClientCAs: pki.Pool, ClientAuth: tls.RequireAndVerifyClientCert}
+	nc := &tls.Config{Certificates: []tls.Certificate{anon}, RootCAs: pki.Pool}
+	nameless := start(t, "anon", handler{}, func(c *transport.Config) { c.ServerTLS, c.ClientTLS = ns, nc })
+	nameless.Connect("b", b.Addr())
+	_, err = nameless.Call(ctx, "b", &wire.Request{})
+	require.ErrorIs(t, err, sdk.ErrOwnerUnavailable, "a certificate that names no node is refused")
+	assert.Nil(t, from.Load())
+
+	// The honest node gets through, and the handler is told who it is.
+	ts, tc := pki.MutualTLS(t, "t")
+	honest := start(t, "t", handler{}, func(c *transport.Config) { c.ServerTLS, c.ClientTLS = ts, tc })
+	honest.Connect("b", b.Addr())
+	_, err = honest.Call(ctx, "b", &wire.Request{})
+	require.NoError(t, err)
+	assert.Equal(t, sdk.NodeID("t"), from.Load())
+}
+
+// Under TLS a link reaches the node it is for: a server at that endpoint whose certificate
+// names another node of the mesh is not accepted.
+func TestALinkReachesTheNodeItIsFor(t *testing.T) {
+	pki := rttest.NewPKI(t, "mesh-ca")
+	ms, mc := pki.MutualTLS(t, "mallory")
+	mallory := start(t, "mallory", handler{}, func(c *transport.Config) { c.ServerTLS, c.ClientTLS = ms, mc })
+	as, ac := pki.MutualTLS(t, "a")
+	a := start(t, "a", handler{}, func(c *transport.Config) { c.ServerTLS, c.ClientTLS = as, ac })
+	a.Connect("b", mallory.Addr()) // b's endpoint, taken by mallory
+	_, err := a.Call(ctx, "b", &wire.Request{})
+	require.ErrorIs(t, err, sdk.ErrOwnerUnavailable)
+	assert.NotEqual(t, sdk.PeerStateReady, a.PeerState("b"))
+}
+
+// Whoever reaches the port holds little: a connection that never completes its handshake is
+// closed after DialTimeout, which frees its slot of MaxConns for a peer.
+func TestServerClosesConnectionsThatNeverSpeak(t *testing.T) {
+	b := start(t, "b", handler{}, func(c *transport.Config) { c.MaxConns, c.DialTimeout = 2, 500*time.Millisecond })
+	var idle []net.Conn
+	for range 2 {
+		conn, err := net.Dial("tcp", b.Addr())
+		require.NoError(t, err)
+		idle = append(idle, conn)
+	}
+	a := start(t, "a", handler{}, func(c *transport.Config) { c.DialTimeout = 5 * time.Second })
+	a.Connect("b", b.Addr())
+	// The silent connections hold both slots until the server closes them.
+	for _, conn := range idle {
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+		_, err := io.Copy(io.Discard, conn) // the server's preface, then the end
+		if err == nil {
+			err = io.EOF
+		}
+		var ne net.Error
+		assert.False(t, errors.As(err, &ne) && ne.Timeout(), "closed by the server, not by the read deadline: %v", err)
+		_ = conn.Close()
+	}
+	waitReady(t, a, "b")
+	_, err := a.Call(ctx, "b", &wire.Request{})
+	require.NoError(t, err, "served once a slot was free")
 }
