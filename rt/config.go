@@ -48,9 +48,18 @@ type Config struct {
 	// ListenAddr is where peers connect (default 127.0.0.1:0, a free loopback port; set a
 	// reachable address for a real mesh).
 	ListenAddr string
-	// ServerTLS, when set, makes the node's listener speak TLS (set ClientAuth and ClientCAs
-	// for mutual TLS); ClientTLS makes its connections to peers speak TLS.
+	// ServerTLS and ClientTLS make the node speak TLS with its peers: ServerTLS on its listener,
+	// ClientTLS on its connections to them. Set both or neither. For mutual TLS, which a mesh on a
+	// shared network needs, set ClientAuth to tls.RequireAndVerifyClientCert and ClientCAs in
+	// ServerTLS, and a certificate and RootCAs in ClientTLS; each node's certificate then names
+	// the node in a URI SAN zlink://node/<node ID> (see docs/SECURITY.md), and a peer is known by
+	// its certificate, not by what it says. A configuration without MinVersion gets TLS 1.3.
 	ServerTLS, ClientTLS *tls.Config
+	// InsecurePlaintext lets a node listen on an address other than loopback without TLS, for a
+	// network the operator trusts: any client that reaches the port can then call, create and
+	// close any Spot. Without it such a configuration is refused at Start; on loopback plaintext
+	// is the development default.
+	InsecurePlaintext bool
 	// MaxMessageSize is the largest request or reply payload between nodes, enforced on send
 	// and receive (default 4 MiB); two nodes use the smaller of their limits.
 	MaxMessageSize int
@@ -63,6 +72,12 @@ type Config struct {
 	EtcdEndpoints []string
 	// EtcdDialTimeout bounds connecting to etcd (default 5 s).
 	EtcdDialTimeout time.Duration
+	// EtcdTLS, when set, makes the connection to etcd speak TLS: RootCAs to trust the etcd
+	// servers, and a client certificate for etcd's client-certificate authentication.
+	EtcdTLS *tls.Config
+	// EtcdUsername and EtcdPassword authenticate the node to an etcd with authentication on;
+	// the user needs read and write permission on the key prefix /zlink/<MeshName>/.
+	EtcdUsername, EtcdPassword string
 	// EmbeddedEtcdDir keeps the embedded etcd's data across restarts. Empty: a temporary
 	// directory removed at Close.
 	EmbeddedEtcdDir string
@@ -79,8 +94,13 @@ type Config struct {
 	// InstanceSpotIdleTimeout evicts an Instance Spot after this long without application work
 	// (D1; default 10 minutes). Negative: no idle eviction unless a type sets its own.
 	InstanceSpotIdleTimeout time.Duration
-	// MaxActiveObjects caps the User and Instance Spots active on this node (D6). Zero: no cap.
+	// MaxActiveObjects caps the User and Instance Spots active on this node (D6), so that no
+	// flood of creations exhausts its memory. DefaultConfig sets DefaultMaxActiveObjects; zero
+	// set explicitly means no cap.
 	MaxActiveObjects int
+	// MaxConcurrentActivations bounds the creations that run on this node at once; more wait
+	// their turn, within OperationTimeout (default 64).
+	MaxConcurrentActivations int
 	// OperationTimeout bounds a creation or a close once started (default 30 s).
 	OperationTimeout time.Duration
 	// StopTimeout bounds Close: Spots not closed by then keep their records, which turn
@@ -93,6 +113,10 @@ type Config struct {
 	// generated RegisterX functions.
 	Register func(sdk.Registrar) error
 }
+
+// DefaultMaxActiveObjects is the active-object cap of DefaultConfig: an idle Spot holds about a
+// kilobyte of heap, so the cap keeps a node's Spots to a few gigabytes at most.
+const DefaultMaxActiveObjects = 1_000_000
 
 // DefaultConfig returns a configuration with every default filled in.
 func DefaultConfig() Config {
@@ -107,6 +131,7 @@ func DefaultConfig() Config {
 		EtcdMaxTxnOps:           128,
 		LeaseTTL:                10 * time.Second,
 		Exec:                    exec.DefaultConfig(),
+		MaxActiveObjects:        DefaultMaxActiveObjects,
 		InstanceSpotIdleTimeout: 10 * time.Minute,
 		OperationTimeout:        30 * time.Second,
 		StopTimeout:             sdk.DefaultShutdownDeadline,
@@ -208,5 +233,38 @@ func (c Config) Validate() error {
 	if len(c.EtcdEndpoints) > 0 && c.EmbeddedEtcdDir != "" {
 		errs = append(errs, fmt.Errorf("%w: EmbeddedEtcdDir is set but etcd endpoints are given", sdk.ErrConfig))
 	}
+	if (c.ServerTLS == nil) != (c.ClientTLS == nil) {
+		errs = append(errs, fmt.Errorf("%w: set both ServerTLS and ClientTLS or neither: nodes speak TLS both ways or not at all", sdk.ErrConfig))
+	}
+	if c.ServerTLS == nil && !c.InsecurePlaintext && !loopback(c.ListenAddr) {
+		errs = append(errs, fmt.Errorf("%w: the node listens on %s without TLS, so anyone who reaches that port can call, create and close any Spot: "+
+			"set ServerTLS and ClientTLS (mutual TLS), or InsecurePlaintext on a network you trust", sdk.ErrConfig, c.ListenAddr))
+	}
+	if (c.EtcdUsername == "") != (c.EtcdPassword == "") {
+		errs = append(errs, fmt.Errorf("%w: set both EtcdUsername and EtcdPassword or neither", sdk.ErrConfig))
+	}
 	return errors.Join(errs...)
+}
+
+// loopback reports whether addr (host:port) listens on the loopback interface only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// withTLS13 returns cfg, or a copy of it that requires TLS 1.3 when it sets no minimum.
+func withTLS13(cfg *tls.Config) *tls.Config {
+	if cfg == nil || cfg.MinVersion != 0 {
+		return cfg
+	}
+	cfg = cfg.Clone()
+	cfg.MinVersion = tls.VersionTLS13
+	return cfg
 }

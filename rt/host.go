@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,10 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 	}
 	cfg = cfg.withDefaults()
 	h := &Host{cfg: cfg, log: cfg.Logger.With("node", string(cfg.NodeID)), stop: make(chan struct{})}
+	if cfg.ServerTLS == nil && !loopback(cfg.ListenAddr) {
+		h.log.Warn("the node listens without TLS on a network address (InsecurePlaintext): anyone who reaches it can call, create and close any Spot",
+			"listen", cfg.ListenAddr)
+	}
 	h.state.Store(uint32(sdk.RuntimeStatePreparing))
 	defer func() {
 		if err != nil {
@@ -89,6 +94,9 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		// and another endpoint dialled, instead of requests waiting on it.
 		DialKeepAliveTime:    etcdKeepAliveTime,
 		DialKeepAliveTimeout: etcdKeepAliveTimeout,
+		TLS:                  withTLS13(cfg.EtcdTLS),
+		Username:             cfg.EtcdUsername,
+		Password:             cfg.EtcdPassword,
 		Context:              context.WithoutCancel(ctx),
 		Logger:               zap.NewNop(),
 	})
@@ -111,7 +119,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		Node:         cfg.NodeID,
 		ObjectServer: server,
 		Transport: transport.Config{
-			ListenAddr: cfg.ListenAddr, ServerTLS: cfg.ServerTLS, ClientTLS: cfg.ClientTLS,
+			ListenAddr: cfg.ListenAddr, ServerTLS: withTLS13(cfg.ServerTLS), ClientTLS: withTLS13(cfg.ClientTLS),
 			MaxMessageSize: cfg.MaxMessageSize, Dialer: cfg.Dialer, Logger: cfg.Logger,
 		},
 		ReclaimInterval: cfg.LeaseTTL * 3,
@@ -124,7 +132,11 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 	if server {
 		hosted = types.Names()
 	}
-	reg, err := h.store.Register(ctx, &storepb.NodeDescriptor{
+	// The first write to etcd is where an unreachable or misconfigured etcd (wrong TLS, wrong
+	// credentials) shows: it gets EtcdDialTimeout twice over, not for ever.
+	rctx, cancel := context.WithTimeout(ctx, 2*cfg.EtcdDialTimeout)
+	defer cancel()
+	reg, err := h.store.Register(rctx, &storepb.NodeDescriptor{
 		NodeId:             string(cfg.NodeID),
 		Roles:              uint32(cfg.Roles),
 		ApplicationVersion: cfg.ApplicationVersion,
@@ -135,17 +147,18 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		Endpoint:           h.mesh.Endpoint(),
 	}, h.leaseOptions())
 	if err != nil {
-		return nil, fmt.Errorf("rt: %w", err)
+		return nil, fmt.Errorf("rt: etcd at %s: %w", strings.Join(endpoints, ","), err)
 	}
 	h.reg.Store(reg)
 	h.catalog, err = catalog.New(catalog.Config{
-		Node:                    cfg.NodeID,
-		Exec:                    cfg.Exec,
-		InstanceSpotIdleTimeout: cfg.InstanceSpotIdleTimeout,
-		MaxActive:               cfg.MaxActiveObjects,
-		OperationTimeout:        cfg.OperationTimeout,
-		Logger:                  cfg.Logger,
-		ClientOnly:              !server,
+		Node:                     cfg.NodeID,
+		Exec:                     cfg.Exec,
+		InstanceSpotIdleTimeout:  cfg.InstanceSpotIdleTimeout,
+		MaxActive:                cfg.MaxActiveObjects,
+		MaxConcurrentActivations: cfg.MaxConcurrentActivations,
+		OperationTimeout:         cfg.OperationTimeout,
+		Logger:                   cfg.Logger,
+		ClientOnly:               !server,
 	}, h.store, reg, types, spotClient{h})
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -29,6 +30,16 @@ type options struct {
 	name        string
 	member      *Member
 	cluster     []Member
+	tls         *transport.TLSInfo
+}
+
+// WithClientTLS makes the server speak TLS to its clients with the certificate in certFile and
+// keyFile, and require of each a client certificate signed by the CA in caFile (etcd's
+// --client-cert-auth). Endpoints stay host:port; clients need a TLS configuration.
+func WithClientTLS(certFile, keyFile, caFile string) Option {
+	return func(o *options) {
+		o.tls = &transport.TLSInfo{CertFile: certFile, KeyFile: keyFile, TrustedCAFile: caFile, ClientCertAuth: true}
+	}
 }
 
 // Member is one member of a multi-member cluster: its name and the loopback addresses
@@ -111,6 +122,11 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 	cfg.ListenPeerUrls = []url.URL{loopback}
 	cfg.AdvertisePeerUrls = []url.URL{loopback}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if o.tls != nil {
+		cfg.ClientTLSInfo = *o.tls
+		secure := url.URL{Scheme: "https", Host: "127.0.0.1:0"}
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{secure}, []url.URL{secure}
+	}
 	if m := o.member; m != nil {
 		client := url.URL{Scheme: "http", Host: m.ClientAddr}
 		peer := url.URL{Scheme: "http", Host: m.PeerAddr}

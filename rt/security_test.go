@@ -1,0 +1,255 @@
+package rt_test
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/zlink-go/zlink/rt"
+	"github.com/zlink-go/zlink/rt/devetcd"
+	"github.com/zlink-go/zlink/rt/rttest"
+	"github.com/zlink-go/zlink/rt/wire"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// A node that listens on a network address without TLS is refused before it starts, with the
+// fix named; InsecurePlaintext accepts it. Loopback needs neither.
+func TestPlaintextOnANetworkAddressIsRefused(t *testing.T) {
+	cfg := rt.DefaultConfig()
+	cfg.ListenAddr = "0.0.0.0:7070"
+	err := cfg.Validate()
+	require.ErrorIs(t, err, sdk.ErrConfig)
+	for _, want := range []string{"0.0.0.0:7070", "without TLS", "ServerTLS", "InsecurePlaintext"} {
+		assert.Contains(t, err.Error(), want)
+	}
+	_, err = rt.Start(ctx, cfg)
+	require.ErrorIs(t, err, sdk.ErrConfig, "Start refuses it before it listens")
+
+	cfg.InsecurePlaintext = true
+	require.NoError(t, cfg.Validate())
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0", "localhost:7070"} {
+		cfg := rt.DefaultConfig()
+		cfg.ListenAddr = addr
+		require.NoError(t, cfg.Validate(), addr)
+	}
+	pki := rttest.NewPKI(t, "ca")
+	cfg = rt.DefaultConfig()
+	cfg.ListenAddr = "0.0.0.0:7070"
+	cfg.ServerTLS, cfg.ClientTLS = pki.MutualTLS(t, "n")
+	require.NoError(t, cfg.Validate(), "with TLS a network address is fine")
+	cfg.ClientTLS = nil
+	require.ErrorIs(t, cfg.Validate(), sdk.ErrConfig, "TLS one way only")
+}
+
+// A TLS configuration that sets no minimum version gets TLS 1.3: a TLS 1.2 client is refused.
+func TestTLSDefaultsToVersion13(t *testing.T) {
+	pki := rttest.NewPKI(t, "ca")
+	var built atomic.Int64
+	cfg := config(t, &built)
+	cfg.ServerTLS, cfg.ClientTLS = pki.MutualTLS(t, "n")
+	cfg.ServerTLS.MinVersion, cfg.ClientTLS.MinVersion = 0, 0
+	h, err := rt.Start(ctx, cfg)
+	require.NoError(t, err)
+	defer h.Close()
+	old := pki.ClientTLS(t, "old")
+	old.MinVersion, old.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", h.Endpoint(), old)
+	if err == nil {
+		err = conn.Handshake()
+		conn.Close()
+	}
+	require.Error(t, err, "a TLS 1.2 handshake is refused")
+	modern := pki.ClientTLS(t, "new")
+	conn, err = tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", h.Endpoint(), modern)
+	require.NoError(t, err, "TLS 1.3 is accepted")
+	assert.Equal(t, uint16(tls.VersionTLS13), conn.ConnectionState().Version)
+	conn.Close()
+}
+
+// A node runs against an etcd that requires client certificates and has authentication and
+// role-based access on: its user may read and write only the mesh's keys. Without the right
+// password it does not start.
+func TestEtcdWithClientCertificatesAndAuthentication(t *testing.T) {
+	pki := rttest.NewPKI(t, "etcd-ca")
+	dir := t.TempDir()
+	certFile, keyFile, caFile := pki.Files(t, "etcd-server", dir)
+	srv, err := devetcd.Start(ctx, devetcd.WithoutFsync(), devetcd.WithClientTLS(certFile, keyFile, caFile))
+	require.NoError(t, err)
+	defer srv.Close()
+
+	root, err := clientv3.New(clientv3.Config{Endpoints: srv.Endpoints(), TLS: pki.ClientTLS(t, "root"), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	defer root.Close()
+	for _, step := range []func() error{
+		func() error { _, err := root.UserAdd(ctx, "root", "root-secret"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := root.RoleAdd(ctx, "zlink"); return err },
+		func() error {
+			_, err := root.RoleGrantPermission(ctx, "zlink", "/zlink/", clientv3.GetPrefixRangeEnd("/zlink/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := root.UserAdd(ctx, "zlink", "node-secret"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "zlink", "zlink"); return err },
+		func() error { _, err := root.AuthEnable(ctx); return err },
+	} {
+		require.NoError(t, step())
+	}
+
+	var built atomic.Int64
+	cfg := config(t, &built)
+	cfg.EtcdEndpoints = srv.Endpoints()
+	cfg.EtcdTLS = pki.ClientTLS(t, "node")
+	cfg.EtcdUsername, cfg.EtcdPassword = "zlink", "node-secret"
+	h, err := rt.Start(ctx, cfg)
+	require.NoError(t, err)
+	defer h.Close()
+	assert.Equal(t, int64(3), add(t, h, "secured", 3), "creates and calls through the secured etcd")
+
+	bad := config(t, &built)
+	bad.EtcdEndpoints = srv.Endpoints()
+	bad.EtcdTLS = pki.ClientTLS(t, "node")
+	bad.EtcdUsername, bad.EtcdPassword = "zlink", "wrong"
+	bad.EtcdDialTimeout = 2 * time.Second
+	_, err = rt.Start(ctx, bad)
+	require.Error(t, err, "a wrong password does not start")
+	assert.Contains(t, err.Error(), "authentication failed")
+
+	plain := config(t, &built)
+	plain.EtcdEndpoints = srv.Endpoints()
+	plain.EtcdDialTimeout = time.Second
+	plain.Logger = slog.New(slog.DiscardHandler)
+	_, err = rt.Start(ctx, plain)
+	require.Error(t, err, "a node without a client certificate does not start")
+}
+
+// A client that reaches a node's port and sends it garbage, duplicate call IDs, requests for
+// types it does not host, a flood of creations, oversized batches and half-closed streams does
+// not hurt it: it answers what it can, refuses the rest, keeps serving the others, and its
+// memory stays bounded by its limits.
+func TestHostilePeerCannotHurtANode(t *testing.T) {
+	c := newCluster(t, 2, func(_ int, cfg *rt.Config) { cfg.MaxActiveObjects = 2000 })
+	a, b := c.hosts[0], c.hosts[1]
+	_, err := record(a, openLedger("legit"), "before", sdk.OnNode(b.LocalNode()))
+	require.NoError(t, err)
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	hctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	peer := rttest.DialRawPeer(t, b.Endpoint())
+	stream := func() grpc.ClientStream {
+		s, err := peer.Stream(hctx, "hostile")
+		require.NoError(t, err)
+		return s
+	}
+	// replies drains s after its sender closed it and counts the replies with no error.
+	replies := func(s grpc.ClientStream) (ok, failed int) {
+		for {
+			var batch wire.Batch
+			if err := s.RecvMsg(&batch); err != nil {
+				return ok, failed
+			}
+			for _, env := range batch.Envelopes {
+				if r := env.GetReply(); r != nil && r.Error == nil {
+					ok++
+				} else if r != nil {
+					failed++
+				}
+			}
+		}
+	}
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 50 { // garbage
+		garbage := make([]byte, rng.IntN(4096))
+		for i := range garbage {
+			garbage[i] = byte(rng.Uint32())
+		}
+		s := stream()
+		_ = s.SendMsg(garbage)
+		_ = s.CloseSend()
+		replies(s)
+	}
+
+	s := stream() // malformed and unknown requests, duplicate call IDs
+	require.NoError(t, s.SendMsg(rttest.Batch(
+		&wire.Request{CallId: 1, Op: wire.Op_OP_CALL, Kind: 3, Type: rttest.LedgerType, Id: "x", Method: rttest.LedgerRecord},
+		&wire.Request{CallId: 1, Op: wire.Op_OP_CALL, Kind: 3, Type: "not.Hosted", Id: "x", Method: "M"},
+		&wire.Request{CallId: 2, Op: wire.Op_OP_CALL, Kind: 99, Type: "t", Id: "x"},
+		&wire.Request{CallId: 3, Op: wire.Op_OP_CALL, Kind: 3, Type: rttest.LedgerType, Id: "bad\x00id", Intent: true},
+		&wire.Request{CallId: 4, Op: 77},
+		&wire.Request{CallId: 5, Op: wire.Op_OP_CLOSE, Kind: 1, Type: "x", Node: "n"},
+		&wire.Request{CallId: 6, Op: wire.Op_OP_CALL, Kind: 3, Type: rttest.LedgerType, Id: "y", Intent: true, Method: rttest.LedgerRecord, Payload: []byte{0xff, 0xff}},
+	)))
+	_ = s.CloseSend()
+	ok, failed := replies(s)
+	assert.Zero(t, ok, "nothing malformed or unknown ran")
+	assert.Positive(t, failed)
+
+	s = stream() // 10,000 creations of random Spots: the active-object cap bounds them
+	go func() {
+		for i := range 20 {
+			var reqs []*wire.Request
+			for j := range 500 {
+				payload, _ := proto.Marshal(wrapperspb.String("flood"))
+				reqs = append(reqs, &wire.Request{CallId: uint64(i*500 + j + 1), Op: wire.Op_OP_CALL, Kind: 3, Type: rttest.LedgerType,
+					Id: fmt.Sprintf("flood-%d", rng.Uint64()), Intent: true, Method: rttest.LedgerRecord, Payload: payload})
+			}
+			if s.SendMsg(rttest.Batch(reqs...)) != nil {
+				break
+			}
+		}
+		_ = s.CloseSend()
+	}()
+	created, refused := replies(s)
+	t.Logf("flood: %d created, %d refused", created, refused)
+	assert.LessOrEqual(t, b.CatalogStats().Active, int64(2000), "the cap held")
+	assert.Positive(t, refused, "creations past the cap were refused")
+
+	s = stream() // a batch over the message size limit
+	huge := &wire.Request{CallId: 1, Op: wire.Op_OP_CALL, Payload: make([]byte, 5<<20)}
+	_ = s.SendMsg(rttest.Batch(huge))
+	replies(s)
+
+	for range 100 { // streams opened and half-closed at once
+		s := stream()
+		_ = s.CloseSend()
+		replies(s)
+	}
+
+	got, err := record(a, ledger("legit"), "after")
+	require.NoError(t, err, "the node still serves the mesh")
+	assert.Equal(t, "after", got)
+	assert.Equal(t, 1, c.runs.Count("after"))
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	t.Logf("heap %d MiB before, %d MiB after", before.HeapAlloc>>20, after.HeapAlloc>>20)
+	assert.Less(t, after.HeapAlloc, before.HeapAlloc+256<<20, "memory stayed bounded")
+}
+
+// DefaultConfig caps a node's active Spots, so that a flood of creations cannot exhaust its
+// memory; an explicit zero lifts the cap.
+func TestDefaultConfigCapsActiveObjects(t *testing.T) {
+	cfg := rt.DefaultConfig()
+	assert.Equal(t, rt.DefaultMaxActiveObjects, cfg.MaxActiveObjects)
+	cfg.MaxActiveObjects = 0
+	require.NoError(t, cfg.Validate(), "zero: no cap")
+	cfg.MaxActiveObjects = -1
+	require.ErrorIs(t, cfg.Validate(), sdk.ErrConfig)
+}
