@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: demo test fmt-check vet check-gen unit gen proto bench chaos
+.PHONY: demo test fmt-check vet check-gen unit gen proto bench chaos fuzz
 
 ## demo: the chat example: a two-node mesh in one process on an embedded etcd, and a scripted
 ## chat session.
@@ -53,3 +53,15 @@ chaos:
 	@mkdir -p $(CURDIR)/.chaos
 	$(GO) test -count=1 -timeout 30m -run 'TestChaos' -v -artifacts -outputdir=$(CURDIR)/.chaos ./internal/chaos/ \
 		-args -chaos -chaos.report=$(CURDIR)/docs/RELIABILITY.md
+
+## fuzz: every fuzz target for FUZZTIME each (default 60s): hostile bytes into a node's mesh
+## stream, IDs and keys, stored records, generator directives, the chat command line. Their
+## seed corpora run in make test as ordinary tests.
+FUZZTIME ?= 60s
+FUZZ := FuzzHandleBatch:./rt/transport/ FuzzIDKeyRoundTrip:./rt/store/ FuzzDecodeRecord:./rt/store/ \
+	FuzzDirectives:./internal/gen/ FuzzCommand:./examples/chat/
+fuzz:
+	@for t in $(FUZZ); do name=$${t%%:*}; pkg=$${t#*:}; \
+		echo "fuzz $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done

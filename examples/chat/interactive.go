@@ -93,11 +93,7 @@ func (s *session) command(line string) bool {
 	if line == "" {
 		return false
 	}
-	cmd, arg, _ := strings.Cut(line, " ")
-	arg = strings.TrimSpace(arg)
-	if !strings.HasPrefix(cmd, "/") {
-		cmd, arg = "/say", line
-	}
+	cmd, arg := parseCommand(line)
 	var err error
 	switch cmd {
 	case "/login":
@@ -121,6 +117,17 @@ func (s *session) command(line string) bool {
 		s.print("! %s", explain(err))
 	}
 	return false
+}
+
+// parseCommand splits an input line into a command and its argument; a line that does not
+// start with "/" is said in the room.
+func parseCommand(line string) (cmd, arg string) {
+	cmd, arg, _ = strings.Cut(line, " ")
+	arg = strings.TrimSpace(arg)
+	if !strings.HasPrefix(cmd, "/") {
+		return "/say", line
+	}
+	return cmd, arg
 }
 
 // explain turns an error into a line for the person at the terminal.

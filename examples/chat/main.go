@@ -45,6 +45,7 @@ type options struct {
 	interactive bool
 	etcd        string
 	listen      string
+	insecure    bool
 	node        string
 	idle        time.Duration
 	logLevel    slog.Level
@@ -57,6 +58,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.BoolVar(&o.interactive, "i", false, "interactive: run one node and read commands from standard input")
 	fs.StringVar(&o.etcd, "etcd", "", "etcd endpoints host:port,... (default: start an embedded etcd)")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:0", "address other nodes reach this node at")
+	fs.BoolVar(&o.insecure, "insecure", false, "accept a -listen address other than loopback without TLS (a trusted network only)")
 	fs.StringVar(&o.node, "node", "", "this node's ID (default: the host name and a random suffix)")
 	fs.DurationVar(&o.idle, "idle", 0, "evict a room after this long without activity (default 1s scripted, 5m interactive)")
 	fs.TextVar(&o.logLevel, "log", slog.LevelError, "the least severe runtime log level written to standard error: DEBUG, INFO, WARN or ERROR")
@@ -79,6 +81,7 @@ func config(o options, node string, idle time.Duration) rt.Config {
 		cfg.NodeID = sdk.NodeID(node)
 	}
 	cfg.ListenAddr = o.listen
+	cfg.InsecurePlaintext = o.insecure
 	if o.etcd != "" {
 		cfg.EtcdEndpoints = strings.Split(o.etcd, ",")
 	}
