@@ -253,3 +253,42 @@ func TestDefaultConfigCapsActiveObjects(t *testing.T) {
 	cfg.MaxActiveObjects = -1
 	require.ErrorIs(t, cfg.Validate(), sdk.ErrConfig)
 }
+
+// A node whose mesh certificate does not come from the mesh's CA takes no part in it: its calls
+// to the others are refused, the others never see it Ready, and what they would route to it
+// fails instead of running. (With etcd's client-certificate auth on, it would not even register:
+// TestEtcdWithClientCertificatesAndAuthentication.)
+func TestNodeWithoutAMeshCertificateCanNeitherJoinNorCall(t *testing.T) {
+	mesh := rttest.NewPKI(t, "mesh-ca")
+	c := newCluster(t, 2, func(i int, cfg *rt.Config) {
+		cfg.ServerTLS, cfg.ClientTLS = mesh.MutualTLS(t, string(cfg.NodeID))
+	})
+	a := c.hosts[0]
+	_, err := record(a, openLedger("on-a"), "first", sdk.OnNode(a.LocalNode()))
+	require.NoError(t, err)
+
+	rogue := rttest.NewPKI(t, "rogue-ca")
+	x := c.start(t, 1, func(_ int, cfg *rt.Config) {
+		cfg.NodeID = "node-x"
+		cfg.ServerTLS, cfg.ClientTLS = rogue.MutualTLS(t, "node-x")
+		cfg.ClientTLS.RootCAs = mesh.Pool // it even trusts the mesh's nodes
+		cfg.OperationTimeout = 2 * time.Second
+	})
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = x.Call(cctx, ledger("on-a"), rttest.LedgerRecord, wrapperspb.String("from-x"))
+	require.ErrorIs(t, err, sdk.ErrOwnerUnavailable, "node-a refuses node-x's connection")
+	assert.Zero(t, c.runs.Count("from-x"))
+
+	_, err = a.Call(cctx, openLedger("on-x"), rttest.LedgerRecord, wrapperspb.String("to-x"), sdk.OnNode("node-x"))
+	require.ErrorIs(t, err, sdk.ErrOwnerUnavailable, "node-a does not trust node-x's certificate")
+	assert.Zero(t, c.runs.Count("to-x"))
+	for _, p := range a.MeshStatus().Peers {
+		if p.NodeRid == "node-x" {
+			assert.NotEqual(t, sdk.PeerStateReady, p.State)
+		}
+	}
+	got, err := record(a, ledger("on-a"), "still-serving")
+	require.NoError(t, err)
+	assert.Equal(t, "still-serving", got)
+}
