@@ -51,14 +51,14 @@ bench:
 ## its scenarios run in make test.
 chaos:
 	@mkdir -p $(CURDIR)/.chaos
-	$(GO) test -count=1 -timeout 30m -run 'TestChaos' -v -artifacts -outputdir=$(CURDIR)/.chaos ./internal/chaos/ \
+	$(GO) test -count=1 -timeout 30m -run 'TestChaos' -v -artifacts -outputdir=$(CURDIR)/.chaos ./rt/internal/chaos/ \
 		-args -chaos -chaos.report=$(CURDIR)/docs/RELIABILITY.md
 
 ## fuzz: every fuzz target for FUZZTIME each (default 60s): hostile bytes into a node's mesh
 ## stream, IDs and keys, stored records, generator directives, the chat command line. Their
 ## seed corpora run in make test as ordinary tests.
 FUZZTIME ?= 60s
-FUZZ := FuzzHandleBatch:./rt/transport/ FuzzIDKeyRoundTrip:./rt/store/ FuzzDecodeRecord:./rt/store/ \
+FUZZ := FuzzHandleBatch:./rt/internal/transport/ FuzzIDKeyRoundTrip:./rt/internal/store/ FuzzDecodeRecord:./rt/internal/store/ \
 	FuzzDirectives:./internal/gen/ FuzzCommand:./examples/chat/
 fuzz:
 	@for t in $(FUZZ); do name=$${t%%:*}; pkg=$${t#*:}; \

@@ -11,8 +11,9 @@ import (
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/zlink-go/zlink/internal/proctest"
 	"github.com/zlink-go/zlink/rt"
-	"github.com/zlink-go/zlink/rt/rttest"
+	"github.com/zlink-go/zlink/rt/internal/rttest"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -22,8 +23,8 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkCall -benchmem -benchtime 5s ./rt/
 func BenchmarkCall(b *testing.B) {
-	_, eps := rttest.EtcdProcess(b, benchEtcdArgs...)
-	proc := rttest.Start(b, rttest.Build(b, "github.com/zlink-go/zlink/internal/nodeproc"), nil,
+	_, eps := proctest.EtcdProcess(b, benchEtcdArgs...)
+	proc := proctest.Start(b, proctest.Build(b, "github.com/zlink-go/zlink/rt/internal/nodeproc"), nil,
 		"-etcd", strings.Join(eps, ","), "-node", "remote", "-quiet", "-lease-ttl", "10s")
 	if _, err := proc.Expect("ready ", time.Minute); err != nil {
 		b.Fatal(err)

@@ -18,8 +18,9 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/zlink-go/zlink/internal/proctest"
 	"github.com/zlink-go/zlink/rt"
-	"github.com/zlink-go/zlink/rt/rttest"
+	"github.com/zlink-go/zlink/rt/internal/rttest"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -82,7 +83,7 @@ func benchHost(b *testing.B, maxTxnOps int) *rt.Host {
 // group commit can be measured with large batches).
 func etcdForBench(b *testing.B) []string {
 	b.Helper()
-	p, eps := rttest.EtcdProcess(b, append([]string{"-max-txn-ops=1024"}, benchEtcdArgs...)...)
+	p, eps := proctest.EtcdProcess(b, append([]string{"-max-txn-ops=1024"}, benchEtcdArgs...)...)
 	_ = p
 	return eps
 }

@@ -12,7 +12,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/zlink-go/zlink/rt/exec"
+	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/sdk"
 )
 

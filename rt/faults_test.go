@@ -17,9 +17,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/zlink-go/zlink/internal/proctest"
 	"github.com/zlink-go/zlink/rt"
-	"github.com/zlink-go/zlink/rt/rttest"
-	"github.com/zlink-go/zlink/rt/store"
+	"github.com/zlink-go/zlink/rt/internal/rttest"
+	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -296,10 +297,10 @@ func TestC1_PausedOwnerRunsNothingAfterTheNewOwnersFirstTurn(t *testing.T) {
 }
 
 // journalNode starts a node process that hosts Workers and journals their turns to path.
-func journalNode(t *testing.T, c *cluster, id, path string) *rttest.Process {
+func journalNode(t *testing.T, c *cluster, id, path string) *proctest.Process {
 	t.Helper()
-	bin := rttest.Build(t, "github.com/zlink-go/zlink/internal/nodeproc")
-	p := rttest.Start(t, bin, nil, "-etcd", strings.Join(c.endpoints, ","), "-node", id, "-lease-ttl", "2s",
+	bin := proctest.Build(t, "github.com/zlink-go/zlink/rt/internal/nodeproc")
+	p := proctest.Start(t, bin, nil, "-etcd", strings.Join(c.endpoints, ","), "-node", id, "-lease-ttl", "2s",
 		"-journal", path, "-work-delay", "20ms", "-tick", "20ms", "-quiet")
 	_, err := p.Expect("ready ", 120*time.Second)
 	require.NoError(t, err)

@@ -23,12 +23,12 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/zlink-go/zlink/rt/catalog"
 	"github.com/zlink-go/zlink/rt/devetcd"
-	"github.com/zlink-go/zlink/rt/mesh"
-	"github.com/zlink-go/zlink/rt/store"
-	"github.com/zlink-go/zlink/rt/store/storepb"
-	"github.com/zlink-go/zlink/rt/transport"
+	"github.com/zlink-go/zlink/rt/internal/catalog"
+	"github.com/zlink-go/zlink/rt/internal/mesh"
+	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/rt/internal/store/storepb"
+	"github.com/zlink-go/zlink/rt/internal/transport"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -253,8 +253,8 @@ func (h *Host) LocalNode() sdk.NodeID { return h.cfg.NodeID }
 // nodes can join the mesh by using them.
 func (h *Host) EtcdEndpoints() []string { return h.client.Endpoints() }
 
-// Endpoint is the address peers dial to reach this node.
-func (h *Host) Endpoint() string { return h.mesh.Endpoint() }
+// endpoint is the address peers dial to reach this node: internal (F13), tests reach it.
+func (h *Host) endpoint() string { return h.mesh.Endpoint() }
 
 func (h *Host) serving() error {
 	if s := h.runtimeState(); s != sdk.RuntimeStateServing {
@@ -321,11 +321,11 @@ func (c spotClient) LocalNode() sdk.NodeID { return c.h.cfg.NodeID }
 // MeshStatus returns the RouteMesh status of the node's mesh (G3–G5).
 func (h *Host) MeshStatus() sdk.RouteMeshStatus { return h.mesh.Status(h.cfg.MeshName) }
 
-// CatalogStats returns counters of the node's Spot catalog.
-func (h *Host) CatalogStats() catalog.Stats { return h.catalog.Stats() }
+// catalogStats and transportStats are the runtime's internal counters (F13); tests reach them
+// through export_test.go.
+func (h *Host) catalogStats() catalog.Stats { return h.catalog.Stats() }
 
-// TransportStats returns counters of the node's connections to its peers.
-func (h *Host) TransportStats() transport.Stats { return h.mesh.Transport().Stats() }
+func (h *Host) transportStats() transport.Stats { return h.mesh.Transport().Stats() }
 
 // Close stops the node: it stops taking work, every Spot closes with reason Shutdown and
 // releases its location, the node leaves the mesh, its owner lease is revoked, and an

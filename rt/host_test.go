@@ -14,13 +14,13 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/zlink-go/zlink/internal/proctest"
 	"github.com/zlink-go/zlink/rt"
-	"github.com/zlink-go/zlink/rt/rttest"
 	"github.com/zlink-go/zlink/sdk"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { rttest.Cleanup() }))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { proctest.Cleanup() }))
 }
 
 var ctx = context.Background()

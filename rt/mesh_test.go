@@ -15,7 +15,7 @@ import (
 
 	"github.com/zlink-go/zlink/rt"
 	"github.com/zlink-go/zlink/rt/devetcd"
-	"github.com/zlink-go/zlink/rt/rttest"
+	"github.com/zlink-go/zlink/rt/internal/rttest"
 	"github.com/zlink-go/zlink/sdk"
 )
 

@@ -15,17 +15,18 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/zlink-go/zlink/internal/proctest"
 	"github.com/zlink-go/zlink/rt"
-	"github.com/zlink-go/zlink/rt/rttest"
+	"github.com/zlink-go/zlink/rt/internal/rttest"
 	"github.com/zlink-go/zlink/sdk"
 )
 
 // nodeProcess starts a node of the mesh as a process of its own (internal/nodeproc) and feeds
 // the messages its Ledgers run into runs.
-func nodeProcess(t *testing.T, c *cluster, id string) *rttest.Process {
+func nodeProcess(t *testing.T, c *cluster, id string) *proctest.Process {
 	t.Helper()
-	bin := rttest.Build(t, "github.com/zlink-go/zlink/internal/nodeproc")
-	p := rttest.Start(t, bin, nil, "-etcd", strings.Join(c.endpoints, ","), "-node", id, "-lease-ttl", "2s")
+	bin := proctest.Build(t, "github.com/zlink-go/zlink/rt/internal/nodeproc")
+	p := proctest.Start(t, bin, nil, "-etcd", strings.Join(c.endpoints, ","), "-node", id, "-lease-ttl", "2s")
 	_, err := p.Expect("ready ", 60*time.Second)
 	require.NoError(t, err)
 	var done sync.WaitGroup

@@ -11,13 +11,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/zlink-go/zlink/internal/proctest"
 	"go.uber.org/goleak"
-
-	"github.com/zlink-go/zlink/rt/rttest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { rttest.Cleanup() }))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { proctest.Cleanup() }))
 }
 
 func TestScriptedSession(t *testing.T) {
@@ -66,13 +65,13 @@ func TestBadFlags(t *testing.T) {
 // output.
 type terminal struct {
 	t *testing.T
-	p *rttest.Process
+	p *proctest.Process
 }
 
 func startTerminal(t *testing.T, args ...string) *terminal {
 	t.Helper()
-	bin := rttest.Build(t, "github.com/zlink-go/zlink/examples/chat")
-	return &terminal{t: t, p: rttest.Start(t, bin, nil, append([]string{"-i", "-log", "WARN"}, args...)...)}
+	bin := proctest.Build(t, "github.com/zlink-go/zlink/examples/chat")
+	return &terminal{t: t, p: proctest.Start(t, bin, nil, append([]string{"-i", "-log", "WARN"}, args...)...)}
 }
 
 func (term *terminal) send(line string) {

@@ -136,7 +136,7 @@ func cold(ctx context.Context, n *Node, p workload.Params) (workload.Result, err
 	if err != nil {
 		return res, err
 	}
-	if got := n.CatalogStats().Active; got != int64(p.Count) {
+	if got := n.MeshStatus().Placement.ActiveSpotCount; got != p.Count {
 		return res, fmt.Errorf("%d Spots active after %d activations", got, p.Count)
 	}
 	return res, nil

@@ -1,5 +1,5 @@
 // Command zlserver is the server process of the two-process ZLink workload: a node that hosts
-// the generated Echo Spot type on the given etcd. It prints "ready <endpoint>" once it serves
+// the generated Echo Spot type on the given etcd. It prints "ready <node>" once it serves
 // and stops when its standard input closes or it gets SIGTERM or SIGINT. With -cpuprofile it
 // writes a CPU profile of its whole run.
 package main
@@ -36,7 +36,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "zlserver:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("ready %s\n", n.Endpoint())
+	fmt.Printf("ready %s\n", n.LocalNode())
 	wait()
 	if err := n.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "zlserver:", err)

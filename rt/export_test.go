@@ -1,0 +1,15 @@
+package rt
+
+import (
+	"github.com/zlink-go/zlink/rt/internal/catalog"
+	"github.com/zlink-go/zlink/rt/internal/transport"
+)
+
+// Endpoint is the address peers dial to reach this node.
+func (h *Host) Endpoint() string { return h.endpoint() }
+
+// CatalogStats returns counters of the node's Spot catalog.
+func (h *Host) CatalogStats() catalog.Stats { return h.catalogStats() }
+
+// TransportStats returns counters of the node's connections to its peers.
+func (h *Host) TransportStats() transport.Stats { return h.transportStats() }

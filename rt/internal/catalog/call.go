@@ -1,0 +1,419 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/zlink-go/zlink/rt/internal/exec"
+	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// Call sends req to method of t on this node and waits for the reply. A Spot owned by another
+// node answers ErrRemoteOwner; the mesh routes such calls instead.
+func (c *Catalog) Call(ctx context.Context, t sdk.Target, method string, req proto.Message) (proto.Message, error) {
+	return c.invoke(ctx, t, method, req, false)
+}
+
+// Send delivers msg to the one-way method of t on this node: it returns once the message is
+// admitted to the Spot's queue.
+func (c *Catalog) Send(ctx context.Context, t sdk.Target, method string, msg proto.Message) error {
+	_, err := c.invoke(ctx, t, method, msg, true)
+	return err
+}
+
+func (c *Catalog) invoke(ctx context.Context, t sdk.Target, method string, req proto.Message, oneWay bool) (proto.Message, error) {
+	if req == nil || !req.ProtoReflect().IsValid() {
+		return nil, fmt.Errorf("%w: %v %s: nil message", sdk.ErrInvalidArgument, t, method)
+	}
+	if t.Kind() == sdk.KindEntry {
+		e, md, err := c.entryMethod(t, method, oneWay)
+		if err != nil {
+			return nil, err
+		}
+		reply, _, err := c.deliver(ctx, &e.activation, md, req, oneWay)
+		return reply, err
+	}
+	mode := Plain
+	if t.CreateIntent() {
+		mode = Intent
+	}
+	for range maxRounds {
+		rt, err := c.Resolve(ctx, t, mode)
+		if err != nil {
+			return nil, err
+		}
+		if !rt.Local() {
+			return nil, fmt.Errorf("%w: %v is Ready on %s", ErrRemoteOwner, t, rt.Remote.Record.Owner.Node)
+		}
+		reply, admitted, err := c.Deliver(ctx, rt, method, req, oneWay)
+		if admitted || !errors.Is(err, ErrClosing) {
+			return reply, err
+		}
+		// Refused unrun because the Spot began closing after it was resolved: the next round
+		// waits for the close (intent) or answers not found (plain) (D4).
+	}
+	return nil, fmt.Errorf("catalog: %v: did not settle in %d rounds", t, maxRounds)
+}
+
+// Deliver runs method on the Spot that route names, which must be local. admitted says whether
+// the message entered the Spot's queue: once it did, err is the message's outcome and the
+// message must never be sent again (C3); a message refused unrun (admitted false) may go
+// elsewhere. A refusal because the Spot is closing is ErrClosing, after the close was decided.
+func (c *Catalog) Deliver(ctx context.Context, rt Route, method string, req proto.Message, oneWay bool) (reply proto.Message, admitted bool, err error) {
+	if !rt.Local() {
+		return nil, false, ErrRemoteOwner
+	}
+	md, err := c.method(rt.local.base().typ, method, oneWay)
+	if err != nil {
+		return nil, false, err
+	}
+	return c.deliver(ctx, rt.local.base(), md, req, oneWay)
+}
+
+func (c *Catalog) entryMethod(t sdk.Target, method string, oneWay bool) (*entrySpot, *sdk.MethodDesc, error) {
+	if err := t.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if t.Node() != c.cfg.Node {
+		return nil, nil, fmt.Errorf("%w: %v is on another node", ErrRemoteOwner, t)
+	}
+	e, ok := c.entries[t.Type()]
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: no Entry Spot type %s on node %s", sdk.ErrUnhandled, t.Type(), c.cfg.Node)
+	}
+	md, err := c.method(e.typ, method, oneWay)
+	return e, md, err
+}
+
+func (c *Catalog) method(typ *spotType, name string, oneWay bool) (*sdk.MethodDesc, error) {
+	md, ok := typ.methods[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: spot type %s has no method %s", sdk.ErrUnhandled, typ.desc.Name, name)
+	}
+	if md.OneWay != oneWay {
+		if md.OneWay {
+			return nil, fmt.Errorf("%w: %s.%s is one-way: use Send", sdk.ErrInvalidArgument, typ.desc.Name, name)
+		}
+		return nil, fmt.Errorf("%w: %s.%s is request/reply: use Call", sdk.ErrInvalidArgument, typ.desc.Name, name)
+	}
+	return md, nil
+}
+
+// deliver admits one message to a's application lane and, for a request, waits for the reply.
+// An owned Spot is admitted only while the owner lease it runs under is certainly valid (C1);
+// the object's generation is never checked (C2). admitted tells a refusal before the queue from
+// the message's own outcome.
+func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc, req proto.Message, oneWay bool) (proto.Message, bool, error) {
+	if c.stopping.Load() && a.current() == stateClosed {
+		return nil, false, c.errStopping()
+	}
+	if oneWay && !a.turnAllowed() {
+		// A request is checked when its turn comes, right after; a one-way message is refused
+		// now, while its sender still learns of it.
+		return nil, false, fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
+	}
+	if !oneWay && a.ownTurn(ctx) {
+		return nil, false, errSelfRequest(a, md)
+	}
+	k := callPool.Get().(*call)
+	k.ctx, k.a, k.md, k.req, k.oneWay = ctx, a, md, req, oneWay
+	err := a.exec.Submit(exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(req)), Activity: true, Inline: !oneWay}, k)
+	if err != nil {
+		k.release()
+		return nil, false, c.refusal(ctx, err, a, md)
+	}
+	if oneWay {
+		return nil, true, nil
+	}
+	select {
+	case <-k.done:
+		reply, err := k.reply, k.err
+		k.release()
+		return reply, true, err
+	case <-ctx.Done():
+		// The call is abandoned to the runner; it is not reused.
+		return nil, true, ctx.Err()
+	}
+}
+
+// errSelfRequest refuses a request that a Spot's own turn makes of the Spot: it would wait
+// for the turn that waits for it.
+func errSelfRequest(a *activation, md *sdk.MethodDesc) error {
+	return fmt.Errorf("%w: %s.%s on %s/%q is a request of the Spot to itself from its own turn, which would wait for that turn to end: call the method directly, or Send",
+		sdk.ErrInvalidArgument, a.typ.desc.Name, md.Name, a.typ.desc.Kind, a.id)
+}
+
+// refusal describes why a's queue refused a message. A queue closed by a close transaction
+// answers ErrClosing once the close is decided, so that the caller looks again: the Spot either
+// serves on or is closing for certain.
+func (c *Catalog) refusal(ctx context.Context, err error, a *activation, md *sdk.MethodDesc) error {
+	if err != exec.ErrAdmissionClosed {
+		return describeRefusal(err, a, md)
+	}
+	if a.guard == nil {
+		return c.errStopping() // an Entry Spot closes only with its node
+	}
+	if werr := c.awaitDecision(ctx, a); werr != nil {
+		return werr
+	}
+	return ErrClosing
+}
+
+// call is one request or one-way message on a Spot's queue.
+type call struct {
+	ctx    context.Context
+	a      *activation
+	md     *sdk.MethodDesc
+	req    proto.Message
+	reply  proto.Message
+	err    error
+	oneWay bool
+	done   chan struct{} // buffered: Run never blocks
+	// onDone, when set, receives the outcome instead of done (a request from a peer).
+	onDone func(proto.Message, error)
+}
+
+var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
+
+func (k *call) release() {
+	k.ctx, k.a, k.md, k.req, k.reply, k.err, k.onDone = nil, nil, nil, nil, nil, nil, nil
+	callPool.Put(k)
+}
+
+// Run implements exec.Work. A message runs only if its Spot's owner lease is still certainly
+// valid when its turn comes (C1) and, for a request, its caller is still waiting. A one-way
+// message's handler gets a context that ends when the Spot ends; a request's, its caller's.
+func (k *call) Run() {
+	if !k.a.turnAllowed() {
+		k.finish(nil, k.a.errLeaseEnded())
+		return
+	}
+	ctx := k.ctx
+	switch {
+	case k.oneWay, bare(ctx):
+		// A context of the Spot's own: it ends when the Spot ends, and a request made with it
+		// of the Spot itself is recognised.
+		ctx = k.a.spotContext(k.ctx)
+	default:
+		if err := ctx.Err(); err != nil {
+			k.finish(nil, err) // the caller gave up while it was queued
+			return
+		}
+		// While the turn runs, a request made with its context of its own Spot is recognised.
+		k.a.turn.Store(identity(ctx))
+	}
+	reply, err := k.invoke(ctx)
+	k.a.turn.Store(0)
+	k.finish(reply, err)
+}
+
+// invoke runs the handler; a panic becomes the caller's ErrHandlerPanicked.
+func (k *call) invoke(ctx context.Context) (reply proto.Message, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			k.a.cat.log.Error("handler panicked", "spot", k.a.typ.desc.Name, "id", k.a.id, "method", k.md.Name,
+				"panic", v, "stack", string(debug.Stack()))
+			reply, err = nil, fmt.Errorf("%w: %s.%s: %v", sdk.ErrHandlerPanicked, k.a.typ.desc.Name, k.md.Name, v)
+		}
+	}()
+	reply, err = k.md.Invoke(k.a.impl, ctx, k.req)
+	if err != nil {
+		err = handlerError(err)
+	}
+	return reply, err
+}
+
+// handlerError is how a handler's error reaches the caller: always as an *sdk.AppError, never
+// as one of the runtime's sentinels, which a handler may have got from a call of its own. The
+// runtime never acts on it — no retry, no redirect (C3) — and neither is a caller misled into
+// reading it as the runtime's answer about its own call.
+func handlerError(err error) error {
+	if ae, ok := err.(*sdk.AppError); ok {
+		return ae
+	}
+	out := &sdk.AppError{Message: err.Error()}
+	var ae *sdk.AppError
+	if errors.As(err, &ae) {
+		out.Code = ae.Code
+	}
+	return out
+}
+
+// Drop implements exec.Work.
+func (k *call) Drop(err error) { k.finish(nil, err) }
+
+func (k *call) finish(reply proto.Message, err error) {
+	if k.onDone != nil {
+		done := k.onDone
+		k.release()
+		done(reply, err)
+		return
+	}
+	if k.oneWay {
+		if err != nil {
+			k.logOneWayFailure(err)
+		}
+		k.release()
+		return
+	}
+	k.reply, k.err = reply, err
+	k.done <- struct{}{}
+}
+
+// logOneWayFailure reports a one-way message that failed or did not run: nobody waits for it.
+func (k *call) logOneWayFailure(err error) {
+	log := k.a.cat.log
+	attrs := []any{"spot", k.a.typ.desc.Name, "id", k.a.id, "method", k.md.Name, "err", err}
+	if errors.Is(err, sdk.ErrStaleRoute) || errors.Is(err, sdk.ErrClosed) {
+		log.Debug("one-way message dropped unrun", attrs...)
+		return
+	}
+	log.Warn("one-way handler failed", attrs...)
+}
+
+// Create explicitly creates the User Spot t on this node (A2).
+func (c *Catalog) Create(ctx context.Context, t sdk.Target) error {
+	if t.Kind() != sdk.KindUser {
+		return fmt.Errorf("%w: only User Spots are created explicitly, %v is not one (A2)", sdk.ErrInvalidArgument, t)
+	}
+	_, err := c.Resolve(ctx, t, ExplicitCreate)
+	return err
+}
+
+// Admit admits a request that a peer sent along a route to this node (C1): it runs only if
+// the Spot is active here and, for an owned Spot, this node's owner lease is certainly valid;
+// otherwise the answer is sdk.ErrStaleRoute and nothing runs. It never reads the store and
+// never creates. The object's generation is not checked (C2). done gets the outcome of a
+// request; a one-way message is acknowledged by Admit's own return. Every error Admit returns
+// is a refusal: the message did not run. ErrClosing says a close of the Spot is being decided:
+// wait for it with AwaitClose, then admit again.
+func (c *Catalog) Admit(ctx context.Context, t sdk.Target, method string, req proto.Message, size int, oneWay bool, done func(proto.Message, error)) error {
+	if t.Kind() == sdk.KindEntry {
+		e, md, err := c.entryMethod(t, method, oneWay)
+		if err != nil {
+			return err
+		}
+		if err := c.submit(ctx, &e.activation, md, req, size, oneWay, done); err != nil {
+			if errors.Is(err, exec.ErrAdmissionClosed) {
+				return c.errStopping() // an Entry Spot closes only with its node
+			}
+			return err
+		}
+		return nil
+	}
+	typ, err := c.ownedType(t)
+	if err != nil {
+		return err
+	}
+	key := spotKey{typ.desc.Name, t.ID()}
+	sp := c.spotAt(key)
+	if sp == nil {
+		// The peer's route names this node: if a record of ours says so too, it has no
+		// activation behind it and the reconcile releases it (B8).
+		c.suspect(store.SpotKey{Type: key.typ, ID: key.id})
+		return fmt.Errorf("%w: node %s does not own %v", sdk.ErrStaleRoute, c.cfg.Node, t.Plain())
+	}
+	a := sp.base()
+	if !a.turnAllowed() {
+		// Created under an owner lease that has ended: it owns nothing any more (C1).
+		if _, err := c.beginClose(sp, sdk.CloseOwnerLost, false); err != nil && !errors.Is(err, errAlreadyClosed) {
+			c.log.Warn("a Spot of an ended owner lease could not be closed", "spot", key.typ, "id", key.id, "err", err)
+		}
+		return fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
+	}
+	if a.current() != stateActive {
+		return fmt.Errorf("%w: %v is closing", sdk.ErrNotFound, t.Plain())
+	}
+	md, err := c.method(typ, method, oneWay)
+	if err != nil {
+		return err
+	}
+	err = c.submit(ctx, a, md, req, size, oneWay, done)
+	if errors.Is(err, exec.ErrAdmissionClosed) {
+		if a.current() == stateActive {
+			return ErrClosing
+		}
+		return fmt.Errorf("%w: %v is closing", sdk.ErrNotFound, t.Plain())
+	}
+	return err
+}
+
+// DeliverAsync runs method on the local Spot of rt like Deliver, but reports a request's
+// outcome to done instead of waiting; a one-way message is acknowledged by its return. Every
+// error it returns is a refusal: the message did not run.
+func (c *Catalog) DeliverAsync(ctx context.Context, rt Route, method string, req proto.Message, size int, oneWay bool, done func(proto.Message, error)) error {
+	if !rt.Local() {
+		return ErrRemoteOwner
+	}
+	md, err := c.method(rt.local.base().typ, method, oneWay)
+	if err != nil {
+		return err
+	}
+	err = c.submit(ctx, rt.local.base(), md, req, size, oneWay, done)
+	if errors.Is(err, exec.ErrAdmissionClosed) {
+		return ErrClosing
+	}
+	return err
+}
+
+// submit admits one message with a completion callback; a refusal is returned as is.
+func (c *Catalog) submit(ctx context.Context, a *activation, md *sdk.MethodDesc, req proto.Message, size int, oneWay bool, done func(proto.Message, error)) error {
+	if !a.turnAllowed() {
+		return fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
+	}
+	k := callPool.Get().(*call)
+	k.ctx, k.a, k.md, k.req, k.oneWay = ctx, a, md, req, oneWay
+	if !oneWay {
+		k.onDone = done
+	}
+	if err := a.exec.Submit(exec.Item{Lane: sdk.LaneApplication, Payload: int64(size), Activity: true}, k); err != nil {
+		k.release()
+		if err == exec.ErrAdmissionClosed {
+			return err
+		}
+		return describeRefusal(err, a, md)
+	}
+	return nil
+}
+
+// TypeDesc returns the descriptor of a Spot type registered on this node, or nil.
+func (c *Catalog) TypeDesc(name string) *sdk.SpotDesc {
+	if t, ok := c.types[name]; ok {
+		return t.desc
+	}
+	return nil
+}
+
+// LocalSpot returns the route to t when t is active on this node: the hot path of a call,
+// without any store read.
+func (c *Catalog) LocalSpot(t sdk.Target) (Route, bool) {
+	k := t.Kind()
+	if k != sdk.KindUser && k != sdk.KindInstance {
+		return Route{}, false
+	}
+	sp := c.spotAt(spotKey{t.Type(), t.ID()})
+	// The owner lease is not checked here: every turn checks it when it starts, and reading the
+	// clock twice per call costs more than a call that finds it ended.
+	if sp == nil || sp.Kind() != k || sp.base().current() != stateActive {
+		return Route{}, false
+	}
+	return Route{local: sp}, true
+}
+
+// describeRefusal names the refused message in a full lane's error (E6). The detail's text is
+// built only if someone reads it.
+func describeRefusal(err error, a *activation, md *sdk.MethodDesc) error {
+	// exec returns its refusal unwrapped: a type assertion spares a pushed-back sender the
+	// reflection of errors.As.
+	if qf, ok := err.(*sdk.QueueFullError); ok {
+		qf.Where = a.typ.desc.Name + "." + md.Name + " on " + a.typ.desc.Kind.String() + "/" + strconv.Quote(a.id)
+	}
+	return err
+}

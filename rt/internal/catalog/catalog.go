@@ -1,0 +1,529 @@
+// Package catalog holds the activations of one node (digest A–E): the three Spot kinds as
+// three types, the activation state machine that hands each resolver answer to exactly one
+// component, creation that runs a factory once per object however many callers race, close
+// transactions, idle cleanup, the active-object cap and Spot timers.
+//
+// The catalog is the runtime's object catalog of D1 (ZLinkSpotNodeCatalog in the .NET
+// mapping): it owns idle cleanup.
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zlink-go/zlink/rt/internal/exec"
+	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// MaxScanCandidates is the most Spots one idle scan examines (D1).
+const MaxScanCandidates = 64
+
+// Config configures a Catalog.
+type Config struct {
+	// Node is this node's ID.
+	Node sdk.NodeID
+	// Exec bounds every activation's two lanes (E2, E4).
+	Exec exec.Config
+	// InstanceSpotIdleTimeout evicts an Instance Spot once no application work has run for it
+	// and none is pending (D1, D2). Zero or negative: no idle eviction, unless a type sets its
+	// own timeout.
+	InstanceSpotIdleTimeout time.Duration
+	// IdleScanInterval is the time between idle scans (default: a quarter of the timeout,
+	// between 10 ms and 10 s).
+	IdleScanInterval time.Duration
+	// MaxActive caps the User and Instance Spots active or being created on this node (D6).
+	// Zero: no cap.
+	MaxActive int
+	// MaxConcurrentActivations bounds the creations that run at once; more wait their turn
+	// (default 64).
+	MaxConcurrentActivations int
+	// OperationTimeout bounds a creation or a close once started: a caller's cancellation ends
+	// only its own wait, never a shared operation (default 30 s). A factory, OnActivate or
+	// closing callback that does not return within it is left behind: the creation fails, the
+	// close goes on without it.
+	OperationTimeout time.Duration
+	// Logger receives the catalog's logs (default: slog.Default()).
+	Logger *slog.Logger
+	// ClientOnly marks a node without the Object Server role: it makes no Entry Spots and
+	// creates nothing.
+	ClientOnly bool
+}
+
+func (c Config) withDefaults() Config {
+	if c.IdleScanInterval <= 0 {
+		c.IdleScanInterval = min(max(c.InstanceSpotIdleTimeout/4, 10*time.Millisecond), 10*time.Second)
+	}
+	if c.OperationTimeout <= 0 {
+		c.OperationTimeout = 30 * time.Second
+	}
+	if c.MaxConcurrentActivations <= 0 {
+		c.MaxConcurrentActivations = 64
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if err := c.Node.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Exec.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MaxActive < 0 {
+		errs = append(errs, fmt.Errorf("%w: MaxActive must not be negative, got %d", sdk.ErrConfig, c.MaxActive))
+	}
+	return errors.Join(errs...)
+}
+
+// spotType is one registered Spot type.
+type spotType struct {
+	desc    *sdk.SpotDesc
+	factory sdk.Factory
+	opts    sdk.TypeOptions
+	methods map[string]*sdk.MethodDesc
+}
+
+// idleTimeout is the type's idle timeout: its registration option, else its descriptor's
+// (the `idle=` annotation), else the node's default; ≤ 0 disables eviction.
+func (t *spotType) idleTimeout(nodeDefault time.Duration) time.Duration {
+	if d := t.opts.IdleTimeout; d != 0 {
+		return d
+	}
+	if d := t.desc.IdleTimeout; d != 0 {
+		return d
+	}
+	return nodeDefault
+}
+
+// Types is the set of registered Spot types: an sdk.Registrar before the catalog starts,
+// read-only after.
+type Types struct {
+	mu     sync.Mutex
+	frozen bool
+	byName map[string]*spotType
+	order  []*spotType
+}
+
+var _ sdk.Registrar = (*Types)(nil)
+
+// RegisterSpot implements sdk.Registrar.
+func (ts *Types) RegisterSpot(desc *sdk.SpotDesc, factory sdk.Factory, opts ...sdk.TypeOption) error {
+	if desc == nil || factory == nil {
+		return fmt.Errorf("%w: RegisterSpot needs a descriptor and a factory", sdk.ErrInvalidArgument)
+	}
+	if err := sdk.ValidateTypeName(desc.Name); err != nil {
+		return fmt.Errorf("register spot: %w", err)
+	}
+	if !desc.Kind.Valid() {
+		return fmt.Errorf("%w: spot type %s has kind %s", sdk.ErrInvalidArgument, desc.Name, desc.Kind)
+	}
+	t := &spotType{desc: desc, factory: factory, methods: make(map[string]*sdk.MethodDesc, len(desc.Methods))}
+	for _, opt := range opts {
+		opt(&t.opts)
+	}
+	if t.opts.IdleTimeout != 0 && desc.Kind != sdk.KindInstance {
+		return fmt.Errorf("%w: spot type %s: only Instance Spots are idle-evicted (D7), it is %s", sdk.ErrInvalidArgument, desc.Name, desc.Kind)
+	}
+	for i := range desc.Methods {
+		m := &desc.Methods[i]
+		if m.Name == "" || m.Invoke == nil || m.NewRequest == nil {
+			return fmt.Errorf("%w: spot type %s: method %d is incomplete", sdk.ErrInvalidArgument, desc.Name, i)
+		}
+		if _, dup := t.methods[m.Name]; dup {
+			return fmt.Errorf("%w: spot type %s: method %s appears twice", sdk.ErrInvalidArgument, desc.Name, m.Name)
+		}
+		t.methods[m.Name] = m
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.frozen {
+		return fmt.Errorf("%w: spot type %s registered after the node started", sdk.ErrInvalidArgument, desc.Name)
+	}
+	if ts.byName == nil {
+		ts.byName = make(map[string]*spotType)
+	}
+	if _, dup := ts.byName[desc.Name]; dup {
+		return fmt.Errorf("%w: spot type %s is registered twice", sdk.ErrInvalidArgument, desc.Name)
+	}
+	ts.byName[desc.Name] = t
+	ts.order = append(ts.order, t)
+	return nil
+}
+
+// Names returns the registered type names in registration order.
+func (ts *Types) Names() []string {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	names := make([]string, len(ts.order))
+	for i, t := range ts.order {
+		names[i] = t.desc.Name
+	}
+	return names
+}
+
+// Has reports whether a type named name is registered.
+func (ts *Types) Has(name string) bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	_, ok := ts.byName[name]
+	return ok
+}
+
+// Catalog holds the activations of one node.
+type Catalog struct {
+	cfg    Config
+	store  store.Store
+	reg    atomic.Pointer[store.Registration] // the registration new Spots are owned under
+	types  map[string]*spotType
+	client sdk.Client
+	log    *slog.Logger
+
+	ctx    context.Context // cancelled by Close: ends timers and background work
+	cancel context.CancelFunc
+	// hardCtx bounds the shared operations (creations, closes); it is cancelled when Close
+	// runs out of time, so that nothing waits on after a forced stop.
+	hardCtx    context.Context
+	hardCancel context.CancelFunc
+	bg         group
+	// builders run factories and OnActivate; a creation waits for one only as long as its
+	// OperationTimeout, and Close only as long as its context.
+	builders sync.WaitGroup
+
+	suspects suspects // keys whose record and activation may disagree
+	mu       sync.Mutex
+	nudger   func(ctx context.Context, owner sdk.NodeID, key store.SpotKey) // set by the mesh
+
+	entries map[string]*entrySpot // by type name; fixed after Start
+	slots   shards[*slot]
+	// active counts User and Instance Spots that are active or being created (D6).
+	active atomic.Int64
+	// activating holds a place for each creation running now.
+	activating chan struct{}
+	idle       idleList
+	stats      stats
+
+	closeOnce sync.Once
+	stopping  atomic.Bool // Close began: nothing new is created or admitted
+	closed    chan struct{}
+}
+
+// slot is this node's state of one User or Instance Spot.
+type slot struct {
+	creating *creation // set while this node creates the Spot
+	spot     ownedSpot // set once the Spot is Ready here, until its close completes
+}
+
+// New returns a catalog for the registration reg. It takes ownership of nothing: the store
+// and the registration stay the caller's. client is what Spots get as SpotContext.Client.
+func New(cfg Config, st store.Store, reg *store.Registration, types *Types, client sdk.Client) (*Catalog, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if st == nil || reg == nil || types == nil {
+		return nil, errors.New("catalog: a store, a registration and types are required")
+	}
+	if reg.Owner().Node != cfg.Node {
+		return nil, fmt.Errorf("catalog: registration is for node %s, not %s", reg.Owner().Node, cfg.Node)
+	}
+	types.mu.Lock()
+	types.frozen = true
+	byName := make(map[string]*spotType, len(types.byName))
+	for k, v := range types.byName {
+		byName[k] = v
+	}
+	types.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	hardCtx, hardCancel := context.WithCancel(context.Background())
+	c := &Catalog{
+		cfg: cfg, store: st, types: byName, client: client,
+		log: cfg.Logger.With("node", string(cfg.Node)),
+		ctx: ctx, cancel: cancel, hardCtx: hardCtx, hardCancel: hardCancel,
+		entries:    make(map[string]*entrySpot),
+		closed:     make(chan struct{}),
+		activating: make(chan struct{}, cfg.MaxConcurrentActivations),
+	}
+	c.suspects.init()
+	c.reg.Store(reg)
+	return c, nil
+}
+
+// Start makes the Entry Spots, one per registered Entry type (A2), and starts the idle scan.
+// A failing Entry factory fails Start.
+func (c *Catalog) Start(ctx context.Context) error {
+	for _, t := range c.sortedTypes() {
+		if c.cfg.ClientOnly {
+			break
+		}
+		if t.desc.Kind != sdk.KindEntry {
+			continue
+		}
+		e := &entrySpot{activation: activation{cat: c, typ: t, exec: exec.New(&c.cfg.Exec)}}
+		e.exec.SetPanicHandler(c.execPanic)
+		octx, cancel := context.WithTimeout(ctx, c.cfg.OperationTimeout)
+		impl, err := c.build(octx, &e.activation, e, t)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("catalog: entry spot %s on %s: %w", t.desc.Name, c.cfg.Node, err)
+		}
+		e.impl = impl
+		c.entries[t.desc.Name] = e
+	}
+	reg := c.registration()
+	c.bg.goRun(c.idleLoop)
+	c.bg.goRun(c.reconcileLoop)
+	c.bg.goRun(func() { c.watchLoss(reg) })
+	return nil
+}
+
+// registration is the registration new Spots are owned under.
+func (c *Catalog) registration() *store.Registration { return c.reg.Load() }
+
+// Rebind makes reg, a new registration of this node after its previous owner lease ended, the
+// one new Spots are owned under. The Spots of the previous lease close on their own with
+// CloseOwnerLost; their records are reclaimed like those of any ended owner.
+func (c *Catalog) Rebind(reg *store.Registration) error {
+	if reg.Owner().Node != c.cfg.Node {
+		return fmt.Errorf("catalog: registration is for node %s, not %s", reg.Owner().Node, c.cfg.Node)
+	}
+	if c.stopping.Load() {
+		return c.errStopping()
+	}
+	c.reg.Store(reg)
+	if !c.bg.goRun(func() { c.watchLoss(reg) }) {
+		return c.errStopping()
+	}
+	return nil
+}
+
+// watchLoss ends the Spots owned under reg when its owner lease ends (C1): the node no longer
+// owns them, so their queued work is dropped unrun and they close with CloseOwnerLost, leaving
+// their records to the mesh's reclaimer.
+func (c *Catalog) watchLoss(reg *store.Registration) {
+	select {
+	case <-c.ctx.Done():
+		return
+	case <-reg.Lost():
+	}
+	if unfenced {
+		return // the deliberately broken runtime of the fault suite's own test
+	}
+	guard := reg.Guard()
+	var lost []ownedSpot
+	c.slots.each(func(s *slot) {
+		if s.spot != nil && s.spot.base().guard == guard {
+			lost = append(lost, s.spot)
+		}
+	})
+	c.log.Error("the owner lease ended: the node no longer owns its Spots and closes them",
+		"cause", reg.Cause(), "spots", len(lost))
+	ctx, cancel := context.WithTimeout(c.hardCtx, c.cfg.OperationTimeout)
+	defer cancel()
+	if err := c.closeAll(ctx, lost, sdk.CloseOwnerLost); err != nil {
+		c.log.Warn("closing the Spots of an ended owner lease", "err", err)
+	}
+}
+
+func (c *Catalog) sortedTypes() []*spotType {
+	out := make([]*spotType, 0, len(c.types))
+	for _, t := range c.types {
+		out = append(out, t)
+	}
+	// Start Entry Spots in a stable order.
+	slices.SortFunc(out, func(a, b *spotType) int { return strings.Compare(a.desc.Name, b.desc.Name) })
+	return out
+}
+
+// Owner is this node's current registration in the Location Store.
+func (c *Catalog) Owner() store.Owner { return c.registration().Owner() }
+
+// SetClient sets what Spots get as SpotContext.Client; call it before Start.
+func (c *Catalog) SetClient(client sdk.Client) { c.client = client }
+
+// ActiveSpots returns the number of Spots active on this node, Entry Spots included.
+func (c *Catalog) ActiveSpots() int {
+	n := len(c.entries)
+	c.slots.each(func(s *slot) {
+		if s.spot != nil {
+			n++
+		}
+	})
+	return n
+}
+
+// ActiveOwned is the number of User and Instance Spots active or being created (D6).
+func (c *Catalog) ActiveOwned() int64 { return c.active.Load() }
+
+// HasRoom reports whether the active-object cap leaves room for one more Spot (G5).
+func (c *Catalog) HasRoom() bool {
+	return !c.cfg.ClientOnly && (c.cfg.MaxActive == 0 || c.active.Load() < int64(c.cfg.MaxActive))
+}
+
+// ErrForceStopped is returned by Close when ctx ended before every Spot closed: the rest were
+// stopped without their closing callbacks, and their records were left to the reclaimer.
+var ErrForceStopped = errors.New("catalog: force-stopped")
+
+// forcedGrace bounds the wait for the catalog's own goroutines after a forced stop; they wait
+// on nothing but the store and timers by then.
+const forcedGrace = 5 * time.Second
+
+// expired is a context that has ended: a wait on it is a poll with its grace period.
+var expired = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// Close closes every Spot with reason Shutdown and releases the User and Instance Spots'
+// locations, then stops the catalog's background work. ctx bounds it (F8): when it ends first,
+// the remaining Spots are stopped at once — queued work dropped, contexts cancelled, no
+// closing callback — their records are left to turn Unavailable when the node's lease ends,
+// and the error wraps ErrForceStopped. A handler or callback still running then cannot be
+// stopped; it ends on its own, and nothing waits for it. Safe to call more than once.
+func (c *Catalog) Close(ctx context.Context) error {
+	var err error
+	c.closeOnce.Do(func() {
+		c.stopping.Store(true)
+		err = c.CloseOwned(ctx, sdk.CloseShutdown)
+		for _, e := range c.sortedEntries() {
+			c.closeEntry(ctx, e)
+		}
+		// Background work ends, and nothing new starts: a goroutine started now would race
+		// with the wait for them. A creation still in flight fails; one that finished anyway
+		// is force-stopped below.
+		c.cancel()
+		c.bg.seal()
+		done := waitFor(&c.bg.wg, ctx, 0)
+		forced := 0
+		if !done || ctx.Err() != nil || c.ActiveSpots() > len(c.entries) {
+			forced = c.forceStop()
+		}
+		c.hardCancel()
+		if !waitFor(&c.bg.wg, expired, forcedGrace) {
+			c.log.Error("the catalog's goroutines did not end after a forced stop")
+		}
+		if forced > 0 {
+			err = fmt.Errorf("%w: %d Spots did not close in time: %w", ErrForceStopped, forced, errors.Join(err, ctx.Err()))
+		}
+		// A factory that never returned already failed its creation; it is not the close's to
+		// wait for.
+		if !waitFor(&c.builders, expired, 50*time.Millisecond) {
+			c.log.Warn("factories or OnActivate callbacks that timed out are still running")
+		}
+		close(c.closed)
+	})
+	return err
+}
+
+// waitFor waits for wg until ctx ends, then at most grace longer; it reports whether wg was done.
+func waitFor(wg *sync.WaitGroup, ctx context.Context, grace time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	}
+	select {
+	case <-done:
+		return true
+	case <-time.After(grace):
+		return false
+	}
+}
+
+// forceStop stops every activation still here at once: queued work is dropped, timers stop,
+// contexts are cancelled, and closes and creations in progress stop waiting. It returns how
+// many activations it stopped.
+func (c *Catalog) forceStop() int {
+	c.hardCancel()
+	n := 0
+	stop := func(a *activation) {
+		if a.current() == stateClosed {
+			return
+		}
+		n++
+		a.exec.Close(fmt.Errorf("%w: node %s force-stopped", sdk.ErrClosed, c.cfg.Node))
+		a.teardown()
+		a.state.Store(uint32(stateClosed))
+	}
+	c.slots.each(func(s *slot) {
+		if s.spot != nil {
+			stop(s.spot.base())
+		}
+	})
+	for _, e := range c.sortedEntries() {
+		stop(&e.activation)
+	}
+	return n
+}
+
+func (c *Catalog) sortedEntries() []*entrySpot {
+	out := make([]*entrySpot, 0, len(c.entries))
+	for _, e := range c.entries {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b *entrySpot) int { return strings.Compare(a.typ.desc.Name, b.typ.desc.Name) })
+	return out
+}
+
+// CloseOwned closes every User and Instance Spot active here with reason, 64 at a time. With
+// CloseShutdown their locations are released; with CloseOwnerLost (the node's owner lease is
+// gone) the store is not written and the activations only end here, leaving their records to
+// the reclaimer.
+func (c *Catalog) CloseOwned(ctx context.Context, reason sdk.CloseReason) error {
+	var owned []ownedSpot
+	c.slots.each(func(s *slot) {
+		if s.spot != nil {
+			owned = append(owned, s.spot)
+		}
+	})
+	return c.closeAll(ctx, owned, reason)
+}
+
+// closeAll closes spots with reason, 64 at a time, each bounded by ctx.
+func (c *Catalog) closeAll(ctx context.Context, spots []ownedSpot, reason sdk.CloseReason) error {
+	errs := make(chan error, len(spots))
+	sem := make(chan struct{}, 64)
+	for _, s := range spots {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			errs <- c.closeSpot(ctx, s, reason, false)
+		}()
+	}
+	var all []error
+	for range spots {
+		if e := <-errs; e != nil && !errors.Is(e, errAlreadyClosed) {
+			all = append(all, e)
+		}
+	}
+	return errors.Join(all...)
+}
+
+// errStopping answers work that arrives after Close began.
+func (c *Catalog) errStopping() error {
+	return fmt.Errorf("%w: node %s is closing", sdk.ErrClosed, c.cfg.Node)
+}
+
+// execPanic is told of a panic that escaped a work item; every item recovers its own, so
+// this is a last line of defence.
+func (c *Catalog) execPanic(v any, stack []byte) {
+	c.log.Error("spot work panicked", "panic", v, "stack", string(stack))
+}

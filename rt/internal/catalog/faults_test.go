@@ -1,0 +1,433 @@
+package catalog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/zlink-go/zlink/rt/internal/catalog"
+	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// faultStore puts the test between the catalog and etcd for one kind of write.
+type faultStore struct {
+	*store.Etcd
+	mu           sync.Mutex
+	beginRelease func(ctx context.Context, key store.SpotKey, rec store.Record, tag store.ReleaseTag) (store.Record, error)
+}
+
+func (f *faultStore) BeginRelease(ctx context.Context, key store.SpotKey, rec store.Record, tag store.ReleaseTag) (store.Record, error) {
+	f.mu.Lock()
+	h := f.beginRelease
+	f.mu.Unlock()
+	if h != nil {
+		return h(ctx, key, rec, tag)
+	}
+	return f.Etcd.BeginRelease(ctx, key, rec, tag)
+}
+
+func (f *faultStore) onBeginRelease(h func(ctx context.Context, key store.SpotKey, rec store.Record, tag store.ReleaseTag) (store.Record, error)) {
+	f.mu.Lock()
+	f.beginRelease = h
+	f.mu.Unlock()
+}
+
+func withFaults(fs **faultStore) func(*store.Etcd) store.Store {
+	return func(st *store.Etcd) store.Store {
+		*fs = &faultStore{Etcd: st}
+		return *fs
+	}
+}
+
+func shortLease() store.LeaseOptions {
+	return store.LeaseOptions{TTL: 2 * time.Second, KeepAliveInterval: 100 * time.Millisecond}
+}
+
+func room(id string) sdk.Target { return sdk.InstanceTarget(roomType, id) }
+
+func waitLost(t *testing.T, n *node) {
+	t.Helper()
+	select {
+	case <-n.reg.Lost():
+	case <-time.After(15 * time.Second):
+		t.Fatal("the owner lease's end was not noticed")
+	}
+}
+
+// C1: when the owner lease ends, the work queued for the node's Spots never runs, their timers
+// stop, and only then does the closing callback run, with CloseOwnerLost.
+func TestC1_QueuedWorkDoesNotRunAfterLeaseLoss(t *testing.T) {
+	n := newNode(t, nodeOpts{lease: shortLease()})
+	_, err := n.call("c1", "Tick", "5ms")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return n.f.ticksOf("c1") >= 3 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, n.cat.Send(ctx, room("c1"), "BlockSend", str("")))
+	<-n.f.blocked
+	ticks := n.f.ticksOf("c1")
+	for i := range 100 {
+		require.NoError(t, n.cat.Send(ctx, room("c1"), "Say", str(fmt.Sprint("q", i))))
+	}
+	queued := make(chan error, 1)
+	go func() {
+		_, err := n.callT(room("c1"), "Join", "queued")
+		queued <- err
+	}()
+
+	_, err = n.store.Client().Revoke(ctx, clientv3LeaseID(n.reg.Owner().Lease))
+	require.NoError(t, err)
+	waitLost(t, n)
+	assert.ErrorIs(t, n.reg.Cause(), store.ErrLeaseNotFound)
+	close(n.f.release)
+
+	require.Eventually(t, func() bool { return len(n.f.closeReasons("c1")) == 1 }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, []sdk.CloseReason{sdk.CloseOwnerLost}, n.f.closeReasons("c1"))
+	err = <-queued
+	assert.True(t, errors.Is(err, sdk.ErrStaleRoute) || errors.Is(err, sdk.ErrOwnerUnavailable), "the queued request did not run: %v", err)
+	n.f.mu.Lock()
+	for _, s := range n.f.said {
+		assert.False(t, strings.HasPrefix(s, "c1:q"), "%s ran after the owner lease ended", s)
+	}
+	n.f.mu.Unlock()
+	assert.Equal(t, ticks, n.f.ticksOf("c1"), "no timer ran after the owner lease ended")
+	require.Eventually(t, func() bool { return n.cat.Stats().OwnerLost == 1 }, 10*time.Second, time.Millisecond)
+}
+
+// C1: a node cut off from etcd stops owning its Spots when its lease guard runs out, before
+// etcd expires the lease, without waiting for etcd to say so.
+func TestC1_GuardRunningOutEndsTheSpots(t *testing.T) {
+	n := newNode(t, nodeOpts{lease: shortLease()})
+	_, err := n.call("g1", "Join", "x")
+	require.NoError(t, err)
+	require.NoError(t, n.store.Client().Close()) // a partition from etcd
+	waitLost(t, n)
+	assert.ErrorIs(t, n.reg.Cause(), store.ErrLeaseGuardExpired)
+	require.Eventually(t, func() bool { return len(n.f.closeReasons("g1")) == 1 }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, []sdk.CloseReason{sdk.CloseOwnerLost}, n.f.closeReasons("g1"))
+	_, err = n.callT(room("g1"), "Join", "late")
+	require.Error(t, err, "nothing runs on a node that owns nothing")
+}
+
+// B8: a factory that never returns fails its creation at OperationTimeout and releases the
+// reservation; the ID can be created again, and the stuck factory does not hold up Close.
+func TestB8_FactoryTimeout(t *testing.T) {
+	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) { c.OperationTimeout = 300 * time.Millisecond }})
+	n.f.set(n.f.building, "slow")
+	_, err := n.call("slow", "Join", "x")
+	require.ErrorIs(t, err, sdk.ErrCreationFailed)
+	assert.Equal(t, "factory:slow", <-n.f.blocked)
+	assert.Equal(t, store.StateMissing, n.lookup(t, roomType, "slow").State, "the reservation was released")
+
+	n.f.mu.Lock()
+	delete(n.f.building, "slow")
+	n.f.mu.Unlock()
+	out, err := n.call("slow", "Join", "x")
+	require.NoError(t, err, "the ID can be created again")
+	assert.Equal(t, "x joined slow #1", out)
+
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	require.NoError(t, n.cat.Close(c), "the abandoned factory is not the close's to wait for")
+	assert.Less(t, time.Since(start), 5*time.Second)
+	close(n.f.release)
+	assert.Equal(t, 2, n.f.factoryRuns("slow"))
+}
+
+// F8: a Spot that closes itself from its own one-way handler through its SpotContext closes
+// after that turn; nothing hangs.
+func TestF8_SelfCloseDoesNotHang(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	_, err := n.call("self", "Join", "x")
+	require.NoError(t, err)
+	require.NoError(t, n.cat.Send(ctx, room("self"), "Quit", str("")))
+	require.Eventually(t, func() bool { return len(n.f.closeReasons("self")) == 1 }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, []sdk.CloseReason{sdk.CloseExplicit}, n.f.closeReasons("self"))
+	require.Eventually(t, func() bool { return n.lookup(t, roomType, "self").State == store.StateMissing }, 10*time.Second, time.Millisecond)
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, n.cat.Close(c))
+}
+
+// F8: a handler that closes its own Spot through a client that cannot know it is that Spot's
+// turn makes the close wait for its own turn: the close gives up at OperationTimeout, the
+// handler gets the error, and the Spot serves on.
+func TestF8_CloseFromTheOwnTurnThroughAnotherClientFailsInTime(t *testing.T) {
+	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) { c.OperationTimeout = 300 * time.Millisecond }})
+	_, err := n.call("outer", "Join", "x")
+	require.NoError(t, err)
+	require.NoError(t, n.cat.Send(ctx, room("outer"), "QuitOuter", str("")))
+	require.Eventually(t, func() bool { return n.f.said1("outer:quit:true") }, 10*time.Second, time.Millisecond)
+	out, err := n.call("outer", "Join", "y")
+	require.NoError(t, err)
+	assert.Equal(t, "y joined outer #2", out, "the same activation serves on")
+	assert.Empty(t, n.f.closeReasons("outer"))
+}
+
+// F8: Close is bounded by its context: a handler that never returns does not hold it; the Spot
+// is force-stopped without its callback and Close says so.
+func TestF8_CloseIsBoundedByItsContext(t *testing.T) {
+	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) { c.OperationTimeout = time.Minute }})
+	_, err := n.call("stuck", "Join", "x")
+	require.NoError(t, err)
+	require.NoError(t, n.cat.Send(ctx, room("stuck"), "BlockSend", str("")))
+	<-n.f.blocked
+	c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = n.cat.Close(c)
+	took := time.Since(start)
+	require.ErrorIs(t, err, catalog.ErrForceStopped)
+	assert.Less(t, took, 5*time.Second)
+	assert.Empty(t, n.f.closeReasons("stuck"), "a force-stopped Spot gets no callback")
+	close(n.f.release)
+}
+
+// D3: a closing callback that never returns holds its Spot's close only for OperationTimeout;
+// the location is released after it.
+func TestD3_HangingClosingCallbackDoesNotBlockTheClose(t *testing.T) {
+	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) { c.OperationTimeout = 300 * time.Millisecond }})
+	_, err := n.call("hang", "Join", "x")
+	require.NoError(t, err)
+	n.f.set(n.f.hangOnClose, "hang")
+	start := time.Now()
+	require.NoError(t, n.cat.CloseTarget(ctx, room("hang")))
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Equal(t, "onclose:hang", <-n.f.blocked)
+	assert.Equal(t, store.StateMissing, n.lookup(t, roomType, "hang").State)
+	close(n.f.release)
+}
+
+// D3: a Spot is closing only once the store took its release. While the store has not
+// answered, callers wait; when it refuses, the Spot serves on and they run.
+func TestD3_SpotIsNotClosingUntilTheStoreTakesTheRelease(t *testing.T) {
+	var fs *faultStore
+	n := newNode(t, nodeOpts{wrap: withFaults(&fs)})
+	_, err := n.call("p", "Join", "x")
+	require.NoError(t, err)
+	entered, refuse := make(chan struct{}), make(chan struct{})
+	fs.onBeginRelease(func(ctx context.Context, _ store.SpotKey, _ store.Record, _ store.ReleaseTag) (store.Record, error) {
+		fs.onBeginRelease(nil)
+		close(entered)
+		<-refuse
+		return store.Record{}, fmt.Errorf("store: begin release: %w", sdk.ErrStoreUnavailable)
+	})
+	closed := make(chan error, 1)
+	go func() { closed <- n.cat.CloseTarget(ctx, room("p")) }()
+	<-entered
+	joined := make(chan string, 1)
+	go func() {
+		out, err := n.callT(room("p"), "Join", "meanwhile")
+		assert.NoError(t, err, "a Spot whose release the store has not taken is not gone")
+		joined <- out
+	}()
+	select {
+	case out := <-joined:
+		t.Fatalf("the call ran while the close was undecided: %q", out)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(refuse)
+	require.ErrorIs(t, <-closed, sdk.ErrStoreUnavailable)
+	assert.Equal(t, "meanwhile joined p #2", <-joined)
+	assert.Empty(t, n.f.closeReasons("p"))
+	assert.Equal(t, store.StateReady, n.lookup(t, roomType, "p").State)
+}
+
+// D3, B8: a release that took effect although its answer was lost is finished by the
+// reconcile: the Spot closes, its callback runs once, and its location is released.
+func TestD3_LostReleaseAnswerIsFinishedByTheReconcile(t *testing.T) {
+	var fs *faultStore
+	n := newNode(t, nodeOpts{wrap: withFaults(&fs)})
+	_, err := n.call("lost", "Join", "x")
+	require.NoError(t, err)
+	fs.onBeginRelease(func(ctx context.Context, key store.SpotKey, rec store.Record, tag store.ReleaseTag) (store.Record, error) {
+		fs.onBeginRelease(nil)
+		if _, err := fs.Etcd.BeginRelease(ctx, key, rec, tag); err != nil {
+			return store.Record{}, err
+		}
+		return store.Record{}, fmt.Errorf("store: begin release: answer lost: %w", store.ErrOutcomeUnknown)
+	})
+	require.ErrorIs(t, n.cat.CloseTarget(ctx, room("lost")), store.ErrOutcomeUnknown)
+	require.Eventually(t, func() bool { return n.lookup(t, roomType, "lost").State == store.StateMissing }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, []sdk.CloseReason{sdk.CloseExplicit}, n.f.closeReasons("lost"))
+	out, err := n.call("lost", "Join", "again")
+	require.NoError(t, err)
+	assert.Equal(t, "again joined lost #1", out, "created afresh")
+}
+
+// B8: a peer's message for a Spot whose record names this node but which has no activation
+// here gets a stale route, and makes the node release that record.
+func TestB8_PeerMessageForALeakedRecordReleasesIt(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	key := store.SpotKey{Type: roomType, ID: "leak"}
+	r, err := n.store.Reserve(ctx, key, sdk.KindInstance, n.reg.Owner())
+	require.NoError(t, err)
+	_, err = n.store.CommitReady(ctx, r.Reservation)
+	require.NoError(t, err)
+	err = n.cat.Admit(ctx, room("leak"), "Join", str("x"), 1, false, func(proto.Message, error) {
+		t.Error("a message ran without an activation")
+	})
+	require.ErrorIs(t, err, sdk.ErrStaleRoute)
+	require.Eventually(t, func() bool { return n.lookup(t, roomType, "leak").State == store.StateMissing }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, int64(1), n.cat.Stats().LeaksReleased)
+}
+
+// C1: every activation of a Spot gets a Fence that supersedes the previous one's.
+func TestC1_FenceGrowsWithEveryActivation(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	first, err := n.call("f", "Fence", "")
+	require.NoError(t, err)
+	require.NoError(t, n.cat.CloseTarget(ctx, room("f")))
+	second, err := n.call("f", "Fence", "")
+	require.NoError(t, err)
+	var e1, l1, e2, l2 int64
+	_, err = fmt.Sscanf(first, "%d/%d", &e1, &l1)
+	require.NoError(t, err)
+	_, err = fmt.Sscanf(second, "%d/%d", &e2, &l2)
+	require.NoError(t, err)
+	assert.True(t, sdk.Fence{Epoch: e2, Lease: l2}.Supersedes(sdk.Fence{Epoch: e1, Lease: l1}), "%s then %s", first, second)
+	assert.Equal(t, n.reg.Owner().Lease, l1)
+	assert.Equal(t, l1, l2, "same node registration")
+}
+
+// C3: a handler's error reaches its caller as an application error, whatever runtime answer it
+// wraps, so that neither the runtime nor the caller takes it for the runtime's answer about
+// the call (which could make either send it again); and the message ran once.
+func TestC3_HandlerErrorReachesTheCallerAsAnApplicationError(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	for name, inner := range nested {
+		t.Run(name, func(t *testing.T) {
+			id := "c3-" + name
+			_, err := n.call(id, "FailWith", name)
+			var ae *sdk.AppError
+			require.ErrorAs(t, err, &ae)
+			assert.Contains(t, ae.Message, "nested call failed")
+			for _, sentinel := range []error{sdk.ErrStaleRoute, sdk.ErrNotFound, sdk.ErrCapacityExceeded, sdk.ErrQueueFull, catalog.ErrClosing} {
+				assert.NotErrorIs(t, err, sentinel)
+			}
+			if want, ok := inner.(*sdk.AppError); ok {
+				assert.Equal(t, want.Code, ae.Code, "an application code inside is kept")
+			}
+			n.f.mu.Lock()
+			runs := 0
+			for _, s := range n.f.said {
+				if s == id+":failwith:"+name {
+					runs++
+				}
+			}
+			n.f.mu.Unlock()
+			assert.Equal(t, 1, runs, "ran once")
+		})
+	}
+}
+
+// C1: an Entry Spot takes turns only while its node holds a certainly valid lease: between the
+// end of one registration and the next it refuses work, and it serves again, the same
+// activation, once the node registers again.
+func TestC1_EntrySpotRunsOnlyUnderAValidRegistration(t *testing.T) {
+	n := newNode(t, nodeOpts{lease: shortLease()})
+	lobby := sdk.EntryTarget(lobbyType, "node-a")
+	out, err := n.callT(lobby, "Join", "x")
+	require.NoError(t, err)
+	assert.Equal(t, "x joined  #1", out)
+	before, err := n.callT(lobby, "Fence", "")
+	require.NoError(t, err)
+
+	_, err = n.store.Client().Revoke(ctx, clientv3LeaseID(n.reg.Owner().Lease))
+	require.NoError(t, err)
+	waitLost(t, n)
+	_, err = n.callT(lobby, "Join", "between")
+	require.ErrorIs(t, err, sdk.ErrStaleRoute, "no registration, no turn")
+
+	next, err := n.store.Register(ctx, nodeDesc("node-a"), shortLease())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = next.Close(context.Background()) })
+	require.NoError(t, n.cat.Rebind(next))
+	out, err = n.callT(lobby, "Join", "y")
+	require.NoError(t, err)
+	assert.Equal(t, "y joined  #2", out, "the same Entry Spot serves again")
+	after, err := n.callT(lobby, "Fence", "")
+	require.NoError(t, err)
+	assert.NotEqual(t, before, after, "its Fence follows the node's registration")
+
+	_, err = n.call("fresh", "Join", "z")
+	require.NoError(t, err, "the new registration owns new Spots")
+}
+
+// F8: a request of a Spot to itself from its own turn would wait for that turn to end; it is
+// refused at once, and the Spot serves on.
+func TestF8_RequestOfASpotToItselfIsRefused(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	out, err := n.call("me", "AskSelf", "")
+	require.NoError(t, err)
+	assert.Contains(t, out, sdk.ErrInvalidArgument.Error())
+	assert.Contains(t, out, "to itself")
+	out, err = n.call("me", "Join", "x")
+	require.NoError(t, err)
+	assert.Equal(t, "x joined me #1", out, "the refused request did not run")
+}
+
+// C1: the context of a turn in progress ends when the Spot's owner lease ends, a one-way
+// message's too, so that a handler that watches it stops.
+func TestC1_RunningHandlersContextEndsWithTheLease(t *testing.T) {
+	n := newNode(t, nodeOpts{lease: shortLease()})
+	_, err := n.call("ctx", "Join", "x")
+	require.NoError(t, err)
+	require.NoError(t, n.cat.Send(ctx, room("ctx"), "AwaitEnd", str("")))
+	assert.Equal(t, "awaitend:ctx", <-n.f.blocked)
+	_, err = n.store.Client().Revoke(ctx, clientv3LeaseID(n.reg.Owner().Lease))
+	require.NoError(t, err)
+	waitLost(t, n)
+	require.Eventually(t, func() bool { return n.f.said1("ctx:ctx-ended") }, 10*time.Second, time.Millisecond,
+		"the running handler saw its context end")
+	require.Eventually(t, func() bool { return len(n.f.closeReasons("ctx")) == 1 }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, []sdk.CloseReason{sdk.CloseOwnerLost}, n.f.closeReasons("ctx"))
+}
+
+// G5: at most MaxConcurrentActivations creations run at once; the next waits for a place
+// instead of failing, and one that waits longer than OperationTimeout fails as a capacity
+// refusal.
+func TestG5_CreationsWaitForAnActivationSlot(t *testing.T) {
+	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) {
+		c.MaxConcurrentActivations = 1
+		c.OperationTimeout = 2 * time.Second
+	}})
+	n.f.set(n.f.building, "first")
+	first := make(chan error, 1)
+	go func() { _, err := n.call("first", "Join", "x"); first <- err }()
+	assert.Equal(t, "factory:first", <-n.f.blocked)
+	second := make(chan error, 1)
+	go func() { _, err := n.call("second", "Join", "x"); second <- err }()
+	select {
+	case err := <-second:
+		t.Fatalf("the second creation did not wait for the first: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	assert.Zero(t, n.f.factoryRuns("second"), "its factory waits for a place")
+	close(n.f.release)
+	require.NoError(t, <-first)
+	require.NoError(t, <-second, "the second ran once a place was free")
+
+	// A creation that cannot get a place within OperationTimeout fails with a capacity error.
+	n2 := newNode(t, nodeOpts{cfg: func(c *catalog.Config) {
+		c.MaxConcurrentActivations = 1
+		c.OperationTimeout = 300 * time.Millisecond
+	}})
+	n2.f.release = make(chan struct{})
+	n2.f.set(n2.f.building, "hog")
+	go func() { _, _ = n2.call("hog", "Join", "x") }()
+	<-n2.f.blocked
+	_, err := n2.call("starved", "Join", "x")
+	var ce *sdk.CapacityError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, sdk.CapacityScheduler, ce.Where)
+	close(n2.f.release)
+}

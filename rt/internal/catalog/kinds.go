@@ -1,0 +1,233 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zlink-go/zlink/rt/internal/exec"
+	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// The three kinds are three types (A3): entrySpot, userSpot and instanceSpot share the
+// activation base, and each kind's rules live on its own type. Only *userSpot and
+// *instanceSpot are owned spots (records in the Location Store, explicit close); only
+// *instanceSpot has an idle timeout and a place in the idle scan (D7).
+
+// activation is what every kind has: the object, its serial executor, its timers.
+type activation struct {
+	cat  *Catalog
+	typ  *spotType
+	id   string
+	exec *exec.Executor
+	impl any
+	// guard is the lease guard of the registration the activation was created under; nil for
+	// an Entry Spot, which owns no record and runs under whatever registration its node holds.
+	// Every turn checks it first (C1).
+	guard *store.LeaseGuard
+	// fence is set before an owned activation serves its first turn and never changes after.
+	fence sdk.Fence
+	// turn is the identity of the context of the request whose turn runs now, or 0.
+	turn atomic.Uintptr
+
+	state atomic.Uint32 // activationState
+
+	mu      sync.Mutex
+	log     *slog.Logger    // made on first use
+	ctx     context.Context // made on first use: cancelled at close
+	cancel  context.CancelFunc
+	torn    bool                    // teardown ran: the context is done for good
+	client  sdk.Client              // made on first use
+	bare    atomic.Pointer[spotCtx] // made on first use: the context of turns whose sender's carries nothing
+	timers  map[*spotTimer]struct{}
+	closing *closeTxn // the close in progress, merged by every closer (D3)
+}
+
+type activationState uint32
+
+const (
+	stateActive activationState = iota
+	stateClosing
+	stateClosed
+)
+
+func (a *activation) current() activationState { return activationState(a.state.Load()) }
+
+// Type implements sdk.SpotContext.
+func (a *activation) Type() string { return a.typ.desc.Name }
+
+// ID implements sdk.SpotContext.
+func (a *activation) ID() string { return a.id }
+
+// Node implements sdk.SpotContext.
+func (a *activation) Node() sdk.NodeID { return a.cat.cfg.Node }
+
+// Client implements sdk.SpotContext. The Client knows the Spot it belongs to, so that the
+// Spot's own handler can close the Spot without waiting for its own turn to end.
+func (a *activation) Client() sdk.Client {
+	if a.cat.client == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.client == nil {
+		a.client = spotClient{Client: a.cat.client, a: a}
+	}
+	return a.client
+}
+
+// Fence implements sdk.SpotContext. An Entry Spot's follows its node's registration.
+func (a *activation) Fence() sdk.Fence {
+	if a.guard == nil {
+		reg := a.cat.registration()
+		return sdk.Fence{Epoch: reg.Revision(), Lease: reg.Owner().Lease}
+	}
+	return a.fence
+}
+
+// turnAllowed reports whether a turn may start now (C1): an owned Spot runs only while the
+// owner lease it was created under is certainly valid, an Entry Spot only while its node holds
+// a certainly valid lease — after the node registers again it runs again, but never while
+// another process may hold the node's identity. The check reads the monotonic clock, so work
+// queued before a pause of the process does not run after it.
+func (a *activation) turnAllowed() bool {
+	if a.guard == nil {
+		return a.cat.registration().Guard().Valid()
+	}
+	return unfenced || a.guard.Valid()
+}
+
+// errLeaseEnded answers work that did not run because the owner lease ended first.
+func (a *activation) errLeaseEnded() error {
+	return fmt.Errorf("%w: %s/%q did not run: node %s's owner lease ended", sdk.ErrStaleRoute, a.typ.desc.Name, a.id, a.cat.cfg.Node)
+}
+
+// Logger implements sdk.SpotContext.
+func (a *activation) Logger() *slog.Logger {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.log == nil {
+		a.log = a.cat.log.With("spot", a.typ.desc.Name, "id", a.id)
+	}
+	return a.log
+}
+
+// context returns the activation's context, cancelled when it closes.
+func (a *activation) context() context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ctx == nil {
+		a.ctx, a.cancel = context.WithCancel(a.cat.ctx)
+		if a.torn {
+			a.cancel()
+		}
+	}
+	return a.ctx
+}
+
+// ownTurn reports whether ctx is a turn of a's own: the context of the request running now, or
+// of a one-way message or timer of a, or one derived from that. A request of a's with it would
+// wait for the turn that makes it.
+func (a *activation) ownTurn(ctx context.Context) bool {
+	if id := a.turn.Load(); id != 0 && id == identity(ctx) {
+		return true
+	}
+	return turnOf(ctx) == a
+}
+
+// teardown stops the timers and cancels the activation's context.
+func (a *activation) teardown() {
+	a.mu.Lock()
+	timers := a.timers
+	a.timers = nil
+	a.torn = true
+	cancel := a.cancel
+	a.mu.Unlock()
+	for t := range timers {
+		t.Stop()
+	}
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// entrySpot is an Entry Spot: made at node start, one per Entry type per node, never moved,
+// never closed but by the node's end (A2, A4).
+type entrySpot struct {
+	activation
+}
+
+// Kind implements sdk.SpotContext.
+func (*entrySpot) Kind() sdk.SpotKind { return sdk.KindEntry }
+
+// ownedSpot is a Spot with a record in the Location Store: a User or an Instance Spot.
+type ownedSpot interface {
+	sdk.SpotContext
+	base() *activation
+	record() store.Record
+	setRecord(store.Record)
+	storeKey() store.SpotKey
+}
+
+// owned is what User and Instance Spots add to the activation base: their record.
+type owned struct {
+	activation
+	recMu sync.Mutex
+	rec   store.Record
+}
+
+func (o *owned) base() *activation { return &o.activation }
+
+func (o *owned) record() store.Record {
+	o.recMu.Lock()
+	defer o.recMu.Unlock()
+	return o.rec
+}
+
+func (o *owned) setRecord(r store.Record) {
+	o.recMu.Lock()
+	o.rec = r
+	o.recMu.Unlock()
+}
+
+func (o *owned) storeKey() store.SpotKey { return store.SpotKey{Type: o.typ.desc.Name, ID: o.id} }
+
+// userSpot is a User Spot: made only by an explicit create, never idle-evicted (A2, D7).
+type userSpot struct {
+	owned
+}
+
+// Kind implements sdk.SpotContext.
+func (*userSpot) Kind() sdk.SpotKind { return sdk.KindUser }
+
+// instanceSpot is an Instance Spot: made by the first create-intent call, evicted when idle
+// (A2, D1–D7).
+type instanceSpot struct {
+	owned
+	// idleIndex is the Spot's place in the idle scan's list (-1 when absent); guarded by the
+	// scanner's lock.
+	idleIndex int
+}
+
+// Kind implements sdk.SpotContext.
+func (*instanceSpot) Kind() sdk.SpotKind { return sdk.KindInstance }
+
+// idleTimeout is the type's timeout, or the node's when the type sets none; ≤ 0 disables.
+func (s *instanceSpot) idleTimeout() time.Duration {
+	return s.typ.idleTimeout(s.cat.cfg.InstanceSpotIdleTimeout)
+}
+
+// evictable reports whether the Spot is an idle-cleanup candidate now (D2, D8): no pending or
+// running work, no Actor membership, not relocating, and no activity for the timeout.
+func (s *instanceSpot) evictable(now int64) bool {
+	d := s.idleTimeout()
+	if d <= 0 || s.current() != stateActive {
+		return false
+	}
+	since, quiescent := s.exec.IdleSince()
+	return quiescent && time.Duration(now-since) >= d
+}

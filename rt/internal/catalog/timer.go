@@ -1,0 +1,155 @@
+package catalog
+
+import (
+	"context"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/zlink-go/zlink/rt/internal/exec"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// entryTimerRetry is how soon an Entry Spot's one-shot timer tries again when its run met the
+// node between two registrations.
+const entryTimerRetry = 100 * time.Millisecond
+
+// spotTimer runs a function on its Spot's own queue after a delay, once or periodically.
+type spotTimer struct {
+	a         *activation
+	fn        func(context.Context)
+	period    time.Duration // 0: one-shot
+	keepAlive bool
+
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
+	queued  bool // a run is on the Spot's queue
+}
+
+// AfterFunc implements sdk.SpotContext.
+func (a *activation) AfterFunc(d time.Duration, fn func(context.Context), opts ...sdk.TimerOption) sdk.Timer {
+	return a.startTimer(d, 0, fn, opts)
+}
+
+// Every implements sdk.SpotContext. A period below one millisecond is raised to it.
+func (a *activation) Every(d time.Duration, fn func(context.Context), opts ...sdk.TimerOption) sdk.Timer {
+	d = max(d, time.Millisecond)
+	return a.startTimer(d, d, fn, opts)
+}
+
+func (a *activation) startTimer(d, period time.Duration, fn func(context.Context), opts []sdk.TimerOption) sdk.Timer {
+	var o sdk.TimerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	t := &spotTimer{a: a, fn: fn, period: period, keepAlive: o.KeepAlive}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.current() != stateActive || fn == nil {
+		t.stopped = true
+		return t
+	}
+	if a.timers == nil {
+		a.timers = make(map[*spotTimer]struct{})
+	}
+	a.timers[t] = struct{}{}
+	t.mu.Lock()
+	t.t = time.AfterFunc(max(d, 0), t.fire)
+	t.mu.Unlock()
+	return t
+}
+
+// fire puts one run on the Spot's application lane. A periodic tick that finds the previous
+// run still queued is skipped; a tick refused by a full or closed lane is dropped.
+func (t *spotTimer) fire() {
+	t.mu.Lock()
+	if t.stopped {
+		t.mu.Unlock()
+		return
+	}
+	skip := t.queued
+	if t.period > 0 {
+		t.t.Reset(t.period)
+	}
+	if !skip {
+		t.queued = true
+	}
+	t.mu.Unlock()
+	if skip {
+		return
+	}
+	// Timer runs are application work on the Spot's queue; by default they are not activity,
+	// so they do not keep an Instance Spot from idle eviction (D2).
+	err := t.a.exec.Submit(exec.Item{Lane: sdk.LaneApplication, Activity: t.keepAlive}, t)
+	if err != nil {
+		t.mu.Lock()
+		t.queued = false
+		t.mu.Unlock()
+	}
+}
+
+// Run implements exec.Work. A timer runs only while its Spot may take turns (C1): an owned
+// Spot's timer stops for good once the owner lease has ended; an Entry Spot's skips the run
+// and fires again after its node registers again.
+func (t *spotTimer) Run() {
+	allowed := t.a.turnAllowed()
+	if !allowed && t.a.guard == nil {
+		t.mu.Lock()
+		t.queued = false
+		if t.period == 0 && !t.stopped {
+			t.t.Reset(entryTimerRetry) // a periodic timer fires again on its own
+		}
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Lock()
+	t.queued = false
+	stopped := t.stopped
+	if t.period == 0 || !allowed {
+		t.stopped = true
+		if t.t != nil {
+			t.t.Stop()
+		}
+	}
+	t.mu.Unlock()
+	if stopped {
+		return
+	}
+	if !allowed {
+		t.forget()
+		return
+	}
+	if t.period == 0 {
+		t.forget()
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			t.a.cat.log.Error("spot timer panicked", "spot", t.a.typ.desc.Name, "id", t.a.id, "panic", v, "stack", string(debug.Stack()))
+		}
+	}()
+	t.fn(t.a.spotContext(context.Background()))
+}
+
+// Drop implements exec.Work.
+func (t *spotTimer) Drop(error) {}
+
+// Stop implements sdk.Timer.
+func (t *spotTimer) Stop() bool {
+	t.mu.Lock()
+	if t.stopped {
+		t.mu.Unlock()
+		return false
+	}
+	t.stopped = true
+	cancelled := t.t != nil && t.t.Stop()
+	t.mu.Unlock()
+	t.forget()
+	return cancelled || t.period > 0
+}
+
+func (t *spotTimer) forget() {
+	t.a.mu.Lock()
+	delete(t.a.timers, t)
+	t.a.mu.Unlock()
+}

@@ -1,0 +1,399 @@
+package exec_test
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/zlink-go/zlink/rt/internal/exec"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fn is a Work made of functions.
+type fn struct {
+	run  func()
+	drop func(error)
+}
+
+func (f fn) Run() {
+	if f.run != nil {
+		f.run()
+	}
+}
+
+func (f fn) Drop(err error) {
+	if f.drop != nil {
+		f.drop(err)
+	}
+}
+
+// blocker is a Work that runs until released.
+type blocker struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func newBlocker() *blocker {
+	return &blocker{started: make(chan struct{}), release: make(chan struct{})}
+}
+func (b *blocker) Run()       { close(b.started); <-b.release }
+func (b *blocker) Drop(error) {}
+
+func app(payload int64) exec.Item {
+	return exec.Item{Lane: sdk.LaneApplication, Payload: payload, Activity: true}
+}
+func life(payload int64) exec.Item {
+	return exec.Item{Lane: sdk.LaneLifecycle, Payload: payload}
+}
+
+// occupied returns an executor whose runner is held by a blocker, so that everything submitted
+// stays queued until the returned release is called.
+func occupied(t *testing.T, cfg exec.Config) (*exec.Executor, func()) {
+	t.Helper()
+	require.NoError(t, cfg.Validate())
+	e := exec.New(&cfg)
+	b := newBlocker()
+	require.NoError(t, e.Submit(life(0), b))
+	<-b.started
+	var once sync.Once
+	release := func() { once.Do(func() { close(b.release) }) }
+	t.Cleanup(func() { release(); waitQuiescent(t, e) })
+	return e, release
+}
+
+func waitQuiescent(t testing.TB, e *exec.Executor) {
+	t.Helper()
+	require.Eventually(t, e.Quiescent, 5*time.Second, time.Millisecond)
+}
+
+func TestE2_DefaultLimits(t *testing.T) {
+	cfg := exec.DefaultConfig()
+	assert.Equal(t, exec.Limits{Count: 1024, Bytes: 64 << 20}, cfg.Application)
+	assert.Equal(t, exec.Limits{Count: 128, Bytes: 4 << 20}, cfg.Lifecycle)
+	assert.NoError(t, cfg.Validate())
+}
+
+func TestK16_EveryLaneHasACountAndAByteLimit(t *testing.T) {
+	for name, mutate := range map[string]func(*exec.Config){
+		"app count zero":       func(c *exec.Config) { c.Application.Count = 0 },
+		"app bytes zero":       func(c *exec.Config) { c.Application.Bytes = 0 },
+		"lifecycle negative":   func(c *exec.Config) { c.Lifecycle.Count = -1 },
+		"lifecycle bytes tiny": func(c *exec.Config) { c.Lifecycle.Bytes = exec.ItemOverhead - 1 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := exec.DefaultConfig()
+			mutate(&cfg)
+			err := cfg.Validate()
+			require.ErrorIs(t, err, sdk.ErrConfig)
+			assert.Contains(t, err.Error(), "no lane is unbounded")
+		})
+	}
+}
+
+func TestK12_WhicheverLimitIsHitFirstApplies(t *testing.T) {
+	cfg := exec.Config{Application: exec.Limits{Count: 4, Bytes: 4 * (exec.ItemOverhead + 100)}, Lifecycle: exec.DefaultConfig().Lifecycle}
+	e, release := occupied(t, cfg)
+	for range 4 {
+		require.NoError(t, e.Submit(app(100), fn{}))
+	}
+	err := e.Submit(app(0), fn{})
+	var qf *sdk.QueueFullError
+	require.ErrorAs(t, err, &qf)
+	assert.Equal(t, sdk.AxisCount, qf.Axis, "both limits are reached; the count is reported for a count overflow")
+	release()
+	waitQuiescent(t, e)
+	assert.Equal(t, exec.Stats{}, e.Stats(), "every reservation was returned")
+}
+
+func TestK13_LargeMessagesHitTheByteLimitFirst(t *testing.T) {
+	cfg := exec.Config{Application: exec.Limits{Count: 1024, Bytes: 1 << 20}, Lifecycle: exec.DefaultConfig().Lifecycle}
+	e, _ := occupied(t, cfg)
+	const payload = 256 << 10 // 256 KiB
+	admitted := 0
+	var err error
+	for err == nil {
+		if err = e.Submit(app(payload), fn{}); err == nil {
+			admitted++
+		}
+	}
+	var qf *sdk.QueueFullError
+	require.ErrorAs(t, err, &qf)
+	assert.Equal(t, sdk.LaneApplication, qf.Lane)
+	assert.Equal(t, sdk.AxisBytes, qf.Axis)
+	assert.Equal(t, 3, admitted, "4 × (256 KiB + 256) exceeds 1 MiB long before 1,024 items")
+	assert.Equal(t, int64(payload+exec.ItemOverhead), qf.Requested)
+}
+
+func TestK14_EmptyPayloadsHitTheCountLimitFirst(t *testing.T) {
+	e, _ := occupied(t, exec.DefaultConfig())
+	admitted := 0
+	var err error
+	for err == nil {
+		if err = e.Submit(app(0), fn{}); err == nil {
+			admitted++
+		}
+	}
+	var qf *sdk.QueueFullError
+	require.ErrorAs(t, err, &qf)
+	assert.Equal(t, sdk.AxisCount, qf.Axis)
+	assert.Equal(t, 1024, admitted)
+	assert.Equal(t, int64(1024*exec.ItemOverhead), e.Stats().Application.Bytes, "256 KiB reserved, far below 64 MiB")
+}
+
+func TestK15_EmptyPayloadsConsumeTheByteLimit(t *testing.T) {
+	cfg := exec.Config{Application: exec.Limits{Count: 1000, Bytes: 10 * exec.ItemOverhead}, Lifecycle: exec.DefaultConfig().Lifecycle}
+	e, _ := occupied(t, cfg)
+	for range 10 {
+		require.NoError(t, e.Submit(app(0), fn{}))
+	}
+	err := e.Submit(app(0), fn{})
+	var qf *sdk.QueueFullError
+	require.ErrorAs(t, err, &qf)
+	assert.Equal(t, sdk.AxisBytes, qf.Axis, "ten empty payloads use up 2,560 bytes")
+	assert.Equal(t, int64(exec.ItemOverhead), qf.Requested)
+}
+
+func TestE6_LifecycleLaneIsBoundedToo(t *testing.T) {
+	cfg := exec.Config{Application: exec.DefaultConfig().Application, Lifecycle: exec.Limits{Count: 2, Bytes: 1 << 20}}
+	e, _ := occupied(t, cfg)
+	// The blocker holds one lifecycle slot.
+	require.NoError(t, e.Submit(life(0), fn{}))
+	err := e.Submit(life(0), fn{})
+	var qf *sdk.QueueFullError
+	require.ErrorAs(t, err, &qf)
+	assert.Equal(t, sdk.LaneLifecycle, qf.Lane)
+	require.NoError(t, e.Submit(app(0), fn{}), "a full lifecycle lane does not refuse application work")
+}
+
+func TestReservationReturnsOnErrorAndPanic(t *testing.T) {
+	cfg := exec.DefaultConfig()
+	e := exec.New(&cfg)
+	var panics atomic.Int32
+	e.SetPanicHandler(func(any, []byte) { panics.Add(1) })
+	var ran atomic.Int32
+	require.NoError(t, e.Submit(app(1000), fn{run: func() { ran.Add(1); panic("boom") }}))
+	require.NoError(t, e.Submit(app(1000), fn{run: func() { ran.Add(1) }}))
+	waitQuiescent(t, e)
+	assert.Equal(t, int32(2), ran.Load(), "the executor keeps serving after a panic")
+	assert.Equal(t, int32(1), panics.Load())
+	assert.Equal(t, exec.Stats{}, e.Stats())
+}
+
+func TestLifecycleRunsBeforeQueuedApplicationWork(t *testing.T) {
+	e, release := occupied(t, exec.DefaultConfig())
+	var mu sync.Mutex
+	var order []string
+	rec := func(s string) fn {
+		return fn{run: func() { mu.Lock(); order = append(order, s); mu.Unlock() }}
+	}
+	require.NoError(t, e.Submit(app(0), rec("app1")))
+	require.NoError(t, e.Submit(app(0), rec("app2")))
+	require.NoError(t, e.Submit(life(0), rec("life1")))
+	require.NoError(t, e.Submit(app(0), rec("app3")))
+	release()
+	waitQuiescent(t, e)
+	assert.Equal(t, []string{"life1", "app1", "app2", "app3"}, order)
+}
+
+func TestAfterApplicationWaitsForTheApplicationLane(t *testing.T) {
+	e, release := occupied(t, exec.DefaultConfig())
+	var mu sync.Mutex
+	var order []string
+	rec := func(s string) fn {
+		return fn{run: func() { mu.Lock(); order = append(order, s); mu.Unlock() }}
+	}
+	require.NoError(t, e.Submit(app(0), rec("app1")))
+	require.NoError(t, e.Submit(app(0), rec("app2")))
+	require.True(t, e.CloseApplication(false))
+	require.NoError(t, e.Submit(exec.Item{Lane: sdk.LaneLifecycle, AfterApplication: true}, rec("close")))
+	require.ErrorIs(t, e.Submit(app(0), rec("late")), exec.ErrAdmissionClosed)
+	release()
+	waitQuiescent(t, e)
+	assert.Equal(t, []string{"app1", "app2", "close"}, order)
+}
+
+func TestWorkRunsSeriallyInFIFOOrder(t *testing.T) {
+	cfg := exec.DefaultConfig()
+	e := exec.New(&cfg)
+	var running, maxRunning atomic.Int32
+	var mu sync.Mutex
+	var got []int
+	for i := range 500 {
+		require.NoError(t, e.Submit(app(0), fn{run: func() {
+			if n := running.Add(1); n > maxRunning.Load() {
+				maxRunning.Store(n)
+			}
+			mu.Lock()
+			got = append(got, i)
+			mu.Unlock()
+			running.Add(-1)
+		}}))
+	}
+	waitQuiescent(t, e)
+	assert.Equal(t, int32(1), maxRunning.Load())
+	for i, v := range got {
+		require.Equal(t, i, v)
+	}
+}
+
+func TestInlineRunsOnTheCallersGoroutineWhenIdle(t *testing.T) {
+	cfg := exec.DefaultConfig()
+	e := exec.New(&cfg)
+	ran := false
+	require.NoError(t, e.Submit(exec.Item{Lane: sdk.LaneApplication, Inline: true}, fn{run: func() { ran = true }}))
+	assert.True(t, ran, "Submit returned after the inline run")
+	assert.True(t, e.Quiescent())
+
+	// Busy: an inline item is queued behind the running one instead.
+	e2, release := occupied(t, exec.DefaultConfig())
+	done := make(chan struct{})
+	require.NoError(t, e2.Submit(exec.Item{Lane: sdk.LaneApplication, Inline: true}, fn{run: func() { close(done) }}))
+	select {
+	case <-done:
+		t.Fatal("ran while another item held the turn")
+	default:
+	}
+	release()
+	<-done
+}
+
+func TestAnIdleExecutorHoldsNoGoroutine(t *testing.T) {
+	cfg := exec.DefaultConfig()
+	before := runtime.NumGoroutine()
+	executors := make([]*exec.Executor, 1000)
+	for i := range executors {
+		executors[i] = exec.New(&cfg)
+		require.NoError(t, executors[i].Submit(app(10), fn{}))
+	}
+	for _, e := range executors {
+		waitQuiescent(t, e)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), before, "1,000 idle executors hold no goroutine")
+}
+
+func TestCloseDropsQueuedWork(t *testing.T) {
+	e, release := occupied(t, exec.DefaultConfig())
+	var dropped atomic.Int32
+	for range 5 {
+		require.NoError(t, e.Submit(app(100), fn{run: func() { t.Error("ran after close") }, drop: func(err error) {
+			assert.ErrorIs(t, err, sdk.ErrClosed)
+			dropped.Add(1)
+		}}))
+	}
+	e.Close(sdk.ErrClosed)
+	assert.Equal(t, int32(5), dropped.Load())
+	require.ErrorIs(t, e.Submit(life(0), fn{}), exec.ErrAdmissionClosed)
+	release()
+	waitQuiescent(t, e)
+	assert.Equal(t, exec.Stats{}, e.Stats())
+}
+
+// C1: when the owner lease ends, the queued application work is dropped unrun; lifecycle work
+// (the closing callback) still runs after the turn in progress.
+func TestC1_DropApplicationKeepsLifecycleWork(t *testing.T) {
+	e, release := occupied(t, exec.DefaultConfig())
+	var dropped atomic.Int32
+	for range 5 {
+		require.NoError(t, e.Submit(app(100), fn{run: func() { t.Error("ran after the drop") }, drop: func(err error) {
+			assert.ErrorIs(t, err, sdk.ErrStaleRoute)
+			dropped.Add(1)
+		}}))
+	}
+	closed := make(chan struct{})
+	require.NoError(t, e.Submit(life(0), fn{run: func() { close(closed) }}))
+	assert.Equal(t, 5, e.DropApplication(sdk.ErrStaleRoute))
+	assert.Equal(t, int32(5), dropped.Load())
+	require.ErrorIs(t, e.Submit(app(0), fn{}), exec.ErrAdmissionClosed, "application admission stays closed")
+	release()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lifecycle work did not run after the turn in progress")
+	}
+	waitQuiescent(t, e)
+	assert.Equal(t, exec.Stats{}, e.Stats(), "every reservation returned")
+}
+
+func TestCloseApplicationRequiresQuiescence(t *testing.T) {
+	cfg := exec.DefaultConfig()
+	e := exec.New(&cfg)
+	require.True(t, e.CloseApplication(true), "an idle executor is quiescent")
+	require.ErrorIs(t, e.Submit(app(0), fn{}), exec.ErrAdmissionClosed)
+	require.NoError(t, e.Submit(life(0), fn{}), "lifecycle work is still admitted")
+	waitQuiescent(t, e)
+	e.OpenApplication()
+	require.NoError(t, e.Submit(app(0), fn{}))
+	waitQuiescent(t, e)
+
+	busy, _ := occupied(t, exec.DefaultConfig())
+	assert.False(t, busy.CloseApplication(true), "work in progress: not quiescent (D3, K10)")
+	require.NoError(t, busy.Submit(app(0), fn{}))
+}
+
+func TestIdleSinceCountsOnlyActivity(t *testing.T) {
+	cfg := exec.DefaultConfig()
+	e := exec.New(&cfg)
+	since0, q := e.IdleSince()
+	require.True(t, q)
+	time.Sleep(2 * time.Millisecond)
+	require.NoError(t, e.Submit(exec.Item{Lane: sdk.LaneApplication}, fn{})) // a timer tick: no activity
+	waitQuiescent(t, e)
+	since1, _ := e.IdleSince()
+	assert.Equal(t, since0, since1)
+	require.NoError(t, e.Submit(app(0), fn{}))
+	waitQuiescent(t, e)
+	since2, _ := e.IdleSince()
+	assert.Greater(t, since2, since1)
+}
+
+func TestNegativePayloadIsRefused(t *testing.T) {
+	cfg := exec.DefaultConfig()
+	e := exec.New(&cfg)
+	require.ErrorIs(t, e.Submit(app(-1), fn{}), sdk.ErrInvalidArgument)
+}
+
+// counter is a Work that counts its runs; it is shared by every submission to one executor.
+type counter struct{ n *atomic.Int64 }
+
+func (c counter) Run()       { c.n.Add(1) }
+func (c counter) Drop(error) {}
+
+// BenchmarkSubmitTo64Executors measures queued (not inline) work: 64 senders, each
+// submitting to one of 64 executors, and the runners that drain them.
+func BenchmarkSubmitTo64Executors(b *testing.B) {
+	cfg := exec.DefaultConfig()
+	execs := make([]*exec.Executor, 64)
+	ran := make([]atomic.Int64, 64)
+	for i := range execs {
+		execs[i] = exec.New(&cfg)
+	}
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(32) // 64 senders on 2 Ps
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := next.Add(1) % 64
+			for execs[i].Submit(app(8), counter{&ran[i]}) != nil {
+				runtime.Gosched() // a full lane pushes back
+			}
+		}
+	})
+	var total int64
+	for i := range execs {
+		waitQuiescent(b, execs[i])
+		total += ran[i].Load()
+	}
+	require.Equal(b, int64(b.N), total, "every submission ran once")
+}

@@ -1,0 +1,227 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/zlink-go/zlink/rt/internal/catalog"
+	"github.com/zlink-go/zlink/rt/internal/wire"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// Handle implements transport.Handler: it runs a request a peer sent.
+//
+// A request along a route (no intent) is admitted only if this node owns the Spot and its
+// owner lease is certainly valid; otherwise it ends with sdk.ErrStaleRoute and nothing runs
+// (C1, C3). A request with create-intent, sent here by placement, runs the activation state
+// machine here: it creates the Spot, or answers a redirect to the Spot's Ready owner without
+// running anything.
+//
+// A reply says apart a refusal — the request did not run and never will (Reply.Refused) — and
+// the outcome of a request that was admitted, so that the caller sends a request elsewhere only
+// when it was refused (C3).
+func (m *Mesh) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+	if !m.started.Load() {
+		reply(refusedReply(fmt.Errorf("%w: node %s is starting", sdk.ErrNotServing, m.cfg.Node)))
+		return
+	}
+	t, err := targetOf(req)
+	if err != nil {
+		reply(refusedReply(err))
+		return
+	}
+	switch req.Op {
+	case wire.Op_OP_CALL, wire.Op_OP_SEND:
+		m.handleMessage(ctx, t, req, reply)
+	case wire.Op_OP_CREATE:
+		m.slow(ctx, reply, func() {
+			err := m.cat.Create(ctx, t)
+			if errors.Is(err, sdk.ErrCreationFailed) {
+				// The factory ran: whatever it did, the request was not refused unrun.
+				reply(&wire.Reply{Error: wire.EncodeError(err)})
+				return
+			}
+			reply(m.ownerReply(err))
+		})
+	case wire.Op_OP_CLOSE:
+		m.slow(ctx, reply, func() {
+			err := m.cat.CloseTarget(ctx, t)
+			if errors.Is(err, catalog.ErrRemoteOwner) {
+				reply(refusedReply(fmt.Errorf("%w: node %s does not own %v", sdk.ErrStaleRoute, m.cfg.Node, t)))
+				return
+			}
+			reply(m.ownerReply(err))
+		})
+	case wire.Op_OP_RECONCILE:
+		m.cat.Suspect(t)
+		reply(m.ownerReply(nil))
+	default:
+		reply(refusedReply(fmt.Errorf("%w: unknown operation %v", sdk.ErrInvalidArgument, req.Op)))
+	}
+}
+
+func (m *Mesh) handleMessage(ctx context.Context, t sdk.Target, req *wire.Request, reply func(*wire.Reply)) {
+	oneWay := req.Op == wire.Op_OP_SEND
+	desc := m.cat.TypeDesc(t.Type())
+	if desc == nil {
+		reply(refusedReply(fmt.Errorf("%w: spot type %s is not registered on node %s", sdk.ErrUnhandled, t.Type(), m.cfg.Node)))
+		return
+	}
+	md := desc.Method(req.Method)
+	if md == nil {
+		reply(refusedReply(fmt.Errorf("%w: spot type %s has no method %s", sdk.ErrUnhandled, t.Type(), req.Method)))
+		return
+	}
+	msg := md.NewRequest()
+	if err := proto.Unmarshal(req.Payload, msg); err != nil {
+		reply(refusedReply(fmt.Errorf("%w: %s.%s: cannot decode the request: %v", sdk.ErrInvalidArgument, t.Type(), req.Method, err)))
+		return
+	}
+	size := len(req.Payload)
+	done := func(out proto.Message, err error) { reply(m.messageReply(out, err)) }
+	if !t.CreateIntent() || t.Kind() == sdk.KindEntry {
+		err := m.cat.Admit(ctx, t, req.Method, msg, size, oneWay, done)
+		if errors.Is(err, catalog.ErrClosing) {
+			// A close of the Spot is being decided: wait for it off the stream's goroutine.
+			m.slow(ctx, reply, func() { m.admitAfterClose(ctx, t, req.Method, msg, size, oneWay, done, reply) })
+			return
+		}
+		if err != nil || oneWay {
+			reply(m.ownerReply(err))
+		}
+		return
+	}
+	// Create-intent: an active Spot here takes it at once; anything else resolves off the
+	// stream's goroutine.
+	if rt, ok := m.cat.LocalSpot(t); ok {
+		err := m.cat.DeliverAsync(ctx, rt, req.Method, msg, size, oneWay, done)
+		if !errors.Is(err, catalog.ErrClosing) {
+			if err != nil || oneWay {
+				reply(m.ownerReply(err))
+			}
+			return
+		}
+	}
+	m.slow(ctx, reply, func() {
+		for range maxRedirects {
+			rt, err := m.cat.Resolve(ctx, t, catalog.Intent)
+			if err != nil {
+				reply(refusedReply(err))
+				return
+			}
+			if !rt.Local() {
+				reply(&wire.Reply{Redirect: string(rt.Remote.Record.Owner.Node), Refused: true})
+				return
+			}
+			err = m.cat.DeliverAsync(ctx, rt, req.Method, msg, size, oneWay, done)
+			if errors.Is(err, catalog.ErrClosing) {
+				// A close is being decided: wait for it, then the Spot serves on or is created
+				// again after the close (D4).
+				_ = m.cat.AwaitClose(ctx, t)
+				continue
+			}
+			if err != nil || oneWay {
+				reply(m.ownerReply(err))
+			}
+			return
+		}
+		reply(refusedReply(fmt.Errorf("%w: %v kept closing", sdk.ErrNotFound, t.Plain())))
+	})
+}
+
+// admitAfterClose admits a message that met a close being decided, once it is decided: the
+// Spot serves on and takes it, or is closing and the message is refused unrun.
+func (m *Mesh) admitAfterClose(ctx context.Context, t sdk.Target, method string, msg proto.Message, size int, oneWay bool,
+	done func(proto.Message, error), reply func(*wire.Reply)) {
+	for range maxRedirects {
+		if err := m.cat.AwaitClose(ctx, t); err != nil {
+			reply(refusedReply(err))
+			return
+		}
+		err := m.cat.Admit(ctx, t, method, msg, size, oneWay, done)
+		if errors.Is(err, catalog.ErrClosing) {
+			continue
+		}
+		if err != nil || oneWay {
+			reply(m.ownerReply(err))
+		}
+		return
+	}
+	reply(refusedReply(fmt.Errorf("%w: %v kept closing", sdk.ErrNotFound, t.Plain())))
+}
+
+// slow runs fn on a goroutine of its own, owned by the mesh: work that may wait on the store.
+// At most MaxSlowRequests run at once; the peer's stream waits for a place (its later requests
+// wait with it), and a request whose context ends first is refused with
+// ErrCapacityExceeded{Scheduler}: a peer that floods a node with creations slows itself down,
+// not the node's lease or its other peers' calls.
+func (m *Mesh) slow(ctx context.Context, reply func(*wire.Reply), fn func()) {
+	select {
+	case m.slowSlots <- struct{}{}:
+	case <-ctx.Done():
+		reply(refusedReply(fmt.Errorf("node %s is busy: %w", m.cfg.Node, &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: int64(cap(m.slowSlots))})))
+		return
+	case <-m.ctx.Done():
+		reply(refusedReply(fmt.Errorf("%w: node %s is closing", sdk.ErrClosed, m.cfg.Node)))
+		return
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer func() { <-m.slowSlots }()
+		fn()
+	}()
+}
+
+// messageReply is the outcome of an admitted request: its reply, or its error, which is never a
+// refusal.
+func (m *Mesh) messageReply(out proto.Message, err error) *wire.Reply {
+	if err != nil {
+		return &wire.Reply{Error: wire.EncodeError(err)}
+	}
+	r := &wire.Reply{Owner: string(m.cfg.Node)}
+	if out != nil && out.ProtoReflect().IsValid() {
+		b, merr := proto.Marshal(out)
+		if merr != nil {
+			return &wire.Reply{Error: wire.EncodeError(fmt.Errorf("%w: cannot encode the reply: %v", sdk.ErrInvalidArgument, merr))}
+		}
+		r.Payload = b
+	}
+	return r
+}
+
+// ownerReply answers a request that this node admitted (err nil) or refused unrun.
+func (m *Mesh) ownerReply(err error) *wire.Reply {
+	if err != nil {
+		return refusedReply(err)
+	}
+	return &wire.Reply{Owner: string(m.cfg.Node)}
+}
+
+// refusedReply answers a request that did not run and never will.
+func refusedReply(err error) *wire.Reply {
+	return &wire.Reply{Error: wire.EncodeError(err), Refused: true}
+}
+
+// targetOf rebuilds the target of a request, refusing anything malformed.
+func targetOf(req *wire.Request) (sdk.Target, error) {
+	var t sdk.Target
+	switch sdk.SpotKind(req.Kind) {
+	case sdk.KindEntry:
+		t = sdk.EntryTarget(req.Type, sdk.NodeID(req.Node))
+	case sdk.KindUser:
+		t = sdk.UserTarget(req.Type, req.Id)
+	case sdk.KindInstance:
+		if req.Intent {
+			t = sdk.InstanceIntent(req.Type, req.Id)
+		} else {
+			t = sdk.InstanceTarget(req.Type, req.Id)
+		}
+	default:
+		return t, fmt.Errorf("%w: request for unknown spot kind %d", sdk.ErrInvalidArgument, req.Kind)
+	}
+	return t, t.Validate()
+}

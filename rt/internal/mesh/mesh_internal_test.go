@@ -1,0 +1,83 @@
+package mesh
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/zlink-go/zlink/rt/internal/wire"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestRendezvousSharesFollowWeights(t *testing.T) {
+	nodes := []sdk.NodeID{"a", "b", "c", "d"}
+	weights := []uint32{1, 1, 2, 4}
+	wins := make([]int, len(nodes))
+	const ids = 40_000
+	for i := range ids {
+		best, bestScore := -1, math.Inf(-1)
+		for n, node := range nodes {
+			if s := score("T", fmt.Sprint(i), node, weights[n]); s > bestScore {
+				best, bestScore = n, s
+			}
+		}
+		wins[best]++
+	}
+	for n := range nodes {
+		assert.InDelta(t, float64(weights[n])/8, float64(wins[n])/ids, 0.01, "node %s", nodes[n])
+	}
+}
+
+func TestRendezvousIsTheSameEverywhere(t *testing.T) {
+	// The score depends only on its inputs: every process ranks the nodes of an ID alike.
+	assert.Equal(t, score("chat.Room", "r1", "node-a", 3), score("chat.Room", "r1", "node-a", 3))
+	assert.NotEqual(t, score("chat.Room", "r1", "node-a", 3), score("chat.Room", "r2", "node-a", 3))
+	assert.Greater(t, score("T", "x", "n", 2), 0.0)
+}
+
+func TestRouteCacheIsBoundedAndDropsByOwner(t *testing.T) {
+	var c routeCache
+	c.init(10)
+	for i := range 25 {
+		c.put(sdk.InstanceTarget("T", fmt.Sprint(i)), sdk.NodeID(fmt.Sprint("n", i%3)))
+	}
+	assert.Equal(t, 10, c.len(), "a full cache forgets an entry for each new one")
+	c.dropOwner("n0")
+	c.dropOwner("n1")
+	c.dropOwner("n2")
+	assert.Zero(t, c.len())
+
+	t1 := sdk.InstanceTarget("T", "x")
+	c.put(t1, "a")
+	c.drop(t1, "b")
+	owner, ok := c.get(t1)
+	require.True(t, ok, "dropping for another owner keeps the route")
+	assert.Equal(t, sdk.NodeID("a"), owner)
+	c.drop(t1, "a")
+	_, ok = c.get(t1)
+	assert.False(t, ok)
+}
+
+func TestTargetOfRefusesMalformedRequests(t *testing.T) {
+	for name, req := range map[string]*wire.Request{
+		"unknown kind":    {Kind: 9, Type: "T", Id: "x"},
+		"empty type":      {Kind: uint32(sdk.KindInstance), Id: "x"},
+		"nul in id":       {Kind: uint32(sdk.KindUser), Type: "T", Id: "a\x00"},
+		"entry sans node": {Kind: uint32(sdk.KindEntry), Type: "T"},
+	} {
+		_, err := targetOf(req)
+		assert.Error(t, err, name)
+	}
+	tg, err := targetOf(&wire.Request{Kind: uint32(sdk.KindInstance), Type: "T", Id: "x", Intent: true})
+	require.NoError(t, err)
+	assert.True(t, tg.CreateIntent())
+	tg, err = targetOf(&wire.Request{Kind: uint32(sdk.KindUser), Type: "T", Id: "x", Intent: true})
+	require.NoError(t, err)
+	assert.False(t, tg.CreateIntent(), "only an Instance target carries intent (A2)")
+}

@@ -1,0 +1,94 @@
+package mesh
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"slices"
+
+	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// place chooses the node that creates a new Spot typ/id among the Object Servers (D6 at
+// placement): Serving, hosting typ, with positive weight, a ready connection (or this node),
+// and not at or near their active-object cap. Among those, weighted rendezvous hashing picks
+// one: shares follow the weights, and every caller picks the same node for the same ID, so
+// concurrent creators of one object meet on one node.
+func (m *Mesh) place(typ, id string, exclude ...sdk.NodeID) (sdk.NodeID, error) {
+	cands := m.sortedMembers()
+	var best sdk.NodeID
+	bestScore := math.Inf(-1)
+	hosting, full := 0, 0
+	for _, n := range cands {
+		d := n.Desc
+		if d.GetRoles()&RoleObjectServer == 0 || d.GetWeight() == 0 || !slices.Contains(d.GetSpotTypes(), typ) {
+			continue
+		}
+		if slices.Contains(exclude, n.ID) {
+			hosting++
+			full++
+			continue
+		}
+		if sdk.RuntimeState(d.GetState()) != sdk.RuntimeStateServing && n.ID != m.cfg.Node {
+			continue
+		}
+		hosting++
+		if !m.hasRoom(n) {
+			full++
+			continue
+		}
+		if n.ID != m.cfg.Node && m.tr.PeerState(n.ID) != sdk.PeerStateReady {
+			continue
+		}
+		if s := score(typ, id, n.ID, d.GetWeight()); s > bestScore {
+			best, bestScore = n.ID, s
+		}
+	}
+	switch {
+	case best != "":
+		return best, nil
+	case hosting == 0:
+		return "", fmt.Errorf("%w: no Serving Object Server of the mesh hosts spot type %s", sdk.ErrUnhandled, typ)
+	case full == hosting:
+		return "", fmt.Errorf("place %s/%q: every node hosting it is at its cap: %w", typ, id, &sdk.CapacityError{Where: sdk.CapacityPlacement})
+	}
+	return "", fmt.Errorf("%w: place %s/%q: no node hosting it is reachable", sdk.ErrOwnerUnavailable, typ, id)
+}
+
+// hasRoom applies D6 at placement: a node at or near its cap takes no new Spot. This node
+// knows its own count; a peer's comes from its descriptor, published every PublishInterval,
+// so "near" is within 5% of the cap.
+func (m *Mesh) hasRoom(n store.Node) bool {
+	if n.ID == m.cfg.Node {
+		return m.cat.HasRoom()
+	}
+	limit := n.Desc.GetMaxActive()
+	if limit <= 0 {
+		return true
+	}
+	return n.Desc.GetActive() < limit-limit/20
+}
+
+// score is the weighted rendezvous score of node for typ/id: -weight / ln(u) with u uniform
+// in (0, 1), largest wins. The hash is the same in every process, so every node ranks alike.
+func score(typ, id string, node sdk.NodeID, weight uint32) float64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(typ))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(id))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(node))
+	u := (float64(mix64(h.Sum64())>>11) + 0.5) / (1 << 53)
+	return -float64(weight) / math.Log(u)
+}
+
+// mix64 is splitmix64's finaliser: it spreads FNV's bits over the whole word.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}

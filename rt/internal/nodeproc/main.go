@@ -1,0 +1,144 @@
+// Command nodeproc is a ZLink node for multi-process tests: it joins a mesh on the given etcd
+// and hosts the rttest Ledger, and with -journal the rttest Worker too. It prints "ready
+// <endpoint>" once serving and "ran <spot> <msg>" for every message a Ledger runs, and stops
+// when its standard input closes or it gets SIGTERM or SIGINT.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/zlink-go/zlink/internal/procstop"
+	"github.com/zlink-go/zlink/rt"
+	"github.com/zlink-go/zlink/rt/internal/rttest"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+func main() {
+	etcd := flag.String("etcd", "", "etcd endpoints, comma-separated")
+	node := flag.String("node", "", "node ID")
+	mesh := flag.String("mesh", "default", "mesh name")
+	ttl := flag.Duration("lease-ttl", 2*time.Second, "owner lease TTL")
+	quiet := flag.Bool("quiet", false, "do not print the messages Ledgers run (benchmarks)")
+	journal := flag.String("journal", "", "host rttest Workers and journal their turns to this file")
+	registers := flag.String("registers", "", "with -journal, host the rttest registers too, keeping their values under this etcd prefix")
+	listen := flag.String("listen", "", "the address peers reach this node at (default: a free loopback port)")
+	dialVia := flag.String("dial-via", "", "reach peers through proxies: endpoint=proxy,...")
+	workDelay := flag.Duration("work-delay", 20*time.Millisecond, "how long a Worker's Work turn takes")
+	tick := flag.Duration("tick", 20*time.Millisecond, "the period of every Worker's timer")
+	flag.Parse()
+
+	out := bufio.NewWriter(os.Stdout)
+	var mu sync.Mutex
+	println := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(out, format+"\n", args...)
+		_ = out.Flush()
+	}
+
+	cfg := rt.DefaultConfig()
+	cfg.NodeID = sdk.NodeID(*node)
+	cfg.MeshName = *mesh
+	cfg.EtcdEndpoints = strings.Split(*etcd, ",")
+	cfg.LeaseTTL = *ttl
+	cfg.ListenAddr = *listen
+	if *dialVia != "" {
+		via, err := parseDialVia(*dialVia)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "nodeproc:", err)
+			os.Exit(2)
+		}
+		cfg.Dialer = func(ctx context.Context, endpoint string) (net.Conn, error) {
+			if p, ok := via[endpoint]; ok {
+				endpoint = p
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", endpoint)
+		}
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var j *rttest.FileJournal
+	if *journal != "" {
+		var err error
+		if j, err = rttest.OpenFileJournal(*journal, *node); err != nil {
+			fmt.Fprintln(os.Stderr, "nodeproc:", err)
+			os.Exit(1)
+		}
+	}
+	cfg.Register = func(r sdk.Registrar) error {
+		ran := func(spot, msg string) { println("ran %s %s", spot, msg) }
+		if *quiet {
+			ran = func(string, string) {}
+		}
+		if j != nil {
+			if err := rttest.RegisterWorker(r, j, *workDelay, *tick); err != nil {
+				return err
+			}
+		}
+		if j != nil && *registers != "" {
+			if err := rttest.RegisterRegisters(r, j, registerClient(cfg.EtcdEndpoints), *registers); err != nil {
+				return err
+			}
+			if err := rttest.RegisterRelay(r); err != nil {
+				return err
+			}
+		}
+		return rttest.RegisterLedger(r, ran, nil)
+	}
+	h, err := rt.Start(context.Background(), cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nodeproc:", err)
+		os.Exit(1)
+	}
+	println("ready %s", h.LocalNode())
+
+	procstop.Wait()
+	err = h.Close()
+	if j != nil {
+		_ = j.Close()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nodeproc:", err)
+		os.Exit(1)
+	}
+}
+
+// parseDialVia reads -dial-via: endpoint=proxy,...
+func parseDialVia(s string) (map[string]string, error) {
+	via := map[string]string{}
+	for _, part := range strings.Split(s, ",") {
+		ep, proxy, ok := strings.Cut(part, "=")
+		if !ok || ep == "" || proxy == "" {
+			return nil, fmt.Errorf("-dial-via: %q is not endpoint=proxy", part)
+		}
+		via[ep] = proxy
+	}
+	return via, nil
+}
+
+// registerClient is the etcd client the registers keep their values with: the node's own
+// endpoints, so that the node's faults are theirs too. It lives as long as the process.
+func registerClient(endpoints []string) *clientv3.Client {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: endpoints, DialTimeout: 5 * time.Second,
+		DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 5 * time.Second,
+		Logger: zap.NewNop(),
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nodeproc:", err)
+		os.Exit(1)
+	}
+	return cli
+}

@@ -1,0 +1,132 @@
+package transport_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/zlink-go/zlink/rt/internal/wire"
+)
+
+// rawStream opens a mesh stream to addr as node from would, but outside any Transport, so a
+// test controls every batch and header; headers are extra metadata pairs. The stream ends
+// after 5 s at the latest.
+func rawStream(t *testing.T, addr, from string, headers ...string) grpc.ClientStream {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	t.Cleanup(cancel)
+	sctx = metadata.AppendToOutgoingContext(sctx, append([]string{"zlink-node", from}, headers...)...)
+	s, err := conn.NewStream(sctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/zlink.wire.v1.Mesh/Stream")
+	require.NoError(t, err)
+	return s
+}
+
+// sendRequests sends reqs in one batch on s.
+func sendRequests(t *testing.T, s grpc.ClientStream, reqs ...*wire.Request) {
+	t.Helper()
+	b := &wire.Batch{}
+	for _, r := range reqs {
+		b.Envelopes = append(b.Envelopes, &wire.Envelope{Body: &wire.Envelope_Request{Request: r}})
+	}
+	require.NoError(t, s.SendMsg(b))
+}
+
+// recvReply receives from s until the reply to call id arrives.
+func recvReply(t *testing.T, s grpc.ClientStream, id uint64) *wire.Reply {
+	t.Helper()
+	for range 100 {
+		var b wire.Batch
+		require.NoError(t, s.RecvMsg(&b))
+		for _, env := range b.Envelopes {
+			if r := env.GetReply(); r != nil && r.CallId == id {
+				return r
+			}
+		}
+	}
+	require.FailNow(t, "no reply", "call %d", id)
+	return nil
+}
+
+// proxy forwards TCP connections to a target; cut drops the connections it carries, as a
+// network fault would, and new ones are accepted again at once.
+type proxy struct {
+	lis    net.Listener
+	target string
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &proxy{lis: lis, target: target, conns: make(map[net.Conn]struct{})}
+	p.wg.Go(p.accept)
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *proxy) Addr() string { return p.lis.Addr().String() }
+
+func (p *proxy) accept() {
+	for {
+		in, err := p.lis.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.DialTimeout("tcp", p.target, time.Second)
+		if err != nil {
+			_ = in.Close()
+			continue
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			_ = in.Close()
+			_ = out.Close()
+			return
+		}
+		p.conns[in], p.conns[out] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		pipe := func(dst, src net.Conn) {
+			_, _ = io.Copy(dst, src)
+			_ = dst.Close()
+			_ = src.Close()
+		}
+		p.wg.Go(func() { pipe(in, out) })
+		p.wg.Go(func() { pipe(out, in) })
+	}
+}
+
+// cut closes every connection the proxy carries.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	clear(p.conns)
+}
+
+func (p *proxy) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	_ = p.lis.Close()
+	p.cut()
+	p.wg.Wait()
+}

@@ -1,0 +1,287 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/zlink-go/zlink/rt/internal/wire"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// link is this node's stream to one peer: it connects, reconnects after failures with
+// backoff, and carries this node's calls to the peer.
+type link struct {
+	t        *Transport
+	peer     sdk.NodeID
+	endpoint string
+	ctx      context.Context
+	cancel   context.CancelFunc
+	done     chan struct{}
+
+	mu      sync.Mutex
+	st      sdk.PeerState
+	changed chan struct{} // closed and replaced at every state change
+	out     *sender       // the current session's sender while Ready
+	lim     limits        // the current session's payload limits while Ready
+	lastErr error
+	// pending holds the calls registered while Ready, by call ID. Registering (register) and
+	// the session's end (end) each check or change the state in the same critical section as
+	// pending, so a reply or the end of the session it was sent on ends every call.
+	pending map[uint64]chan result
+	nextID  uint64
+}
+
+func newLink(t *Transport, peer sdk.NodeID, endpoint string) *link {
+	ctx, cancel := context.WithCancel(t.ctx)
+	return &link{
+		t: t, peer: peer, endpoint: endpoint, ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		st: sdk.PeerStateConnecting, changed: make(chan struct{}), pending: make(map[uint64]chan result),
+	}
+}
+
+func (l *link) state() sdk.PeerState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.st
+}
+
+func (l *link) setState(st sdk.PeerState, out *sender, lim limits, err error) {
+	l.mu.Lock()
+	l.setStateLocked(st, out, lim, err)
+	l.mu.Unlock()
+}
+
+func (l *link) setStateLocked(st sdk.PeerState, out *sender, lim limits, err error) {
+	l.st, l.out, l.lim, l.lastErr = st, out, lim, err
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// end ends a session: the link is no longer Ready and every call registered on the session
+// fails, in one critical section, so that no call registers on a session that is over.
+func (l *link) end(err error) {
+	failure := result{err: fmt.Errorf("%w: connection to node %s lost (%v); the request may or may not have run",
+		sdk.ErrOwnerUnavailable, l.peer, err)}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.setStateLocked(sdk.PeerStateNotConnected, nil, limits{}, err)
+	for _, ch := range l.pending {
+		ch <- failure // never blocks: each channel has room for its one result
+	}
+	clear(l.pending)
+}
+
+func (l *link) close() {
+	l.cancel()
+	<-l.done
+}
+
+// run keeps a session up until the link closes.
+func (l *link) run() {
+	defer close(l.done)
+	backoff := 50 * time.Millisecond
+	for l.ctx.Err() == nil {
+		began := time.Now()
+		err := l.session()
+		l.end(err)
+		if time.Since(began) > 10*time.Second {
+			backoff = 50 * time.Millisecond
+		}
+		select {
+		case <-l.ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+		if l.ctx.Err() == nil {
+			l.setState(sdk.PeerStateConnecting, nil, limits{}, err)
+		}
+	}
+}
+
+// session connects, opens the stream and receives replies until the stream fails.
+func (l *link) session() error {
+	conn, err := grpc.NewClient(l.endpoint, l.t.dialOptions()...)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	sctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(l.ctx,
+		nodeHeader, string(l.t.cfg.Node), maxMessageHeader, l.t.maxMessage))
+	defer cancel()
+	establish := time.AfterFunc(l.t.cfg.DialTimeout, cancel)
+	stream, err := conn.NewStream(sctx, &grpc.StreamDesc{StreamName: streamName, ServerStreams: true, ClientStreams: true}, fullMethod, grpc.WaitForReady(true))
+	if !establish.Stop() {
+		return fmt.Errorf("no connection within %v", l.t.cfg.DialTimeout)
+	}
+	if err != nil {
+		return err
+	}
+	// The stream is usable once the server has answered its headers, which carry its limit. A
+	// stream the server refuses ends without headers: its status says why.
+	hdr, err := stream.Header()
+	if err != nil {
+		return err
+	}
+	if hdr == nil {
+		return fmt.Errorf("stream refused: %w", stream.RecvMsg(&wire.Batch{}))
+	}
+	// Under TLS the server must be the node this link is for, as its certificate says: another
+	// node of the same CA at that endpoint is not it.
+	if tls, certified, err := peerIdentity(stream.Context()); err != nil {
+		return err
+	} else if tls && certified != l.peer {
+		return fmt.Errorf("the server at %s is not node %s: its certificate names node %q", l.endpoint, l.peer, certified)
+	}
+	peerMax, err := peerLimit(hdr)
+	if err != nil {
+		return err
+	}
+	lim := limits{own: l.t.cfg.MaxMessageSize, peer: peerMax}
+	out := newSender(l.t.counted(func(b *wire.Batch) error { return stream.SendMsg(b) }), lim.max())
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- out.run(sctx) }()
+	l.setState(sdk.PeerStateReady, out, lim, nil)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			var b wire.Batch
+			if err := stream.RecvMsg(&b); err != nil {
+				recvErr <- err
+				return
+			}
+			for _, env := range b.Envelopes {
+				if r := env.GetReply(); r != nil {
+					l.complete(r)
+				}
+			}
+		}
+	}()
+	select {
+	case err = <-recvErr:
+		cancel()
+		<-sendErr
+	case err = <-sendErr:
+		cancel()
+		<-recvErr
+	}
+	return err
+}
+
+// result is the end of one call: the peer's reply, or the link's failure.
+type result struct {
+	reply *wire.Reply
+	err   error
+}
+
+func (l *link) complete(r *wire.Reply) {
+	l.mu.Lock()
+	ch, ok := l.pending[r.CallId]
+	delete(l.pending, r.CallId)
+	l.mu.Unlock()
+	if ok {
+		ch <- result{reply: r}
+	}
+}
+
+// forget removes call id from pending and reports whether it was still there.
+func (l *link) forget(id uint64) bool {
+	l.mu.Lock()
+	_, ok := l.pending[id]
+	delete(l.pending, id)
+	l.mu.Unlock()
+	return ok
+}
+
+// register waits until the link is Ready and, in the critical section that sees it Ready,
+// refuses a payload of size bytes over the session's limit or enters ch in pending under a
+// new call ID. It returns the session's sender and the ID.
+func (l *link) register(ctx context.Context, size int, ch chan result) (*sender, uint64, error) {
+	for {
+		l.mu.Lock()
+		switch {
+		case l.st == sdk.PeerStateReady:
+			if lim := l.lim; size > lim.max() {
+				l.mu.Unlock()
+				return nil, 0, fmt.Errorf("%w: %d bytes to %s, over the limit of %d (%s accepts %d, %s accepts %d)",
+					sdk.ErrMessageTooLarge, size, l.peer, lim.max(), l.t.cfg.Node, lim.own, l.peer, lim.peer)
+			}
+			l.nextID++
+			id, out := l.nextID, l.out
+			l.pending[id] = ch
+			l.mu.Unlock()
+			return out, id, nil
+		case l.st == sdk.PeerStateNotConnected, l.lastErr != nil:
+			// Down, or reconnecting after a failure: fail at once rather than hold the caller
+			// for a peer that may be gone. Only a link's first connection is waited for.
+			lastErr := l.lastErr
+			l.mu.Unlock()
+			return nil, 0, fmt.Errorf("%w: not connected to node %s: %v", sdk.ErrOwnerUnavailable, l.peer, lastErr)
+		}
+		changed := l.changed
+		l.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		case <-l.ctx.Done():
+			return nil, 0, fmt.Errorf("%w: connection to node %s closed", sdk.ErrOwnerUnavailable, l.peer)
+		}
+	}
+}
+
+func (l *link) call(ctx context.Context, req *wire.Request) (*wire.Reply, error) {
+	ch := make(chan result, 1)
+	out, id, err := l.register(ctx, len(req.Payload), ch)
+	if err != nil {
+		return nil, err
+	}
+	if h := l.t.hooks.registered; h != nil {
+		h()
+	}
+	req.CallId = id
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		if left <= 0 {
+			l.forget(id)
+			return nil, context.DeadlineExceeded
+		}
+		// Both: the receiver measures the timeout on its own clock from when the request
+		// arrives, and drops a request that arrives after the absolute deadline.
+		req.TimeoutNanos, req.DeadlineUnixNanos = int64(left), dl.UnixNano()
+	}
+	out.push(&wire.Envelope{Body: &wire.Envelope_Request{Request: req}})
+	select {
+	case r := <-ch:
+		if r.err == nil && r.reply.Error != nil {
+			if err := ended(ctx); err != nil {
+				// The receiver's context ends at this call's deadline too, so its failure may
+				// be that deadline, arriving before this side's timer fired: the caller sees
+				// its own deadline either way.
+				return nil, err
+			}
+		}
+		return r.reply, r.err
+	case <-ctx.Done():
+		if l.forget(id) {
+			out.push(&wire.Envelope{Body: &wire.Envelope_Cancel{Cancel: &wire.Cancel{CallId: id}}})
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// ended is ctx's error, or DeadlineExceeded once its deadline has passed even if its timer
+// has not fired yet.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}

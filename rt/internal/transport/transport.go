@@ -1,0 +1,546 @@
+// Package transport carries envelopes between nodes over gRPC bidirectional streams (DESIGN
+// §4): one stream from each caller to each peer, requests one way and their replies the other,
+// envelopes batched under load, a maximum message size enforced on send and receive, the
+// caller's deadline and cancellation carried to the receiver, and TLS or mutual TLS by
+// configuration. Two nodes with different maximum message sizes each send at most the smaller.
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/netutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/zlink-go/zlink/rt/internal/wire"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// DefaultMaxMessageSize is the default largest payload a request or reply may carry.
+const DefaultMaxMessageSize = 4 << 20
+
+// Limits of the server that a peer cannot raise.
+const (
+	maxStreamsPerConn = 16
+	maxHeaderBytes    = 16 << 10
+)
+
+// envelopeOverhead is the room a batch keeps beyond its payloads for envelope fields.
+const envelopeOverhead = 64 << 10
+
+// Config configures a Transport.
+type Config struct {
+	// Node is this node's ID; peers learn it when the stream opens.
+	Node sdk.NodeID
+	// ListenAddr is where peers connect (default 127.0.0.1:0: a free loopback port).
+	ListenAddr string
+	// ServerTLS, when set, makes the listener speak TLS; set ClientAuth and ClientCAs in it for
+	// mutual TLS.
+	ServerTLS *tls.Config
+	// ClientTLS, when set, makes connections to peers speak TLS; its RootCAs must trust the
+	// peers' certificates, and its Certificates are presented for mutual TLS.
+	ClientTLS *tls.Config
+	// MaxMessageSize is the largest payload a request or reply may carry, checked on send and
+	// on receive (default DefaultMaxMessageSize). Two nodes tell each other their limits when a
+	// stream opens, and each sends at most the smaller one.
+	MaxMessageSize int
+	// DialTimeout bounds one connection attempt to a peer, and a peer's TLS handshake with this
+	// node (default 5 s).
+	DialTimeout time.Duration
+	// MaxConns bounds the connections the listener serves at once (default 1,024): a mesh needs
+	// one per peer.
+	MaxConns int
+	// Dialer, when set, makes the connections to peers instead of net.Dialer: to go through a
+	// proxy or a tunnel, for example. It gets the peer's published endpoint.
+	Dialer func(ctx context.Context, endpoint string) (net.Conn, error)
+	// Logger receives the transport's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.ListenAddr == "" {
+		c.ListenAddr = "127.0.0.1:0"
+	}
+	if c.MaxMessageSize <= 0 {
+		c.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 5 * time.Second
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 1024
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Handler runs the requests that peers send.
+type Handler interface {
+	// Handle runs req from peer from. It must call reply exactly once, now or later from any
+	// goroutine; ctx ends when the caller cancels, its deadline passes or the stream closes.
+	Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, reply func(*wire.Reply))
+}
+
+// Transport is this node's side of the mesh's connections.
+type Transport struct {
+	cfg     Config
+	log     *slog.Logger
+	handler Handler
+	lis     net.Listener
+	server  *grpc.Server
+
+	ctx    context.Context // ends at Close: every link and stream stops
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	links  map[sdk.NodeID]*link
+	closed bool
+
+	batches, envelopes atomic.Int64 // sent, for Stats
+
+	maxMessage string    // cfg.MaxMessageSize as the maxMessageHeader value
+	hooks      testHooks // unset in production
+}
+
+// testHooks are seams for this package's tests (export_test.go).
+type testHooks struct {
+	// registered runs in every call once it is registered on a Ready link, before its request
+	// is sent: a test breaks the link there.
+	registered func()
+}
+
+// Stats counts what the transport sent.
+type Stats struct {
+	// Batches is the number of stream messages sent; Envelopes the envelopes they carried.
+	Batches, Envelopes int64
+}
+
+// Stats returns the transport's counters.
+func (t *Transport) Stats() Stats {
+	return Stats{Batches: t.batches.Load(), Envelopes: t.envelopes.Load()}
+}
+
+// counted wraps a stream send so that the transport counts it.
+func (t *Transport) counted(send func(*wire.Batch) error) func(*wire.Batch) error {
+	return func(b *wire.Batch) error {
+		t.batches.Add(1)
+		t.envelopes.Add(int64(len(b.Envelopes)))
+		return send(b)
+	}
+}
+
+const (
+	serviceName = "zlink.wire.v1.Mesh"
+	streamName  = "Stream"
+	fullMethod  = "/" + serviceName + "/" + streamName
+	nodeHeader  = "zlink-node"
+	// maxMessageHeader carries a node's MaxMessageSize: in the caller's request metadata and
+	// in the server's response header. A peer that sends none uses DefaultMaxMessageSize.
+	maxMessageHeader = "zlink-max-message"
+)
+
+// limits are the payload limits of a stream's two nodes. Each node sends at most max(), so
+// that no message exceeds what the other node's gRPC accepts and kills the stream.
+type limits struct{ own, peer int }
+
+func (m limits) max() int { return min(m.own, m.peer) }
+
+// peerLimit reads a peer's limit from its stream metadata.
+func peerLimit(md metadata.MD) (int, error) {
+	v := md.Get(maxMessageHeader)
+	if len(v) == 0 {
+		return DefaultMaxMessageSize, nil
+	}
+	n, err := strconv.Atoi(v[0])
+	if err != nil || n <= 0 || len(v) > 1 {
+		return 0, fmt.Errorf("invalid %s header %q", maxMessageHeader, v)
+	}
+	return n, nil
+}
+
+// New starts listening on cfg.ListenAddr and serving peers' streams with handler.
+func New(cfg Config, handler Handler) (*Transport, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Node.Validate(); err != nil {
+		return nil, err
+	}
+	if handler == nil {
+		return nil, errors.New("transport: a handler is required")
+	}
+	lis, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("transport: listen on %s: %w", cfg.ListenAddr, err)
+	}
+	// Connections beyond the bound wait in the kernel's backlog instead of costing memory here.
+	lis = netutil.LimitListener(lis, cfg.MaxConns)
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Transport{
+		cfg: cfg, log: cfg.Logger.With("node", string(cfg.Node)), handler: handler, lis: lis,
+		ctx: ctx, cancel: cancel, links: make(map[sdk.NodeID]*link),
+		maxMessage: strconv.Itoa(cfg.MaxMessageSize),
+	}
+	// What one peer, or anyone who reaches the port, may hold of the server: a node opens one
+	// stream to each peer, so a few streams per connection are plenty; a handshake and headers
+	// are bounded; pings more often than the nodes' own are a protocol error.
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(cfg.MaxMessageSize + envelopeOverhead),
+		grpc.MaxSendMsgSize(cfg.MaxMessageSize + envelopeOverhead),
+		grpc.MaxConcurrentStreams(maxStreamsPerConn),
+		grpc.MaxHeaderListSize(maxHeaderBytes),
+		grpc.ConnectionTimeout(cfg.DialTimeout),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 4 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 5 * time.Second}),
+	}
+	if cfg.ServerTLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.ServerTLS)))
+	}
+	t.server = grpc.NewServer(opts...)
+	t.server.RegisterService(&grpc.ServiceDesc{
+		ServiceName: serviceName,
+		HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{{
+			StreamName:    streamName,
+			Handler:       func(_ any, s grpc.ServerStream) error { return t.serveStream(s) },
+			ServerStreams: true,
+			ClientStreams: true,
+		}},
+	}, nil)
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		_ = t.server.Serve(lis)
+	}()
+	return t, nil
+}
+
+// Addr is the address peers dial.
+func (t *Transport) Addr() string { return t.lis.Addr().String() }
+
+// MaxMessageSize is the largest payload a request or reply may carry on this node. Between two
+// nodes, the smaller of their two limits applies.
+func (t *Transport) MaxMessageSize() int { return t.cfg.MaxMessageSize }
+
+func (t *Transport) dialOptions() []grpc.DialOption {
+	creds := insecure.NewCredentials()
+	if t.cfg.ClientTLS != nil {
+		creds = credentials.NewTLS(t.cfg.ClientTLS)
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(t.cfg.MaxMessageSize+envelopeOverhead),
+			grpc.MaxCallSendMsgSize(t.cfg.MaxMessageSize+envelopeOverhead),
+		),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+	}
+	if t.cfg.Dialer != nil {
+		opts = append(opts, grpc.WithContextDialer(t.cfg.Dialer))
+	}
+	return opts
+}
+
+// Connect makes sure a link to peer at endpoint exists; it connects in the background and
+// reconnects after failures until Disconnect or Close.
+func (t *Transport) Connect(peer sdk.NodeID, endpoint string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	if l, ok := t.links[peer]; ok {
+		if l.endpoint == endpoint {
+			return
+		}
+		l.close()
+	}
+	l := newLink(t, peer, endpoint)
+	t.links[peer] = l
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		l.run()
+	}()
+}
+
+// Disconnect closes the link to peer; its pending calls fail.
+func (t *Transport) Disconnect(peer sdk.NodeID) {
+	t.mu.Lock()
+	l, ok := t.links[peer]
+	delete(t.links, peer)
+	t.mu.Unlock()
+	if ok {
+		l.close()
+	}
+}
+
+// PeerState reports the link to peer: Connecting, Ready or NotConnected (G2).
+func (t *Transport) PeerState(peer sdk.NodeID) sdk.PeerState {
+	t.mu.Lock()
+	l, ok := t.links[peer]
+	t.mu.Unlock()
+	if !ok {
+		return sdk.PeerStateNotConnected
+	}
+	return l.state()
+}
+
+// Settled reports whether the link to peer has made its first connection attempt: it is
+// Ready, or it failed once. A node that starts waits for its peers to settle before it serves.
+func (t *Transport) Settled(peer sdk.NodeID) bool {
+	t.mu.Lock()
+	l, ok := t.links[peer]
+	t.mu.Unlock()
+	if !ok {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.st == sdk.PeerStateReady || l.lastErr != nil
+}
+
+// ErrNoLink reports a call to a peer this transport has no link to: it was never told to
+// connect (Connect), or the link was closed (Disconnect, Close). The request was not sent. It
+// comes wrapped with sdk.ErrOwnerUnavailable.
+var ErrNoLink = errors.New("no connection")
+
+// Call sends req to peer and waits for its reply.
+//
+// ctx's deadline travels with the request: the receiver does not start a request that arrives
+// after it, and ends the handler's context at it. Cancelling ctx cancels the call on the
+// receiver too. Once ctx has ended, the call ends with ctx's error, even if an error reply
+// arrives first.
+//
+// A payload over the smaller of the two nodes' MaxMessageSize fails with
+// sdk.ErrMessageTooLarge before it is sent. A lost connection ends the call with
+// sdk.ErrOwnerUnavailable: the request may or may not have run, and it is not retried (C3).
+func (t *Transport) Call(ctx context.Context, peer sdk.NodeID, req *wire.Request) (*wire.Reply, error) {
+	if len(req.Payload) > t.cfg.MaxMessageSize {
+		// Refused without waiting for the link: the peer's limit can only make it smaller.
+		return nil, fmt.Errorf("%w: %d bytes to %s, over the limit of %d (%s accepts %d)",
+			sdk.ErrMessageTooLarge, len(req.Payload), peer, t.cfg.MaxMessageSize, t.cfg.Node, t.cfg.MaxMessageSize)
+	}
+	t.mu.Lock()
+	l, ok := t.links[peer]
+	t.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: %w to node %s", sdk.ErrOwnerUnavailable, ErrNoLink, peer)
+	}
+	return l.call(ctx, req)
+}
+
+// Close stops serving and closes every link; pending calls fail. Safe to call more than once.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	links := t.links
+	t.links = map[sdk.NodeID]*link{}
+	t.mu.Unlock()
+	t.cancel()
+	for _, l := range links {
+		l.close()
+	}
+	stopped := make(chan struct{})
+	go func() {
+		t.server.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+		t.server.Stop()
+		<-stopped
+	}
+	t.wg.Wait()
+	return nil
+}
+
+// serveStream runs one peer's stream: requests in, replies out.
+func (t *Transport) serveStream(s grpc.ServerStream) error {
+	md, _ := metadata.FromIncomingContext(s.Context())
+	from := sdk.NodeID("")
+	if v := md.Get(nodeHeader); len(v) == 1 {
+		from = sdk.NodeID(v[0])
+	}
+	if err := from.Validate(); err != nil {
+		return fmt.Errorf("transport: stream without a valid %s header: %w", nodeHeader, err)
+	}
+	// Under mutual TLS the peer is who its certificate says, whatever its header says.
+	if _, certified, err := peerIdentity(s.Context()); err != nil {
+		return status.Errorf(codes.Unauthenticated, "transport: %v", err)
+	} else if certified != "" && certified != from {
+		return status.Errorf(codes.Unauthenticated, "transport: the peer says it is node %s, its certificate names node %s", from, certified)
+	}
+	peerMax, err := peerLimit(md)
+	if err != nil {
+		return fmt.Errorf("transport: stream from %s: %w", from, err)
+	}
+	// Answer the headers at once, with this node's limit: the caller counts the stream ready
+	// when they arrive.
+	if err := s.SendHeader(metadata.Pairs(maxMessageHeader, t.maxMessage)); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(s.Context())
+	p := &peerStream{
+		t: t, from: from, lim: limits{own: t.cfg.MaxMessageSize, peer: peerMax},
+		calls: make(map[uint64]context.CancelFunc),
+	}
+	p.out = newSender(t.counted(func(b *wire.Batch) error { return s.SendMsg(b) }), p.lim.max())
+	senderDone := make(chan struct{})
+	t.wg.Add(2)
+	go func() {
+		defer t.wg.Done()
+		defer close(senderDone)
+		if err := p.out.run(ctx); err != nil {
+			cancel()
+		}
+	}()
+	// The stream ends when the peer half-closes or goes, or when this transport closes: the
+	// handler returns then, which tears the stream down and ends a RecvMsg or SendMsg still
+	// blocked in it (a peer that stopped reading holds the sender in SendMsg).
+	recvDone := make(chan struct{})
+	go func() {
+		defer t.wg.Done()
+		defer close(recvDone)
+		for {
+			var b wire.Batch
+			if err := s.RecvMsg(&b); err != nil {
+				return // io.EOF: the peer half-closed; any other error ended the stream
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			for _, env := range b.Envelopes {
+				switch body := env.Body.(type) {
+				case *wire.Envelope_Request:
+					p.dispatch(ctx, body.Request)
+				case *wire.Envelope_Cancel:
+					p.cancel(body.Cancel.CallId)
+				}
+			}
+		}
+	}()
+	select {
+	case <-recvDone:
+	case <-senderDone:
+	case <-t.ctx.Done():
+	}
+	// Cancel first, which ends the context of every call still running and stops the sender,
+	// then wait a bounded time for the sender to finish what it is sending.
+	cancel()
+	select {
+	case <-senderDone:
+	case <-time.After(t.cfg.DialTimeout):
+	}
+	return nil
+}
+
+// peerStream is the serving side of one peer's stream.
+type peerStream struct {
+	t    *Transport
+	from sdk.NodeID
+	lim  limits
+	out  *sender
+
+	mu    sync.Mutex
+	calls map[uint64]context.CancelFunc // the calls still running, to cancel them
+}
+
+func (p *peerStream) add(id uint64, cancel context.CancelFunc) {
+	p.mu.Lock()
+	p.calls[id] = cancel
+	p.mu.Unlock()
+}
+
+func (p *peerStream) done(id uint64) {
+	p.mu.Lock()
+	cancel := p.calls[id]
+	delete(p.calls, id)
+	p.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+func (p *peerStream) cancel(id uint64) {
+	p.mu.Lock()
+	cancel := p.calls[id]
+	p.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// dispatch runs req with a context that ends at the caller's deadline, when the caller
+// cancels, or when the stream ends; its reply goes back on the stream.
+func (p *peerStream) dispatch(ctx context.Context, req *wire.Request) {
+	t, id := p.t, req.CallId
+	if len(req.Payload) > t.cfg.MaxMessageSize {
+		p.out.push(replyEnvelope(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: %d bytes from %s, over %s's limit of %d",
+			sdk.ErrMessageTooLarge, len(req.Payload), p.from, t.cfg.Node, t.cfg.MaxMessageSize))}))
+		return
+	}
+	var cctx context.Context
+	var cancel context.CancelFunc
+	if req.TimeoutNanos > 0 || req.DeadlineUnixNanos > 0 {
+		// The earlier of the caller's absolute deadline and the timeout from now: the timeout
+		// alone would start again for a request that waited in a sender or a TCP buffer.
+		now := time.Now()
+		var dl time.Time
+		if req.TimeoutNanos > 0 {
+			dl = now.Add(time.Duration(req.TimeoutNanos))
+		}
+		if req.DeadlineUnixNanos > 0 {
+			if abs := time.Unix(0, req.DeadlineUnixNanos); dl.IsZero() || abs.Before(dl) {
+				dl = abs
+			}
+		}
+		if !dl.After(now) {
+			// Its caller's deadline has passed, so the caller has seen DeadlineExceeded or is
+			// about to: the request never starts.
+			p.out.push(replyEnvelope(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: the request from %s arrived %v after its deadline and did not run",
+				context.DeadlineExceeded, p.from, now.Sub(dl)))}))
+			return
+		}
+		cctx, cancel = context.WithDeadline(ctx, dl)
+	} else {
+		cctx, cancel = context.WithCancel(ctx)
+	}
+	p.add(id, cancel)
+	var once sync.Once
+	t.handler.Handle(cctx, p.from, req, func(r *wire.Reply) {
+		once.Do(func() {
+			p.done(id)
+			r.CallId = id
+			if lim := p.lim; len(r.Payload) > lim.max() {
+				r = &wire.Reply{CallId: id, Error: wire.EncodeError(fmt.Errorf("%w: the reply to %s is %d bytes, over the limit of %d (%s accepts %d, %s accepts %d)",
+					sdk.ErrMessageTooLarge, p.from, len(r.Payload), lim.max(), t.cfg.Node, lim.own, p.from, lim.peer))}
+			}
+			p.out.push(replyEnvelope(r))
+		})
+	})
+}
+
+func replyEnvelope(r *wire.Reply) *wire.Envelope {
+	return &wire.Envelope{Body: &wire.Envelope_Reply{Reply: r}}
+}

@@ -1,6 +1,0 @@
-//go:build race
-
-package rttest
-
-// RaceEnabled: the test binary runs with the race detector, so helper processes do too.
-const RaceEnabled = true
