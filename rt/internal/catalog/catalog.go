@@ -322,12 +322,7 @@ func (c *Catalog) watchLoss(reg *store.Registration) {
 		return // the deliberately broken runtime of the fault suite's own test
 	}
 	guard := reg.Guard()
-	var lost []ownedSpot
-	c.slots.each(func(s *slot) {
-		if s.spot != nil && s.spot.base().guard == guard {
-			lost = append(lost, s.spot)
-		}
-	})
+	lost := c.ownedSpots(func(sp ownedSpot) bool { return sp.base().guard == guard })
 	c.log.Error("the owner lease ended: the node no longer owns its Spots and closes them",
 		"cause", reg.Cause(), "spots", len(lost))
 	ctx, cancel := context.WithTimeout(c.hardCtx, c.cfg.OperationTimeout)
@@ -356,7 +351,7 @@ func (c *Catalog) SetClient(client sdk.Client) { c.client = client }
 // ActiveSpots returns the number of Spots active on this node, Entry Spots included.
 func (c *Catalog) ActiveSpots() int {
 	n := len(c.entries)
-	c.slots.each(func(s *slot) {
+	c.slots.eachLocked(func(s *slot) {
 		if s.spot != nil {
 			n++
 		}
@@ -463,11 +458,9 @@ func (c *Catalog) forceStop() int {
 		a.teardown()
 		a.state.Store(uint32(stateClosed))
 	}
-	c.slots.each(func(s *slot) {
-		if s.spot != nil {
-			stop(s.spot.base())
-		}
-	})
+	for _, sp := range c.ownedSpots(nil) {
+		stop(sp.base())
+	}
 	for _, e := range c.sortedEntries() {
 		stop(&e.activation)
 	}
@@ -488,13 +481,19 @@ func (c *Catalog) sortedEntries() []*entrySpot {
 // gone) the store is not written and the activations only end here, leaving their records to
 // the reclaimer.
 func (c *Catalog) CloseOwned(ctx context.Context, reason sdk.CloseReason) error {
-	var owned []ownedSpot
-	c.slots.each(func(s *slot) {
-		if s.spot != nil {
-			owned = append(owned, s.spot)
+	return c.closeAll(ctx, c.ownedSpots(nil), reason)
+}
+
+// ownedSpots returns the User and Instance Spots active here that keep passes (all when nil).
+// The slots are read under their shard's lock; keep runs under it and must be quick.
+func (c *Catalog) ownedSpots(keep func(ownedSpot) bool) []ownedSpot {
+	var out []ownedSpot
+	c.slots.eachLocked(func(s *slot) {
+		if s.spot != nil && (keep == nil || keep(s.spot)) {
+			out = append(out, s.spot)
 		}
 	})
-	return c.closeAll(ctx, owned, reason)
+	return out
 }
 
 // closeAll closes spots with reason, 64 at a time, each bounded by ctx.
@@ -518,6 +517,9 @@ func (c *Catalog) closeAll(ctx context.Context, spots []ownedSpot, reason sdk.Cl
 }
 
 // errStopping answers work that arrives after Close began.
+// Stopping reports whether Close began.
+func (c *Catalog) Stopping() bool { return c.stopping.Load() }
+
 func (c *Catalog) errStopping() error {
 	return fmt.Errorf("%w: node %s is closing", sdk.ErrClosed, c.cfg.Node)
 }

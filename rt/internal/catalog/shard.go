@@ -45,18 +45,15 @@ func (sh *shard[V]) put(k spotKey, v V) {
 	sh.m[k] = v
 }
 
-// each calls fn for every value, one shard at a time, without holding a lock while fn runs.
-func (s *shards[V]) each(fn func(V)) {
+// eachLocked calls fn for every value with its shard read-locked, so that fn may read what the
+// shard's lock guards (a slot's fields). fn must be quick and must not lock a shard.
+func (s *shards[V]) eachLocked(fn func(V)) {
 	for i := range s.s {
 		sh := &s.s[i]
 		sh.mu.RLock()
-		vals := make([]V, 0, len(sh.m))
 		for _, v := range sh.m {
-			vals = append(vals, v)
-		}
-		sh.mu.RUnlock()
-		for _, v := range vals {
 			fn(v)
 		}
+		sh.mu.RUnlock()
 	}
 }
