@@ -400,6 +400,19 @@ func (m *Mesh) publishLoop() {
 	}
 }
 
+// Publish writes the node's descriptor now, with its current runtime state and active count: a
+// node that starts draining tells its peers at once, not at the next PublishInterval, so that
+// they stop placing objects on it.
+func (m *Mesh) Publish(ctx context.Context) error {
+	reg := m.reg.Load()
+	if reg == nil {
+		return nil
+	}
+	desc := reg.Descriptor()
+	desc.Active, desc.State = m.cat.ActiveOwned(), uint32(m.state())
+	return reg.Update(ctx, desc)
+}
+
 // Rebind makes reg, a new registration of this node after its previous owner lease ended, the
 // one the mesh publishes and reclaims with, and starts a reclaim: the previous registration's
 // records are released like those of any ended owner, and then created afresh on demand.

@@ -19,7 +19,7 @@ func (m *Mesh) place(typ, id string, exclude ...sdk.NodeID) (sdk.NodeID, error) 
 	cands := m.sortedMembers()
 	var best sdk.NodeID
 	bestScore := math.Inf(-1)
-	hosting, full := 0, 0
+	hosting, full, notServing := 0, 0, 0
 	for _, n := range cands {
 		d := n.Desc
 		if d.GetRoles()&RoleObjectServer == 0 || d.GetWeight() == 0 || !slices.Contains(d.GetSpotTypes(), typ) {
@@ -30,7 +30,12 @@ func (m *Mesh) place(typ, id string, exclude ...sdk.NodeID) (sdk.NodeID, error) 
 			full++
 			continue
 		}
-		if sdk.RuntimeState(d.GetState()) != sdk.RuntimeStateServing && n.ID != m.cfg.Node {
+		state := sdk.RuntimeState(d.GetState())
+		if n.ID == m.cfg.Node && m.state != nil {
+			state = m.state() // its own descriptor may lag behind: a draining node places nothing on itself
+		}
+		if state != sdk.RuntimeStateServing {
+			notServing++
 			continue
 		}
 		hosting++
@@ -48,6 +53,8 @@ func (m *Mesh) place(typ, id string, exclude ...sdk.NodeID) (sdk.NodeID, error) 
 	switch {
 	case best != "":
 		return best, nil
+	case hosting == 0 && notServing > 0:
+		return "", fmt.Errorf("%w: place %s/%q: every node hosting it is starting, draining or stopped", sdk.ErrOwnerUnavailable, typ, id)
 	case hosting == 0:
 		return "", fmt.Errorf("%w: no Serving Object Server of the mesh hosts spot type %s", sdk.ErrUnhandled, typ)
 	case full == hosting:

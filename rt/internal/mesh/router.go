@@ -55,7 +55,11 @@ func (m *Mesh) invoke(ctx context.Context, t sdk.Target, method string, req prot
 	// A cached Ready route: no store read (B6).
 	if owner, ok := m.routes.get(t); ok && owner != m.cfg.Node {
 		reply, _, err := m.remote(ctx, owner, t, method, req, oneWay)
-		return reply, err
+		if !errors.Is(err, transport.ErrNotSent) {
+			return reply, err
+		}
+		// The cached owner cannot be reached and the message never left: the store says where
+		// the Spot is now (a node that shut down released it), as if nothing had been cached.
 	}
 	if !t.CreateIntent() {
 		reply, _, err := m.local(ctx, t, method, req, oneWay)

@@ -53,6 +53,10 @@ func (m *Mesh) Status(meshName string) sdk.RouteMeshStatus {
 	switch {
 	case !m.cfg.ObjectServer:
 		st.Placement.UnavailableReason = reason(sdk.TopologyReasonRuntimeNotReady)
+	case state == sdk.RuntimeStateDraining:
+		st.Placement.UnavailableReason = reason(sdk.TopologyReasonDraining)
+	case state == sdk.RuntimeStateError:
+		st.Placement.UnavailableReason = reason(sdk.TopologyReasonInternalFailure)
 	case state != sdk.RuntimeStateServing:
 		st.Placement.UnavailableReason = reason(sdk.TopologyReasonRuntimeNotReady)
 	case !m.ownerLeaseValid():

@@ -3,3 +3,6 @@ package transport
 // SetRegisteredHook makes f run in each of tr's calls once the call is registered on a Ready
 // link and before its request is sent. Set it before tr makes any call.
 func SetRegisteredHook(tr *Transport, f func()) { tr.hooks.registered = f }
+
+// CloseListener closes tr's listener under its server, as a failing network stack would.
+func CloseListener(tr *Transport) error { return tr.lis.Close() }

@@ -220,7 +220,7 @@ func (l *link) register(ctx context.Context, size int, ch chan result) (*sender,
 			// for a peer that may be gone. Only a link's first connection is waited for.
 			lastErr := l.lastErr
 			l.mu.Unlock()
-			return nil, 0, fmt.Errorf("%w: not connected to node %s: %v", sdk.ErrOwnerUnavailable, l.peer, lastErr)
+			return nil, 0, fmt.Errorf("%w: not connected to node %s: %v (%w)", sdk.ErrOwnerUnavailable, l.peer, lastErr, ErrNotSent)
 		}
 		changed := l.changed
 		l.mu.Unlock()

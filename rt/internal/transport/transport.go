@@ -69,6 +69,9 @@ type Config struct {
 	Dialer func(ctx context.Context, endpoint string) (net.Conn, error)
 	// Logger receives the transport's logs (default slog.Default()).
 	Logger *slog.Logger
+	// OnServeFailure, when set, is told once that the server stopped serving for another reason
+	// than Close (its listener failed): the node can no longer be reached by its peers.
+	OnServeFailure func(error)
 }
 
 func (c Config) withDefaults() Config {
@@ -225,7 +228,12 @@ func New(cfg Config, handler Handler) (*Transport, error) {
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
-		_ = t.server.Serve(lis)
+		if err := t.server.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) && t.cfg.OnServeFailure != nil {
+			if t.ctx.Err() != nil {
+				return // Close stopped it
+			}
+			t.cfg.OnServeFailure(err)
+		}
 	}()
 	return t, nil
 }
@@ -318,7 +326,11 @@ func (t *Transport) Settled(peer sdk.NodeID) bool {
 // ErrNoLink reports a call to a peer this transport has no link to: it was never told to
 // connect (Connect), or the link was closed (Disconnect, Close). The request was not sent. It
 // comes wrapped with sdk.ErrOwnerUnavailable.
-var ErrNoLink = errors.New("no connection")
+var ErrNoLink = fmt.Errorf("no connection (%w)", ErrNotSent)
+
+// ErrNotSent marks an error after which the request certainly did not leave this node: the
+// caller may send it elsewhere without running it twice.
+var ErrNotSent = errors.New("request not sent")
 
 // Call sends req to peer and waits for its reply.
 //

@@ -667,3 +667,20 @@ func TestServerClosesConnectionsThatNeverSpeak(t *testing.T) {
 	_, err := a.Call(ctx, "b", &wire.Request{})
 	require.NoError(t, err, "served once a slot was free")
 }
+
+// A listener that fails under the server is reported once, so that the node can say it can no
+// longer be reached; Close is not reported.
+func TestListenerFailureIsReported(t *testing.T) {
+	failed := make(chan error, 2)
+	tr := start(t, "a", handler{}, func(c *transport.Config) { c.OnServeFailure = func(err error) { failed <- err } })
+	require.NoError(t, transport.CloseListener(tr))
+	select {
+	case err := <-failed:
+		require.Error(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the listener's failure was not reported")
+	}
+	quiet := start(t, "b", handler{}, func(c *transport.Config) { c.OnServeFailure = func(err error) { failed <- err } })
+	require.NoError(t, quiet.Close())
+	assert.Empty(t, failed, "Close is not a failure")
+}
