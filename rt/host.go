@@ -26,6 +26,7 @@ import (
 	"github.com/zlink-go/zlink/rt/devetcd"
 	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/rt/internal/mesh"
+	"github.com/zlink-go/zlink/rt/internal/observe"
 	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/rt/internal/store/storepb"
 	"github.com/zlink-go/zlink/rt/internal/transport"
@@ -42,14 +43,13 @@ type Host struct {
 	mesh    *mesh.Mesh
 	reg     atomic.Pointer[store.Registration] // the current registration
 	catalog *catalog.Catalog
-	state   atomic.Uint32 // sdk.RuntimeState
+	state   atomic.Uint32 // sdk.RuntimeState; changed through setState, which publishes it
+	lc      lifecycle
 	// reregistrations counts the times the node registered again after its owner lease ended.
 	reregistrations atomic.Int64
 
-	stop      chan struct{} // closed at Close: ends the lease watch
-	watchers  sync.WaitGroup
-	closeOnce sync.Once
-	closeErr  error
+	stop     chan struct{} // closed when the shutdown begins: ends the watchers
+	watchers sync.WaitGroup
 }
 
 var _ sdk.Client = (*Host)(nil)
@@ -68,10 +68,11 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		h.log.Warn("the node listens without TLS on a network address (InsecurePlaintext): anyone who reaches it can call, create and close any Spot",
 			"listen", cfg.ListenAddr)
 	}
-	h.state.Store(uint32(sdk.RuntimeStatePreparing))
+	h.initLifecycle()
 	defer func() {
 		if err != nil {
 			_ = h.teardown(context.Background())
+			h.state.Store(uint32(sdk.RuntimeStateStopped))
 		}
 	}()
 
@@ -121,6 +122,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		Transport: transport.Config{
 			ListenAddr: cfg.ListenAddr, ServerTLS: withTLS13(cfg.ServerTLS), ClientTLS: withTLS13(cfg.ClientTLS),
 			MaxMessageSize: cfg.MaxMessageSize, Dialer: cfg.Dialer, Logger: cfg.Logger,
+			OnServeFailure: func(err error) { h.fail(fmt.Errorf("peers can no longer reach the node: %w", err)) },
 		},
 		ReclaimInterval: cfg.LeaseTTL * 3,
 		Logger:          cfg.Logger,
@@ -169,9 +171,11 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 	if err := h.mesh.Start(ctx, h.store, reg, h.catalog, h.runtimeState); err != nil {
 		return nil, fmt.Errorf("rt: join the mesh: %w", err)
 	}
-	h.state.Store(uint32(sdk.RuntimeStateServing))
-	h.watchers.Add(1)
+	h.lc.mesh = observe.NewHub(h.mesh.Status(cfg.MeshName), isTerminalMesh)
+	h.setState(sdk.RuntimeStateServing)
+	h.watchers.Add(2)
 	go h.watchLease()
+	go h.watchMeshStatus()
 	return h, nil
 }
 
@@ -180,6 +184,9 @@ const (
 	etcdKeepAliveTime    = 10 * time.Second
 	etcdKeepAliveTimeout = 5 * time.Second
 )
+
+// drainPublishTimeout bounds the write that tells the peers the node is draining.
+const drainPublishTimeout = time.Second
 
 // revokeGrace bounds the lease revoke that Close makes after its deadline passed.
 const revokeGrace = time.Second
@@ -208,7 +215,10 @@ func (h *Host) watchLease() {
 		}
 		h.reg.Store(next)
 		if err := h.catalog.Rebind(next); err != nil {
-			h.log.Warn("the catalog did not take the new registration", "err", err)
+			if h.catalog.Stopping() {
+				return // the shutdown began meanwhile
+			}
+			h.fail(fmt.Errorf("the catalog did not take the node's new registration: %w", err))
 			return
 		}
 		h.mesh.Rebind(next)
@@ -327,25 +337,18 @@ func (h *Host) catalogStats() catalog.Stats { return h.catalog.Stats() }
 
 func (h *Host) transportStats() transport.Stats { return h.mesh.Transport().Stats() }
 
-// Close stops the node: it stops taking work, every Spot closes with reason Shutdown and
-// releases its location, the node leaves the mesh, its owner lease is revoked, and an
-// embedded etcd is stopped. It is bounded by StopTimeout (F8): Spots that have not closed by
-// then are force-stopped — their queued work dropped, their contexts cancelled, no closing
-// callback — and their records are released by the mesh's reclaimer once the revoked lease is
-// gone; the error then says so. A handler still running at that point cannot be stopped and
-// ends on its own. Safe to call more than once.
-func (h *Host) Close() error {
-	h.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), h.cfg.StopTimeout)
-		defer cancel()
-		h.closeErr = h.teardown(ctx)
-	})
-	return h.closeErr
-}
-
 // teardown stops, in reverse order, whatever Start got to.
 func (h *Host) teardown(ctx context.Context) error {
-	h.state.Store(uint32(sdk.RuntimeStateDraining))
+	h.setState(sdk.RuntimeStateDraining)
+	if h.lc.mesh != nil {
+		// F8: peers see the node draining and place nothing more on it, before its Spots close.
+		pctx, cancel := context.WithTimeout(ctx, drainPublishTimeout)
+		if err := h.mesh.Publish(pctx); err != nil {
+			h.log.Warn("could not tell the peers that the node is draining; they learn it when it leaves", "err", err)
+		}
+		cancel()
+		h.lc.mesh.Publish(h.mesh.Status(h.cfg.MeshName))
+	}
 	close(h.stop)
 	h.watchers.Wait()
 	var errs []error
@@ -373,10 +376,5 @@ func (h *Host) teardown(ctx context.Context) error {
 	if h.etcd != nil {
 		errs = append(errs, h.etcd.Close())
 	}
-	h.state.Store(uint32(sdk.RuntimeStateStopped))
-	err := errors.Join(errs...)
-	if err != nil && ctx.Err() != nil {
-		return fmt.Errorf("rt: close within %v: %w", h.cfg.StopTimeout, err)
-	}
-	return err
+	return errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,4 +178,50 @@ func TestOwnerKilledUnderLoad(t *testing.T) {
 		_, err := record(caller, ledger(fmt.Sprint("obj-", i)), fmt.Sprint("final-", i))
 		require.NoError(t, err, "object %d", i)
 	}
+}
+
+// F8 across processes: a node process that gets SIGTERM shuts down gracefully within its
+// deadline: its Spots close with reason Shutdown, their records are released (not left
+// Unavailable with its lease), and a peer creates them again at once.
+func TestF8_SIGTERMShutsANodeProcessDownGracefully(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	caller := c.hosts[0]
+	bin := proctest.Build(t, "github.com/zlink-go/zlink/rt/internal/nodeproc")
+	p := proctest.Start(t, bin, nil, "-etcd", strings.Join(c.endpoints, ","), "-node", "proc-s", "-lease-ttl", "10s",
+		"-shutdown-deadline", "20s")
+	_, err := p.Expect("ready ", 60*time.Second)
+	require.NoError(t, err)
+	waitPeers(t, caller, "proc-s")
+	const objects = 10
+	for i := range objects {
+		_, err := record(caller, openLedger(fmt.Sprint("sigterm-", i)), "create", sdk.OnNode("proc-s"))
+		require.NoError(t, err)
+	}
+	require.Zero(t, c.builtOn[0].Load())
+
+	require.NoError(t, p.Signal(syscall.SIGTERM))
+	var closed int
+	stopped := ""
+	for line := range p.Lines() {
+		if strings.HasSuffix(line, " closed:Shutdown") {
+			closed++
+		}
+		if rest, ok := strings.CutPrefix(line, "stopped "); ok {
+			stopped = rest
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	require.NoError(t, p.Wait(wctx), "the process exits cleanly")
+	assert.Equal(t, "Stopped/None", stopped)
+	assert.Equal(t, objects, closed, "every Spot closed with reason Shutdown")
+
+	// The lease is 10 s: a record left Unavailable would hold a creation that long.
+	start := time.Now()
+	for i := range objects {
+		_, err := record(caller, openLedger(fmt.Sprint("sigterm-", i)), "again")
+		require.NoError(t, err)
+	}
+	assert.Less(t, time.Since(start), 5*time.Second, "the records were released, not left to the lease")
+	assert.Equal(t, int64(objects), c.builtOn[0].Load(), "the peer created them afresh")
 }

@@ -189,6 +189,9 @@ func (p *Process) stopped() bool {
 	return true
 }
 
+// Signal sends sig to the process and the processes it started.
+func (p *Process) Signal(sig syscall.Signal) error { return syscall.Kill(-p.cmd.Process.Pid, sig) }
+
 // Resume continues a paused process with SIGCONT.
 func (p *Process) Resume() { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT) }
 

@@ -37,6 +37,7 @@ func main() {
 	dialVia := flag.String("dial-via", "", "reach peers through proxies: endpoint=proxy,...")
 	workDelay := flag.Duration("work-delay", 20*time.Millisecond, "how long a Worker's Work turn takes")
 	tick := flag.Duration("tick", 20*time.Millisecond, "the period of every Worker's timer")
+	shutdownDeadline := flag.Duration("shutdown-deadline", sdk.DefaultShutdownDeadline, "the graceful shutdown's deadline on SIGTERM")
 	flag.Parse()
 
 	out := bufio.NewWriter(os.Stdout)
@@ -105,7 +106,11 @@ func main() {
 	println("ready %s", h.LocalNode())
 
 	procstop.Wait()
-	err = h.Close()
+	res, err := h.Shutdown(context.Background(), *shutdownDeadline)
+	if err == nil {
+		err = h.Close() // the shutdown's teardown errors, if any
+	}
+	println("stopped %s/%s", res.Outcome, res.Reason)
 	if j != nil {
 		_ = j.Close()
 	}

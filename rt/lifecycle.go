@@ -1,0 +1,246 @@
+package rt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"sync"
+	"time"
+
+	"github.com/zlink-go/zlink/rt/internal/catalog"
+	"github.com/zlink-go/zlink/rt/internal/observe"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// lifecycle is the host's public state: the runtime status and its observers, the mesh status
+// and its observers, and the one shutdown operation.
+type lifecycle struct {
+	mu          sync.Mutex
+	seq         uint64 // H3: orders this runtime instance's statuses
+	deadline    *time.Time
+	termination *sdk.TerminationResult
+	runtime     *observe.Hub[sdk.RuntimeStatus]
+	mesh        *observe.Hub[sdk.RouteMeshStatus] // nil until the mesh has started
+	meshKick    chan struct{}
+	shutdown    *shutdownOp
+}
+
+// shutdownOp is the shared shutdown: every caller waits on the same one (F10).
+type shutdownOp struct {
+	within   time.Duration
+	deadline time.Time
+	done     chan struct{}
+	result   sdk.TerminationResult
+	err      error // the teardown's errors, for Close
+}
+
+func isTerminalRuntime(s *sdk.RuntimeStatus) bool {
+	return s.State == sdk.RuntimeStateStopped || s.State == sdk.RuntimeStateError
+}
+
+func isTerminalMesh(s *sdk.RouteMeshStatus) bool {
+	return s.State == sdk.TopologyStateStopped || s.State == sdk.TopologyStateFailed
+}
+
+func (h *Host) initLifecycle() {
+	h.lc.meshKick = make(chan struct{}, 1)
+	h.state.Store(uint32(sdk.RuntimeStatePreparing))
+	h.lc.runtime = observe.NewHub(h.runtimeStatusLocked(), isTerminalRuntime)
+}
+
+// setState moves the host to s and publishes the new status (F11, H5: only on a change).
+func (h *Host) setState(s sdk.RuntimeState) {
+	h.lc.mu.Lock()
+	defer h.lc.mu.Unlock()
+	if h.runtimeState() == s {
+		return
+	}
+	h.state.Store(uint32(s))
+	h.lc.runtime.Publish(h.runtimeStatusLocked())
+	select {
+	case h.lc.meshKick <- struct{}{}:
+	default:
+	}
+}
+
+// runtimeStatusLocked builds the next snapshot; h.lc.mu is held (or the host is not shared yet).
+func (h *Host) runtimeStatusLocked() sdk.RuntimeStatus {
+	h.lc.seq++
+	s := h.runtimeState()
+	return sdk.RuntimeStatus{
+		State:             s,
+		IsReady:           s == sdk.RuntimeStateServing,
+		AcceptingWork:     s == sdk.RuntimeStateServing,
+		Deadline:          h.lc.deadline,
+		TerminationResult: h.lc.termination,
+		Sequence:          h.lc.seq,
+		ObservedAt:        time.Now(),
+		// No relocation has started on this node, so none can be unfinished (F12).
+		SafeToShutdown: true,
+	}
+}
+
+// Status returns the host's current runtime status: its lifecycle state, whether it takes
+// application work, the deadline of a shutdown in progress and the result of the one that
+// ended. The value is a snapshot shared with observers; do not modify it.
+func (h *Host) Status() sdk.RuntimeStatus { return h.lc.runtime.Current() }
+
+// ObserveRuntime streams the host's runtime status: the current one first, then each change.
+// A consumer slower than the changes receives the newest status and the count of those it
+// skipped; a Stopped or Error status it missed is counted apart, never dropped silently. The
+// stream ends when ctx ends (nothing is delivered after the cancellation is seen; other
+// observers are unaffected), when the loop stops, or after the host stopped and the Stopped
+// status was delivered. An observer that stops reading holds up neither the host nor other
+// observers.
+func (h *Host) ObserveRuntime(ctx context.Context) iter.Seq[sdk.Observed[sdk.RuntimeStatus]] {
+	return h.lc.runtime.Observe(ctx)
+}
+
+// ObserveMesh streams the RouteMesh status of the named mesh, as ObserveRuntime does the
+// runtime's: peers joining, leaving, connecting or draining, placement becoming unavailable
+// and available again, the mesh stopping. A mesh this node is not part of is ErrNotFound.
+func (h *Host) ObserveMesh(ctx context.Context, mesh string) (iter.Seq[sdk.Observed[sdk.RouteMeshStatus]], error) {
+	if mesh != h.cfg.MeshName {
+		return nil, fmt.Errorf("%w: node %s is not part of mesh %q (its mesh is %q)", sdk.ErrNotFound, h.cfg.NodeID, mesh, h.cfg.MeshName)
+	}
+	return h.lc.mesh.Observe(ctx), nil
+}
+
+// ResetCapacityMetrics resets every peak and cumulative capacity figure and starts a new
+// measurement epoch; current values are untouched. The node measures no capacity figures yet,
+// so there is nothing to reset.
+func (h *Host) ResetCapacityMetrics() {}
+
+// meshStatusInterval is how often the mesh status is recomputed for its observers; a change of
+// the runtime state is published at once.
+const meshStatusInterval = 200 * time.Millisecond
+
+// watchMeshStatus publishes the mesh status to its observers whenever it changes.
+func (h *Host) watchMeshStatus() {
+	defer h.watchers.Done()
+	ticker := time.NewTicker(meshStatusInterval)
+	defer ticker.Stop()
+	last := h.lc.mesh.Current().Sequence
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-ticker.C:
+		case <-h.lc.meshKick:
+		}
+		if st := h.mesh.Status(h.cfg.MeshName); st.Sequence != last {
+			last = st.Sequence
+			h.lc.mesh.Publish(st)
+		}
+	}
+}
+
+// Shutdown stops the node gracefully and returns how it ended. The node stops taking
+// application work at once (its calls return ErrNotServing) and its peers see it draining and
+// place nothing more on it; work already queued in its Spots finishes, every Spot closes with
+// reason Shutdown and releases its location so that another node can create it afresh at once;
+// the node leaves the mesh, its owner lease is revoked and an embedded etcd stops. The outcome is
+// Stopped. If that takes longer than deadline (zero: Config.StopTimeout, 30 s by default), the
+// rest is force-stopped — queued work dropped, no closing callback — and the outcome is
+// ForceStopped with reason DeadlineExceeded; the records left behind turn Unavailable with the
+// lease and are reclaimed. A step of the teardown that fails gives ForceStopped with reason
+// TeardownFailed.
+//
+// Every call shares one shutdown: a second call, concurrent or later, joins it and gets the
+// same result, and its deadline does not change the one in force. ctx bounds only this caller's
+// wait: when it ends first, Shutdown returns ctx's error and the shutdown goes on.
+func (h *Host) Shutdown(ctx context.Context, deadline time.Duration) (sdk.TerminationResult, error) {
+	op := h.beginShutdown(deadline)
+	select {
+	case <-op.done:
+		return op.result, nil
+	case <-ctx.Done():
+		select {
+		case <-op.done:
+			return op.result, nil
+		default:
+		}
+		return sdk.TerminationResult{}, fmt.Errorf("rt: stopped waiting for node %s to shut down (it goes on): %w", h.cfg.NodeID, context.Cause(ctx))
+	}
+}
+
+// Close is Shutdown with the default deadline, waiting for it to end. It returns nil when the
+// node stopped cleanly, and otherwise an error that names what was force-stopped or failed.
+// Safe to call more than once and concurrently with Shutdown.
+func (h *Host) Close() error {
+	op := h.beginShutdown(0)
+	<-op.done
+	return op.err
+}
+
+// beginShutdown returns the shutdown in progress or starts it (F10).
+func (h *Host) beginShutdown(deadline time.Duration) *shutdownOp {
+	h.lc.mu.Lock()
+	defer h.lc.mu.Unlock()
+	if op := h.lc.shutdown; op != nil {
+		return op
+	}
+	if deadline <= 0 {
+		deadline = h.cfg.StopTimeout
+	}
+	op := &shutdownOp{within: deadline, deadline: time.Now().Add(deadline), done: make(chan struct{})}
+	h.lc.shutdown = op
+	h.lc.deadline = &op.deadline
+	go h.runShutdown(op)
+	return op
+}
+
+func (h *Host) runShutdown(op *shutdownOp) {
+	defer close(op.done)
+	ctx, cancel := context.WithDeadline(context.Background(), op.deadline)
+	defer cancel()
+	err := h.teardown(ctx)
+	switch {
+	case err == nil:
+		op.result = sdk.TerminationResult{Outcome: sdk.TerminationOutcomeStopped}
+	case errors.Is(err, catalog.ErrForceStopped) || ctx.Err() != nil:
+		op.result = sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}
+		op.err = fmt.Errorf("rt: node %s did not stop within %v: %w", h.cfg.NodeID, op.within, err)
+	default:
+		op.result = sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonTeardownFailed}
+		op.err = fmt.Errorf("rt: node %s: shutdown: %w", h.cfg.NodeID, err)
+	}
+	h.finish(op.result)
+}
+
+// finish publishes the terminal statuses and ends every observation after it.
+func (h *Host) finish(result sdk.TerminationResult) {
+	h.lc.mu.Lock()
+	defer h.lc.mu.Unlock()
+	h.lc.termination = &result
+	h.lc.deadline = nil
+	h.state.Store(uint32(sdk.RuntimeStateStopped))
+	h.lc.runtime.Publish(h.runtimeStatusLocked())
+	h.lc.runtime.Close()
+	if h.lc.mesh != nil {
+		st := h.lc.mesh.Current()
+		st.State, st.IsReady = sdk.TopologyStateStopped, false
+		st.Placement.IsAvailable, st.Placement.UnavailableReason = false, reasonPtr(sdk.TopologyReasonRuntimeNotReady)
+		st.ReadyPeerCount, st.Peers = 0, []sdk.PeerStatus{}
+		st.Sequence++
+		st.ObservedAt = time.Now()
+		h.lc.mesh.Publish(st)
+		h.lc.mesh.Close()
+	}
+}
+
+// fail puts the host in the Error state: something it cannot recover from by itself broke (G1
+// InternalFailure), such as the listener its peers reach it on. It keeps running what it can
+// until it is shut down.
+func (h *Host) fail(err error) {
+	h.log.Error("the node failed and cannot serve; shut it down", "err", err)
+	h.lc.mu.Lock()
+	stopping := h.lc.shutdown != nil
+	h.lc.mu.Unlock()
+	if !stopping {
+		h.setState(sdk.RuntimeStateError)
+	}
+}
+
+func reasonPtr(r sdk.TopologyReason) *sdk.TopologyReason { return &r }

@@ -1,0 +1,366 @@
+package rt_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/zlink-go/zlink/internal/proctest"
+	"github.com/zlink-go/zlink/rt"
+	"github.com/zlink-go/zlink/rt/internal/rttest"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// holdingLedgers makes node i's Ledgers hold the message "hold" until release is closed; every
+// message is recorded in c.runs once it ran.
+func holdingLedgers(c **cluster, release <-chan struct{}, held chan<- struct{}) func(int, *rt.Config) {
+	return func(i int, cfg *rt.Config) {
+		cfg.Register = func(r sdk.Registrar) error {
+			return rttest.RegisterLedger(r, func(spot, msg string) {
+				if msg == "hold" {
+					held <- struct{}{}
+					<-release
+				}
+				(*c).runs.Add(spot, msg)
+			}, func(string) { (*c).builtOn[i].Add(1) })
+		}
+	}
+}
+
+// collect ranges over an observation on its own goroutine until it ends.
+func collect[T any](seq func(func(sdk.Observed[T]) bool)) (<-chan []sdk.Observed[T], func() []sdk.Observed[T]) {
+	var mu sync.Mutex
+	var got []sdk.Observed[T]
+	done := make(chan []sdk.Observed[T], 1)
+	go func() {
+		for o := range seq {
+			mu.Lock()
+			got = append(got, o)
+			mu.Unlock()
+		}
+		mu.Lock()
+		done <- got
+		mu.Unlock()
+	}()
+	return done, func() []sdk.Observed[T] {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]sdk.Observed[T](nil), got...)
+	}
+}
+
+// F11: the runtime status says Serving and ready while the node serves; a shutdown shows
+// Draining with its deadline, then Stopped with the shutdown's result, and the observation ends.
+func TestF11_StatusFollowsTheLifecycle(t *testing.T) {
+	var built atomic.Int64
+	h, err := rt.Start(ctx, config(t, &built))
+	require.NoError(t, err)
+	st := h.Status()
+	assert.Equal(t, sdk.RuntimeStateServing, st.State)
+	assert.True(t, st.IsReady)
+	assert.True(t, st.AcceptingWork)
+	assert.True(t, st.SafeToShutdown, "no relocation ever started")
+	assert.Nil(t, st.Deadline)
+	assert.Nil(t, st.TerminationResult)
+	assert.NotZero(t, st.Sequence)
+	assert.WithinDuration(t, time.Now(), st.ObservedAt, time.Minute)
+	assert.Equal(t, sdk.HostCapacityStatus{}, st.Capacity)
+
+	ended, _ := collect(h.ObserveRuntime(context.Background()))
+	res, err := h.Shutdown(ctx, 10*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, sdk.TerminationResult{Outcome: sdk.TerminationOutcomeStopped, Reason: sdk.TerminationReasonNone}, res)
+
+	var seen []sdk.Observed[sdk.RuntimeStatus]
+	select {
+	case seen = <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the observation did not end after the host stopped")
+	}
+	require.NotEmpty(t, seen)
+	last := seen[len(seen)-1].Status
+	assert.Equal(t, sdk.RuntimeStateStopped, last.State)
+	assert.False(t, last.IsReady)
+	assert.False(t, last.AcceptingWork)
+	require.NotNil(t, last.TerminationResult)
+	assert.Equal(t, res, *last.TerminationResult)
+	assert.Nil(t, last.Deadline, "no operation in progress any more")
+	for i := 1; i < len(seen); i++ {
+		assert.Greater(t, seen[i].Status.Sequence, seen[i-1].Status.Sequence, "Sequence orders the statuses")
+		if seen[i].Status.State == sdk.RuntimeStateDraining {
+			assert.NotNil(t, seen[i].Status.Deadline, "Draining carries the shutdown's deadline")
+			assert.False(t, seen[i].Status.AcceptingWork)
+		}
+	}
+	assert.Equal(t, last, h.Status())
+	_, err = h.Call(ctx, sdk.InstanceIntent("test.Counter", "late"), "Add", wrapperspb.Int64(1))
+	require.ErrorIs(t, err, sdk.ErrNotServing)
+}
+
+// F8: a shutdown lets the work already queued finish, refuses new application work with
+// ErrNotServing meanwhile, shows the node Draining to its peers, closes its Spots with reason
+// Shutdown and releases their records, so that a peer creates them again at once.
+func TestF8_ShutdownDrainsQueuedWorkAndReleasesLocations(t *testing.T) {
+	release, held := make(chan struct{}), make(chan struct{}, 1)
+	var c *cluster
+	c = newCluster(t, 2, holdingLedgers(&c, release, held))
+	a, b := c.hosts[0], c.hosts[1]
+	const spots = 5
+	for i := range spots {
+		_, err := record(a, openLedger(spotID(i)), "first", sdk.OnNode(b.LocalNode()))
+		require.NoError(t, err)
+	}
+	require.Equal(t, int64(spots), c.builtOn[1].Load())
+	octx, stopObserving := context.WithCancel(context.Background())
+	defer stopObserving()
+	meshOfA, err := a.ObserveMesh(octx, "default")
+	require.NoError(t, err)
+	_, seenByA := collect(meshOfA)
+
+	// One Spot is busy with a held message and has two more queued behind it.
+	require.NoError(t, a.Send(ctx, ledger(spotID(0)), rttest.LedgerNote, wrapperspb.String("hold")))
+	<-held
+	for _, m := range []string{"queued-1", "queued-2"} {
+		require.NoError(t, a.Send(ctx, ledger(spotID(0)), rttest.LedgerNote, wrapperspb.String(m)))
+	}
+	type outcome struct {
+		res sdk.TerminationResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := b.Shutdown(context.Background(), 20*time.Second)
+		done <- outcome{res, err}
+	}()
+	require.Eventually(t, func() bool { return b.Status().State == sdk.RuntimeStateDraining }, 5*time.Second, time.Millisecond)
+	_, err = record(b, openLedger("new-on-b"), "x")
+	require.ErrorIs(t, err, sdk.ErrNotServing, "no new application work while draining")
+	require.Eventually(t, func() bool {
+		for _, o := range seenByA() {
+			for _, p := range o.Status.Peers {
+				if p.NodeRid == b.LocalNode() && p.State == sdk.PeerStateDraining {
+					return p.UnavailableReason != nil && *p.UnavailableReason == sdk.TopologyReasonDraining
+				}
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond, "node-a sees node-b Draining in its mesh status (G1 Draining)")
+	_, err = record(a, openLedger("placed-while-b-drains"), "x")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), c.builtOn[0].Load(), "placement chose node-a, not the draining node-b")
+
+	close(release)
+	var out outcome
+	select {
+	case out = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the shutdown did not end")
+	}
+	require.NoError(t, out.err)
+	assert.Equal(t, sdk.TerminationOutcomeStopped, out.res.Outcome)
+	for _, m := range []string{"hold", "queued-1", "queued-2"} {
+		assert.Equal(t, 1, c.runs.Count(m), "%s ran before the Spot closed", m)
+	}
+	assert.Equal(t, spots, c.runs.Count("closed:Shutdown"), "every Spot closed with reason Shutdown")
+
+	// Released, not left Unavailable: node-a creates them again at once.
+	start := time.Now()
+	for i := range spots {
+		_, err := record(a, openLedger(spotID(i)), "again")
+		require.NoError(t, err)
+	}
+	assert.Less(t, time.Since(start), rt.DefaultConfig().LeaseTTL, "no wait for a lease to expire")
+	assert.Equal(t, int64(1+spots), c.builtOn[0].Load())
+}
+
+func spotID(i int) string { return "drain-" + string(rune('a'+i)) }
+
+// F8: past its deadline, a shutdown force-stops what is left and says so.
+func TestF8_ShutdownPastItsDeadlineForceStops(t *testing.T) {
+	release, held := make(chan struct{}), make(chan struct{}, 1)
+	defer close(release)
+	var c *cluster
+	c = newCluster(t, 1, holdingLedgers(&c, release, held))
+	h := c.hosts[0]
+	_, err := record(h, openLedger("stuck"), "first")
+	require.NoError(t, err)
+	require.NoError(t, h.Send(ctx, ledger("stuck"), rttest.LedgerNote, wrapperspb.String("hold")))
+	<-held
+	res, err := h.Shutdown(ctx, 300*time.Millisecond)
+	require.NoError(t, err)
+	assert.Equal(t, sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}, res)
+	assert.Equal(t, sdk.RuntimeStateStopped, h.Status().State)
+	require.Error(t, h.Close(), "Close reports the forced stop")
+}
+
+// F10: concurrent and repeated shutdowns share one operation and one result; the first
+// deadline stays in force; a caller whose context ends stops only its own wait.
+func TestF10_ShutdownsJoinAndACancelledWaiterEndsOnlyItsWait(t *testing.T) {
+	release, held := make(chan struct{}), make(chan struct{}, 1)
+	var c *cluster
+	c = newCluster(t, 1, holdingLedgers(&c, release, held))
+	h := c.hosts[0]
+	_, err := record(h, openLedger("busy"), "first")
+	require.NoError(t, err)
+	require.NoError(t, h.Send(ctx, ledger("busy"), rttest.LedgerNote, wrapperspb.String("hold")))
+	<-held
+
+	results := make(chan sdk.TerminationResult, 4)
+	var wg sync.WaitGroup
+	shutdown := func(d time.Duration) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := h.Shutdown(context.Background(), d)
+			assert.NoError(t, err)
+			results <- res
+		}()
+	}
+	shutdown(20 * time.Second)
+	require.Eventually(t, func() bool { return h.Status().State == sdk.RuntimeStateDraining }, 5*time.Second, time.Millisecond)
+	deadline := h.Status().Deadline
+	require.NotNil(t, deadline)
+	for _, d := range []time.Duration{time.Millisecond, 0, time.Hour} {
+		shutdown(d)
+	}
+
+	impatient, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = h.Shutdown(impatient, time.Minute)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the impatient caller's wait ends")
+	assert.Equal(t, sdk.RuntimeStateDraining, h.Status().State, "the shutdown goes on")
+	assert.Equal(t, deadline, h.Status().Deadline, "a joining caller does not change the deadline")
+
+	close(release)
+	wg.Wait()
+	close(results)
+	var all []sdk.TerminationResult
+	for r := range results {
+		all = append(all, r)
+	}
+	require.Len(t, all, 4)
+	for _, r := range all {
+		assert.Equal(t, sdk.TerminationResult{Outcome: sdk.TerminationOutcomeStopped}, r, "one result for every caller: the 1 ms deadline was not the one in force")
+	}
+	res, err := h.Shutdown(ctx, time.Nanosecond)
+	require.NoError(t, err)
+	assert.Equal(t, all[0], res, "a later call gets the same result at once")
+	require.NoError(t, h.Close())
+	assert.Equal(t, 1, c.runs.Count("closed:Shutdown"))
+}
+
+// H1, H4 at the host: an observer that never reads holds up neither the host's shutdown nor
+// another observer.
+func TestObserverThatNeverReadsDoesNotBlockTheHost(t *testing.T) {
+	var built atomic.Int64
+	h, err := rt.Start(ctx, config(t, &built))
+	require.NoError(t, err)
+	octx, cancel := context.WithCancel(context.Background())
+	stuckDone := make(chan struct{})
+	go func() {
+		defer close(stuckDone)
+		for range h.ObserveRuntime(octx) {
+			<-octx.Done() // never takes the next one
+		}
+	}()
+	ended, _ := collect(h.ObserveRuntime(context.Background()))
+	for i := range 20 {
+		add(t, h, "c"+string(rune('a'+i)), 1)
+	}
+	res, err := h.Shutdown(ctx, 10*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, sdk.TerminationOutcomeStopped, res.Outcome)
+	select {
+	case got := <-ended:
+		require.NotEmpty(t, got)
+		assert.Equal(t, sdk.RuntimeStateStopped, got[len(got)-1].Status.State)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reading observer did not see the end")
+	}
+	cancel()
+	<-stuckDone
+}
+
+// ObserveMesh honours its mesh name: a mesh the node is not part of is ErrNotFound.
+func TestObserveMeshOfAnUnknownMeshIsNotFound(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	_, err := c.hosts[0].ObserveMesh(ctx, "elsewhere")
+	require.ErrorIs(t, err, sdk.ErrNotFound)
+	assert.Contains(t, err.Error(), "elsewhere")
+}
+
+// G1 NoReadyPeer: a peer the node cannot connect to degrades the mesh and names the reason.
+func TestG1_NoReadyPeerDegradesTheMesh(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	refuse := func(context.Context, string) (net.Conn, error) { return nil, errors.New("refused by the test") }
+	b := c.start(t, 1, func(_ int, cfg *rt.Config) { cfg.Dialer = refuse })
+	obs, err := b.ObserveMesh(ctx, "default")
+	require.NoError(t, err)
+	octx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var last sdk.RouteMeshStatus
+	for o := range obs {
+		last = o.Status
+		if len(last.Peers) == 1 && last.Peers[0].UnavailableReason != nil && last.State == sdk.TopologyStateDegraded {
+			break
+		}
+		if octx.Err() != nil {
+			break
+		}
+	}
+	require.Len(t, last.Peers, 1, "%+v", last)
+	require.NotNil(t, last.Peers[0].UnavailableReason)
+	assert.Equal(t, sdk.TopologyReasonNoReadyPeer, *last.Peers[0].UnavailableReason)
+	assert.Equal(t, sdk.TopologyStateDegraded, last.State)
+	assert.Zero(t, last.ReadyPeerCount)
+	assert.True(t, last.IsReady, "a degraded mesh still carries local traffic")
+}
+
+// G1 LocationUnavailable: while etcd cannot be reached the node's owner lease runs out; the mesh
+// status says placement is unavailable for that reason, and recovers when etcd comes back.
+func TestG1_LocationUnavailableWhileEtcdIsUnreachable(t *testing.T) {
+	etcd, endpoints := proctest.EtcdProcess(t, "-nofsync")
+	var built atomic.Int64
+	cfg := config(t, &built)
+	cfg.EtcdEndpoints = endpoints
+	cfg.LeaseTTL = 2 * time.Second
+	h, err := rt.Start(ctx, cfg)
+	require.NoError(t, err)
+	defer h.Close()
+	obs, err := h.ObserveMesh(context.Background(), "default")
+	require.NoError(t, err)
+	_, seen := collect(obs)
+	etcd.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			etcd.Resume()
+		}
+	}()
+	require.Eventually(t, func() bool {
+		st := h.MeshStatus()
+		return st.Placement.UnavailableReason != nil && *st.Placement.UnavailableReason == sdk.TopologyReasonLocationUnavailable &&
+			st.State == sdk.TopologyStateDegraded
+	}, 30*time.Second, 20*time.Millisecond, "placement unavailable for LocationUnavailable")
+	assert.Equal(t, sdk.RuntimeStateServing, h.Status().State, "the host serves on while one topology is degraded")
+	require.Eventually(t, func() bool {
+		found := false
+		for _, o := range seen() {
+			if r := o.Status.Placement.UnavailableReason; r != nil && *r == sdk.TopologyReasonLocationUnavailable {
+				found = true
+			}
+		}
+		return found
+	}, 10*time.Second, 20*time.Millisecond, "observers of the mesh saw it")
+	etcd.Resume()
+	resumed = true
+	require.Eventually(t, func() bool { return h.MeshStatus().Placement.IsAvailable }, 60*time.Second, 50*time.Millisecond, "placement is available again")
+}
