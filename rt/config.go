@@ -107,6 +107,18 @@ type Config struct {
 	// Unavailable with the node's lease (default 30 s, F8).
 	StopTimeout time.Duration
 
+	// Unhandled is what the node does with a message it knows no handler for: its Spot type is
+	// not registered here, or the type has no such method. One action per family: Request for
+	// calls, Send for one-way messages, Publish for channel publishes (which come with
+	// channels). The zero value refuses such a message with an error wrapping
+	// sdk.ErrUnhandled, for calls and sends alike. LogAndDrop and Drop drop it: a Send then
+	// returns nil, and a Call gets no reply, so it ends with its context's error, or after
+	// OperationTimeout at most. Throw makes this node refuse to send a message that the
+	// target's descriptor or the membership shows no node can handle. See
+	// sdk.UnhandledDispatchAction for the details. Messages found unhandled here, as a caller
+	// of a local Spot or a receiver from a peer, follow this node's policy.
+	Unhandled sdk.UnhandledDispatchOptions
+
 	// Logger receives the node's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Register registers the node's Spot types before it serves, typically by calling the
@@ -239,6 +251,9 @@ func (c Config) Validate() error {
 	if c.ServerTLS == nil && !c.InsecurePlaintext && !loopback(c.ListenAddr) {
 		errs = append(errs, fmt.Errorf("%w: the node listens on %s without TLS, so anyone who reaches that port can call, create and close any Spot: "+
 			"set ServerTLS and ClientTLS (mutual TLS), or InsecurePlaintext on a network you trust", sdk.ErrConfig, c.ListenAddr))
+	}
+	if err := c.Unhandled.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("Unhandled: %w", err))
 	}
 	if (c.EtcdUsername == "") != (c.EtcdPassword == "") {
 		errs = append(errs, fmt.Errorf("%w: set both EtcdUsername and EtcdPassword or neither", sdk.ErrConfig))

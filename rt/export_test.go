@@ -2,6 +2,7 @@ package rt
 
 import (
 	"github.com/zlink-go/zlink/rt/internal/catalog"
+	"github.com/zlink-go/zlink/rt/internal/mesh"
 	"github.com/zlink-go/zlink/rt/internal/transport"
 )
 
@@ -13,3 +14,6 @@ func (h *Host) CatalogStats() catalog.Stats { return h.catalogStats() }
 
 // TransportStats returns counters of the node's connections to its peers.
 func (h *Host) TransportStats() transport.Stats { return h.transportStats() }
+
+// UnhandledStats returns the node's unhandled-message counters.
+func (h *Host) UnhandledStats() mesh.UnhandledStats { return h.mesh.UnhandledStats() }

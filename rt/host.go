@@ -126,6 +126,8 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		},
 		ReclaimInterval: cfg.LeaseTTL * 3,
 		Logger:          cfg.Logger,
+		Unhandled:       cfg.Unhandled,
+		UnhandledHold:   cfg.OperationTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rt: %w", err)

@@ -1,28 +1,52 @@
 package sdk
 
 import (
+	"errors"
 	"fmt"
 	"math"
 )
 
-// UnhandledDispatchAction is what the receiver does with a message for which it knows no handler
-// (I1).
+// UnhandledDispatchAction is what the runtime does with an unhandled message: one that reaches
+// a node that knows no handler for it, because the node does not register the Spot type or the
+// type has no method of that name. The node that finds the message unhandled applies its own
+// policy; Throw also acts on the sending node, before the message leaves it.
+//
+// A message that reaches no node is not unhandled: a plain message to a Spot that does not
+// exist fails with ErrNotFound, and a create-intent message to a type that no node of the mesh
+// hosts fails with ErrUnhandled whatever the action, since placement finds no node to send it
+// to.
 type UnhandledDispatchAction uint8
 
 const (
-	// UnhandledDispatchActionReplyError answers the sender with ErrUnhandled (I1).
+	// UnhandledDispatchActionReplyError, the default, refuses the message with an error
+	// wrapping ErrUnhandled that names the type, the method and the node. A request's caller
+	// gets it from Call; a one-way message is acknowledged once it is admitted, so its sender
+	// gets it from Send. Nothing is logged: the sender has the error.
 	UnhandledDispatchActionReplyError UnhandledDispatchAction = 0
-	// UnhandledDispatchActionLogAndDrop logs the message and drops it (I1).
+	// UnhandledDispatchActionLogAndDrop drops the message and logs one warning on the node
+	// that found it unhandled (the Spot type and ID, the method, the node and, for a message
+	// from a peer, the sender). A one-way message counts as delivered: Send returns nil. A
+	// request gets no reply, as a request to an actor that ignores it: the caller's Call ends
+	// when its context does, with the context's error, and never waits longer than the
+	// receiving node's OperationTimeout (then with an error wrapping
+	// context.DeadlineExceeded), so a caller without a deadline is not left waiting for ever.
 	UnhandledDispatchActionLogAndDrop UnhandledDispatchAction = 1
-	// UnhandledDispatchActionDrop drops the message silently (I1).
+	// UnhandledDispatchActionDrop is UnhandledDispatchActionLogAndDrop without the log line.
 	UnhandledDispatchActionDrop UnhandledDispatchAction = 2
-	// UnhandledDispatchActionThrow fails the dispatch with ErrUnhandled on the receiver's side (I1).
+	// UnhandledDispatchActionThrow treats an unhandled message as the sender's programming
+	// error and reports it as early as possible. On the sending node, Call or Send returns an
+	// error wrapping ErrUnhandled without sending anything when the sender can know: the
+	// target's descriptor (the one generated code attaches, see Target.WithDesc) has no such
+	// method, or no node of the mesh, as this node sees the membership, hosts the type (for an
+	// Entry target, the addressed node does not). Otherwise the node that finds the message
+	// unhandled refuses it as ReplyError does, so Call and Send return the error, and logs it
+	// at error level.
 	UnhandledDispatchActionThrow UnhandledDispatchAction = 3
 )
 
 var unhandledDispatchActionNames = [...]string{"ReplyError", "LogAndDrop", "Drop", "Throw"}
 
-// String returns the action's name as the seed spells it, or UnhandledDispatchAction(n) (I1).
+// String returns the action's name as the seed spells it, or UnhandledDispatchAction(n).
 func (a UnhandledDispatchAction) String() string {
 	if int(a) < len(unhandledDispatchActionNames) {
 		return unhandledDispatchActionNames[a]
@@ -30,12 +54,33 @@ func (a UnhandledDispatchAction) String() string {
 	return fmt.Sprintf("UnhandledDispatchAction(%d)", uint8(a))
 }
 
-// UnhandledDispatchOptions is the unhandled-message policy, one action per submission family
-// (I1). The zero value replies with an error for all three.
+// Valid reports whether a is one of the four actions.
+func (a UnhandledDispatchAction) Valid() bool { return int(a) < len(unhandledDispatchActionNames) }
+
+// UnhandledDispatchOptions is the unhandled-message policy, one action per submission family.
+// The zero value replies with an error for all three, which is the runtime's default.
 type UnhandledDispatchOptions struct {
+	// Request applies to calls that wait for a reply (Call, with or without create-intent).
 	Request UnhandledDispatchAction
-	Send    UnhandledDispatchAction
+	// Send applies to one-way messages (Send).
+	Send UnhandledDispatchAction
+	// Publish applies to messages published on a Fanout channel. It is validated now and
+	// takes effect with channels.
 	Publish UnhandledDispatchAction
+}
+
+// Validate refuses an unknown action with an error wrapping ErrConfig that names the family.
+func (o UnhandledDispatchOptions) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		a    UnhandledDispatchAction
+	}{{"Request", o.Request}, {"Send", o.Send}, {"Publish", o.Publish}} {
+		if !f.a.Valid() {
+			errs = append(errs, fmt.Errorf("%w: unhandled-message action for %s: unknown action %s", ErrConfig, f.name, f.a))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // DiagnosticsLevel is how much diagnostic telemetry the runtime records (I2, I3).

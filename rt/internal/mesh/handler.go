@@ -35,7 +35,7 @@ func (m *Mesh) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, r
 	}
 	switch req.Op {
 	case wire.Op_OP_CALL, wire.Op_OP_SEND:
-		m.handleMessage(ctx, t, req, reply)
+		m.handleMessage(ctx, from, t, req, reply)
 	case wire.Op_OP_CREATE:
 		m.slow(ctx, reply, func() {
 			err := m.cat.Create(ctx, t)
@@ -63,16 +63,25 @@ func (m *Mesh) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, r
 	}
 }
 
-func (m *Mesh) handleMessage(ctx context.Context, t sdk.Target, req *wire.Request, reply func(*wire.Reply)) {
+func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target, req *wire.Request, reply func(*wire.Reply)) {
 	oneWay := req.Op == wire.Op_OP_SEND
+	// A message this node knows no handler for is found here, before anything reads the
+	// store or a queue, and follows the node's policy (I1).
 	desc := m.cat.TypeDesc(t.Type())
 	if desc == nil {
-		reply(refusedReply(fmt.Errorf("%w: spot type %s is not registered on node %s", sdk.ErrUnhandled, t.Type(), m.cfg.Node)))
+		m.refuseUnhandled(ctx, from, t, req.Method, oneWay,
+			fmt.Errorf("%w: spot type %s is not registered on node %s", sdk.ErrUnhandled, t.Type(), m.cfg.Node), reply)
+		return
+	}
+	if t.Kind() == sdk.KindEntry && desc.Kind != sdk.KindEntry {
+		m.refuseUnhandled(ctx, from, t, req.Method, oneWay,
+			fmt.Errorf("%w: no Entry Spot type %s on node %s", sdk.ErrUnhandled, t.Type(), m.cfg.Node), reply)
 		return
 	}
 	md := desc.Method(req.Method)
 	if md == nil {
-		reply(refusedReply(fmt.Errorf("%w: spot type %s has no method %s", sdk.ErrUnhandled, t.Type(), req.Method)))
+		m.refuseUnhandled(ctx, from, t, req.Method, oneWay,
+			fmt.Errorf("%w: spot type %s has no method %s", sdk.ErrUnhandled, t.Type(), req.Method), reply)
 		return
 	}
 	msg := md.NewRequest()

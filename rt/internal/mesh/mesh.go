@@ -51,6 +51,11 @@ type Config struct {
 	MaxSlowRequests int
 	// Logger receives the mesh's logs (default slog.Default()).
 	Logger *slog.Logger
+	// Unhandled is the node's unhandled-message policy (I1).
+	Unhandled sdk.UnhandledDispatchOptions
+	// UnhandledHold bounds how long a dropped request waits for the reply it never gets, when
+	// its context does not end sooner (default 30 s).
+	UnhandledHold time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -68,6 +73,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.UnhandledHold <= 0 {
+		c.UnhandledHold = 30 * time.Second
 	}
 	c.Transport.Node = c.Node
 	if c.Transport.DialTimeout <= 0 {
@@ -99,6 +107,8 @@ type Mesh struct {
 	seen    revisionGate // the membership revision applied so far
 
 	status statusTracker
+
+	unhandledCount unhandledCounters
 
 	ctx         context.Context
 	cancel      context.CancelFunc

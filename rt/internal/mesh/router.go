@@ -33,15 +33,21 @@ func (m *Mesh) invoke(ctx context.Context, t sdk.Target, method string, req prot
 	if req == nil || !req.ProtoReflect().IsValid() {
 		return nil, fmt.Errorf("%w: %v %s: nil message", sdk.ErrInvalidArgument, t, method)
 	}
+	if err := m.throwBeforeSend(t, method, oneWay); err != nil {
+		return nil, err
+	}
 	// The hot path: the Spot is active on this node. Only a valid target can be found there,
 	// so validation waits for the paths that go further.
 	if rt, ok := m.cat.LocalSpot(t); ok {
 		reply, admitted, err := m.cat.Deliver(ctx, rt, method, req, oneWay)
 		if admitted || !errors.Is(err, catalog.ErrClosing) {
-			return reply, err
+			return reply, m.dispatched(ctx, t, method, oneWay, err)
 		}
 	}
 	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	if err := m.throwUnhosted(t, method, oneWay); err != nil {
 		return nil, err
 	}
 	if t.Kind() == sdk.KindEntry {
@@ -106,12 +112,14 @@ func (m *Mesh) placed(t sdk.Target, opts sdk.CallOptions, fn func(sdk.NodeID) (r
 // remote owner when the Spot is Ready elsewhere. refused says the message was turned away
 // unrun: it may be sent elsewhere.
 func (m *Mesh) local(ctx context.Context, t sdk.Target, method string, req proto.Message, oneWay bool) (_ proto.Message, refused bool, _ error) {
+	// Every refusal of the catalog goes through dispatched, which applies the unhandled-message
+	// policy (I1); answers from a remote owner do not: the owner applied its own.
 	if t.Kind() == sdk.KindEntry {
 		if oneWay {
-			return nil, false, m.cat.Send(ctx, t, method, req)
+			return nil, false, m.dispatched(ctx, t, method, oneWay, m.cat.Send(ctx, t, method, req))
 		}
 		reply, err := m.cat.Call(ctx, t, method, req)
-		return reply, false, err
+		return reply, false, m.dispatched(ctx, t, method, oneWay, err)
 	}
 	mode := catalog.Plain
 	if t.CreateIntent() {
@@ -120,7 +128,7 @@ func (m *Mesh) local(ctx context.Context, t sdk.Target, method string, req proto
 	for range maxRedirects {
 		rt, err := m.cat.Resolve(ctx, t, mode)
 		if err != nil {
-			return nil, true, err
+			return nil, true, m.dispatched(ctx, t, method, oneWay, err)
 		}
 		if !rt.Local() {
 			owner := rt.Remote.Record.Owner.Node
@@ -129,7 +137,7 @@ func (m *Mesh) local(ctx context.Context, t sdk.Target, method string, req proto
 		}
 		reply, admitted, err := m.cat.Deliver(ctx, rt, method, req, oneWay)
 		if admitted || !errors.Is(err, catalog.ErrClosing) {
-			return reply, !admitted, err
+			return reply, !admitted, m.dispatched(ctx, t, method, oneWay, err)
 		}
 	}
 	return nil, true, fmt.Errorf("%w: %v kept closing", sdk.ErrNotFound, t.Plain())

@@ -1,0 +1,205 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zlink-go/zlink/rt/internal/wire"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// The unhandled-message policy (I1). A message is unhandled when it reaches a node that knows
+// no handler for it: the catalog (a local caller's dispatch) or the handler (a peer's request)
+// refuses it with sdk.ErrUnhandled before it is admitted to any queue. That node applies its
+// own policy, per family:
+//
+//	           Request (Call)                      Send (one-way)
+//	ReplyError refused: ErrUnhandled               refused: Send returns ErrUnhandled
+//	LogAndDrop Warn log; no reply: the call ends   Warn log; Send returns nil
+//	           with its context, at most Hold
+//	Drop       as LogAndDrop, no log               as LogAndDrop, no log
+//	Throw      refused before sending when the     as Request
+//	           descriptor or the membership shows
+//	           nobody handles it; else ReplyError
+//	           and an Error log
+//
+// A message refused by a peer is never judged again by its sender: the peer applied its
+// policy. Placement's "no node hosts this type" reaches no node and is not a dispatch: it
+// stays an error under every action.
+
+// UnhandledStats counts unhandled messages.
+type UnhandledStats struct {
+	// Requests and Sends count the messages this node found unhandled, as the dispatcher of a
+	// local call or as the receiver of a peer's message, per family.
+	Requests, Sends int64
+	// Dropped counts those of them that were dropped (LogAndDrop, Drop).
+	Dropped int64
+	// NotSent counts the messages this node refused to send under Throw, because the
+	// target's descriptor or the membership showed that no node handles them.
+	NotSent int64
+}
+
+type unhandledCounters struct {
+	requests, sends, dropped, notSent atomic.Int64
+}
+
+// UnhandledStats returns the node's unhandled-message counters.
+func (m *Mesh) UnhandledStats() UnhandledStats {
+	c := &m.unhandledCount
+	return UnhandledStats{Requests: c.requests.Load(), Sends: c.sends.Load(), Dropped: c.dropped.Load(), NotSent: c.notSent.Load()}
+}
+
+func (m *Mesh) unhandledAction(oneWay bool) sdk.UnhandledDispatchAction {
+	if oneWay {
+		return m.cfg.Unhandled.Send
+	}
+	return m.cfg.Unhandled.Request
+}
+
+func family(oneWay bool) string {
+	if oneWay {
+		return "Send"
+	}
+	return "Request"
+}
+
+// unhandled counts and logs a message this node found unhandled (err wraps sdk.ErrUnhandled)
+// and reports whether the policy drops it; otherwise it is refused with err.
+func (m *Mesh) unhandled(t sdk.Target, method string, oneWay bool, from sdk.NodeID, err error) (drop bool) {
+	if oneWay {
+		m.unhandledCount.sends.Add(1)
+	} else {
+		m.unhandledCount.requests.Add(1)
+	}
+	action := m.unhandledAction(oneWay)
+	attrs := func() []any {
+		a := []any{"family", family(oneWay), "spot", t.Type(), "kind", t.Kind().String(), "method", method}
+		if t.Kind() == sdk.KindEntry {
+			a = append(a, "target_node", string(t.Node()))
+		} else {
+			a = append(a, "id", t.ID())
+		}
+		if from != "" {
+			a = append(a, "from", string(from))
+		}
+		return append(a, "err", err)
+	}
+	switch action {
+	case sdk.UnhandledDispatchActionLogAndDrop:
+		m.log.Warn("unhandled message dropped", attrs()...)
+		m.unhandledCount.dropped.Add(1)
+		return true
+	case sdk.UnhandledDispatchActionDrop:
+		m.unhandledCount.dropped.Add(1)
+		return true
+	case sdk.UnhandledDispatchActionThrow:
+		m.log.Error("unhandled message refused", attrs()...)
+	}
+	return false
+}
+
+// dispatched applies the policy to err, the outcome of dispatching a message on this node's
+// catalog: an unhandled message is refused with err, or dropped — a one-way message then
+// counts as delivered and a request waits, with no reply, for its context or the hold bound.
+// Any other outcome is returned as is.
+func (m *Mesh) dispatched(ctx context.Context, t sdk.Target, method string, oneWay bool, err error) error {
+	if err == nil || !errors.Is(err, sdk.ErrUnhandled) || !m.unhandled(t, method, oneWay, "", err) {
+		return err
+	}
+	if oneWay {
+		return nil
+	}
+	return m.withhold(ctx)
+}
+
+// withhold is a dropped request's wait for the reply that never comes: it ends with ctx, after
+// the hold bound (so that a caller without a deadline is not left waiting for ever), or when
+// the mesh closes.
+func (m *Mesh) withhold(ctx context.Context) error {
+	timer := time.NewTimer(m.cfg.UnhandledHold)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return m.errNoReply()
+	case <-m.ctx.Done():
+		return fmt.Errorf("%w: node %s is closing", sdk.ErrClosed, m.cfg.Node)
+	}
+}
+
+func (m *Mesh) errNoReply() error {
+	return fmt.Errorf("%w: no reply within %v", context.DeadlineExceeded, m.cfg.UnhandledHold)
+}
+
+// refuseUnhandled answers a peer's message that this node found unhandled, as the policy says:
+// refused with err, or dropped — a one-way message is acknowledged as delivered, a request's
+// reply is withheld until its context ends (the caller's deadline or cancellation, or the
+// stream's end) or the hold bound passes.
+func (m *Mesh) refuseUnhandled(ctx context.Context, from sdk.NodeID, t sdk.Target, method string, oneWay bool, err error, reply func(*wire.Reply)) {
+	if !m.unhandled(t, method, oneWay, from, err) {
+		reply(refusedReply(err))
+		return
+	}
+	if oneWay {
+		reply(&wire.Reply{}) // no owner: nothing to cache a route to
+		return
+	}
+	var once sync.Once
+	answer := func(err error) { once.Do(func() { reply(refusedReply(err)) }) }
+	timer := time.AfterFunc(m.cfg.UnhandledHold, func() { answer(m.errNoReply()) })
+	// The stream's end ends ctx too, so neither the timer nor this outlives the mesh.
+	context.AfterFunc(ctx, func() {
+		timer.Stop()
+		answer(ctx.Err())
+	})
+}
+
+// throwBeforeSend applies Throw on the sending side: a message that the target's descriptor
+// shows no handler for is refused here, unsent.
+func (m *Mesh) throwBeforeSend(t sdk.Target, method string, oneWay bool) error {
+	if m.unhandledAction(oneWay) != sdk.UnhandledDispatchActionThrow {
+		return nil
+	}
+	if d := t.Desc(); d != nil && d.Name == t.Type() && d.Method(method) == nil {
+		m.unhandledCount.notSent.Add(1)
+		return fmt.Errorf("%w: spot type %s has no method %s in its descriptor; the message was not sent", sdk.ErrUnhandled, t.Type(), method)
+	}
+	return nil
+}
+
+// throwUnhosted applies Throw on the sending side for a message no node of the mesh can
+// handle, as this node sees the membership: no Object Server hosts its type, or, for an Entry
+// target, the addressed node does not.
+func (m *Mesh) throwUnhosted(t sdk.Target, method string, oneWay bool) error {
+	if m.unhandledAction(oneWay) != sdk.UnhandledDispatchActionThrow || m.hostedSomewhere(t) {
+		return nil
+	}
+	m.unhandledCount.notSent.Add(1)
+	if t.Kind() == sdk.KindEntry {
+		return fmt.Errorf("%w: node %s hosts no Entry Spot type %s; %s was not sent", sdk.ErrUnhandled, t.Node(), t.Type(), method)
+	}
+	return fmt.Errorf("%w: no Object Server of the mesh hosts spot type %s; %s was not sent", sdk.ErrUnhandled, t.Type(), method)
+}
+
+// hostedSomewhere reports whether a member may handle t. A node this node does not know of
+// yet gets the benefit of the doubt.
+func (m *Mesh) hostedSomewhere(t sdk.Target) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if t.Kind() == sdk.KindEntry {
+		n, ok := m.members[t.Node()]
+		return !ok || slices.Contains(n.Desc.GetSpotTypes(), t.Type())
+	}
+	for _, n := range m.members {
+		if n.Desc.GetRoles()&RoleObjectServer != 0 && slices.Contains(n.Desc.GetSpotTypes(), t.Type()) {
+			return true
+		}
+	}
+	return false
+}
