@@ -111,7 +111,7 @@ func TestUsageAndVersion(t *testing.T) {
 	assert.Equal(t, 2, code)
 	code, _, stderr := zlinkgen("init")
 	assert.Equal(t, 2, code)
-	assert.Contains(t, stderr, "usage: zlinkgen init <dir> [module path]")
+	assert.Contains(t, stderr, "usage: zlinkgen init [-sdk DIR|none] <dir> [module path]")
 	code, stdout, _ := zlinkgen("-version")
 	assert.Equal(t, 0, code)
 	assert.Regexp(t, `^zlinkgen v\d+\.\d+\.\d+\n$`, stdout)
