@@ -1,14 +1,10 @@
 package templates_test
 
 import (
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -73,7 +69,8 @@ func sdkRequire(f *modfile.File) string {
 
 // TestInitPointsGoModAtACheckout: with an SDK directory, go.mod requires DevVersion and
 // replaces the SDK with that directory, which is what lets the application build from a
-// checkout of an unpublished module. TestScaffoldedAppBuildsAndRuns builds and runs it.
+// checkout of an unpublished module. TestReadmeWriteYourOwn (cmd/zlinkgen) builds and runs
+// an application scaffolded so.
 func TestInitPointsGoModAtACheckout(t *testing.T) {
 	checkout := filepath.Join(t.TempDir(), "zlink checkout") // a space: the path must be quoted
 	dir := filepath.Join(t.TempDir(), "app")
@@ -126,61 +123,4 @@ func TestInitRefusesAnUnusableSDK(t *testing.T) {
 			assert.NoDirExists(t, dir, "nothing written")
 		})
 	}
-}
-
-// TestScaffoldedAppBuildsAndRuns scaffolds an application whose go.mod replaces the SDK with
-// this repository, generates its Spot code with go generate, builds it and runs it.
-func TestScaffoldedAppBuildsAndRuns(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs a whole application")
-	}
-	root := repoRoot(t)
-	dir := filepath.Join(t.TempDir(), "zlinkapp")
-	_, err := templates.Init(dir, "example.com/zlinkapp", templates.SDK{Version: templates.DevVersion, Dir: root})
-	require.NoError(t, err)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	goCmd(ctx, t, dir, "mod", "tidy")
-	goCmd(ctx, t, dir, "generate", "./...")
-	for _, g := range []string{"lobby_zlink.go", "player_zlink.go", "room_zlink.go"} {
-		require.FileExists(t, filepath.Join(dir, "game", g))
-	}
-	bin := filepath.Join(dir, "zlinkapp")
-	if runtime.GOOS == "windows" {
-		bin += ".exe"
-	}
-	goCmd(ctx, t, dir, "build", "-o", bin, ".")
-
-	run := exec.CommandContext(ctx, bin)
-	run.Dir = dir
-	out, err := run.Output()
-	require.NoError(t, err, "%s", out)
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	require.Len(t, lines, 7, "%s", out)
-	assert.True(t, strings.HasPrefix(lines[0], "lobby: welcome, ann (node "), lines[0])
-	assert.Equal(t, []string{
-		"player: created ann",
-		"player: creating ann again fails: already exists",
-		"player: ann has 10 points",
-		"room: room-1 not found (a plain call never creates)",
-		"room: room-1 has 2 members and 1 message",
-		"room: room-1 closed",
-	}, lines[1:])
-}
-
-func goCmd(ctx context.Context, t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), out)
-}
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	require.NoError(t, err)
-	return filepath.Dir(wd) // this package is templates/ at the root
 }
