@@ -105,7 +105,7 @@ func runInit(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	sdkFlag := fs.String("sdk", "", "where the application's "+templates.SDKPath+" comes from: a checkout's directory\n"+
 		"(go.mod replaces the module with it), or none (go.mod gets neither require nor replace).\n"+
-		"Default: the released version this zlinkgen is, or the checkout it was built from")
+		"Default: a released zlinkgen's own version, or the checkout a zlinkgen built from source comes from")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: %s\n\n", initUsage)
 		fs.PrintDefaults()
