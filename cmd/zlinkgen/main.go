@@ -6,7 +6,8 @@
 //
 // or on package patterns:
 //
-//	zlinkgen [-check] [-tags list] [packages]
+//	zlinkgen [-check] [-tags list] [-v] [packages]
+//	zlinkgen -version
 //	zlinkgen init [-sdk DIR|none] <dir> [module path]
 //
 // With no packages it works on the package in the current directory. For each input file
@@ -15,8 +16,9 @@
 // or missing. init scaffolds a runnable application into an empty directory; its go.mod requires
 // the SDK this zlinkgen belongs to: the released version, or, for a zlinkgen run from a checkout
 // (go run ./cmd/zlinkgen), a replace of the module with that checkout; -sdk DIR names the
-// checkout, -sdk none writes neither. The work is done by internal/gen; see its documentation
-// for the directives and method shapes.
+// checkout, -sdk none writes neither. -version prints the version of zlinkgen and of the SDK
+// it was built with (one module: "(devel)" from a checkout), and what generated code pins. The
+// work is done by internal/gen; see its documentation for the directives and method shapes.
 package main
 
 import (
@@ -50,16 +52,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	check := fs.Bool("check", false, "write nothing; fail, naming them, if generated files are stale or missing")
 	tags := fs.String("tags", "", "comma-separated build tags to load the packages with")
 	verbose := fs.Bool("v", false, "name every file written or removed")
-	version := fs.Bool("version", false, "print the version and exit")
+	version := fs.Bool("version", false, "print the versions of zlinkgen and of the SDK it was built with, and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: zlinkgen [-check] [-tags list] [-v] [packages]\n       %s\n\n", initUsage)
+		fmt.Fprintf(stderr, "usage: zlinkgen [-check] [-tags list] [-v] [packages]\n       zlinkgen -version\n       %s\n\n", initUsage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *version {
-		fmt.Fprintln(stdout, "zlinkgen", gen.Version)
+		bi, _ := debug.ReadBuildInfo()
+		fmt.Fprint(stdout, versionText(bi))
 		return 0
 	}
 	cfg := gen.Config{}
