@@ -1,17 +1,14 @@
 package templates_test
 
 import (
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/mod/modfile"
 
 	"github.com/zlink-go/zlink/templates"
 )
@@ -19,7 +16,7 @@ import (
 func TestInitRefusesANonEmptyDirectory(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("mine"), 0o644))
-	files, err := templates.Init(dir, "example.com/app")
+	files, err := templates.Init(dir, "example.com/app", templates.SDK{})
 	require.ErrorIs(t, err, templates.ErrNotEmpty)
 	assert.Contains(t, err.Error(), dir)
 	assert.Empty(t, files)
@@ -29,13 +26,13 @@ func TestInitRefusesANonEmptyDirectory(t *testing.T) {
 }
 
 func TestInitRefusesAnInvalidModulePath(t *testing.T) {
-	_, err := templates.Init(filepath.Join(t.TempDir(), "app"), "not a path")
+	_, err := templates.Init(filepath.Join(t.TempDir(), "app"), "not a path", templates.SDK{})
 	require.ErrorContains(t, err, "invalid module path")
 }
 
 func TestInitWritesTheTemplatesWithoutSuffix(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "myapp")
-	files, err := templates.Init(dir, "")
+	files, err := templates.Init(dir, "", templates.SDK{})
 	require.NoError(t, err)
 	for _, want := range []string{".gitignore", "Makefile", "README.md", "go.mod", "main.go",
 		filepath.Join("game", "game.go"), filepath.Join("game", "game.pb.go"), filepath.Join("game", "game.proto"),
@@ -50,65 +47,80 @@ func TestInitWritesTheTemplatesWithoutSuffix(t *testing.T) {
 	assert.Contains(t, string(mod), "module myapp\n", "the module path defaults to the directory's name")
 }
 
-// TestScaffoldedAppBuildsAndRuns scaffolds an application, points it at this repository,
-// generates its Spot code with go generate, builds it and runs it.
-func TestScaffoldedAppBuildsAndRuns(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs a whole application")
-	}
-	root := repoRoot(t)
-	dir := filepath.Join(t.TempDir(), "zlinkapp")
-	_, err := templates.Init(dir, "example.com/zlinkapp")
+// readGoMod parses the go.mod that Init wrote into dir.
+func readGoMod(t *testing.T, dir string) *modfile.File {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 	require.NoError(t, err)
-
-	f, err := os.OpenFile(filepath.Join(dir, "go.mod"), os.O_APPEND|os.O_WRONLY, 0)
-	require.NoError(t, err)
-	_, err = f.WriteString("\nreplace github.com/zlink-go/zlink => " + root + "\n")
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
-
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	goCmd(ctx, t, dir, "mod", "tidy")
-	goCmd(ctx, t, dir, "generate", "./...")
-	for _, g := range []string{"lobby_zlink.go", "player_zlink.go", "room_zlink.go"} {
-		require.FileExists(t, filepath.Join(dir, "game", g))
-	}
-	bin := filepath.Join(dir, "zlinkapp")
-	if runtime.GOOS == "windows" {
-		bin += ".exe"
-	}
-	goCmd(ctx, t, dir, "build", "-o", bin, ".")
-
-	run := exec.CommandContext(ctx, bin)
-	run.Dir = dir
-	out, err := run.Output()
-	require.NoError(t, err, "%s", out)
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	require.Len(t, lines, 7, "%s", out)
-	assert.True(t, strings.HasPrefix(lines[0], "lobby: welcome, ann (node "), lines[0])
-	assert.Equal(t, []string{
-		"player: created ann",
-		"player: creating ann again fails: already exists",
-		"player: ann has 10 points",
-		"room: room-1 not found (a plain call never creates)",
-		"room: room-1 has 2 members and 1 message",
-		"room: room-1 closed",
-	}, lines[1:])
+	f, err := modfile.Parse("go.mod", data, nil)
+	require.NoError(t, err, "%s", data)
+	return f
 }
 
-func goCmd(ctx context.Context, t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), out)
+// sdkRequire is the version go.mod requires of the SDK, or "" when it requires none.
+func sdkRequire(f *modfile.File) string {
+	for _, r := range f.Require {
+		if r.Mod.Path == templates.SDKPath {
+			return r.Mod.Version
+		}
+	}
+	return ""
 }
 
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
+// TestInitPointsGoModAtACheckout: with an SDK directory, go.mod requires DevVersion and
+// replaces the SDK with that directory, which is what lets the application build from a
+// checkout of an unpublished module. TestReadmeWriteYourOwn (cmd/zlinkgen) builds and runs
+// an application scaffolded so.
+func TestInitPointsGoModAtACheckout(t *testing.T) {
+	checkout := filepath.Join(t.TempDir(), "zlink checkout") // a space: the path must be quoted
+	dir := filepath.Join(t.TempDir(), "app")
+	_, err := templates.Init(dir, "example.com/app", templates.SDK{Version: templates.DevVersion, Dir: checkout})
 	require.NoError(t, err)
-	return filepath.Dir(wd) // this package is templates/ at the root
+	f := readGoMod(t, dir)
+	assert.Equal(t, "example.com/app", f.Module.Mod.Path)
+	assert.Equal(t, templates.DevVersion, sdkRequire(f))
+	require.Len(t, f.Replace, 1)
+	assert.Equal(t, templates.SDKPath, f.Replace[0].Old.Path)
+	assert.Empty(t, f.Replace[0].Old.Version, "every version of the SDK is replaced")
+	assert.Equal(t, checkout, f.Replace[0].New.Path)
+	require.Len(t, f.Tool, 1, "the template's tool line survives the edit")
+	assert.Equal(t, templates.SDKPath+"/cmd/zlinkgen", f.Tool[0].Path)
+}
+
+func TestInitRequiresAReleasedVersionWithoutReplace(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "app")
+	_, err := templates.Init(dir, "example.com/app", templates.SDK{Version: "v0.1.0"})
+	require.NoError(t, err)
+	f := readGoMod(t, dir)
+	assert.Equal(t, "v0.1.0", sdkRequire(f))
+	assert.Empty(t, f.Replace)
+}
+
+func TestInitWithTheZeroSDKWritesNeitherRequireNorReplace(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "app")
+	_, err := templates.Init(dir, "example.com/app", templates.SDK{})
+	require.NoError(t, err)
+	f := readGoMod(t, dir)
+	assert.Empty(t, sdkRequire(f))
+	assert.Empty(t, f.Replace)
+}
+
+func TestInitRefusesAnUnusableSDK(t *testing.T) {
+	for name, tc := range map[string]struct {
+		sdk  templates.SDK
+		want string
+	}{
+		"relative dir":      {templates.SDK{Version: templates.DevVersion, Dir: "../zlink"}, "not an absolute path"},
+		"dir, no version":   {templates.SDK{Dir: t.TempDir()}, "needs a version"},
+		"invalid version":   {templates.SDK{Version: "latest"}, "SDK version"},
+		"non-canonical ver": {templates.SDK{Version: "v1"}, "SDK version"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "app")
+			files, err := templates.Init(dir, "example.com/app", tc.sdk)
+			require.ErrorContains(t, err, tc.want)
+			assert.Empty(t, files)
+			assert.NoDirExists(t, dir, "nothing written")
+		})
+	}
 }

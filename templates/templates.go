@@ -1,7 +1,9 @@
 // Package templates holds the application that `zlinkgen init` scaffolds, embedded in the
 // binary. The files under app/ carry a .tmpl suffix so that the Go tool does not build them as
 // part of this module; Init writes them without it. Go and text files are text/template
-// templates of Data; the generated protobuf code (*.pb.go.tmpl) is copied as it is.
+// templates of Data; the generated protobuf code (*.pb.go.tmpl) is copied as it is. The
+// rendered go.mod is then edited with golang.org/x/mod/modfile to say where the SDK comes from
+// (see SDK).
 package templates
 
 import (
@@ -17,6 +19,7 @@ import (
 	"strings"
 	"text/template"
 
+	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
 )
 
@@ -25,6 +28,47 @@ var app embed.FS
 
 // ErrNotEmpty is returned by Init for a directory that already holds files.
 var ErrNotEmpty = errors.New("directory is not empty")
+
+// SDKPath is the module path of the ZLink SDK, which every scaffolded application uses.
+const SDKPath = "github.com/zlink-go/zlink"
+
+// DevVersion is the version a scaffolded application requires when a replace points the SDK at
+// a checkout: the zero pseudo-version, which is what go mod tidy itself writes for a module
+// replaced by a directory (the version is never fetched, but go.mod needs a valid one).
+const DevVersion = "v0.0.0-00010101000000-000000000000"
+
+// SDK says where a scaffolded application's github.com/zlink-go/zlink comes from. The zero
+// SDK writes neither a require nor a replace, leaving that to the user.
+type SDK struct {
+	// Version is the version go.mod requires; "" writes no require.
+	Version string
+	// Dir, when not empty, is the absolute path of a checkout of the SDK: go.mod replaces the
+	// module with it. A Dir needs a Version (DevVersion when there is no better one).
+	Dir string
+}
+
+// check refuses an SDK that would make an invalid or unusable go.mod.
+func (s SDK) check() error {
+	if s.Version != "" {
+		if err := module.Check(SDKPath, s.Version); err != nil {
+			return fmt.Errorf("SDK version: %w", err)
+		}
+		if c := module.CanonicalVersion(s.Version); c != s.Version {
+			return fmt.Errorf("SDK version %q is not canonical (%q)", s.Version, c)
+		}
+	}
+	if s.Dir != "" {
+		if !filepath.IsAbs(s.Dir) {
+			// A relative replace is resolved from the application's directory, not from where
+			// zlinkgen ran: refuse it rather than write one that points elsewhere.
+			return fmt.Errorf("SDK directory %q is not an absolute path", s.Dir)
+		}
+		if s.Version == "" {
+			return errors.New("an SDK directory needs a version to require")
+		}
+	}
+	return nil
+}
 
 // Data is what the templates see.
 type Data struct {
@@ -35,9 +79,10 @@ type Data struct {
 }
 
 // Init writes the application into dir, which must be missing or empty, with the module path
-// module (default: the directory's name). It returns the files written, relative to dir,
-// in lexical order. It writes nothing when dir is not empty or module is invalid.
-func Init(dir, module string) ([]string, error) {
+// module (default: the directory's name) and a go.mod that gets the SDK as sdk says. It returns
+// the files written, relative to dir, in lexical order. It writes nothing when dir is not
+// empty, module is invalid or sdk is.
+func Init(dir, module string, sdk SDK) ([]string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -46,6 +91,9 @@ func Init(dir, module string) ([]string, error) {
 		module = filepath.Base(abs)
 	}
 	if err := checkModulePath(module); err != nil {
+		return nil, err
+	}
+	if err := sdk.check(); err != nil {
 		return nil, err
 	}
 	if entries, err := os.ReadDir(abs); err == nil && len(entries) > 0 {
@@ -57,6 +105,13 @@ func Init(dir, module string) ([]string, error) {
 	files, err := render(data)
 	if err != nil {
 		return nil, err
+	}
+	for i, f := range files {
+		if f.name == "go.mod" {
+			if files[i].content, err = editGoMod(f.content, sdk); err != nil {
+				return nil, err
+			}
+		}
 	}
 	var written []string
 	for _, f := range files {
@@ -79,6 +134,26 @@ func checkModulePath(p string) error {
 		return fmt.Errorf("invalid module path %q: %w", p, err)
 	}
 	return nil
+}
+
+// editGoMod adds the SDK's require and replace to the rendered go.mod.
+func editGoMod(src []byte, sdk SDK) ([]byte, error) {
+	f, err := modfile.Parse("go.mod", src, nil)
+	if err != nil {
+		return nil, fmt.Errorf("template go.mod: %w", err)
+	}
+	if sdk.Version != "" {
+		if err := f.AddRequire(SDKPath, sdk.Version); err != nil {
+			return nil, err
+		}
+	}
+	if sdk.Dir != "" {
+		if err := f.AddReplace(SDKPath, "", sdk.Dir, ""); err != nil {
+			return nil, err
+		}
+	}
+	f.Cleanup()
+	return f.Format()
 }
 
 type file struct {

@@ -6,14 +6,19 @@
 //
 // or on package patterns:
 //
-//	zlinkgen [-check] [-tags list] [packages]
-//	zlinkgen init <dir> [module path]
+//	zlinkgen [-check] [-tags list] [-v] [packages]
+//	zlinkgen -version
+//	zlinkgen init [-sdk DIR|none] <dir> [module path]
 //
 // With no packages it works on the package in the current directory. For each input file
 // room.go that declares annotated interfaces it writes room_zlink.go beside it, only when the
 // bytes change. -check writes nothing and fails, naming them, when generated files are stale
-// or missing. init scaffolds a runnable application into an empty directory. The work is done
-// by internal/gen; see its documentation for the directives and method shapes.
+// or missing. init scaffolds a runnable application into an empty directory; its go.mod requires
+// the SDK this zlinkgen belongs to: the released version, or, for a zlinkgen run from a checkout
+// (go run ./cmd/zlinkgen), a replace of the module with that checkout; -sdk DIR names the
+// checkout, -sdk none writes neither. -version prints the version of zlinkgen and of the SDK
+// it was built with (one module: "(devel)" from a checkout), and what generated code pins. The
+// work is done by internal/gen; see its documentation for the directives and method shapes.
 package main
 
 import (
@@ -24,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 
 	"github.com/zlink-go/zlink/internal/gen"
 	"github.com/zlink-go/zlink/templates"
@@ -46,16 +52,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	check := fs.Bool("check", false, "write nothing; fail, naming them, if generated files are stale or missing")
 	tags := fs.String("tags", "", "comma-separated build tags to load the packages with")
 	verbose := fs.Bool("v", false, "name every file written or removed")
-	version := fs.Bool("version", false, "print the version and exit")
+	version := fs.Bool("version", false, "print the versions of zlinkgen and of the SDK it was built with, and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: zlinkgen [-check] [-tags list] [-v] [packages]\n       zlinkgen init <dir> [module path]\n\n")
+		fmt.Fprintf(stderr, "usage: zlinkgen [-check] [-tags list] [-v] [packages]\n       zlinkgen -version\n       %s\n\n", initUsage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *version {
-		fmt.Fprintln(stdout, "zlinkgen", gen.Version)
+		bi, _ := debug.ReadBuildInfo()
+		fmt.Fprint(stdout, versionText(bi))
 		return 0
 	}
 	cfg := gen.Config{}
@@ -95,17 +102,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// runInit is "zlinkgen init <dir> [module path]".
+// runInit is "zlinkgen init [-sdk DIR|none] <dir> [module path]".
 func runInit(args []string, stdout, stderr io.Writer) int {
-	if len(args) < 1 || len(args) > 2 {
-		fmt.Fprintln(stderr, "usage: zlinkgen init <dir> [module path]")
+	fs := flag.NewFlagSet("zlinkgen init", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sdkFlag := fs.String("sdk", "", "where the application's "+templates.SDKPath+" comes from: a checkout's directory\n"+
+		"(go.mod replaces the module with it), or none (go.mod gets neither require nor replace).\n"+
+		"Default: a released zlinkgen's own version, or the checkout a zlinkgen built from source comes from")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: %s\n\n", initUsage)
+		fs.PrintDefaults()
+	}
+	// Flags may come before or after the arguments: parse, take one argument, parse the rest.
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+	if len(pos) < 1 || len(pos) > 2 {
+		fs.Usage()
 		return 2
 	}
-	dir, module := args[0], ""
-	if len(args) == 2 {
-		module = args[1]
+	dir, module := pos[0], ""
+	if len(pos) == 2 {
+		module = pos[1]
 	}
-	files, err := templates.Init(dir, module)
+	bi, _ := debug.ReadBuildInfo()
+	sdk, err := sdkFor(*sdkFlag, bi, sdkStarts())
+	if err != nil {
+		fmt.Fprintf(stderr, "zlinkgen init: %v\n", err)
+		return 1
+	}
+	files, err := templates.Init(dir, module, sdk)
 	if err != nil {
 		fmt.Fprintf(stderr, "zlinkgen init: %v\n", err)
 		return 1
@@ -113,9 +146,11 @@ func runInit(args []string, stdout, stderr io.Writer) int {
 	for _, f := range files {
 		fmt.Fprintln(stdout, filepath.Join(dir, f))
 	}
-	fmt.Fprintf(stdout, "\nnext: cd %s && go mod tidy && go generate ./... && go run .\n", dir)
+	fmt.Fprintf(stdout, "\n%s\nnext: cd %s && go mod tidy && make run\n", sdkNote(sdk), dir)
 	return 0
 }
+
+const initUsage = "zlinkgen init [-sdk DIR|none] <dir> [module path]"
 
 func rel(wd, path string) string {
 	if r, err := filepath.Rel(wd, path); err == nil && !filepath.IsAbs(r) && len(r) < len(path) {

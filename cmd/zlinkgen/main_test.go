@@ -107,14 +107,21 @@ type Broken interface {
 }
 
 func TestUsageAndVersion(t *testing.T) {
-	code, _, _ := zlinkgen("-no-such-flag")
+	code, _, stderr := zlinkgen("-no-such-flag")
 	assert.Equal(t, 2, code)
-	code, _, stderr := zlinkgen("init")
+	assert.Contains(t, stderr, "usage: zlinkgen [-check] [-tags list] [-v] [packages]\n"+
+		"       zlinkgen -version\n"+
+		"       zlinkgen init [-sdk DIR|none] <dir> [module path]\n")
+	code, _, stderr = zlinkgen("init")
 	assert.Equal(t, 2, code)
-	assert.Contains(t, stderr, "usage: zlinkgen init <dir> [module path]")
-	code, stdout, _ := zlinkgen("-version")
-	assert.Equal(t, 0, code)
-	assert.Regexp(t, `^zlinkgen v\d+\.\d+\.\d+\n$`, stdout)
+	assert.Contains(t, stderr, "usage: zlinkgen init [-sdk DIR|none] <dir> [module path]")
+
+	// The test binary is built from this checkout: the module's version is (devel).
+	code, stdout, stderr := zlinkgen("-version")
+	assert.Equal(t, 0, code, stderr)
+	assert.Regexp(t, `^zlinkgen \(devel\)(, revision [0-9a-f]+(, modified)?)?\n`+
+		`sdk github\.com/zlink-go/zlink \(devel\)\n`+
+		`generated code: zlinkgen v\d+\.\d+\.\d+, sdk\.SupportPackageIsVersion\d+\n$`, stdout)
 }
 
 func TestInitRefusesANonEmptyDirectory(t *testing.T) {

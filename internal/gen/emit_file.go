@@ -17,6 +17,11 @@ import (
 // the generated code, so that regenerating with an unchanged generator changes no byte.
 const Version = "v0.1.0"
 
+// SupportPackage is the constant of sdk that every generated file references, so that code
+// generated for an sdk it does not match fails to compile with this name in the error. It
+// changes when generated code starts to need a runtime feature that older sdk versions lack.
+const SupportPackage = "SupportPackageIsVersion1"
+
 // Import paths of the packages generated code uses.
 const (
 	contextPath = "context"
@@ -58,7 +63,7 @@ func emitFile(p *Package, file *File) ([]byte, error) {
 	e.f.HeaderComment(e.header())
 
 	e.f.Comment("This reference fails to compile when the generated code and the runtime in sdk do not match.")
-	e.f.Const().Id("_").Op("=").Qual(sdkPath, "SupportPackageIsVersion1")
+	e.f.Const().Id("_").Op("=").Qual(sdkPath, SupportPackage)
 	for _, s := range file.Spots {
 		e.spot(s)
 	}
