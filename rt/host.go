@@ -48,8 +48,11 @@ type Host struct {
 	// reregistrations counts the times the node registered again after its owner lease ended.
 	reregistrations atomic.Int64
 
-	stop     chan struct{} // closed when the shutdown begins: ends the watchers
-	watchers sync.WaitGroup
+	stop chan struct{} // closed when the shutdown begins: ends the watchers
+	// stopCtx ends with stop: what the watchers do against etcd does not hold up a shutdown.
+	stopCtx    context.Context
+	stopCancel context.CancelFunc
+	watchers   sync.WaitGroup
 }
 
 var _ sdk.Client = (*Host)(nil)
@@ -64,6 +67,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 	}
 	cfg = cfg.withDefaults()
 	h := &Host{cfg: cfg, log: cfg.Logger.With("node", string(cfg.NodeID)), stop: make(chan struct{})}
+	h.stopCtx, h.stopCancel = context.WithCancel(context.Background())
 	if cfg.ServerTLS == nil && !loopback(cfg.ListenAddr) {
 		h.log.Warn("the node listens without TLS on a network address (InsecurePlaintext): anyone who reaches it can call, create and close any Spot",
 			"listen", cfg.ListenAddr)
@@ -173,8 +177,10 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 	if err := h.mesh.Start(ctx, h.store, reg, h.catalog, h.runtimeState); err != nil {
 		return nil, fmt.Errorf("rt: join the mesh: %w", err)
 	}
+	if err := h.startServing(); err != nil {
+		return nil, err
+	}
 	h.lc.mesh = observe.NewHub(h.mesh.Status(cfg.MeshName), isTerminalMesh)
-	h.setState(sdk.RuntimeStateServing)
 	h.watchers.Add(2)
 	go h.watchLease()
 	go h.watchMeshStatus()
@@ -217,9 +223,6 @@ func (h *Host) watchLease() {
 		}
 		h.reg.Store(next)
 		if err := h.catalog.Rebind(next); err != nil {
-			if h.catalog.Stopping() {
-				return // the shutdown began meanwhile
-			}
 			h.fail(fmt.Errorf("the catalog did not take the node's new registration: %w", err))
 			return
 		}
@@ -235,7 +238,7 @@ func (h *Host) watchLease() {
 func (h *Host) register(old *store.Registration) (*store.Registration, bool) {
 	backoff := 100 * time.Millisecond
 	for {
-		rctx, cancel := context.WithTimeout(context.Background(), h.cfg.EtcdDialTimeout)
+		rctx, cancel := context.WithTimeout(h.stopCtx, h.cfg.EtcdDialTimeout)
 		_ = old.Close(rctx)
 		_ = old.Revoke(rctx) // every try: the first one usually met the outage that ended the lease
 		desc := old.Descriptor()
@@ -349,9 +352,10 @@ func (h *Host) teardown(ctx context.Context) error {
 			h.log.Warn("could not tell the peers that the node is draining; they learn it when it leaves", "err", err)
 		}
 		cancel()
-		h.lc.mesh.Publish(h.mesh.Status(h.cfg.MeshName))
+		h.publishMesh()
 	}
 	close(h.stop)
+	h.stopCancel()
 	h.watchers.Wait()
 	var errs []error
 	if h.catalog != nil {

@@ -24,6 +24,11 @@ type lifecycle struct {
 	mesh        *observe.Hub[sdk.RouteMeshStatus] // nil until the mesh has started
 	meshKick    chan struct{}
 	shutdown    *shutdownOp
+	failure     error // why the host turned Error
+
+	// meshMu makes one publisher of the mesh status at a time, so that observers see its
+	// Sequence only grow.
+	meshMu sync.Mutex
 }
 
 // shutdownOp is the shared shutdown: every caller waits on the same one (F10).
@@ -35,13 +40,10 @@ type shutdownOp struct {
 	err      error // the teardown's errors, for Close
 }
 
-func isTerminalRuntime(s *sdk.RuntimeStatus) bool {
-	return s.State == sdk.RuntimeStateStopped || s.State == sdk.RuntimeStateError
-}
+// The statuses a stream ends with. Error and Failed are not: a shutdown follows them.
+func isTerminalRuntime(s *sdk.RuntimeStatus) bool { return s.State == sdk.RuntimeStateStopped }
 
-func isTerminalMesh(s *sdk.RouteMeshStatus) bool {
-	return s.State == sdk.TopologyStateStopped || s.State == sdk.TopologyStateFailed
-}
+func isTerminalMesh(s *sdk.RouteMeshStatus) bool { return s.State == sdk.TopologyStateStopped }
 
 func (h *Host) initLifecycle() {
 	h.lc.meshKick = make(chan struct{}, 1)
@@ -53,6 +55,10 @@ func (h *Host) initLifecycle() {
 func (h *Host) setState(s sdk.RuntimeState) {
 	h.lc.mu.Lock()
 	defer h.lc.mu.Unlock()
+	h.setStateLocked(s)
+}
+
+func (h *Host) setStateLocked(s sdk.RuntimeState) {
 	if h.runtimeState() == s {
 		return
 	}
@@ -81,6 +87,17 @@ func (h *Host) runtimeStatusLocked() sdk.RuntimeStatus {
 	}
 }
 
+// startServing ends Start: Preparing becomes Serving, unless the host failed meanwhile.
+func (h *Host) startServing() error {
+	h.lc.mu.Lock()
+	defer h.lc.mu.Unlock()
+	if h.lc.failure != nil {
+		return h.lc.failure
+	}
+	h.setStateLocked(sdk.RuntimeStateServing)
+	return nil
+}
+
 // Status returns the host's current runtime status: its lifecycle state, whether it takes
 // application work, the deadline of a shutdown in progress and the result of the one that
 // ended. The value is a snapshot shared with observers; do not modify it.
@@ -104,7 +121,17 @@ func (h *Host) ObserveMesh(ctx context.Context, mesh string) (iter.Seq[sdk.Obser
 	if mesh != h.cfg.MeshName {
 		return nil, fmt.Errorf("%w: node %s is not part of mesh %q (its mesh is %q)", sdk.ErrNotFound, h.cfg.NodeID, mesh, h.cfg.MeshName)
 	}
+	h.publishMesh() // observations start from a fresh status
 	return h.lc.mesh.Observe(ctx), nil
+}
+
+// publishMesh publishes the mesh status to its observers if it changed.
+func (h *Host) publishMesh() {
+	h.lc.meshMu.Lock()
+	defer h.lc.meshMu.Unlock()
+	if st := h.mesh.Status(h.cfg.MeshName); st.Sequence > h.lc.mesh.Current().Sequence {
+		h.lc.mesh.Publish(st)
+	}
 }
 
 // ResetCapacityMetrics resets every peak and cumulative capacity figure and starts a new
@@ -116,23 +143,23 @@ func (h *Host) ResetCapacityMetrics() {}
 // the runtime state is published at once.
 const meshStatusInterval = 200 * time.Millisecond
 
-// watchMeshStatus publishes the mesh status to its observers whenever it changes.
+// watchMeshStatus publishes the mesh status to its observers whenever it changes: at each
+// runtime state change, and every meshStatusInterval while anyone observes it.
 func (h *Host) watchMeshStatus() {
 	defer h.watchers.Done()
 	ticker := time.NewTicker(meshStatusInterval)
 	defer ticker.Stop()
-	last := h.lc.mesh.Current().Sequence
 	for {
 		select {
 		case <-h.stop:
 			return
 		case <-ticker.C:
+			if h.lc.mesh.Observers() == 0 {
+				continue
+			}
 		case <-h.lc.meshKick:
 		}
-		if st := h.mesh.Status(h.cfg.MeshName); st.Sequence != last {
-			last = st.Sequence
-			h.lc.mesh.Publish(st)
-		}
+		h.publishMesh()
 	}
 }
 
@@ -149,9 +176,16 @@ func (h *Host) watchMeshStatus() {
 //
 // Every call shares one shutdown: a second call, concurrent or later, joins it and gets the
 // same result, and its deadline does not change the one in force. ctx bounds only this caller's
-// wait: when it ends first, Shutdown returns ctx's error and the shutdown goes on.
+// wait: when it ends first, Shutdown returns ctx's error and the shutdown goes on — even a ctx
+// that had already ended starts it.
+//
+// Called from a Spot's handler, with the context the handler got, Shutdown starts the shutdown
+// and returns at once with an error saying so: the shutdown waits for that very handler to end.
 func (h *Host) Shutdown(ctx context.Context, deadline time.Duration) (sdk.TerminationResult, error) {
 	op := h.beginShutdown(deadline)
+	if err := h.notFromATurn(ctx); err != nil {
+		return sdk.TerminationResult{}, err
+	}
 	select {
 	case <-op.done:
 		return op.result, nil
@@ -167,11 +201,20 @@ func (h *Host) Shutdown(ctx context.Context, deadline time.Duration) (sdk.Termin
 
 // Close is Shutdown with the default deadline, waiting for it to end. It returns nil when the
 // node stopped cleanly, and otherwise an error that names what was force-stopped or failed.
-// Safe to call more than once and concurrently with Shutdown.
+// Safe to call more than once and concurrently with Shutdown. Spots should not call it: as with
+// Shutdown, the shutdown waits for the calling turn, so Close cannot wait for the shutdown.
 func (h *Host) Close() error {
 	op := h.beginShutdown(0)
 	<-op.done
 	return op.err
+}
+
+// notFromATurn refuses to wait for the shutdown inside a Spot's turn, which it waits for.
+func (h *Host) notFromATurn(ctx context.Context) error {
+	if h.catalog != nil && h.catalog.InTurn(ctx) {
+		return fmt.Errorf("rt: Shutdown called from a Spot's handler on node %s: the shutdown goes on once the handler returns; it cannot be waited for here", h.cfg.NodeID)
+	}
+	return nil
 }
 
 // beginShutdown returns the shutdown in progress or starts it (F10).
@@ -219,13 +262,7 @@ func (h *Host) finish(result sdk.TerminationResult) {
 	h.lc.runtime.Publish(h.runtimeStatusLocked())
 	h.lc.runtime.Close()
 	if h.lc.mesh != nil {
-		st := h.lc.mesh.Current()
-		st.State, st.IsReady = sdk.TopologyStateStopped, false
-		st.Placement.IsAvailable, st.Placement.UnavailableReason = false, reasonPtr(sdk.TopologyReasonRuntimeNotReady)
-		st.ReadyPeerCount, st.Peers = 0, []sdk.PeerStatus{}
-		st.Sequence++
-		st.ObservedAt = time.Now()
-		h.lc.mesh.Publish(st)
+		h.publishMesh() // Stopped, numbered by the mesh's own tracker
 		h.lc.mesh.Close()
 	}
 }
@@ -236,11 +273,10 @@ func (h *Host) finish(result sdk.TerminationResult) {
 func (h *Host) fail(err error) {
 	h.log.Error("the node failed and cannot serve; shut it down", "err", err)
 	h.lc.mu.Lock()
-	stopping := h.lc.shutdown != nil
-	h.lc.mu.Unlock()
-	if !stopping {
-		h.setState(sdk.RuntimeStateError)
+	defer h.lc.mu.Unlock()
+	if h.lc.shutdown != nil || h.lc.failure != nil {
+		return // a shutdown already leads to Stopped
 	}
+	h.lc.failure = fmt.Errorf("rt: node %s failed: %w", h.cfg.NodeID, err)
+	h.setStateLocked(sdk.RuntimeStateError)
 }
-
-func reasonPtr(r sdk.TopologyReason) *sdk.TopologyReason { return &r }

@@ -3,6 +3,7 @@ package rt_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/zlink-go/zlink/internal/proctest"
@@ -363,4 +365,43 @@ func TestG1_LocationUnavailableWhileEtcdIsUnreachable(t *testing.T) {
 	etcd.Resume()
 	resumed = true
 	require.Eventually(t, func() bool { return h.MeshStatus().Placement.IsAvailable }, 60*time.Second, 50*time.Millisecond, "placement is available again")
+}
+
+// stopperDesc is a Spot type whose one method shuts its own node down from inside its handler.
+func stopperDesc(host *atomic.Pointer[rt.Host]) *sdk.SpotDesc {
+	return &sdk.SpotDesc{Name: "test.Stopper", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{{
+		Name:       "Stop",
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(_ any, ctx context.Context, _ proto.Message) (proto.Message, error) {
+			_, err := host.Load().Shutdown(ctx, 10*time.Second)
+			if err == nil {
+				return wrapperspb.String("waited"), nil
+			}
+			return wrapperspb.String(err.Error()), nil
+		},
+	}}}
+}
+
+// F8, F10: a Spot's handler that shuts its own node down does not wait for the shutdown, which
+// waits for that handler; the shutdown then ends cleanly instead of at its deadline.
+func TestF8_ShutdownFromAHandlerDoesNotWaitForItself(t *testing.T) {
+	var host atomic.Pointer[rt.Host]
+	desc := stopperDesc(&host)
+	cfg := rt.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.Register = func(r sdk.Registrar) error {
+		return r.RegisterSpot(desc, func(sdk.SpotContext) (any, error) { return struct{}{}, nil })
+	}
+	h, err := rt.Start(ctx, cfg)
+	require.NoError(t, err)
+	host.Store(h)
+	start := time.Now()
+	out, err := h.Call(ctx, sdk.InstanceIntent("test.Stopper", "s").WithDesc(desc), "Stop", wrapperspb.String(""))
+	require.NoError(t, err)
+	assert.Contains(t, out.(*wrapperspb.StringValue).GetValue(), "from a Spot's handler")
+	require.NoError(t, h.Close(), "the shutdown ended cleanly")
+	assert.Less(t, time.Since(start), 5*time.Second, "not held until the 10 s deadline")
+	require.NotNil(t, h.Status().TerminationResult)
+	assert.Equal(t, sdk.TerminationResult{}, *h.Status().TerminationResult, "Stopped, reason None")
 }

@@ -274,7 +274,7 @@ func (c *Catalog) Start(ctx context.Context) error {
 		e := &entrySpot{activation: activation{cat: c, typ: t, exec: exec.New(&c.cfg.Exec)}}
 		e.exec.SetPanicHandler(c.execPanic)
 		octx, cancel := context.WithTimeout(ctx, c.cfg.OperationTimeout)
-		impl, err := c.build(octx, &e.activation, e, t)
+		impl, err := c.build(octx, &e.activation, e, t, nil)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("catalog: entry spot %s on %s: %w", t.desc.Name, c.cfg.Node, err)
@@ -516,10 +516,27 @@ func (c *Catalog) closeAll(ctx context.Context, spots []ownedSpot, reason sdk.Cl
 	return errors.Join(all...)
 }
 
-// errStopping answers work that arrives after Close began.
-// Stopping reports whether Close began.
-func (c *Catalog) Stopping() bool { return c.stopping.Load() }
+// InTurn reports whether ctx is the context of a turn running on this node: a one-way
+// message's, a timer's, or a request's own context. A context derived from a request's is not
+// recognised.
+func (c *Catalog) InTurn(ctx context.Context) bool {
+	if turnOf(ctx) != nil {
+		return true
+	}
+	for _, e := range c.sortedEntries() {
+		if e.activation.ownTurn(ctx) {
+			return true
+		}
+	}
+	for _, sp := range c.ownedSpots(nil) {
+		if sp.base().ownTurn(ctx) {
+			return true
+		}
+	}
+	return false
+}
 
+// errStopping answers work that arrives after Close began.
 func (c *Catalog) errStopping() error {
 	return fmt.Errorf("%w: node %s is closing", sdk.ErrClosed, c.cfg.Node)
 }

@@ -423,8 +423,11 @@ func TestG5_CreationsWaitForAnActivationSlot(t *testing.T) {
 	}})
 	n2.f.release = make(chan struct{})
 	n2.f.set(n2.f.building, "hog")
-	go func() { _, _ = n2.call("hog", "Join", "x") }()
+	hog := make(chan error, 1)
+	go func() { _, err := n2.call("hog", "Join", "x"); hog <- err }()
 	<-n2.f.blocked
+	require.Error(t, <-hog, "the hog's creation timed out")
+	// Its factory still runs, so it still holds the only place.
 	_, err := n2.call("starved", "Join", "x")
 	var ce *sdk.CapacityError
 	require.ErrorAs(t, err, &ce)

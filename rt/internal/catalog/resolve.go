@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/zlink-go/zlink/rt/internal/exec"
@@ -358,7 +359,7 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 		var sp ownedSpot
 		var lost *store.Resolution
 		var err error
-		if terr := c.activationTurn(octx, func() { sp, lost, err = c.runCreation(octx, typ, id) }); terr != nil {
+		if terr := c.activationTurn(octx, func(hold *slotHold) { sp, lost, err = c.runCreation(octx, typ, id, hold) }); terr != nil {
 			err = terr
 		}
 		sh.mu.Lock()
@@ -400,16 +401,38 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 
 // activationTurn runs fn once fewer than MaxConcurrentActivations creations run (G5), waiting
 // for a place within ctx: a burst of creations queues here instead of flooding the store.
-func (c *Catalog) activationTurn(ctx context.Context, fn func()) error {
+func (c *Catalog) activationTurn(ctx context.Context, fn func(*slotHold)) error {
 	select {
 	case c.activating <- struct{}{}:
 	case <-ctx.Done():
 		return fmt.Errorf("no activation slot within the operation timeout: %w",
 			&sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: int64(cap(c.activating))})
 	}
-	defer func() { <-c.activating }()
-	fn()
+	hold := &slotHold{c: c}
+	hold.refs.Store(1)
+	defer hold.release()
+	fn(hold)
 	return nil
+}
+
+// slotHold is one of the MaxConcurrentActivations places. It is given back when both its
+// creation and the factory that creation started have ended: a factory that outlives its
+// creation's timeout still runs, so it still counts (G5).
+type slotHold struct {
+	c    *Catalog
+	refs atomic.Int32
+}
+
+func (h *slotHold) retain() {
+	if h != nil {
+		h.refs.Add(1)
+	}
+}
+
+func (h *slotHold) release() {
+	if h != nil && h.refs.Add(-1) == 0 {
+		<-h.c.activating
+	}
 }
 
 // settleLate closes a Spot whose creation finished after the node stopped owning, or began
@@ -449,7 +472,7 @@ func (c *Catalog) takeActive() bool {
 // runCreation reserves the authority, runs the factory and OnActivate, and commits Ready (B5,
 // B7). A failure releases the reservation so the ID can be created again (B8); a release whose
 // outcome is unknown is left to the reconcile.
-func (c *Catalog) runCreation(ctx context.Context, typ *spotType, id string) (ownedSpot, *store.Resolution, error) {
+func (c *Catalog) runCreation(ctx context.Context, typ *spotType, id string, hold *slotHold) (ownedSpot, *store.Resolution, error) {
 	skey := store.SpotKey{Type: typ.desc.Name, ID: id}
 	reg := c.registration()
 	owner := reg.Owner()
@@ -470,7 +493,7 @@ func (c *Catalog) runCreation(ctx context.Context, typ *spotType, id string) (ow
 	// A new incarnation of a key is reserved only after the previous one's record was deleted,
 	// so the reservation's revision grows with every activation of the Spot.
 	sp.base().fence = sdk.Fence{Epoch: r.Reservation.Incarnation, Lease: owner.Lease}
-	impl, err := c.build(ctx, sp.base(), sp, typ)
+	impl, err := c.build(ctx, sp.base(), sp, typ, hold)
 	if err != nil {
 		c.stats.creationFailures.Add(1)
 		c.releaseFailed(skey, creating)
@@ -528,11 +551,13 @@ type built struct {
 // build runs the factory and OnActivate for a, bounded by ctx (OperationTimeout): a factory or
 // OnActivate that does not return in time fails the creation, and its activation is closed so
 // that nothing it started (timers) ever runs; when it returns at last, its object is dropped.
-func (c *Catalog) build(ctx context.Context, a *activation, sc sdk.SpotContext, typ *spotType) (any, error) {
+func (c *Catalog) build(ctx context.Context, a *activation, sc sdk.SpotContext, typ *spotType, hold *slotHold) (any, error) {
 	out := make(chan built, 1)
 	c.builders.Add(1)
+	hold.retain()
 	go func() {
 		defer c.builders.Done()
+		defer hold.release()
 		impl, err := c.construct(ctx, sc, typ)
 		out <- built{impl, err}
 	}()

@@ -115,6 +115,7 @@ type Mesh struct {
 	wg          sync.WaitGroup
 	reclaimKick chan struct{}
 	slowSlots   chan struct{} // a place for each peer's request that may wait on the store
+	publishing  chan struct{} // held while the node's descriptor is written: one writer at a time
 	closeOnce   sync.Once
 }
 
@@ -127,6 +128,7 @@ func Listen(cfg Config) (*Mesh, error) {
 		cfg: cfg, log: cfg.Logger.With("node", string(cfg.Node)),
 		members: make(map[sdk.NodeID]store.Node), ctx: ctx, cancel: cancel,
 		reclaimKick: make(chan struct{}, 1), slowSlots: make(chan struct{}, cfg.MaxSlowRequests),
+		publishing: make(chan struct{}, 1),
 	}
 	m.routes.init(cfg.RouteCacheSize)
 	tr, err := transport.New(cfg.Transport, m)
@@ -390,6 +392,13 @@ func (m *Mesh) publishLoop() {
 	var lastState = sdk.RuntimeState(255)
 	var lastReg *store.Registration
 	for {
+		select {
+		case m.publishing <- struct{}{}:
+		case <-m.ctx.Done():
+			return
+		}
+		// Read under the same turn as Publish, so that a Serving written here never lands
+		// after the Draining that Publish wrote.
 		active, state, reg := m.cat.ActiveOwned(), m.state(), m.reg.Load()
 		if (active != lastActive || state != lastState || reg != lastReg) && !reg.Guard().Lost() {
 			desc := reg.Descriptor()
@@ -402,6 +411,7 @@ func (m *Mesh) publishLoop() {
 			}
 			cancel()
 		}
+		<-m.publishing
 		select {
 		case <-m.ctx.Done():
 			return
@@ -414,6 +424,12 @@ func (m *Mesh) publishLoop() {
 // node that starts draining tells its peers at once, not at the next PublishInterval, so that
 // they stop placing objects on it.
 func (m *Mesh) Publish(ctx context.Context) error {
+	select {
+	case m.publishing <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-m.publishing }()
 	reg := m.reg.Load()
 	if reg == nil {
 		return nil

@@ -229,7 +229,7 @@ func (l *link) register(ctx context.Context, size int, ch chan result) (*sender,
 		case <-ctx.Done():
 			return nil, 0, ctx.Err()
 		case <-l.ctx.Done():
-			return nil, 0, fmt.Errorf("%w: connection to node %s closed", sdk.ErrOwnerUnavailable, l.peer)
+			return nil, 0, fmt.Errorf("%w: connection to node %s closed (%w)", sdk.ErrOwnerUnavailable, l.peer, ErrNotSent)
 		}
 	}
 }
