@@ -115,6 +115,10 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		}
 	}
 	server := cfg.Roles.Has(RoleObjectServer)
+	tel, err := cfg.newTelemetry(ctx)
+	if err != nil {
+		return nil, err
+	}
 	h.mesh, err = mesh.Listen(mesh.Config{
 		Node:         cfg.NodeID,
 		ObjectServer: server,
@@ -124,6 +128,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		},
 		ReclaimInterval: cfg.LeaseTTL * 3,
 		Logger:          cfg.Logger,
+		Telemetry:       tel,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rt: %w", err)
@@ -159,6 +164,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		OperationTimeout:         cfg.OperationTimeout,
 		Logger:                   cfg.Logger,
 		ClientOnly:               !server,
+		Telemetry:                tel,
 	}, h.store, reg, types, spotClient{h})
 	if err != nil {
 		return nil, err

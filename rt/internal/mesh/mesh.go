@@ -19,6 +19,7 @@ import (
 	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/rt/internal/store/storepb"
+	"github.com/zlink-go/zlink/rt/internal/telemetry"
 	"github.com/zlink-go/zlink/rt/internal/transport"
 	"github.com/zlink-go/zlink/rt/internal/wire"
 	"github.com/zlink-go/zlink/sdk"
@@ -51,6 +52,8 @@ type Config struct {
 	MaxSlowRequests int
 	// Logger receives the mesh's logs (default slog.Default()).
 	Logger *slog.Logger
+	// Telemetry records this node's callers' operations (nil: none).
+	Telemetry *telemetry.Telemetry
 }
 
 func (c Config) withDefaults() Config {
