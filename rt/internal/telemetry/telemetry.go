@@ -408,16 +408,16 @@ func (s *Span) EndTurn(err error, req, reply proto.Message) {
 	if s.metrics {
 		attrs := t.metricAttrs(s.op, s.typ, s.method, s.reason, code)
 		switch {
+		case !s.server:
+			t.clientCalls.Add(ctx, 1, attrs)
+			t.clientDuration.Record(ctx, end.Sub(s.start).Seconds(), attrs)
 		case s.op == OpActivate:
 			t.activations.Add(ctx, 1, attrs)
 		case s.op == OpClose:
 			t.closes.Add(ctx, 1, attrs)
-		case s.server:
+		default:
 			t.calls.Add(ctx, 1, attrs)
 			t.callDuration.Record(ctx, end.Sub(s.start).Seconds(), attrs)
-		default:
-			t.clientCalls.Add(ctx, 1, attrs)
-			t.clientDuration.Record(ctx, end.Sub(s.start).Seconds(), attrs)
 		}
 	}
 	if s.sizes {
