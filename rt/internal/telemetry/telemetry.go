@@ -263,7 +263,6 @@ type Span struct {
 	span    trace.Span      // the live span, or nil
 	parent  context.Context // for a span made at the end (Errors): where it hangs
 	tracer  trace.Tracer    // set when a span may be made at the end
-	name    string
 	kind    trace.SpanKind
 	start   time.Time
 	metrics bool
@@ -280,15 +279,8 @@ func (t *Telemetry) StartClient(ctx context.Context, level sdk.DiagnosticsLevel,
 	if t == nil || level == sdk.DiagnosticsLevelOff {
 		return ctx, Span{}
 	}
-	name := target.Type() + "/" + method
-	switch op {
-	case OpCreate:
-		name = "zlink.create " + target.Type()
-	case OpClose:
-		name = "zlink.close_spot " + target.Type()
-	}
 	s := Span{t: t, level: level, op: op, typ: target.Type(), method: method, kind: trace.SpanKindClient,
-		spotID: target.ID(), spotKnd: target.Kind(), name: name}
+		spotID: target.ID(), spotKnd: target.Kind()}
 	return t.begin(ctx, &s, t.clientCalls.Enabled(ctx) || t.clientDuration.Enabled(ctx))
 }
 
@@ -303,7 +295,7 @@ func (t *Telemetry) StartTurn(ctx context.Context, level sdk.DiagnosticsLevel, k
 		op = OpSend
 	}
 	s := Span{t: t, level: level, op: op, server: true, typ: typ, method: method, kind: trace.SpanKindServer,
-		spotID: id, spotKnd: kind, name: typ + "/" + method}
+		spotID: id, spotKnd: kind}
 	s.sizes = level >= sdk.DiagnosticsLevelDetailed || (t.sizes && level >= sdk.DiagnosticsLevelNormal)
 	s.sizes = s.sizes && t.messageSize.Enabled(ctx)
 	return t.begin(ctx, &s, t.calls.Enabled(ctx) || t.callDuration.Enabled(ctx))
@@ -316,7 +308,7 @@ func (t *Telemetry) StartActivation(ctx context.Context, level sdk.DiagnosticsLe
 		return ctx, Span{}
 	}
 	s := Span{t: t, level: level, op: OpActivate, server: true, typ: typ, kind: trace.SpanKindInternal,
-		spotID: id, spotKnd: kind, name: "zlink.activate " + typ}
+		spotID: id, spotKnd: kind}
 	return t.begin(ctx, &s, t.activations.Enabled(ctx))
 }
 
@@ -327,7 +319,7 @@ func (t *Telemetry) StartClose(ctx context.Context, level sdk.DiagnosticsLevel, 
 		return ctx, Span{}
 	}
 	s := Span{t: t, level: level, op: OpClose, server: true, typ: typ, kind: trace.SpanKindInternal,
-		spotID: id, spotKnd: kind, name: "zlink.close " + typ, reason: reason.String()}
+		spotID: id, spotKnd: kind, reason: reason.String()}
 	return t.begin(ctx, &s, t.closes.Enabled(ctx))
 }
 
@@ -343,7 +335,7 @@ func (t *Telemetry) begin(ctx context.Context, s *Span, metrics bool) (context.C
 			}
 			break
 		}
-		ctx, s.span = st.tracer.Start(ctx, s.name, trace.WithSpanKind(s.kind), trace.WithAttributes(s.spanAttrs()...))
+		ctx, s.span = st.tracer.Start(ctx, s.name(), trace.WithSpanKind(s.kind), trace.WithAttributes(s.spanAttrs()...))
 	default: // Errors: a span is made at the end, for a failure only, with the start time
 		if _, ok := t.sampled(ctx); ok {
 			s.parent, s.tracer = ctx, st.tracer
@@ -353,6 +345,23 @@ func (t *Telemetry) begin(ctx context.Context, s *Span, metrics bool) (context.C
 		s.start = time.Now()
 	}
 	return ctx, *s
+}
+
+// name is the span's name, built only when a span is made: "<type>/<method>" for a call or a
+// one-way message on either side, "zlink.create <type>" and "zlink.close_spot <type>" for a
+// caller's Create and CloseSpot, "zlink.activate <type>" and "zlink.close <type>" on the owner.
+func (s *Span) name() string {
+	switch {
+	case s.op == OpCreate:
+		return "zlink.create " + s.typ
+	case s.op == OpClose && !s.server:
+		return "zlink.close_spot " + s.typ
+	case s.op == OpClose:
+		return "zlink.close " + s.typ
+	case s.op == OpActivate:
+		return "zlink.activate " + s.typ
+	}
+	return s.typ + "/" + s.method
 }
 
 func (s *Span) spanAttrs() []attribute.KeyValue {
@@ -398,7 +407,7 @@ func (s *Span) EndTurn(err error, req, reply proto.Message) {
 		}
 		s.span.End()
 	case s.tracer != nil && failed:
-		_, sp := s.tracer.Start(s.parent, s.name, trace.WithSpanKind(s.kind), trace.WithTimestamp(s.start),
+		_, sp := s.tracer.Start(s.parent, s.name(), trace.WithSpanKind(s.kind), trace.WithTimestamp(s.start),
 			trace.WithAttributes(s.spanAttrs()...))
 		sp.SetStatus(codes.Error, errorType(code))
 		sp.SetAttributes(KeyOutcome.String("error"), KeyErrorType.String(errorType(code)))
