@@ -2,6 +2,8 @@ package rt_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"strings"
@@ -67,6 +69,13 @@ var probeDesc = &sdk.SpotDesc{Name: probeType, Kind: sdk.KindInstance, Methods: 
 			return "", err
 		}
 		return out.(*wrapperspb.StringValue).GetValue(), nil
+	}),
+	probeMethod("Self", func(p *probe, ctx context.Context, _ string) (string, error) {
+		_, err := p.sc.Client().Call(ctx, sdk.InstanceTarget(probeType, p.sc.ID()), "Echo", wrapperspb.String("me"))
+		if !errors.Is(err, sdk.ErrInvalidArgument) {
+			return "", fmt.Errorf("a request of the Spot to itself answered %v", err)
+		}
+		return "refused", nil
 	}),
 	probeMethod("Block", func(p *probe, ctx context.Context, in string) (string, error) {
 		p.gate.entered <- struct{}{}
@@ -530,4 +539,33 @@ func TestI5_MetricsCountCalls(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond)
 	m = o.collect(t)
 	assert.Equal(t, int64(1), sum(t, m[telemetryClientCalls], attribute.String("zlink.operation", "close"), attrOK))
+}
+
+func TestI5_TracedTurnStillRecognisesARequestOfTheSpotToItself(t *testing.T) {
+	setLevel(t, sdk.DiagnosticsLevelNormal)
+	o := newObserved(t)
+	h := startProbeNode(t, etcdForTelemetry(t), "node-a", o, newGate(), nil)
+	_, err := call(h, sdk.InstanceIntent(probeType, "p"), "Echo", "create")
+	require.NoError(t, err)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := h.Call(cctx, sdk.InstanceTarget(probeType, "p"), "Self", wrapperspb.String(""))
+	require.NoError(t, err, "the handler's own request is refused at once, not left waiting for its turn")
+	assert.Equal(t, "refused", out.(*wrapperspb.StringValue).GetValue())
+}
+
+func TestI2_SampleRateAppliesToTracesNotMetrics(t *testing.T) {
+	setLevel(t, sdk.DiagnosticsLevelNormal)
+	o := newObserved(t)
+	h := startProbeNode(t, etcdForTelemetry(t), "node-a", o, newGate(), func(cfg *rt.Config) {
+		cfg.Diagnostics = &sdk.DiagnosticsOptions{Level: sdk.DiagnosticsLevelNormal, SampleRate: 0}
+	})
+	_, err := call(h, sdk.InstanceIntent(probeType, "y"), "Echo", "create")
+	require.NoError(t, err)
+	_, err = call(h, sdk.InstanceIntent(probeType, "x"), "Relay", "y")
+	require.NoError(t, err)
+	assert.Empty(t, o.spans.Started(), "a rate of 0 records no trace, nor the owner's or nested spans of one")
+	m := o.collect(t)
+	assert.Equal(t, int64(1), sum(t, m[telemetryClientCalls], attrMethod("Relay"), attrOK))
+	assert.Equal(t, int64(2), sum(t, m[telemetryCalls], attrMethod("Echo"), attrOK), "metrics are not sampled")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -228,14 +229,23 @@ func (k *call) Run() {
 // turn's server span, so that the calls it makes are the span's children (I5).
 func (k *call) runObserved(ctx context.Context, lvl sdk.DiagnosticsLevel, callers bool) {
 	a := k.a
-	ctx, span := a.cat.tel.StartTurn(ctx, lvl, a.typ.desc.Kind, a.typ.desc.Name, a.id, k.md.Name, k.oneWay)
-	if callers {
-		// The handler's context, which may now carry the span, is the one recognised.
+	traced, span := a.cat.tel.StartTurn(ctx, lvl, a.typ.desc.Kind, a.typ.desc.Name, a.id, k.md.Name, k.oneWay)
+	var mark *requestTurn
+	switch {
+	case !callers:
+	case identity(traced) == identity(ctx):
 		a.turn.Store(identity(ctx))
+	default:
+		// The handler's calls get client spans, contexts derived from its own: a mark that
+		// they inherit recognises a request of the Spot to itself.
+		var id uintptr
+		traced, id, mark = markRequestTurn(traced)
+		a.turn.Store(id)
 	}
 	req := k.req
-	reply, err := k.invoke(ctx)
+	reply, err := k.invoke(traced)
 	a.turn.Store(0)
+	runtime.KeepAlive(mark) // its address is the turn's identity until here
 	span.EndTurn(err, req, reply)
 	k.finish(reply, err)
 }
