@@ -346,7 +346,7 @@ func (c *Catalog) endActivation(ctx context.Context, sp ownedSpot, tx *closeTxn,
 	a := sp.base()
 	key := sp.storeKey()
 	if lvl := sdk.CurrentDiagnosticsLevel(); lvl != sdk.DiagnosticsLevelOff {
-		var span telemetry.Span
+		var span *telemetry.Span
 		ctx, span = c.tel.StartClose(ctx, lvl, a.typ.desc.Kind, key.Type, key.ID, reason)
 		defer span.End(nil)
 	}

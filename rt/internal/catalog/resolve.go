@@ -531,7 +531,7 @@ type built struct {
 // that nothing it started (timers) ever runs; when it returns at last, its object is dropped.
 func (c *Catalog) build(ctx context.Context, a *activation, sc sdk.SpotContext, typ *spotType) (impl any, err error) {
 	if lvl := sdk.CurrentDiagnosticsLevel(); lvl != sdk.DiagnosticsLevelOff {
-		var span telemetry.Span
+		var span *telemetry.Span
 		ctx, span = c.tel.StartActivation(ctx, lvl, typ.desc.Kind, typ.desc.Name, a.id)
 		defer func() { span.End(err) }()
 	}

@@ -203,10 +203,15 @@ func (t *Telemetry) currentTracer() *tracerState {
 		tp = otel.GetTracerProvider()
 	}
 	st := t.tracer.Load()
-	if st != nil && st.typ == reflect.TypeOf(tp) && (!st.comparable || st.provider == tp) {
+	// A comparable provider is compared directly (an interface comparison cannot panic when one
+	// side's type is comparable); another is known by its type.
+	if st != nil && st.comparable && st.provider == tp {
 		return st
 	}
 	typ := reflect.TypeOf(tp)
+	if st != nil && !st.comparable && st.typ == typ {
+		return st
+	}
 	st = &tracerState{provider: tp, typ: typ, comparable: typ.Comparable(), tracer: tp.Tracer(ScopeName), live: !recordsNothing(tp)}
 	t.tracer.Store(st)
 	return st
@@ -251,8 +256,10 @@ func unsampled(ctx context.Context) context.Context {
 	return trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid}))
 }
 
-// Span is one recorded operation: a caller's operation, a turn, an activation or a close. Its
-// zero value records nothing. End it once.
+// Span is one recorded operation: a caller's operation, a turn, an activation or a close. A nil
+// *Span records nothing: the Start functions return nil when nothing would be recorded, so that
+// the default (Normal, with providers that record nothing) costs a few loads and no allocation.
+// End it once.
 type Span struct {
 	t       *Telemetry
 	level   sdk.DiagnosticsLevel
@@ -275,62 +282,70 @@ type Span struct {
 // StartClient begins the caller's side of op on target (method for a call or a one-way
 // message) at level, which the caller read once at the operation's start and is not Off. The
 // returned context carries the client span, if any, to be sent with the request.
-func (t *Telemetry) StartClient(ctx context.Context, level sdk.DiagnosticsLevel, op Op, target sdk.Target, method string) (context.Context, Span) {
+func (t *Telemetry) StartClient(ctx context.Context, level sdk.DiagnosticsLevel, op Op, target sdk.Target, method string) (context.Context, *Span) {
 	if t == nil || level == sdk.DiagnosticsLevelOff {
-		return ctx, Span{}
+		return ctx, nil
 	}
-	s := Span{t: t, level: level, op: op, typ: target.Type(), method: method, kind: trace.SpanKindClient,
+	st := t.currentTracer()
+	metrics := t.clientCalls.Enabled(ctx) || t.clientDuration.Enabled(ctx)
+	if !st.live && !metrics {
+		return ctx, nil
+	}
+	s := &Span{t: t, level: level, op: op, typ: target.Type(), method: method, kind: trace.SpanKindClient,
 		spotID: target.ID(), spotKnd: target.Kind()}
-	return t.begin(ctx, &s, t.clientCalls.Enabled(ctx) || t.clientDuration.Enabled(ctx))
+	return t.begin(ctx, st, s, metrics)
 }
 
 // StartTurn begins a turn on the owner: the handler of method of the Spot typ/id runs with the
 // returned context, whose server span is the parent of the calls the handler makes.
-func (t *Telemetry) StartTurn(ctx context.Context, level sdk.DiagnosticsLevel, kind sdk.SpotKind, typ, id, method string, oneWay bool) (context.Context, Span) {
+func (t *Telemetry) StartTurn(ctx context.Context, level sdk.DiagnosticsLevel, kind sdk.SpotKind, typ, id, method string, oneWay bool) (context.Context, *Span) {
 	if t == nil || level == sdk.DiagnosticsLevelOff {
-		return ctx, Span{}
+		return ctx, nil
+	}
+	st := t.currentTracer()
+	metrics := t.calls.Enabled(ctx) || t.callDuration.Enabled(ctx)
+	sizes := (level >= sdk.DiagnosticsLevelDetailed || (t.sizes && level >= sdk.DiagnosticsLevelNormal)) && t.messageSize.Enabled(ctx)
+	if !st.live && !metrics && !sizes {
+		return ctx, nil
 	}
 	op := OpCall
 	if oneWay {
 		op = OpSend
 	}
-	s := Span{t: t, level: level, op: op, server: true, typ: typ, method: method, kind: trace.SpanKindServer,
-		spotID: id, spotKnd: kind}
-	s.sizes = level >= sdk.DiagnosticsLevelDetailed || (t.sizes && level >= sdk.DiagnosticsLevelNormal)
-	s.sizes = s.sizes && t.messageSize.Enabled(ctx)
-	return t.begin(ctx, &s, t.calls.Enabled(ctx) || t.callDuration.Enabled(ctx))
+	s := &Span{t: t, level: level, op: op, server: true, typ: typ, method: method, kind: trace.SpanKindServer,
+		spotID: id, spotKnd: kind, sizes: sizes}
+	return t.begin(ctx, st, s, metrics)
 }
 
 // StartActivation begins the activation of the Spot typ/id on this node: its factory and
 // OnActivate run with the returned context.
-func (t *Telemetry) StartActivation(ctx context.Context, level sdk.DiagnosticsLevel, kind sdk.SpotKind, typ, id string) (context.Context, Span) {
+func (t *Telemetry) StartActivation(ctx context.Context, level sdk.DiagnosticsLevel, kind sdk.SpotKind, typ, id string) (context.Context, *Span) {
 	if t == nil || level == sdk.DiagnosticsLevelOff {
-		return ctx, Span{}
+		return ctx, nil
 	}
-	s := Span{t: t, level: level, op: OpActivate, server: true, typ: typ, kind: trace.SpanKindInternal,
+	s := &Span{t: t, level: level, op: OpActivate, server: true, typ: typ, kind: trace.SpanKindInternal,
 		spotID: id, spotKnd: kind}
-	return t.begin(ctx, &s, t.activations.Enabled(ctx))
+	return t.begin(ctx, t.currentTracer(), s, t.activations.Enabled(ctx))
 }
 
 // StartClose begins the end of the Spot typ/id's activation for reason: its closing callback
 // runs with the returned context. A close is not a failure, so the Errors level records none.
-func (t *Telemetry) StartClose(ctx context.Context, level sdk.DiagnosticsLevel, kind sdk.SpotKind, typ, id string, reason sdk.CloseReason) (context.Context, Span) {
+func (t *Telemetry) StartClose(ctx context.Context, level sdk.DiagnosticsLevel, kind sdk.SpotKind, typ, id string, reason sdk.CloseReason) (context.Context, *Span) {
 	if t == nil || level < sdk.DiagnosticsLevelNormal {
-		return ctx, Span{}
+		return ctx, nil
 	}
-	s := Span{t: t, level: level, op: OpClose, server: true, typ: typ, kind: trace.SpanKindInternal,
+	s := &Span{t: t, level: level, op: OpClose, server: true, typ: typ, kind: trace.SpanKindInternal,
 		spotID: id, spotKnd: kind, reason: reason.String()}
-	return t.begin(ctx, &s, t.closes.Enabled(ctx))
+	return t.begin(ctx, t.currentTracer(), s, t.closes.Enabled(ctx))
 }
 
-func (t *Telemetry) begin(ctx context.Context, s *Span, metrics bool) (context.Context, Span) {
+func (t *Telemetry) begin(ctx context.Context, st *tracerState, s *Span, metrics bool) (context.Context, *Span) {
 	s.metrics = metrics
-	st := t.currentTracer()
 	switch {
 	case !st.live:
 	case s.level >= sdk.DiagnosticsLevelNormal:
-		if _, ok := t.sampled(ctx); !ok {
-			if !trace.SpanContextFromContext(ctx).IsValid() {
+		if parent, ok := t.sampled(ctx); !ok {
+			if !parent.IsValid() {
 				ctx = unsampled(ctx)
 			}
 			break
@@ -344,7 +359,7 @@ func (t *Telemetry) begin(ctx context.Context, s *Span, metrics bool) (context.C
 	if s.metrics || s.tracer != nil {
 		s.start = time.Now()
 	}
-	return ctx, *s
+	return ctx, s
 }
 
 // name is the span's name, built only when a span is made: "<type>/<method>" for a call or a
@@ -384,10 +399,10 @@ func (s *Span) End(err error) { s.EndTurn(err, nil, nil) }
 
 // EndTurn ends a turn with its outcome and, when sizes are recorded, its request and reply.
 func (s *Span) EndTurn(err error, req, reply proto.Message) {
-	t := s.t
-	if t == nil {
+	if s == nil {
 		return
 	}
+	t := s.t
 	failed := err != nil
 	if s.level == sdk.DiagnosticsLevelErrors && !failed {
 		return
