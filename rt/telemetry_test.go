@@ -505,8 +505,13 @@ func TestI5_MetricsCountCalls(t *testing.T) {
 	}
 	_, err = call(h, sdk.InstanceTarget(probeType, "missing"), "Echo", "x")
 	require.ErrorIs(t, err, sdk.ErrNotFound)
+	_, err = h.Call(ctx, sdk.InstanceTarget(probeType, "p"), "NoSuchMethod", wrapperspb.String("x"))
+	require.ErrorIs(t, err, sdk.ErrUnhandled)
 
 	m := o.collect(t)
+	assert.Equal(t, int64(1), sum(t, m[telemetryClientCalls], attrMethod("_OTHER"), attribute.String("error.type", "unhandled")),
+		"a method the Spot does not have is counted as _OTHER, not as a series of its own")
+	assert.Zero(t, sum(t, m[telemetryClientCalls], attrMethod("NoSuchMethod")))
 	echo := []attribute.KeyValue{attrRPC, attrType, attrMethod("Echo"), attrOK}
 	fail := []attribute.KeyValue{attrRPC, attrType, attrMethod("Fail"), attrError, attrAppErr}
 	assert.Equal(t, int64(4), sum(t, m[telemetryClientCalls], echo...))

@@ -63,9 +63,11 @@ const (
 
 var rpcSystem = KeyRPCSystem.String("zlink")
 
-// Op is what one recorded operation is.
+// Op is what one recorded operation is: the zlink.operation attribute.
 type Op uint8
 
+// The operations: a request/reply call, a one-way message, an explicit creation, a close (a
+// caller's CloseSpot, or the end of an activation on the owner) and an activation.
 const (
 	OpCall Op = iota
 	OpSend
@@ -76,6 +78,7 @@ const (
 
 var opNames = [...]string{"call", "send", "create", "close", "activate"}
 
+// String returns the operation's attribute value.
 func (o Op) String() string { return opNames[o] }
 
 // Config configures a node's telemetry.
@@ -483,7 +486,14 @@ func (t *Telemetry) cached(k attrKey, build func() []attribute.KeyValue) metric.
 	return opt
 }
 
+// otherMethod stands for a method the receiver does not know, as the semantic conventions'
+// _OTHER does: callers choose method names, and each misspelt one would be a new series.
+const otherMethod = "_OTHER"
+
 func (t *Telemetry) metricAttrs(op Op, typ, method, reason string, code wire.Code) metric.MeasurementOption {
+	if code == wire.Code_CODE_UNHANDLED && method != "" {
+		method = otherMethod
+	}
 	return t.cached(attrKey{op: op, typ: typ, method: method, reason: reason, code: code}, func() []attribute.KeyValue {
 		a := []attribute.KeyValue{rpcSystem, KeySpotType.String(typ), KeyOperation.String(op.String())}
 		if method != "" {
