@@ -90,20 +90,32 @@ func etcdForBench(b *testing.B) []string {
 
 var one = wrapperspb.Int64(1)
 
+// BenchmarkLocalCall measures a call to an active Spot on the caller's node, with diagnostics
+// Off and at Normal with the global OpenTelemetry providers (no-ops until an application installs
+// some). The level is a process global: it is restored afterwards.
 func BenchmarkLocalCall(b *testing.B) {
-	for _, callers := range []int{1, 64} {
-		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
-			h := benchHost(b, 128)
-			ctx := context.Background()
-			if _, err := h.Call(ctx, sdk.InstanceIntent(sinkDesc.Name, "hot"), "Echo", one); err != nil {
+	for _, level := range []sdk.DiagnosticsLevel{sdk.DiagnosticsLevelOff, sdk.DiagnosticsLevelNormal} {
+		b.Run("diagnostics="+level.String(), func(b *testing.B) {
+			was := sdk.CurrentDiagnosticsLevel()
+			b.Cleanup(func() { _ = sdk.SetDiagnosticsLevelSync(was) })
+			if err := sdk.SetDiagnosticsLevelSync(level); err != nil {
 				b.Fatal(err)
 			}
-			target := sdk.InstanceTarget(sinkDesc.Name, "hot")
-			b.ReportAllocs()
-			rttest.RunCallers(b, callers, func(int64) error {
-				_, err := h.Call(ctx, target, "Echo", one)
-				return err
-			})
+			for _, callers := range []int{1, 64} {
+				b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+					h := benchHost(b, 128)
+					ctx := context.Background()
+					if _, err := h.Call(ctx, sdk.InstanceIntent(sinkDesc.Name, "hot"), "Echo", one); err != nil {
+						b.Fatal(err)
+					}
+					target := sdk.InstanceTarget(sinkDesc.Name, "hot")
+					b.ReportAllocs()
+					rttest.RunCallers(b, callers, func(int64) error {
+						_, err := h.Call(ctx, target, "Echo", one)
+						return err
+					})
+				})
+			}
 		})
 	}
 }

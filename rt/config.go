@@ -12,7 +12,11 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/zlink-go/zlink/rt/internal/exec"
+	"github.com/zlink-go/zlink/rt/internal/telemetry"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -121,6 +125,21 @@ type Config struct {
 
 	// Logger receives the node's logs (default slog.Default()).
 	Logger *slog.Logger
+	// Diagnostics, when set, configures the node's telemetry. Start sets the process's
+	// diagnostics level to its Level, as sdk.SetDiagnosticsLevel does: the level is one for the
+	// whole process, so the node started last sets it, and sdk.SetDiagnosticsLevel changes it at
+	// any time. SampleRate is the fraction of the traces started on this node that are recorded
+	// (a trace that arrives from a caller keeps the caller's decision), and IncludeMessageSizes
+	// records the size distribution of requests and replies at the Normal level too. Nil leaves
+	// the process's level as it is (sdk.DefaultDiagnosticsLevel unless changed), records every
+	// trace, and records message sizes only at the Detailed level.
+	Diagnostics *sdk.DiagnosticsOptions
+	// TracerProvider makes the node's spans. Nil: the global provider (otel.GetTracerProvider),
+	// also one the application installs after Start; until it installs one no span is made.
+	TracerProvider trace.TracerProvider
+	// MeterProvider makes the node's metrics. Nil: the global provider (otel.GetMeterProvider)
+	// at Start, which forwards to a provider the application installs later.
+	MeterProvider metric.MeterProvider
 	// Register registers the node's Spot types before it serves, typically by calling the
 	// generated RegisterX functions.
 	Register func(sdk.Registrar) error
@@ -255,10 +274,32 @@ func (c Config) Validate() error {
 	if err := c.Unhandled.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("Unhandled: %w", err))
 	}
+	if c.Diagnostics != nil {
+		if err := c.Diagnostics.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%w: Diagnostics: %w", sdk.ErrConfig, err))
+		}
+	}
 	if (c.EtcdUsername == "") != (c.EtcdPassword == "") {
 		errs = append(errs, fmt.Errorf("%w: set both EtcdUsername and EtcdPassword or neither", sdk.ErrConfig))
 	}
 	return errors.Join(errs...)
+}
+
+// newTelemetry makes the node's instrumentation and, when Diagnostics is set, sets the
+// process's diagnostics level to its Level.
+func (c Config) newTelemetry(ctx context.Context) (*telemetry.Telemetry, error) {
+	tc := telemetry.Config{Node: c.NodeID, TracerProvider: c.TracerProvider, MeterProvider: c.MeterProvider, SampleRate: 1}
+	if d := c.Diagnostics; d != nil {
+		if err := sdk.SetDiagnosticsLevel(ctx, d.Level); err != nil {
+			return nil, err
+		}
+		tc.SampleRate, tc.MessageSizes = d.SampleRate, d.IncludeMessageSizes
+	}
+	tel, err := telemetry.New(tc)
+	if err != nil {
+		return nil, fmt.Errorf("rt: telemetry: %w", err)
+	}
+	return tel, nil
 }
 
 // loopback reports whether addr (host:port) listens on the loopback interface only.

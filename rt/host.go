@@ -120,6 +120,10 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		}
 	}
 	server := cfg.Roles.Has(RoleObjectServer)
+	tel, err := cfg.newTelemetry(ctx)
+	if err != nil {
+		return nil, err
+	}
 	h.mesh, err = mesh.Listen(mesh.Config{
 		Node:         cfg.NodeID,
 		ObjectServer: server,
@@ -132,6 +136,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		Logger:          cfg.Logger,
 		Unhandled:       cfg.Unhandled,
 		UnhandledHold:   cfg.OperationTimeout,
+		Telemetry:       tel,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rt: %w", err)
@@ -167,6 +172,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		OperationTimeout:         cfg.OperationTimeout,
 		Logger:                   cfg.Logger,
 		ClientOnly:               !server,
+		Telemetry:                tel,
 	}, h.store, reg, types, spotClient{h})
 	if err != nil {
 		return nil, err

@@ -11,6 +11,8 @@
 //
 //	go run ./examples/chat -i -node node-1
 //	go run ./examples/chat -i -node node-2 -etcd <the address node-1 printed>
+//
+// With -otel stdout the nodes' OpenTelemetry spans and metrics are written to standard error.
 package main
 
 import (
@@ -49,9 +51,11 @@ type options struct {
 	node        string
 	idle        time.Duration
 	logLevel    slog.Level
+	otel        string
+	telemetry   *telemetry
 }
 
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
@@ -62,12 +66,24 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.StringVar(&o.node, "node", "", "this node's ID (default: the host name and a random suffix)")
 	fs.DurationVar(&o.idle, "idle", 0, "evict a room after this long without activity (default 1s scripted, 5m interactive)")
 	fs.TextVar(&o.logLevel, "log", slog.LevelError, "the least severe runtime log level written to standard error: DEBUG, INFO, WARN or ERROR")
+	fs.StringVar(&o.otel, "otel", "", "export OpenTelemetry spans and metrics: stdout writes them to standard error (default: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	tel, err := newTelemetry(o.otel, stderr)
+	if err != nil {
+		return err
+	}
+	o.telemetry = tel
+	defer func() {
+		// The nodes are closed by now: what they recorded last is flushed, within a bound.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		err = errors.Join(err, tel.shutdown(sctx))
+	}()
 	if o.interactive {
 		return interactive(ctx, o, stdin, stdout)
 	}
@@ -88,6 +104,9 @@ func config(o options, node string, idle time.Duration) rt.Config {
 	cfg.InstanceSpotIdleTimeout = idle
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: o.logLevel}))
 	cfg.StopTimeout = 10 * time.Second
+	if o.telemetry != nil {
+		cfg.TracerProvider, cfg.MeterProvider = o.telemetry.tracer, o.telemetry.meter
+	}
 	cfg.Register = func(r sdk.Registrar) error {
 		return errors.Join(
 			chat.RegisterLobby(r, chat.NewLobby),

@@ -137,3 +137,18 @@ func TestInteractiveTwoNodesTwoPeople(t *testing.T) {
 	one.expect("bye")
 	require.NoError(t, one.p.Wait(context.Background()))
 }
+
+func TestOtelStdoutExportsSpansAndMetrics(t *testing.T) {
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, run(ctx, []string{"-otel", "stdout"}, strings.NewReader(""), &out, &errOut))
+	exported := errOut.String()
+	for _, want := range []string{`"Name": "chat.Room/Join"`, `"Name": "zlink.activate chat.Room"`, `"Name": "zlink.client.calls"`, `"Name": "zlink.calls"`} {
+		assert.Contains(t, exported, want)
+	}
+	assert.NotContains(t, out.String(), "chat.Room/Join", "the transcript on standard output stays clean")
+
+	err := run(context.Background(), []string{"-otel", "carrier-pigeon"}, strings.NewReader(""), io.Discard, io.Discard)
+	require.ErrorContains(t, err, "unknown -otel exporter")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -196,6 +197,7 @@ func (k *call) Run() {
 		return
 	}
 	ctx := k.ctx
+	callers := false
 	switch {
 	case k.oneWay, bare(ctx):
 		// A context of the Spot's own: it ends when the Spot ends, and a request made with it
@@ -206,11 +208,45 @@ func (k *call) Run() {
 			k.finish(nil, err) // the caller gave up while it was queued
 			return
 		}
+		callers = true
+	}
+	// I3: the level is read once, as the turn starts; a change during the turn applies to the
+	// next one. Off costs this load and nothing else: the turn's context stays as it is.
+	if lvl := sdk.CurrentDiagnosticsLevel(); lvl != sdk.DiagnosticsLevelOff {
+		k.runObserved(ctx, lvl, callers)
+		return
+	}
+	if callers {
 		// While the turn runs, a request made with its context of its own Spot is recognised.
 		k.a.turn.Store(identity(ctx))
 	}
 	reply, err := k.invoke(ctx)
 	k.a.turn.Store(0)
+	k.finish(reply, err)
+}
+
+// runObserved runs the turn inside its telemetry at lvl: the handler's context carries the
+// turn's server span, so that the calls it makes are the span's children (I5).
+func (k *call) runObserved(ctx context.Context, lvl sdk.DiagnosticsLevel, callers bool) {
+	a := k.a
+	traced, span := a.cat.tel.StartTurn(ctx, lvl, a.typ.desc.Kind, a.typ.desc.Name, a.id, k.md.Name, k.oneWay)
+	var mark *requestTurn
+	switch {
+	case !callers:
+	case identity(traced) == identity(ctx):
+		a.turn.Store(identity(ctx))
+	default:
+		// The handler's calls get client spans, contexts derived from its own: a mark that
+		// they inherit recognises a request of the Spot to itself.
+		var id uintptr
+		traced, id, mark = markRequestTurn(traced)
+		a.turn.Store(id)
+	}
+	req := k.req
+	reply, err := k.invoke(traced)
+	a.turn.Store(0)
+	runtime.KeepAlive(mark) // its address is the turn's identity until here
+	span.EndTurn(err, req, reply)
 	k.finish(reply, err)
 }
 

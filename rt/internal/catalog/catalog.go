@@ -20,6 +20,7 @@ import (
 
 	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/rt/internal/telemetry"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -55,6 +56,8 @@ type Config struct {
 	// ClientOnly marks a node without the Object Server role: it makes no Entry Spots and
 	// creates nothing.
 	ClientOnly bool
+	// Telemetry records the turns, activations and closes of this node's Spots (nil: none).
+	Telemetry *telemetry.Telemetry
 }
 
 func (c Config) withDefaults() Config {
@@ -190,6 +193,9 @@ type Catalog struct {
 	types  map[string]*spotType
 	client sdk.Client
 	log    *slog.Logger
+	tel    *telemetry.Telemetry
+	// stopGauge ends the active-Spots gauge at Close.
+	stopGauge func()
 
 	ctx    context.Context // cancelled by Close: ends timers and background work
 	cancel context.CancelFunc
@@ -250,7 +256,7 @@ func New(cfg Config, st store.Store, reg *store.Registration, types *Types, clie
 	hardCtx, hardCancel := context.WithCancel(context.Background())
 	c := &Catalog{
 		cfg: cfg, store: st, types: byName, client: client,
-		log: cfg.Logger.With("node", string(cfg.Node)),
+		log: cfg.Logger.With("node", string(cfg.Node)), tel: cfg.Telemetry,
 		ctx: ctx, cancel: cancel, hardCtx: hardCtx, hardCancel: hardCancel,
 		entries:    make(map[string]*entrySpot),
 		closed:     make(chan struct{}),
@@ -258,6 +264,7 @@ func New(cfg Config, st store.Store, reg *store.Registration, types *Types, clie
 	}
 	c.suspects.init()
 	c.reg.Store(reg)
+	c.stopGauge = c.tel.ObserveActiveSpots(c.ActiveOwned)
 	return c, nil
 }
 
@@ -418,6 +425,7 @@ func (c *Catalog) Close(ctx context.Context) error {
 		if !waitFor(&c.builders, expired, 50*time.Millisecond) {
 			c.log.Warn("factories or OnActivate callbacks that timed out are still running")
 		}
+		c.stopGauge()
 		close(c.closed)
 	})
 	return err

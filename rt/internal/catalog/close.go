@@ -10,6 +10,7 @@ import (
 
 	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/rt/internal/telemetry"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -344,6 +345,11 @@ func storeWrite[T any](c *Catalog, write func(context.Context) (T, error)) (T, e
 func (c *Catalog) endActivation(ctx context.Context, sp ownedSpot, tx *closeTxn, reason sdk.CloseReason) {
 	a := sp.base()
 	key := sp.storeKey()
+	if lvl := sdk.CurrentDiagnosticsLevel(); lvl != sdk.DiagnosticsLevelOff {
+		var span *telemetry.Span
+		ctx, span = c.tel.StartClose(ctx, lvl, a.typ.desc.Kind, key.Type, key.ID, reason)
+		defer span.End(nil)
+	}
 	a.state.Store(uint32(stateClosing))
 	tx.decide()
 	if reason == sdk.CloseOwnerLost {

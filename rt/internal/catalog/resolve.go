@@ -10,6 +10,7 @@ import (
 
 	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/rt/internal/telemetry"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -551,7 +552,12 @@ type built struct {
 // build runs the factory and OnActivate for a, bounded by ctx (OperationTimeout): a factory or
 // OnActivate that does not return in time fails the creation, and its activation is closed so
 // that nothing it started (timers) ever runs; when it returns at last, its object is dropped.
-func (c *Catalog) build(ctx context.Context, a *activation, sc sdk.SpotContext, typ *spotType, hold *slotHold) (any, error) {
+func (c *Catalog) build(ctx context.Context, a *activation, sc sdk.SpotContext, typ *spotType, hold *slotHold) (impl any, err error) {
+	if lvl := sdk.CurrentDiagnosticsLevel(); lvl != sdk.DiagnosticsLevelOff {
+		var span *telemetry.Span
+		ctx, span = c.tel.StartActivation(ctx, lvl, typ.desc.Kind, typ.desc.Name, a.id)
+		defer func() { span.End(err) }()
+	}
 	out := make(chan built, 1)
 	c.builders.Add(1)
 	hold.retain()

@@ -66,6 +66,28 @@ func turnOf(ctx context.Context) *activation {
 	return a
 }
 
+// requestTurnKey marks the context of a request's turn that telemetry gave a span: the calls the
+// handler makes derive new contexts from it (their client spans), so the turn is recognised by
+// this mark, which lives as long as the turn, instead of by the context's identity.
+type requestTurnKey struct{}
+
+// requestTurn is the mark; its address is the turn's identity while the turn runs.
+type requestTurn struct{ _ byte }
+
+// markRequestTurn returns ctx marked as a request's turn, and the identity to store for it.
+func markRequestTurn(ctx context.Context) (context.Context, uintptr, *requestTurn) {
+	m := &requestTurn{}
+	return context.WithValue(ctx, requestTurnKey{}, m), uintptr(unsafe.Pointer(m)), m
+}
+
+// requestTurnOf returns the identity of the request turn whose context ctx derives from, or 0.
+func requestTurnOf(ctx context.Context) uintptr {
+	if m, ok := ctx.Value(requestTurnKey{}).(*requestTurn); ok {
+		return uintptr(unsafe.Pointer(m))
+	}
+	return 0
+}
+
 // identity is what tells two contexts apart without holding either: the address of the value
 // an interface holds. Two live contexts with the same identity are the same context, and
 // reading it allocates nothing, which keeps the request path free of allocations.

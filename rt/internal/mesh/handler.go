@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/zlink-go/zlink/rt/internal/catalog"
+	"github.com/zlink-go/zlink/rt/internal/telemetry"
 	"github.com/zlink-go/zlink/rt/internal/wire"
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -33,6 +34,9 @@ func (m *Mesh) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, r
 		reply(refusedReply(err))
 		return
 	}
+	// The caller's trace continues here (I5): the turn's span, or the activation's, is a child
+	// of the caller's span.
+	ctx = telemetry.Extract(ctx, req)
 	switch req.Op {
 	case wire.Op_OP_CALL, wire.Op_OP_SEND:
 		m.handleMessage(ctx, from, t, req, reply)

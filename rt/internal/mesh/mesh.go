@@ -19,6 +19,7 @@ import (
 	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/rt/internal/store/storepb"
+	"github.com/zlink-go/zlink/rt/internal/telemetry"
 	"github.com/zlink-go/zlink/rt/internal/transport"
 	"github.com/zlink-go/zlink/rt/internal/wire"
 	"github.com/zlink-go/zlink/sdk"
@@ -56,6 +57,8 @@ type Config struct {
 	// UnhandledHold bounds how long a dropped request waits for the reply it never gets, when
 	// its context does not end sooner (default 30 s).
 	UnhandledHold time.Duration
+	// Telemetry records this node's callers' operations (nil: none).
+	Telemetry *telemetry.Telemetry
 }
 
 func (c Config) withDefaults() Config {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/rt/internal/telemetry"
 	"github.com/zlink-go/zlink/rt/internal/transport"
 	"github.com/zlink-go/zlink/rt/internal/wire"
 	"github.com/zlink-go/zlink/sdk"
@@ -20,11 +21,24 @@ const maxRedirects = 4
 
 // Call routes a request to t's owner and returns its reply.
 func (m *Mesh) Call(ctx context.Context, t sdk.Target, method string, req proto.Message, opts sdk.CallOptions) (proto.Message, error) {
+	// I3: the level is read once, as the caller's operation starts; Off costs this load only.
+	if lvl := sdk.CurrentDiagnosticsLevel(); lvl != sdk.DiagnosticsLevelOff {
+		ctx, span := m.cfg.Telemetry.StartClient(ctx, lvl, telemetry.OpCall, t, method)
+		reply, err := m.invoke(ctx, t, method, req, false, opts)
+		span.End(err)
+		return reply, err
+	}
 	return m.invoke(ctx, t, method, req, false, opts)
 }
 
 // Send routes a one-way message to t's owner; it returns once the owner admitted it.
 func (m *Mesh) Send(ctx context.Context, t sdk.Target, method string, msg proto.Message, opts sdk.CallOptions) error {
+	if lvl := sdk.CurrentDiagnosticsLevel(); lvl != sdk.DiagnosticsLevelOff {
+		ctx, span := m.cfg.Telemetry.StartClient(ctx, lvl, telemetry.OpSend, t, method)
+		_, err := m.invoke(ctx, t, method, msg, true, opts)
+		span.End(err)
+		return err
+	}
 	_, err := m.invoke(ctx, t, method, msg, true, opts)
 	return err
 }
@@ -158,7 +172,7 @@ func (m *Mesh) remote(ctx context.Context, node sdk.NodeID, t sdk.Target, method
 		if node == m.cfg.Node {
 			return m.local(ctx, t, method, req, oneWay)
 		}
-		r, err := m.call(ctx, node, requestFor(t, op, method, payload))
+		r, err := m.call(ctx, node, requestFor(ctx, t, op, method, payload))
 		if err != nil {
 			if t.Kind() != sdk.KindEntry {
 				m.routes.drop(t, node)
@@ -237,15 +251,28 @@ func (m *Mesh) decodeReply(t sdk.Target, method string, payload []byte) (proto.M
 	return out, nil
 }
 
-func requestFor(t sdk.Target, op wire.Op, method string, payload []byte) *wire.Request {
-	return &wire.Request{
+// requestFor builds the request of an operation on t, with ctx's trace context (I5).
+func requestFor(ctx context.Context, t sdk.Target, op wire.Op, method string, payload []byte) *wire.Request {
+	r := &wire.Request{
 		Op: op, Kind: uint32(t.Kind()), Type: t.Type(), Id: t.ID(), Node: string(t.Node()),
 		Intent: t.CreateIntent(), Method: method, Payload: payload,
 	}
+	telemetry.Inject(ctx, r)
+	return r
 }
 
 // Create explicitly creates the User Spot t where placement (or opts.Node) says (A2).
 func (m *Mesh) Create(ctx context.Context, t sdk.Target, opts sdk.CallOptions) error {
+	if lvl := sdk.CurrentDiagnosticsLevel(); lvl != sdk.DiagnosticsLevelOff {
+		ctx, span := m.cfg.Telemetry.StartClient(ctx, lvl, telemetry.OpCreate, t, "")
+		err := m.create(ctx, t, opts)
+		span.End(err)
+		return err
+	}
+	return m.create(ctx, t, opts)
+}
+
+func (m *Mesh) create(ctx context.Context, t sdk.Target, opts sdk.CallOptions) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
@@ -258,7 +285,7 @@ func (m *Mesh) Create(ctx context.Context, t sdk.Target, opts sdk.CallOptions) e
 			var ce *sdk.CapacityError
 			return errors.As(err, &ce), err
 		}
-		r, err := m.call(ctx, target, requestFor(t, wire.Op_OP_CREATE, "", nil))
+		r, err := m.call(ctx, target, requestFor(ctx, t, wire.Op_OP_CREATE, "", nil))
 		if err != nil {
 			return false, err
 		}
@@ -272,6 +299,16 @@ func (m *Mesh) Create(ctx context.Context, t sdk.Target, opts sdk.CallOptions) e
 
 // CloseSpot explicitly closes the User or Instance Spot t on its owner (D3).
 func (m *Mesh) CloseSpot(ctx context.Context, t sdk.Target, _ sdk.CallOptions) error {
+	if lvl := sdk.CurrentDiagnosticsLevel(); lvl != sdk.DiagnosticsLevelOff {
+		ctx, span := m.cfg.Telemetry.StartClient(ctx, lvl, telemetry.OpClose, t, "")
+		err := m.closeSpot(ctx, t)
+		span.End(err)
+		return err
+	}
+	return m.closeSpot(ctx, t)
+}
+
+func (m *Mesh) closeSpot(ctx context.Context, t sdk.Target) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
@@ -291,7 +328,7 @@ func (m *Mesh) CloseSpot(ctx context.Context, t sdk.Target, _ sdk.CallOptions) e
 			return fmt.Errorf("%w: %v", sdk.ErrNotFound, t.Plain())
 		}
 		owner := res.Record.Owner.Node
-		r, err := m.call(ctx, owner, requestFor(t.Plain(), wire.Op_OP_CLOSE, "", nil))
+		r, err := m.call(ctx, owner, requestFor(ctx, t.Plain(), wire.Op_OP_CLOSE, "", nil))
 		if err != nil {
 			return err
 		}

@@ -103,3 +103,28 @@ func (e *RemoteError) Error() string { return e.msg }
 
 // Unwrap returns the sentinel.
 func (e *RemoteError) Unwrap() error { return e.sentinel }
+
+// CodeOf is the code err crosses the wire with, found without building its message: nil is
+// CODE_UNSPECIFIED. Telemetry uses it as the error's class.
+func CodeOf(err error) Code {
+	if err == nil {
+		return Code_CODE_UNSPECIFIED
+	}
+	var qf *sdk.QueueFullError
+	var ce *sdk.CapacityError
+	var ae *sdk.AppError
+	switch {
+	case errors.As(err, &qf):
+		return Code_CODE_QUEUE_FULL
+	case errors.As(err, &ce):
+		return Code_CODE_CAPACITY_EXCEEDED
+	case errors.As(err, &ae):
+		return Code_CODE_APPLICATION
+	}
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	return Code_CODE_APPLICATION
+}

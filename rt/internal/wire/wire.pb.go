@@ -360,8 +360,12 @@ type Request struct {
 	// of this and its receive time plus timeout_nanos; a request that arrives after it is dropped
 	// unrun, so a message never starts after its caller saw DeadlineExceeded.
 	DeadlineUnixNanos int64 `protobuf:"varint,11,opt,name=deadline_unix_nanos,json=deadlineUnixNanos,proto3" json:"deadline_unix_nanos,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The caller's W3C trace context (traceparent and tracestate headers), so that the owner's
+	// work joins the caller's trace. Empty when the caller records no trace. Never payload.
+	Traceparent   string `protobuf:"bytes,12,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate    string `protobuf:"bytes,13,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Request) Reset() {
@@ -469,6 +473,20 @@ func (x *Request) GetDeadlineUnixNanos() int64 {
 		return x.DeadlineUnixNanos
 	}
 	return 0
+}
+
+func (x *Request) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *Request) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
 }
 
 type Reply struct {
@@ -730,7 +748,7 @@ const file_wire_proto_rawDesc = "" +
 	"\arequest\x18\x01 \x01(\v2\x16.zlink.wire.v1.RequestH\x00R\arequest\x12,\n" +
 	"\x05reply\x18\x02 \x01(\v2\x14.zlink.wire.v1.ReplyH\x00R\x05reply\x12/\n" +
 	"\x06cancel\x18\x03 \x01(\v2\x15.zlink.wire.v1.CancelH\x00R\x06cancelB\x06\n" +
-	"\x04body\"\xb0\x02\n" +
+	"\x04body\"\xf2\x02\n" +
 	"\aRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12!\n" +
 	"\x02op\x18\x02 \x01(\x0e2\x11.zlink.wire.v1.OpR\x02op\x12\x12\n" +
@@ -743,7 +761,11 @@ const file_wire_proto_rawDesc = "" +
 	"\apayload\x18\t \x01(\fR\apayload\x12#\n" +
 	"\rtimeout_nanos\x18\n" +
 	" \x01(\x03R\ftimeoutNanos\x12.\n" +
-	"\x13deadline_unix_nanos\x18\v \x01(\x03R\x11deadlineUnixNanos\"\xb2\x01\n" +
+	"\x13deadline_unix_nanos\x18\v \x01(\x03R\x11deadlineUnixNanos\x12 \n" +
+	"\vtraceparent\x18\f \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\r \x01(\tR\n" +
+	"tracestate\"\xb2\x01\n" +
 	"\x05Reply\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12*\n" +
