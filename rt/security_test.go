@@ -124,7 +124,7 @@ func TestEtcdWithClientCertificatesAndAuthentication(t *testing.T) {
 	bad.EtcdEndpoints = srv.Endpoints()
 	bad.EtcdTLS = pki.ClientTLS(t, "node")
 	bad.EtcdUsername, bad.EtcdPassword = "zlink", "wrong"
-	bad.EtcdDialTimeout = 2 * time.Second
+	bad.EtcdDialTimeout = 15 * time.Second // the refusal comes fast; a loaded machine may not
 	_, err = rt.Start(ctx, bad)
 	require.Error(t, err, "a wrong password does not start")
 	assert.Contains(t, err.Error(), "authentication failed")
