@@ -75,9 +75,8 @@ var trickyDesc = &sdk.SpotDesc{Name: trickyType, Kind: sdk.KindInstance, Methods
 // trickyNodes is a cluster whose hosts also host the tricky type.
 type trickyNodes struct {
 	*cluster
-	runs   sync.Map
-	gate   chan struct{}
-	closes chan string
+	runs sync.Map
+	gate chan struct{}
 }
 
 func (s *tricky) OnClose(_ context.Context, r sdk.CloseReason) {}

@@ -37,7 +37,6 @@ type Proxy struct {
 	lis    net.Listener
 	mode   atomic.Uint32
 	delay  atomic.Int64 // nanoseconds, for Delay
-	wake   chan struct{}
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
