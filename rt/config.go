@@ -272,7 +272,7 @@ func (c Config) Validate() error {
 			"set ServerTLS and ClientTLS (mutual TLS), or InsecurePlaintext on a network you trust", sdk.ErrConfig, c.ListenAddr))
 	}
 	if err := c.Unhandled.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("Unhandled: %w", err))
+		errs = append(errs, fmt.Errorf("Config.Unhandled: %w", err))
 	}
 	if c.Diagnostics != nil {
 		if err := c.Diagnostics.Validate(); err != nil {
