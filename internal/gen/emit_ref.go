@@ -44,8 +44,9 @@ func (e *emitter) instanceRefs(s *Interface) {
 	e.idMethod(s, n.Intent)
 	e.f.Line()
 	e.f.Add(comment(fmt.Sprintf("Ref returns the plain reference to the same %s: its calls never create it (B1).", s.Name)))
+	// XRef and XIntent are both refType with the "id" field, so the conversion is exact.
 	e.f.Func().Params(jen.Id(l.r).Id(n.Intent)).Id("Ref").Params().Id(n.Ref).Block(
-		jen.Return(refLit(n.Ref, jen.Id(l.r).Dot("c"), "id", jen.Id(l.r).Dot("id"))),
+		jen.Return(jen.Id(n.Ref).Call(jen.Id(l.r))),
 	)
 	intent := func() *jen.Statement {
 		return withDesc(sdkID("InstanceIntent").Call(jen.Id(n.TypeName), jen.Id(l.r).Dot("id")), n)

@@ -209,7 +209,7 @@ func (r EchoIntent) ID() string {
 
 // Ref returns the plain reference to the same Echo: its calls never create it (B1).
 func (r EchoIntent) Ref() EchoRef {
-	return EchoRef{c: r.c, id: r.id}
+	return EchoRef(r)
 }
 
 // Ping answers a Pong with the ping's sequence number.

@@ -523,7 +523,7 @@ func (r RoomIntent) ID() string {
 
 // Ref returns the plain reference to the same Room: its calls never create it (B1).
 func (r RoomIntent) Ref() RoomRef {
-	return RoomRef{c: r.c, id: r.id}
+	return RoomRef(r)
 }
 
 // Join adds a person to the room and answers who is in it.

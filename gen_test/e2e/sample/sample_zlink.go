@@ -207,7 +207,7 @@ func (r RoomIntent) ID() string {
 
 // Ref returns the plain reference to the same Room: its calls never create it (B1).
 func (r RoomIntent) Ref() RoomRef {
-	return RoomRef{c: r.c, id: r.id}
+	return RoomRef(r)
 }
 
 // Join adds a member to the room and answers how many it has.

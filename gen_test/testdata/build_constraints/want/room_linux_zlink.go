@@ -142,7 +142,7 @@ func (r RoomIntent) ID() string {
 
 // Ref returns the plain reference to the same Room: its calls never create it (B1).
 func (r RoomIntent) Ref() RoomRef {
-	return RoomRef{c: r.c, id: r.id}
+	return RoomRef(r)
 }
 
 // Ping calls Room.Ping.

@@ -189,7 +189,7 @@ func (r BoardIntent) ID() string {
 
 // Ref returns the plain reference to the same Board: its calls never create it (B1).
 func (r BoardIntent) Ref() BoardRef {
-	return BoardRef{c: r.c, id: r.id}
+	return BoardRef(r)
 }
 
 // Post adds a note.

@@ -303,7 +303,7 @@ func (r ArenaIntent) ID() string {
 
 // Ref returns the plain reference to the same Arena: its calls never create it (B1).
 func (r ArenaIntent) Ref() ArenaRef {
-	return ArenaRef{c: r.c, id: r.id}
+	return ArenaRef(r)
 }
 
 // Start starts the match.

@@ -182,7 +182,7 @@ func (r RelayIntent) ID() string {
 
 // Ref returns the plain reference to the same Relay: its calls never create it (B1).
 func (r RelayIntent) Ref() RelayRef {
-	return RelayRef{c: r.c, id: r.id}
+	return RelayRef(r)
 }
 
 // Forward takes a ping of one protocol and answers a pong of the other.

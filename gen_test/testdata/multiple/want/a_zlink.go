@@ -140,7 +140,7 @@ func (r AlphaIntent) ID() string {
 
 // Ref returns the plain reference to the same Alpha: its calls never create it (B1).
 func (r AlphaIntent) Ref() AlphaRef {
-	return AlphaRef{c: r.c, id: r.id}
+	return AlphaRef(r)
 }
 
 // Ping calls Alpha.Ping.

@@ -153,7 +153,7 @@ func (r FeedIntent) ID() string {
 
 // Ref returns the plain reference to the same Feed: its calls never create it (B1).
 func (r FeedIntent) Ref() FeedRef {
-	return FeedRef{c: r.c, id: r.id}
+	return FeedRef(r)
 }
 
 // Post appends a note.
