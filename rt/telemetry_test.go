@@ -197,7 +197,7 @@ func hasAll(set attribute.Set, want []attribute.KeyValue) bool {
 func spanAttr(s sdktrace.ReadOnlySpan, key attribute.Key) string {
 	for _, kv := range s.Attributes() {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
