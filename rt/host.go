@@ -29,6 +29,7 @@ import (
 	"github.com/zlink-go/zlink/rt/internal/observe"
 	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/rt/internal/store/storepb"
+	"github.com/zlink-go/zlink/rt/internal/telemetry"
 	"github.com/zlink-go/zlink/rt/internal/transport"
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -45,6 +46,7 @@ type Host struct {
 	catalog *catalog.Catalog
 	state   atomic.Uint32 // sdk.RuntimeState; changed through setState, which publishes it
 	lc      lifecycle
+	tel     *telemetry.Telemetry
 	// reregistrations counts the times the node registered again after its owner lease ended.
 	reregistrations atomic.Int64
 
@@ -120,7 +122,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		}
 	}
 	server := cfg.Roles.Has(RoleObjectServer)
-	tel, err := cfg.newTelemetry(ctx)
+	h.tel, err = cfg.newTelemetry(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +138,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		Logger:          cfg.Logger,
 		Unhandled:       cfg.Unhandled,
 		UnhandledHold:   cfg.OperationTimeout,
-		Telemetry:       tel,
+		Telemetry:       h.tel,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rt: %w", err)
@@ -172,7 +174,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		OperationTimeout:         cfg.OperationTimeout,
 		Logger:                   cfg.Logger,
 		ClientOnly:               !server,
-		Telemetry:                tel,
+		Telemetry:                h.tel,
 	}, h.store, reg, types, spotClient{h})
 	if err != nil {
 		return nil, err

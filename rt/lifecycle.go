@@ -238,7 +238,9 @@ func (h *Host) runShutdown(op *shutdownOp) {
 	defer close(op.done)
 	ctx, cancel := context.WithDeadline(context.Background(), op.deadline)
 	defer cancel()
+	ctx, endSpan := h.tel.StartShutdown(ctx, sdk.CurrentDiagnosticsLevel())
 	err := h.teardown(ctx)
+	defer func() { endSpan(op.result.Outcome.String(), op.result.Reason.String()) }()
 	switch {
 	case err == nil:
 		op.result = sdk.TerminationResult{Outcome: sdk.TerminationOutcomeStopped}

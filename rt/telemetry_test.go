@@ -574,3 +574,33 @@ func TestI2_SampleRateAppliesToTracesNotMetrics(t *testing.T) {
 	assert.Equal(t, int64(1), sum(t, m[telemetryClientCalls], attrMethod("Relay"), attrOK))
 	assert.Equal(t, int64(2), sum(t, m[telemetryCalls], attrMethod("Echo"), attrOK), "metrics are not sampled")
 }
+
+// I5: a shutdown is one span, with its outcome; the Spots' closes it makes are its children.
+func TestI5_ShutdownIsOneSpanOverItsCloses(t *testing.T) {
+	setLevel(t, sdk.DiagnosticsLevelNormal)
+	eps := etcdForTelemetry(t)
+	o := newObserved(t)
+	h := startProbeNode(t, eps, "node-a", o, newGate(), nil)
+	_, err := call(h, sdk.InstanceIntent(probeType, "p"), "Echo", "x")
+	require.NoError(t, err)
+	res, err := h.Shutdown(ctx, 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, sdk.TerminationOutcomeStopped, res.Outcome)
+
+	var shutdown, closed sdktrace.ReadOnlySpan
+	for _, s := range o.spans.Ended() {
+		switch s.Name() {
+		case "zlink.shutdown":
+			shutdown = s
+		case "zlink.close " + probeType:
+			closed = s
+		}
+	}
+	require.NotNil(t, shutdown, "a zlink.shutdown span")
+	assert.Equal(t, "Stopped", spanAttr(shutdown, "zlink.shutdown.outcome"))
+	assert.Equal(t, "None", spanAttr(shutdown, "zlink.shutdown.reason"))
+	assert.Equal(t, "node-a", spanAttr(shutdown, "zlink.node"))
+	require.NotNil(t, closed, "the Spot's close span")
+	assert.Equal(t, shutdown.SpanContext().SpanID(), closed.Parent().SpanID(), "the close is part of the shutdown")
+	assert.Equal(t, "Shutdown", spanAttr(closed, "zlink.close.reason"))
+}

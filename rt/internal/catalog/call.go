@@ -359,7 +359,7 @@ func (c *Catalog) Admit(ctx context.Context, t sdk.Target, method string, req pr
 	a := sp.base()
 	if !a.turnAllowed() {
 		// Created under an owner lease that has ended: it owns nothing any more (C1).
-		if _, err := c.beginClose(sp, sdk.CloseOwnerLost, false); err != nil && !errors.Is(err, errAlreadyClosed) {
+		if _, err := c.beginClose(context.Background(), sp, sdk.CloseOwnerLost, false); err != nil && !errors.Is(err, errAlreadyClosed) {
 			c.log.Warn("a Spot of an ended owner lease could not be closed", "spot", key.typ, "id", key.id, "err", err)
 		}
 		return fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)

@@ -29,6 +29,7 @@ var (
 // release, the Spot serves on and they are admitted after all.
 type closeTxn struct {
 	reason sdk.CloseReason
+	from   context.Context // whose trace the close belongs to (a shutdown's)
 
 	decideOnce sync.Once
 	decided    chan struct{} // closed once the close is certain or abandoned
@@ -165,7 +166,7 @@ func (c *Catalog) AwaitClose(ctx context.Context, t sdk.Target) error {
 // itself: a Shutdown or OwnerLost close must not be lost with the close it joined.
 func (c *Catalog) closeSpot(ctx context.Context, sp ownedSpot, reason sdk.CloseReason, idle bool) error {
 	for {
-		tx, err := c.beginClose(sp, reason, idle)
+		tx, err := c.beginClose(ctx, sp, reason, idle)
 		if err != nil {
 			return err
 		}
@@ -192,7 +193,7 @@ func (c *Catalog) closeSpot(ctx context.Context, sp ownedSpot, reason sdk.CloseR
 // closeSelf starts the close of sp from its own turn and returns: the close waits for that
 // turn to end, so waiting for the close there would never end.
 func (c *Catalog) closeSelf(sp ownedSpot) error {
-	_, err := c.beginClose(sp, sdk.CloseExplicit, false)
+	_, err := c.beginClose(context.Background(), sp, sdk.CloseExplicit, false)
 	if errors.Is(err, errAlreadyClosed) {
 		return nil
 	}
@@ -201,7 +202,7 @@ func (c *Catalog) closeSelf(sp ownedSpot) error {
 
 // beginClose starts the close transaction of sp, or returns the one in progress. The close is
 // shared: one closer's cancellation ends only its own wait.
-func (c *Catalog) beginClose(sp ownedSpot, reason sdk.CloseReason, idle bool) (*closeTxn, error) {
+func (c *Catalog) beginClose(from context.Context, sp ownedSpot, reason sdk.CloseReason, idle bool) (*closeTxn, error) {
 	a := sp.base()
 	a.mu.Lock()
 	if tx := a.closing; tx != nil {
@@ -213,6 +214,7 @@ func (c *Catalog) beginClose(sp ownedSpot, reason sdk.CloseReason, idle bool) (*
 		return nil, errAlreadyClosed
 	}
 	tx := newCloseTxn(reason)
+	tx.from = from
 	a.closing = tx
 	a.mu.Unlock()
 
@@ -288,6 +290,7 @@ func (c *Catalog) runClose(sp ownedSpot, tx *closeTxn, idle bool) error {
 	// release without time.
 	ctx, cancel := context.WithTimeout(c.hardCtx, c.cfg.OperationTimeout)
 	defer cancel()
+	ctx = telemetry.WithTraceOf(ctx, tx.from) // its span is a child of the closer's (a shutdown's)
 	key := sp.storeKey()
 	reason := tx.reason
 	if reason == sdk.CloseOwnerLost || !a.turnAllowed() {

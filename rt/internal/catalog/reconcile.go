@@ -180,7 +180,7 @@ func (c *Catalog) reconcileKey(ctx context.Context, key store.SpotKey) error {
 		a := sp.base()
 		if !a.turnAllowed() {
 			// Its owner lease ended: it ends here, whatever etcd can say now (C1).
-			_, err := c.beginClose(sp, sdk.CloseOwnerLost, false)
+			_, err := c.beginClose(context.Background(), sp, sdk.CloseOwnerLost, false)
 			if errors.Is(err, errAlreadyClosed) {
 				err = nil
 			}
@@ -227,7 +227,7 @@ func (c *Catalog) reconcileKey(ctx context.Context, key store.SpotKey) error {
 	}
 	c.log.Warn("reconcile: the Spot's record and its activation here disagreed; the activation closes",
 		"spot", key.Type, "id", key.ID, "reason", reason)
-	if _, err := c.beginClose(sp, reason, false); err != nil && !errors.Is(err, errAlreadyClosed) {
+	if _, err := c.beginClose(context.Background(), sp, reason, false); err != nil && !errors.Is(err, errAlreadyClosed) {
 		return err
 	}
 	return nil

@@ -176,7 +176,7 @@ func (c *Catalog) local(ctx context.Context, key spotKey, mode Mode) (Route, boo
 		a := sp.base()
 		if !a.turnAllowed() && a.current() != stateClosed {
 			// Created under an owner lease that has ended: it owns nothing any more (C1).
-			if _, err := c.beginClose(sp, sdk.CloseOwnerLost, false); err != nil && !errors.Is(err, errAlreadyClosed) {
+			if _, err := c.beginClose(context.Background(), sp, sdk.CloseOwnerLost, false); err != nil && !errors.Is(err, errAlreadyClosed) {
 				return Route{}, false, err
 			}
 			return Route{}, true, c.waitClose(ctx, a)
@@ -448,7 +448,7 @@ func (c *Catalog) settleLate(sp ownedSpot) {
 	default:
 		return
 	}
-	if _, err := c.beginClose(sp, reason, false); err != nil && !errors.Is(err, errAlreadyClosed) {
+	if _, err := c.beginClose(context.Background(), sp, reason, false); err != nil && !errors.Is(err, errAlreadyClosed) {
 		c.log.Warn("a Spot created while its node stopped owning or closing could not be closed", "spot", sp.Type(), "id", sp.ID(), "err", err)
 	}
 }

@@ -59,6 +59,10 @@ const (
 	KeyCloseReason = attribute.Key("zlink.close.reason")
 	KeyDirection   = attribute.Key("zlink.message.direction")
 	KeyNode        = attribute.Key("zlink.node")
+	// KeyShutdownOutcome and KeyShutdownReason are a shutdown's result (Stopped, ForceStopped;
+	// None, DeadlineExceeded, TeardownFailed).
+	KeyShutdownOutcome = attribute.Key("zlink.shutdown.outcome")
+	KeyShutdownReason  = attribute.Key("zlink.shutdown.reason")
 )
 
 var rpcSystem = KeyRPCSystem.String("zlink")
@@ -340,6 +344,39 @@ func (t *Telemetry) StartClose(ctx context.Context, level sdk.DiagnosticsLevel, 
 	s := &Span{t: t, level: level, op: OpClose, server: true, typ: typ, kind: trace.SpanKindInternal,
 		spotID: id, spotKnd: kind, reason: reason.String()}
 	return t.begin(ctx, t.currentTracer(), s, t.closes.Enabled(ctx))
+}
+
+// WithTraceOf returns ctx carrying the span of from, when from has one: work that runs on its
+// own context (a close transaction) is recorded under the operation that asked for it.
+func WithTraceOf(ctx, from context.Context) context.Context {
+	if from == nil {
+		return ctx
+	}
+	if sc := trace.SpanContextFromContext(from); sc.IsValid() {
+		return trace.ContextWithSpanContext(ctx, sc)
+	}
+	return ctx
+}
+
+// StartShutdown begins the node's shutdown span, "zlink.shutdown", at level Normal and above:
+// the closes it makes run under it. The returned end records the shutdown's outcome and reason.
+func (t *Telemetry) StartShutdown(ctx context.Context, level sdk.DiagnosticsLevel) (context.Context, func(outcome, reason string)) {
+	if t == nil || level < sdk.DiagnosticsLevelNormal {
+		return ctx, func(string, string) {}
+	}
+	st := t.currentTracer()
+	if !st.live {
+		return ctx, func(string, string) {}
+	}
+	ctx, sp := st.tracer.Start(ctx, "zlink.shutdown", trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(rpcSystem, t.node))
+	return ctx, func(outcome, reason string) {
+		sp.SetAttributes(KeyShutdownOutcome.String(outcome), KeyShutdownReason.String(reason))
+		if reason != "None" {
+			sp.SetStatus(codes.Error, reason)
+		}
+		sp.End()
+	}
 }
 
 func (t *Telemetry) begin(ctx context.Context, st *tracerState, s *Span, metrics bool) (context.Context, *Span) {
