@@ -87,7 +87,8 @@ func (h *Hub[T]) Close() {
 
 func (o *observer[T]) offer(p *T, terminal func(*T) bool) {
 	o.mu.Lock()
-	if o.pending != nil {
+	replaced := o.pending != nil
+	if replaced {
 		// H1, H5: running totals of this observation, saturating.
 		o.loss.CoalescedCount = inc(o.loss.CoalescedCount)
 		if terminal(o.pending) {
@@ -96,6 +97,9 @@ func (o *observer[T]) offer(p *T, terminal func(*T) bool) {
 	}
 	o.pending = p
 	o.mu.Unlock()
+	if replaced {
+		return // the observer was woken for the status this one replaced, and takes this one
+	}
 	select {
 	case o.wake <- struct{}{}:
 	default:

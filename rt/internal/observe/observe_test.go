@@ -203,29 +203,42 @@ func TestObserverThatNeverReadsBlocksNoOne(t *testing.T) {
 	wgStuck.Wait()
 }
 
-// BenchmarkObserve publishes changes of one status to 1,000 observers that read as fast as they
-// can: the publisher's cost per change is one snapshot and one slot update per observer.
+// BenchmarkObserve publishes changes of one status to 1,000 observers: ones that read as fast as
+// they can (each change wakes each of them: their work shares the 2 cores with the publisher),
+// and ones busy elsewhere (the publisher's own cost: one snapshot, one slot update per
+// observer).
 func BenchmarkObserve(b *testing.B) {
-	h := newHub()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for range 1000 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range h.Observe(ctx) {
+	for _, reading := range []bool{true, false} {
+		name := "observers=reading"
+		if !reading {
+			name = "observers=busy"
+		}
+		b.Run(name, func(b *testing.B) {
+			h := newHub()
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			for range 1000 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range h.Observe(ctx) {
+						if !reading {
+							<-ctx.Done()
+						}
+					}
+				}()
 			}
-		}()
+			for h.Observers() < 1000 {
+				time.Sleep(time.Millisecond)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				h.Publish(status{Seq: i})
+			}
+			b.StopTimer()
+			cancel()
+			wg.Wait()
+		})
 	}
-	for h.Observers() < 1000 {
-		time.Sleep(time.Millisecond)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		h.Publish(status{Seq: i})
-	}
-	b.StopTimer()
-	cancel()
-	wg.Wait()
 }
