@@ -14,6 +14,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -60,7 +62,7 @@ var sinkDesc = &sdk.SpotDesc{Name: "bench.Sink", Kind: sdk.KindInstance, Methods
 	},
 }}
 
-func benchHost(b *testing.B, maxTxnOps int) *rt.Host {
+func benchHost(b *testing.B, maxTxnOps int, mutate ...func(*rt.Config)) *rt.Host {
 	b.Helper()
 	cfg := rt.DefaultConfig()
 	cfg.Logger = slog.New(slog.DiscardHandler)
@@ -70,6 +72,9 @@ func benchHost(b *testing.B, maxTxnOps int) *rt.Host {
 	cfg.StopTimeout = 2 * time.Minute
 	cfg.Register = func(r sdk.Registrar) error {
 		return r.RegisterSpot(sinkDesc, func(sdk.SpotContext) (any, error) { return &sink{}, nil })
+	}
+	for _, m := range mutate {
+		m(&cfg)
 	}
 	h, err := rt.Start(context.Background(), cfg)
 	if err != nil {
@@ -93,9 +98,24 @@ var one = wrapperspb.Int64(1)
 // BenchmarkLocalCall measures a call to an active Spot on the caller's node, with diagnostics
 // Off and at Normal with the global OpenTelemetry providers (no-ops until an application installs
 // some). The level is a process global: it is restored afterwards.
+// BenchmarkLocalCall calls a Spot of the same node: diagnostics Off, Normal with the global
+// providers (no-ops until the application installs some), and Normal with the OpenTelemetry
+// API's no-op providers given in the config.
 func BenchmarkLocalCall(b *testing.B) {
-	for _, level := range []sdk.DiagnosticsLevel{sdk.DiagnosticsLevelOff, sdk.DiagnosticsLevelNormal} {
-		b.Run("diagnostics="+level.String(), func(b *testing.B) {
+	noopProviders := func(c *rt.Config) {
+		c.TracerProvider, c.MeterProvider = tracenoop.NewTracerProvider(), metricnoop.NewMeterProvider()
+	}
+	for _, run := range []struct {
+		name   string
+		level  sdk.DiagnosticsLevel
+		mutate []func(*rt.Config)
+	}{
+		{"diagnostics=Off", sdk.DiagnosticsLevelOff, nil},
+		{"diagnostics=Normal", sdk.DiagnosticsLevelNormal, nil},
+		{"diagnostics=Normal,providers=noop", sdk.DiagnosticsLevelNormal, []func(*rt.Config){noopProviders}},
+	} {
+		level := run.level
+		b.Run(run.name, func(b *testing.B) {
 			was := sdk.CurrentDiagnosticsLevel()
 			b.Cleanup(func() { _ = sdk.SetDiagnosticsLevelSync(was) })
 			if err := sdk.SetDiagnosticsLevelSync(level); err != nil {
@@ -103,7 +123,7 @@ func BenchmarkLocalCall(b *testing.B) {
 			}
 			for _, callers := range []int{1, 64} {
 				b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
-					h := benchHost(b, 128)
+					h := benchHost(b, 128, run.mutate...)
 					ctx := context.Background()
 					if _, err := h.Call(ctx, sdk.InstanceIntent(sinkDesc.Name, "hot"), "Echo", one); err != nil {
 						b.Fatal(err)
