@@ -47,6 +47,8 @@ func TestScriptedSession(t *testing.T) {
 		"NODE    MESH     STATE  READY  PEERS",
 		"node-1  default  Ready  true   node-2:Ready",
 		"node-2  default  Ready  true   node-1:Ready",
+		"node-2: Stopped (reason None); its runtime status says Stopped",
+		"ann joins #crabs (on node-1): ann", // node-2's room, created afresh on node-1 at once
 	} {
 		assert.Contains(t, transcript, want)
 	}

@@ -151,7 +151,18 @@ func scripted(ctx context.Context, o options, out io.Writer) error {
 
 	say("\n-- mesh status --")
 	printStatus(out, n1, n2)
-	say("\n== done: both nodes close, every room and session with them ==")
+
+	say("\n-- node-2 shuts down: it drains, its Spots close with reason Shutdown and free their locations --")
+	res, err := n2.Shutdown(ctx, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	say("node-2: %s (reason %s); its runtime status says %s", res.Outcome, res.Reason, n2.Status().State)
+	if err := join(n1, "ann", "crabs", ""); err != nil { // #crabs lived on node-2
+		return err
+	}
+	printStatus(out, n1)
+	say("\n== done: node-1 closes, every room and session with it ==")
 	return nil
 }
 
