@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/rt/internal/telemetry"
 	"github.com/zlink-go/zlink/sdk"
@@ -163,7 +164,7 @@ func DefaultConfig() Config {
 		LeaseTTL:                10 * time.Second,
 		Exec:                    exec.DefaultConfig(),
 		MaxActiveObjects:        DefaultMaxActiveObjects,
-		InstanceSpotIdleTimeout: 10 * time.Minute,
+		InstanceSpotIdleTimeout: catalog.DefaultInstanceSpotIdleTimeout,
 		OperationTimeout:        30 * time.Second,
 		StopTimeout:             sdk.DefaultShutdownDeadline,
 	}

@@ -34,8 +34,8 @@ type Config struct {
 	// Exec bounds every activation's two lanes (E2, E4).
 	Exec exec.Config
 	// InstanceSpotIdleTimeout evicts an Instance Spot once no application work has run for it
-	// and none is pending (D1, D2). Zero or negative: no idle eviction, unless a type sets its
-	// own timeout.
+	// and none is pending (D1, D2). Zero: DefaultInstanceSpotIdleTimeout, as in rt.Config.
+	// Negative: no idle eviction, unless a type sets its own timeout.
 	InstanceSpotIdleTimeout time.Duration
 	// IdleScanInterval is the time between idle scans (default: a quarter of the timeout,
 	// between 10 ms and 10 s).
@@ -60,7 +60,14 @@ type Config struct {
 	Telemetry *telemetry.Telemetry
 }
 
+// DefaultInstanceSpotIdleTimeout is how long an Instance Spot stays without work before it is
+// evicted, unless its type or the node says otherwise (D1).
+const DefaultInstanceSpotIdleTimeout = 10 * time.Minute
+
 func (c Config) withDefaults() Config {
+	if c.InstanceSpotIdleTimeout == 0 {
+		c.InstanceSpotIdleTimeout = DefaultInstanceSpotIdleTimeout
+	}
 	if c.IdleScanInterval <= 0 {
 		c.IdleScanInterval = min(max(c.InstanceSpotIdleTimeout/4, 10*time.Millisecond), 10*time.Second)
 	}
