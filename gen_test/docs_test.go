@@ -24,7 +24,7 @@ var ruleID = regexp.MustCompile(`\([A-K][0-9]+`)
 // variables, types with their fields and methods, functions) of the public packages and of
 // every generated file, the golden outputs included, and fails on a rule ID in any of them.
 func TestExportedDocsHaveNoRuleIDs(t *testing.T) {
-	dirs := []string{"e2e/sample", "../examples/chat/chat", "../bench/peers/zl"}
+	dirs := []string{"../sdk", "../rt", "../rt/devetcd", "e2e/sample", "../examples/chat/chat", "../bench/peers/zl"}
 	// The golden cases whose want/ holds generated files (the others hold errors.txt).
 	wants, err := filepath.Glob("testdata/*/want/*_zlink.go")
 	require.NoError(t, err)

@@ -341,7 +341,7 @@ func (c spotClient) CloseSpot(ctx context.Context, t sdk.Target, opts ...sdk.Cal
 
 func (c spotClient) LocalNode() sdk.NodeID { return c.h.cfg.NodeID }
 
-// MeshStatus returns the RouteMesh status of the node's mesh (G3–G5).
+// MeshStatus returns the RouteMesh status of the node's mesh.
 func (h *Host) MeshStatus() sdk.RouteMeshStatus { return h.mesh.Status(h.cfg.MeshName) }
 
 // catalogStats and transportStats are the runtime's internal counters (F13); tests reach them
