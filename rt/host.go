@@ -189,9 +189,8 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		return nil, err
 	}
 	h.lc.mesh = observe.NewHub(h.mesh.Status(cfg.MeshName), isTerminalMesh)
-	h.watchers.Add(2)
-	go h.watchLease()
-	go h.watchMeshStatus()
+	h.watchers.Go(h.watchLease)
+	h.watchers.Go(h.watchMeshStatus)
 	return h, nil
 }
 
@@ -216,7 +215,6 @@ func (h *Host) leaseOptions() store.LeaseOptions { return store.LeaseOptions{TTL
 // ended lease's records are reclaimed like those of any ended owner. Meanwhile the node keeps
 // calling other nodes' objects, and its mesh status shows placement unavailable.
 func (h *Host) watchLease() {
-	defer h.watchers.Done()
 	for {
 		reg := h.reg.Load()
 		select {

@@ -559,14 +559,12 @@ func (c *Catalog) build(ctx context.Context, a *activation, sc sdk.SpotContext, 
 		defer func() { span.End(err) }()
 	}
 	out := make(chan built, 1)
-	c.builders.Add(1)
 	hold.retain()
-	go func() {
-		defer c.builders.Done()
+	c.builders.Go(func() {
 		defer hold.release()
 		impl, err := c.construct(ctx, sc, typ)
 		out <- built{impl, err}
-	}()
+	})
 	select {
 	case b := <-out:
 		return b.impl, b.err

@@ -181,12 +181,10 @@ func (m *Mesh) slow(ctx context.Context, reply func(*wire.Reply), fn func()) {
 		reply(refusedReply(fmt.Errorf("%w: node %s is closing", sdk.ErrClosed, m.cfg.Node)))
 		return
 	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	m.wg.Go(func() {
 		defer func() { <-m.slowSlots }()
 		fn()
-	}()
+	})
 }
 
 // messageReply is the outcome of an admitted request: its reply, or its error, which is never a
