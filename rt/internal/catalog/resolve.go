@@ -113,8 +113,8 @@ func (c *Catalog) resolve(ctx context.Context, typ *spotType, id string, mode Mo
 			return Route{}, err
 		}
 		// This node first: an activation here, or a creation in progress here.
-		if rt, wait, err := c.local(ctx, key, mode); rt.Local() || err != nil {
-			return rt, err
+		if route, wait, err := c.local(ctx, key, mode); route.Local() || err != nil {
+			return route, err
 		} else if wait {
 			res = nil
 			continue
@@ -123,9 +123,9 @@ func (c *Catalog) resolve(ctx context.Context, typ *spotType, id string, mode Mo
 			// A call that may create goes straight to the creation coordinator: the
 			// reservation's failure branch reads the current record, so a missing Spot costs
 			// no separate lookup and an existing one is handed on as if looked up.
-			rt, next, err := c.create(ctx, typ, id)
-			if err != nil || rt.Local() {
-				return rt, err
+			route, next, err := c.create(ctx, typ, id)
+			if err != nil || route.Local() {
+				return route, err
 			}
 			res = next
 			continue
@@ -139,22 +139,22 @@ func (c *Catalog) resolve(ctx context.Context, typ *spotType, id string, mode Mo
 		}
 		var next *store.Resolution
 		var err error
-		var rt Route
+		var route Route
 		switch res.State {
 		case store.StateMissing:
-			rt, next, err = c.onMissing(ctx, typ, id, mode, *res, waitedAttempt)
+			route, next, err = c.onMissing(ctx, typ, id, mode, *res, waitedAttempt)
 		case store.StateCreating:
 			waitedAttempt = res.Record.Attempt
 			next, err = c.onCreating(ctx, key, mode, *res)
 		case store.StateReady:
-			rt, next, err = c.onReady(ctx, key, mode, *res)
+			route, next, err = c.onReady(ctx, key, mode, *res)
 		case store.StateUnavailable:
 			next, err = c.onUnavailable(ctx, key, mode, *res)
 		default:
 			err = fmt.Errorf("catalog: %s: unknown store state %v", skey, res.State)
 		}
-		if err != nil || rt.Local() || rt.Remote.State == store.StateReady {
-			return rt, err
+		if err != nil || route.Local() || route.Remote.State == store.StateReady {
+			return route, err
 		}
 		res = next
 	}
@@ -292,8 +292,8 @@ func (c *Catalog) onReady(ctx context.Context, key spotKey, mode Mode, res store
 	}
 	// Ready here: the activation was registered before its creation finished (B7), so a
 	// second local look finds it unless the record outlived its activation.
-	if rt, wait, err := c.local(ctx, key, mode); rt.Local() || wait || err != nil {
-		return rt, nil, err
+	if route, wait, err := c.local(ctx, key, mode); route.Local() || wait || err != nil {
+		return route, nil, err
 	}
 	return Route{}, nil, c.releaseLeaked(ctx, key, res.Record)
 }
