@@ -42,7 +42,10 @@ var (
 	// ErrMessageTooLarge: a message is over the configured maximum size, on send or on receive.
 	ErrMessageTooLarge = errors.New("zlink: message too large")
 	// ErrCreationFailed: the object's factory failed or panicked; the reservation was released
-	// and the ID can be created again.
+	// and the ID can be created again. For the call that ran the creation, when it was made on
+	// the node that ran the factory, errors.As reaches the factory's or OnActivate's own typed
+	// error (not an [AppError], [QueueFullError] or [CapacityError], which stay the runtime's
+	// to read); across nodes the error carries only its text.
 	ErrCreationFailed = errors.New("zlink: creation failed")
 	// ErrHandlerPanicked: a handler panicked. The caller gets this error with the panic's
 	// value; the Spot keeps serving.

@@ -498,7 +498,7 @@ func (c *Catalog) runCreation(ctx context.Context, typ *spotType, id string, hol
 	if err != nil {
 		c.stats.creationFailures.Add(1)
 		c.releaseFailed(skey, creating)
-		return nil, nil, fmt.Errorf("%w: %s: %v", sdk.ErrCreationFailed, skey, err)
+		return nil, nil, &creationError{msg: fmt.Sprintf("%v: %s: %v", sdk.ErrCreationFailed, skey, err), cause: err}
 	}
 	sp.base().impl = impl
 	rec, err := c.store.CommitReady(ctx, r.Reservation)
@@ -627,4 +627,28 @@ func (c *Catalog) releaseLeaked(ctx context.Context, key spotKey, rec store.Reco
 		c.stats.leaksReleased.Add(1)
 	}
 	return err
+}
+
+// creationError is a creation whose factory or OnActivate failed (B8). Like the error it
+// replaces, it matches sdk.ErrCreationFailed and no other sentinel with errors.Is, so the
+// runtime still reads it as a creation failure whatever the factory returned; errors.As also
+// reaches the factory's error, so that an application finds its own typed error there. The
+// runtime's own detail types (*sdk.AppError, *sdk.QueueFullError, *sdk.CapacityError) are not
+// looked for in the cause: the runtime reads those to code an error for the wire and to decide
+// a placement retry, and an error the factory got from a call of its own must not change that.
+type creationError struct {
+	msg   string
+	cause error
+}
+
+func (e *creationError) Error() string { return e.msg }
+
+func (e *creationError) Unwrap() error { return sdk.ErrCreationFailed }
+
+func (e *creationError) As(target any) bool {
+	switch target.(type) {
+	case **sdk.AppError, **sdk.QueueFullError, **sdk.CapacityError:
+		return false
+	}
+	return errors.As(e.cause, target)
 }
