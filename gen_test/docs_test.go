@@ -15,10 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// ruleID matches a parenthesised rule ID of the design documents, such as "(B1)" or
-// "(A2, B5)". A reader of the public docs cannot look those up, so exported doc comments say the
-// rule in words; internal comments and test names keep the IDs.
-var ruleID = regexp.MustCompile(`\([A-K][0-9]+`)
+// ruleID matches a rule ID of the design documents in parentheses, such as "(B1)",
+// "(A2, B5)" or "(default 30 s, F8)". A reader of the public docs cannot look those up, so
+// exported doc comments say the rule in words; internal comments and test names keep the IDs.
+var ruleID = regexp.MustCompile(`\([^()]*\b[A-K][0-9]{1,2}\b[^()]*\)`)
 
 // TestExportedDocsHaveNoRuleIDs reads the exported doc comments (package, constants,
 // variables, types with their fields and methods, functions) of the public packages and of

@@ -111,7 +111,7 @@ type Config struct {
 	// OperationTimeout bounds a creation or a close once started (default 30 s).
 	OperationTimeout time.Duration
 	// StopTimeout bounds Close: Spots not closed by then keep their records, which turn
-	// Unavailable with the node's lease (default 30 s, F8).
+	// Unavailable with the node's lease (default 30 s).
 	StopTimeout time.Duration
 
 	// Unhandled is what the node does with a message it knows no handler for: its Spot type is

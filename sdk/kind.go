@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// SpotKind is the closed set of Spot kinds (digest A1). The numeric values are part of the
+// SpotKind is the closed set of Spot kinds. The numeric values are part of the
 // contract: Invalid = 0, Entry = 1, User = 2, Instance = 3.
 type SpotKind uint8
 
