@@ -1,5 +1,5 @@
 // Package rt is the ZLink runtime: Start a node, and it serves the Spot types it registered
-// and calls any object of its mesh through the sdk.Client it is.
+// and calls any object of its mesh through the [sdk.Client] it is.
 //
 //	cfg := rt.DefaultConfig()
 //	cfg.Register = func(r sdk.Registrar) error { return chat.RegisterRoom(r, newRoom) }
