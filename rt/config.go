@@ -94,12 +94,15 @@ type Config struct {
 	// ErrOwnerUnavailable for about this long before they are reclaimed.
 	LeaseTTL time.Duration
 
-	// Exec bounds every Spot's two lanes (E2 defaults; both axes must be positive: E4).
+	// Exec bounds every Spot's two lanes, the application lane and the lifecycle lane, each by an
+	// item count and a byte size. Both limits of both lanes must be positive: no lane is
+	// unbounded. DefaultConfig sets 1,024 items and 64 MiB for the application lane, 128 items
+	// and 4 MiB for the lifecycle lane.
 	Exec exec.Config
 	// InstanceSpotIdleTimeout evicts an Instance Spot after this long without application work
-	// (D1; default 10 minutes). Negative: no idle eviction unless a type sets its own.
+	// (default 10 minutes). Negative: no idle eviction unless a type sets its own.
 	InstanceSpotIdleTimeout time.Duration
-	// MaxActiveObjects caps the User and Instance Spots active on this node (D6), so that no
+	// MaxActiveObjects caps the User and Instance Spots active on this node, so that no
 	// flood of creations exhausts its memory. DefaultConfig sets DefaultMaxActiveObjects; zero
 	// set explicitly means no cap.
 	MaxActiveObjects int
@@ -109,7 +112,7 @@ type Config struct {
 	// OperationTimeout bounds a creation or a close once started (default 30 s).
 	OperationTimeout time.Duration
 	// StopTimeout bounds Close: Spots not closed by then keep their records, which turn
-	// Unavailable with the node's lease (default 30 s, F8).
+	// Unavailable with the node's lease (default 30 s).
 	StopTimeout time.Duration
 
 	// Unhandled is what the node does with a message it knows no handler for: its Spot type is

@@ -1,5 +1,5 @@
 // Package rt is the ZLink runtime: Start a node, and it serves the Spot types it registered
-// and calls any object of its mesh through the sdk.Client it is.
+// and calls any object of its mesh through the [sdk.Client] it is.
 //
 //	cfg := rt.DefaultConfig()
 //	cfg.Register = func(r sdk.Registrar) error { return chat.RegisterRoom(r, newRoom) }
@@ -189,9 +189,8 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		return nil, err
 	}
 	h.lc.mesh = observe.NewHub(h.mesh.Status(cfg.MeshName), isTerminalMesh)
-	h.watchers.Add(2)
-	go h.watchLease()
-	go h.watchMeshStatus()
+	h.watchers.Go(h.watchLease)
+	h.watchers.Go(h.watchMeshStatus)
 	return h, nil
 }
 
@@ -216,7 +215,6 @@ func (h *Host) leaseOptions() store.LeaseOptions { return store.LeaseOptions{TTL
 // ended lease's records are reclaimed like those of any ended owner. Meanwhile the node keeps
 // calling other nodes' objects, and its mesh status shows placement unavailable.
 func (h *Host) watchLease() {
-	defer h.watchers.Done()
 	for {
 		reg := h.reg.Load()
 		select {
@@ -341,7 +339,7 @@ func (c spotClient) CloseSpot(ctx context.Context, t sdk.Target, opts ...sdk.Cal
 
 func (c spotClient) LocalNode() sdk.NodeID { return c.h.cfg.NodeID }
 
-// MeshStatus returns the RouteMesh status of the node's mesh (G3–G5).
+// MeshStatus returns the RouteMesh status of the node's mesh.
 func (h *Host) MeshStatus() sdk.RouteMeshStatus { return h.mesh.Status(h.cfg.MeshName) }
 
 // catalogStats and transportStats are the runtime's internal counters (F13); tests reach them

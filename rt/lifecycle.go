@@ -146,7 +146,6 @@ const meshStatusInterval = 200 * time.Millisecond
 // watchMeshStatus publishes the mesh status to its observers whenever it changes: at each
 // runtime state change, and every meshStatusInterval while anyone observes it.
 func (h *Host) watchMeshStatus() {
-	defer h.watchers.Done()
 	ticker := time.NewTicker(meshStatusInterval)
 	defer ticker.Stop()
 	for {

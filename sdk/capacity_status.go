@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// CoreHwmProfile chooses how the Core HWM byte budget is applied (I4, J2). The seed names the
+// CoreHwmProfile chooses how the Core HWM byte budget is applied. The seed names the
 // type without values; this project defines them.
 type CoreHwmProfile uint8
 
@@ -20,7 +20,7 @@ const (
 
 var coreHwmProfileNames = [...]string{"Balanced", "Throughput", "LowMemory"}
 
-// String returns the profile's name, or CoreHwmProfile(n) (J2).
+// String returns the profile's name, or CoreHwmProfile(n).
 func (p CoreHwmProfile) String() string {
 	if int(p) < len(coreHwmProfileNames) {
 		return coreHwmProfileNames[p]
@@ -28,7 +28,7 @@ func (p CoreHwmProfile) String() string {
 	return fmt.Sprintf("CoreHwmProfile(%d)", uint8(p))
 }
 
-// ApplicationJobQueueProfile chooses how the application job queue is sized (I4, J3). The seed
+// ApplicationJobQueueProfile chooses how the application job queue is sized. The seed
 // names the type without values; this project defines them.
 type ApplicationJobQueueProfile uint8
 
@@ -41,7 +41,7 @@ const (
 
 var applicationJobQueueProfileNames = [...]string{"Auto", "Manual"}
 
-// String returns the profile's name, or ApplicationJobQueueProfile(n) (J3).
+// String returns the profile's name, or ApplicationJobQueueProfile(n).
 func (p ApplicationJobQueueProfile) String() string {
 	if int(p) < len(applicationJobQueueProfileNames) {
 		return applicationJobQueueProfileNames[p]
@@ -49,8 +49,8 @@ func (p ApplicationJobQueueProfile) String() string {
 	return fmt.Sprintf("ApplicationJobQueueProfile(%d)", uint8(p))
 }
 
-// ApplicationJobQueuePressureState says whether the application job queue's intake is paused
-// (J3). The seed names the type without values; this project defines them.
+// ApplicationJobQueuePressureState says whether the application job queue's intake is paused.
+// The seed names the type without values; this project defines them.
 type ApplicationJobQueuePressureState uint8
 
 const (
@@ -63,7 +63,7 @@ const (
 
 var applicationJobQueuePressureStateNames = [...]string{"Normal", "Paused"}
 
-// String returns the state's name, or ApplicationJobQueuePressureState(n) (J3).
+// String returns the state's name, or ApplicationJobQueuePressureState(n).
 func (s ApplicationJobQueuePressureState) String() string {
 	if int(s) < len(applicationJobQueuePressureStateNames) {
 		return applicationJobQueuePressureStateNames[s]
@@ -71,34 +71,34 @@ func (s ApplicationJobQueuePressureState) String() string {
 	return fmt.Sprintf("ApplicationJobQueuePressureState(%d)", uint8(s))
 }
 
-// HostCapacityStatus is the host's inbound capacity figures, part of RuntimeStatus (F11, J1).
-// Peak figures are reset by the runtime's capacity-metrics reset (F11).
+// HostCapacityStatus is the host's inbound capacity figures, part of RuntimeStatus.
+// Peak figures are reset by the runtime's capacity-metrics reset.
 type HostCapacityStatus struct {
 	// MeasurementEpoch identifies the measurement period; it changes when the peak figures are
-	// reset (J1).
+	// reset.
 	MeasurementEpoch uint64
-	// CoreHwm is the process-level inbound byte budget (J2).
+	// CoreHwm is the process-level inbound byte budget.
 	CoreHwm CoreHwmStatus
-	// ApplicationJobQueue is the application job queue (J3).
+	// ApplicationJobQueue is the application job queue.
 	ApplicationJobQueue ApplicationJobQueueStatus
 }
 
-// CoreHwmStatus is the state of the process-level inbound admission budget, the Core HWM (J2, E1).
+// CoreHwmStatus is the state of the process-level inbound admission budget, the Core HWM.
 // The fields follow the seed's order.
 type CoreHwmStatus struct {
 	// ConfiguredMemoryLimitBytes and ConfiguredBudgetBytes are the configured values, or nil when
-	// not configured (J2, I4).
+	// not configured.
 	ConfiguredMemoryLimitBytes *uint64
 	ConfiguredBudgetBytes      *uint64
-	// ConfiguredProfile is the configured profile (J2, I4).
+	// ConfiguredProfile is the configured profile.
 	ConfiguredProfile CoreHwmProfile
 	// EffectiveBudgetBytes through ActiveReceiveQueueCount, apart from the reserved
 	// ApplicationAccountedBytes, are the budget in force and its current, provisional and peak
-	// accounting, in bytes, messages or queues as each name says (J2).
+	// accounting, in bytes, messages or queues as each name says.
 	EffectiveBudgetBytes    uint64
 	TotalAppliedHwmBytes    uint64
 	CoreQueueAccountedBytes uint64
-	// ApplicationAccountedBytes is reserved for compatibility and always 0 (J2).
+	// ApplicationAccountedBytes is reserved for compatibility and always 0.
 	ApplicationAccountedBytes uint64
 
 	CurrentAccountedBytes           uint64
@@ -112,7 +112,7 @@ type CoreHwmStatus struct {
 	MonitorQueueAccountedBytes      uint64
 	TotalInstanceAppliedHwmBytes    uint64
 	TotalInstanceAccountedBytes     uint64
-	// BlockedRatioPpm is the blocked ratio of inbound admission, in parts per million (J2).
+	// BlockedRatioPpm is the blocked ratio of inbound admission, in parts per million.
 	BlockedRatioPpm                       uint64
 	ActiveDirectionalQueueCount           uint64
 	ActiveCompletionDirectionalQueueCount uint64
@@ -120,38 +120,38 @@ type CoreHwmStatus struct {
 	ActiveReceiveQueueCount               uint64
 	// OutstandingApplicationLeaseCount, RetiredQueueCount and DeferredOriginCreditBytes are
 	// reserved for compatibility and always 0; they are never a measure of application job queue
-	// pressure (J2).
+	// pressure.
 	OutstandingApplicationLeaseCount uint64
 	RetiredQueueCount                uint64
 	DeferredOriginCreditBytes        uint64
 }
 
-// ApplicationJobQueueStatus is the state of the application job queue (J3, I4). The fields follow
+// ApplicationJobQueueStatus is the state of the application job queue. The fields follow
 // the seed's order.
 type ApplicationJobQueueStatus struct {
 	// ConfiguredProfile, ConfiguredManualMax (nil when not configured) and the threshold
-	// percents are the configured values (J3, I4).
+	// percents are the configured values.
 	ConfiguredProfile                ApplicationJobQueueProfile
 	ConfiguredManualMax              *uint64
 	ConfiguredPauseThresholdPercent  uint32
 	ConfiguredResumeThresholdPercent uint32
-	// EffectiveProcessorCount through ResumePermitCount are the sizes in force (J3).
+	// EffectiveProcessorCount through ResumePermitCount are the sizes in force.
 	EffectiveProcessorCount           uint64
 	EffectiveMaxQueuedApplicationJobs uint64
 	PausePermitCount                  uint64
 	ResumePermitCount                 uint64
 	// ReservedSupplyPermits through CapacityWaitCount are the current, peak and cumulative
-	// figures (J3).
+	// figures.
 	ReservedSupplyPermits uint64
 	QueuedApplicationJobs uint64
 	PermitsInUse          uint64
 	PeakPermitsInUse      uint64
 	CapacityWaiters       uint64
 	CapacityWaitCount     uint64
-	// CapacityWaitDuration is the total time spent waiting for queue capacity (J3).
+	// CapacityWaitDuration is the total time spent waiting for queue capacity.
 	CapacityWaitDuration time.Duration
-	// PressureState says whether intake is paused (J3).
+	// PressureState says whether intake is paused.
 	PressureState ApplicationJobQueuePressureState
-	// CurrentPauseDuration is how long the current pause has lasted, 0 when not paused (J3).
+	// CurrentPauseDuration is how long the current pause has lasted, 0 when not paused.
 	CurrentPauseDuration time.Duration
 }

@@ -19,10 +19,10 @@ type Client interface {
 	// Send delivers msg to the one-way method of t. It returns once the message is admitted to
 	// the Spot's queue; the handler runs later.
 	Send(ctx context.Context, t Target, method string, msg proto.Message, opts ...CallOption) error
-	// Create explicitly creates the User Spot t (A2). It fails with ErrAlreadyExists when the
+	// Create explicitly creates the User Spot t. It fails with [ErrAlreadyExists] when the
 	// Spot exists.
 	Create(ctx context.Context, t Target, opts ...CallOption) error
-	// CloseSpot explicitly closes the User or Instance Spot t (D3): admission stops, queued
+	// CloseSpot explicitly closes the User or Instance Spot t: admission stops, queued
 	// work finishes, the Spot's CloseHandler runs with CloseExplicit, then its location is
 	// released. Concurrent closes of one Spot share one close.
 	CloseSpot(ctx context.Context, t Target, opts ...CallOption) error
@@ -97,7 +97,7 @@ type TimerOption func(*TimerOptions)
 // TimerOptions is what TimerOption sets.
 type TimerOptions struct {
 	// KeepAlive makes the timer's runs count as activity, so they keep an Instance Spot from
-	// idle eviction. By default they do not (D2).
+	// idle eviction. By default they do not.
 	KeepAlive bool
 }
 

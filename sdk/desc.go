@@ -16,7 +16,7 @@ const SupportPackageIsVersion1 = true
 type SpotDesc struct {
 	// Name is the stable type name (the `name=` option, or package.Interface).
 	Name string
-	// Kind is Entry, User or Instance (A1).
+	// Kind is Entry, User or Instance.
 	Kind SpotKind
 	// Methods is the dispatch table in declaration order.
 	Methods []MethodDesc
@@ -52,8 +52,8 @@ type MethodDesc struct {
 func FullMethodName(typ, method string) string { return "/" + typ + "/" + method }
 
 // Factory makes the object that serves one Spot. It runs once per activation, before the
-// activation is published Ready (B5, B7); an error or a panic fails the creation, which is
-// released so that the ID can be created again (B8).
+// activation is published Ready; an error or a panic fails the creation, which is
+// released so that the ID can be created again.
 type Factory func(SpotContext) (any, error)
 
 // Registrar takes Spot types before a node starts serving. Generated RegisterX functions call
@@ -67,29 +67,29 @@ type TypeOption func(*TypeOptions)
 
 // TypeOptions is what TypeOption sets. Zero values mean the node's defaults.
 type TypeOptions struct {
-	// IdleTimeout overrides the node's InstanceSpotIdleTimeout for an Instance type (D1); a
+	// IdleTimeout overrides the node's InstanceSpotIdleTimeout for an Instance type; a
 	// negative value disables idle eviction for the type.
 	IdleTimeout time.Duration
 }
 
-// WithIdleTimeout sets the idle timeout of an Instance Spot type (D1): it is evicted once no
+// WithIdleTimeout sets the idle timeout of an Instance Spot type: it is evicted once no
 // application work has run for d and none is pending. A negative d disables idle eviction for
-// the type. Only Instance types accept it (D7).
+// the type. Only Instance types accept it.
 func WithIdleTimeout(d time.Duration) TypeOption {
 	return func(o *TypeOptions) { o.IdleTimeout = d }
 }
 
 // ActivateHandler is implemented by a Spot object that needs a step before its first message.
 // OnActivate runs after the factory and before the activation is published Ready; an error
-// fails the creation (B8).
+// fails the creation.
 type ActivateHandler interface {
 	OnActivate(ctx context.Context) error
 }
 
 // CloseHandler is implemented by a Spot object that wants to know when it closes. OnClose runs
 // on the Spot's own queue, after its last application work and before its location is
-// released (D3); no new work is taken meanwhile. The runtime saves no state: save what you need
-// here (D9).
+// released; no new work is taken meanwhile. The runtime saves no state: save what you need
+// here.
 type CloseHandler interface {
 	OnClose(ctx context.Context, reason CloseReason)
 }

@@ -12,14 +12,14 @@ import (
 // policy; Throw also acts on the sending node, before the message leaves it.
 //
 // A message that reaches no node is not unhandled: a plain message to a Spot that does not
-// exist fails with ErrNotFound, and a create-intent message to a type that no node of the mesh
-// hosts fails with ErrUnhandled whatever the action, since placement finds no node to send it
+// exist fails with [ErrNotFound], and a create-intent message to a type that no node of the mesh
+// hosts fails with [ErrUnhandled] whatever the action, since placement finds no node to send it
 // to.
 type UnhandledDispatchAction uint8
 
 const (
 	// UnhandledDispatchActionReplyError, the default, refuses the message with an error
-	// wrapping ErrUnhandled that names the type, the method and the node. A request's caller
+	// wrapping [ErrUnhandled] that names the type, the method and the node. A request's caller
 	// gets it from Call; a one-way message is acknowledged once it is admitted, so its sender
 	// gets it from Send. Nothing is logged: the sender has the error.
 	UnhandledDispatchActionReplyError UnhandledDispatchAction = 0
@@ -35,7 +35,7 @@ const (
 	UnhandledDispatchActionDrop UnhandledDispatchAction = 2
 	// UnhandledDispatchActionThrow treats an unhandled message as the sender's programming
 	// error and reports it as early as possible. On the sending node, Call or Send returns an
-	// error wrapping ErrUnhandled without sending anything when the sender can know: the
+	// error wrapping [ErrUnhandled] without sending anything when the sender can know: the
 	// target's descriptor (the one generated code attaches, see Target.WithDesc) has no such
 	// method, or no node of the mesh, as this node sees the membership, hosts the type (for an
 	// Entry target, the addressed node does not). Otherwise the node that finds the message
@@ -69,7 +69,7 @@ type UnhandledDispatchOptions struct {
 	Publish UnhandledDispatchAction
 }
 
-// Validate refuses an unknown action with an error wrapping ErrConfig that names the family.
+// Validate refuses an unknown action with an error wrapping [ErrConfig] that names the family.
 func (o UnhandledDispatchOptions) Validate() error {
 	var errs []error
 	for _, f := range []struct {
@@ -83,23 +83,23 @@ func (o UnhandledDispatchOptions) Validate() error {
 	return errors.Join(errs...)
 }
 
-// DiagnosticsLevel is how much diagnostic telemetry the runtime records (I2, I3).
+// DiagnosticsLevel is how much diagnostic telemetry the runtime records.
 type DiagnosticsLevel uint8
 
 const (
-	// DiagnosticsLevelOff records nothing (I2).
+	// DiagnosticsLevelOff records nothing.
 	DiagnosticsLevelOff DiagnosticsLevel = 0
-	// DiagnosticsLevelErrors records errors only (I2).
+	// DiagnosticsLevelErrors records errors only.
 	DiagnosticsLevelErrors DiagnosticsLevel = 1
-	// DiagnosticsLevelNormal records the usual traces and metrics (I2).
+	// DiagnosticsLevelNormal records the usual traces and metrics.
 	DiagnosticsLevelNormal DiagnosticsLevel = 2
-	// DiagnosticsLevelDetailed records everything available (I2).
+	// DiagnosticsLevelDetailed records everything available.
 	DiagnosticsLevelDetailed DiagnosticsLevel = 3
 )
 
 var diagnosticsLevelNames = [...]string{"Off", "Errors", "Normal", "Detailed"}
 
-// String returns the level's name as the seed spells it, or DiagnosticsLevel(n) (I2).
+// String returns the level's name as the seed spells it, or DiagnosticsLevel(n).
 func (l DiagnosticsLevel) String() string {
 	if int(l) < len(diagnosticsLevelNames) {
 		return diagnosticsLevelNames[l]
@@ -107,21 +107,21 @@ func (l DiagnosticsLevel) String() string {
 	return fmt.Sprintf("DiagnosticsLevel(%d)", uint8(l))
 }
 
-// DiagnosticsOptions configure diagnostic telemetry (I2). The level in force at run time is a
+// DiagnosticsOptions configure diagnostic telemetry. The level in force at run time is a
 // process singleton; a change applies to message processing that starts after it and never
-// creates records retroactively (I3).
+// creates records retroactively.
 type DiagnosticsOptions struct {
-	// Level is how much is recorded (I2).
+	// Level is how much is recorded.
 	Level DiagnosticsLevel
-	// SampleRate is the fraction of message processing that is recorded, in [0.0, 1.0] (I2).
+	// SampleRate is the fraction of message processing that is recorded, in [0.0, 1.0].
 	SampleRate float64
 	// IncludeMessageSizes adds a payload size distribution to the telemetry; payload content is
-	// never recorded (I2).
+	// never recorded.
 	IncludeMessageSizes bool
 }
 
 // Validate refuses an unknown level and a SampleRate outside [0.0, 1.0], NaN included, with an
-// error wrapping ErrInvalidArgument that names the value (I2).
+// error wrapping [ErrInvalidArgument] that names the value.
 func (o DiagnosticsOptions) Validate() error {
 	if int(o.Level) >= len(diagnosticsLevelNames) {
 		return fmt.Errorf("%w: unknown diagnostics level %s", ErrInvalidArgument, o.Level)
@@ -133,29 +133,29 @@ func (o DiagnosticsOptions) Validate() error {
 }
 
 // InboundDispatchOptions configure process-level inbound admission: the Core HWM byte budget and
-// the application job queue (I4, E1). For every optional field nil, and for every other field the
+// the application job queue. For every optional field nil, and for every other field the
 // zero value, means the runtime's default.
 type InboundDispatchOptions struct {
-	// CoreHwmMemoryLimitBytes is the memory limit the Core HWM budget is derived from, or nil (I4).
+	// CoreHwmMemoryLimitBytes is the memory limit the Core HWM budget is derived from, or nil.
 	CoreHwmMemoryLimitBytes *uint64
-	// CoreHwmBudgetBytes is an explicit Core HWM budget, or nil (I4).
+	// CoreHwmBudgetBytes is an explicit Core HWM budget, or nil.
 	CoreHwmBudgetBytes *uint64
-	// CoreHwmProfile chooses how the Core HWM budget is applied (I4).
+	// CoreHwmProfile chooses how the Core HWM budget is applied.
 	CoreHwmProfile CoreHwmProfile
-	// ApplicationJobQueueProfile chooses how the application job queue is sized (I4).
+	// ApplicationJobQueueProfile chooses how the application job queue is sized.
 	ApplicationJobQueueProfile ApplicationJobQueueProfile
-	// MaxQueuedApplicationJobs is the queue's size under the Manual profile, or nil (I4).
+	// MaxQueuedApplicationJobs is the queue's size under the Manual profile, or nil.
 	MaxQueuedApplicationJobs *uint64
 	// ApplicationJobQueuePauseThresholdPercent and ApplicationJobQueueResumeThresholdPercent are
 	// the queue fill levels, in percent of its size, at which intake pauses and resumes. Each is
-	// at most 100; when both are given, resume must be below pause (I4).
+	// at most 100; when both are given, resume must be below pause.
 	ApplicationJobQueuePauseThresholdPercent  uint32
 	ApplicationJobQueueResumeThresholdPercent uint32
 }
 
 // Validate refuses unknown profiles, a threshold percent over 100, and a resume threshold that is
-// not below the pause threshold when both are nonzero, with an error wrapping ErrInvalidArgument
-// that names the problem (I4).
+// not below the pause threshold when both are nonzero, with an error wrapping [ErrInvalidArgument]
+// that names the problem.
 func (o InboundDispatchOptions) Validate() error {
 	if int(o.CoreHwmProfile) >= len(coreHwmProfileNames) {
 		return fmt.Errorf("%w: unknown Core HWM profile %s", ErrInvalidArgument, o.CoreHwmProfile)

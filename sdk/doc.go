@@ -1,11 +1,11 @@
 // Package sdk is the stable API that ZLink applications and zlinkgen-generated code import.
 //
-// It holds the object kinds (digest A1), identifiers and their validation, the closing reasons,
+// It holds the object kinds, identifiers and their validation, the closing reasons,
 // the error set that every runtime answer maps to, and the status records of the host, topology
-// and capacity APIs (digest F, G, H, I, J). The runtime that implements it lives under rt/.
+// and capacity APIs. The runtime that implements it lives under rt/.
 //
-// Errors are sentinels matched with errors.Is; the typed details (*QueueFullError,
-// *CapacityError) also match with errors.As:
+// Errors are sentinels matched with [errors.Is]; the typed details ([*QueueFullError],
+// [*CapacityError]) also match with [errors.As]:
 //
 //	if errors.Is(err, sdk.ErrQueueFull) { ... }
 //	var qf *sdk.QueueFullError

@@ -10,39 +10,42 @@ import (
 var (
 	// ErrInvalidID: an ID or type name is empty, too long, not UTF-8 or contains NUL.
 	ErrInvalidID = errors.New("zlink: invalid id")
-	// ErrInvalidArgument: a call's arguments are refused before anything starts (F4, I2).
+	// ErrInvalidArgument: a call's arguments are refused before anything starts.
 	ErrInvalidArgument = errors.New("zlink: invalid argument")
-	// ErrConfig: a configuration is refused, such as an unbounded lane (E4) or a Fanout status
-	// asked of a manual subscriber's channel (G7).
+	// ErrConfig: a configuration is refused, such as an unbounded lane or a Fanout status
+	// asked of a manual subscriber's channel.
 	ErrConfig = errors.New("zlink: configuration error")
-	// ErrNotFound: the addressed object does not exist; a plain call never creates it (B1, K2).
+	// ErrNotFound: the addressed object does not exist; a plain call never creates it.
 	ErrNotFound = errors.New("zlink: not found")
-	// ErrAlreadyExists: an explicit create found the object already present (A2).
+	// ErrAlreadyExists: an explicit create found the object already present.
 	ErrAlreadyExists = errors.New("zlink: already exists")
 	// ErrStaleRoute: the receiver is no longer the owner, or its owner lease is no longer
-	// certainly valid; the message was not run and is never retried by the runtime (C1, C3).
+	// certainly valid; the message was not run and is never retried by the runtime.
 	ErrStaleRoute = errors.New("zlink: stale route")
 	// ErrOwnerUnavailable: the object's authority exists but its owner cannot be used; no
-	// creation starts until a formal lifecycle operation releases the authority (B3, K5).
+	// creation starts until a formal lifecycle operation releases the authority.
 	ErrOwnerUnavailable = errors.New("zlink: owner unavailable")
 	// ErrQueueFull: a Spot's execution lane refused admission; *QueueFullError tells which lane
-	// and which axis (E6).
+	// and which axis.
 	ErrQueueFull = errors.New("zlink: spot queue full")
-	// ErrInboundBudget: the process-level inbound admission (Core HWM) refused the message (E1, E6).
+	// ErrInboundBudget: the process-level inbound admission (Core HWM) refused the message.
 	ErrInboundBudget = errors.New("zlink: inbound budget exhausted")
 	// ErrCapacityExceeded: the worker scheduler, placement or the activation cap refused;
-	// *CapacityError tells where (D6, E6).
+	// *CapacityError tells where.
 	ErrCapacityExceeded = errors.New("zlink: capacity exceeded")
-	// ErrNotServing: the host takes no new application operations in its current state (F2).
+	// ErrNotServing: the host takes no new application operations in its current state.
 	ErrNotServing = errors.New("zlink: host not serving")
-	// ErrUnhandled: the receiver knows no handler for the type or method (I1).
+	// ErrUnhandled: the receiver knows no handler for the type or method.
 	ErrUnhandled = errors.New("zlink: unhandled message")
 	// ErrClosed: the object or the host was closed before the call could complete.
 	ErrClosed = errors.New("zlink: closed")
 	// ErrMessageTooLarge: a message is over the configured maximum size, on send or on receive.
 	ErrMessageTooLarge = errors.New("zlink: message too large")
 	// ErrCreationFailed: the object's factory failed or panicked; the reservation was released
-	// and the ID can be created again (B8).
+	// and the ID can be created again. For the call that ran the creation, when it was made on
+	// the node that ran the factory, errors.As reaches the factory's or OnActivate's own typed
+	// error (not an [AppError], [QueueFullError] or [CapacityError], which stay the runtime's
+	// to read); across nodes the error carries only its text.
 	ErrCreationFailed = errors.New("zlink: creation failed")
 	// ErrHandlerPanicked: a handler panicked. The caller gets this error with the panic's
 	// value; the Spot keeps serving.
@@ -54,7 +57,7 @@ var (
 	ErrStoreUnavailable = errors.New("zlink: location store unavailable")
 )
 
-// Lane names one of a Spot's two execution lanes (E2).
+// Lane names one of a Spot's two execution lanes.
 type Lane uint8
 
 const (
@@ -76,7 +79,7 @@ func (l Lane) String() string {
 	return fmt.Sprintf("Lane(%d)", uint8(l))
 }
 
-// Axis names the limit of a lane that refused admission (E3).
+// Axis names the limit of a lane that refused admission.
 type Axis uint8
 
 const (
@@ -97,7 +100,7 @@ func (a Axis) String() string {
 	return fmt.Sprintf("Axis(%d)", uint8(a))
 }
 
-// QueueFullError is the detail of ErrQueueFull: which lane refused and on which axis (E3, E6).
+// QueueFullError is the detail of ErrQueueFull: which lane refused and on which axis.
 type QueueFullError struct {
 	Lane Lane
 	Axis Axis
@@ -125,7 +128,7 @@ func (e *QueueFullError) Error() string {
 // Is makes errors.Is(err, ErrQueueFull) true.
 func (e *QueueFullError) Is(target error) bool { return target == ErrQueueFull }
 
-// CapacityWhere names the place that answered ErrCapacityExceeded (E6, D6).
+// CapacityWhere names the place that answered ErrCapacityExceeded.
 type CapacityWhere uint8
 
 const (
@@ -133,7 +136,7 @@ const (
 	CapacityScheduler CapacityWhere = 1
 	// CapacityPlacement: no node has room for a new object (an admission decision, not a queue).
 	CapacityPlacement CapacityWhere = 2
-	// CapacityActivationCap: this node is at its active-object cap (D6, K8).
+	// CapacityActivationCap: this node is at its active-object cap.
 	CapacityActivationCap CapacityWhere = 3
 )
 

@@ -9,7 +9,7 @@ import (
 // MaxIDBytes is the longest node ID, Spot type name or Spot ID accepted, in bytes.
 const MaxIDBytes = 1024
 
-// NodeID is a node's transport identity, the RID of the digest glossary (G2). It must be unique
+// NodeID is a node's transport identity, the RID of the digest glossary. It must be unique
 // among the live nodes of a mesh; the same ID may be reused by a restarted node once the old
 // node's owner lease has ended.
 type NodeID string
@@ -27,7 +27,7 @@ func ValidateSpotID(id string) error { return ValidateID("spot ID", id) }
 func ValidateTypeName(name string) error { return ValidateID("spot type name", name) }
 
 // ValidateID checks an identifier of the given kind ("spot ID", "node ID", ...). An identifier
-// is refused with ErrInvalidID, wrapped in a message that names the problem, when it is empty,
+// is refused with [ErrInvalidID], wrapped in a message that names the problem, when it is empty,
 // longer than MaxIDBytes, not valid UTF-8, or contains NUL. Every other byte sequence, including
 // '/', '%', spaces and non-ASCII text, is accepted and addresses the object unchanged.
 func ValidateID(what, id string) error {

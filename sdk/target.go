@@ -5,8 +5,8 @@ import "fmt"
 // Target addresses one Spot for the untyped invocation surface that generated code calls.
 //
 // A Target is built only by its constructors, one per kind, so no Target can be two kinds at
-// once (A3): an Entry target names a node and no ID, only an Instance target can carry
-// create-intent (A2, B1). The zero Target is invalid and every call refuses it.
+// once: an Entry target names a node and no ID, only an Instance target can carry
+// create-intent. The zero Target is invalid and every call refuses it.
 type Target struct {
 	kind   SpotKind
 	typ    string
@@ -16,21 +16,21 @@ type Target struct {
 	desc   *SpotDesc
 }
 
-// EntryTarget addresses the Entry Spot of type typ on node (A2: exactly one per node).
+// EntryTarget addresses the Entry Spot of type typ on node; each node has exactly one Entry Spot of a type.
 func EntryTarget(typ string, node NodeID) Target {
 	return Target{kind: KindEntry, typ: typ, node: node}
 }
 
-// UserTarget addresses the User Spot typ/id. Calls never create it (B1); only an explicit
-// create does (A2).
+// UserTarget addresses the User Spot typ/id. Calls never create it; only an explicit
+// create does.
 func UserTarget(typ, id string) Target { return Target{kind: KindUser, typ: typ, id: id} }
 
 // InstanceTarget addresses the Instance Spot typ/id with a plain call: a missing Spot is not
-// created and the call fails with ErrNotFound (B1, K2).
+// created and the call fails with [ErrNotFound].
 func InstanceTarget(typ, id string) Target { return Target{kind: KindInstance, typ: typ, id: id} }
 
 // InstanceIntent addresses the Instance Spot typ/id with create-intent: the first such call to
-// a missing Spot creates it, and concurrent ones all reach the one created (A2, B5).
+// a missing Spot creates it, and concurrent ones all reach the one created.
 func InstanceIntent(typ, id string) Target {
 	return Target{kind: KindInstance, typ: typ, id: id, intent: true}
 }

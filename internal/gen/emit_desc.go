@@ -36,7 +36,7 @@ func (e *emitter) consts(s *Interface) {
 		return
 	}
 	e.f.Line()
-	e.f.Add(comment(fmt.Sprintf("The full method names of %s, \"/<type>/<method>\" as sdk.FullMethodName makes them.", s.Name)))
+	e.f.Add(comment(fmt.Sprintf("The full method names of %s, \"/<type>/<method>\" as [sdk.FullMethodName] makes them.", s.Name)))
 	e.f.Const().DefsFunc(func(g *jen.Group) {
 		for _, m := range s.Methods {
 			g.Id(fullMethodConst(s, m)).Op("=").Lit(sdk.FullMethodName(s.TypeName, m.Name))
@@ -113,7 +113,7 @@ func (e *emitter) register(s *Interface) {
 	e.f.Line()
 	opts := "opts configure the type."
 	if s.Kind == sdk.KindInstance {
-		opts = "opts configure the type (sdk.WithIdleTimeout)."
+		opts = "opts configure the type ([sdk.WithIdleTimeout])."
 	}
 	e.f.Add(comment(fmt.Sprintf("%s registers the %s Spot type %s with %s. %s makes the object that serves a\n"+
 		"%s each time one is activated; %s", n.Register, kindName(s), s.Name, l.r, n.Factory, s.Name, opts)))

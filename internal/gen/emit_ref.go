@@ -16,10 +16,10 @@ import (
 func (e *emitter) instanceRefs(s *Interface) {
 	n, l := namesOf(s), e.loc
 	e.refType(s, n.Ref, fmt.Sprintf("%s is a plain reference to one Instance Spot of type %s: its calls never create the Spot,\n"+
-		"and a call to a missing one answers sdk.ErrNotFound (B1). %s makes references whose calls create.",
+		"and a call to a missing one answers [sdk.ErrNotFound]. [%s] makes references whose calls create.",
 		n.Ref, s.Name, n.Open), "id")
 	e.f.Line()
-	e.f.Add(comment(fmt.Sprintf("%s returns a plain reference to the %s %s through %s: its calls never create it (B1).", n.Of, s.Name, l.id, l.c)))
+	e.f.Add(comment(fmt.Sprintf("%s returns a plain reference to the %s %s through %s: its calls never create it.", n.Of, s.Name, l.id, l.c)))
 	e.f.Func().Id(n.Of).Params(jen.Id(l.c).Add(sdkID("Client")), jen.Id(l.id).String()).Id(n.Ref).Block(
 		jen.Return(refLit(n.Ref, jen.Id(l.c), "id", jen.Id(l.id))),
 	)
@@ -33,17 +33,17 @@ func (e *emitter) instanceRefs(s *Interface) {
 	e.closeMethod(s, n.Ref, plain)
 
 	e.refType(s, n.Intent, fmt.Sprintf("%s is a reference to one Instance Spot of type %s whose every call carries create-intent:\n"+
-		"the first call to a missing Spot creates it, and concurrent first calls all reach the one created\n"+
-		"(A2, B5). Use %s for calls that must not create.", n.Intent, s.Name, n.Ref), "id")
+		"the first call to a missing Spot creates it, and concurrent first calls all reach the one created.\n"+
+		"Use [%s] for calls that must not create.", n.Intent, s.Name, n.Ref), "id")
 	e.f.Line()
-	e.f.Add(comment(fmt.Sprintf("%s returns a reference to the %s %s through %s whose calls create it when it is missing\n"+
-		"(create-intent, A2). Nothing is created until the first call.", n.Open, s.Name, l.id, l.c)))
+	e.f.Add(comment(fmt.Sprintf("%s returns a reference to the %s %s through %s whose calls create it when it is missing.\n"+
+		"Nothing is created until the first call.", n.Open, s.Name, l.id, l.c)))
 	e.f.Func().Id(n.Open).Params(jen.Id(l.c).Add(sdkID("Client")), jen.Id(l.id).String()).Id(n.Intent).Block(
 		jen.Return(refLit(n.Intent, jen.Id(l.c), "id", jen.Id(l.id))),
 	)
 	e.idMethod(s, n.Intent)
 	e.f.Line()
-	e.f.Add(comment(fmt.Sprintf("Ref returns the plain reference to the same %s: its calls never create it (B1).", s.Name)))
+	e.f.Add(comment(fmt.Sprintf("Ref returns the plain reference to the same %s: its calls never create it.", s.Name)))
 	// XRef and XIntent are both refType with the "id" field, so the conversion is exact.
 	e.f.Func().Params(jen.Id(l.r).Id(n.Intent)).Id("Ref").Params().Id(n.Ref).Block(
 		jen.Return(jen.Id(n.Ref).Call(jen.Id(l.r))),
@@ -60,10 +60,10 @@ func (e *emitter) instanceRefs(s *Interface) {
 // userRef renders XRef with XOf and the explicit CreateX (A2).
 func (e *emitter) userRef(s *Interface) {
 	n, l := namesOf(s), e.loc
-	e.refType(s, n.Ref, fmt.Sprintf("%s is a reference to one User Spot of type %s. Its calls never create the Spot (B1): %s\n"+
-		"does, explicitly (A2). A call to a missing one answers sdk.ErrNotFound.", n.Ref, s.Name, n.Create), "id")
+	e.refType(s, n.Ref, fmt.Sprintf("%s is a reference to one User Spot of type %s. Its calls never create the Spot: [%s]\n"+
+		"does, explicitly. A call to a missing one answers [sdk.ErrNotFound].", n.Ref, s.Name, n.Create), "id")
 	e.f.Line()
-	e.f.Add(comment(fmt.Sprintf("%s returns a reference to the existing %s %s through %s: its calls never create it (B1).", n.Of, s.Name, l.id, l.c)))
+	e.f.Add(comment(fmt.Sprintf("%s returns a reference to the existing %s %s through %s: its calls never create it.", n.Of, s.Name, l.id, l.c)))
 	e.f.Func().Id(n.Of).Params(jen.Id(l.c).Add(sdkID("Client")), jen.Id(l.id).String()).Id(n.Ref).Block(
 		jen.Return(refLit(n.Ref, jen.Id(l.c), "id", jen.Id(l.id))),
 	)
@@ -71,9 +71,9 @@ func (e *emitter) userRef(s *Interface) {
 		return withDesc(sdkID("UserTarget").Call(jen.Id(n.TypeName), id), n)
 	}
 	e.f.Line()
-	e.f.Add(comment(fmt.Sprintf("%s explicitly creates the %s %s through %s (A2) and returns a reference to it. When the\n"+
-		"%s already exists, it returns the runtime's error, which matches sdk.ErrAlreadyExists; address\n"+
-		"the existing one with %s. sdk.OnNode among opts places the new %s on a node.", n.Create, s.Name, l.id, l.c, s.Name, n.Of, s.Name)))
+	e.f.Add(comment(fmt.Sprintf("%s explicitly creates the %s %s through %s and returns a reference to it. When the\n"+
+		"%s already exists, it returns the runtime's error, which matches [sdk.ErrAlreadyExists]; address\n"+
+		"the existing one with [%s]. [sdk.OnNode] among opts places the new %s on a node.", n.Create, s.Name, l.id, l.c, s.Name, n.Of, s.Name)))
 	e.f.Func().Id(n.Create).Params(
 		jen.Id(l.ctx).Qual(contextPath, "Context"), jen.Id(l.c).Add(sdkID("Client")), jen.Id(l.id).String(), jen.Id(l.opts).Op("...").Add(sdkID("CallOption")),
 	).Params(jen.Id(n.Ref), jen.Error()).Block(
@@ -98,7 +98,7 @@ func (e *emitter) userRef(s *Interface) {
 func (e *emitter) entryRef(s *Interface) {
 	n, l := namesOf(s), e.loc
 	e.refType(s, n.Ref, fmt.Sprintf("%s is a reference to the Entry Spot %s of one node. Every Object Server node has\n"+
-		"exactly one %s from its start (A2); nothing on this reference creates, closes or relocates it.", n.Ref, s.Name, s.Name),
+		"exactly one %s from its start; nothing on this reference creates, closes or relocates it.", n.Ref, s.Name, s.Name),
 		"node")
 	e.f.Line()
 	e.f.Add(comment(fmt.Sprintf("%s returns a reference to the %s of %s, through %s.", n.On, s.Name, l.node, l.c)))
@@ -199,8 +199,8 @@ func (e *emitter) refMethod(s *Interface, m *Method, recv string, target func() 
 func (e *emitter) closeMethod(s *Interface, recv string, target func() *jen.Statement) {
 	l := e.loc
 	e.f.Line()
-	e.f.Add(comment(fmt.Sprintf("Close explicitly closes the %s (D3): admission stops, queued work finishes, its OnClose\n"+
-		"runs with sdk.CloseExplicit, then its location is released. It never creates the %s.", s.Name, s.Name)))
+	e.f.Add(comment(fmt.Sprintf("Close explicitly closes the %s: admission stops, queued work finishes, its OnClose\n"+
+		"runs with [sdk.CloseExplicit], then its location is released. It never creates the %s.", s.Name, s.Name)))
 	e.f.Func().Params(jen.Id(l.r).Id(recv)).Id("Close").Params(
 		jen.Id(l.ctx).Qual(contextPath, "Context"),
 		jen.Id(l.opts).Op("...").Add(sdkID("CallOption")),

@@ -16,7 +16,7 @@ const _ = sdk.SupportPackageIsVersion1
 // EchoTypeName is the stable type name of the Instance Spot Echo.
 const EchoTypeName = "peers.Echo"
 
-// The full method names of Echo, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of Echo, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	Echo_Ping_FullMethodName  = "/peers.Echo/Ping"
 	Echo_Tick_FullMethodName  = "/peers.Echo/Tick"
@@ -99,7 +99,7 @@ var Echo_SpotDesc = sdk.SpotDesc{
 }
 
 // RegisterEcho registers the Instance Spot type Echo with r. newEcho makes the object that serves a
-// Echo each time one is activated; opts configure the type (sdk.WithIdleTimeout).
+// Echo each time one is activated; opts configure the type ([sdk.WithIdleTimeout]).
 func RegisterEcho(r sdk.Registrar, newEcho func(sdk.SpotContext) (Echo, error), opts ...sdk.TypeOption) error {
 	if r == nil || newEcho == nil {
 		return fmt.Errorf("%w: RegisterEcho needs a registrar and a factory", sdk.ErrInvalidArgument)
@@ -117,7 +117,7 @@ func RegisterEcho(r sdk.Registrar, newEcho func(sdk.SpotContext) (Echo, error), 
 }
 
 // EchoRef is a plain reference to one Instance Spot of type Echo: its calls never create the Spot,
-// and a call to a missing one answers sdk.ErrNotFound (B1). OpenEcho makes references whose calls create.
+// and a call to a missing one answers [sdk.ErrNotFound]. [OpenEcho] makes references whose calls create.
 //
 // Echo is the benchmarks' object: it answers pings and counts ticks. It is an Instance Spot, so
 // the first call that states create-intent activates it.
@@ -126,7 +126,7 @@ type EchoRef struct {
 	id string
 }
 
-// EchoOf returns a plain reference to the Echo id through c: its calls never create it (B1).
+// EchoOf returns a plain reference to the Echo id through c: its calls never create it.
 func EchoOf(c sdk.Client, id string) EchoRef {
 	return EchoRef{c: c, id: id}
 }
@@ -176,8 +176,8 @@ func (r EchoRef) Count(ctx context.Context, req *CountRequest, opts ...sdk.CallO
 	return reply, nil
 }
 
-// Close explicitly closes the Echo (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Echo.
+// Close explicitly closes the Echo: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Echo.
 func (r EchoRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero EchoRef (make references with EchoOf)", sdk.ErrInvalidArgument)
@@ -186,8 +186,8 @@ func (r EchoRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 }
 
 // EchoIntent is a reference to one Instance Spot of type Echo whose every call carries create-intent:
-// the first call to a missing Spot creates it, and concurrent first calls all reach the one created
-// (A2, B5). Use EchoRef for calls that must not create.
+// the first call to a missing Spot creates it, and concurrent first calls all reach the one created.
+// Use [EchoRef] for calls that must not create.
 //
 // Echo is the benchmarks' object: it answers pings and counts ticks. It is an Instance Spot, so
 // the first call that states create-intent activates it.
@@ -196,8 +196,8 @@ type EchoIntent struct {
 	id string
 }
 
-// OpenEcho returns a reference to the Echo id through c whose calls create it when it is missing
-// (create-intent, A2). Nothing is created until the first call.
+// OpenEcho returns a reference to the Echo id through c whose calls create it when it is missing.
+// Nothing is created until the first call.
 func OpenEcho(c sdk.Client, id string) EchoIntent {
 	return EchoIntent{c: c, id: id}
 }
@@ -207,7 +207,7 @@ func (r EchoIntent) ID() string {
 	return r.id
 }
 
-// Ref returns the plain reference to the same Echo: its calls never create it (B1).
+// Ref returns the plain reference to the same Echo: its calls never create it.
 func (r EchoIntent) Ref() EchoRef {
 	return EchoRef(r)
 }
@@ -252,8 +252,8 @@ func (r EchoIntent) Count(ctx context.Context, req *CountRequest, opts ...sdk.Ca
 	return reply, nil
 }
 
-// Close explicitly closes the Echo (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Echo.
+// Close explicitly closes the Echo: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Echo.
 func (r EchoIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero EchoIntent (make references with OpenEcho)", sdk.ErrInvalidArgument)

@@ -16,7 +16,7 @@ const _ = sdk.SupportPackageIsVersion1
 // LobbyTypeName is the stable type name of the Entry Spot Lobby.
 const LobbyTypeName = "chat.Lobby"
 
-// The full method names of Lobby, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of Lobby, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	Lobby_RoomOpened_FullMethodName = "/chat.Lobby/RoomOpened"
 	Lobby_RoomClosed_FullMethodName = "/chat.Lobby/RoomClosed"
@@ -111,7 +111,7 @@ func RegisterLobby(r sdk.Registrar, newLobby func(sdk.SpotContext) (Lobby, error
 }
 
 // LobbyRef is a reference to the Entry Spot Lobby of one node. Every Object Server node has
-// exactly one Lobby from its start (A2); nothing on this reference creates, closes or relocates it.
+// exactly one Lobby from its start; nothing on this reference creates, closes or relocates it.
 //
 // Lobby knows the rooms that live on its node. Every node has one from its start.
 type LobbyRef struct {
@@ -172,7 +172,7 @@ func (r LobbyRef) Rooms(ctx context.Context, req *RoomsRequest, opts ...sdk.Call
 // UserTypeName is the stable type name of the User Spot User.
 const UserTypeName = "chat.User"
 
-// The full method names of User, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of User, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	User_Deliver_FullMethodName = "/chat.User/Deliver"
 	User_Inbox_FullMethodName   = "/chat.User/Inbox"
@@ -247,8 +247,8 @@ func RegisterUser(r sdk.Registrar, newUser func(sdk.SpotContext) (User, error), 
 	}, opts...)
 }
 
-// UserRef is a reference to one User Spot of type User. Its calls never create the Spot (B1): CreateUser
-// does, explicitly (A2). A call to a missing one answers sdk.ErrNotFound.
+// UserRef is a reference to one User Spot of type User. Its calls never create the Spot: [CreateUser]
+// does, explicitly. A call to a missing one answers [sdk.ErrNotFound].
 //
 // User is one person's session, created explicitly when they log in. Rooms deliver what is
 // said to it; the person's terminal collects it from the inbox.
@@ -257,14 +257,14 @@ type UserRef struct {
 	id string
 }
 
-// UserOf returns a reference to the existing User id through c: its calls never create it (B1).
+// UserOf returns a reference to the existing User id through c: its calls never create it.
 func UserOf(c sdk.Client, id string) UserRef {
 	return UserRef{c: c, id: id}
 }
 
-// CreateUser explicitly creates the User id through c (A2) and returns a reference to it. When the
-// User already exists, it returns the runtime's error, which matches sdk.ErrAlreadyExists; address
-// the existing one with UserOf. sdk.OnNode among opts places the new User on a node.
+// CreateUser explicitly creates the User id through c and returns a reference to it. When the
+// User already exists, it returns the runtime's error, which matches [sdk.ErrAlreadyExists]; address
+// the existing one with [UserOf]. [sdk.OnNode] among opts places the new User on a node.
 func CreateUser(ctx context.Context, c sdk.Client, id string, opts ...sdk.CallOption) (UserRef, error) {
 	if c == nil {
 		return UserRef{}, fmt.Errorf("%w: CreateUser needs a client", sdk.ErrInvalidArgument)
@@ -304,8 +304,8 @@ func (r UserRef) Inbox(ctx context.Context, req *InboxRequest, opts ...sdk.CallO
 	return reply, nil
 }
 
-// Close explicitly closes the User (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the User.
+// Close explicitly closes the User: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the User.
 func (r UserRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero UserRef (make references with UserOf)", sdk.ErrInvalidArgument)
@@ -316,7 +316,7 @@ func (r UserRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 // RoomTypeName is the stable type name of the Instance Spot Room.
 const RoomTypeName = "chat.Room"
 
-// The full method names of Room, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of Room, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	Room_Join_FullMethodName  = "/chat.Room/Join"
 	Room_Say_FullMethodName   = "/chat.Room/Say"
@@ -405,7 +405,7 @@ var Room_SpotDesc = sdk.SpotDesc{
 }
 
 // RegisterRoom registers the Instance Spot type Room with r. newRoom makes the object that serves a
-// Room each time one is activated; opts configure the type (sdk.WithIdleTimeout).
+// Room each time one is activated; opts configure the type ([sdk.WithIdleTimeout]).
 func RegisterRoom(r sdk.Registrar, newRoom func(sdk.SpotContext) (Room, error), opts ...sdk.TypeOption) error {
 	if r == nil || newRoom == nil {
 		return fmt.Errorf("%w: RegisterRoom needs a registrar and a factory", sdk.ErrInvalidArgument)
@@ -423,7 +423,7 @@ func RegisterRoom(r sdk.Registrar, newRoom func(sdk.SpotContext) (Room, error), 
 }
 
 // RoomRef is a plain reference to one Instance Spot of type Room: its calls never create the Spot,
-// and a call to a missing one answers sdk.ErrNotFound (B1). OpenRoom makes references whose calls create.
+// and a call to a missing one answers [sdk.ErrNotFound]. [OpenRoom] makes references whose calls create.
 //
 // Room is one chat room. It exists while people talk in it: the first join creates it, and it
 // is evicted once nobody has said anything for a while.
@@ -432,7 +432,7 @@ type RoomRef struct {
 	id string
 }
 
-// RoomOf returns a plain reference to the Room id through c: its calls never create it (B1).
+// RoomOf returns a plain reference to the Room id through c: its calls never create it.
 func RoomOf(c sdk.Client, id string) RoomRef {
 	return RoomRef{c: c, id: id}
 }
@@ -490,8 +490,8 @@ func (r RoomRef) Leave(ctx context.Context, req *LeaveRequest, opts ...sdk.CallO
 	return reply, nil
 }
 
-// Close explicitly closes the Room (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Room.
+// Close explicitly closes the Room: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Room.
 func (r RoomRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero RoomRef (make references with RoomOf)", sdk.ErrInvalidArgument)
@@ -500,8 +500,8 @@ func (r RoomRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 }
 
 // RoomIntent is a reference to one Instance Spot of type Room whose every call carries create-intent:
-// the first call to a missing Spot creates it, and concurrent first calls all reach the one created
-// (A2, B5). Use RoomRef for calls that must not create.
+// the first call to a missing Spot creates it, and concurrent first calls all reach the one created.
+// Use [RoomRef] for calls that must not create.
 //
 // Room is one chat room. It exists while people talk in it: the first join creates it, and it
 // is evicted once nobody has said anything for a while.
@@ -510,8 +510,8 @@ type RoomIntent struct {
 	id string
 }
 
-// OpenRoom returns a reference to the Room id through c whose calls create it when it is missing
-// (create-intent, A2). Nothing is created until the first call.
+// OpenRoom returns a reference to the Room id through c whose calls create it when it is missing.
+// Nothing is created until the first call.
 func OpenRoom(c sdk.Client, id string) RoomIntent {
 	return RoomIntent{c: c, id: id}
 }
@@ -521,7 +521,7 @@ func (r RoomIntent) ID() string {
 	return r.id
 }
 
-// Ref returns the plain reference to the same Room: its calls never create it (B1).
+// Ref returns the plain reference to the same Room: its calls never create it.
 func (r RoomIntent) Ref() RoomRef {
 	return RoomRef(r)
 }
@@ -574,8 +574,8 @@ func (r RoomIntent) Leave(ctx context.Context, req *LeaveRequest, opts ...sdk.Ca
 	return reply, nil
 }
 
-// Close explicitly closes the Room (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Room.
+// Close explicitly closes the Room: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Room.
 func (r RoomIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero RoomIntent (make references with OpenRoom)", sdk.ErrInvalidArgument)

@@ -16,7 +16,7 @@ const _ = sdk.SupportPackageIsVersion1
 // RoomTypeName is the stable type name of the Instance Spot Room.
 const RoomTypeName = "sample.Room"
 
-// The full method names of Room, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of Room, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	Room_Join_FullMethodName = "/sample.Room/Join"
 	Room_Post_FullMethodName = "/sample.Room/Post"
@@ -99,7 +99,7 @@ var Room_SpotDesc = sdk.SpotDesc{
 }
 
 // RegisterRoom registers the Instance Spot type Room with r. newRoom makes the object that serves a
-// Room each time one is activated; opts configure the type (sdk.WithIdleTimeout).
+// Room each time one is activated; opts configure the type ([sdk.WithIdleTimeout]).
 func RegisterRoom(r sdk.Registrar, newRoom func(sdk.SpotContext) (Room, error), opts ...sdk.TypeOption) error {
 	if r == nil || newRoom == nil {
 		return fmt.Errorf("%w: RegisterRoom needs a registrar and a factory", sdk.ErrInvalidArgument)
@@ -117,7 +117,7 @@ func RegisterRoom(r sdk.Registrar, newRoom func(sdk.SpotContext) (Room, error), 
 }
 
 // RoomRef is a plain reference to one Instance Spot of type Room: its calls never create the Spot,
-// and a call to a missing one answers sdk.ErrNotFound (B1). OpenRoom makes references whose calls create.
+// and a call to a missing one answers [sdk.ErrNotFound]. [OpenRoom] makes references whose calls create.
 //
 // Room is a chat room: an Instance Spot, made by the first call that states create-intent.
 type RoomRef struct {
@@ -125,7 +125,7 @@ type RoomRef struct {
 	id string
 }
 
-// RoomOf returns a plain reference to the Room id through c: its calls never create it (B1).
+// RoomOf returns a plain reference to the Room id through c: its calls never create it.
 func RoomOf(c sdk.Client, id string) RoomRef {
 	return RoomRef{c: c, id: id}
 }
@@ -175,8 +175,8 @@ func (r RoomRef) Fail(ctx context.Context, req *FailRequest, opts ...sdk.CallOpt
 	return reply, nil
 }
 
-// Close explicitly closes the Room (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Room.
+// Close explicitly closes the Room: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Room.
 func (r RoomRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero RoomRef (make references with RoomOf)", sdk.ErrInvalidArgument)
@@ -185,8 +185,8 @@ func (r RoomRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 }
 
 // RoomIntent is a reference to one Instance Spot of type Room whose every call carries create-intent:
-// the first call to a missing Spot creates it, and concurrent first calls all reach the one created
-// (A2, B5). Use RoomRef for calls that must not create.
+// the first call to a missing Spot creates it, and concurrent first calls all reach the one created.
+// Use [RoomRef] for calls that must not create.
 //
 // Room is a chat room: an Instance Spot, made by the first call that states create-intent.
 type RoomIntent struct {
@@ -194,8 +194,8 @@ type RoomIntent struct {
 	id string
 }
 
-// OpenRoom returns a reference to the Room id through c whose calls create it when it is missing
-// (create-intent, A2). Nothing is created until the first call.
+// OpenRoom returns a reference to the Room id through c whose calls create it when it is missing.
+// Nothing is created until the first call.
 func OpenRoom(c sdk.Client, id string) RoomIntent {
 	return RoomIntent{c: c, id: id}
 }
@@ -205,7 +205,7 @@ func (r RoomIntent) ID() string {
 	return r.id
 }
 
-// Ref returns the plain reference to the same Room: its calls never create it (B1).
+// Ref returns the plain reference to the same Room: its calls never create it.
 func (r RoomIntent) Ref() RoomRef {
 	return RoomRef(r)
 }
@@ -250,8 +250,8 @@ func (r RoomIntent) Fail(ctx context.Context, req *FailRequest, opts ...sdk.Call
 	return reply, nil
 }
 
-// Close explicitly closes the Room (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Room.
+// Close explicitly closes the Room: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Room.
 func (r RoomIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero RoomIntent (make references with OpenRoom)", sdk.ErrInvalidArgument)
@@ -262,7 +262,7 @@ func (r RoomIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 // PlayerTypeName is the stable type name of the User Spot Player.
 const PlayerTypeName = "sample.Player"
 
-// The full method names of Player, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of Player, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	Player_Greet_FullMethodName = "/sample.Player/Greet"
 )
@@ -318,8 +318,8 @@ func RegisterPlayer(r sdk.Registrar, newPlayer func(sdk.SpotContext) (Player, er
 	}, opts...)
 }
 
-// PlayerRef is a reference to one User Spot of type Player. Its calls never create the Spot (B1): CreatePlayer
-// does, explicitly (A2). A call to a missing one answers sdk.ErrNotFound.
+// PlayerRef is a reference to one User Spot of type Player. Its calls never create the Spot: [CreatePlayer]
+// does, explicitly. A call to a missing one answers [sdk.ErrNotFound].
 //
 // Player is a signed-in player: a User Spot, made by an explicit create.
 type PlayerRef struct {
@@ -327,14 +327,14 @@ type PlayerRef struct {
 	id string
 }
 
-// PlayerOf returns a reference to the existing Player id through c: its calls never create it (B1).
+// PlayerOf returns a reference to the existing Player id through c: its calls never create it.
 func PlayerOf(c sdk.Client, id string) PlayerRef {
 	return PlayerRef{c: c, id: id}
 }
 
-// CreatePlayer explicitly creates the Player id through c (A2) and returns a reference to it. When the
-// Player already exists, it returns the runtime's error, which matches sdk.ErrAlreadyExists; address
-// the existing one with PlayerOf. sdk.OnNode among opts places the new Player on a node.
+// CreatePlayer explicitly creates the Player id through c and returns a reference to it. When the
+// Player already exists, it returns the runtime's error, which matches [sdk.ErrAlreadyExists]; address
+// the existing one with [PlayerOf]. [sdk.OnNode] among opts places the new Player on a node.
 func CreatePlayer(ctx context.Context, c sdk.Client, id string, opts ...sdk.CallOption) (PlayerRef, error) {
 	if c == nil {
 		return PlayerRef{}, fmt.Errorf("%w: CreatePlayer needs a client", sdk.ErrInvalidArgument)
@@ -366,8 +366,8 @@ func (r PlayerRef) Greet(ctx context.Context, req *GreetRequest, opts ...sdk.Cal
 	return reply, nil
 }
 
-// Close explicitly closes the Player (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Player.
+// Close explicitly closes the Player: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Player.
 func (r PlayerRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero PlayerRef (make references with PlayerOf)", sdk.ErrInvalidArgument)
@@ -378,7 +378,7 @@ func (r PlayerRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 // LobbyTypeName is the stable type name of the Entry Spot Lobby.
 const LobbyTypeName = "sample.Lobby"
 
-// The full method names of Lobby, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of Lobby, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	Lobby_Where_FullMethodName = "/sample.Lobby/Where"
 )
@@ -435,7 +435,7 @@ func RegisterLobby(r sdk.Registrar, newLobby func(sdk.SpotContext) (Lobby, error
 }
 
 // LobbyRef is a reference to the Entry Spot Lobby of one node. Every Object Server node has
-// exactly one Lobby from its start (A2); nothing on this reference creates, closes or relocates it.
+// exactly one Lobby from its start; nothing on this reference creates, closes or relocates it.
 //
 // Lobby is the lobby of one node: an Entry Spot.
 type LobbyRef struct {

@@ -46,14 +46,14 @@ func (c *Catalog) invoke(ctx context.Context, t sdk.Target, method string, req p
 		mode = Intent
 	}
 	for range maxRounds {
-		rt, err := c.Resolve(ctx, t, mode)
+		route, err := c.Resolve(ctx, t, mode)
 		if err != nil {
 			return nil, err
 		}
-		if !rt.Local() {
-			return nil, fmt.Errorf("%w: %v is Ready on %s", ErrRemoteOwner, t, rt.Remote.Record.Owner.Node)
+		if !route.Local() {
+			return nil, fmt.Errorf("%w: %v is Ready on %s", ErrRemoteOwner, t, route.Remote.Record.Owner.Node)
 		}
-		reply, admitted, err := c.Deliver(ctx, rt, method, req, oneWay)
+		reply, admitted, err := c.Deliver(ctx, route, method, req, oneWay)
 		if admitted || !errors.Is(err, ErrClosing) {
 			return reply, err
 		}
@@ -67,15 +67,15 @@ func (c *Catalog) invoke(ctx context.Context, t sdk.Target, method string, req p
 // the message entered the Spot's queue: once it did, err is the message's outcome and the
 // message must never be sent again (C3); a message refused unrun (admitted false) may go
 // elsewhere. A refusal because the Spot is closing is ErrClosing, after the close was decided.
-func (c *Catalog) Deliver(ctx context.Context, rt Route, method string, req proto.Message, oneWay bool) (reply proto.Message, admitted bool, err error) {
-	if !rt.Local() {
+func (c *Catalog) Deliver(ctx context.Context, route Route, method string, req proto.Message, oneWay bool) (reply proto.Message, admitted bool, err error) {
+	if !route.Local() {
 		return nil, false, ErrRemoteOwner
 	}
-	md, err := c.method(rt.local.base().typ, method, oneWay)
+	md, err := c.method(route.local.base().typ, method, oneWay)
 	if err != nil {
 		return nil, false, err
 	}
-	return c.deliver(ctx, rt.local.base(), md, req, oneWay)
+	return c.deliver(ctx, route.local.base(), md, req, oneWay)
 }
 
 func (c *Catalog) entryMethod(t sdk.Target, method string, oneWay bool) (*entrySpot, *sdk.MethodDesc, error) {
@@ -381,18 +381,18 @@ func (c *Catalog) Admit(ctx context.Context, t sdk.Target, method string, req pr
 	return err
 }
 
-// DeliverAsync runs method on the local Spot of rt like Deliver, but reports a request's
+// DeliverAsync runs method on the local Spot of route like Deliver, but reports a request's
 // outcome to done instead of waiting; a one-way message is acknowledged by its return. Every
 // error it returns is a refusal: the message did not run.
-func (c *Catalog) DeliverAsync(ctx context.Context, rt Route, method string, req proto.Message, size int, oneWay bool, done func(proto.Message, error)) error {
-	if !rt.Local() {
+func (c *Catalog) DeliverAsync(ctx context.Context, route Route, method string, req proto.Message, size int, oneWay bool, done func(proto.Message, error)) error {
+	if !route.Local() {
 		return ErrRemoteOwner
 	}
-	md, err := c.method(rt.local.base().typ, method, oneWay)
+	md, err := c.method(route.local.base().typ, method, oneWay)
 	if err != nil {
 		return err
 	}
-	err = c.submit(ctx, rt.local.base(), md, req, size, oneWay, done)
+	err = c.submit(ctx, route.local.base(), md, req, size, oneWay, done)
 	if errors.Is(err, exec.ErrAdmissionClosed) {
 		return ErrClosing
 	}

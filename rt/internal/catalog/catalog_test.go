@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -362,6 +363,33 @@ func TestD4_IntentCallDuringReleaseWaitsThenCreates(t *testing.T) {
 	require.NoError(t, <-closed)
 	assert.Equal(t, "newcomer joined d4 #1", <-joined, "a fresh Spot after the release")
 	assert.Equal(t, 2, n.f.factoryRuns("d4"))
+}
+
+// quotaError is an application's typed error, as a factory may return.
+type quotaError struct{ tenant string }
+
+func (e *quotaError) Error() string { return "quota exceeded for " + e.tenant }
+
+// B8: the error of a failed creation matches sdk.ErrCreationFailed, and errors.As reaches the
+// factory's own typed error through it. An sdk detail type in the factory's error is not
+// reached, and no other sentinel matches: the failure still reads as a creation failure.
+func TestB8_FailedCreationLetsErrorsAsReachTheFactoryError(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	n.f.mu.Lock()
+	n.f.failWith["b8as"] = fmt.Errorf("load the room: %w", errors.Join(
+		&quotaError{tenant: "acme"},
+		&sdk.CapacityError{Where: sdk.CapacityActivationCap, Limit: 1},
+	))
+	n.f.mu.Unlock()
+	_, err := n.call("b8as", "Join", "x")
+	require.ErrorIs(t, err, sdk.ErrCreationFailed)
+	assert.Contains(t, err.Error(), "quota exceeded for acme")
+	var qe *quotaError
+	require.ErrorAs(t, err, &qe, "errors.As reaches the factory's typed error")
+	assert.Equal(t, "acme", qe.tenant)
+	var ce *sdk.CapacityError
+	assert.False(t, errors.As(err, &ce), "an sdk detail type in the cause is not reached")
+	assert.NotErrorIs(t, err, sdk.ErrCapacityExceeded)
 }
 
 func TestB8_FailedCreationReleasesAndCanBeCreatedAgain(t *testing.T) {

@@ -54,7 +54,7 @@ func (c *Catalog) CloseTarget(ctx context.Context, t sdk.Target) error {
 	}
 	key := spotKey{typ.desc.Name, t.ID()}
 	for range maxRounds {
-		rt, wait, err := c.local(ctx, key, Plain)
+		route, wait, err := c.local(ctx, key, Plain)
 		if errors.Is(err, sdk.ErrNotFound) {
 			// Closing already: join that close.
 			if sp := c.spotAt(key); sp != nil {
@@ -68,8 +68,8 @@ func (c *Catalog) CloseTarget(ctx context.Context, t sdk.Target) error {
 		if wait {
 			continue
 		}
-		if rt.Local() {
-			err := c.closeSpot(ctx, rt.local, sdk.CloseExplicit, false)
+		if route.Local() {
+			err := c.closeSpot(ctx, route.local, sdk.CloseExplicit, false)
 			switch {
 			case errors.Is(err, errAlreadyClosed):
 				return nil

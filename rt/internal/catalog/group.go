@@ -15,16 +15,12 @@ type group struct {
 // group is sealed.
 func (g *group) goRun(fn func()) bool {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	if g.sealed {
-		g.mu.Unlock()
 		return false
 	}
-	g.wg.Add(1)
-	g.mu.Unlock()
-	go func() {
-		defer g.wg.Done()
-		fn()
-	}()
+	// Go adds to the group before it returns, so the add stays under the lock seal takes.
+	g.wg.Go(fn)
 	return true
 }
 

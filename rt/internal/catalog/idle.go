@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,7 +115,7 @@ func (c *Catalog) scanIdle(evicting chan struct{}) {
 		started := c.bg.goRun(func() {
 			defer func() { <-evicting }()
 			err := c.closeSpot(c.ctx, s, sdk.CloseIdleEvicted, true)
-			if err != nil && err != errNotQuiescent && err != errAlreadyClosed && c.ctx.Err() == nil {
+			if err != nil && !errors.Is(err, errNotQuiescent) && !errors.Is(err, errAlreadyClosed) && c.ctx.Err() == nil {
 				c.log.Warn("idle cleanup could not close a spot; it is tried again", "spot", s.typ.desc.Name, "id", s.id, "err", err)
 			}
 		})

@@ -113,8 +113,8 @@ func (c *Catalog) resolve(ctx context.Context, typ *spotType, id string, mode Mo
 			return Route{}, err
 		}
 		// This node first: an activation here, or a creation in progress here.
-		if rt, wait, err := c.local(ctx, key, mode); rt.Local() || err != nil {
-			return rt, err
+		if route, wait, err := c.local(ctx, key, mode); route.Local() || err != nil {
+			return route, err
 		} else if wait {
 			res = nil
 			continue
@@ -123,9 +123,9 @@ func (c *Catalog) resolve(ctx context.Context, typ *spotType, id string, mode Mo
 			// A call that may create goes straight to the creation coordinator: the
 			// reservation's failure branch reads the current record, so a missing Spot costs
 			// no separate lookup and an existing one is handed on as if looked up.
-			rt, next, err := c.create(ctx, typ, id)
-			if err != nil || rt.Local() {
-				return rt, err
+			route, next, err := c.create(ctx, typ, id)
+			if err != nil || route.Local() {
+				return route, err
 			}
 			res = next
 			continue
@@ -139,22 +139,22 @@ func (c *Catalog) resolve(ctx context.Context, typ *spotType, id string, mode Mo
 		}
 		var next *store.Resolution
 		var err error
-		var rt Route
+		var route Route
 		switch res.State {
 		case store.StateMissing:
-			rt, next, err = c.onMissing(ctx, typ, id, mode, *res, waitedAttempt)
+			route, next, err = c.onMissing(ctx, typ, id, mode, *res, waitedAttempt)
 		case store.StateCreating:
 			waitedAttempt = res.Record.Attempt
 			next, err = c.onCreating(ctx, key, mode, *res)
 		case store.StateReady:
-			rt, next, err = c.onReady(ctx, key, mode, *res)
+			route, next, err = c.onReady(ctx, key, mode, *res)
 		case store.StateUnavailable:
 			next, err = c.onUnavailable(ctx, key, mode, *res)
 		default:
 			err = fmt.Errorf("catalog: %s: unknown store state %v", skey, res.State)
 		}
-		if err != nil || rt.Local() || rt.Remote.State == store.StateReady {
-			return rt, err
+		if err != nil || route.Local() || route.Remote.State == store.StateReady {
+			return route, err
 		}
 		res = next
 	}
@@ -292,8 +292,8 @@ func (c *Catalog) onReady(ctx context.Context, key spotKey, mode Mode, res store
 	}
 	// Ready here: the activation was registered before its creation finished (B7), so a
 	// second local look finds it unless the record outlived its activation.
-	if rt, wait, err := c.local(ctx, key, mode); rt.Local() || wait || err != nil {
-		return rt, nil, err
+	if route, wait, err := c.local(ctx, key, mode); route.Local() || wait || err != nil {
+		return route, nil, err
 	}
 	return Route{}, nil, c.releaseLeaked(ctx, key, res.Record)
 }
@@ -498,7 +498,7 @@ func (c *Catalog) runCreation(ctx context.Context, typ *spotType, id string, hol
 	if err != nil {
 		c.stats.creationFailures.Add(1)
 		c.releaseFailed(skey, creating)
-		return nil, nil, fmt.Errorf("%w: %s: %v", sdk.ErrCreationFailed, skey, err)
+		return nil, nil, &creationError{msg: fmt.Sprintf("%v: %s: %v", sdk.ErrCreationFailed, skey, err), cause: err}
 	}
 	sp.base().impl = impl
 	rec, err := c.store.CommitReady(ctx, r.Reservation)
@@ -559,14 +559,12 @@ func (c *Catalog) build(ctx context.Context, a *activation, sc sdk.SpotContext, 
 		defer func() { span.End(err) }()
 	}
 	out := make(chan built, 1)
-	c.builders.Add(1)
 	hold.retain()
-	go func() {
-		defer c.builders.Done()
+	c.builders.Go(func() {
 		defer hold.release()
 		impl, err := c.construct(ctx, sc, typ)
 		out <- built{impl, err}
-	}()
+	})
 	select {
 	case b := <-out:
 		return b.impl, b.err
@@ -629,4 +627,28 @@ func (c *Catalog) releaseLeaked(ctx context.Context, key spotKey, rec store.Reco
 		c.stats.leaksReleased.Add(1)
 	}
 	return err
+}
+
+// creationError is a creation whose factory or OnActivate failed (B8). Like the error it
+// replaces, it matches sdk.ErrCreationFailed and no other sentinel with errors.Is, so the
+// runtime still reads it as a creation failure whatever the factory returned; errors.As also
+// reaches the factory's error, so that an application finds its own typed error there. The
+// runtime's own detail types (*sdk.AppError, *sdk.QueueFullError, *sdk.CapacityError) are not
+// looked for in the cause: the runtime reads those to code an error for the wire and to decide
+// a placement retry, and an error the factory got from a call of its own must not change that.
+type creationError struct {
+	msg   string
+	cause error
+}
+
+func (e *creationError) Error() string { return e.msg }
+
+func (e *creationError) Unwrap() error { return sdk.ErrCreationFailed }
+
+func (e *creationError) As(target any) bool {
+	switch target.(type) {
+	case **sdk.AppError, **sdk.QueueFullError, **sdk.CapacityError:
+		return false
+	}
+	return errors.As(e.cause, target)
 }

@@ -53,8 +53,7 @@ func NewProxy(name, target string) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{name: name, target: target, lis: lis, conns: map[net.Conn]struct{}{}, changed: make(chan struct{})}
-	p.wg.Add(1)
-	go p.accept()
+	p.wg.Go(p.accept)
 	return p, nil
 }
 
@@ -134,7 +133,6 @@ func (p *Proxy) untrack(c net.Conn) {
 }
 
 func (p *Proxy) accept() {
-	defer p.wg.Done()
 	for {
 		c, err := p.lis.Accept()
 		if err != nil {
@@ -144,14 +142,12 @@ func (p *Proxy) accept() {
 			_ = c.Close()
 			continue
 		}
-		p.wg.Add(1)
-		go p.serve(c)
+		p.wg.Go(func() { p.serve(c) })
 	}
 }
 
 // serve forwards one client connection; while blackholed it waits before it even dials.
 func (p *Proxy) serve(client net.Conn) {
-	defer p.wg.Done()
 	defer p.untrack(client)
 	for {
 		mode, changed := p.current()
@@ -176,9 +172,8 @@ func (p *Proxy) serve(client net.Conn) {
 	}
 	defer p.untrack(upstream)
 	done := make(chan struct{}, 2)
-	p.wg.Add(2)
-	go func() { defer p.wg.Done(); p.pipe(upstream, client, true); done <- struct{}{} }()
-	go func() { defer p.wg.Done(); p.pipe(client, upstream, false); done <- struct{}{} }()
+	p.wg.Go(func() { p.pipe(upstream, client, true); done <- struct{}{} })
+	p.wg.Go(func() { p.pipe(client, upstream, false); done <- struct{}{} })
 	<-done
 }
 

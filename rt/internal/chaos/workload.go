@@ -157,11 +157,9 @@ func (w *Workload) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	w.stop = cancel
 	for i := range w.Callers {
-		w.wg.Add(1)
-		go func() {
-			defer w.wg.Done()
+		w.wg.Go(func() {
 			w.caller(ctx, i)
-		}()
+		})
 	}
 }
 

@@ -109,8 +109,8 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 	}
 	// Create-intent: an active Spot here takes it at once; anything else resolves off the
 	// stream's goroutine.
-	if rt, ok := m.cat.LocalSpot(t); ok {
-		err := m.cat.DeliverAsync(ctx, rt, req.Method, msg, size, oneWay, done)
+	if route, ok := m.cat.LocalSpot(t); ok {
+		err := m.cat.DeliverAsync(ctx, route, req.Method, msg, size, oneWay, done)
 		if !errors.Is(err, catalog.ErrClosing) {
 			if err != nil || oneWay {
 				reply(m.ownerReply(err))
@@ -120,16 +120,16 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 	}
 	m.slow(ctx, reply, func() {
 		for range maxRedirects {
-			rt, err := m.cat.Resolve(ctx, t, catalog.Intent)
+			route, err := m.cat.Resolve(ctx, t, catalog.Intent)
 			if err != nil {
 				reply(refusedReply(err))
 				return
 			}
-			if !rt.Local() {
-				reply(&wire.Reply{Redirect: string(rt.Remote.Record.Owner.Node), Refused: true})
+			if !route.Local() {
+				reply(&wire.Reply{Redirect: string(route.Remote.Record.Owner.Node), Refused: true})
 				return
 			}
-			err = m.cat.DeliverAsync(ctx, rt, req.Method, msg, size, oneWay, done)
+			err = m.cat.DeliverAsync(ctx, route, req.Method, msg, size, oneWay, done)
 			if errors.Is(err, catalog.ErrClosing) {
 				// A close is being decided: wait for it, then the Spot serves on or is created
 				// again after the close (D4).
@@ -181,12 +181,10 @@ func (m *Mesh) slow(ctx context.Context, reply func(*wire.Reply), fn func()) {
 		reply(refusedReply(fmt.Errorf("%w: node %s is closing", sdk.ErrClosed, m.cfg.Node)))
 		return
 	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	m.wg.Go(func() {
 		defer func() { <-m.slowSlots }()
 		fn()
-	}()
+	})
 }
 
 // messageReply is the outcome of an admitted request: its reply, or its error, which is never a

@@ -160,11 +160,9 @@ func (m *Mesh) Start(ctx context.Context, st *store.Etcd, reg *store.Registratio
 	m.watchMembership(rev)
 	m.awaitPeers(ctx, nodes)
 	if m.cfg.ObjectServer {
-		m.wg.Add(1)
-		go m.reclaimLoop()
+		m.wg.Go(m.reclaimLoop)
 	}
-	m.wg.Add(1)
-	go m.publishLoop()
+	m.wg.Go(m.publishLoop)
 	return nil
 }
 
@@ -187,14 +185,12 @@ func (m *Mesh) join(ctx context.Context, st *store.Etcd, reg *store.Registration
 
 // watchMembership applies the membership changes after rev until the mesh closes.
 func (m *Mesh) watchMembership(rev int64) {
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	m.wg.Go(func() {
 		_ = m.store.WatchNodes(m.ctx, rev, func(ev store.NodeEvent) {
 			m.apply(ev)
 			m.seen.advance(ev.Revision)
 		})
-	}()
+	})
 }
 
 // awaitPeers waits, for at most the dial timeout, until every peer this node must connect to
@@ -320,9 +316,7 @@ func (m *Mesh) nodeGone(id sdk.NodeID) {
 // nudge asks owner, off the caller's goroutine, to reconcile its record of key (B8): this node
 // waited on it, Creating or Releasing, for longer than a creation or a close takes.
 func (m *Mesh) nudge(_ context.Context, owner sdk.NodeID, key store.SpotKey) {
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	m.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(m.ctx, m.cfg.Transport.DialTimeout)
 		defer cancel()
 		req := &wire.Request{Op: wire.Op_OP_RECONCILE, Kind: uint32(sdk.KindInstance), Type: key.Type, Id: key.ID}
@@ -332,7 +326,7 @@ func (m *Mesh) nudge(_ context.Context, owner sdk.NodeID, key store.SpotKey) {
 		if _, err := m.tr.Call(ctx, owner, req); err != nil {
 			m.log.Debug("could not ask a node to check its record", "peer", string(owner), "spot", key.Type, "id", key.ID, "err", err)
 		}
-	}()
+	})
 }
 
 // kickReclaim starts a reclaim pass soon: an owner ended.
@@ -363,7 +357,6 @@ func (m *Mesh) sortedMembers() []store.Node {
 
 // reclaimLoop releases the records of dead owners when a peer goes and every ReclaimInterval.
 func (m *Mesh) reclaimLoop() {
-	defer m.wg.Done()
 	ticker := time.NewTicker(m.cfg.ReclaimInterval)
 	defer ticker.Stop()
 	for {
@@ -388,7 +381,6 @@ func (m *Mesh) reclaimLoop() {
 // publishLoop keeps the node's descriptor current: runtime state and active objects, which
 // placement reads (D6).
 func (m *Mesh) publishLoop() {
-	defer m.wg.Done()
 	ticker := time.NewTicker(m.cfg.PublishInterval)
 	defer ticker.Stop()
 	var lastActive int64 = -1

@@ -52,8 +52,8 @@ func (m *Mesh) invoke(ctx context.Context, t sdk.Target, method string, req prot
 	}
 	// The hot path: the Spot is active on this node. Only a valid target can be found there,
 	// so validation waits for the paths that go further.
-	if rt, ok := m.cat.LocalSpot(t); ok {
-		reply, admitted, err := m.cat.Deliver(ctx, rt, method, req, oneWay)
+	if route, ok := m.cat.LocalSpot(t); ok {
+		reply, admitted, err := m.cat.Deliver(ctx, route, method, req, oneWay)
 		if admitted || !errors.Is(err, catalog.ErrClosing) {
 			return reply, m.dispatched(ctx, t, method, oneWay, err)
 		}
@@ -140,16 +140,16 @@ func (m *Mesh) local(ctx context.Context, t sdk.Target, method string, req proto
 		mode = catalog.Intent
 	}
 	for range maxRedirects {
-		rt, err := m.cat.Resolve(ctx, t, mode)
+		route, err := m.cat.Resolve(ctx, t, mode)
 		if err != nil {
 			return nil, true, m.dispatched(ctx, t, method, oneWay, err)
 		}
-		if !rt.Local() {
-			owner := rt.Remote.Record.Owner.Node
+		if !route.Local() {
+			owner := route.Remote.Record.Owner.Node
 			m.routes.put(t, owner)
 			return m.remote(ctx, owner, t, method, req, oneWay)
 		}
-		reply, admitted, err := m.cat.Deliver(ctx, rt, method, req, oneWay)
+		reply, admitted, err := m.cat.Deliver(ctx, route, method, req, oneWay)
 		if admitted || !errors.Is(err, catalog.ErrClosing) {
 			return reply, !admitted, m.dispatched(ctx, t, method, oneWay, err)
 		}

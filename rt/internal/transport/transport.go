@@ -225,16 +225,14 @@ func New(cfg Config, handler Handler) (*Transport, error) {
 			ClientStreams: true,
 		}},
 	}, nil)
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
+	t.wg.Go(func() {
 		if err := t.server.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) && t.cfg.OnServeFailure != nil {
 			if t.ctx.Err() != nil {
 				return // Close stopped it
 			}
 			t.cfg.OnServeFailure(err)
 		}
-	}()
+	})
 	return t, nil
 }
 
@@ -280,11 +278,9 @@ func (t *Transport) Connect(peer sdk.NodeID, endpoint string) {
 	}
 	l := newLink(t, peer, endpoint)
 	t.links[peer] = l
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
+	t.wg.Go(func() {
 		l.run()
-	}()
+	})
 }
 
 // Disconnect closes the link to peer; its pending calls fail.
@@ -419,20 +415,17 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	}
 	p.out = newSender(t.counted(func(b *wire.Batch) error { return s.SendMsg(b) }), p.lim.max())
 	senderDone := make(chan struct{})
-	t.wg.Add(2)
-	go func() {
-		defer t.wg.Done()
+	t.wg.Go(func() {
 		defer close(senderDone)
 		if err := p.out.run(ctx); err != nil {
 			cancel()
 		}
-	}()
+	})
 	// The stream ends when the peer half-closes or goes, or when this transport closes: the
 	// handler returns then, which tears the stream down and ends a RecvMsg or SendMsg still
 	// blocked in it (a peer that stopped reading holds the sender in SendMsg).
 	recvDone := make(chan struct{})
-	go func() {
-		defer t.wg.Done()
+	t.wg.Go(func() {
 		defer close(recvDone)
 		for {
 			var b wire.Batch
@@ -451,7 +444,7 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 				}
 			}
 		}
-	}()
+	})
 	select {
 	case <-recvDone:
 	case <-senderDone:

@@ -19,7 +19,7 @@ const _ = sdk.SupportPackageIsVersion1
 // FeedTypeName is the stable type name of the User Spot Feed.
 const FeedTypeName = "bc.Feed"
 
-// The full method names of Feed, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of Feed, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	Feed_Ping_FullMethodName = "/bc.Feed/Ping"
 )
@@ -75,8 +75,8 @@ func RegisterFeed(r sdk.Registrar, newFeed func(sdk.SpotContext) (Feed, error), 
 	}, opts...)
 }
 
-// FeedRef is a reference to one User Spot of type Feed. Its calls never create the Spot (B1): CreateFeed
-// does, explicitly (A2). A call to a missing one answers sdk.ErrNotFound.
+// FeedRef is a reference to one User Spot of type Feed. Its calls never create the Spot: [CreateFeed]
+// does, explicitly. A call to a missing one answers [sdk.ErrNotFound].
 //
 // Feed exists unless built with -tags nofeed.
 type FeedRef struct {
@@ -84,14 +84,14 @@ type FeedRef struct {
 	id string
 }
 
-// FeedOf returns a reference to the existing Feed id through c: its calls never create it (B1).
+// FeedOf returns a reference to the existing Feed id through c: its calls never create it.
 func FeedOf(c sdk.Client, id string) FeedRef {
 	return FeedRef{c: c, id: id}
 }
 
-// CreateFeed explicitly creates the Feed id through c (A2) and returns a reference to it. When the
-// Feed already exists, it returns the runtime's error, which matches sdk.ErrAlreadyExists; address
-// the existing one with FeedOf. sdk.OnNode among opts places the new Feed on a node.
+// CreateFeed explicitly creates the Feed id through c and returns a reference to it. When the
+// Feed already exists, it returns the runtime's error, which matches [sdk.ErrAlreadyExists]; address
+// the existing one with [FeedOf]. [sdk.OnNode] among opts places the new Feed on a node.
 func CreateFeed(ctx context.Context, c sdk.Client, id string, opts ...sdk.CallOption) (FeedRef, error) {
 	if c == nil {
 		return FeedRef{}, fmt.Errorf("%w: CreateFeed needs a client", sdk.ErrInvalidArgument)
@@ -123,8 +123,8 @@ func (r FeedRef) Ping(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption)
 	return reply, nil
 }
 
-// Close explicitly closes the Feed (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Feed.
+// Close explicitly closes the Feed: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Feed.
 func (r FeedRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero FeedRef (make references with FeedOf)", sdk.ErrInvalidArgument)

@@ -18,7 +18,7 @@ const _ = sdk.SupportPackageIsVersion1
 // BoardTypeName is the stable type name of the Instance Spot Board.
 const BoardTypeName = "board.Board"
 
-// The full method names of Board, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of Board, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	Board_Post_FullMethodName = "/board.Board/Post"
 	Board_Read_FullMethodName = "/board.Board/Read"
@@ -77,7 +77,7 @@ var Board_SpotDesc = sdk.SpotDesc{
 }
 
 // RegisterBoard registers the Instance Spot type Board with r. newBoard makes the object that serves a
-// Board each time one is activated; opts configure the type (sdk.WithIdleTimeout).
+// Board each time one is activated; opts configure the type ([sdk.WithIdleTimeout]).
 func RegisterBoard(r sdk.Registrar, newBoard func(sdk.SpotContext) (Board, error), opts ...sdk.TypeOption) error {
 	if r == nil || newBoard == nil {
 		return fmt.Errorf("%w: RegisterBoard needs a registrar and a factory", sdk.ErrInvalidArgument)
@@ -95,7 +95,7 @@ func RegisterBoard(r sdk.Registrar, newBoard func(sdk.SpotContext) (Board, error
 }
 
 // BoardRef is a plain reference to one Instance Spot of type Board: its calls never create the Spot,
-// and a call to a missing one answers sdk.ErrNotFound (B1). OpenBoard makes references whose calls create.
+// and a call to a missing one answers [sdk.ErrNotFound]. [OpenBoard] makes references whose calls create.
 //
 // Board is a message board.
 //
@@ -112,7 +112,7 @@ type BoardRef struct {
 	id string
 }
 
-// BoardOf returns a plain reference to the Board id through c: its calls never create it (B1).
+// BoardOf returns a plain reference to the Board id through c: its calls never create it.
 func BoardOf(c sdk.Client, id string) BoardRef {
 	return BoardRef{c: c, id: id}
 }
@@ -148,8 +148,8 @@ func (r BoardRef) Read(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption
 	return reply, nil
 }
 
-// Close explicitly closes the Board (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Board.
+// Close explicitly closes the Board: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Board.
 func (r BoardRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero BoardRef (make references with BoardOf)", sdk.ErrInvalidArgument)
@@ -158,8 +158,8 @@ func (r BoardRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 }
 
 // BoardIntent is a reference to one Instance Spot of type Board whose every call carries create-intent:
-// the first call to a missing Spot creates it, and concurrent first calls all reach the one created
-// (A2, B5). Use BoardRef for calls that must not create.
+// the first call to a missing Spot creates it, and concurrent first calls all reach the one created.
+// Use [BoardRef] for calls that must not create.
 //
 // Board is a message board.
 //
@@ -176,8 +176,8 @@ type BoardIntent struct {
 	id string
 }
 
-// OpenBoard returns a reference to the Board id through c whose calls create it when it is missing
-// (create-intent, A2). Nothing is created until the first call.
+// OpenBoard returns a reference to the Board id through c whose calls create it when it is missing.
+// Nothing is created until the first call.
 func OpenBoard(c sdk.Client, id string) BoardIntent {
 	return BoardIntent{c: c, id: id}
 }
@@ -187,7 +187,7 @@ func (r BoardIntent) ID() string {
 	return r.id
 }
 
-// Ref returns the plain reference to the same Board: its calls never create it (B1).
+// Ref returns the plain reference to the same Board: its calls never create it.
 func (r BoardIntent) Ref() BoardRef {
 	return BoardRef(r)
 }
@@ -218,8 +218,8 @@ func (r BoardIntent) Read(ctx context.Context, req *pb.Ping, opts ...sdk.CallOpt
 	return reply, nil
 }
 
-// Close explicitly closes the Board (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Board.
+// Close explicitly closes the Board: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Board.
 func (r BoardIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero BoardIntent (make references with OpenBoard)", sdk.ErrInvalidArgument)

@@ -17,7 +17,7 @@ const _ = sdk.SupportPackageIsVersion1
 // ArenaTypeName is the stable type name of the Instance Spot Arena.
 const ArenaTypeName = "arena.Arena"
 
-// The full method names of Arena, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of Arena, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	Arena_Start_FullMethodName  = "/arena.Arena/Start"
 	Arena_Join_FullMethodName   = "/arena.Arena/Join"
@@ -163,7 +163,7 @@ var Arena_SpotDesc = sdk.SpotDesc{
 }
 
 // RegisterArena registers the Instance Spot type Arena with r. newArena makes the object that serves a
-// Arena each time one is activated; opts configure the type (sdk.WithIdleTimeout).
+// Arena each time one is activated; opts configure the type ([sdk.WithIdleTimeout]).
 func RegisterArena(r sdk.Registrar, newArena func(sdk.SpotContext) (Arena, error), opts ...sdk.TypeOption) error {
 	if r == nil || newArena == nil {
 		return fmt.Errorf("%w: RegisterArena needs a registrar and a factory", sdk.ErrInvalidArgument)
@@ -181,7 +181,7 @@ func RegisterArena(r sdk.Registrar, newArena func(sdk.SpotContext) (Arena, error
 }
 
 // ArenaRef is a plain reference to one Instance Spot of type Arena: its calls never create the Spot,
-// and a call to a missing one answers sdk.ErrNotFound (B1). OpenArena makes references whose calls create.
+// and a call to a missing one answers [sdk.ErrNotFound]. [OpenArena] makes references whose calls create.
 //
 // Arena is a match arena.
 type ArenaRef struct {
@@ -189,7 +189,7 @@ type ArenaRef struct {
 	id string
 }
 
-// ArenaOf returns a plain reference to the Arena id through c: its calls never create it (B1).
+// ArenaOf returns a plain reference to the Arena id through c: its calls never create it.
 func ArenaOf(c sdk.Client, id string) ArenaRef {
 	return ArenaRef{c: c, id: id}
 }
@@ -271,8 +271,8 @@ func (r ArenaRef) Shout(ctx context.Context, msg *pb.Note, opts ...sdk.CallOptio
 	return r.c.Send(ctx, sdk.InstanceTarget(ArenaTypeName, r.id).WithDesc(&Arena_SpotDesc), "Shout", msg, opts...)
 }
 
-// Close explicitly closes the Arena (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Arena.
+// Close explicitly closes the Arena: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Arena.
 func (r ArenaRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero ArenaRef (make references with ArenaOf)", sdk.ErrInvalidArgument)
@@ -281,8 +281,8 @@ func (r ArenaRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 }
 
 // ArenaIntent is a reference to one Instance Spot of type Arena whose every call carries create-intent:
-// the first call to a missing Spot creates it, and concurrent first calls all reach the one created
-// (A2, B5). Use ArenaRef for calls that must not create.
+// the first call to a missing Spot creates it, and concurrent first calls all reach the one created.
+// Use [ArenaRef] for calls that must not create.
 //
 // Arena is a match arena.
 type ArenaIntent struct {
@@ -290,8 +290,8 @@ type ArenaIntent struct {
 	id string
 }
 
-// OpenArena returns a reference to the Arena id through c whose calls create it when it is missing
-// (create-intent, A2). Nothing is created until the first call.
+// OpenArena returns a reference to the Arena id through c whose calls create it when it is missing.
+// Nothing is created until the first call.
 func OpenArena(c sdk.Client, id string) ArenaIntent {
 	return ArenaIntent{c: c, id: id}
 }
@@ -301,7 +301,7 @@ func (r ArenaIntent) ID() string {
 	return r.id
 }
 
-// Ref returns the plain reference to the same Arena: its calls never create it (B1).
+// Ref returns the plain reference to the same Arena: its calls never create it.
 func (r ArenaIntent) Ref() ArenaRef {
 	return ArenaRef(r)
 }
@@ -378,8 +378,8 @@ func (r ArenaIntent) Shout(ctx context.Context, msg *pb.Note, opts ...sdk.CallOp
 	return r.c.Send(ctx, sdk.InstanceIntent(ArenaTypeName, r.id).WithDesc(&Arena_SpotDesc), "Shout", msg, opts...)
 }
 
-// Close explicitly closes the Arena (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Arena.
+// Close explicitly closes the Arena: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Arena.
 func (r ArenaIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero ArenaIntent (make references with OpenArena)", sdk.ErrInvalidArgument)

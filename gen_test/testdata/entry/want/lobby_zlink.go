@@ -17,7 +17,7 @@ const _ = sdk.SupportPackageIsVersion1
 // LobbyTypeName is the stable type name of the Entry Spot Lobby.
 const LobbyTypeName = "lobby.Main"
 
-// The full method names of Lobby, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of Lobby, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	Lobby_Enter_FullMethodName    = "/lobby.Main/Enter"
 	Lobby_Announce_FullMethodName = "/lobby.Main/Announce"
@@ -93,7 +93,7 @@ func RegisterLobby(r sdk.Registrar, newLobby func(sdk.SpotContext) (Lobby, error
 }
 
 // LobbyRef is a reference to the Entry Spot Lobby of one node. Every Object Server node has
-// exactly one Lobby from its start (A2); nothing on this reference creates, closes or relocates it.
+// exactly one Lobby from its start; nothing on this reference creates, closes or relocates it.
 //
 // Lobby welcomes players on one server.
 type LobbyRef struct {

@@ -18,7 +18,7 @@ const _ = sdk.SupportPackageIsVersion1
 // RelayTypeName is the stable type name of the Instance Spot Relay.
 const RelayTypeName = "relay.Relay"
 
-// The full method names of Relay, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of Relay, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	Relay_Forward_FullMethodName = "/relay.Relay/Forward"
 	Relay_Back_FullMethodName    = "/relay.Relay/Back"
@@ -82,7 +82,7 @@ var Relay_SpotDesc = sdk.SpotDesc{
 }
 
 // RegisterRelay registers the Instance Spot type Relay with r. newRelay makes the object that serves a
-// Relay each time one is activated; opts configure the type (sdk.WithIdleTimeout).
+// Relay each time one is activated; opts configure the type ([sdk.WithIdleTimeout]).
 func RegisterRelay(r sdk.Registrar, newRelay func(sdk.SpotContext) (Relay, error), opts ...sdk.TypeOption) error {
 	if r == nil || newRelay == nil {
 		return fmt.Errorf("%w: RegisterRelay needs a registrar and a factory", sdk.ErrInvalidArgument)
@@ -100,7 +100,7 @@ func RegisterRelay(r sdk.Registrar, newRelay func(sdk.SpotContext) (Relay, error
 }
 
 // RelayRef is a plain reference to one Instance Spot of type Relay: its calls never create the Spot,
-// and a call to a missing one answers sdk.ErrNotFound (B1). OpenRelay makes references whose calls create.
+// and a call to a missing one answers [sdk.ErrNotFound]. [OpenRelay] makes references whose calls create.
 //
 // Relay passes pings between two protocols.
 type RelayRef struct {
@@ -108,7 +108,7 @@ type RelayRef struct {
 	id string
 }
 
-// RelayOf returns a plain reference to the Relay id through c: its calls never create it (B1).
+// RelayOf returns a plain reference to the Relay id through c: its calls never create it.
 func RelayOf(c sdk.Client, id string) RelayRef {
 	return RelayRef{c: c, id: id}
 }
@@ -150,8 +150,8 @@ func (r RelayRef) Back(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption
 	return reply, nil
 }
 
-// Close explicitly closes the Relay (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Relay.
+// Close explicitly closes the Relay: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Relay.
 func (r RelayRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero RelayRef (make references with RelayOf)", sdk.ErrInvalidArgument)
@@ -160,8 +160,8 @@ func (r RelayRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 }
 
 // RelayIntent is a reference to one Instance Spot of type Relay whose every call carries create-intent:
-// the first call to a missing Spot creates it, and concurrent first calls all reach the one created
-// (A2, B5). Use RelayRef for calls that must not create.
+// the first call to a missing Spot creates it, and concurrent first calls all reach the one created.
+// Use [RelayRef] for calls that must not create.
 //
 // Relay passes pings between two protocols.
 type RelayIntent struct {
@@ -169,8 +169,8 @@ type RelayIntent struct {
 	id string
 }
 
-// OpenRelay returns a reference to the Relay id through c whose calls create it when it is missing
-// (create-intent, A2). Nothing is created until the first call.
+// OpenRelay returns a reference to the Relay id through c whose calls create it when it is missing.
+// Nothing is created until the first call.
 func OpenRelay(c sdk.Client, id string) RelayIntent {
 	return RelayIntent{c: c, id: id}
 }
@@ -180,7 +180,7 @@ func (r RelayIntent) ID() string {
 	return r.id
 }
 
-// Ref returns the plain reference to the same Relay: its calls never create it (B1).
+// Ref returns the plain reference to the same Relay: its calls never create it.
 func (r RelayIntent) Ref() RelayRef {
 	return RelayRef(r)
 }
@@ -217,8 +217,8 @@ func (r RelayIntent) Back(ctx context.Context, req *pb.Ping, opts ...sdk.CallOpt
 	return reply, nil
 }
 
-// Close explicitly closes the Relay (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Relay.
+// Close explicitly closes the Relay: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Relay.
 func (r RelayIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero RelayIntent (make references with OpenRelay)", sdk.ErrInvalidArgument)

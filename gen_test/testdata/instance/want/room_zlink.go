@@ -17,7 +17,7 @@ const _ = sdk.SupportPackageIsVersion1
 // RoomTypeName is the stable type name of the Instance Spot Room.
 const RoomTypeName = "chat.Room"
 
-// The full method names of Room, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of Room, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	Room_Join_FullMethodName  = "/chat.Room/Join"
 	Room_Leave_FullMethodName = "/chat.Room/Leave"
@@ -76,7 +76,7 @@ var Room_SpotDesc = sdk.SpotDesc{
 }
 
 // RegisterRoom registers the Instance Spot type Room with r. newRoom makes the object that serves a
-// Room each time one is activated; opts configure the type (sdk.WithIdleTimeout).
+// Room each time one is activated; opts configure the type ([sdk.WithIdleTimeout]).
 func RegisterRoom(r sdk.Registrar, newRoom func(sdk.SpotContext) (Room, error), opts ...sdk.TypeOption) error {
 	if r == nil || newRoom == nil {
 		return fmt.Errorf("%w: RegisterRoom needs a registrar and a factory", sdk.ErrInvalidArgument)
@@ -94,7 +94,7 @@ func RegisterRoom(r sdk.Registrar, newRoom func(sdk.SpotContext) (Room, error), 
 }
 
 // RoomRef is a plain reference to one Instance Spot of type Room: its calls never create the Spot,
-// and a call to a missing one answers sdk.ErrNotFound (B1). OpenRoom makes references whose calls create.
+// and a call to a missing one answers [sdk.ErrNotFound]. [OpenRoom] makes references whose calls create.
 //
 // Room is one chat room. It exists while people talk in it.
 type RoomRef struct {
@@ -102,7 +102,7 @@ type RoomRef struct {
 	id string
 }
 
-// RoomOf returns a plain reference to the Room id through c: its calls never create it (B1).
+// RoomOf returns a plain reference to the Room id through c: its calls never create it.
 func RoomOf(c sdk.Client, id string) RoomRef {
 	return RoomRef{c: c, id: id}
 }
@@ -136,8 +136,8 @@ func (r RoomRef) Leave(ctx context.Context, msg *LeaveRequest, opts ...sdk.CallO
 	return r.c.Send(ctx, sdk.InstanceTarget(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), "Leave", msg, opts...)
 }
 
-// Close explicitly closes the Room (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Room.
+// Close explicitly closes the Room: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Room.
 func (r RoomRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero RoomRef (make references with RoomOf)", sdk.ErrInvalidArgument)
@@ -146,8 +146,8 @@ func (r RoomRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 }
 
 // RoomIntent is a reference to one Instance Spot of type Room whose every call carries create-intent:
-// the first call to a missing Spot creates it, and concurrent first calls all reach the one created
-// (A2, B5). Use RoomRef for calls that must not create.
+// the first call to a missing Spot creates it, and concurrent first calls all reach the one created.
+// Use [RoomRef] for calls that must not create.
 //
 // Room is one chat room. It exists while people talk in it.
 type RoomIntent struct {
@@ -155,8 +155,8 @@ type RoomIntent struct {
 	id string
 }
 
-// OpenRoom returns a reference to the Room id through c whose calls create it when it is missing
-// (create-intent, A2). Nothing is created until the first call.
+// OpenRoom returns a reference to the Room id through c whose calls create it when it is missing.
+// Nothing is created until the first call.
 func OpenRoom(c sdk.Client, id string) RoomIntent {
 	return RoomIntent{c: c, id: id}
 }
@@ -166,7 +166,7 @@ func (r RoomIntent) ID() string {
 	return r.id
 }
 
-// Ref returns the plain reference to the same Room: its calls never create it (B1).
+// Ref returns the plain reference to the same Room: its calls never create it.
 func (r RoomIntent) Ref() RoomRef {
 	return RoomRef(r)
 }
@@ -195,8 +195,8 @@ func (r RoomIntent) Leave(ctx context.Context, msg *LeaveRequest, opts ...sdk.Ca
 	return r.c.Send(ctx, sdk.InstanceIntent(RoomTypeName, r.id).WithDesc(&Room_SpotDesc), "Leave", msg, opts...)
 }
 
-// Close explicitly closes the Room (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Room.
+// Close explicitly closes the Room: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Room.
 func (r RoomIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero RoomIntent (make references with OpenRoom)", sdk.ErrInvalidArgument)

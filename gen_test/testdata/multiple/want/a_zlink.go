@@ -17,7 +17,7 @@ const _ = sdk.SupportPackageIsVersion1
 // AlphaTypeName is the stable type name of the Instance Spot Alpha.
 const AlphaTypeName = "multi.Alpha"
 
-// The full method names of Alpha, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of Alpha, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	Alpha_Ping_FullMethodName = "/multi.Alpha/Ping"
 )
@@ -56,7 +56,7 @@ var Alpha_SpotDesc = sdk.SpotDesc{
 }
 
 // RegisterAlpha registers the Instance Spot type Alpha with r. newAlpha makes the object that serves a
-// Alpha each time one is activated; opts configure the type (sdk.WithIdleTimeout).
+// Alpha each time one is activated; opts configure the type ([sdk.WithIdleTimeout]).
 func RegisterAlpha(r sdk.Registrar, newAlpha func(sdk.SpotContext) (Alpha, error), opts ...sdk.TypeOption) error {
 	if r == nil || newAlpha == nil {
 		return fmt.Errorf("%w: RegisterAlpha needs a registrar and a factory", sdk.ErrInvalidArgument)
@@ -74,7 +74,7 @@ func RegisterAlpha(r sdk.Registrar, newAlpha func(sdk.SpotContext) (Alpha, error
 }
 
 // AlphaRef is a plain reference to one Instance Spot of type Alpha: its calls never create the Spot,
-// and a call to a missing one answers sdk.ErrNotFound (B1). OpenAlpha makes references whose calls create.
+// and a call to a missing one answers [sdk.ErrNotFound]. [OpenAlpha] makes references whose calls create.
 //
 // Alpha is an Instance Spot.
 type AlphaRef struct {
@@ -82,7 +82,7 @@ type AlphaRef struct {
 	id string
 }
 
-// AlphaOf returns a plain reference to the Alpha id through c: its calls never create it (B1).
+// AlphaOf returns a plain reference to the Alpha id through c: its calls never create it.
 func AlphaOf(c sdk.Client, id string) AlphaRef {
 	return AlphaRef{c: c, id: id}
 }
@@ -108,8 +108,8 @@ func (r AlphaRef) Ping(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption
 	return reply, nil
 }
 
-// Close explicitly closes the Alpha (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Alpha.
+// Close explicitly closes the Alpha: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Alpha.
 func (r AlphaRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero AlphaRef (make references with AlphaOf)", sdk.ErrInvalidArgument)
@@ -118,8 +118,8 @@ func (r AlphaRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 }
 
 // AlphaIntent is a reference to one Instance Spot of type Alpha whose every call carries create-intent:
-// the first call to a missing Spot creates it, and concurrent first calls all reach the one created
-// (A2, B5). Use AlphaRef for calls that must not create.
+// the first call to a missing Spot creates it, and concurrent first calls all reach the one created.
+// Use [AlphaRef] for calls that must not create.
 //
 // Alpha is an Instance Spot.
 type AlphaIntent struct {
@@ -127,8 +127,8 @@ type AlphaIntent struct {
 	id string
 }
 
-// OpenAlpha returns a reference to the Alpha id through c whose calls create it when it is missing
-// (create-intent, A2). Nothing is created until the first call.
+// OpenAlpha returns a reference to the Alpha id through c whose calls create it when it is missing.
+// Nothing is created until the first call.
 func OpenAlpha(c sdk.Client, id string) AlphaIntent {
 	return AlphaIntent{c: c, id: id}
 }
@@ -138,7 +138,7 @@ func (r AlphaIntent) ID() string {
 	return r.id
 }
 
-// Ref returns the plain reference to the same Alpha: its calls never create it (B1).
+// Ref returns the plain reference to the same Alpha: its calls never create it.
 func (r AlphaIntent) Ref() AlphaRef {
 	return AlphaRef(r)
 }
@@ -159,8 +159,8 @@ func (r AlphaIntent) Ping(ctx context.Context, req *pb.Ping, opts ...sdk.CallOpt
 	return reply, nil
 }
 
-// Close explicitly closes the Alpha (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Alpha.
+// Close explicitly closes the Alpha: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Alpha.
 func (r AlphaIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero AlphaIntent (make references with OpenAlpha)", sdk.ErrInvalidArgument)
@@ -171,7 +171,7 @@ func (r AlphaIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 // BetaTypeName is the stable type name of the User Spot Beta.
 const BetaTypeName = "multi.B"
 
-// The full method names of Beta, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of Beta, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	Beta_Ping_FullMethodName = "/multi.B/Ping"
 )
@@ -227,8 +227,8 @@ func RegisterBeta(r sdk.Registrar, newBeta func(sdk.SpotContext) (Beta, error), 
 	}, opts...)
 }
 
-// BetaRef is a reference to one User Spot of type Beta. Its calls never create the Spot (B1): CreateBeta
-// does, explicitly (A2). A call to a missing one answers sdk.ErrNotFound.
+// BetaRef is a reference to one User Spot of type Beta. Its calls never create the Spot: [CreateBeta]
+// does, explicitly. A call to a missing one answers [sdk.ErrNotFound].
 //
 // Beta is a User Spot in the same file.
 type BetaRef struct {
@@ -236,14 +236,14 @@ type BetaRef struct {
 	id string
 }
 
-// BetaOf returns a reference to the existing Beta id through c: its calls never create it (B1).
+// BetaOf returns a reference to the existing Beta id through c: its calls never create it.
 func BetaOf(c sdk.Client, id string) BetaRef {
 	return BetaRef{c: c, id: id}
 }
 
-// CreateBeta explicitly creates the Beta id through c (A2) and returns a reference to it. When the
-// Beta already exists, it returns the runtime's error, which matches sdk.ErrAlreadyExists; address
-// the existing one with BetaOf. sdk.OnNode among opts places the new Beta on a node.
+// CreateBeta explicitly creates the Beta id through c and returns a reference to it. When the
+// Beta already exists, it returns the runtime's error, which matches [sdk.ErrAlreadyExists]; address
+// the existing one with [BetaOf]. [sdk.OnNode] among opts places the new Beta on a node.
 func CreateBeta(ctx context.Context, c sdk.Client, id string, opts ...sdk.CallOption) (BetaRef, error) {
 	if c == nil {
 		return BetaRef{}, fmt.Errorf("%w: CreateBeta needs a client", sdk.ErrInvalidArgument)
@@ -275,8 +275,8 @@ func (r BetaRef) Ping(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption)
 	return reply, nil
 }
 
-// Close explicitly closes the Beta (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Beta.
+// Close explicitly closes the Beta: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Beta.
 func (r BetaRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero BetaRef (make references with BetaOf)", sdk.ErrInvalidArgument)

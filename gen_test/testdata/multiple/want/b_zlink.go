@@ -17,7 +17,7 @@ const _ = sdk.SupportPackageIsVersion1
 // GammaTypeName is the stable type name of the Entry Spot Gamma.
 const GammaTypeName = "multi.Gamma"
 
-// The full method names of Gamma, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of Gamma, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	Gamma_Ping_FullMethodName = "/multi.Gamma/Ping"
 )
@@ -74,7 +74,7 @@ func RegisterGamma(r sdk.Registrar, newGamma func(sdk.SpotContext) (Gamma, error
 }
 
 // GammaRef is a reference to the Entry Spot Gamma of one node. Every Object Server node has
-// exactly one Gamma from its start (A2); nothing on this reference creates, closes or relocates it.
+// exactly one Gamma from its start; nothing on this reference creates, closes or relocates it.
 //
 // Gamma is an Entry Spot in another file.
 type GammaRef struct {

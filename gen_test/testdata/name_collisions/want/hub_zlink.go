@@ -17,7 +17,7 @@ const _ = sdk2.SupportPackageIsVersion1
 // HubTypeName is the stable type name of the User Spot Hub.
 const HubTypeName = "hub.Hub"
 
-// The full method names of Hub, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of Hub, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	Hub_Join_FullMethodName = "/hub.Hub/Join"
 )
@@ -73,8 +73,8 @@ func RegisterHub(r sdk2.Registrar, newHub func(sdk2.SpotContext) (Hub, error), o
 	}, opts...)
 }
 
-// HubRef is a reference to one User Spot of type Hub. Its calls never create the Spot (B1): CreateHub
-// does, explicitly (A2). A call to a missing one answers sdk.ErrNotFound.
+// HubRef is a reference to one User Spot of type Hub. Its calls never create the Spot: [CreateHub]
+// does, explicitly. A call to a missing one answers [sdk.ErrNotFound].
 //
 // Hub connects players.
 type HubRef struct {
@@ -82,14 +82,14 @@ type HubRef struct {
 	id string
 }
 
-// HubOf returns a reference to the existing Hub id through c: its calls never create it (B1).
+// HubOf returns a reference to the existing Hub id through c: its calls never create it.
 func HubOf(c sdk2.Client, id string) HubRef {
 	return HubRef{c: c, id: id}
 }
 
-// CreateHub explicitly creates the Hub id through c (A2) and returns a reference to it. When the
-// Hub already exists, it returns the runtime's error, which matches sdk.ErrAlreadyExists; address
-// the existing one with HubOf. sdk.OnNode among opts places the new Hub on a node.
+// CreateHub explicitly creates the Hub id through c and returns a reference to it. When the
+// Hub already exists, it returns the runtime's error, which matches [sdk.ErrAlreadyExists]; address
+// the existing one with [HubOf]. [sdk.OnNode] among opts places the new Hub on a node.
 func CreateHub(ctx context.Context, c sdk2.Client, id string, opts ...sdk2.CallOption) (HubRef, error) {
 	if c == nil {
 		return HubRef{}, fmt2.Errorf("%w: CreateHub needs a client", sdk2.ErrInvalidArgument)
@@ -121,8 +121,8 @@ func (r HubRef) Join(ctx context.Context, req2 *pb.JoinRequest, opts ...sdk2.Cal
 	return reply, nil
 }
 
-// Close explicitly closes the Hub (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Hub.
+// Close explicitly closes the Hub: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Hub.
 func (r HubRef) Close(ctx context.Context, opts ...sdk2.CallOption) error {
 	if r.c == nil {
 		return fmt2.Errorf("%w: Close on a zero HubRef (make references with HubOf)", sdk2.ErrInvalidArgument)

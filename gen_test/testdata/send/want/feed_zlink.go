@@ -17,7 +17,7 @@ const _ = sdk.SupportPackageIsVersion1
 // FeedTypeName is the stable type name of the Instance Spot Feed.
 const FeedTypeName = "feed.Feed"
 
-// The full method names of Feed, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of Feed, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	Feed_Post_FullMethodName = "/feed.Feed/Post"
 	Feed_Ping_FullMethodName = "/feed.Feed/Ping"
@@ -69,7 +69,7 @@ var Feed_SpotDesc = sdk.SpotDesc{
 }
 
 // RegisterFeed registers the Instance Spot type Feed with r. newFeed makes the object that serves a
-// Feed each time one is activated; opts configure the type (sdk.WithIdleTimeout).
+// Feed each time one is activated; opts configure the type ([sdk.WithIdleTimeout]).
 func RegisterFeed(r sdk.Registrar, newFeed func(sdk.SpotContext) (Feed, error), opts ...sdk.TypeOption) error {
 	if r == nil || newFeed == nil {
 		return fmt.Errorf("%w: RegisterFeed needs a registrar and a factory", sdk.ErrInvalidArgument)
@@ -87,7 +87,7 @@ func RegisterFeed(r sdk.Registrar, newFeed func(sdk.SpotContext) (Feed, error), 
 }
 
 // FeedRef is a plain reference to one Instance Spot of type Feed: its calls never create the Spot,
-// and a call to a missing one answers sdk.ErrNotFound (B1). OpenFeed makes references whose calls create.
+// and a call to a missing one answers [sdk.ErrNotFound]. [OpenFeed] makes references whose calls create.
 //
 // Feed collects notes.
 type FeedRef struct {
@@ -95,7 +95,7 @@ type FeedRef struct {
 	id string
 }
 
-// FeedOf returns a plain reference to the Feed id through c: its calls never create it (B1).
+// FeedOf returns a plain reference to the Feed id through c: its calls never create it.
 func FeedOf(c sdk.Client, id string) FeedRef {
 	return FeedRef{c: c, id: id}
 }
@@ -121,8 +121,8 @@ func (r FeedRef) Ping(ctx context.Context, msg *pb.Ping, opts ...sdk.CallOption)
 	return r.c.Send(ctx, sdk.InstanceTarget(FeedTypeName, r.id).WithDesc(&Feed_SpotDesc), "Ping", msg, opts...)
 }
 
-// Close explicitly closes the Feed (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Feed.
+// Close explicitly closes the Feed: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Feed.
 func (r FeedRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero FeedRef (make references with FeedOf)", sdk.ErrInvalidArgument)
@@ -131,8 +131,8 @@ func (r FeedRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 }
 
 // FeedIntent is a reference to one Instance Spot of type Feed whose every call carries create-intent:
-// the first call to a missing Spot creates it, and concurrent first calls all reach the one created
-// (A2, B5). Use FeedRef for calls that must not create.
+// the first call to a missing Spot creates it, and concurrent first calls all reach the one created.
+// Use [FeedRef] for calls that must not create.
 //
 // Feed collects notes.
 type FeedIntent struct {
@@ -140,8 +140,8 @@ type FeedIntent struct {
 	id string
 }
 
-// OpenFeed returns a reference to the Feed id through c whose calls create it when it is missing
-// (create-intent, A2). Nothing is created until the first call.
+// OpenFeed returns a reference to the Feed id through c whose calls create it when it is missing.
+// Nothing is created until the first call.
 func OpenFeed(c sdk.Client, id string) FeedIntent {
 	return FeedIntent{c: c, id: id}
 }
@@ -151,7 +151,7 @@ func (r FeedIntent) ID() string {
 	return r.id
 }
 
-// Ref returns the plain reference to the same Feed: its calls never create it (B1).
+// Ref returns the plain reference to the same Feed: its calls never create it.
 func (r FeedIntent) Ref() FeedRef {
 	return FeedRef(r)
 }
@@ -172,8 +172,8 @@ func (r FeedIntent) Ping(ctx context.Context, msg *pb.Ping, opts ...sdk.CallOpti
 	return r.c.Send(ctx, sdk.InstanceIntent(FeedTypeName, r.id).WithDesc(&Feed_SpotDesc), "Ping", msg, opts...)
 }
 
-// Close explicitly closes the Feed (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Feed.
+// Close explicitly closes the Feed: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Feed.
 func (r FeedIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero FeedIntent (make references with OpenFeed)", sdk.ErrInvalidArgument)

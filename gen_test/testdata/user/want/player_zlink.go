@@ -17,7 +17,7 @@ const _ = sdk.SupportPackageIsVersion1
 // PlayerTypeName is the stable type name of the User Spot Player.
 const PlayerTypeName = "game.Player"
 
-// The full method names of Player, "/<type>/<method>" as sdk.FullMethodName makes them.
+// The full method names of Player, "/<type>/<method>" as [sdk.FullMethodName] makes them.
 const (
 	Player_Greet_FullMethodName  = "/game.Player/Greet"
 	Player_Notify_FullMethodName = "/game.Player/Notify"
@@ -92,8 +92,8 @@ func RegisterPlayer(r sdk.Registrar, newPlayer func(sdk.SpotContext) (Player, er
 	}, opts...)
 }
 
-// PlayerRef is a reference to one User Spot of type Player. Its calls never create the Spot (B1): CreatePlayer
-// does, explicitly (A2). A call to a missing one answers sdk.ErrNotFound.
+// PlayerRef is a reference to one User Spot of type Player. Its calls never create the Spot: [CreatePlayer]
+// does, explicitly. A call to a missing one answers [sdk.ErrNotFound].
 //
 // Player is one signed-in player. It exists from an explicit create until it is closed.
 type PlayerRef struct {
@@ -101,14 +101,14 @@ type PlayerRef struct {
 	id string
 }
 
-// PlayerOf returns a reference to the existing Player id through c: its calls never create it (B1).
+// PlayerOf returns a reference to the existing Player id through c: its calls never create it.
 func PlayerOf(c sdk.Client, id string) PlayerRef {
 	return PlayerRef{c: c, id: id}
 }
 
-// CreatePlayer explicitly creates the Player id through c (A2) and returns a reference to it. When the
-// Player already exists, it returns the runtime's error, which matches sdk.ErrAlreadyExists; address
-// the existing one with PlayerOf. sdk.OnNode among opts places the new Player on a node.
+// CreatePlayer explicitly creates the Player id through c and returns a reference to it. When the
+// Player already exists, it returns the runtime's error, which matches [sdk.ErrAlreadyExists]; address
+// the existing one with [PlayerOf]. [sdk.OnNode] among opts places the new Player on a node.
 func CreatePlayer(ctx context.Context, c sdk.Client, id string, opts ...sdk.CallOption) (PlayerRef, error) {
 	if c == nil {
 		return PlayerRef{}, fmt.Errorf("%w: CreatePlayer needs a client", sdk.ErrInvalidArgument)
@@ -148,8 +148,8 @@ func (r PlayerRef) Notify(ctx context.Context, msg *pb.Note, opts ...sdk.CallOpt
 	return r.c.Send(ctx, sdk.UserTarget(PlayerTypeName, r.id).WithDesc(&Player_SpotDesc), "Notify", msg, opts...)
 }
 
-// Close explicitly closes the Player (D3): admission stops, queued work finishes, its OnClose
-// runs with sdk.CloseExplicit, then its location is released. It never creates the Player.
+// Close explicitly closes the Player: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Player.
 func (r PlayerRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	if r.c == nil {
 		return fmt.Errorf("%w: Close on a zero PlayerRef (make references with PlayerOf)", sdk.ErrInvalidArgument)
