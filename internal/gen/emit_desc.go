@@ -50,7 +50,8 @@ func (e *emitter) desc(s *Interface) {
 	n, l := namesOf(s), e.loc
 	e.f.Line()
 	e.f.Add(comment(fmt.Sprintf("%s describes the %s Spot type %s to the runtime. Its dispatch table is keyed by\n"+
-		"stable method names, never ordinals, so nodes of different versions agree. %s registers it.", n.Desc, kindName(s), s.Name, n.Register)))
+		"stable method names, never ordinals, so nodes of different versions agree. %s registers it.\n"+
+		"It is for the generated code and the runtime: do not modify it, not even a copy.", n.Desc, kindName(s), s.Name, n.Register)))
 	kvs := []jen.Code{
 		field("Name", jen.Id(n.TypeName)),
 		field("Kind", sdkID("Kind"+kindName(s))),

@@ -25,6 +25,7 @@ const (
 
 // Echo_SpotDesc describes the Instance Spot type Echo to the runtime. Its dispatch table is keyed by
 // stable method names, never ordinals, so nodes of different versions agree. RegisterEcho registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
 var Echo_SpotDesc = sdk.SpotDesc{
 	Name: EchoTypeName,
 	Kind: sdk.KindInstance,

@@ -25,6 +25,7 @@ const (
 
 // Lobby_SpotDesc describes the Entry Spot type Lobby to the runtime. Its dispatch table is keyed by
 // stable method names, never ordinals, so nodes of different versions agree. RegisterLobby registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
 var Lobby_SpotDesc = sdk.SpotDesc{
 	Name: LobbyTypeName,
 	Kind: sdk.KindEntry,
@@ -180,6 +181,7 @@ const (
 
 // User_SpotDesc describes the User Spot type User to the runtime. Its dispatch table is keyed by
 // stable method names, never ordinals, so nodes of different versions agree. RegisterUser registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
 var User_SpotDesc = sdk.SpotDesc{
 	Name: UserTypeName,
 	Kind: sdk.KindUser,
@@ -325,6 +327,7 @@ const (
 
 // Room_SpotDesc describes the Instance Spot type Room to the runtime. Its dispatch table is keyed by
 // stable method names, never ordinals, so nodes of different versions agree. RegisterRoom registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
 var Room_SpotDesc = sdk.SpotDesc{
 	Name: RoomTypeName,
 	Kind: sdk.KindInstance,

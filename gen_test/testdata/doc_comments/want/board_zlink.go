@@ -26,6 +26,7 @@ const (
 
 // Board_SpotDesc describes the Instance Spot type Board to the runtime. Its dispatch table is keyed by
 // stable method names, never ordinals, so nodes of different versions agree. RegisterBoard registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
 var Board_SpotDesc = sdk.SpotDesc{
 	Name:        BoardTypeName,
 	Kind:        sdk.KindInstance,

@@ -29,6 +29,7 @@ const (
 
 // Arena_SpotDesc describes the Instance Spot type Arena to the runtime. Its dispatch table is keyed by
 // stable method names, never ordinals, so nodes of different versions agree. RegisterArena registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
 var Arena_SpotDesc = sdk.SpotDesc{
 	Name: ArenaTypeName,
 	Kind: sdk.KindInstance,

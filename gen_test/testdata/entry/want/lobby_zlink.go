@@ -25,6 +25,7 @@ const (
 
 // Lobby_SpotDesc describes the Entry Spot type Lobby to the runtime. Its dispatch table is keyed by
 // stable method names, never ordinals, so nodes of different versions agree. RegisterLobby registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
 var Lobby_SpotDesc = sdk.SpotDesc{
 	Name: LobbyTypeName,
 	Kind: sdk.KindEntry,

@@ -26,6 +26,7 @@ const (
 
 // Relay_SpotDesc describes the Instance Spot type Relay to the runtime. Its dispatch table is keyed by
 // stable method names, never ordinals, so nodes of different versions agree. RegisterRelay registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
 var Relay_SpotDesc = sdk.SpotDesc{
 	Name: RelayTypeName,
 	Kind: sdk.KindInstance,

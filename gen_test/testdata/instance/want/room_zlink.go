@@ -25,6 +25,7 @@ const (
 
 // Room_SpotDesc describes the Instance Spot type Room to the runtime. Its dispatch table is keyed by
 // stable method names, never ordinals, so nodes of different versions agree. RegisterRoom registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
 var Room_SpotDesc = sdk.SpotDesc{
 	Name:        RoomTypeName,
 	Kind:        sdk.KindInstance,

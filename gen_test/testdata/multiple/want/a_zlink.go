@@ -24,6 +24,7 @@ const (
 
 // Alpha_SpotDesc describes the Instance Spot type Alpha to the runtime. Its dispatch table is keyed by
 // stable method names, never ordinals, so nodes of different versions agree. RegisterAlpha registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
 var Alpha_SpotDesc = sdk.SpotDesc{
 	Name: AlphaTypeName,
 	Kind: sdk.KindInstance,
@@ -178,6 +179,7 @@ const (
 
 // Beta_SpotDesc describes the User Spot type Beta to the runtime. Its dispatch table is keyed by
 // stable method names, never ordinals, so nodes of different versions agree. RegisterBeta registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
 var Beta_SpotDesc = sdk.SpotDesc{
 	Name: BetaTypeName,
 	Kind: sdk.KindUser,

@@ -24,6 +24,7 @@ const (
 
 // Gamma_SpotDesc describes the Entry Spot type Gamma to the runtime. Its dispatch table is keyed by
 // stable method names, never ordinals, so nodes of different versions agree. RegisterGamma registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
 var Gamma_SpotDesc = sdk.SpotDesc{
 	Name: GammaTypeName,
 	Kind: sdk.KindEntry,

@@ -24,6 +24,7 @@ const (
 
 // Hub_SpotDesc describes the User Spot type Hub to the runtime. Its dispatch table is keyed by
 // stable method names, never ordinals, so nodes of different versions agree. RegisterHub registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
 var Hub_SpotDesc = sdk2.SpotDesc{
 	Name: HubTypeName,
 	Kind: sdk2.KindUser,

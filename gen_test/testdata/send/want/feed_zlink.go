@@ -25,6 +25,7 @@ const (
 
 // Feed_SpotDesc describes the Instance Spot type Feed to the runtime. Its dispatch table is keyed by
 // stable method names, never ordinals, so nodes of different versions agree. RegisterFeed registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
 var Feed_SpotDesc = sdk.SpotDesc{
 	Name: FeedTypeName,
 	Kind: sdk.KindInstance,

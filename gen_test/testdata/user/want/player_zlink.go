@@ -25,6 +25,7 @@ const (
 
 // Player_SpotDesc describes the User Spot type Player to the runtime. Its dispatch table is keyed by
 // stable method names, never ordinals, so nodes of different versions agree. RegisterPlayer registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
 var Player_SpotDesc = sdk.SpotDesc{
 	Name: PlayerTypeName,
 	Kind: sdk.KindUser,
