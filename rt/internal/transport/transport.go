@@ -394,8 +394,12 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 		return fmt.Errorf("transport: stream without a valid %s header: %w", nodeHeader, err)
 	}
 	// Under mutual TLS the peer is who its certificate says, whatever its header says.
-	if _, certified, err := peerIdentity(s.Context()); err != nil {
+	if overTLS, certified, err := peerIdentity(s.Context()); err != nil {
 		return status.Errorf(codes.Unauthenticated, "transport: %v", err)
+	} else if overTLS && certified == "" {
+		// Over TLS without a verified client certificate the header alone would say who the
+		// peer is: a node with ServerTLS requires its peers' certificates.
+		return status.Errorf(codes.Unauthenticated, "transport: the peer %s sent no certificate of the mesh's CA (ServerTLS needs ClientAuth tls.RequireAndVerifyClientCert)", from)
 	} else if certified != "" && certified != from {
 		return status.Errorf(codes.Unauthenticated, "transport: the peer says it is node %s, its certificate names node %s", from, certified)
 	}
@@ -471,10 +475,16 @@ type peerStream struct {
 	calls map[uint64]context.CancelFunc // the calls still running, to cancel them
 }
 
-func (p *peerStream) add(id uint64, cancel context.CancelFunc) {
+// add enters a call; a call ID still in flight on this stream is refused, so that one call's
+// reply can never end another's context.
+func (p *peerStream) add(id uint64, cancel context.CancelFunc) bool {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, busy := p.calls[id]; busy {
+		return false
+	}
 	p.calls[id] = cancel
-	p.mu.Unlock()
+	return true
 }
 
 func (p *peerStream) done(id uint64) {
@@ -531,7 +541,12 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request) {
 	} else {
 		cctx, cancel = context.WithCancel(ctx)
 	}
-	p.add(id, cancel)
+	if !p.add(id, cancel) {
+		cancel()
+		p.out.push(replyEnvelope(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: call ID %d from %s is still in flight",
+			sdk.ErrInvalidArgument, id, p.from))}))
+		return
+	}
 	var once sync.Once
 	t.handler.Handle(cctx, p.from, req, func(r *wire.Reply) {
 		once.Do(func() {

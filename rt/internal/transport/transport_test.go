@@ -684,3 +684,19 @@ func TestListenerFailureIsReported(t *testing.T) {
 	require.NoError(t, quiet.Close())
 	assert.Empty(t, failed, "Close is not a failure")
 }
+
+// A node with ServerTLS that does not verify client certificates still refuses a peer without
+// one: otherwise the zlink-node header alone would say who the peer is.
+func TestTLSPeerWithoutACertificateIsRefused(t *testing.T) {
+	pki := rttest.NewPKI(t, "mesh-ca")
+	bs, bc := pki.MutualTLS(t, "b")
+	bs.ClientAuth = tls.NoClientCert
+	b := start(t, "b", handler{}, func(c *transport.Config) { c.ServerTLS, c.ClientTLS = bs, bc })
+	as, ac := pki.MutualTLS(t, "a")
+	ac.Certificates = nil // trusts b, but proves nothing of itself
+	a := start(t, "a", handler{}, func(c *transport.Config) { c.ServerTLS, c.ClientTLS = as, ac })
+	a.Connect("b", b.Addr())
+	_, err := a.Call(ctx, "b", &wire.Request{Payload: []byte("who am I?")})
+	require.ErrorIs(t, err, sdk.ErrOwnerUnavailable)
+	assert.NotEqual(t, sdk.PeerStateReady, a.PeerState("b"))
+}
