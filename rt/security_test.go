@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -313,4 +314,62 @@ func TestNodeWithoutAMeshCertificateCanNeitherJoinNorCall(t *testing.T) {
 	got, err := record(a, ledger("on-a"), "still-serving")
 	require.NoError(t, err)
 	assert.Equal(t, "still-serving", got)
+}
+
+// A call ID still in flight on a stream is refused when it comes again: one call's reply never
+// ends another's context.
+func TestDuplicateCallIDInFlightIsRefused(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	h := c.hosts[0]
+	_, err := record(h, openLedger("sleeper"), "create")
+	require.NoError(t, err)
+	peer := rttest.DialRawPeer(t, h.Endpoint())
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := peer.Stream(sctx, "duplicate")
+	require.NoError(t, err)
+	sleep, err := proto.Marshal(wrapperspb.Int64(1000))
+	require.NoError(t, err)
+	req := func() *wire.Request {
+		return &wire.Request{CallId: 7, Op: wire.Op_OP_CALL, Kind: uint32(sdk.KindInstance), Type: rttest.LedgerType,
+			Id: "sleeper", Method: rttest.LedgerSleep, Payload: sleep}
+	}
+	require.NoError(t, s.SendMsg(rttest.Batch(req(), req())))
+	var replies []*wire.Reply
+	for len(replies) < 2 {
+		var b wire.Batch
+		require.NoError(t, s.RecvMsg(&b))
+		for _, env := range b.Envelopes {
+			if r := env.GetReply(); r != nil {
+				replies = append(replies, r)
+			}
+		}
+	}
+	require.NotNil(t, replies[0].Error, "the duplicate is answered first, refused")
+	assert.True(t, replies[0].Refused)
+	assert.ErrorIs(t, wire.DecodeError(replies[0].Error), sdk.ErrInvalidArgument)
+	assert.Nil(t, replies[1].Error, "the first call ran to its end, its context untouched")
+	_ = s.CloseSend()
+}
+
+// A peer's request with an overlong method name is refused before anything logs it.
+func TestOverlongMethodNameIsRefused(t *testing.T) {
+	c := newCluster(t, 1, func(_ int, cfg *rt.Config) {
+		cfg.Unhandled = sdk.UnhandledDispatchOptions{Request: sdk.UnhandledDispatchActionLogAndDrop}
+	})
+	peer := rttest.DialRawPeer(t, c.hosts[0].Endpoint())
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := peer.Stream(sctx, "long-names")
+	require.NoError(t, err)
+	require.NoError(t, s.SendMsg(rttest.Batch(&wire.Request{CallId: 1, Op: wire.Op_OP_CALL, Kind: uint32(sdk.KindInstance),
+		Type: rttest.LedgerType, Id: "x", Method: strings.Repeat("m", 100_000)})))
+	var b wire.Batch
+	require.NoError(t, s.RecvMsg(&b), "answered at once, not held as a dropped request")
+	require.Len(t, b.Envelopes, 1)
+	r := b.Envelopes[0].GetReply()
+	require.NotNil(t, r)
+	assert.True(t, r.Refused)
+	assert.ErrorIs(t, wire.DecodeError(r.Error), sdk.ErrInvalidArgument)
+	_ = s.CloseSend()
 }

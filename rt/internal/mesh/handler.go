@@ -34,9 +34,16 @@ func (m *Mesh) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, r
 		reply(refusedReply(err))
 		return
 	}
+	if len(req.Method) > maxMethodName {
+		// Refused before anything logs or counts it: a peer does not choose the size of our logs.
+		reply(refusedReply(fmt.Errorf("%w: a method name of %d bytes (at most %d)", sdk.ErrInvalidArgument, len(req.Method), maxMethodName)))
+		return
+	}
 	// The caller's trace continues here (I5): the turn's span, or the activation's, is a child
-	// of the caller's span.
-	ctx = telemetry.Extract(ctx, req)
+	// of the caller's span. Off reads nothing of it.
+	if sdk.CurrentDiagnosticsLevel() != sdk.DiagnosticsLevelOff {
+		ctx = telemetry.Extract(ctx, req)
+	}
 	switch req.Op {
 	case wire.Op_OP_CALL, wire.Op_OP_SEND:
 		m.handleMessage(ctx, from, t, req, reply)

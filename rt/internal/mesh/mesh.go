@@ -119,6 +119,7 @@ type Mesh struct {
 	reclaimKick chan struct{}
 	slowSlots   chan struct{} // a place for each peer's request that may wait on the store
 	publishing  chan struct{} // held while the node's descriptor is written: one writer at a time
+	held        atomic.Int64  // peers' dropped requests whose replies are withheld now
 	closeOnce   sync.Once
 }
 

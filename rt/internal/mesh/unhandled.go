@@ -150,8 +150,19 @@ func (m *Mesh) refuseUnhandled(ctx context.Context, from sdk.NodeID, t sdk.Targe
 		reply(&wire.Reply{}) // no owner: nothing to cache a route to
 		return
 	}
+	if m.held.Add(1) > maxHeldUnhandled {
+		// A peer that floods the node with unknown requests does not make it hold each one.
+		m.held.Add(-1)
+		reply(refusedReply(m.errNoReply()))
+		return
+	}
 	var once sync.Once
-	answer := func(err error) { once.Do(func() { reply(refusedReply(err)) }) }
+	answer := func(err error) {
+		once.Do(func() {
+			m.held.Add(-1)
+			reply(refusedReply(err))
+		})
+	}
 	timer := time.AfterFunc(m.cfg.UnhandledHold, func() { answer(m.errNoReply()) })
 	// The stream's end ends ctx too, so neither the timer nor this outlives the mesh.
 	context.AfterFunc(ctx, func() {
@@ -159,6 +170,13 @@ func (m *Mesh) refuseUnhandled(ctx context.Context, from sdk.NodeID, t sdk.Targe
 		answer(ctx.Err())
 	})
 }
+
+// maxHeldUnhandled bounds the dropped requests of peers whose replies a node withholds at once;
+// past it they are answered at once as if their hold had passed.
+const maxHeldUnhandled = 4096
+
+// maxMethodName bounds the method name of a peer's request.
+const maxMethodName = 256
 
 // throwBeforeSend applies Throw on the sending side: a message that the target's descriptor
 // shows no handler for is refused here, unsent.
