@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/rt/internal/telemetry"
@@ -114,6 +115,23 @@ type Config struct {
 	// StopTimeout bounds Close: Spots not closed by then keep their records, which turn
 	// Unavailable with the node's lease (default 30 s).
 	StopTimeout time.Duration
+
+	// Inbound bounds what the node takes in at once, across all its Spots. The Core HWM is a
+	// byte budget for the requests its peers sent that it still holds, from their arrival until
+	// their reply is queued (a one-way message: until its handler returns); a request that does
+	// not fit is refused with sdk.ErrInboundBudget, and its peer's stream is not read until
+	// bytes return. The budget is CoreHwmBudgetBytes, else the memory limit
+	// (CoreHwmMemoryLimitBytes, else GOMEMLIMIT when set) divided by 4 (Balanced profile), 2
+	// (Throughput) or 8 (LowMemory), else 256 MiB, 1 GiB or 64 MiB by profile, and at least two
+	// messages of MaxMessageSize. The application job queue bounds the messages queued or
+	// running in the node's Spots at once: MaxQueuedApplicationJobs under the Manual profile,
+	// else 1,024 per GOMAXPROCS and at least 4,096. A caller that finds it full waits for room
+	// until its context ends, then gets sdk.ErrCapacityExceeded (Where: scheduler); a message
+	// that a handler sends or calls while the queue is full is taken beyond its size instead of
+	// waiting for the permits its caller holds. Above the pause threshold (default 90% of the
+	// queue) the node stops reading its peers' streams, and starts again at the resume threshold
+	// (default seven ninths of the pause threshold, 70%). The zero value is every default.
+	Inbound sdk.InboundDispatchOptions
 
 	// Unhandled is what the node does with a message it knows no handler for: its Spot type is
 	// not registered here, or the type has no such method. One action per family: Request for
@@ -274,6 +292,9 @@ func (c Config) Validate() error {
 	if c.ServerTLS == nil && !c.InsecurePlaintext && !loopback(c.ListenAddr) {
 		errs = append(errs, fmt.Errorf("%w: the node listens on %s without TLS, so anyone who reaches that port can call, create and close any Spot: "+
 			"set ServerTLS and ClientTLS (mutual TLS), or InsecurePlaintext on a network you trust", sdk.ErrConfig, c.ListenAddr))
+	}
+	if _, err := capacity.Resolve(c.Inbound, c.MaxMessageSize); err != nil {
+		errs = append(errs, fmt.Errorf("Config.Inbound: %w", err))
 	}
 	if err := c.Unhandled.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("Config.Unhandled: %w", err))

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/zlink-go/zlink/rt/devetcd"
+	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/rt/internal/mesh"
 	"github.com/zlink-go/zlink/rt/internal/observe"
@@ -47,6 +48,9 @@ type Host struct {
 	state   atomic.Uint32 // sdk.RuntimeState; changed through setState, which publishes it
 	lc      lifecycle
 	tel     *telemetry.Telemetry
+	meter   *capacity.Meter
+	// stopGauges ends the capacity gauges at the shutdown.
+	stopGauges func()
 	// reregistrations counts the times the node registered again after its owner lease ended.
 	reregistrations atomic.Int64
 
@@ -68,7 +72,11 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	h := &Host{cfg: cfg, log: cfg.Logger.With("node", string(cfg.NodeID)), stop: make(chan struct{})}
+	settings, err := capacity.Resolve(cfg.Inbound, cfg.MaxMessageSize)
+	if err != nil {
+		return nil, err // Validate has seen it
+	}
+	h := &Host{cfg: cfg, log: cfg.Logger.With("node", string(cfg.NodeID)), stop: make(chan struct{}), meter: capacity.New(settings)}
 	h.stopCtx, h.stopCancel = context.WithCancel(context.Background())
 	if cfg.ServerTLS == nil && !loopback(cfg.ListenAddr) {
 		h.log.Warn("the node listens without TLS on a network address (InsecurePlaintext): anyone who reaches it can call, create and close any Spot",
@@ -131,7 +139,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		ObjectServer: server,
 		Transport: transport.Config{
 			ListenAddr: cfg.ListenAddr, ServerTLS: withTLS13(cfg.ServerTLS), ClientTLS: withTLS13(cfg.ClientTLS),
-			MaxMessageSize: cfg.MaxMessageSize, Dialer: cfg.Dialer, Logger: cfg.Logger,
+			MaxMessageSize: cfg.MaxMessageSize, Dialer: cfg.Dialer, Logger: cfg.Logger, Meter: h.meter,
 			OnServeFailure: func(err error) { h.fail(fmt.Errorf("peers can no longer reach the node: %w", err)) },
 		},
 		ReclaimInterval: cfg.LeaseTTL * 3,
@@ -175,6 +183,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		Logger:                   cfg.Logger,
 		ClientOnly:               !server,
 		Telemetry:                h.tel,
+		Meter:                    h.meter,
 	}, h.store, reg, types, spotClient{h})
 	if err != nil {
 		return nil, err
@@ -191,6 +200,15 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 	h.lc.mesh = observe.NewHub(h.mesh.Status(cfg.MeshName), isTerminalMesh)
 	h.watchers.Go(h.watchLease)
 	h.watchers.Go(h.watchMeshStatus)
+	h.watchers.Go(h.watchCapacity)
+	h.stopGauges = h.tel.ObserveCapacity(func() telemetry.CapacityFigures {
+		c := h.CapacityStatus()
+		return telemetry.CapacityFigures{
+			InboundBytes:  int64(c.CoreHwm.TotalMessagingAccountedBytes),
+			InboundBudget: int64(c.CoreHwm.EffectiveBudgetBytes),
+			JobPermits:    int64(c.ApplicationJobQueue.PermitsInUse),
+		}
+	})
 	return h, nil
 }
 
@@ -363,6 +381,9 @@ func (h *Host) teardown(ctx context.Context) error {
 	close(h.stop)
 	h.stopCancel()
 	h.watchers.Wait()
+	if h.stopGauges != nil {
+		h.stopGauges()
+	}
 	var errs []error
 	if h.catalog != nil {
 		errs = append(errs, h.catalog.Close(ctx))

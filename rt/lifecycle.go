@@ -29,6 +29,9 @@ type lifecycle struct {
 	// meshMu makes one publisher of the mesh status at a time, so that observers see its
 	// Sequence only grow.
 	meshMu sync.Mutex
+
+	capacity   *observe.Hub[sdk.HostCapacityStatus]
+	capacityMu sync.Mutex // one publisher of the capacity figures at a time
 }
 
 // shutdownOp is the shared shutdown: every caller waits on the same one (F10).
@@ -49,6 +52,7 @@ func (h *Host) initLifecycle() {
 	h.lc.meshKick = make(chan struct{}, 1)
 	h.state.Store(uint32(sdk.RuntimeStatePreparing))
 	h.lc.runtime = observe.NewHub(h.runtimeStatusLocked(), isTerminalRuntime)
+	h.lc.capacity = observe.NewHub(h.CapacityStatus(), nil)
 }
 
 // setState moves the host to s and publishes the new status (F11, H5: only on a change).
@@ -82,6 +86,7 @@ func (h *Host) runtimeStatusLocked() sdk.RuntimeStatus {
 		TerminationResult: h.lc.termination,
 		Sequence:          h.lc.seq,
 		ObservedAt:        time.Now(),
+		Capacity:          h.CapacityStatus(),
 		// No relocation has started on this node, so none can be unfinished (F12).
 		SafeToShutdown: true,
 	}
@@ -99,9 +104,14 @@ func (h *Host) startServing() error {
 }
 
 // Status returns the host's current runtime status: its lifecycle state, whether it takes
-// application work, the deadline of a shutdown in progress and the result of the one that
-// ended. The value is a snapshot shared with observers; do not modify it.
-func (h *Host) Status() sdk.RuntimeStatus { return h.lc.runtime.Current() }
+// application work, the deadline of a shutdown in progress, the result of the one that ended,
+// and the capacity figures now (the statuses that ObserveRuntime delivers carry the figures of
+// the moment their state changed).
+func (h *Host) Status() sdk.RuntimeStatus {
+	st := h.lc.runtime.Current()
+	st.Capacity = h.CapacityStatus()
+	return st
+}
 
 // ObserveRuntime streams the host's runtime status: the current one first, then each change.
 // A consumer slower than the changes receives the newest status and the count of those it
@@ -133,11 +143,6 @@ func (h *Host) publishMesh() {
 		h.lc.mesh.Publish(st)
 	}
 }
-
-// ResetCapacityMetrics resets every peak and cumulative capacity figure and starts a new
-// measurement epoch; current values are untouched. The node measures no capacity figures yet,
-// so there is nothing to reset.
-func (h *Host) ResetCapacityMetrics() {}
 
 // meshStatusInterval is how often the mesh status is recomputed for its observers; a change of
 // the runtime state is published at once.
@@ -262,6 +267,8 @@ func (h *Host) finish(result sdk.TerminationResult) {
 	h.state.Store(uint32(sdk.RuntimeStateStopped))
 	h.lc.runtime.Publish(h.runtimeStatusLocked())
 	h.lc.runtime.Close()
+	h.publishCapacity()
+	h.lc.capacity.Close()
 	if h.lc.mesh != nil {
 		h.publishMesh() // Stopped, numbered by the mesh's own tracker
 		h.lc.mesh.Close()

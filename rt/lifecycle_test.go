@@ -74,7 +74,8 @@ func TestF11_StatusFollowsTheLifecycle(t *testing.T) {
 	assert.Nil(t, st.TerminationResult)
 	assert.NotZero(t, st.Sequence)
 	assert.WithinDuration(t, time.Now(), st.ObservedAt, time.Minute)
-	assert.Equal(t, sdk.HostCapacityStatus{}, st.Capacity)
+	assert.Positive(t, st.Capacity.CoreHwm.EffectiveBudgetBytes, "the status carries the capacity figures")
+	assert.Positive(t, st.Capacity.ApplicationJobQueue.EffectiveMaxQueuedApplicationJobs)
 
 	ended, _ := collect(h.ObserveRuntime(context.Background()))
 	res, err := h.Shutdown(ctx, 10*time.Second)

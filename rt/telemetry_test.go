@@ -536,6 +536,18 @@ func TestI5_MetricsCountCalls(t *testing.T) {
 	require.True(t, ok)
 	require.Len(t, gauge.DataPoints, 1)
 	assert.Equal(t, int64(1), gauge.DataPoints[0].Value)
+	// The capacity gauges: the budget in force, nothing held and no job running between calls.
+	for name, want := range map[string]int64{
+		"zlink.inbound.budget": int64(h.CapacityStatus().CoreHwm.EffectiveBudgetBytes),
+		"zlink.inbound.bytes":  0,
+		"zlink.jobs.permits":   0,
+	} {
+		g, ok := m[name].(metricdata.Gauge[int64])
+		require.True(t, ok, name)
+		require.Len(t, g.DataPoints, 1, name)
+		assert.Equal(t, want, g.DataPoints[0].Value, name)
+	}
+	assert.Positive(t, h.CapacityStatus().CoreHwm.EffectiveBudgetBytes)
 
 	require.NoError(t, h.CloseSpot(ctx, sdk.InstanceTarget(probeType, "p")))
 	// CloseSpot returns once the close is decided; the activation ends right after.

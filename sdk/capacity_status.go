@@ -83,8 +83,11 @@ type HostCapacityStatus struct {
 	ApplicationJobQueue ApplicationJobQueueStatus
 }
 
-// CoreHwmStatus is the state of the process-level inbound admission budget, the Core HWM.
-// The fields follow the seed's order.
+// CoreHwmStatus is the state of the process-level inbound admission budget, the Core HWM: the
+// bytes of its peers' requests that the node holds, from their arrival until their reply is
+// queued (a one-way message: until its handler returns), and the replies it has queued for them.
+// A request costs its payload plus a fixed 256 bytes. The fields follow the seed's order; peaks
+// and ratios run from the start of the measurement epoch.
 type CoreHwmStatus struct {
 	// ConfiguredMemoryLimitBytes and ConfiguredBudgetBytes are the configured values, or nil when
 	// not configured.
@@ -92,28 +95,51 @@ type CoreHwmStatus struct {
 	ConfiguredBudgetBytes      *uint64
 	// ConfiguredProfile is the configured profile.
 	ConfiguredProfile CoreHwmProfile
-	// EffectiveBudgetBytes through ActiveReceiveQueueCount, apart from the reserved
-	// ApplicationAccountedBytes, are the budget in force and its current, provisional and peak
-	// accounting, in bytes, messages or queues as each name says.
-	EffectiveBudgetBytes    uint64
-	TotalAppliedHwmBytes    uint64
+	// EffectiveBudgetBytes is the budget in force.
+	EffectiveBudgetBytes uint64
+	// TotalAppliedHwmBytes is the sum of every byte limit in force: the budget and both lanes'
+	// byte limits of every Spot whose lanes exist now.
+	TotalAppliedHwmBytes uint64
+	// CoreQueueAccountedBytes is the bytes queued in the node's send queues to its peers,
+	// requests and replies, not yet handed to the connection.
 	CoreQueueAccountedBytes uint64
 	// ApplicationAccountedBytes is reserved for compatibility and always 0.
 	ApplicationAccountedBytes uint64
 
-	CurrentAccountedBytes           uint64
-	ProvisionalAccountedBytes       uint64
-	PeakAccountedBytes              uint64
+	// CurrentAccountedBytes is the bytes of peers' requests held now, and
+	// ProvisionalAccountedBytes the part of them not yet admitted to a Spot's lane (decoding,
+	// waiting for a creation, a close or a permit).
+	CurrentAccountedBytes     uint64
+	ProvisionalAccountedBytes uint64
+	// PeakAccountedBytes is the most that requests and queued replies held together.
+	PeakAccountedBytes uint64
+	// CompletionCurrentAccountedBytes and CompletionPeakAccountedBytes are the bytes of replies
+	// queued for peers now and at most; CompletionPendingMessageCount counts those replies.
 	CompletionCurrentAccountedBytes uint64
 	CompletionPeakAccountedBytes    uint64
 	CompletionPendingMessageCount   uint64
-	TotalMessagingAccountedBytes    uint64
-	MonitorQueueAppliedHwmBytes     uint64
-	MonitorQueueAccountedBytes      uint64
-	TotalInstanceAppliedHwmBytes    uint64
-	TotalInstanceAccountedBytes     uint64
-	// BlockedRatioPpm is the blocked ratio of inbound admission, in parts per million.
-	BlockedRatioPpm                       uint64
+	// TotalMessagingAccountedBytes is CurrentAccountedBytes and CompletionCurrentAccountedBytes
+	// together: what the budget is compared with.
+	TotalMessagingAccountedBytes uint64
+	// MonitorQueueAppliedHwmBytes and MonitorQueueAccountedBytes are the lifecycle lanes (the
+	// queues of the Spots' own closing and control work): the sum of their byte limits, and the
+	// bytes they reserve now.
+	MonitorQueueAppliedHwmBytes uint64
+	MonitorQueueAccountedBytes  uint64
+	// TotalInstanceAppliedHwmBytes and TotalInstanceAccountedBytes are the application lanes of
+	// every Spot: the sum of their byte limits, and the bytes they reserve now (payload plus a
+	// fixed cost per message, local messages included).
+	TotalInstanceAppliedHwmBytes uint64
+	TotalInstanceAccountedBytes  uint64
+	// BlockedRatioPpm is the share of the measurement epoch, in parts per million, during which
+	// at least one peer's stream was not read: the budget or the stream's share of it was
+	// exhausted, its replies were not being taken, or the application job queue was paused.
+	BlockedRatioPpm uint64
+	// ActiveDirectionalQueueCount is the number of open streams between this node and its
+	// peers, each a queue of requests one way and of replies the other;
+	// ActiveCompletionDirectionalQueueCount the number of those on which this node sends the
+	// replies (streams its peers opened); ActiveSendQueueCount and ActiveReceiveQueueCount the
+	// number of send queues and of readers running on them.
 	ActiveDirectionalQueueCount           uint64
 	ActiveCompletionDirectionalQueueCount uint64
 	ActiveSendQueueCount                  uint64
@@ -126,29 +152,40 @@ type CoreHwmStatus struct {
 	DeferredOriginCreditBytes        uint64
 }
 
-// ApplicationJobQueueStatus is the state of the application job queue. The fields follow
-// the seed's order.
+// ApplicationJobQueueStatus is the state of the application job queue: the bound on the
+// messages queued or running in all of the node's Spots at once. Each such job holds a permit
+// from its admission to a Spot's lane until its handler returns. The fields follow the seed's
+// order; peaks and totals run from the start of the measurement epoch.
 type ApplicationJobQueueStatus struct {
 	// ConfiguredProfile, ConfiguredManualMax (nil when not configured) and the threshold
-	// percents are the configured values.
+	// percents (0 when not configured) are the configured values.
 	ConfiguredProfile                ApplicationJobQueueProfile
 	ConfiguredManualMax              *uint64
 	ConfiguredPauseThresholdPercent  uint32
 	ConfiguredResumeThresholdPercent uint32
-	// EffectiveProcessorCount through ResumePermitCount are the sizes in force.
-	EffectiveProcessorCount           uint64
+	// EffectiveProcessorCount is GOMAXPROCS when the node started.
+	EffectiveProcessorCount uint64
+	// EffectiveMaxQueuedApplicationJobs is the number of permits; PausePermitCount and
+	// ResumePermitCount are the permits in use at which the node stops and starts again
+	// reading its peers' streams.
 	EffectiveMaxQueuedApplicationJobs uint64
 	PausePermitCount                  uint64
 	ResumePermitCount                 uint64
-	// ReservedSupplyPermits through CapacityWaitCount are the current, peak and cumulative
-	// figures.
+	// ReservedSupplyPermits is the permits held now beyond the queue's size by messages that a
+	// running handler made while the queue was full: they do not wait for the permits their
+	// own callers hold.
 	ReservedSupplyPermits uint64
+	// QueuedApplicationJobs is the jobs admitted to lanes and not started yet.
 	QueuedApplicationJobs uint64
-	PermitsInUse          uint64
-	PeakPermitsInUse      uint64
-	CapacityWaiters       uint64
-	CapacityWaitCount     uint64
-	// CapacityWaitDuration is the total time spent waiting for queue capacity.
+	// PermitsInUse and PeakPermitsInUse are the permits held now, reserved ones included, and
+	// at most.
+	PermitsInUse     uint64
+	PeakPermitsInUse uint64
+	// CapacityWaiters is the callers waiting for a permit now; CapacityWaitCount the waits
+	// that ended, with a permit or at their deadline.
+	CapacityWaiters   uint64
+	CapacityWaitCount uint64
+	// CapacityWaitDuration is the total time those waits lasted.
 	CapacityWaitDuration time.Duration
 	// PressureState says whether intake is paused.
 	PressureState ApplicationJobQueuePressureState

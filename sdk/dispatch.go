@@ -154,25 +154,26 @@ type InboundDispatchOptions struct {
 }
 
 // Validate refuses unknown profiles, a threshold percent over 100, and a resume threshold that is
-// not below the pause threshold when both are nonzero, with an error wrapping [ErrInvalidArgument]
-// that names the problem.
+// not below the pause threshold when both are nonzero. It reports every problem at once, each
+// wrapping [ErrInvalidArgument] and naming the value.
 func (o InboundDispatchOptions) Validate() error {
+	var errs []error
 	if int(o.CoreHwmProfile) >= len(coreHwmProfileNames) {
-		return fmt.Errorf("%w: unknown Core HWM profile %s", ErrInvalidArgument, o.CoreHwmProfile)
+		errs = append(errs, fmt.Errorf("%w: unknown Core HWM profile %s", ErrInvalidArgument, o.CoreHwmProfile))
 	}
 	if int(o.ApplicationJobQueueProfile) >= len(applicationJobQueueProfileNames) {
-		return fmt.Errorf("%w: unknown application job queue profile %s", ErrInvalidArgument, o.ApplicationJobQueueProfile)
+		errs = append(errs, fmt.Errorf("%w: unknown application job queue profile %s", ErrInvalidArgument, o.ApplicationJobQueueProfile))
 	}
 	pause, resume := o.ApplicationJobQueuePauseThresholdPercent, o.ApplicationJobQueueResumeThresholdPercent
 	if pause > 100 {
-		return fmt.Errorf("%w: application job queue pause threshold %d%% is over 100%%", ErrInvalidArgument, pause)
+		errs = append(errs, fmt.Errorf("%w: application job queue pause threshold %d%% is over 100%%", ErrInvalidArgument, pause))
 	}
 	if resume > 100 {
-		return fmt.Errorf("%w: application job queue resume threshold %d%% is over 100%%", ErrInvalidArgument, resume)
+		errs = append(errs, fmt.Errorf("%w: application job queue resume threshold %d%% is over 100%%", ErrInvalidArgument, resume))
 	}
 	if pause != 0 && resume != 0 && resume >= pause {
-		return fmt.Errorf("%w: application job queue resume threshold %d%% is not below the pause threshold %d%%",
-			ErrInvalidArgument, resume, pause)
+		errs = append(errs, fmt.Errorf("%w: application job queue resume threshold %d%% is not below the pause threshold %d%%",
+			ErrInvalidArgument, resume, pause))
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -132,15 +132,19 @@ func (e *QueueFullError) Is(target error) bool { return target == ErrQueueFull }
 type CapacityWhere uint8
 
 const (
-	// CapacityScheduler: the worker scheduler's queue.
+	// CapacityScheduler: the application job queue, which bounds the jobs queued or running
+	// across the node, or the node's bound on the creations and closes its peers ask of it at once.
 	CapacityScheduler CapacityWhere = 1
 	// CapacityPlacement: no node has room for a new object (an admission decision, not a queue).
 	CapacityPlacement CapacityWhere = 2
 	// CapacityActivationCap: this node is at its active-object cap.
 	CapacityActivationCap CapacityWhere = 3
+	// CapacitySendQueue: the queue of requests to a peer stayed full until the caller's
+	// context ended; the request was not sent.
+	CapacitySendQueue CapacityWhere = 4
 )
 
-// String returns "scheduler", "placement" or "activation cap".
+// String returns "scheduler", "placement", "activation cap" or "send queue".
 func (w CapacityWhere) String() string {
 	switch w {
 	case CapacityScheduler:
@@ -149,6 +153,8 @@ func (w CapacityWhere) String() string {
 		return "placement"
 	case CapacityActivationCap:
 		return "activation cap"
+	case CapacitySendQueue:
+		return "send queue"
 	}
 	return fmt.Sprintf("CapacityWhere(%d)", uint8(w))
 }

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/sdk"
@@ -123,9 +124,13 @@ func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc
 	if !oneWay && a.ownTurn(ctx) {
 		return nil, false, errSelfRequest(a, md)
 	}
+	reserved, err := c.cfg.Meter.Acquire(ctx, nestedJob)
+	if err != nil {
+		return nil, false, err
+	}
 	k := callPool.Get().(*call)
-	k.ctx, k.a, k.md, k.req, k.oneWay = ctx, a, md, req, oneWay
-	err := a.exec.Submit(exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(req)), Activity: true, Inline: !oneWay}, k)
+	k.ctx, k.a, k.md, k.req, k.oneWay, k.permit, k.reserved = ctx, a, md, req, oneWay, true, reserved
+	err = a.exec.Submit(exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(req)), Activity: true, Inline: !oneWay}, k)
 	if err != nil {
 		k.release()
 		return nil, false, c.refusal(ctx, err, a, md)
@@ -179,14 +184,45 @@ type call struct {
 	done   chan struct{} // buffered: Run never blocks
 	// onDone, when set, receives the outcome instead of done (a request from a peer).
 	onDone func(proto.Message, error)
+	// permit says the call holds a permit of the application job queue (a reserved supply
+	// permit if reserved) until it ends; inbound is the Core HWM charge of a peer's message
+	// while it is in the lane, held by the call itself for a one-way message (held).
+	permit, reserved, held bool
+	inbound                int64
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
+// release puts the call back in the pool, after returning what it holds if it never ran.
 func (k *call) release() {
+	k.settle()
 	k.ctx, k.a, k.md, k.req, k.reply, k.err, k.onDone = nil, nil, nil, nil, nil, nil, nil
 	callPool.Put(k)
 }
+
+// settle returns the permit and the Core HWM bytes the call holds, once: when its job ends
+// (finish), or when it was never admitted (release). A request abandoned by its caller is never
+// released, so its job's end must return them.
+func (k *call) settle() {
+	if k.permit || k.inbound != 0 {
+		m := k.a.cat.cfg.Meter
+		if k.permit {
+			m.Return(k.reserved)
+		}
+		if k.inbound != 0 {
+			m.InLane(-k.inbound)
+			if k.held {
+				m.Release(k.inbound)
+			}
+		}
+		k.permit, k.reserved, k.held, k.inbound = false, false, false, 0
+	}
+}
+
+// nestedJob reports whether a job is made by a running turn: a one-way message's or a timer's,
+// or a request's that was marked because the job queue was busy when it began (Run). Such a
+// job never waits for a permit, which its own caller may hold.
+func nestedJob(ctx context.Context) bool { return turnOf(ctx) != nil || requestTurnOf(ctx) != 0 }
 
 // Run implements exec.Work. A message runs only if its Spot's owner lease is still certainly
 // valid when its turn comes (C1) and, for a request, its caller is still waiting. A one-way
@@ -216,12 +252,22 @@ func (k *call) Run() {
 		k.runObserved(ctx, lvl, callers)
 		return
 	}
+	var mark *requestTurn
 	if callers {
 		// While the turn runs, a request made with its context of its own Spot is recognised.
-		k.a.turn.Store(identity(ctx))
+		// While the job queue is busy, the turn's context is marked, so that the jobs it makes
+		// are known as nested and never wait for permits that it holds itself.
+		if k.a.cat.cfg.Meter.Busy() {
+			var id uintptr
+			ctx, id, mark = markRequestTurn(ctx)
+			k.a.turn.Store(id)
+		} else {
+			k.a.turn.Store(identity(ctx))
+		}
 	}
 	reply, err := k.invoke(ctx)
 	k.a.turn.Store(0)
+	runtime.KeepAlive(mark)
 	k.finish(reply, err)
 }
 
@@ -233,7 +279,7 @@ func (k *call) runObserved(ctx context.Context, lvl sdk.DiagnosticsLevel, caller
 	var mark *requestTurn
 	switch {
 	case !callers:
-	case identity(traced) == identity(ctx):
+	case identity(traced) == identity(ctx) && !a.cat.cfg.Meter.Busy():
 		a.turn.Store(identity(ctx))
 	default:
 		// The handler's calls get client spans, contexts derived from its own: a mark that
@@ -286,6 +332,7 @@ func handlerError(err error) error {
 func (k *call) Drop(err error) { k.finish(nil, err) }
 
 func (k *call) finish(reply proto.Message, err error) {
+	k.settle()
 	if k.onDone != nil {
 		done := k.onDone
 		k.release()
@@ -404,11 +451,25 @@ func (c *Catalog) submit(ctx context.Context, a *activation, md *sdk.MethodDesc,
 	if !a.turnAllowed() {
 		return fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
 	}
+	m := c.cfg.Meter
+	reserved, err := m.Acquire(ctx, nestedJob)
+	if err != nil {
+		return err
+	}
 	k := callPool.Get().(*call)
-	k.ctx, k.a, k.md, k.req, k.oneWay = ctx, a, md, req, oneWay
+	k.ctx, k.a, k.md, k.req, k.oneWay, k.permit, k.reserved = ctx, a, md, req, oneWay, true, reserved
 	if !oneWay {
 		k.onDone = done
 	}
+	inbound := capacity.Request(size)
+	if oneWay {
+		// The peer's acknowledgement returns the stream's charge as soon as this returns: the
+		// call holds the bytes from here until its job ends.
+		m.Hold(inbound)
+		k.held = true
+	}
+	m.InLane(inbound)
+	k.inbound = inbound
 	if err := a.exec.Submit(exec.Item{Lane: sdk.LaneApplication, Payload: int64(size), Activity: true}, k); err != nil {
 		k.release()
 		if err == exec.ErrAdmissionClosed {

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/rt/internal/telemetry"
@@ -58,6 +59,9 @@ type Config struct {
 	ClientOnly bool
 	// Telemetry records the turns, activations and closes of this node's Spots (nil: none).
 	Telemetry *telemetry.Telemetry
+	// Meter accounts the node's capacity: the application job queue's permits and the Core
+	// HWM bytes of peers' messages in lanes (nil: none).
+	Meter *capacity.Meter
 }
 
 // DefaultInstanceSpotIdleTimeout is how long an Instance Spot stays without work before it is
@@ -285,7 +289,7 @@ func (c *Catalog) Start(ctx context.Context) error {
 		if t.desc.Kind != sdk.KindEntry {
 			continue
 		}
-		e := &entrySpot{activation: activation{cat: c, typ: t, exec: exec.New(&c.cfg.Exec)}}
+		e := &entrySpot{activation: activation{cat: c, typ: t, exec: exec.New(&c.cfg.Exec, c.cfg.Meter.Lanes())}}
 		e.exec.SetPanicHandler(c.execPanic)
 		octx, cancel := context.WithTimeout(ctx, c.cfg.OperationTimeout)
 		impl, err := c.build(octx, &e.activation, e, t, nil)
@@ -372,6 +376,10 @@ func (c *Catalog) ActiveSpots() int {
 	})
 	return n
 }
+
+// Executors is the number of Spots whose lanes exist now: the Entry Spots and the User and
+// Instance Spots active or being created.
+func (c *Catalog) Executors() int { return len(c.entries) + int(c.active.Load()) }
 
 // ActiveOwned is the number of User and Instance Spots active or being created (D6).
 func (c *Catalog) ActiveOwned() int64 { return c.active.Load() }

@@ -538,7 +538,7 @@ func (c *Catalog) newOwned(typ *spotType, id string, reg *store.Registration) ow
 		sp = &instanceSpot{idleIndex: -1}
 	}
 	a := sp.base()
-	a.cat, a.typ, a.id, a.exec, a.guard = c, typ, id, exec.New(&c.cfg.Exec), reg.Guard()
+	a.cat, a.typ, a.id, a.exec, a.guard = c, typ, id, exec.New(&c.cfg.Exec, c.cfg.Meter.Lanes()), reg.Guard()
 	a.exec.SetPanicHandler(c.execPanic)
 	return sp
 }

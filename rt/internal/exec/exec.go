@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zlink-go/zlink/sdk"
@@ -75,9 +76,25 @@ type Work interface {
 // and for any work once the executor is closed.
 var ErrAdmissionClosed = errors.New("exec: admission closed")
 
+// Gauges are the totals of many executors, kept as they change so that reading them costs
+// nothing per executor: the bytes reserved on their lanes and the application items admitted
+// and not yet started.
+type Gauges struct {
+	ApplicationBytes, LifecycleBytes atomic.Int64
+	QueuedApplication                atomic.Int64
+}
+
+func (g *Gauges) laneBytes(l sdk.Lane) *atomic.Int64 {
+	if l == sdk.LaneLifecycle {
+		return &g.LifecycleBytes
+	}
+	return &g.ApplicationBytes
+}
+
 // Executor runs the work of one activation serially. Its zero value is not usable: use New.
 type Executor struct {
-	cfg *Config // shared and read-only
+	cfg    *Config // shared and read-only
+	gauges *Gauges // shared, or nil
 
 	mu        sync.Mutex
 	app, life lane
@@ -93,9 +110,10 @@ type Executor struct {
 	onPanic      func(v any, stack []byte)
 }
 
-// New returns an idle executor. cfg must have passed Validate and must not change afterwards.
-func New(cfg *Config) *Executor {
-	return &Executor{cfg: cfg, lastActivity: Now()}
+// New returns an idle executor. cfg must have passed Validate and must not change afterwards;
+// g, when not nil, receives the executor's share of the totals.
+func New(cfg *Config, g *Gauges) *Executor {
+	return &Executor{cfg: cfg, gauges: g, lastActivity: Now()}
 }
 
 // SetPanicHandler sets what is told when a Run panics (the panic is contained either way).
@@ -160,7 +178,10 @@ func (e *Executor) Submit(it Item, w Work) error {
 	}
 	l.count++
 	l.bytes += bytes
-	ent := entry{w: w, bytes: bytes, activity: it.Activity, afterApp: it.AfterApplication}
+	if g := e.gauges; g != nil {
+		g.laneBytes(it.Lane).Add(bytes)
+	}
+	ent := entry{w: w, bytes: bytes, activity: it.Activity, afterApp: it.AfterApplication, lane: it.Lane}
 	if it.Inline && !e.running && e.app.empty() && e.life.empty() {
 		e.running = true
 		e.mu.Unlock()
@@ -171,6 +192,9 @@ func (e *Executor) Submit(it Item, w Work) error {
 		return nil
 	}
 	l.push(ent)
+	if g := e.gauges; g != nil && it.Lane == sdk.LaneApplication {
+		g.QueuedApplication.Add(1)
+	}
 	if !e.running {
 		e.running = true
 		go e.drain()
@@ -207,6 +231,9 @@ func (e *Executor) drain() {
 			return
 		}
 		ent := l.pop()
+		if g := e.gauges; g != nil && ent.lane == sdk.LaneApplication {
+			g.QueuedApplication.Add(-1)
+		}
 		e.mu.Unlock()
 		p := runItem(ent)
 		e.mu.Lock()
@@ -248,6 +275,9 @@ func runItem(ent entry) (p *recovered) {
 func (e *Executor) complete(l *lane, ent entry, p *recovered) {
 	l.count--
 	l.bytes -= ent.bytes
+	if g := e.gauges; g != nil {
+		g.laneBytes(ent.lane).Add(-ent.bytes)
+	}
 	e.active = e.active || ent.activity
 	if p != nil && e.onPanic != nil {
 		h := e.onPanic
@@ -295,6 +325,7 @@ func (e *Executor) DropApplication(err error) int {
 	e.mu.Lock()
 	e.appGate = true
 	dropped := e.app.takeAll()
+	e.untrack(dropped)
 	e.mu.Unlock()
 	for _, ent := range dropped {
 		ent.w.Drop(err)
@@ -312,9 +343,25 @@ func (e *Executor) Close(err error) {
 	}
 	e.closed, e.closeErr = true, err
 	dropped := append(e.life.takeAll(), e.app.takeAll()...)
+	e.untrack(dropped)
 	e.mu.Unlock()
 	for _, ent := range dropped {
 		ent.w.Drop(err)
+	}
+}
+
+// untrack removes queued entries that were taken off their lanes from the gauges; e.mu is
+// held.
+func (e *Executor) untrack(taken []entry) {
+	g := e.gauges
+	if g == nil {
+		return
+	}
+	for _, ent := range taken {
+		g.laneBytes(ent.lane).Add(-ent.bytes)
+		if ent.lane == sdk.LaneApplication {
+			g.QueuedApplication.Add(-1)
+		}
 	}
 }
 

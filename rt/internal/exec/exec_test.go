@@ -59,7 +59,7 @@ func life(payload int64) exec.Item {
 func occupied(t *testing.T, cfg exec.Config) (*exec.Executor, func()) {
 	t.Helper()
 	require.NoError(t, cfg.Validate())
-	e := exec.New(&cfg)
+	e := exec.New(&cfg, nil)
 	b := newBlocker()
 	require.NoError(t, e.Submit(life(0), b))
 	<-b.started
@@ -175,7 +175,7 @@ func TestE6_LifecycleLaneIsBoundedToo(t *testing.T) {
 
 func TestReservationReturnsOnErrorAndPanic(t *testing.T) {
 	cfg := exec.DefaultConfig()
-	e := exec.New(&cfg)
+	e := exec.New(&cfg, nil)
 	var panics atomic.Int32
 	e.SetPanicHandler(func(any, []byte) { panics.Add(1) })
 	var ran atomic.Int32
@@ -222,7 +222,7 @@ func TestAfterApplicationWaitsForTheApplicationLane(t *testing.T) {
 
 func TestWorkRunsSeriallyInFIFOOrder(t *testing.T) {
 	cfg := exec.DefaultConfig()
-	e := exec.New(&cfg)
+	e := exec.New(&cfg, nil)
 	var running, maxRunning atomic.Int32
 	var mu sync.Mutex
 	var got []int
@@ -246,7 +246,7 @@ func TestWorkRunsSeriallyInFIFOOrder(t *testing.T) {
 
 func TestInlineRunsOnTheCallersGoroutineWhenIdle(t *testing.T) {
 	cfg := exec.DefaultConfig()
-	e := exec.New(&cfg)
+	e := exec.New(&cfg, nil)
 	ran := false
 	require.NoError(t, e.Submit(exec.Item{Lane: sdk.LaneApplication, Inline: true}, fn{run: func() { ran = true }}))
 	assert.True(t, ran, "Submit returned after the inline run")
@@ -270,7 +270,7 @@ func TestAnIdleExecutorHoldsNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
 	executors := make([]*exec.Executor, 1000)
 	for i := range executors {
-		executors[i] = exec.New(&cfg)
+		executors[i] = exec.New(&cfg, nil)
 		require.NoError(t, executors[i].Submit(app(10), fn{}))
 	}
 	for _, e := range executors {
@@ -328,7 +328,7 @@ func TestC1_DropApplicationKeepsLifecycleWork(t *testing.T) {
 
 func TestCloseApplicationRequiresQuiescence(t *testing.T) {
 	cfg := exec.DefaultConfig()
-	e := exec.New(&cfg)
+	e := exec.New(&cfg, nil)
 	require.True(t, e.CloseApplication(true), "an idle executor is quiescent")
 	require.ErrorIs(t, e.Submit(app(0), fn{}), exec.ErrAdmissionClosed)
 	require.NoError(t, e.Submit(life(0), fn{}), "lifecycle work is still admitted")
@@ -344,7 +344,7 @@ func TestCloseApplicationRequiresQuiescence(t *testing.T) {
 
 func TestIdleSinceCountsOnlyActivity(t *testing.T) {
 	cfg := exec.DefaultConfig()
-	e := exec.New(&cfg)
+	e := exec.New(&cfg, nil)
 	since0, q := e.IdleSince()
 	require.True(t, q)
 	time.Sleep(2 * time.Millisecond)
@@ -360,7 +360,7 @@ func TestIdleSinceCountsOnlyActivity(t *testing.T) {
 
 func TestNegativePayloadIsRefused(t *testing.T) {
 	cfg := exec.DefaultConfig()
-	e := exec.New(&cfg)
+	e := exec.New(&cfg, nil)
 	require.ErrorIs(t, e.Submit(app(-1), fn{}), sdk.ErrInvalidArgument)
 }
 
@@ -377,7 +377,7 @@ func BenchmarkSubmitTo64Executors(b *testing.B) {
 	execs := make([]*exec.Executor, 64)
 	ran := make([]atomic.Int64, 64)
 	for i := range execs {
-		execs[i] = exec.New(&cfg)
+		execs[i] = exec.New(&cfg, nil)
 	}
 	var next atomic.Int64
 	b.ReportAllocs()

@@ -3,6 +3,8 @@ package exec
 import (
 	"math/bits"
 	"sync"
+
+	"github.com/zlink-go/zlink/sdk"
 )
 
 type entry struct {
@@ -10,6 +12,7 @@ type entry struct {
 	bytes    int64
 	activity bool
 	afterApp bool
+	lane     sdk.Lane
 }
 
 // lane is one FIFO lane: a ring of queued entries plus the reservation of everything admitted

@@ -174,7 +174,10 @@ func (m *Mesh) remote(ctx context.Context, node sdk.NodeID, t sdk.Target, method
 		}
 		r, err := m.call(ctx, node, requestFor(ctx, t, op, method, payload))
 		if err != nil {
-			if t.Kind() != sdk.KindEntry {
+			// A full send queue says nothing of the route: dropping it would send the next
+			// callers to the store while the node is already loaded.
+			var ce *sdk.CapacityError
+			if t.Kind() != sdk.KindEntry && !errors.As(err, &ce) {
 				m.routes.drop(t, node)
 			}
 			return nil, false, err

@@ -10,6 +10,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -44,6 +45,9 @@ const (
 	MetricActivations    = "zlink.activations"
 	MetricCloses         = "zlink.closes"
 	MetricActiveSpots    = "zlink.spots.active"
+	MetricInboundBytes   = "zlink.inbound.bytes"
+	MetricInboundBudget  = "zlink.inbound.budget"
+	MetricJobPermits     = "zlink.jobs.permits"
 )
 
 // Attribute keys, in the OpenTelemetry semantic conventions' style.
@@ -194,6 +198,46 @@ func (t *Telemetry) ObserveActiveSpots(active func() int64) (stop func()) {
 		}
 		return nil
 	}, g)
+	if err != nil {
+		otel.Handle(err)
+		return func() {}
+	}
+	return func() { _ = reg.Unregister() }
+}
+
+// CapacityFigures are the capacity gauges' values at one collection.
+type CapacityFigures struct {
+	// InboundBytes is what the Core HWM holds, InboundBudget its budget, JobPermits the
+	// application job queue's permits in use.
+	InboundBytes, InboundBudget, JobPermits int64
+}
+
+// ObserveCapacity reports read()'s figures as the capacity gauges whenever the meter collects,
+// until the returned function is called.
+func (t *Telemetry) ObserveCapacity(read func() CapacityFigures) (stop func()) {
+	if t == nil {
+		return func() {}
+	}
+	held, err1 := t.meter.Int64ObservableGauge(MetricInboundBytes, metric.WithUnit("By"),
+		metric.WithDescription("Bytes of peers' requests and of the replies to them that the node holds (the Core HWM)."))
+	budget, err2 := t.meter.Int64ObservableGauge(MetricInboundBudget, metric.WithUnit("By"),
+		metric.WithDescription("The Core HWM budget in force."))
+	permits, err3 := t.meter.Int64ObservableGauge(MetricJobPermits, metric.WithUnit("{job}"),
+		metric.WithDescription("Application jobs queued or running in the node's Spots: the job queue's permits in use."))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		otel.Handle(err)
+		return func() {}
+	}
+	attrs := metric.WithAttributes(rpcSystem, t.node)
+	reg, err := t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if sdk.CurrentDiagnosticsLevel() >= sdk.DiagnosticsLevelNormal {
+			f := read()
+			o.ObserveInt64(held, f.InboundBytes, attrs)
+			o.ObserveInt64(budget, f.InboundBudget, attrs)
+			o.ObserveInt64(permits, f.JobPermits, attrs)
+		}
+		return nil
+	}, held, budget, permits)
 	if err != nil {
 		otel.Handle(err)
 		return func() {}

@@ -33,7 +33,17 @@ type link struct {
 	// the session's end (end) each check or change the state in the same critical section as
 	// pending, so a reply or the end of the session it was sent on ends every call.
 	pending map[uint64]chan result
+	high    int // the most entries pending had since it was made
 	nextID  uint64
+}
+
+// removeLocked deletes call id from pending, and makes pending anew when it empties after it
+// grew large; l.mu is held.
+func (l *link) removeLocked(id uint64) {
+	delete(l.pending, id)
+	if len(l.pending) == 0 && l.high > shrinkAfter {
+		l.pending, l.high = make(map[uint64]chan result), 0
+	}
 }
 
 func newLink(t *Transport, peer sdk.NodeID, endpoint string) *link {
@@ -73,7 +83,7 @@ func (l *link) end(err error) {
 	for _, ch := range l.pending {
 		ch <- failure // never blocks: each channel has room for its one result
 	}
-	clear(l.pending)
+	l.pending, l.high = make(map[uint64]chan result), 0
 }
 
 func (l *link) close() {
@@ -142,7 +152,9 @@ func (l *link) session() error {
 		return err
 	}
 	lim := limits{own: l.t.cfg.MaxMessageSize, peer: peerMax}
-	out := newSender(l.t.counted(func(b *wire.Batch) error { return stream.SendMsg(b) }), lim.max())
+	out := newSender(l.t.counted(func(b *wire.Batch) error { return stream.SendMsg(b) }), lim.max(), l.t.cfg.Meter, false)
+	defer out.close()
+	defer l.t.cfg.Meter.StreamOpened(false)()
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- out.run(sctx) }()
 	l.setState(sdk.PeerStateReady, out, lim, nil)
@@ -181,7 +193,7 @@ type result struct {
 func (l *link) complete(r *wire.Reply) {
 	l.mu.Lock()
 	ch, ok := l.pending[r.CallId]
-	delete(l.pending, r.CallId)
+	l.removeLocked(r.CallId)
 	l.mu.Unlock()
 	if ok {
 		ch <- result{reply: r}
@@ -192,7 +204,7 @@ func (l *link) complete(r *wire.Reply) {
 func (l *link) forget(id uint64) bool {
 	l.mu.Lock()
 	_, ok := l.pending[id]
-	delete(l.pending, id)
+	l.removeLocked(id)
 	l.mu.Unlock()
 	return ok
 }
@@ -213,6 +225,7 @@ func (l *link) register(ctx context.Context, size int, ch chan result) (*sender,
 			l.nextID++
 			id, out := l.nextID, l.out
 			l.pending[id] = ch
+			l.high = max(l.high, len(l.pending))
 			l.mu.Unlock()
 			return out, id, nil
 		case l.st == sdk.PeerStateNotConnected, l.lastErr != nil:
@@ -254,7 +267,16 @@ func (l *link) call(ctx context.Context, req *wire.Request) (*wire.Reply, error)
 		// arrives, and drops a request that arrives after the absolute deadline.
 		req.TimeoutNanos, req.DeadlineUnixNanos = int64(left), dl.UnixNano()
 	}
-	out.push(&wire.Envelope{Body: &wire.Envelope_Request{Request: req}})
+	if ok, err := out.pushWait(ctx, &wire.Envelope{Body: &wire.Envelope_Request{Request: req}}); !ok {
+		l.forget(id)
+		if err != nil {
+			// Not sent, yet not ErrNotSent: the caller's context has ended, so nothing is to
+			// be sent elsewhere.
+			return nil, fmt.Errorf("the queue of requests to node %s stayed full until the caller's context ended: %w (%w)",
+				l.peer, &sdk.CapacityError{Where: sdk.CapacitySendQueue}, err)
+		}
+		return nil, fmt.Errorf("%w: connection to node %s lost (%w)", sdk.ErrOwnerUnavailable, l.peer, ErrNotSent)
+	}
 	select {
 	case r := <-ch:
 		if r.err == nil && r.reply.Error != nil {

@@ -7,19 +7,35 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/wire"
+)
+
+// The bound of one send queue: a request waits for room beyond it, and a peer's stream is not
+// read while the replies it should take exceed it.
+const (
+	sendQueueMinBytes = 16 << 20 // or four of the largest messages, whichever is more
+	sendQueueMaxCount = 4096
 )
 
 // sender batches envelopes onto one stream: everything queued when the stream is free goes in
 // one Batch, up to the byte budget, so envelopes share sends under load and wait for nothing
-// when idle.
+// when idle. Its queue is bounded (full): requests wait for room (pushWait); replies and
+// cancels never wait (push), and the stream that makes replies stops reading instead.
 type sender struct {
-	send     func(*wire.Batch) error
-	maxBytes int
+	send       func(*wire.Batch) error
+	maxBytes   int
+	meter      *capacity.Meter
+	completion bool // the queue carries replies to a peer's requests
+	fullBytes  int
 
-	mu    sync.Mutex
-	queue []queued      // its backing array is kept: a busy stream queues without allocating
-	wake  chan struct{} // buffered 1
+	mu      sync.Mutex
+	queue   []queued // its backing array is kept: a busy stream queues without allocating
+	bytes   int      // of the queued envelopes
+	waiters int
+	room    chan struct{} // closed and replaced when envelopes leave the queue and someone waits
+	closed  bool
+	wake    chan struct{} // buffered 1
 }
 
 // queued is an envelope and its encoded size, measured by the pusher outside the lock.
@@ -28,19 +44,112 @@ type queued struct {
 	size int
 }
 
-func newSender(send func(*wire.Batch) error, maxMessage int) *sender {
-	return &sender{send: send, maxBytes: maxMessage + envelopeOverhead/2, wake: make(chan struct{}, 1)}
+func newSender(send func(*wire.Batch) error, maxMessage int, meter *capacity.Meter, completion bool) *sender {
+	return &sender{
+		send: send, maxBytes: maxMessage + envelopeOverhead/2, meter: meter, completion: completion,
+		fullBytes: max(sendQueueMinBytes, 4*maxMessage), room: make(chan struct{}), wake: make(chan struct{}, 1),
+	}
 }
 
+// push queues e at once, however full the queue is.
 func (s *sender) push(e *wire.Envelope) {
 	q := queued{env: e, size: proto.Size(e)}
 	s.mu.Lock()
-	s.queue = append(s.queue, q)
+	if s.closed {
+		s.mu.Unlock()
+		return // the stream is gone, and what it would carry with it
+	}
+	s.enqueue(q)
 	s.mu.Unlock()
+	s.signal()
+}
+
+// pushWait queues e once the queue has room, and reports false if ctx ended first or the
+// stream ended: e was not queued.
+func (s *sender) pushWait(ctx context.Context, e *wire.Envelope) (ok bool, ctxErr error) {
+	q := queued{env: e, size: proto.Size(e)}
+	s.mu.Lock()
+	for s.fullLocked() && !s.closed {
+		room := s.room
+		s.waiters++
+		s.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.waiters--
+			s.mu.Unlock()
+			return false, ctx.Err()
+		}
+		s.mu.Lock()
+		s.waiters--
+	}
+	if s.closed {
+		s.mu.Unlock()
+		return false, nil
+	}
+	s.enqueue(q)
+	s.mu.Unlock()
+	s.signal()
+	return true, nil
+}
+
+// waitRoom waits until the queue is not full, the stream ends or ctx ends.
+func (s *sender) waitRoom(ctx context.Context) error {
+	s.mu.Lock()
+	for s.fullLocked() && !s.closed {
+		room := s.room
+		s.waiters++
+		s.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.waiters--
+			s.mu.Unlock()
+			return ctx.Err()
+		}
+		s.mu.Lock()
+		s.waiters--
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// fullLocked reports whether the queue is at its bound; s.mu is held. An empty queue is never
+// full, so that one envelope of any size goes.
+func (s *sender) fullLocked() bool {
+	return len(s.queue) > 0 && (s.bytes >= s.fullBytes || len(s.queue) >= sendQueueMaxCount)
+}
+
+func (s *sender) enqueue(q queued) {
+	s.queue = append(s.queue, q)
+	s.bytes += q.size
+	s.meter.Queued(int64(q.size), s.completion)
+}
+
+func (s *sender) signal() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
+}
+
+// close ends the queue with its stream: what it holds is dropped and whoever waits for room
+// gives up.
+func (s *sender) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	for _, q := range s.queue {
+		s.meter.Queued(-int64(q.size), s.completion)
+	}
+	clear(s.queue)
+	s.queue, s.bytes = s.queue[:0], 0
+	close(s.room)
 }
 
 // run sends batches until ctx ends or a send fails. One Batch is reused: the stream encodes a
@@ -83,9 +192,15 @@ func (s *sender) take(b *wire.Batch) {
 		}
 		size += s.queue[n].size
 		b.Envelopes = append(b.Envelopes, s.queue[n].env)
+		s.meter.Queued(-int64(s.queue[n].size), s.completion)
 		n++
 	}
 	rest := copy(s.queue, s.queue[n:])
 	clear(s.queue[rest:])
 	s.queue = s.queue[:rest]
+	s.bytes -= size
+	if n > 0 && s.waiters > 0 {
+		close(s.room)
+		s.room = make(chan struct{})
+	}
 }

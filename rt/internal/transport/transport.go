@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/wire"
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -69,6 +70,11 @@ type Config struct {
 	Dialer func(ctx context.Context, endpoint string) (net.Conn, error)
 	// Logger receives the transport's logs (default slog.Default()).
 	Logger *slog.Logger
+	// Meter, when set, accounts the node's inbound capacity: a peer's request is charged to the
+	// Core HWM from its receipt until its reply is queued; a request that does not fit is
+	// refused with sdk.ErrInboundBudget and its stream is not read until bytes return; while the
+	// application job queue is paused, no stream is read.
+	Meter *capacity.Meter
 	// OnServeFailure, when set, is told once that the server stopped serving for another reason
 	// than Close (its listener failed): the node can no longer be reached by its peers.
 	OnServeFailure func(error)
@@ -415,9 +421,15 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	ctx, cancel := context.WithCancel(s.Context())
 	p := &peerStream{
 		t: t, from: from, lim: limits{own: t.cfg.MaxMessageSize, peer: peerMax},
-		calls: make(map[uint64]context.CancelFunc),
+		calls: make(map[uint64]context.CancelFunc), freed: make(chan struct{}, 1),
 	}
-	p.out = newSender(t.counted(func(b *wire.Batch) error { return s.SendMsg(b) }), p.lim.max())
+	if m := t.cfg.Meter; m != nil {
+		budget := m.Settings().Budget
+		p.share = min(budget, max(budget/streamShareDivisor, 2*capacity.Request(t.cfg.MaxMessageSize)))
+	}
+	p.out = newSender(t.counted(func(b *wire.Batch) error { return s.SendMsg(b) }), p.lim.max(), t.cfg.Meter, true)
+	defer p.out.close()
+	defer t.cfg.Meter.StreamOpened(true)()
 	senderDone := make(chan struct{})
 	t.wg.Go(func() {
 		defer close(senderDone)
@@ -442,7 +454,9 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 			for _, env := range b.Envelopes {
 				switch body := env.Body.(type) {
 				case *wire.Envelope_Request:
-					p.dispatch(ctx, body.Request)
+					if !p.admit(ctx, body.Request) {
+						return
+					}
 				case *wire.Envelope_Cancel:
 					p.cancel(body.Cancel.CallId)
 				}
@@ -473,7 +487,24 @@ type peerStream struct {
 
 	mu    sync.Mutex
 	calls map[uint64]context.CancelFunc // the calls still running, to cancel them
+	high  int                           // the most entries calls had since it was made
+
+	// held is the Core HWM charge of this stream's requests not yet answered; share is the
+	// most it may hold, so that one peer that floods the node leaves room for the others.
+	// freed gets a token when held falls while the reader waits (waiting).
+	held    atomic.Int64
+	share   int64
+	waiting atomic.Bool
+	freed   chan struct{}
 }
+
+// streamShareDivisor sets a stream's share of the Core HWM: a quarter of the budget, and at
+// least two of the largest requests.
+const streamShareDivisor = 4
+
+// shrinkAfter is the size past which an idle per-call map is made anew when it empties: a Go
+// map keeps the memory of its largest size.
+const shrinkAfter = 1024
 
 // add enters a call; a call ID still in flight on this stream is refused, so that one call's
 // reply can never end another's context.
@@ -484,6 +515,7 @@ func (p *peerStream) add(id uint64, cancel context.CancelFunc) bool {
 		return false
 	}
 	p.calls[id] = cancel
+	p.high = max(p.high, len(p.calls))
 	return true
 }
 
@@ -491,6 +523,9 @@ func (p *peerStream) done(id uint64) {
 	p.mu.Lock()
 	cancel := p.calls[id]
 	delete(p.calls, id)
+	if len(p.calls) == 0 && p.high > shrinkAfter {
+		p.calls, p.high = make(map[uint64]context.CancelFunc), 0
+	}
 	p.mu.Unlock()
 	if cancel != nil {
 		cancel()
@@ -506,13 +541,71 @@ func (p *peerStream) cancel(id uint64) {
 	}
 }
 
-// dispatch runs req with a context that ends at the caller's deadline, when the caller
-// cancels, or when the stream ends; its reply goes back on the stream.
-func (p *peerStream) dispatch(ctx context.Context, req *wire.Request) {
+// admit takes req in from the stream: it waits while the application job queue is paused and
+// while the replies queued for the peer are at their bound, then charges req to the Core HWM
+// and dispatches it. A request that does not fit is refused with sdk.ErrInboundBudget, and the
+// stream is not read again until bytes return, so that gRPC's flow control holds the peer's
+// further requests on its side. It reports false when ctx ended while it waited.
+func (p *peerStream) admit(ctx context.Context, req *wire.Request) bool {
+	m := p.t.cfg.Meter
+	if m.WaitIntake(ctx) != nil || p.out.waitRoom(ctx) != nil {
+		return false
+	}
+	n := capacity.Request(len(req.Payload))
+	if held := p.held.Load(); m != nil && held > 0 && held+n > p.share {
+		p.refuse(req, fmt.Sprintf("its requests from %s hold %d bytes, their share of the budget of %d is %d", p.from, held, m.Settings().Budget, p.share))
+		return p.awaitFreed(ctx)
+	}
+	if !m.Charge(n) {
+		p.refuse(req, fmt.Sprintf("it holds as many bytes of its peers' requests as its budget of %d allows", m.Settings().Budget))
+		return m.WaitRoom(ctx) == nil
+	}
+	p.held.Add(n)
+	p.dispatch(ctx, req, n)
+	return true
+}
+
+// refuse answers req with sdk.ErrInboundBudget.
+func (p *peerStream) refuse(req *wire.Request, why string) {
+	p.out.push(replyEnvelope(&wire.Reply{CallId: req.CallId, Refused: true, Error: wire.EncodeError(fmt.Errorf(
+		"%w: node %s did not run the request of %d bytes from %s: %s", sdk.ErrInboundBudget, p.t.cfg.Node, len(req.Payload), p.from, why))}))
+}
+
+// awaitFreed waits until the stream's requests hold less than its share, or ctx ends.
+func (p *peerStream) awaitFreed(ctx context.Context) bool {
+	p.waiting.Store(true)
+	defer p.waiting.Store(false)
+	defer p.t.cfg.Meter.Blocked()()
+	for p.held.Load() >= p.share {
+		select {
+		case <-p.freed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// answer queues r and returns the charge of the request it answers.
+func (p *peerStream) answer(r *wire.Reply, charge int64) {
+	p.out.push(replyEnvelope(r))
+	p.t.cfg.Meter.Release(charge)
+	p.held.Add(-charge)
+	if p.waiting.Load() {
+		select {
+		case p.freed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// dispatch runs req, charged charge bytes, with a context that ends at the caller's deadline,
+// when the caller cancels, or when the stream ends; its reply goes back on the stream.
+func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, charge int64) {
 	t, id := p.t, req.CallId
 	if len(req.Payload) > t.cfg.MaxMessageSize {
-		p.out.push(replyEnvelope(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: %d bytes from %s, over %s's limit of %d",
-			sdk.ErrMessageTooLarge, len(req.Payload), p.from, t.cfg.Node, t.cfg.MaxMessageSize))}))
+		p.answer(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: %d bytes from %s, over %s's limit of %d",
+			sdk.ErrMessageTooLarge, len(req.Payload), p.from, t.cfg.Node, t.cfg.MaxMessageSize))}, charge)
 		return
 	}
 	var cctx context.Context
@@ -533,8 +626,8 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request) {
 		if !dl.After(now) {
 			// Its caller's deadline has passed, so the caller has seen DeadlineExceeded or is
 			// about to: the request never starts.
-			p.out.push(replyEnvelope(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: the request from %s arrived %v after its deadline and did not run",
-				context.DeadlineExceeded, p.from, now.Sub(dl)))}))
+			p.answer(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: the request from %s arrived %v after its deadline and did not run",
+				context.DeadlineExceeded, p.from, now.Sub(dl)))}, charge)
 			return
 		}
 		cctx, cancel = context.WithDeadline(ctx, dl)
@@ -543,8 +636,8 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request) {
 	}
 	if !p.add(id, cancel) {
 		cancel()
-		p.out.push(replyEnvelope(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: call ID %d from %s is still in flight",
-			sdk.ErrInvalidArgument, id, p.from))}))
+		p.answer(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: call ID %d from %s is still in flight",
+			sdk.ErrInvalidArgument, id, p.from))}, charge)
 		return
 	}
 	var once sync.Once
@@ -556,7 +649,7 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request) {
 				r = &wire.Reply{CallId: id, Error: wire.EncodeError(fmt.Errorf("%w: the reply to %s is %d bytes, over the limit of %d (%s accepts %d, %s accepts %d)",
 					sdk.ErrMessageTooLarge, p.from, len(r.Payload), lim.max(), t.cfg.Node, lim.own, p.from, lim.peer))}
 			}
-			p.out.push(replyEnvelope(r))
+			p.answer(r, charge)
 		})
 	})
 }

@@ -1,0 +1,415 @@
+package rt_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/metrics"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/zlink-go/zlink/rt"
+	"github.com/zlink-go/zlink/rt/internal/exec"
+	"github.com/zlink-go/zlink/rt/internal/rttest"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+func u64(v uint64) *uint64 { return &v }
+
+// warm creates the Ledger id from h, once h's mesh has seen a node that can host it serving.
+func warm(t *testing.T, h *rt.Host, id string) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, err := record(h, openLedger(id), "warm")
+		assert.NoError(c, err)
+	}, 15*time.Second, 20*time.Millisecond)
+}
+
+// TestI4_ConfigInboundIsValidatedWithEveryProblem: the inbound options are checked at Validate
+// and Start, every problem named at once.
+func TestI4_ConfigInboundIsValidatedWithEveryProblem(t *testing.T) {
+	cfg := rt.DefaultConfig()
+	cfg.MaxMessageSize = 1 << 20
+	cfg.Inbound = sdk.InboundDispatchOptions{
+		CoreHwmBudgetBytes:                       u64(1000),
+		ApplicationJobQueueProfile:               sdk.ApplicationJobQueueProfileManual,
+		ApplicationJobQueuePauseThresholdPercent: 150,
+	}
+	err := cfg.Validate()
+	require.ErrorIs(t, err, sdk.ErrConfig)
+	for _, want := range []string{"Config.Inbound", "CoreHwmBudgetBytes 1000 cannot admit one message", "needs MaxQueuedApplicationJobs", "pause threshold 150%"} {
+		assert.Contains(t, err.Error(), want)
+	}
+	_, err = rt.Start(ctx, cfg)
+	require.ErrorIs(t, err, sdk.ErrConfig, "Start refuses it too")
+}
+
+// floodLedgers registers Ledgers whose Record of a message starting with "flood" takes delay.
+func floodLedgers(c **cluster, delay time.Duration) func(int, *rt.Config) {
+	return func(i int, cfg *rt.Config) {
+		cfg.Register = func(r sdk.Registrar) error {
+			return rttest.RegisterLedger(r, func(spot, msg string) {
+				if strings.HasPrefix(msg, "flood") {
+					time.Sleep(delay)
+					return
+				}
+				(*c).runs.Add(spot, msg)
+			}, nil)
+		}
+	}
+}
+
+// clientOnly makes node i an Object Client: it hosts nothing, so its calls go to the others.
+func clientOnly(cfg *rt.Config) { cfg.Roles = rt.RoleObjectClient }
+
+// outcomes counts how the calls of a flood ended.
+type outcomes struct {
+	mu                                                 sync.Mutex
+	ok, inboundBudget, sendQueue, scheduler, deadlines int
+	other                                              []error
+}
+
+func (o *outcomes) add(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var ce *sdk.CapacityError
+	switch {
+	case err == nil:
+		o.ok++
+	case errors.Is(err, sdk.ErrQueueFull):
+		o.other = append(o.other, err) // never: the lanes are far larger than the budget
+	case errors.Is(err, sdk.ErrInboundBudget):
+		o.inboundBudget++
+	case errors.As(err, &ce) && ce.Where == sdk.CapacitySendQueue:
+		o.sendQueue++
+	case errors.As(err, &ce) && ce.Where == sdk.CapacityScheduler:
+		o.scheduler++
+	case errors.Is(err, context.DeadlineExceeded):
+		o.deadlines++
+	default:
+		o.other = append(o.other, err)
+	}
+}
+
+// heapBytes is the heap's live and not yet swept objects now.
+func heapBytes() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// E6, E1: a peer that floods a node whose Spot is slow gets ErrInboundBudget, never
+// ErrQueueFull; the node holds no more of its peers' requests than its budget, the heap stays
+// bounded, and another peer's calls keep working meanwhile.
+func TestE6_InboundBudgetIsNotQueueFull(t *testing.T) {
+	const (
+		budget  = 6 << 20
+		payload = 512 << 10
+		callers = 24
+	)
+	var c *cluster
+	c = newCluster(t, 3, func(i int, cfg *rt.Config) {
+		floodLedgers(&c, 20*time.Millisecond)(i, cfg)
+		cfg.MaxMessageSize = 1 << 20
+		switch i {
+		case 0, 2:
+			clientOnly(cfg)
+		case 1:
+			cfg.Inbound.CoreHwmBudgetBytes = u64(budget)
+			cfg.Exec.Application = exec.Limits{Count: 1 << 20, Bytes: 1 << 30} // only the Core HWM bounds the flood
+		}
+	})
+	flooder, receiver, bystander := c.hosts[0], c.hosts[1], c.hosts[2]
+	warm(t, flooder, "slow")
+	for i := range 4 {
+		warm(t, bystander, fmt.Sprint("calm-", i))
+	}
+	before := heapBytes()
+
+	var flood outcomes
+	var peakHeap atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	pad := strings.Repeat("x", payload)
+	for i := range callers {
+		wg.Go(func() {
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				cctx, cancel := context.WithTimeout(ctx, time.Second)
+				_, err := flooder.Call(cctx, ledger("slow"), rttest.LedgerRecord, wrapperspb.String(fmt.Sprintf("flood-%d-%d-%s", i, j, pad)))
+				cancel()
+				flood.add(err)
+			}
+		})
+	}
+	var latencies []time.Duration
+	var calmErrs []error
+	wg.Go(func() {
+		for j := 0; ; j++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			began := time.Now()
+			_, err := record(bystander, ledger(fmt.Sprint("calm-", j%4)), fmt.Sprint("calm-msg-", j))
+			latencies = append(latencies, time.Since(began))
+			if err != nil {
+				calmErrs = append(calmErrs, err)
+			}
+			peakHeap.Store(max(peakHeap.Load(), heapBytes()))
+		}
+	})
+	time.Sleep(3 * time.Second)
+	status := receiver.CapacityStatus()
+	close(stop)
+	wg.Wait()
+
+	require.Empty(t, flood.other, "every call ends with a reply or a typed capacity error by its deadline")
+	assert.Positive(t, flood.inboundBudget, "the flooder was told the receiver's inbound budget is exhausted: %+v", &flood)
+	assert.Positive(t, flood.ok)
+	require.Empty(t, calmErrs, "another peer's calls keep working during the flood")
+	slices.Sort(latencies)
+	t.Logf("flood: %d ok, %d ErrInboundBudget, %d send queue full, %d deadline; calm calls: %d, p50 %v, p99 %v",
+		flood.ok, flood.inboundBudget, flood.sendQueue, flood.deadlines, len(latencies),
+		latencies[len(latencies)/2], latencies[len(latencies)*99/100])
+
+	core := status.CoreHwm
+	assert.Equal(t, uint64(budget), core.EffectiveBudgetBytes)
+	assert.LessOrEqual(t, core.PeakAccountedBytes, uint64(budget), "the receiver never held more than its budget")
+	assert.Positive(t, core.PeakAccountedBytes)
+	assert.Positive(t, core.BlockedRatioPpm, "the flooder's stream was held for part of the time")
+	assert.Equal(t, uint64(2), core.ActiveCompletionDirectionalQueueCount, "the receiver serves two peers' streams")
+	// The process holds the flooder's side too: its callers' messages and its send queue.
+	grew := int64(peakHeap.Load()) - int64(before)
+	bound := int64(budget + callers*3*payload + 16<<20 + 64<<20)
+	assert.Less(t, grew, bound, "the heap grew %d MiB", grew>>20)
+	require.Eventually(t, func() bool {
+		st := receiver.CapacityStatus().CoreHwm
+		return st.CurrentAccountedBytes == 0 && st.CompletionCurrentAccountedBytes == 0
+	}, 10*time.Second, 10*time.Millisecond, "every byte returns once the flood ends")
+}
+
+// E1: the lanes' accounting is its own unit: a Spot's full lane refuses with ErrQueueFull while
+// the process's Core HWM has room, and the byte figures of both are measured apart.
+func TestE1_LaneAndCoreHwmAreSeparateUnits(t *testing.T) {
+	release, held := make(chan struct{}), make(chan struct{}, 1)
+	var c *cluster
+	c = newCluster(t, 2, func(i int, cfg *rt.Config) {
+		holdingLedgers(&c, release, held)(i, cfg)
+		cfg.MaxMessageSize = 1 << 20
+		if i == 0 {
+			clientOnly(cfg)
+		} else {
+			cfg.Exec.Application = exec.Limits{Count: 1000, Bytes: 2 << 20} // 2 MiB: four messages of 512 KiB
+		}
+	})
+	caller, owner := c.hosts[0], c.hosts[1]
+	warm(t, caller, "lane")
+	done := make(chan error, 1)
+	go func() {
+		_, err := record(caller, openLedger("lane"), "hold")
+		done <- err
+	}()
+	select {
+	case <-held:
+	case err := <-done:
+		t.Fatalf("the held call ended: %v", err)
+	}
+	pad := strings.Repeat("y", 500<<10)
+	var refusal error
+	for i := range 10 {
+		err := caller.Send(ctx, ledger("lane"), rttest.LedgerNote, wrapperspb.String(fmt.Sprint("note-", i, pad)))
+		if err != nil {
+			refusal = err
+			break
+		}
+	}
+	require.ErrorIs(t, refusal, sdk.ErrQueueFull, "the Spot's lane is full")
+	require.NotErrorIs(t, refusal, sdk.ErrInboundBudget, "the process's budget (256 MiB) has room")
+	st := owner.CapacityStatus().CoreHwm
+	assert.Greater(t, st.TotalInstanceAccountedBytes, uint64(1<<20), "the lane holds the notes")
+	assert.Greater(t, st.CurrentAccountedBytes, uint64(1<<20), "the Core HWM holds the one-way notes until they run")
+	assert.Less(t, st.CurrentAccountedBytes, st.EffectiveBudgetBytes)
+	close(release)
+	require.NoError(t, <-done)
+	require.Eventually(t, func() bool {
+		st := owner.CapacityStatus().CoreHwm
+		return st.CurrentAccountedBytes == 0 && st.TotalInstanceAccountedBytes == 0
+	}, 10*time.Second, 10*time.Millisecond, "the bytes return when the notes have run")
+}
+
+// forwarderDesc is a Spot whose Forward handler, once let go, records its request on the Ledger
+// it names, with the handler's own context.
+func forwarderDesc(host *atomic.Pointer[rt.Host], letGo <-chan struct{}, started chan<- struct{}) *sdk.SpotDesc {
+	return &sdk.SpotDesc{Name: "test.Forwarder", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{{
+		Name:       "Forward",
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(_ any, ctx context.Context, req proto.Message) (proto.Message, error) {
+			started <- struct{}{}
+			<-letGo
+			return host.Load().Call(ctx, openLedger("nested"), rttest.LedgerRecord, req)
+		},
+	}}}
+}
+
+// J3: the application job queue bounds the jobs queued or running on a node. Above its pause
+// threshold the node stops reading its peers' streams, and a peer's call waits instead of
+// failing; a local caller that finds it full waits until its deadline and gets
+// ErrCapacityExceeded{Scheduler}; a job made by a running handler takes a reserved permit
+// instead of waiting for the permits its caller holds; below the resume threshold all goes on.
+func TestJ3_JobQueueBoundsJobsAndPausesPeerIntake(t *testing.T) {
+	release, held := make(chan struct{}), make(chan struct{}, 8)
+	letGo, started := make(chan struct{}), make(chan struct{}, 1)
+	var host atomic.Pointer[rt.Host]
+	fwd := forwarderDesc(&host, letGo, started)
+	var c *cluster
+	c = newCluster(t, 2, func(i int, cfg *rt.Config) {
+		holdingLedgers(&c, release, held)(i, cfg)
+		if i == 0 {
+			clientOnly(cfg)
+			return
+		}
+		reg := cfg.Register
+		cfg.Register = func(r sdk.Registrar) error {
+			if err := reg(r); err != nil {
+				return err
+			}
+			return r.RegisterSpot(fwd, func(sdk.SpotContext) (any, error) { return struct{}{}, nil })
+		}
+		// 4 permits: intake pauses at 4, resumes at 2.
+		cfg.Inbound = sdk.InboundDispatchOptions{
+			ApplicationJobQueueProfile: sdk.ApplicationJobQueueProfileManual, MaxQueuedApplicationJobs: u64(4),
+			ApplicationJobQueuePauseThresholdPercent: 90, ApplicationJobQueueResumeThresholdPercent: 50,
+		}
+	})
+	peer, node := c.hosts[0], c.hosts[1]
+	host.Store(node)
+	for _, id := range []string{"h0", "h1", "h2", "free", "nested"} {
+		_, err := record(node, openLedger(id), "warm")
+		require.NoError(t, err)
+	}
+	jobs := func() sdk.ApplicationJobQueueStatus { return node.CapacityStatus().ApplicationJobQueue }
+
+	var holds sync.WaitGroup
+	hold := func(id string) {
+		holds.Go(func() {
+			_, err := record(node, ledger(id), "hold")
+			assert.NoError(t, err)
+		})
+		<-held
+	}
+	hold("h0")
+	hold("h1") // 2 permits: the queue is busy, turns that begin now mark their contexts
+	forwarded := make(chan error, 1)
+	go func() {
+		_, err := node.Call(ctx, sdk.InstanceIntent("test.Forwarder", "f").WithDesc(fwd), "Forward", wrapperspb.String("via-forwarder"))
+		forwarded <- err
+	}()
+	<-started
+	hold("h2") // 4 permits: full, and intake paused
+	st := jobs()
+	assert.Equal(t, uint64(4), st.PermitsInUse)
+	assert.Equal(t, sdk.ApplicationJobQueuePressureStatePaused, st.PressureState)
+	assert.True(t, node.Status().Capacity.ApplicationJobQueue.PressureState == sdk.ApplicationJobQueuePressureStatePaused,
+		"the runtime status carries the capacity figures")
+
+	// A local caller waits until its deadline, then gets the scheduler's refusal.
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err := node.Call(short, ledger("free"), rttest.LedgerRecord, wrapperspb.String("late"))
+	cancel()
+	var ce *sdk.CapacityError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, sdk.CapacityScheduler, ce.Where)
+	assert.Equal(t, int64(4), ce.Limit)
+	assert.Equal(t, uint64(1), jobs().CapacityWaitCount)
+
+	// A peer's call waits: its stream is not read while intake is paused.
+	remote := make(chan error, 1)
+	go func() {
+		_, err := record(peer, ledger("free"), "from-peer")
+		remote <- err
+	}()
+	select {
+	case err := <-remote:
+		t.Fatalf("a peer's call ran while intake was paused: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	// The forwarder's nested call takes a reserved permit and does not wait.
+	close(letGo)
+	select {
+	case err := <-forwarded:
+		require.NoError(t, err, "a job made by a running handler does not wait for its caller's permit")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the nested call waited for the permits its caller held")
+	}
+	assert.Equal(t, uint64(5), jobs().PeakPermitsInUse, "the reserved permit went beyond the queue's size")
+
+	close(release)
+	holds.Wait()
+	select {
+	case err := <-remote:
+		require.NoError(t, err, "intake resumed below the resume threshold")
+	case <-time.After(10 * time.Second):
+		t.Fatal("intake never resumed")
+	}
+	require.Eventually(t, func() bool {
+		st := jobs()
+		return st.PermitsInUse == 0 && st.PressureState == sdk.ApplicationJobQueuePressureStateNormal && st.ReservedSupplyPermits == 0
+	}, 5*time.Second, 10*time.Millisecond)
+}
+
+// J1, F11: the capacity figures are observed like the runtime status; a reset starts a new
+// measurement epoch and restarts the peaks from the current values.
+func TestJ1_ObserveCapacityAndResetCapacityMetrics(t *testing.T) {
+	cfg := rt.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	var c cluster
+	c.runs = &rttest.Runs{}
+	cfg.Register = func(r sdk.Registrar) error { return rttest.RegisterLedger(r, c.runs.Add, nil) }
+	h, err := rt.Start(ctx, cfg)
+	require.NoError(t, err)
+	defer h.Close()
+
+	octx, stop := context.WithCancel(ctx)
+	defer stop()
+	_, snapshot := collect(h.ObserveCapacity(octx))
+	require.Eventually(t, func() bool { return len(snapshot()) >= 1 }, 5*time.Second, time.Millisecond)
+	first := snapshot()[0].Status
+	assert.Equal(t, uint64(1), first.MeasurementEpoch)
+	assert.Positive(t, first.CoreHwm.EffectiveBudgetBytes)
+	assert.Positive(t, first.ApplicationJobQueue.EffectiveMaxQueuedApplicationJobs)
+
+	for i := range 3 {
+		_, err := record(h, openLedger(fmt.Sprint("o", i)), "m")
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		got := snapshot()
+		return got[len(got)-1].Status.ApplicationJobQueue.PeakPermitsInUse >= 1
+	}, 5*time.Second, 10*time.Millisecond, "the observer saw the jobs' peak")
+
+	h.ResetCapacityMetrics()
+	require.Eventually(t, func() bool {
+		got := snapshot()
+		last := got[len(got)-1].Status
+		return last.MeasurementEpoch == 2 && last.ApplicationJobQueue.PeakPermitsInUse == 0
+	}, 5*time.Second, 10*time.Millisecond, "the reset was observed")
+	assert.Equal(t, uint64(2), h.Status().Capacity.MeasurementEpoch)
+}

@@ -1,0 +1,385 @@
+package capacity
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zlink-go/zlink/rt/internal/exec"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// Meter is one node's capacity accounting. Its hot paths — a charge, a release, a permit —
+// are atomic adds; only waiting, a change of pressure and a reset take its lock. A nil *Meter
+// accounts nothing and admits everything.
+type Meter struct {
+	s Settings
+
+	// Core HWM: the inbound request bytes the node holds, from their receipt until their
+	// reply is queued or, for one-way messages, their job ends; laneHeld of them are admitted
+	// to a lane; completion are reply bytes queued to be sent back.
+	current, laneHeld, peak    atomic.Int64
+	completion, completionPeak atomic.Int64
+	completionCount            atomic.Int64
+	coreQueue                  atomic.Int64 // bytes in every send queue of the transport
+	streams, completionStreams atomic.Int64
+	senders, receivers         atomic.Int64
+	roomWaiters                atomic.Int64
+
+	// The application job queue.
+	inUse, reserved, jobsPeak atomic.Int64
+	jobWaiters                atomic.Int64
+	paused                    atomic.Bool
+
+	lanes exec.Gauges
+
+	mu          sync.Mutex
+	room        chan struct{} // closed and replaced when Core HWM bytes return to waiters
+	jobRoom     chan struct{} // closed and replaced when a permit returns to waiters
+	resumed     chan struct{} // closed when a pause ends; nil while not paused
+	pausedSince time.Time
+	epoch       uint64
+	epochStart  time.Time
+	blocked     int       // streams waiting for room or for the end of a pause now
+	blockedFrom time.Time // when blocked turned nonzero
+	blockedTime time.Duration
+	waitCount   uint64
+	waitTime    time.Duration
+	changed     chan struct{} // a token when the pressure state changes
+}
+
+// New returns a meter for settings s.
+func New(s Settings) *Meter {
+	return &Meter{
+		s: s, room: make(chan struct{}), jobRoom: make(chan struct{}),
+		epoch: 1, epochStart: time.Now(), changed: make(chan struct{}, 1),
+	}
+}
+
+// Settings returns the settings in force.
+func (m *Meter) Settings() Settings { return m.s }
+
+// Lanes returns the gauges that the Spots' executors share, or nil for a nil meter.
+func (m *Meter) Lanes() *exec.Gauges {
+	if m == nil {
+		return nil
+	}
+	return &m.lanes
+}
+
+// Changed delivers a token when the job queue's pressure state changes.
+func (m *Meter) Changed() <-chan struct{} { return m.changed }
+
+// Charge admits n bytes of an inbound request to the Core HWM, or reports that they do not
+// fit: the bytes held, replies queued included, plus n would exceed the budget. The first
+// request is always admitted, so that one message of the largest size gets through.
+func (m *Meter) Charge(n int64) bool {
+	if m == nil {
+		return true
+	}
+	for {
+		cur := m.current.Load()
+		if cur > 0 && cur+m.completion.Load()+n > m.s.Budget {
+			return false
+		}
+		if m.current.CompareAndSwap(cur, cur+n) {
+			raise(&m.peak, cur+n+m.completion.Load())
+			return true
+		}
+	}
+}
+
+// Hold adds n bytes to the Core HWM without a check: a one-way message admitted to a lane
+// keeps its bytes there until its job ends, when Release returns them.
+func (m *Meter) Hold(n int64) {
+	if m == nil {
+		return
+	}
+	raise(&m.peak, m.current.Add(n)+m.completion.Load())
+}
+
+// Release returns n bytes to the Core HWM.
+func (m *Meter) Release(n int64) {
+	if m == nil {
+		return
+	}
+	m.current.Add(-n)
+	if m.roomWaiters.Load() > 0 {
+		m.wake(&m.room)
+	}
+}
+
+// InLane moves n charged bytes from the not-yet-admitted part of the Core HWM to the part in
+// lanes (n negative: back out, when the job ends).
+func (m *Meter) InLane(n int64) {
+	if m != nil {
+		m.laneHeld.Add(n)
+	}
+}
+
+// Queued counts an envelope of n bytes entering a send queue (n negative: leaving it); a
+// completion is a reply to a peer's request, which the Core HWM holds until it is sent.
+func (m *Meter) Queued(n int64, completion bool) {
+	if m == nil {
+		return
+	}
+	m.coreQueue.Add(n)
+	if !completion {
+		return
+	}
+	c := m.completion.Add(n)
+	if n > 0 {
+		m.completionCount.Add(1)
+		raise(&m.completionPeak, c)
+		return
+	}
+	m.completionCount.Add(-1)
+	if m.roomWaiters.Load() > 0 {
+		m.wake(&m.room)
+	}
+}
+
+// StreamOpened counts a stream whose sender and receiver run now; served says that this node
+// sends the completions on it (a peer's stream). The returned func counts its end.
+func (m *Meter) StreamOpened(served bool) (closed func()) {
+	if m == nil {
+		return func() {}
+	}
+	m.streams.Add(1)
+	m.senders.Add(1)
+	m.receivers.Add(1)
+	if served {
+		m.completionStreams.Add(1)
+	}
+	return func() {
+		m.streams.Add(-1)
+		m.senders.Add(-1)
+		m.receivers.Add(-1)
+		if served {
+			m.completionStreams.Add(-1)
+		}
+	}
+}
+
+// WaitRoom blocks a stream's reader until the Core HWM has room again: the bytes held fall
+// below the budget. It returns ctx's error if ctx ends first.
+func (m *Meter) WaitRoom(ctx context.Context) error {
+	if m == nil {
+		return nil
+	}
+	m.roomWaiters.Add(1)
+	defer m.roomWaiters.Add(-1)
+	m.block(1)
+	defer m.block(-1)
+	for {
+		m.mu.Lock()
+		room := m.room
+		m.mu.Unlock()
+		if m.current.Load()+m.completion.Load() < m.s.Budget {
+			return nil
+		}
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Blocked counts a stream reader that waits for a reason of its own (its stream's share of
+// the budget) in the blocked time, until the returned func is called.
+func (m *Meter) Blocked() (unblock func()) {
+	if m == nil {
+		return func() {}
+	}
+	m.block(1)
+	return func() { m.block(-1) }
+}
+
+// WaitIntake blocks a stream's reader while the application job queue is paused: above its
+// pause threshold until it falls to the resume threshold. It returns ctx's error if ctx ends
+// first.
+func (m *Meter) WaitIntake(ctx context.Context) error {
+	if m == nil || !m.paused.Load() {
+		return nil
+	}
+	m.mu.Lock()
+	resumed := m.resumed
+	m.mu.Unlock()
+	if resumed == nil {
+		return nil
+	}
+	m.block(1)
+	defer m.block(-1)
+	select {
+	case <-resumed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Busy reports whether the application job queue holds as many permits as its resume
+// threshold or more: turns that start now mark their contexts so that the jobs they make are
+// known as nested.
+func (m *Meter) Busy() bool { return m != nil && m.inUse.Load() >= m.s.ResumeAt }
+
+// Paused reports whether the application job queue is above its pause threshold.
+func (m *Meter) Paused() bool { return m != nil && m.paused.Load() }
+
+// Acquire takes a permit of the application job queue for one job. With none free, a job
+// that nested reports as made by a running job takes one beyond the queue's size (a reserved
+// supply permit: it must not wait for permits its own caller holds); any other job waits until
+// a permit returns or ctx ends, and then fails with ErrCapacityExceeded{Scheduler} (and ctx's
+// error). nested is called only when the queue is full.
+func (m *Meter) Acquire(ctx context.Context, nested func(context.Context) bool) (reserved bool, err error) {
+	if m == nil {
+		return false, nil
+	}
+	if n := m.inUse.Add(1); n <= m.s.MaxJobs {
+		m.took(n)
+		return false, nil
+	}
+	if nested(ctx) {
+		m.reserved.Add(1)
+		m.took(m.inUse.Load())
+		return true, nil
+	}
+	m.inUse.Add(-1)
+	return false, m.waitPermit(ctx)
+}
+
+// took notes a permit taken with n in use.
+func (m *Meter) took(n int64) {
+	raise(&m.jobsPeak, n)
+	if n >= m.s.PauseAt && !m.paused.Load() {
+		m.setPaused(true)
+	}
+}
+
+func (m *Meter) waitPermit(ctx context.Context) error {
+	m.jobWaiters.Add(1)
+	began := time.Now()
+	defer func() {
+		m.jobWaiters.Add(-1)
+		m.mu.Lock()
+		m.waitCount++
+		m.waitTime += time.Since(began)
+		m.mu.Unlock()
+	}()
+	for {
+		m.mu.Lock()
+		room := m.jobRoom
+		m.mu.Unlock()
+		if n := m.inUse.Add(1); n <= m.s.MaxJobs {
+			m.took(n)
+			return nil
+		}
+		m.inUse.Add(-1)
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return fmt.Errorf("the node's application job queue stayed full (%d jobs queued or running) until the caller's context ended: %w (%w)",
+				m.s.MaxJobs, &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: m.s.MaxJobs}, ctx.Err())
+		}
+	}
+}
+
+// Return gives back a job's permit when the job ends.
+func (m *Meter) Return(reserved bool) {
+	if m == nil {
+		return
+	}
+	if reserved {
+		m.reserved.Add(-1)
+	}
+	n := m.inUse.Add(-1)
+	if m.jobWaiters.Load() > 0 {
+		m.wake(&m.jobRoom)
+	}
+	if n <= m.s.ResumeAt && m.paused.Load() {
+		m.setPaused(false)
+	}
+}
+
+// setPaused changes the pressure state, checking under the lock that the permits in use still
+// call for it.
+func (m *Meter) setPaused(paused bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := m.inUse.Load()
+	switch {
+	case paused && !m.paused.Load() && n >= m.s.PauseAt:
+		m.resumed = make(chan struct{})
+		m.pausedSince = time.Now()
+		m.paused.Store(true)
+	case !paused && m.paused.Load() && n <= m.s.ResumeAt:
+		m.paused.Store(false)
+		close(m.resumed)
+		m.resumed = nil
+		m.pausedSince = time.Time{}
+	default:
+		return
+	}
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+}
+
+// wake closes and replaces the channel *ch, waking everyone who waits on it.
+func (m *Meter) wake(ch *chan struct{}) {
+	m.mu.Lock()
+	close(*ch)
+	*ch = make(chan struct{})
+	m.mu.Unlock()
+}
+
+// block counts a stream reader that starts (d = 1) or stops (d = -1) waiting, and the time
+// during which at least one waits.
+func (m *Meter) block(d int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if d > 0 && m.blocked == 0 {
+		m.blockedFrom = time.Now()
+	}
+	m.blocked += d
+	if d < 0 && m.blocked == 0 {
+		m.blockedTime += time.Since(maxTime(m.blockedFrom, m.epochStart))
+	}
+}
+
+// Reset resets every peak and cumulative figure and starts a new measurement epoch; current
+// figures stay as they are.
+func (m *Meter) Reset() {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.epoch++
+	m.epochStart = time.Now()
+	m.blockedTime, m.waitCount, m.waitTime = 0, 0, 0
+	m.peak.Store(m.current.Load() + m.completion.Load())
+	m.completionPeak.Store(m.completion.Load())
+	m.jobsPeak.Store(m.inUse.Load())
+}
+
+// raise makes *peak at least v.
+func raise(peak *atomic.Int64, v int64) {
+	for {
+		p := peak.Load()
+		if v <= p || peak.CompareAndSwap(p, v) {
+			return
+		}
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
