@@ -35,9 +35,21 @@ func Build(tb testing.TB, pkg string) string {
 // BuildTags is Build with build tags.
 func BuildTags(tb testing.TB, pkg string, tags ...string) string {
 	tb.Helper()
+	return build(tb, pkg, RaceEnabled, tags)
+}
+
+// BuildWithoutRace is Build without the race detector even when the test has it: for a process
+// whose memory the test measures, which the detector's shadow memory would swamp.
+func BuildWithoutRace(tb testing.TB, pkg string) string {
+	tb.Helper()
+	return build(tb, pkg, false, nil)
+}
+
+func build(tb testing.TB, pkg string, race bool, tags []string) string {
+	tb.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	key := pkg + " " + strings.Join(tags, ",")
+	key := fmt.Sprint(pkg, " ", strings.Join(tags, ","), " ", race)
 	if path, ok := built[key]; ok {
 		return path
 	}
@@ -49,12 +61,17 @@ func BuildTags(tb testing.TB, pkg string, tags ...string) string {
 		builtDir = dir
 	}
 	out := filepath.Join(builtDir, filepath.Base(pkg))
-	args := []string{"build", "-o", out}
 	if len(tags) > 0 {
 		out += "-" + strings.Join(tags, "-")
-		args = []string{"build", "-o", out, "-tags", strings.Join(tags, ",")}
 	}
-	if RaceEnabled {
+	if race != RaceEnabled {
+		out += "-norace"
+	}
+	args := []string{"build", "-o", out}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	if race {
 		args = append(args, "-race")
 	}
 	cmd := exec.Command("go", append(args, pkg)...)

@@ -38,6 +38,10 @@ func main() {
 	workDelay := flag.Duration("work-delay", 20*time.Millisecond, "how long a Worker's Work turn takes")
 	tick := flag.Duration("tick", 20*time.Millisecond, "the period of every Worker's timer")
 	shutdownDeadline := flag.Duration("shutdown-deadline", sdk.DefaultShutdownDeadline, "the graceful shutdown's deadline on SIGTERM")
+	recordDelay := flag.Duration("record-delay", 0, "how long a Ledger's Record and Note turns take")
+	coreBudget := flag.Uint64("core-budget", 0, "the Core HWM budget in bytes (0: the default)")
+	maxMessage := flag.Int("max-message", 0, "the largest message payload in bytes (0: the default)")
+	laneBytes := flag.Int64("lane-bytes", 0, "the byte limit of every Spot's application lane (0: the default)")
 	flag.Parse()
 
 	out := bufio.NewWriter(os.Stdout)
@@ -69,6 +73,16 @@ func main() {
 			return d.DialContext(ctx, "tcp", endpoint)
 		}
 	}
+	if *coreBudget > 0 {
+		cfg.Inbound.CoreHwmBudgetBytes = coreBudget
+	}
+	if *maxMessage > 0 {
+		cfg.MaxMessageSize = *maxMessage
+	}
+	if *laneBytes > 0 {
+		cfg.Exec.Application.Bytes = *laneBytes
+		cfg.Exec.Application.Count = 1 << 20
+	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var j *rttest.FileJournal
 	if *journal != "" {
@@ -82,6 +96,13 @@ func main() {
 		ran := func(spot, msg string) { println("ran %s %s", spot, msg) }
 		if *quiet {
 			ran = func(string, string) {}
+		}
+		if d := *recordDelay; d > 0 {
+			report := ran
+			ran = func(spot, msg string) {
+				time.Sleep(d)
+				report(spot, msg)
+			}
 		}
 		if j != nil {
 			if err := rttest.RegisterWorker(r, j, *workDelay, *tick); err != nil {
@@ -106,6 +127,8 @@ func main() {
 	println("ready %s", h.LocalNode())
 
 	procstop.Wait()
+	c := h.CapacityStatus().CoreHwm
+	println("capacity peak=%d budget=%d", c.PeakAccountedBytes, c.EffectiveBudgetBytes)
 	res, err := h.Shutdown(context.Background(), *shutdownDeadline)
 	if err == nil {
 		err = h.Close() // the shutdown's teardown errors, if any

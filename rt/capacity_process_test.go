@@ -1,0 +1,163 @@
+package rt_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/zlink-go/zlink/internal/proctest"
+	"github.com/zlink-go/zlink/rt"
+	"github.com/zlink-go/zlink/rt/devetcd"
+	"github.com/zlink-go/zlink/rt/internal/rttest"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// residentKiB reads a field of /proc/<pid>/status (VmRSS, VmHWM) in KiB.
+func residentKiB(pid int, field string) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// E1, E6 across processes: 64 callers send 1 MiB messages to one slow Spot of a node process
+// for 10 s. The node runs under GOMEMLIMIT=128MiB, so its Core HWM is a quarter of that, 32 MiB,
+// and its lanes are made far larger than that, so that only the Core HWM bounds what it holds.
+// Its resident memory stays under the memory limit plus 64 MiB, nothing crashes, every call ends
+// with a reply or a typed capacity error by its deadline, and another node's calls to other
+// Spots keep working during the flood.
+func TestE6_FloodAcrossProcessesStaysWithinTheBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 10 s flood")
+	}
+	const (
+		memoryLimit = 128 << 20
+		budget      = memoryLimit / 4
+		payload     = 1 << 20
+		callers     = 64
+		flood       = 10 * time.Second
+	)
+	srv, err := devetcd.Start(ctx, devetcd.WithoutFsync())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	endpoints := strings.Join(srv.Endpoints(), ",")
+
+	bin := proctest.BuildWithoutRace(t, "github.com/zlink-go/zlink/rt/internal/nodeproc")
+	node := proctest.Start(t, bin, []string{"GOMEMLIMIT=128MiB"},
+		"-etcd", endpoints, "-node", "receiver", "-quiet", "-record-delay", "20ms",
+		"-max-message", fmt.Sprint(2<<20), "-lane-bytes", fmt.Sprint(4<<30))
+	_, err = node.Expect("ready ", 60*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(node.Stop)
+
+	client := func(id string) *rt.Host {
+		cfg := rt.DefaultConfig()
+		cfg.NodeID = sdk.NodeID(id)
+		cfg.EtcdEndpoints = srv.Endpoints()
+		cfg.Roles = rt.RoleObjectClient
+		cfg.MaxMessageSize = 2 << 20
+		cfg.LeaseTTL = 2 * time.Second
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		h, err := rt.Start(ctx, cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = h.Close() })
+		return h
+	}
+	flooder, bystander := client("flooder"), client("bystander")
+	warm(t, flooder, "slow")
+	for i := range 4 {
+		warm(t, bystander, fmt.Sprint("calm-", i))
+	}
+	baseline, err := residentKiB(node.Pid(), "VmRSS")
+	require.NoError(t, err)
+
+	var got outcomes
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	pad := strings.Repeat("z", payload-64)
+	for i := range callers {
+		wg.Go(func() {
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				_, err := flooder.Call(cctx, ledger("slow"), rttest.LedgerRecord, wrapperspb.String(fmt.Sprintf("flood-%d-%d-%s", i, j, pad)))
+				cancel()
+				got.add(err)
+			}
+		})
+	}
+	var latencies []time.Duration
+	var calmErrs []error
+	var maxRSS int64
+	wg.Go(func() {
+		for j := 0; ; j++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			began := time.Now()
+			_, err := record(bystander, ledger(fmt.Sprint("calm-", j%4)), fmt.Sprint("calm-msg-", j))
+			latencies = append(latencies, time.Since(began))
+			if err != nil {
+				calmErrs = append(calmErrs, err)
+			}
+			if rss, err := residentKiB(node.Pid(), "VmRSS"); err == nil {
+				maxRSS = max(maxRSS, rss)
+			}
+		}
+	})
+	time.Sleep(flood)
+	close(stop)
+	wg.Wait()
+
+	hwm, err := residentKiB(node.Pid(), "VmHWM")
+	require.NoError(t, err, "the node process is still running")
+	require.NoError(t, node.Signal(syscall.SIGTERM))
+	line, err := node.Expect("capacity ", 30*time.Second)
+	require.NoError(t, err)
+	var peak, effective uint64
+	_, err = fmt.Sscanf(line, "peak=%d budget=%d", &peak, &effective)
+	require.NoError(t, err, line)
+
+	slices.Sort(latencies)
+	require.NotEmpty(t, latencies)
+	t.Logf("flood of %d callers × 1 MiB for %v: %d replies, %d ErrInboundBudget, %d send queue full, %d scheduler, %d deadline; "+
+		"receiver RSS %d MiB before, %d MiB at most (VmHWM %d MiB), Core HWM peak %d MiB of %d MiB; calm calls %d: p50 %v, p99 %v, max %v",
+		callers, flood, got.ok, got.inboundBudget, got.sendQueue, got.scheduler, got.deadlines,
+		baseline>>10, maxRSS>>10, hwm>>10, peak>>20, effective>>20,
+		len(latencies), latencies[len(latencies)/2], latencies[len(latencies)*99/100], latencies[len(latencies)-1])
+
+	require.Empty(t, got.other, "every call ends with a reply or a typed capacity error by its deadline")
+	assert.Positive(t, got.ok)
+	assert.Positive(t, got.inboundBudget)
+	require.Empty(t, calmErrs, "another node's calls keep working during the flood")
+	assert.Equal(t, uint64(budget), effective, "the budget is a quarter of GOMEMLIMIT")
+	assert.LessOrEqual(t, peak, uint64(budget))
+	assert.Less(t, hwm<<10, int64(memoryLimit+64<<20), "the receiver's resident memory stays under its memory limit plus 64 MiB")
+}
