@@ -22,13 +22,20 @@ const Version = "v0.1.0"
 // changes when generated code starts to need a runtime feature that older sdk versions lack.
 const SupportPackage = "SupportPackageIsVersion1"
 
-// Import paths of the packages generated code uses.
+// The packages generated code uses besides those of the messages.
 const (
-	contextPath = "context"
-	fmtPath     = "fmt"
-	timePath    = "time"
-	sdkPath     = "github.com/zlink-go/zlink/sdk"
-	protoPath   = "google.golang.org/protobuf/proto"
+	contextPackage GoImportPath = "context"
+	fmtPackage     GoImportPath = "fmt"
+	timePackage    GoImportPath = "time"
+	sdkPackage     GoImportPath = "github.com/zlink-go/zlink/sdk"
+	protoPackage   GoImportPath = "google.golang.org/protobuf/proto"
+)
+
+// Identifiers of those packages that generated code uses often.
+var (
+	contextContext = contextPackage.Ident("Context")
+	fmtErrorf      = fmtPackage.Ident("Errorf")
+	protoMessage   = protoPackage.Ident("Message")
 )
 
 // emitter renders the output of one input file.
@@ -57,13 +64,13 @@ func (l locals) all() []string {
 
 // emitFile renders the generated file for one input file of p.
 func emitFile(p *Package, file *File) ([]byte, error) {
-	e := &emitter{pkg: p, file: file, f: jen.NewFilePathName(p.Path, p.Name)}
+	e := &emitter{pkg: p, file: file, f: jen.NewFilePathName(string(p.Path), string(p.Name))}
 	taken := e.packageNames()
 	e.imports(taken)
 	e.f.HeaderComment(e.header())
 
 	e.f.Comment("This reference fails to compile when the generated code and the runtime in sdk do not match.")
-	e.f.Const().Id("_").Op("=").Qual(sdkPath, SupportPackage)
+	e.f.Const().Id("_").Op("=").Add(sdkID(SupportPackage))
 	for _, s := range file.Spots {
 		e.spot(s)
 	}
@@ -112,33 +119,38 @@ func (e *emitter) imports(taken map[string]bool) {
 	for _, s := range e.file.Spots {
 		avoid[namesOf(s).Factory] = true
 	}
-	type imp struct{ path, name string }
-	fixed := []imp{{contextPath, "context"}, {fmtPath, "fmt"}, {timePath, "time"}, {protoPath, "proto"}, {sdkPath, "sdk"}}
+	type imp struct {
+		path GoImportPath
+		name GoPackageName
+	}
+	fixed := []imp{{contextPackage, "context"}, {fmtPackage, "fmt"}, {timePackage, "time"}, {protoPackage, "proto"}, {sdkPackage, "sdk"}}
 	var msgs []imp
-	seen := map[string]bool{}
+	seen := map[GoImportPath]bool{}
 	for _, s := range e.file.Spots {
 		for _, m := range s.Methods {
 			for _, msg := range []*Message{m.Request, m.Reply} {
-				if msg == nil || msg.PkgPath == e.pkg.Path || seen[msg.PkgPath] {
+				if msg == nil || msg.GoIdent.GoImportPath == e.pkg.Path || seen[msg.GoIdent.GoImportPath] {
 					continue
 				}
-				seen[msg.PkgPath] = true
-				msgs = append(msgs, imp{msg.PkgPath, msg.PkgName})
+				path := msg.GoIdent.GoImportPath
+				seen[path] = true
+				msgs = append(msgs, imp{path, e.pkg.PackageNames[path]})
 			}
 		}
 	}
-	slices.SortFunc(msgs, func(a, b imp) int { return strings.Compare(a.path, b.path) })
+	slices.SortFunc(msgs, func(a, b imp) int { return strings.Compare(string(a.path), string(b.path)) })
 	used := map[string]bool{}
 	for _, im := range append(fixed, msgs...) {
-		name := im.name
+		base := string(im.name)
+		name := base
 		for i := 2; avoid[name] || used[name]; i++ {
-			name = im.name + strconv.Itoa(i)
+			name = base + strconv.Itoa(i)
 		}
 		used[name] = true
-		if name == im.name {
-			e.f.ImportName(im.path, name)
+		if name == base {
+			e.f.ImportName(string(im.path), name)
 		} else {
-			e.f.ImportAlias(im.path, name)
+			e.f.ImportAlias(string(im.path), name)
 		}
 	}
 	// Locals avoid package names and import names alike.
@@ -194,18 +206,25 @@ func duration(d time.Duration) *jen.Statement {
 	for _, u := range units {
 		if d%u.d == 0 {
 			if d == u.d {
-				return jen.Qual(timePath, u.name)
+				return qual(timePackage.Ident(u.name))
 			}
-			return jen.Lit(int(d/u.d)).Op("*").Qual(timePath, u.name)
+			return jen.Lit(int(d / u.d)).Op("*").Add(qual(timePackage.Ident(u.name)))
 		}
 	}
-	return jen.Qual(timePath, "Duration").Call(jen.Lit(int64(d)))
+	return qual(timePackage.Ident("Duration")).Call(jen.Lit(int64(d)))
 }
 
+// qual refers to id: unqualified in the file's own package, else qualified by the name the
+// file imports id's package as.
+func qual(id GoIdent) *jen.Statement { return jen.Qual(string(id.GoImportPath), id.GoName) }
+
 // msgType refers to message type m (without the pointer).
-func msgType(m *Message) *jen.Statement { return jen.Qual(m.PkgPath, m.Name) }
+func msgType(m *Message) *jen.Statement { return qual(m.GoIdent) }
 
-// msgString renders *m for error messages: "*chat.JoinRequest".
-func msgString(m *Message) string { return "*" + m.PkgName + "." + m.Name }
+// msgString renders *m for error messages, qualified by the name its package declares:
+// "*chat.JoinRequest".
+func (e *emitter) msgString(m *Message) string {
+	return "*" + string(e.pkg.PackageNames[m.GoIdent.GoImportPath]) + "." + m.GoIdent.GoName
+}
 
-func sdkID(name string) *jen.Statement { return jen.Qual(sdkPath, name) }
+func sdkID(name string) *jen.Statement { return qual(sdkPackage.Ident(name)) }
