@@ -96,7 +96,7 @@ func (e *emitter) header() string {
 // identifiers the generated code uses.
 func (e *emitter) packageNames() map[string]bool {
 	taken := map[string]bool{"any": true, "error": true, "new": true, "nil": true, "string": true}
-	for _, n := range e.pkg.Types.Scope().Names() {
+	for _, n := range e.pkg.Declared {
 		taken[n] = true
 	}
 	for _, f := range e.pkg.Files {

@@ -11,7 +11,8 @@ import (
 
 // Package is one loaded Go package and the Spot types declared in it.
 type Package struct {
-	// Types is the package's go/types identity.
+	// Types is the package's go/types identity, for building and validating the model; the
+	// emitter works from the model alone.
 	Types *types.Package
 	// Name and Path are the package's name and import path.
 	Name GoPackageName
@@ -24,6 +25,9 @@ type Package struct {
 	Files []*File
 	// Generated are the *_zlink.go files that zlinkgen made earlier, by absolute path.
 	Generated []string
+	// Declared are the package-level names the package declares, sorted (its earlier
+	// generated files left out): names that generated code must not shadow.
+	Declared []string
 }
 
 // File is one input file that declares Spot types, and the file generated for it.
