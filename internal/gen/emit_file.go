@@ -3,7 +3,6 @@ package gen
 import (
 	"bytes"
 	"fmt"
-	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -43,30 +42,16 @@ type emitter struct {
 	pkg  *Package
 	file *File
 	f    *jen.File
-	// loc are the names of the locals and parameters of generated functions, chosen so that
-	// they shadow no import and no package-level name.
+	// loc are the names of the locals and parameters of generated functions.
 	loc locals
-}
-
-// locals are the identifiers generated function bodies declare.
-type locals struct {
-	r, c, id, node, ctx, req, msg, opts, out, err, reply, ok, impl, in, sc, v, s string
-}
-
-var localBases = locals{
-	r: "r", c: "c", id: "id", node: "node", ctx: "ctx", req: "req", msg: "msg", opts: "opts",
-	out: "out", err: "err", reply: "reply", ok: "ok", impl: "impl", in: "in", sc: "sc", v: "v", s: "s",
-}
-
-func (l locals) all() []string {
-	return []string{l.r, l.c, l.id, l.node, l.ctx, l.req, l.msg, l.opts, l.out, l.err, l.reply, l.ok, l.impl, l.in, l.sc, l.v, l.s}
 }
 
 // emitFile renders the generated file for one input file of p.
 func emitFile(p *Package, file *File) ([]byte, error) {
 	e := &emitter{pkg: p, file: file, f: jen.NewFilePathName(string(p.Path), string(p.Name))}
-	taken := e.packageNames()
-	e.imports(taken)
+	ids := e.identifiers()
+	e.loc = newLocals(ids)
+	e.imports(ids)
 	e.f.HeaderComment(e.header())
 
 	e.f.Comment("This reference fails to compile when the generated code and the runtime in sdk do not match.")
@@ -91,34 +76,69 @@ func (e *emitter) header() string {
 	return h
 }
 
-// packageNames returns the names that imports and locals of the generated file must not take:
-// every package-level name of the package, those the run generates, and the predeclared
-// identifiers the generated code uses.
-func (e *emitter) packageNames() map[string]bool {
-	taken := map[string]bool{"any": true, "error": true, "new": true, "nil": true, "string": true}
-	for _, n := range e.pkg.Declared {
-		taken[n] = true
+// identifiers hands out the names that a generated file declares itself: its import names and
+// the locals and parameters of its functions. Each name it gives differs from every name given
+// before and from every name reserved, so that none shadows another. A base name that is
+// taken becomes the first free one of base2, base3, ...: the same input always gets the same
+// names.
+type identifiers struct{ taken map[string]bool }
+
+// reserve marks names as taken.
+func (ids *identifiers) reserve(names ...string) {
+	for _, n := range names {
+		ids.taken[n] = true
 	}
-	for _, f := range e.pkg.Files {
-		for _, s := range f.Spots {
-			for _, n := range topLevel(s) {
-				taken[n] = true
-			}
-		}
-	}
-	return taken
 }
 
-// imports pins the name of every imported package, first avoiding the package's names and
-// the locals' base names, then chooses the locals avoiding the imports.
-func (e *emitter) imports(taken map[string]bool) {
-	avoid := maps.Clone(taken)
-	for _, n := range localBases.all() {
-		avoid[n] = true
+// fresh returns base, or base with the smallest number from 2 that makes it free, and takes it.
+func (ids *identifiers) fresh(base string) string {
+	name := base
+	for i := 2; ids.taken[name]; i++ {
+		name = base + strconv.Itoa(i)
+	}
+	ids.taken[name] = true
+	return name
+}
+
+// identifiers returns the file's identifiers with the names it must not give reserved: the
+// predeclared identifiers that generated code uses, every package-level name of the package,
+// those the run generates in it, and the parameters the file's functions take under generated
+// names (the factories of RegisterX).
+func (e *emitter) identifiers() *identifiers {
+	ids := &identifiers{taken: map[string]bool{}}
+	ids.reserve("any", "error", "int64", "new", "nil", "string", "true")
+	ids.reserve(e.pkg.Declared...)
+	for _, f := range e.pkg.Files {
+		for _, s := range f.Spots {
+			ids.reserve(topLevel(s)...)
+		}
 	}
 	for _, s := range e.file.Spots {
-		avoid[namesOf(s).Factory] = true
+		ids.reserve(namesOf(s).Factory)
 	}
+	return ids
+}
+
+// locals are the identifiers that generated functions declare as parameters and locals.
+// Each is the fresh name of its field's name.
+type locals struct {
+	r, c, id, node, ctx, req, msg, opts, out, err, reply, ok, impl, in, sc, v, s string
+}
+
+// newLocals takes the locals from ids, in the order of the fields.
+func newLocals(ids *identifiers) locals {
+	return locals{
+		r: ids.fresh("r"), c: ids.fresh("c"), id: ids.fresh("id"), node: ids.fresh("node"), ctx: ids.fresh("ctx"),
+		req: ids.fresh("req"), msg: ids.fresh("msg"), opts: ids.fresh("opts"), out: ids.fresh("out"), err: ids.fresh("err"),
+		reply: ids.fresh("reply"), ok: ids.fresh("ok"), impl: ids.fresh("impl"), in: ids.fresh("in"), sc: ids.fresh("sc"),
+		v: ids.fresh("v"), s: ids.fresh("s"),
+	}
+}
+
+// imports pins the name of every package the file may import, in a fixed order: the packages
+// generated code always uses, then those of the messages by import path. A package is
+// imported under its own name when that is free, else under a fresh one.
+func (e *emitter) imports(ids *identifiers) {
 	type imp struct {
 		path GoImportPath
 		name GoPackageName
@@ -139,36 +159,12 @@ func (e *emitter) imports(taken map[string]bool) {
 		}
 	}
 	slices.SortFunc(msgs, func(a, b imp) int { return strings.Compare(string(a.path), string(b.path)) })
-	used := map[string]bool{}
 	for _, im := range append(fixed, msgs...) {
-		base := string(im.name)
-		name := base
-		for i := 2; avoid[name] || used[name]; i++ {
-			name = base + strconv.Itoa(i)
-		}
-		used[name] = true
-		if name == base {
+		if name := ids.fresh(string(im.name)); name == string(im.name) {
 			e.f.ImportName(string(im.path), name)
 		} else {
 			e.f.ImportAlias(string(im.path), name)
 		}
-	}
-	// Locals avoid package names and import names alike.
-	for n := range used {
-		taken[n] = true
-	}
-	pick := func(base string) string {
-		name := base
-		for i := 2; taken[name]; i++ {
-			name = base + strconv.Itoa(i)
-		}
-		return name
-	}
-	b := localBases
-	e.loc = locals{
-		r: pick(b.r), c: pick(b.c), id: pick(b.id), node: pick(b.node), ctx: pick(b.ctx), req: pick(b.req),
-		msg: pick(b.msg), opts: pick(b.opts), out: pick(b.out), err: pick(b.err), reply: pick(b.reply),
-		ok: pick(b.ok), impl: pick(b.impl), in: pick(b.in), sc: pick(b.sc), v: pick(b.v), s: pick(b.s),
 	}
 }
 

@@ -113,3 +113,75 @@ func TestEmitterDoesNotImportTheTypeChecker(t *testing.T) {
 		}
 	}
 }
+
+func TestIdentifiersAreFreshAndDeterministic(t *testing.T) {
+	ids := &identifiers{taken: map[string]bool{}}
+	ids.reserve("ctx", "ctx2")
+	assert.Equal(t, "ctx3", ids.fresh("ctx"), "taken names are skipped")
+	assert.Equal(t, "ctx4", ids.fresh("ctx"), "a name given is taken")
+	assert.Equal(t, "req", ids.fresh("req"), "a free name is kept")
+	assert.Equal(t, "req2", ids.fresh("req"))
+}
+
+// One set of taken names serves the locals, the parameters and the imports of a file: a
+// local named like a package-level name, or an import named like a package-level name, a
+// local, a generated parameter or another import, gets a fresh name, the same on every run.
+func TestLocalsAndImportsTakeFreshNames(t *testing.T) {
+	const path GoImportPath = "example.com/hub"
+	var (
+		aIn     GoImportPath = "example.com/a/in"
+		bIn     GoImportPath = "example.com/b/in"
+		replies GoImportPath = "example.com/reply"
+		factory GoImportPath = "example.com/newhub"
+	)
+	hub := &Interface{
+		Name:     "Hub",
+		Kind:     sdk.KindUser,
+		TypeName: "hub.Hub",
+		Methods: []*Method{
+			{Name: "Join", Request: &Message{GoIdent: aIn.Ident("Ping")}, Reply: &Message{GoIdent: replies.Ident("Pong")}},
+			{Name: "Back", Send: true, Request: &Message{GoIdent: bIn.Ident("Ping")}},
+			{Name: "Make", Request: &Message{GoIdent: factory.Ident("Order")}, Reply: &Message{GoIdent: path.Ident("Done")}},
+		},
+	}
+	p := &Package{
+		Name: "hub",
+		Path: path,
+		PackageNames: map[GoImportPath]GoPackageName{
+			path: "hub", aIn: "in", bIn: "in", replies: "reply", factory: "newHub",
+		},
+		Files:    []*File{{Source: "/x/hub.go", Out: "/x/hub_zlink.go", Spots: []*Interface{hub}}},
+		Declared: []string{"Done", "Hub", "ctx", "ctx2", "in", "sdk"},
+	}
+	out, err := emitFile(p, p.Files[0])
+	require.NoError(t, err)
+	_, err = parser.ParseFile(token.NewFileSet(), "hub_zlink.go", out, 0)
+	require.NoError(t, err, "%s", out)
+	again, err := emitFile(p, p.Files[0])
+	require.NoError(t, err)
+	assert.Equal(t, string(out), string(again), "two renderings differ")
+
+	got := string(out)
+	for _, want := range []string{
+		// Imports: sdk is declared; in and in2 are the package's and a local's; in3 is the
+		// other package named in; reply is a local; newHub is RegisterHub's factory.
+		"\tin3 \"example.com/a/in\"\n",
+		"\tin4 \"example.com/b/in\"\n",
+		"\tnewHub2 \"example.com/newhub\"\n",
+		"\treply2 \"example.com/reply\"\n",
+		"\tsdk2 \"github.com/zlink-go/zlink/sdk\"\n",
+		// Locals: ctx and ctx2 are declared, in is declared.
+		"Invoke: func(impl any, ctx3 context.Context, req proto.Message) (proto.Message, error) {",
+		"in2, ok := req.(*in3.Ping)",
+		"func RegisterHub(r sdk2.Registrar, newHub func(sdk2.SpotContext) (Hub, error), opts ...sdk2.TypeOption) error {",
+		"func (r HubRef) Join(ctx3 context.Context, req *in3.Ping, opts ...sdk2.CallOption) (*reply2.Pong, error) {",
+		"reply, ok := out.(*reply2.Pong)",
+		"func (r HubRef) Back(ctx3 context.Context, msg *in4.Ping, opts ...sdk2.CallOption) error {",
+		"func (r HubRef) Make(ctx3 context.Context, req *newHub2.Order, opts ...sdk2.CallOption) (*Done, error) {",
+		// Error messages name a message by the name its package declares.
+		`"%w: %s takes *in.Ping, got %T"`,
+		`"%w: %s replied %T, want *hub.Done"`,
+	} {
+		assert.Contains(t, got, want)
+	}
+}
