@@ -61,7 +61,11 @@ func newBuilder(fset *token.FileSet, errs *errorCollector, pkgs []*packages.Pack
 
 // pkg builds the model of one loaded package.
 func (b *builder) pkg(p *packages.Package) *Package {
-	m := &Package{Types: p.Types, Name: p.Name, Path: p.PkgPath}
+	path, name := GoImportPath(p.PkgPath), GoPackageName(p.Name)
+	m := &Package{Types: p.Types, Name: name, Path: path, PackageNames: map[GoImportPath]GoPackageName{path: name}}
+	if p.Types != nil {
+		m.Declared = p.Types.Scope().Names()
+	}
 	for _, f := range p.Syntax {
 		name := b.fset.File(f.Pos()).Name()
 		if isGenerated(name) {

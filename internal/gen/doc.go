@@ -9,7 +9,7 @@
 //	                         each with its go/types identity, position and doc comment
 //	validate  (validate.go)  method shapes, protobuf messages, names and directives are checked;
 //	                         every problem is collected, none stops the others
-//	emit      (emit_*.go)    jennifer renders one file per input file
+//	emit      (emit_*.go)    jennifer renders one file per input file, from the model alone
 //
 // Generate runs these steps and returns one Result per output file; Write (write.go) puts them
 // on disk, rewriting a file only when its bytes change, and Check compares them with the disk.

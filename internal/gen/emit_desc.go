@@ -70,7 +70,7 @@ func (e *emitter) desc(s *Interface) {
 // methodDesc renders one entry of the dispatch table.
 func (e *emitter) methodDesc(s *Interface, m *Method, l locals) jen.Code {
 	newMsg := func(msg *Message) *jen.Statement {
-		return jen.Func().Params().Qual(protoPath, "Message").Block(jen.Return(jen.New(msgType(msg))))
+		return jen.Func().Params().Add(qual(protoMessage)).Block(jen.Return(jen.New(msgType(msg))))
 	}
 	kvs := []jen.Code{field("Name", jen.Lit(m.Name))}
 	if m.Reply == nil {
@@ -83,11 +83,11 @@ func (e *emitter) methodDesc(s *Interface, m *Method, l locals) jen.Code {
 	body := []jen.Code{
 		jen.List(jen.Id(l.s), jen.Id(l.ok)).Op(":=").Id(l.impl).Assert(jen.Id(s.Name)),
 		jen.If(jen.Op("!").Id(l.ok)).Block(
-			jen.Return(jen.Nil(), jen.Qual(fmtPath, "Errorf").Call(jen.Lit("%w: %T does not implement "+s.Name), sdkID("ErrUnhandled"), jen.Id(l.impl))),
+			jen.Return(jen.Nil(), qual(fmtErrorf).Call(jen.Lit("%w: %T does not implement "+s.Name), sdkID("ErrUnhandled"), jen.Id(l.impl))),
 		),
 		jen.List(jen.Id(l.in), jen.Id(l.ok)).Op(":=").Id(l.req).Assert(jen.Op("*").Add(msgType(m.Request))),
 		jen.If(jen.Op("!").Id(l.ok)).Block(
-			jen.Return(jen.Nil(), jen.Qual(fmtPath, "Errorf").Call(jen.Lit("%w: %s takes "+msgString(m.Request)+", got %T"),
+			jen.Return(jen.Nil(), qual(fmtErrorf).Call(jen.Lit("%w: %s takes "+e.msgString(m.Request)+", got %T"),
 				sdkID("ErrInvalidArgument"), jen.Id(fullMethodConst(s, m)), jen.Id(l.req))),
 		),
 	}
@@ -102,8 +102,8 @@ func (e *emitter) methodDesc(s *Interface, m *Method, l locals) jen.Code {
 		)
 	}
 	kvs = append(kvs, field("Invoke", jen.Func().Params(
-		jen.Id(l.impl).Any(), jen.Id(l.ctx).Qual(contextPath, "Context"), jen.Id(l.req).Qual(protoPath, "Message"),
-	).Params(jen.Qual(protoPath, "Message"), jen.Error()).Block(body...)))
+		jen.Id(l.impl).Any(), jen.Id(l.ctx).Add(qual(contextContext)), jen.Id(l.req).Add(qual(protoMessage)),
+	).Params(qual(protoMessage), jen.Error()).Block(body...)))
 	return block(kvs...)
 }
 
@@ -124,7 +124,7 @@ func (e *emitter) register(s *Interface) {
 		jen.Id(l.opts).Op("...").Add(sdkID("TypeOption")),
 	).Error().Block(
 		jen.If(jen.Id(l.r).Op("==").Nil().Op("||").Id(n.Factory).Op("==").Nil()).Block(
-			jen.Return(jen.Qual(fmtPath, "Errorf").Call(jen.Lit("%w: "+n.Register+" needs a registrar and a factory"), sdkID("ErrInvalidArgument"))),
+			jen.Return(qual(fmtErrorf).Call(jen.Lit("%w: "+n.Register+" needs a registrar and a factory"), sdkID("ErrInvalidArgument"))),
 		),
 		jen.Return(jen.Id(l.r).Dot("RegisterSpot").Call(
 			jen.Op("&").Id(n.Desc),
@@ -132,7 +132,7 @@ func (e *emitter) register(s *Interface) {
 				jen.List(jen.Id(l.v), jen.Id(l.err)).Op(":=").Id(n.Factory).Call(jen.Id(l.sc)),
 				jen.If(jen.Id(l.err).Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Id(l.err))),
 				jen.If(jen.Id(l.v).Op("==").Nil()).Block(
-					jen.Return(jen.Nil(), jen.Qual(fmtPath, "Errorf").Call(jen.Lit("%w: the factory of %s returned nil"), sdkID("ErrInvalidArgument"), jen.Id(n.TypeName))),
+					jen.Return(jen.Nil(), qual(fmtErrorf).Call(jen.Lit("%w: the factory of %s returned nil"), sdkID("ErrInvalidArgument"), jen.Id(n.TypeName))),
 				),
 				jen.Return(jen.Id(l.v), jen.Nil()),
 			),

@@ -3,7 +3,6 @@ package gen
 import (
 	"bytes"
 	"fmt"
-	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -22,13 +21,20 @@ const Version = "v0.1.0"
 // changes when generated code starts to need a runtime feature that older sdk versions lack.
 const SupportPackage = "SupportPackageIsVersion1"
 
-// Import paths of the packages generated code uses.
+// The packages generated code uses besides those of the messages.
 const (
-	contextPath = "context"
-	fmtPath     = "fmt"
-	timePath    = "time"
-	sdkPath     = "github.com/zlink-go/zlink/sdk"
-	protoPath   = "google.golang.org/protobuf/proto"
+	contextPackage GoImportPath = "context"
+	fmtPackage     GoImportPath = "fmt"
+	timePackage    GoImportPath = "time"
+	sdkPackage     GoImportPath = "github.com/zlink-go/zlink/sdk"
+	protoPackage   GoImportPath = "google.golang.org/protobuf/proto"
+)
+
+// Identifiers of those packages that generated code uses often.
+var (
+	contextContext = contextPackage.Ident("Context")
+	fmtErrorf      = fmtPackage.Ident("Errorf")
+	protoMessage   = protoPackage.Ident("Message")
 )
 
 // emitter renders the output of one input file.
@@ -36,34 +42,20 @@ type emitter struct {
 	pkg  *Package
 	file *File
 	f    *jen.File
-	// loc are the names of the locals and parameters of generated functions, chosen so that
-	// they shadow no import and no package-level name.
+	// loc are the names of the locals and parameters of generated functions.
 	loc locals
-}
-
-// locals are the identifiers generated function bodies declare.
-type locals struct {
-	r, c, id, node, ctx, req, msg, opts, out, err, reply, ok, impl, in, sc, v, s string
-}
-
-var localBases = locals{
-	r: "r", c: "c", id: "id", node: "node", ctx: "ctx", req: "req", msg: "msg", opts: "opts",
-	out: "out", err: "err", reply: "reply", ok: "ok", impl: "impl", in: "in", sc: "sc", v: "v", s: "s",
-}
-
-func (l locals) all() []string {
-	return []string{l.r, l.c, l.id, l.node, l.ctx, l.req, l.msg, l.opts, l.out, l.err, l.reply, l.ok, l.impl, l.in, l.sc, l.v, l.s}
 }
 
 // emitFile renders the generated file for one input file of p.
 func emitFile(p *Package, file *File) ([]byte, error) {
-	e := &emitter{pkg: p, file: file, f: jen.NewFilePathName(p.Path, p.Name)}
-	taken := e.packageNames()
-	e.imports(taken)
+	e := &emitter{pkg: p, file: file, f: jen.NewFilePathName(string(p.Path), string(p.Name))}
+	ids := e.identifiers()
+	e.loc = newLocals(ids)
+	e.imports(ids)
 	e.f.HeaderComment(e.header())
 
 	e.f.Comment("This reference fails to compile when the generated code and the runtime in sdk do not match.")
-	e.f.Const().Id("_").Op("=").Qual(sdkPath, SupportPackage)
+	e.f.Const().Id("_").Op("=").Add(sdkID(SupportPackage))
 	for _, s := range file.Spots {
 		e.spot(s)
 	}
@@ -84,79 +76,95 @@ func (e *emitter) header() string {
 	return h
 }
 
-// packageNames returns the names that imports and locals of the generated file must not take:
-// every package-level name of the package, those the run generates, and the predeclared
-// identifiers the generated code uses.
-func (e *emitter) packageNames() map[string]bool {
-	taken := map[string]bool{"any": true, "error": true, "new": true, "nil": true, "string": true}
-	for _, n := range e.pkg.Types.Scope().Names() {
-		taken[n] = true
+// identifiers hands out the names that a generated file declares itself: its import names and
+// the locals and parameters of its functions. Each name it gives differs from every name given
+// before and from every name reserved, so that none shadows another. A base name that is
+// taken becomes the first free one of base2, base3, ...: the same input always gets the same
+// names.
+type identifiers struct{ taken map[string]bool }
+
+// reserve marks names as taken.
+func (ids *identifiers) reserve(names ...string) {
+	for _, n := range names {
+		ids.taken[n] = true
 	}
-	for _, f := range e.pkg.Files {
-		for _, s := range f.Spots {
-			for _, n := range topLevel(s) {
-				taken[n] = true
-			}
-		}
-	}
-	return taken
 }
 
-// imports pins the name of every imported package, first avoiding the package's names and
-// the locals' base names, then chooses the locals avoiding the imports.
-func (e *emitter) imports(taken map[string]bool) {
-	avoid := maps.Clone(taken)
-	for _, n := range localBases.all() {
-		avoid[n] = true
+// fresh returns base, or base with the smallest number from 2 that makes it free, and takes it.
+func (ids *identifiers) fresh(base string) string {
+	name := base
+	for i := 2; ids.taken[name]; i++ {
+		name = base + strconv.Itoa(i)
+	}
+	ids.taken[name] = true
+	return name
+}
+
+// identifiers returns the file's identifiers with the names it must not give reserved: the
+// predeclared identifiers that generated code uses, every package-level name of the package,
+// those the run generates in it, and the parameters the file's functions take under generated
+// names (the factories of RegisterX).
+func (e *emitter) identifiers() *identifiers {
+	ids := &identifiers{taken: map[string]bool{}}
+	ids.reserve("any", "error", "int64", "new", "nil", "string", "true")
+	ids.reserve(e.pkg.Declared...)
+	for _, f := range e.pkg.Files {
+		for _, s := range f.Spots {
+			ids.reserve(topLevel(s)...)
+		}
 	}
 	for _, s := range e.file.Spots {
-		avoid[namesOf(s).Factory] = true
+		ids.reserve(namesOf(s).Factory)
 	}
-	type imp struct{ path, name string }
-	fixed := []imp{{contextPath, "context"}, {fmtPath, "fmt"}, {timePath, "time"}, {protoPath, "proto"}, {sdkPath, "sdk"}}
+	return ids
+}
+
+// locals are the identifiers that generated functions declare as parameters and locals.
+// Each is the fresh name of its field's name.
+type locals struct {
+	r, c, id, node, ctx, req, msg, opts, out, err, reply, ok, impl, in, sc, v, s string
+}
+
+// newLocals takes the locals from ids, in the order of the fields.
+func newLocals(ids *identifiers) locals {
+	return locals{
+		r: ids.fresh("r"), c: ids.fresh("c"), id: ids.fresh("id"), node: ids.fresh("node"), ctx: ids.fresh("ctx"),
+		req: ids.fresh("req"), msg: ids.fresh("msg"), opts: ids.fresh("opts"), out: ids.fresh("out"), err: ids.fresh("err"),
+		reply: ids.fresh("reply"), ok: ids.fresh("ok"), impl: ids.fresh("impl"), in: ids.fresh("in"), sc: ids.fresh("sc"),
+		v: ids.fresh("v"), s: ids.fresh("s"),
+	}
+}
+
+// imports pins the name of every package the file may import, in a fixed order: the packages
+// generated code always uses, then those of the messages by import path. A package is
+// imported under its own name when that is free, else under a fresh one.
+func (e *emitter) imports(ids *identifiers) {
+	type imp struct {
+		path GoImportPath
+		name GoPackageName
+	}
+	fixed := []imp{{contextPackage, "context"}, {fmtPackage, "fmt"}, {timePackage, "time"}, {protoPackage, "proto"}, {sdkPackage, "sdk"}}
 	var msgs []imp
-	seen := map[string]bool{}
+	seen := map[GoImportPath]bool{}
 	for _, s := range e.file.Spots {
 		for _, m := range s.Methods {
 			for _, msg := range []*Message{m.Request, m.Reply} {
-				if msg == nil || msg.PkgPath == e.pkg.Path || seen[msg.PkgPath] {
+				if msg == nil || msg.GoIdent.GoImportPath == e.pkg.Path || seen[msg.GoIdent.GoImportPath] {
 					continue
 				}
-				seen[msg.PkgPath] = true
-				msgs = append(msgs, imp{msg.PkgPath, msg.PkgName})
+				path := msg.GoIdent.GoImportPath
+				seen[path] = true
+				msgs = append(msgs, imp{path, e.pkg.PackageNames[path]})
 			}
 		}
 	}
-	slices.SortFunc(msgs, func(a, b imp) int { return strings.Compare(a.path, b.path) })
-	used := map[string]bool{}
+	slices.SortFunc(msgs, func(a, b imp) int { return strings.Compare(string(a.path), string(b.path)) })
 	for _, im := range append(fixed, msgs...) {
-		name := im.name
-		for i := 2; avoid[name] || used[name]; i++ {
-			name = im.name + strconv.Itoa(i)
-		}
-		used[name] = true
-		if name == im.name {
-			e.f.ImportName(im.path, name)
+		if name := ids.fresh(string(im.name)); name == string(im.name) {
+			e.f.ImportName(string(im.path), name)
 		} else {
-			e.f.ImportAlias(im.path, name)
+			e.f.ImportAlias(string(im.path), name)
 		}
-	}
-	// Locals avoid package names and import names alike.
-	for n := range used {
-		taken[n] = true
-	}
-	pick := func(base string) string {
-		name := base
-		for i := 2; taken[name]; i++ {
-			name = base + strconv.Itoa(i)
-		}
-		return name
-	}
-	b := localBases
-	e.loc = locals{
-		r: pick(b.r), c: pick(b.c), id: pick(b.id), node: pick(b.node), ctx: pick(b.ctx), req: pick(b.req),
-		msg: pick(b.msg), opts: pick(b.opts), out: pick(b.out), err: pick(b.err), reply: pick(b.reply),
-		ok: pick(b.ok), impl: pick(b.impl), in: pick(b.in), sc: pick(b.sc), v: pick(b.v), s: pick(b.s),
 	}
 }
 
@@ -194,18 +202,25 @@ func duration(d time.Duration) *jen.Statement {
 	for _, u := range units {
 		if d%u.d == 0 {
 			if d == u.d {
-				return jen.Qual(timePath, u.name)
+				return qual(timePackage.Ident(u.name))
 			}
-			return jen.Lit(int(d/u.d)).Op("*").Qual(timePath, u.name)
+			return jen.Lit(int(d / u.d)).Op("*").Add(qual(timePackage.Ident(u.name)))
 		}
 	}
-	return jen.Qual(timePath, "Duration").Call(jen.Lit(int64(d)))
+	return qual(timePackage.Ident("Duration")).Call(jen.Lit(int64(d)))
 }
 
+// qual refers to id: unqualified in the file's own package, else qualified by the name the
+// file imports id's package as.
+func qual(id GoIdent) *jen.Statement { return jen.Qual(string(id.GoImportPath), id.GoName) }
+
 // msgType refers to message type m (without the pointer).
-func msgType(m *Message) *jen.Statement { return jen.Qual(m.PkgPath, m.Name) }
+func msgType(m *Message) *jen.Statement { return qual(m.GoIdent) }
 
-// msgString renders *m for error messages: "*chat.JoinRequest".
-func msgString(m *Message) string { return "*" + m.PkgName + "." + m.Name }
+// msgString renders *m for error messages, qualified by the name its package declares:
+// "*chat.JoinRequest".
+func (e *emitter) msgString(m *Message) string {
+	return "*" + string(e.pkg.PackageNames[m.GoIdent.GoImportPath]) + "." + m.GoIdent.GoName
+}
 
-func sdkID(name string) *jen.Statement { return jen.Qual(sdkPath, name) }
+func sdkID(name string) *jen.Statement { return qual(sdkPackage.Ident(name)) }

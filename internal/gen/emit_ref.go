@@ -75,10 +75,10 @@ func (e *emitter) userRef(s *Interface) {
 		"%s already exists, it returns the runtime's error, which matches [sdk.ErrAlreadyExists]; address\n"+
 		"the existing one with [%s]. [sdk.OnNode] among opts places the new %s on a node.", n.Create, s.Name, l.id, l.c, s.Name, n.Of, s.Name)))
 	e.f.Func().Id(n.Create).Params(
-		jen.Id(l.ctx).Qual(contextPath, "Context"), jen.Id(l.c).Add(sdkID("Client")), jen.Id(l.id).String(), jen.Id(l.opts).Op("...").Add(sdkID("CallOption")),
+		jen.Id(l.ctx).Add(qual(contextContext)), jen.Id(l.c).Add(sdkID("Client")), jen.Id(l.id).String(), jen.Id(l.opts).Op("...").Add(sdkID("CallOption")),
 	).Params(jen.Id(n.Ref), jen.Error()).Block(
 		jen.If(jen.Id(l.c).Op("==").Nil()).Block(
-			jen.Return(jen.Id(n.Ref).Values(), jen.Qual(fmtPath, "Errorf").Call(jen.Lit("%w: "+n.Create+" needs a client"), sdkID("ErrInvalidArgument"))),
+			jen.Return(jen.Id(n.Ref).Values(), qual(fmtErrorf).Call(jen.Lit("%w: "+n.Create+" needs a client"), sdkID("ErrInvalidArgument"))),
 		),
 		jen.If(jen.Id(l.err).Op(":=").Id(l.c).Dot("Create").Call(jen.Id(l.ctx), target(jen.Id(l.id)), jen.Id(l.opts).Op("...")), jen.Id(l.err).Op("!=").Nil()).Block(
 			jen.Return(jen.Id(n.Ref).Values(), jen.Id(l.err)),
@@ -152,7 +152,7 @@ func (e *emitter) idMethod(s *Interface, recv string) {
 
 // zeroRef renders the guard that turns a call on a zero reference into an error.
 func (e *emitter) zeroRef(recv, method, ctor string, results ...jen.Code) *jen.Statement {
-	err := jen.Qual(fmtPath, "Errorf").Call(jen.Lit("%w: "+method+" on a zero "+recv+" (make references with "+ctor+")"), sdkID("ErrInvalidArgument"))
+	err := qual(fmtErrorf).Call(jen.Lit("%w: "+method+" on a zero "+recv+" (make references with "+ctor+")"), sdkID("ErrInvalidArgument"))
 	return jen.If(jen.Id(e.loc.r).Dot("c").Op("==").Nil()).Block(jen.Return(append(results, err)...))
 }
 
@@ -170,7 +170,7 @@ func (e *emitter) refMethod(s *Interface, m *Method, recv string, target func() 
 	e.f.Add(comment(text))
 	if m.Reply == nil {
 		e.f.Func().Params(jen.Id(l.r).Id(recv)).Id(m.Name).Params(
-			jen.Id(l.ctx).Qual(contextPath, "Context"),
+			jen.Id(l.ctx).Add(qual(contextContext)),
 			jen.Id(l.msg).Op("*").Add(msgType(m.Request)),
 			jen.Id(l.opts).Op("...").Add(sdkID("CallOption")),
 		).Error().Block(
@@ -180,7 +180,7 @@ func (e *emitter) refMethod(s *Interface, m *Method, recv string, target func() 
 		return
 	}
 	e.f.Func().Params(jen.Id(l.r).Id(recv)).Id(m.Name).Params(
-		jen.Id(l.ctx).Qual(contextPath, "Context"),
+		jen.Id(l.ctx).Add(qual(contextContext)),
 		jen.Id(l.req).Op("*").Add(msgType(m.Request)),
 		jen.Id(l.opts).Op("...").Add(sdkID("CallOption")),
 	).Params(jen.Op("*").Add(msgType(m.Reply)), jen.Error()).Block(
@@ -189,7 +189,7 @@ func (e *emitter) refMethod(s *Interface, m *Method, recv string, target func() 
 		jen.If(jen.Id(l.err).Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Id(l.err))),
 		jen.List(jen.Id(l.reply), jen.Id(l.ok)).Op(":=").Id(l.out).Assert(jen.Op("*").Add(msgType(m.Reply))),
 		jen.If(jen.Op("!").Id(l.ok)).Block(
-			jen.Return(jen.Nil(), jen.Qual(fmtPath, "Errorf").Call(jen.Lit("%w: %s replied %T, want "+msgString(m.Reply)), sdkID("ErrUnhandled"), jen.Id(full), jen.Id(l.out))),
+			jen.Return(jen.Nil(), qual(fmtErrorf).Call(jen.Lit("%w: %s replied %T, want "+e.msgString(m.Reply)), sdkID("ErrUnhandled"), jen.Id(full), jen.Id(l.out))),
 		),
 		jen.Return(jen.Id(l.reply), jen.Nil()),
 	)
@@ -202,7 +202,7 @@ func (e *emitter) closeMethod(s *Interface, recv string, target func() *jen.Stat
 	e.f.Add(comment(fmt.Sprintf("Close explicitly closes the %s: admission stops, queued work finishes, its OnClose\n"+
 		"runs with [sdk.CloseExplicit], then its location is released. It never creates the %s.", s.Name, s.Name)))
 	e.f.Func().Params(jen.Id(l.r).Id(recv)).Id("Close").Params(
-		jen.Id(l.ctx).Qual(contextPath, "Context"),
+		jen.Id(l.ctx).Add(qual(contextContext)),
 		jen.Id(l.opts).Op("...").Add(sdkID("CallOption")),
 	).Error().Block(
 		e.zeroRef(recv, "Close", refCtor(s, recv)),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"go/token"
+	"go/types"
 	"os"
 	"regexp"
 	"runtime/debug"
@@ -96,19 +97,19 @@ func run(cfg Config, pkgs []*packages.Package, fset *token.FileSet) ([]Result, e
 		errs  *errorCollector
 	}
 	var all []loaded
-	generated := map[string]map[string]bool{} // package name -> names generated in it
+	generated := map[GoImportPath]map[string]bool{} // names generated in each package
 	for _, p := range pkgs {
 		pe := &errorCollector{}
 		b.errs, b.dirs.errs = pe, pe
 		m := b.pkg(p)
 		all = append(all, loaded{p, m, pe})
-		if generated[p.Name] == nil {
-			generated[p.Name] = map[string]bool{}
+		if generated[m.Path] == nil {
+			generated[m.Path] = map[string]bool{}
 		}
 		for _, f := range m.Files {
 			for _, s := range f.Spots {
 				for _, n := range topLevel(s) {
-					generated[p.Name][n] = true
+					generated[m.Path][n] = true
 				}
 			}
 		}
@@ -117,7 +118,7 @@ func run(cfg Config, pkgs []*packages.Package, fset *token.FileSet) ([]Result, e
 	var results []Result
 	for _, l := range all {
 		compile := &errorCollector{}
-		loadErrors(l.pkg, func(e packages.Error) bool { return refersToGenerated(e, l.pkg.Name, generated) }, compile)
+		loadErrors(l.pkg, func(e packages.Error) bool { return refersToGenerated(l.pkg, fset, e, generated) }, compile)
 		if len(compile.errs) > 0 || l.pkg.Types == nil {
 			// The package does not compile: its own errors are what the user needs, and
 			// checking a half-typed package would only add noise.
@@ -190,10 +191,12 @@ func ownedOrAbsent(path string) error {
 // undefinedRE matches the type checker's "undefined: X" and "undefined: pkg.X".
 var undefinedRE = regexp.MustCompile(`^undefined: (?:(\w+)\.)?(\w+)$`)
 
-// refersToGenerated reports whether a type error only says that a name this run generates is
-// not there yet: the package may use its generated API before the first generation, and the
-// previous output is left out of loading on purpose.
-func refersToGenerated(e packages.Error, pkgName string, generated map[string]map[string]bool) bool {
+// refersToGenerated reports whether a type error of p only says that a name this run
+// generates is not there yet: the package may use its generated API before the first
+// generation, and the previous output is left out of loading on purpose. In "undefined: q.X",
+// q is the name under which the file imports a package, an alias perhaps: the package is the
+// one the file's import of that name resolves to, told by its import path.
+func refersToGenerated(p *packages.Package, fset *token.FileSet, e packages.Error, generated map[GoImportPath]map[string]bool) bool {
 	if e.Kind != packages.TypeError {
 		return false
 	}
@@ -201,9 +204,29 @@ func refersToGenerated(e packages.Error, pkgName string, generated map[string]ma
 	if m == nil {
 		return false
 	}
-	in := pkgName
+	in := GoImportPath(p.PkgPath)
 	if m[1] != "" {
-		in = m[1]
+		var ok bool
+		if in, ok = importedAs(p, fset, parsePos(e.Pos).Filename, m[1]); !ok {
+			return false
+		}
 	}
 	return generated[in][m[2]]
+}
+
+// importedAs returns the import path of the package that the file named filename of p
+// imports under name.
+func importedAs(p *packages.Package, fset *token.FileSet, filename, name string) (GoImportPath, bool) {
+	if p.TypesInfo == nil {
+		return "", false
+	}
+	for _, f := range p.Syntax {
+		if fset.File(f.Pos()).Name() != filename {
+			continue
+		}
+		if pn, ok := p.TypesInfo.Scopes[f].Lookup(name).(*types.PkgName); ok {
+			return GoImportPath(pn.Imported().Path()), true
+		}
+	}
+	return "", false
 }

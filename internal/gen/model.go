@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"fmt"
 	"go/token"
 	"go/types"
 	"time"
@@ -10,14 +11,23 @@ import (
 
 // Package is one loaded Go package and the Spot types declared in it.
 type Package struct {
-	// Types is the package's go/types identity.
+	// Types is the package's go/types identity, for building and validating the model; the
+	// emitter works from the model alone.
 	Types *types.Package
 	// Name and Path are the package's name and import path.
-	Name, Path string
+	Name GoPackageName
+	Path GoImportPath
+	// PackageNames are the names that the packages whose identifiers generated code refers to
+	// declare, by import path: the package itself, and those of the messages (set by
+	// validation).
+	PackageNames map[GoImportPath]GoPackageName
 	// Files are the input files that declare Spot types, in source order.
 	Files []*File
 	// Generated are the *_zlink.go files that zlinkgen made earlier, by absolute path.
 	Generated []string
+	// Declared are the package-level names the package declares, sorted (its earlier
+	// generated files left out): names that generated code must not shadow.
+	Declared []string
 }
 
 // File is one input file that declares Spot types, and the file generated for it.
@@ -91,8 +101,27 @@ type Param struct {
 
 // Message is a protobuf message type T, used as *T.
 type Message struct {
-	// PkgPath and PkgName are the import path and name of the package that declares it.
-	PkgPath, PkgName string
-	// Name is the Go type name.
-	Name string
+	// GoIdent is the Go type: its name and the import path of the package that declares it.
+	GoIdent GoIdent
 }
+
+// GoImportPath is the import path of a Go package: "github.com/zlink-go/zlink/sdk".
+type GoImportPath string
+
+// Ident returns the identifier name of the package at path p.
+func (p GoImportPath) Ident(name string) GoIdent { return GoIdent{GoName: name, GoImportPath: p} }
+
+// GoPackageName is the name a Go package declares in its package clause: "sdk". An import
+// may give the package another name in one file; the model records the declared one.
+type GoPackageName string
+
+// GoIdent is a package-level Go identifier and the import path of the package that declares
+// it. How generated code spells it depends on the file: unqualified in the package itself,
+// else qualified by the name that the file's import of the package takes.
+type GoIdent struct {
+	GoName       string
+	GoImportPath GoImportPath
+}
+
+// String renders the identity, not generated code: "github.com/zlink-go/zlink/sdk".Client.
+func (id GoIdent) String() string { return fmt.Sprintf("%q.%s", id.GoImportPath, id.GoName) }

@@ -14,7 +14,8 @@ import (
 const protoreflectPath = "google.golang.org/protobuf/reflect/protoreflect"
 
 // validator checks a package's model: method shapes, messages, stable names and generated
-// names. It sets each method's Request and Reply.
+// names. It sets each method's Request and Reply, and records the names of their packages in
+// the model's PackageNames.
 type validator struct {
 	fset *token.FileSet
 	errs *errorCollector
@@ -36,7 +37,7 @@ func (v *validator) pkg(p *Package) {
 	}
 	for _, s := range spots {
 		for _, m := range s.Methods {
-			v.method(s, m, qual)
+			v.method(p, s, m, qual)
 		}
 		v.refCollisions(s)
 	}
@@ -48,7 +49,7 @@ func (v *validator) pkg(p *Package) {
 //
 //	M(ctx context.Context, req *T) (*R, error)            request/reply
 //	M(ctx context.Context, msg *T) error  //zlink:send    one-way
-func (v *validator) method(s *Interface, m *Method, qual types.Qualifier) {
+func (v *validator) method(p *Package, s *Interface, m *Method, qual types.Qualifier) {
 	where := s.Name + "." + m.Name
 	fail := func(pos token.Position, format string, args ...any) { v.errs.add(pos, where, format, args...) }
 	if !ast.IsExported(m.Name) {
@@ -77,7 +78,7 @@ func (v *validator) method(s *Interface, m *Method, qual types.Qualifier) {
 		if m.Send {
 			what = "message"
 		}
-		req = v.message(m.Params[1], what, where, qual)
+		req = v.message(p, m.Params[1], what, where, qual)
 		ok = ok && req != nil
 	}
 
@@ -102,7 +103,7 @@ func (v *validator) method(s *Interface, m *Method, qual types.Qualifier) {
 		fail(m.Pos, "a method that returns only error is one-way: mark it //zlink:send, or return (*R, error)")
 		return
 	case len(res) == 2:
-		reply = v.message(res[0], "reply", where, qual)
+		reply = v.message(p, res[0], "reply", where, qual)
 		ok = ok && reply != nil
 	}
 	if ok {
@@ -110,14 +111,15 @@ func (v *validator) method(s *Interface, m *Method, qual types.Qualifier) {
 	}
 }
 
-// message checks that p is a pointer to a named protobuf message type.
-func (v *validator) message(p *Param, what, where string, qual types.Qualifier) *Message {
-	got := types.TypeString(p.Type, qual)
+// message checks that param is a pointer to a named protobuf message type, and records the
+// name of the message's package in pkg.
+func (v *validator) message(pkg *Package, param *Param, what, where string, qual types.Qualifier) *Message {
+	got := types.TypeString(param.Type, qual)
 	fail := func(why string) *Message {
-		v.errs.add(p.Pos, where, "the %s must be a pointer to a protobuf message%s, got %s", what, why, got)
+		v.errs.add(param.Pos, where, "the %s must be a pointer to a protobuf message%s, got %s", what, why, got)
 		return nil
 	}
-	ptr, ok := types.Unalias(p.Type).(*types.Pointer)
+	ptr, ok := types.Unalias(param.Type).(*types.Pointer)
 	if !ok {
 		return fail("")
 	}
@@ -135,7 +137,9 @@ func (v *validator) message(p *Param, what, where string, qual types.Qualifier) 
 	if obj.Pkg() == nil {
 		return fail("")
 	}
-	return &Message{PkgPath: obj.Pkg().Path(), PkgName: obj.Pkg().Name(), Name: obj.Name()}
+	path := GoImportPath(obj.Pkg().Path())
+	pkg.PackageNames[path] = GoPackageName(obj.Pkg().Name())
+	return &Message{GoIdent: path.Ident(obj.Name())}
 }
 
 // isProtoMessage reports whether t implements proto.Message: it has the method

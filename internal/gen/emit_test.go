@@ -1,0 +1,187 @@
+package gen
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// instanceModel is the model of the golden case instance (gen_test/testdata/instance) built
+// by hand: no go/types identity anywhere, only what the emitter needs.
+func instanceModel() *Package {
+	const path GoImportPath = "github.com/zlink-go/zlink/gen_test/testdata/instance/input"
+	room := &Interface{
+		Name:     "Room",
+		Doc:      "Room is one chat room. It exists while people talk in it.\n",
+		Kind:     sdk.KindInstance,
+		TypeName: "chat.Room",
+		Idle:     5 * time.Minute,
+		Methods: []*Method{
+			{
+				Name:    "Join",
+				Doc:     "Join adds a member and answers how many the room has.\n",
+				Request: &Message{GoIdent: path.Ident("JoinRequest")},
+				Reply:   &Message{GoIdent: path.Ident("JoinReply")},
+			},
+			{
+				Name:    "Leave",
+				Doc:     "Leave removes a member.\n",
+				Send:    true,
+				Request: &Message{GoIdent: path.Ident("LeaveRequest")},
+			},
+		},
+	}
+	return &Package{
+		Name:         "chat",
+		Path:         path,
+		PackageNames: map[GoImportPath]GoPackageName{path: "chat"},
+		Files:        []*File{{Source: "/x/room.go", Out: "/x/room_zlink.go", Spots: []*Interface{room}}},
+		Declared:     []string{"JoinReply", "JoinRequest", "LeaveRequest", "Room"},
+	}
+}
+
+// nameCollisionsModel is the model of the golden case name_collisions built by hand: the
+// package declares names that the generated imports and locals would otherwise take.
+func nameCollisionsModel() *Package {
+	const (
+		path GoImportPath = "github.com/zlink-go/zlink/gen_test/testdata/name_collisions/input"
+		pb   GoImportPath = "github.com/zlink-go/zlink/gen_test/testdata/pb"
+	)
+	hub := &Interface{
+		Name:     "Hub",
+		Doc:      "Hub connects players.\n",
+		Kind:     sdk.KindUser,
+		TypeName: "hub.Hub",
+		Methods: []*Method{{
+			Name:    "Join",
+			Doc:     "Join uses the message of package pb, not the local JoinRequest.\n",
+			Request: &Message{GoIdent: pb.Ident("JoinRequest")},
+			Reply:   &Message{GoIdent: pb.Ident("JoinReply")},
+		}},
+	}
+	return &Package{
+		Name:         "hub",
+		Path:         path,
+		PackageNames: map[GoImportPath]GoPackageName{path: "hub", pb: "pb"},
+		Files:        []*File{{Source: "/x/hub.go", Out: "/x/hub_zlink.go", Spots: []*Interface{hub}}},
+		Declared:     []string{"Hub", "JoinRequest", "err", "fmt", "out", "proto", "req", "sdk"},
+	}
+}
+
+// The emitter reads the model and nothing else: from a model built by hand, without the
+// go/types identities that loading sets, it renders the golden output of the case, the names
+// it must avoid included.
+func TestEmitterWorksFromTheModelAlone(t *testing.T) {
+	for name, p := range map[string]*Package{"instance": instanceModel(), "name_collisions": nameCollisionsModel()} {
+		t.Run(name, func(t *testing.T) {
+			file := p.Files[0]
+			got, err := emitFile(p, file)
+			require.NoError(t, err)
+			want, err := os.ReadFile(filepath.Join("../../gen_test/testdata", name, "want", filepath.Base(file.Out)))
+			require.NoError(t, err)
+			assert.Equal(t, string(want), string(got))
+		})
+	}
+}
+
+// The emitter's files import neither go/types nor go/packages: what they need of the loaded
+// packages is in the model.
+func TestEmitterDoesNotImportTheTypeChecker(t *testing.T) {
+	files, err := filepath.Glob("emit_*.go")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
+		require.NoError(t, err)
+		for _, imp := range f.Imports {
+			path, err := strconv.Unquote(imp.Path.Value)
+			require.NoError(t, err)
+			assert.NotContains(t, []string{"go/types", "go/ast", "golang.org/x/tools/go/packages"}, path, "%s imports %s", name, path)
+		}
+	}
+}
+
+func TestIdentifiersAreFreshAndDeterministic(t *testing.T) {
+	ids := &identifiers{taken: map[string]bool{}}
+	ids.reserve("ctx", "ctx2")
+	assert.Equal(t, "ctx3", ids.fresh("ctx"), "taken names are skipped")
+	assert.Equal(t, "ctx4", ids.fresh("ctx"), "a name given is taken")
+	assert.Equal(t, "req", ids.fresh("req"), "a free name is kept")
+	assert.Equal(t, "req2", ids.fresh("req"))
+}
+
+// One set of taken names serves the locals, the parameters and the imports of a file: a
+// local named like a package-level name, or an import named like a package-level name, a
+// local, a generated parameter or another import, gets a fresh name, the same on every run.
+func TestLocalsAndImportsTakeFreshNames(t *testing.T) {
+	const path GoImportPath = "example.com/hub"
+	var (
+		aIn     GoImportPath = "example.com/a/in"
+		bIn     GoImportPath = "example.com/b/in"
+		replies GoImportPath = "example.com/reply"
+		factory GoImportPath = "example.com/newhub"
+	)
+	hub := &Interface{
+		Name:     "Hub",
+		Kind:     sdk.KindUser,
+		TypeName: "hub.Hub",
+		Methods: []*Method{
+			{Name: "Join", Request: &Message{GoIdent: aIn.Ident("Ping")}, Reply: &Message{GoIdent: replies.Ident("Pong")}},
+			{Name: "Back", Send: true, Request: &Message{GoIdent: bIn.Ident("Ping")}},
+			{Name: "Make", Request: &Message{GoIdent: factory.Ident("Order")}, Reply: &Message{GoIdent: path.Ident("Done")}},
+		},
+	}
+	p := &Package{
+		Name: "hub",
+		Path: path,
+		PackageNames: map[GoImportPath]GoPackageName{
+			path: "hub", aIn: "in", bIn: "in", replies: "reply", factory: "newHub",
+		},
+		Files:    []*File{{Source: "/x/hub.go", Out: "/x/hub_zlink.go", Spots: []*Interface{hub}}},
+		Declared: []string{"Done", "Hub", "ctx", "ctx2", "in", "sdk"},
+	}
+	out, err := emitFile(p, p.Files[0])
+	require.NoError(t, err)
+	_, err = parser.ParseFile(token.NewFileSet(), "hub_zlink.go", out, 0)
+	require.NoError(t, err, "%s", out)
+	again, err := emitFile(p, p.Files[0])
+	require.NoError(t, err)
+	assert.Equal(t, string(out), string(again), "two renderings differ")
+
+	got := string(out)
+	for _, want := range []string{
+		// Imports: sdk is declared; in and in2 are the package's and a local's; in3 is the
+		// other package named in; reply is a local; newHub is RegisterHub's factory.
+		"\tin3 \"example.com/a/in\"\n",
+		"\tin4 \"example.com/b/in\"\n",
+		"\tnewHub2 \"example.com/newhub\"\n",
+		"\treply2 \"example.com/reply\"\n",
+		"\tsdk2 \"github.com/zlink-go/zlink/sdk\"\n",
+		// Locals: ctx and ctx2 are declared, in is declared.
+		"Invoke: func(impl any, ctx3 context.Context, req proto.Message) (proto.Message, error) {",
+		"in2, ok := req.(*in3.Ping)",
+		"func RegisterHub(r sdk2.Registrar, newHub func(sdk2.SpotContext) (Hub, error), opts ...sdk2.TypeOption) error {",
+		"func (r HubRef) Join(ctx3 context.Context, req *in3.Ping, opts ...sdk2.CallOption) (*reply2.Pong, error) {",
+		"reply, ok := out.(*reply2.Pong)",
+		"func (r HubRef) Back(ctx3 context.Context, msg *in4.Ping, opts ...sdk2.CallOption) error {",
+		"func (r HubRef) Make(ctx3 context.Context, req *newHub2.Order, opts ...sdk2.CallOption) (*Done, error) {",
+		// Error messages name a message by the name its package declares.
+		`"%w: %s takes *in.Ping, got %T"`,
+		`"%w: %s replied %T, want *hub.Done"`,
+	} {
+		assert.Contains(t, got, want)
+	}
+}
