@@ -376,7 +376,8 @@ func (c *Catalog) Create(ctx context.Context, t sdk.Target) error {
 // never creates. The object's generation is not checked (C2). done gets the outcome of a
 // request; a one-way message is acknowledged by Admit's own return. Every error Admit returns
 // is a refusal: the message did not run. ErrClosing says a close of the Spot is being decided:
-// wait for it with AwaitClose, then admit again.
+// wait for it with AwaitClose, then admit again. ErrCreating says this node is creating the
+// Spot: wait for the creation with AwaitCreation, then admit again; Admit itself never waits.
 func (c *Catalog) Admit(ctx context.Context, t sdk.Target, method string, req proto.Message, size int, oneWay bool, done func(proto.Message, error)) error {
 	if t.Kind() == sdk.KindEntry {
 		e, md, err := c.entryMethod(t, method, oneWay)
@@ -396,7 +397,13 @@ func (c *Catalog) Admit(ctx context.Context, t sdk.Target, method string, req pr
 		return err
 	}
 	key := spotKey{typ.desc.Name, t.ID()}
-	sp := c.spotAt(key)
+	sp, creating := c.slotOf(key)
+	if sp == nil && creating {
+		// B7: the creation here may have committed Ready already, and the peer routed by that
+		// record, before the activation was registered here. The message is not refused but
+		// waits for the creation, off the caller's goroutine.
+		return ErrCreating
+	}
 	if sp == nil {
 		// The peer's route names this node: if a record of ours says so too, it has no
 		// activation behind it and the reconcile releases it (B8).

@@ -38,8 +38,8 @@ type Config struct {
 	// and none is pending (D1, D2). Zero: DefaultInstanceSpotIdleTimeout, as in rt.Config.
 	// Negative: no idle eviction, unless a type sets its own timeout.
 	InstanceSpotIdleTimeout time.Duration
-	// IdleScanInterval is the time between idle scans (default: a quarter of the timeout,
-	// between 10 ms and 10 s).
+	// IdleScanInterval is the time between idle scans (default: a quarter of the shortest idle
+	// timeout in force on the node, a type's own or the node's, between 10 ms and 10 s).
 	IdleScanInterval time.Duration
 	// MaxActive caps the User and Instance Spots active or being created on this node (D6).
 	// Zero: no cap.
@@ -71,9 +71,6 @@ const DefaultInstanceSpotIdleTimeout = 10 * time.Minute
 func (c Config) withDefaults() Config {
 	if c.InstanceSpotIdleTimeout == 0 {
 		c.InstanceSpotIdleTimeout = DefaultInstanceSpotIdleTimeout
-	}
-	if c.IdleScanInterval <= 0 {
-		c.IdleScanInterval = min(max(c.InstanceSpotIdleTimeout/4, 10*time.Millisecond), 10*time.Second)
 	}
 	if c.OperationTimeout <= 0 {
 		c.OperationTimeout = 30 * time.Second
@@ -120,6 +117,31 @@ func (t *spotType) idleTimeout(nodeDefault time.Duration) time.Duration {
 		return d
 	}
 	return nodeDefault
+}
+
+// Bounds of the idle scan's default interval.
+const (
+	minIdleScanInterval = 10 * time.Millisecond
+	maxIdleScanInterval = 10 * time.Second
+)
+
+// idleScanInterval is the default time between idle scans: a quarter of the shortest idle
+// timeout in force among the Instance types, each its own or the node's default, so that a type
+// that declares a short timeout is evicted at its own pace and not at the default's (D1).
+func idleScanInterval(types map[string]*spotType, nodeDefault time.Duration) time.Duration {
+	shortest := time.Duration(0)
+	for _, t := range types {
+		if t.desc.Kind != sdk.KindInstance {
+			continue
+		}
+		if d := t.idleTimeout(nodeDefault); d > 0 && (shortest == 0 || d < shortest) {
+			shortest = d
+		}
+	}
+	if shortest == 0 {
+		shortest = nodeDefault // no Instance type is evicted: the scan does not run
+	}
+	return min(max(shortest/4, minIdleScanInterval), maxIdleScanInterval)
 }
 
 // Types is the set of registered Spot types: an sdk.Registrar before the catalog starts,
@@ -263,6 +285,9 @@ func New(cfg Config, st store.Store, reg *store.Registration, types *Types, clie
 		byName[k] = v
 	}
 	types.mu.Unlock()
+	if cfg.IdleScanInterval <= 0 {
+		cfg.IdleScanInterval = idleScanInterval(byName, cfg.InstanceSpotIdleTimeout)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	hardCtx, hardCancel := context.WithCancel(context.Background())
 	c := &Catalog{

@@ -284,6 +284,24 @@ func TestD1_TenThousandIdleInstances(t *testing.T) {
 	t.Logf("%d scans", st.IdleScans)
 }
 
+// D1: the idle scan runs at the pace of the shortest idle timeout in force, so a type that
+// declares a short one (`idle=` on its descriptor) on a node whose default is ten minutes is
+// evicted a few of its own timeouts after its last work, not ten seconds later.
+func TestD1_ShortTypeTimeoutIsScannedAtItsOwnPace(t *testing.T) {
+	const timeout = time.Second
+	n := newNode(t, nodeOpts{register: func(ts *catalog.Types, f *fixture) {
+		// The node's default (ten minutes) and its default scan interval stay as they are.
+		must(ts.RegisterSpot(&sdk.SpotDesc{Name: roomType, Kind: sdk.KindInstance, Methods: methods, IdleTimeout: timeout}, factory(f)))
+		must(ts.RegisterSpot(&sdk.SpotDesc{Name: playerType, Kind: sdk.KindUser, Methods: methods}, factory(f)))
+	}})
+	_, err := n.call("d1-short", "Join", "x")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(n.f.closeReasons("d1-short")) == 1 }, 5*timeout, 10*time.Millisecond,
+		"a Spot of a type with a %v idle timeout is evicted within a few of its timeouts", timeout)
+	assert.Equal(t, []sdk.CloseReason{sdk.CloseIdleEvicted}, n.f.closeReasons("d1-short"))
+	assert.Equal(t, store.StateMissing, n.lookup(t, roomType, "d1-short").State, "its location was released")
+}
+
 func TestD3_ConcurrentClosesMerge(t *testing.T) {
 	n := newNode(t, nodeOpts{})
 	_, err := n.call("d3", "Join", "x")

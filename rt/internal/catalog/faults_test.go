@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/rt/internal/store"
@@ -278,6 +279,37 @@ func TestB8_PeerMessageForALeakedRecordReleasesIt(t *testing.T) {
 	require.ErrorIs(t, err, sdk.ErrStaleRoute)
 	require.Eventually(t, func() bool { return n.lookup(t, roomType, "leak").State == store.StateMissing }, 10*time.Second, 5*time.Millisecond)
 	assert.Equal(t, int64(1), n.cat.Stats().LeaksReleased)
+}
+
+// B7: a peer's message for a Spot this node is creating is not refused as a stale route: Admit
+// answers ErrCreating at once, without waiting, and once AwaitCreation returns the message is
+// admitted to the new Spot.
+func TestB7_AdmitDuringCreationAnswersErrCreating(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	n.f.set(n.f.building, "b7")
+	created := make(chan error, 1)
+	go func() {
+		_, err := n.call("b7", "Join", "first")
+		created <- err
+	}()
+	require.Equal(t, "factory:b7", <-n.f.blocked)
+	ran := make(chan string, 1)
+	admit := func() error {
+		return n.cat.Admit(ctx, room("b7"), "Join", str("peer"), 1, false, func(out proto.Message, err error) {
+			assert.NoError(t, err)
+			ran <- out.(*wrapperspb.StringValue).GetValue()
+		})
+	}
+	require.ErrorIs(t, admit(), catalog.ErrCreating)
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	require.ErrorIs(t, n.cat.AwaitCreation(short, room("b7")), context.DeadlineExceeded, "the wait is bounded by its context")
+	cancel()
+
+	close(n.f.release)
+	require.NoError(t, n.cat.AwaitCreation(ctx, room("b7")))
+	require.NoError(t, <-created)
+	require.NoError(t, admit())
+	assert.Equal(t, "peer joined b7 #2", <-ran)
 }
 
 // C1: every activation of a Spot gets a Fence that supersedes the previous one's.

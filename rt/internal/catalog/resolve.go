@@ -44,6 +44,11 @@ var ErrRemoteOwner = errors.New("catalog: spot is owned by another node")
 // caller resolves again, which waits for the close (D4) or answers not found.
 var ErrClosing = errors.New("catalog: spot is closing")
 
+// ErrCreating is returned by Admit when this node is creating the Spot: its record may already
+// say Ready while its activation is not yet registered here. The caller waits for the creation
+// with AwaitCreation, then admits again.
+var ErrCreating = errors.New("catalog: spot is being created here")
+
 // maxRounds bounds the state machine's rounds for one call: each round either waits for the
 // store to change or makes progress, so it is never reached in practice.
 const maxRounds = 64
@@ -398,6 +403,29 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 		return Route{}, cr.lost, cr.err
 	}
 	return Route{local: cr.spot}, nil, nil
+}
+
+// AwaitCreation waits until a creation of the Spot t in progress on this node, if any, has
+// finished, successfully or not, so that a message refused with ErrCreating can be admitted
+// again. ctx bounds the wait.
+func (c *Catalog) AwaitCreation(ctx context.Context, t sdk.Target) error {
+	key := spotKey{t.Type(), t.ID()}
+	sh := c.slots.of(key)
+	sh.mu.RLock()
+	var cr *creation
+	if sl := sh.m[key]; sl != nil {
+		cr = sl.creating
+	}
+	sh.mu.RUnlock()
+	if cr == nil {
+		return nil
+	}
+	select {
+	case <-cr.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // activationTurn runs fn once fewer than MaxConcurrentActivations creations run (G5), waiting

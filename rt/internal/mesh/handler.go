@@ -17,9 +17,10 @@ import (
 //
 // A request along a route (no intent) is admitted only if this node owns the Spot and its
 // owner lease is certainly valid; otherwise it ends with sdk.ErrStaleRoute and nothing runs
-// (C1, C3). A request with create-intent, sent here by placement, runs the activation state
-// machine here: it creates the Spot, or answers a redirect to the Spot's Ready owner without
-// running anything.
+// (C1, C3). One that finds the Spot being created on this node waits for the creation: it is
+// admitted once the Spot is Ready, and refused unrun if the creation fails. A request with
+// create-intent, sent here by placement, runs the activation state machine here: it creates the
+// Spot, or answers a redirect to the Spot's Ready owner without running anything.
 //
 // A reply says apart a refusal — the request did not run and never will (Reply.Refused) — and
 // the outcome of a request that was admitted, so that the caller sends a request elsewhere only
@@ -104,9 +105,10 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 	done := func(out proto.Message, err error) { reply(m.messageReply(out, err)) }
 	if !t.CreateIntent() || t.Kind() == sdk.KindEntry {
 		err := m.cat.Admit(ctx, t, req.Method, msg, size, oneWay, done)
-		if errors.Is(err, catalog.ErrClosing) {
-			// A close of the Spot is being decided: wait for it off the stream's goroutine.
-			m.slow(ctx, reply, func() { m.admitAfterClose(ctx, t, req.Method, msg, size, oneWay, done, reply) })
+		if errors.Is(err, catalog.ErrClosing) || errors.Is(err, catalog.ErrCreating) {
+			// A close of the Spot is being decided, or this node is creating it (B7): wait for
+			// it off the stream's goroutine.
+			m.slow(ctx, reply, func() { m.admitLater(ctx, t, req.Method, msg, size, oneWay, err, done, reply) })
 			return
 		}
 		if err != nil || oneWay {
@@ -152,17 +154,26 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 	})
 }
 
-// admitAfterClose admits a message that met a close being decided, once it is decided: the
-// Spot serves on and takes it, or is closing and the message is refused unrun.
-func (m *Mesh) admitAfterClose(ctx context.Context, t sdk.Target, method string, msg proto.Message, size int, oneWay bool,
-	done func(proto.Message, error), reply func(*wire.Reply)) {
+// admitLater admits a message that Admit refused with ErrClosing or ErrCreating (refused) once
+// what it met is settled. A close being decided: the Spot serves on and takes it, or is closing
+// and the message is refused unrun. A creation here (B7): the Spot is Ready and takes it, or the
+// creation failed and the message is refused unrun. The caller's deadline bounds each wait.
+func (m *Mesh) admitLater(ctx context.Context, t sdk.Target, method string, msg proto.Message, size int, oneWay bool,
+	refused error, done func(proto.Message, error), reply func(*wire.Reply)) {
 	for range maxRedirects {
-		if err := m.cat.AwaitClose(ctx, t); err != nil {
+		var err error
+		if errors.Is(refused, catalog.ErrCreating) {
+			err = m.cat.AwaitCreation(ctx, t)
+		} else {
+			err = m.cat.AwaitClose(ctx, t)
+		}
+		if err != nil {
 			reply(refusedReply(err))
 			return
 		}
-		err := m.cat.Admit(ctx, t, method, msg, size, oneWay, done)
-		if errors.Is(err, catalog.ErrClosing) {
+		err = m.cat.Admit(ctx, t, method, msg, size, oneWay, done)
+		if errors.Is(err, catalog.ErrClosing) || errors.Is(err, catalog.ErrCreating) {
+			refused = err
 			continue
 		}
 		if err != nil || oneWay {
@@ -170,7 +181,7 @@ func (m *Mesh) admitAfterClose(ctx context.Context, t sdk.Target, method string,
 		}
 		return
 	}
-	reply(refusedReply(fmt.Errorf("%w: %v kept closing", sdk.ErrNotFound, t.Plain())))
+	reply(refusedReply(fmt.Errorf("%w: %v kept closing or being created", sdk.ErrNotFound, t.Plain())))
 }
 
 // slow runs fn on a goroutine of its own, owned by the mesh: work that may wait on the store.

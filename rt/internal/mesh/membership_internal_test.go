@@ -49,6 +49,20 @@ func newTestStore(t *testing.T, endpoints []string) *store.Etcd {
 // it to the mesh.
 func registerTestNode(t *testing.T, endpoints []string, id sdk.NodeID) *testNode {
 	t.Helper()
+	return registerTestNodeWith(t, endpoints, id, testNodeOpts{})
+}
+
+// testNodeOpts changes what registerTestNodeWith builds.
+type testNodeOpts struct {
+	// built runs in the Ledger's factory, before it returns.
+	built func(id string)
+	// wrap puts a store of the test's between the catalog and etcd; the mesh keeps etcd's.
+	wrap func(*store.Etcd) store.Store
+}
+
+// registerTestNodeWith is registerTestNode with opts.
+func registerTestNodeWith(t *testing.T, endpoints []string, id sdk.NodeID, opts testNodeOpts) *testNode {
+	t.Helper()
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	n := &testNode{st: newTestStore(t, endpoints)}
@@ -57,14 +71,18 @@ func registerTestNode(t *testing.T, endpoints []string, id sdk.NodeID) *testNode
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = n.m.Close() })
 	types := &catalog.Types{}
-	require.NoError(t, rttest.RegisterLedger(types, func(string, string) {}, nil))
+	require.NoError(t, rttest.RegisterLedger(types, func(string, string) {}, opts.built))
 	n.reg, err = n.st.Register(ctx, &storepb.NodeDescriptor{
 		NodeId: string(id), Roles: RoleObjectServer, Weight: 1, SpotTypes: types.Names(), Endpoint: n.m.Endpoint(),
 		State: uint32(sdk.RuntimeStateServing),
 	}, store.LeaseOptions{TTL: 5 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = n.reg.Close(context.Background()) })
-	n.cat, err = catalog.New(catalog.Config{Node: id, Exec: exec.DefaultConfig(), Logger: logger}, n.st, n.reg, types, nil)
+	var catStore store.Store = n.st
+	if opts.wrap != nil {
+		catStore = opts.wrap(n.st)
+	}
+	n.cat, err = catalog.New(catalog.Config{Node: id, Exec: exec.DefaultConfig(), Logger: logger}, catStore, n.reg, types, nil)
 	require.NoError(t, err)
 	require.NoError(t, n.cat.Start(ctx))
 	t.Cleanup(func() { _ = n.cat.Close(context.Background()) })
