@@ -18,8 +18,8 @@ const capacitySampleInterval = 250 * time.Millisecond
 // measurement epoch (ResetCapacityMetrics starts a new one).
 func (h *Host) CapacityStatus() sdk.HostCapacityStatus {
 	spots := 0
-	if h.catalog != nil {
-		spots = h.catalog.Executors()
+	if c := h.spots.Load(); c != nil {
+		spots = c.Executors()
 	}
 	return h.meter.Status(spots, h.cfg.Exec)
 }
@@ -54,6 +54,10 @@ func (h *Host) publishCapacity() {
 func sameCapacity(a, b sdk.HostCapacityStatus) bool {
 	a.CoreHwm.BlockedRatioPpm, b.CoreHwm.BlockedRatioPpm = 0, 0
 	a.ApplicationJobQueue.CurrentPauseDuration, b.ApplicationJobQueue.CurrentPauseDuration = 0, 0
+	if !samePtr(a.ApplicationJobQueue.ConfiguredManualMax, b.ApplicationJobQueue.ConfiguredManualMax) {
+		return false
+	}
+	a.ApplicationJobQueue.ConfiguredManualMax, b.ApplicationJobQueue.ConfiguredManualMax = nil, nil
 	return a.MeasurementEpoch == b.MeasurementEpoch && a.ApplicationJobQueue == b.ApplicationJobQueue &&
 		sameCoreHwm(a.CoreHwm, b.CoreHwm)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/zlink-go/zlink/rt"
 	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/rt/internal/rttest"
+	"github.com/zlink-go/zlink/rt/internal/wire"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -101,6 +102,12 @@ func (o *outcomes) add(err error) {
 	}
 }
 
+func refusals(o *outcomes) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.inboundBudget
+}
+
 // heapBytes is the heap's live and not yet swept objects now.
 func heapBytes() uint64 {
 	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
@@ -140,17 +147,17 @@ func TestE6_InboundBudgetIsNotQueueFull(t *testing.T) {
 	var peakHeap atomic.Uint64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	pad := strings.Repeat("x", payload)
-	for i := range callers {
+	msg := wrapperspb.String("flood-" + strings.Repeat("x", payload))
+	for range callers {
 		wg.Go(func() {
-			for j := 0; ; j++ {
+			for {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				cctx, cancel := context.WithTimeout(ctx, time.Second)
-				_, err := flooder.Call(cctx, ledger("slow"), rttest.LedgerRecord, wrapperspb.String(fmt.Sprintf("flood-%d-%d-%s", i, j, pad)))
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err := flooder.Call(cctx, ledger("slow"), rttest.LedgerRecord, msg)
 				cancel()
 				flood.add(err)
 			}
@@ -174,7 +181,12 @@ func TestE6_InboundBudgetIsNotQueueFull(t *testing.T) {
 			peakHeap.Store(max(peakHeap.Load(), heapBytes()))
 		}
 	})
-	time.Sleep(3 * time.Second)
+	// Until the receiver has refused a request for want of budget (within a bound: under
+	// load the first requests take long to arrive), and at least three seconds.
+	began := time.Now()
+	for time.Since(began) < 3*time.Second || (time.Since(began) < 30*time.Second && refusals(&flood) == 0) {
+		time.Sleep(50 * time.Millisecond)
+	}
 	status := receiver.CapacityStatus()
 	close(stop)
 	wg.Wait()
@@ -314,14 +326,16 @@ func TestJ3_JobQueueBoundsJobsAndPausesPeerIntake(t *testing.T) {
 		})
 		<-held
 	}
-	hold("h0")
-	hold("h1") // 2 permits: the queue is busy, turns that begin now mark their contexts
+	// The forwarder's turn begins while the queue is calm, so its context is not marked: its
+	// nested call is recognised by the thorough test after a moment's wait.
 	forwarded := make(chan error, 1)
 	go func() {
 		_, err := node.Call(ctx, sdk.InstanceIntent("test.Forwarder", "f").WithDesc(fwd), "Forward", wrapperspb.String("via-forwarder"))
 		forwarded <- err
 	}()
 	<-started
+	hold("h0")
+	hold("h1")
 	hold("h2") // 4 permits: full, and intake paused
 	st := jobs()
 	assert.Equal(t, uint64(4), st.PermitsInUse)
@@ -412,4 +426,103 @@ func TestJ1_ObserveCapacityAndResetCapacityMetrics(t *testing.T) {
 		return last.MeasurementEpoch == 2 && last.ApplicationJobQueue.PeakPermitsInUse == 0
 	}, 5*time.Second, 10*time.Millisecond, "the reset was observed")
 	assert.Equal(t, uint64(2), h.Status().Capacity.MeasurementEpoch)
+}
+
+// E1: one peer that sends one-way messages to a busy Spot fills no more than its stream's share
+// of the budget: their bytes stay charged to its stream until they run, and another peer's
+// call still fits.
+func TestE1_OneWayMessagesStayWithinTheirStreamsShare(t *testing.T) {
+	release, held := make(chan struct{}), make(chan struct{}, 1)
+	var c *cluster
+	c = newCluster(t, 3, func(i int, cfg *rt.Config) {
+		holdingLedgers(&c, release, held)(i, cfg)
+		cfg.MaxMessageSize = 1 << 20
+		if i == 1 {
+			cfg.Inbound.CoreHwmBudgetBytes = u64(8 << 20) // a stream's share: 2 MiB and a bit
+			cfg.Exec.Application = exec.Limits{Count: 1 << 20, Bytes: 1 << 30}
+		} else {
+			clientOnly(cfg)
+		}
+	})
+	sender, owner, other := c.hosts[0], c.hosts[1], c.hosts[2]
+	warm(t, sender, "busy")
+	warm(t, other, "calm")
+	done := make(chan error, 1)
+	go func() {
+		_, err := record(sender, ledger("busy"), "hold")
+		done <- err
+	}()
+	<-held
+	pad := strings.Repeat("n", 500<<10)
+	var refusal error
+	for i := range 40 {
+		if err := sender.Send(ctx, ledger("busy"), rttest.LedgerNote, wrapperspb.String(fmt.Sprint("note-", i, pad))); err != nil {
+			refusal = err
+			break
+		}
+	}
+	require.ErrorIs(t, refusal, sdk.ErrInboundBudget, "the sender's stream reached its share")
+	core := owner.CapacityStatus().CoreHwm
+	assert.LessOrEqual(t, core.CurrentAccountedBytes, uint64(3<<20), "one stream holds no more than its share")
+	_, err := record(other, ledger("calm"), strings.Repeat("c", 200<<10))
+	require.NoError(t, err, "another peer's request still fits")
+	close(release)
+	require.NoError(t, <-done)
+	require.Eventually(t, func() bool { return owner.CapacityStatus().CoreHwm.CurrentAccountedBytes == 0 },
+		10*time.Second, 10*time.Millisecond, "the notes' bytes return once they ran")
+}
+
+// E1: a peer that stops taking its replies stops being read once its replies and requests fill
+// its stream's share; the replies it leaves queued stay within that share, and other peers'
+// calls go on.
+func TestE1_APeerThatTakesNoRepliesHoldsOnlyItsShare(t *testing.T) {
+	runs := &rttest.Runs{}
+	c := newCluster(t, 2, func(i int, cfg *rt.Config) {
+		cfg.Register = func(r sdk.Registrar) error { return rttest.RegisterLedger(r, runs.Add, nil) }
+		cfg.MaxMessageSize = 1 << 20
+		if i == 0 {
+			cfg.Inbound.CoreHwmBudgetBytes = u64(8 << 20)
+		} else {
+			clientOnly(cfg)
+		}
+	})
+	node, other := c.hosts[0], c.hosts[1]
+	warm(t, node, "echo")
+	warm(t, other, "calm")
+
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := rttest.DialRawPeer(t, node.Endpoint()).Stream(sctx, "deaf")
+	require.NoError(t, err)
+	// Record echoes its request: each 256 KiB request makes a 256 KiB reply, and the peer reads
+	// none of them.
+	payload, err := proto.Marshal(wrapperspb.String(strings.Repeat("e", 256<<10)))
+	require.NoError(t, err)
+	sent := make(chan int, 1)
+	go func() {
+		n := 0
+		for i := range 200 {
+			req := &wire.Request{CallId: uint64(i + 1), Op: wire.Op_OP_CALL, Kind: uint32(sdk.KindInstance), Type: rttest.LedgerType,
+				Id: "echo", Method: rttest.LedgerRecord, Payload: payload}
+			if s.SendMsg(rttest.Batch(req)) != nil {
+				break
+			}
+			n++
+		}
+		sent <- n
+	}()
+	require.Eventually(t, func() bool { return node.CapacityStatus().CoreHwm.CompletionCurrentAccountedBytes > 1<<20 },
+		10*time.Second, 10*time.Millisecond, "replies pile up for the deaf peer")
+	time.Sleep(300 * time.Millisecond)
+	core := node.CapacityStatus().CoreHwm
+	assert.LessOrEqual(t, core.CompletionCurrentAccountedBytes+core.CurrentAccountedBytes, uint64(4<<20),
+		"the deaf peer's stream holds its share (2 MiB) and at most a message more of replies, not 200 of them")
+	_, err = record(other, ledger("calm"), "still served")
+	require.NoError(t, err, "another peer is unaffected")
+	cancel()
+	require.Eventually(t, func() bool {
+		core := node.CapacityStatus().CoreHwm
+		return core.CompletionCurrentAccountedBytes == 0 && core.CurrentAccountedBytes == 0
+	}, 10*time.Second, 10*time.Millisecond, "the stream's end frees its replies")
+	<-sent
 }

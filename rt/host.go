@@ -49,6 +49,9 @@ type Host struct {
 	lc      lifecycle
 	tel     *telemetry.Telemetry
 	meter   *capacity.Meter
+	// spots is the catalog once it exists, for the capacity figures, which a failure may read
+	// while Start still runs.
+	spots atomic.Pointer[catalog.Catalog]
 	// stopGauges ends the capacity gauges at the shutdown.
 	stopGauges func()
 	// reregistrations counts the times the node registered again after its owner lease ended.
@@ -188,6 +191,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 	if err != nil {
 		return nil, err
 	}
+	h.spots.Store(h.catalog)
 	if err := h.catalog.Start(ctx); err != nil {
 		return nil, err
 	}

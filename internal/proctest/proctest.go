@@ -64,8 +64,8 @@ func build(tb testing.TB, pkg string, race bool, tags []string) string {
 	if len(tags) > 0 {
 		out += "-" + strings.Join(tags, "-")
 	}
-	if race != RaceEnabled {
-		out += "-norace"
+	if race {
+		out += "-race"
 	}
 	args := []string{"build", "-o", out}
 	if len(tags) > 0 {

@@ -133,16 +133,21 @@ func TestE1_CoreHwmChargesAndRefusesBeyondTheBudget(t *testing.T) {
 	st = m.Status(0, exec.DefaultConfig()).CoreHwm
 	assert.Equal(t, uint64(6*one), st.ProvisionalAccountedBytes)
 
-	// Queued replies count against the budget too.
+	// Queued replies are counted, but against their streams' shares, not the budget.
 	m.Release(2 * one)
 	m.Queued(one, true)
 	assert.True(t, m.Charge(one))
-	assert.False(t, m.Charge(one), "5 requests and a reply of 1,256 leave no room for a seventh")
+	assert.True(t, m.Charge(one), "a queued reply does not take a request's room")
+	assert.False(t, m.Charge(one))
 	st = m.Status(0, exec.DefaultConfig()).CoreHwm
 	assert.Equal(t, uint64(one), st.CompletionCurrentAccountedBytes)
 	assert.Equal(t, uint64(1), st.CompletionPendingMessageCount)
-	assert.Equal(t, uint64(7*one), st.TotalMessagingAccountedBytes)
-	assert.Equal(t, uint64(7*one), st.PeakAccountedBytes)
+	assert.Equal(t, uint64(8*one), st.TotalMessagingAccountedBytes)
+	assert.Equal(t, uint64(8*one), st.PeakAccountedBytes)
+	m.Queued(-one, true)
+	st = m.Status(0, exec.DefaultConfig()).CoreHwm
+	assert.Zero(t, st.CompletionCurrentAccountedBytes)
+	assert.Zero(t, st.CompletionPendingMessageCount)
 }
 
 func TestE1_TheFirstRequestIsAdmittedWhateverItsSize(t *testing.T) {
@@ -156,10 +161,10 @@ func TestE1_WaitRoomReturnsWhenBytesReturn(t *testing.T) {
 	require.True(t, m.Charge(2000))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	require.ErrorIs(t, m.WaitRoom(ctx), context.DeadlineExceeded, "no bytes returned")
+	require.ErrorIs(t, m.WaitRoom(ctx, 500), context.DeadlineExceeded, "no bytes returned")
 
 	done := make(chan error, 1)
-	go func() { done <- m.WaitRoom(context.Background()) }()
+	go func() { done <- m.WaitRoom(context.Background(), 500) }()
 	time.Sleep(10 * time.Millisecond)
 	m.Release(500)
 	select {
@@ -187,13 +192,13 @@ func TestJ3_PauseAndResumeThresholds(t *testing.T) {
 	jobs := func() sdk.ApplicationJobQueueStatus { return m.Status(0, exec.DefaultConfig()).ApplicationJobQueue }
 
 	for range 7 {
-		_, err := m.Acquire(ctx, notNested)
+		_, err := m.Acquire(ctx, notNested, nil)
 		require.NoError(t, err)
 	}
 	assert.False(t, m.Paused(), "7 permits are below the pause threshold of 8")
 	assert.Equal(t, sdk.ApplicationJobQueuePressureStateNormal, jobs().PressureState)
 
-	_, err := m.Acquire(ctx, notNested)
+	_, err := m.Acquire(ctx, notNested, nil)
 	require.NoError(t, err)
 	assert.True(t, m.Paused(), "the 8th permit reaches the pause threshold")
 	<-m.Changed()
@@ -236,7 +241,7 @@ func TestJ3_PauseAndResumeThresholds(t *testing.T) {
 
 	// Up again to 7 does not pause: the state changes only at the thresholds.
 	for range 2 {
-		_, err := m.Acquire(ctx, notNested)
+		_, err := m.Acquire(ctx, notNested, nil)
 		require.NoError(t, err)
 	}
 	assert.False(t, m.Paused())
@@ -245,12 +250,12 @@ func TestJ3_PauseAndResumeThresholds(t *testing.T) {
 func TestJ3_AFullQueueMakesCallersWaitThenFailsWithScheduler(t *testing.T) {
 	m := newMeter(t, manual(2, 0, 0), mib)
 	for range 2 {
-		_, err := m.Acquire(context.Background(), notNested)
+		_, err := m.Acquire(context.Background(), notNested, nil)
 		require.NoError(t, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
-	_, err := m.Acquire(ctx, notNested)
+	_, err := m.Acquire(ctx, notNested, nil)
 	require.ErrorIs(t, err, sdk.ErrCapacityExceeded)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	var ce *sdk.CapacityError
@@ -262,7 +267,7 @@ func TestJ3_AFullQueueMakesCallersWaitThenFailsWithScheduler(t *testing.T) {
 	// A waiter gets the permit that returns.
 	got := make(chan error, 1)
 	go func() {
-		_, err := m.Acquire(context.Background(), notNested)
+		_, err := m.Acquire(context.Background(), notNested, nil)
 		got <- err
 	}()
 	require.Eventually(t, func() bool {
@@ -283,11 +288,11 @@ func TestJ3_AFullQueueMakesCallersWaitThenFailsWithScheduler(t *testing.T) {
 
 func TestJ3_NestedJobsTakeReservedPermitsInsteadOfWaiting(t *testing.T) {
 	m := newMeter(t, manual(1, 0, 0), mib)
-	_, err := m.Acquire(context.Background(), notNested)
+	_, err := m.Acquire(context.Background(), notNested, nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
-	reserved, err := m.Acquire(ctx, nested)
+	reserved, err := m.Acquire(ctx, nested, nil)
 	require.NoError(t, err, "a job made by a running job does not wait for the permit its caller holds")
 	assert.True(t, reserved)
 	st := m.Status(0, exec.DefaultConfig()).ApplicationJobQueue
@@ -355,12 +360,12 @@ func (w work) Drop(error) {}
 func TestNilMeterAdmitsEverything(t *testing.T) {
 	var m *capacity.Meter
 	assert.True(t, m.Charge(1<<40))
-	reserved, err := m.Acquire(context.Background(), notNested)
+	reserved, err := m.Acquire(context.Background(), notNested, nil)
 	require.NoError(t, err)
 	assert.False(t, reserved)
 	m.Return(false)
 	m.Release(1)
-	require.NoError(t, m.WaitRoom(context.Background()))
+	require.NoError(t, m.WaitRoom(context.Background(), 500))
 	require.NoError(t, m.WaitIntake(context.Background()))
 	assert.Equal(t, sdk.HostCapacityStatus{}, m.Status(1, exec.DefaultConfig()))
 }

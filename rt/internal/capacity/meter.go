@@ -73,15 +73,17 @@ func (m *Meter) Lanes() *exec.Gauges {
 func (m *Meter) Changed() <-chan struct{} { return m.changed }
 
 // Charge admits n bytes of an inbound request to the Core HWM, or reports that they do not
-// fit: the bytes held, replies queued included, plus n would exceed the budget. The first
-// request is always admitted, so that one message of the largest size gets through.
+// fit: the bytes held plus n would exceed the budget. The first request is always admitted, so
+// that one message of the largest size gets through. Replies queued for peers do not count
+// here: each stream's replies count against that stream's share, so that a peer that does not
+// take its replies holds up only its own stream.
 func (m *Meter) Charge(n int64) bool {
 	if m == nil {
 		return true
 	}
 	for {
 		cur := m.current.Load()
-		if cur > 0 && cur+m.completion.Load()+n > m.s.Budget {
+		if !m.fits(cur, n) {
 			return false
 		}
 		if m.current.CompareAndSwap(cur, cur+n) {
@@ -91,14 +93,7 @@ func (m *Meter) Charge(n int64) bool {
 	}
 }
 
-// Hold adds n bytes to the Core HWM without a check: a one-way message admitted to a lane
-// keeps its bytes there until its job ends, when Release returns them.
-func (m *Meter) Hold(n int64) {
-	if m == nil {
-		return
-	}
-	raise(&m.peak, m.current.Add(n)+m.completion.Load())
-}
+func (m *Meter) fits(cur, n int64) bool { return cur == 0 || cur+n <= m.s.Budget }
 
 // Release returns n bytes to the Core HWM.
 func (m *Meter) Release(n int64) {
@@ -133,12 +128,10 @@ func (m *Meter) Queued(n int64, completion bool) {
 	if n > 0 {
 		m.completionCount.Add(1)
 		raise(&m.completionPeak, c)
+		raise(&m.peak, c+m.current.Load())
 		return
 	}
 	m.completionCount.Add(-1)
-	if m.roomWaiters.Load() > 0 {
-		m.wake(&m.room)
-	}
 }
 
 // StreamOpened counts a stream whose sender and receiver run now; served says that this node
@@ -163,10 +156,10 @@ func (m *Meter) StreamOpened(served bool) (closed func()) {
 	}
 }
 
-// WaitRoom blocks a stream's reader until the Core HWM has room again: the bytes held fall
-// below the budget. It returns ctx's error if ctx ends first.
-func (m *Meter) WaitRoom(ctx context.Context) error {
-	if m == nil {
+// WaitRoom blocks a stream's reader until the Core HWM has room for a request of n bytes, or
+// holds nothing. It returns ctx's error if ctx ends first.
+func (m *Meter) WaitRoom(ctx context.Context, n int64) error {
+	if m == nil || m.fits(m.current.Load(), n) {
 		return nil
 	}
 	m.roomWaiters.Add(1)
@@ -177,7 +170,7 @@ func (m *Meter) WaitRoom(ctx context.Context) error {
 		m.mu.Lock()
 		room := m.room
 		m.mu.Unlock()
-		if m.current.Load()+m.completion.Load() < m.s.Budget {
+		if m.fits(m.current.Load(), n) {
 			return nil
 		}
 		select {
@@ -234,22 +227,47 @@ func (m *Meter) Paused() bool { return m != nil && m.paused.Load() }
 // supply permit: it must not wait for permits its own caller holds); any other job waits until
 // a permit returns or ctx ends, and then fails with ErrCapacityExceeded{Scheduler} (and ctx's
 // error). nested is called only when the queue is full.
-func (m *Meter) Acquire(ctx context.Context, nested func(context.Context) bool) (reserved bool, err error) {
+//
+// nestedSlow is a thorough and costly test of the same, made once a job has waited a moment:
+// it finds a request turn whose context was not marked, which would otherwise wait for the
+// permit its own caller holds.
+func (m *Meter) Acquire(ctx context.Context, nested, nestedSlow func(context.Context) bool) (reserved bool, err error) {
 	if m == nil {
 		return false, nil
 	}
-	if n := m.inUse.Add(1); n <= m.s.MaxJobs {
-		m.took(n)
+	if m.tryTake() {
 		return false, nil
 	}
 	if nested(ctx) {
-		m.reserved.Add(1)
-		m.took(m.inUse.Load())
+		m.takeReserved()
 		return true, nil
 	}
-	m.inUse.Add(-1)
-	return false, m.waitPermit(ctx)
+	return m.waitPermit(ctx, nestedSlow)
 }
+
+// tryTake takes a permit if one is free.
+func (m *Meter) tryTake() bool {
+	for {
+		n := m.inUse.Load()
+		if n >= m.s.MaxJobs {
+			return false
+		}
+		if m.inUse.CompareAndSwap(n, n+1) {
+			m.took(n + 1)
+			return true
+		}
+	}
+}
+
+// takeReserved takes a permit beyond the queue's size.
+func (m *Meter) takeReserved() {
+	m.reserved.Add(1)
+	m.took(m.inUse.Add(1))
+}
+
+// nestedGrace is how long a job waits for a permit before the thorough test of whether a
+// running turn made it.
+const nestedGrace = 20 * time.Millisecond
 
 // took notes a permit taken with n in use.
 func (m *Meter) took(n int64) {
@@ -259,7 +277,7 @@ func (m *Meter) took(n int64) {
 	}
 }
 
-func (m *Meter) waitPermit(ctx context.Context) error {
+func (m *Meter) waitPermit(ctx context.Context, nestedSlow func(context.Context) bool) (reserved bool, err error) {
 	m.jobWaiters.Add(1)
 	began := time.Now()
 	defer func() {
@@ -269,19 +287,24 @@ func (m *Meter) waitPermit(ctx context.Context) error {
 		m.waitTime += time.Since(began)
 		m.mu.Unlock()
 	}()
+	grace := time.NewTimer(nestedGrace)
+	defer grace.Stop()
 	for {
 		m.mu.Lock()
 		room := m.jobRoom
 		m.mu.Unlock()
-		if n := m.inUse.Add(1); n <= m.s.MaxJobs {
-			m.took(n)
-			return nil
+		if m.tryTake() {
+			return false, nil
 		}
-		m.inUse.Add(-1)
 		select {
 		case <-room:
+		case <-grace.C:
+			if nestedSlow != nil && nestedSlow(ctx) {
+				m.takeReserved()
+				return true, nil
+			}
 		case <-ctx.Done():
-			return fmt.Errorf("the node's application job queue stayed full (%d jobs queued or running) until the caller's context ended: %w (%w)",
+			return false, fmt.Errorf("the node's application job queue stayed full (%d jobs queued or running) until the caller's context ended: %w (%w)",
 				m.s.MaxJobs, &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: m.s.MaxJobs}, ctx.Err())
 		}
 	}
@@ -304,28 +327,35 @@ func (m *Meter) Return(reserved bool) {
 	}
 }
 
-// setPaused changes the pressure state, checking under the lock that the permits in use still
-// call for it.
-func (m *Meter) setPaused(paused bool) {
+// setPaused changes the pressure state, checking under the lock that the permits in use call
+// for it. It checks again after each change: a Return that read the state before the change
+// took effect may have passed the resume threshold unseen.
+func (m *Meter) setPaused(bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := m.inUse.Load()
-	switch {
-	case paused && !m.paused.Load() && n >= m.s.PauseAt:
-		m.resumed = make(chan struct{})
-		m.pausedSince = time.Now()
-		m.paused.Store(true)
-	case !paused && m.paused.Load() && n <= m.s.ResumeAt:
-		m.paused.Store(false)
-		close(m.resumed)
-		m.resumed = nil
-		m.pausedSince = time.Time{}
-	default:
-		return
-	}
-	select {
-	case m.changed <- struct{}{}:
-	default:
+	changed := false
+	for {
+		n := m.inUse.Load()
+		switch {
+		case !m.paused.Load() && n >= m.s.PauseAt:
+			m.resumed = make(chan struct{})
+			m.pausedSince = time.Now()
+			m.paused.Store(true)
+		case m.paused.Load() && n <= m.s.ResumeAt:
+			m.paused.Store(false)
+			close(m.resumed)
+			m.resumed = nil
+			m.pausedSince = time.Time{}
+		default:
+			if changed {
+				select {
+				case m.changed <- struct{}{}:
+				default:
+				}
+			}
+			return
+		}
+		changed = true
 	}
 }
 

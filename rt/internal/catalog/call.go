@@ -124,7 +124,7 @@ func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc
 	if !oneWay && a.ownTurn(ctx) {
 		return nil, false, errSelfRequest(a, md)
 	}
-	reserved, err := c.cfg.Meter.Acquire(ctx, nestedJob)
+	reserved, err := c.cfg.Meter.Acquire(ctx, nestedJob, c.InTurn)
 	if err != nil {
 		return nil, false, err
 	}
@@ -186,9 +186,10 @@ type call struct {
 	onDone func(proto.Message, error)
 	// permit says the call holds a permit of the application job queue (a reserved supply
 	// permit if reserved) until it ends; inbound is the Core HWM charge of a peer's message
-	// while it is in the lane, held by the call itself for a one-way message (held).
-	permit, reserved, held bool
-	inbound                int64
+	// while it is in the lane, which the call keeps until it ends for a one-way message (kept).
+	permit, reserved bool
+	inbound          int64
+	kept             *capacity.Charge
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
@@ -211,11 +212,11 @@ func (k *call) settle() {
 		}
 		if k.inbound != 0 {
 			m.InLane(-k.inbound)
-			if k.held {
-				m.Release(k.inbound)
-			}
 		}
-		k.permit, k.reserved, k.held, k.inbound = false, false, false, 0
+		if k.kept != nil {
+			k.kept.Release()
+		}
+		k.permit, k.reserved, k.inbound, k.kept = false, false, 0, nil
 	}
 }
 
@@ -228,6 +229,19 @@ func nestedJob(ctx context.Context) bool { return turnOf(ctx) != nil || requestT
 // valid when its turn comes (C1) and, for a request, its caller is still waiting. A one-way
 // message's handler gets a context that ends when the Spot ends; a request's, its caller's.
 func (k *call) Run() {
+	// A panic outside the handler (which invoke recovers) still ends the call: its caller gets
+	// an answer, and its permit and charge return.
+	finished := false
+	defer func() {
+		if !finished {
+			k.finish(nil, fmt.Errorf("%w: %s.%s: the runtime failed around the handler", sdk.ErrHandlerPanicked, k.a.typ.desc.Name, k.md.Name))
+		}
+	}()
+	k.run()
+	finished = true
+}
+
+func (k *call) run() {
 	if !k.a.turnAllowed() {
 		k.finish(nil, k.a.errLeaseEnded())
 		return
@@ -459,7 +473,7 @@ func (c *Catalog) submit(ctx context.Context, a *activation, md *sdk.MethodDesc,
 		return fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
 	}
 	m := c.cfg.Meter
-	reserved, err := m.Acquire(ctx, nestedJob)
+	reserved, err := m.Acquire(ctx, nestedJob, c.InTurn)
 	if err != nil {
 		return err
 	}
@@ -468,15 +482,17 @@ func (c *Catalog) submit(ctx context.Context, a *activation, md *sdk.MethodDesc,
 	if !oneWay {
 		k.onDone = done
 	}
-	inbound := capacity.Request(size)
-	if oneWay {
-		// The peer's acknowledgement returns the stream's charge as soon as this returns: the
-		// call holds the bytes from here until its job ends.
-		m.Hold(inbound)
-		k.held = true
+	if m != nil {
+		inbound := capacity.Request(size)
+		if ch := capacity.ChargeOf(ctx); oneWay && ch != nil {
+			// The peer is acknowledged as soon as this returns: the call keeps the request's
+			// charge, against the Core HWM and its stream's share, until its job ends.
+			ch.Keep()
+			k.kept = ch
+		}
+		m.InLane(inbound)
+		k.inbound = inbound
 	}
-	m.InLane(inbound)
-	k.inbound = inbound
 	if err := a.exec.Submit(exec.Item{Lane: sdk.LaneApplication, Payload: int64(size), Activity: true}, k); err != nil {
 		k.release()
 		if err == exec.ErrAdmissionClosed {

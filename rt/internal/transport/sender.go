@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -29,12 +30,17 @@ type sender struct {
 	completion bool // the queue carries replies to a peer's requests
 	fullBytes  int
 
+	// taken, when set, is told of the bytes of envelopes that leave the queue: sent, or dropped
+	// with the stream. Set it before the sender runs.
+	taken func(n int)
+
 	mu      sync.Mutex
 	queue   []queued // its backing array is kept: a busy stream queues without allocating
 	bytes   int      // of the queued envelopes
 	waiters int
 	room    chan struct{} // closed and replaced when envelopes leave the queue and someone waits
 	closed  bool
+	waiting time.Time     // since when the queue's oldest envelope has waited for a send
 	wake    chan struct{} // buffered 1
 }
 
@@ -51,17 +57,19 @@ func newSender(send func(*wire.Batch) error, maxMessage int, meter *capacity.Met
 	}
 }
 
-// push queues e at once, however full the queue is.
-func (s *sender) push(e *wire.Envelope) {
+// push queues e at once, however full the queue is, and returns its size: 0 when the stream
+// is gone, and with it what it would carry.
+func (s *sender) push(e *wire.Envelope) int {
 	q := queued{env: e, size: proto.Size(e)}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return // the stream is gone, and what it would carry with it
+		return 0
 	}
 	s.enqueue(q)
 	s.mu.Unlock()
 	s.signal()
+	return q.size
 }
 
 // pushWait queues e once the queue has room, and reports false if ctx ended first or the
@@ -123,6 +131,9 @@ func (s *sender) fullLocked() bool {
 }
 
 func (s *sender) enqueue(q queued) {
+	if len(s.queue) == 0 {
+		s.waiting = time.Now()
+	}
 	s.queue = append(s.queue, q)
 	s.bytes += q.size
 	s.meter.Queued(int64(q.size), s.completion)
@@ -147,9 +158,20 @@ func (s *sender) close() {
 	for _, q := range s.queue {
 		s.meter.Queued(-int64(q.size), s.completion)
 	}
+	if s.taken != nil && s.bytes > 0 {
+		s.taken(s.bytes)
+	}
 	clear(s.queue)
 	s.queue, s.bytes = s.queue[:0], 0
 	close(s.room)
+}
+
+// stalled reports whether envelopes have waited in the queue for longer than d: the stream
+// does not take them.
+func (s *sender) stalled(d time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue) > 0 && time.Since(s.waiting) > d
 }
 
 // run sends batches until ctx ends or a send fails. One Batch is reused: the stream encodes a
@@ -199,8 +221,14 @@ func (s *sender) take(b *wire.Batch) {
 	clear(s.queue[rest:])
 	s.queue = s.queue[:rest]
 	s.bytes -= size
-	if n > 0 && s.waiters > 0 {
-		close(s.room)
-		s.room = make(chan struct{})
+	if n > 0 {
+		s.waiting = time.Now()
+		if s.taken != nil {
+			s.taken(size)
+		}
+		if s.waiters > 0 {
+			close(s.room)
+			s.room = make(chan struct{})
+		}
 	}
 }

@@ -75,6 +75,9 @@ type Config struct {
 	// refused with sdk.ErrInboundBudget and its stream is not read until bytes return; while the
 	// application job queue is paused, no stream is read.
 	Meter *capacity.Meter
+	// StallTimeout closes a peer's stream whose replies have waited this long without the peer
+	// taking any (default 30 s): the calls on it fail and the replies it holds are freed.
+	StallTimeout time.Duration
 	// OnServeFailure, when set, is told once that the server stopped serving for another reason
 	// than Close (its listener failed): the node can no longer be reached by its peers.
 	OnServeFailure func(error)
@@ -92,6 +95,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxConns <= 0 {
 		c.MaxConns = 1024
+	}
+	if c.StallTimeout <= 0 {
+		c.StallTimeout = 30 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -421,13 +427,16 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	ctx, cancel := context.WithCancel(s.Context())
 	p := &peerStream{
 		t: t, from: from, lim: limits{own: t.cfg.MaxMessageSize, peer: peerMax},
-		calls: make(map[uint64]context.CancelFunc), freed: make(chan struct{}, 1),
+		calls: make(map[uint64]context.CancelFunc), freedCh: make(chan struct{}, 1),
 	}
 	if m := t.cfg.Meter; m != nil {
 		budget := m.Settings().Budget
 		p.share = min(budget, max(budget/streamShareDivisor, 2*capacity.Request(t.cfg.MaxMessageSize)))
 	}
 	p.out = newSender(t.counted(func(b *wire.Batch) error { return s.SendMsg(b) }), p.lim.max(), t.cfg.Meter, true)
+	if t.cfg.Meter != nil {
+		p.out.taken = func(n int) { p.freed(int64(n)) }
+	}
 	defer p.out.close()
 	defer t.cfg.Meter.StreamOpened(true)()
 	senderDone := make(chan struct{})
@@ -463,10 +472,25 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 			}
 		}
 	})
-	select {
-	case <-recvDone:
-	case <-senderDone:
-	case <-t.ctx.Done():
+	// A peer that stops taking its replies while its connection stays up (keepalive pings go
+	// on) is dropped after StallTimeout: its queued replies go with the stream.
+	stallCheck := time.NewTicker(min(t.cfg.StallTimeout/4, time.Second))
+	defer stallCheck.Stop()
+wait:
+	for {
+		select {
+		case <-recvDone:
+			break wait
+		case <-senderDone:
+			break wait
+		case <-t.ctx.Done():
+			break wait
+		case <-stallCheck.C:
+			if p.out.stalled(t.cfg.StallTimeout) {
+				t.log.Warn("a peer has not taken its replies for too long; its stream is closed", "peer", p.from, "after", t.cfg.StallTimeout)
+				break wait
+			}
+		}
 	}
 	// Cancel first, which ends the context of every call still running and stops the sender,
 	// then wait a bounded time for the sender to finish what it is sending.
@@ -495,7 +519,7 @@ type peerStream struct {
 	held    atomic.Int64
 	share   int64
 	waiting atomic.Bool
-	freed   chan struct{}
+	freedCh chan struct{}
 }
 
 // streamShareDivisor sets a stream's share of the Core HWM: a quarter of the budget, and at
@@ -543,65 +567,98 @@ func (p *peerStream) cancel(id uint64) {
 
 // admit takes req in from the stream: it waits while the application job queue is paused and
 // while the replies queued for the peer are at their bound, then charges req to the Core HWM
-// and dispatches it. A request that does not fit is refused with sdk.ErrInboundBudget, and the
-// stream is not read again until bytes return, so that gRPC's flow control holds the peer's
-// further requests on its side. It reports false when ctx ended while it waited.
+// and to the stream's share of it, and dispatches it. A request that does not fit is refused
+// with sdk.ErrInboundBudget, and the stream is not read again until there is room for one like
+// it, so that gRPC's flow control holds the peer's further requests on its side. It reports
+// false when ctx ended while it waited.
 func (p *peerStream) admit(ctx context.Context, req *wire.Request) bool {
 	m := p.t.cfg.Meter
 	if m.WaitIntake(ctx) != nil || p.out.waitRoom(ctx) != nil {
 		return false
 	}
 	n := capacity.Request(len(req.Payload))
-	if held := p.held.Load(); m != nil && held > 0 && held+n > p.share {
-		p.refuse(req, fmt.Sprintf("its requests from %s hold %d bytes, their share of the budget of %d is %d", p.from, held, m.Settings().Budget, p.share))
-		return p.awaitFreed(ctx)
+	if m == nil {
+		p.dispatch(ctx, req, nil)
+		return true
+	}
+	if held := p.held.Load(); held > 0 && held+n > p.share {
+		p.refuse(req, fmt.Sprintf("its requests and replies to %s hold %d bytes, that stream's share of the budget of %d is %d",
+			p.from, held, m.Settings().Budget, p.share))
+		return p.awaitFreed(ctx, n)
 	}
 	if !m.Charge(n) {
 		p.refuse(req, fmt.Sprintf("it holds as many bytes of its peers' requests as its budget of %d allows", m.Settings().Budget))
-		return m.WaitRoom(ctx) == nil
+		return m.WaitRoom(ctx, n) == nil
 	}
 	p.held.Add(n)
-	p.dispatch(ctx, req, n)
+	p.dispatch(ctx, req, capacity.NewCharge(n, p.release))
 	return true
 }
 
-// refuse answers req with sdk.ErrInboundBudget.
-func (p *peerStream) refuse(req *wire.Request, why string) {
-	p.out.push(replyEnvelope(&wire.Reply{CallId: req.CallId, Refused: true, Error: wire.EncodeError(fmt.Errorf(
-		"%w: node %s did not run the request of %d bytes from %s: %s", sdk.ErrInboundBudget, p.t.cfg.Node, len(req.Payload), p.from, why))}))
+// release returns n bytes of a request's charge to the meter and to the stream's share.
+func (p *peerStream) release(n int64) {
+	p.t.cfg.Meter.Release(n)
+	p.freed(n)
 }
 
-// awaitFreed waits until the stream's requests hold less than its share, or ctx ends.
-func (p *peerStream) awaitFreed(ctx context.Context) bool {
-	p.waiting.Store(true)
-	defer p.waiting.Store(false)
-	defer p.t.cfg.Meter.Blocked()()
-	for p.held.Load() >= p.share {
-		select {
-		case <-p.freed:
-		case <-ctx.Done():
-			return false
-		}
-	}
-	return true
-}
-
-// answer queues r and returns the charge of the request it answers.
-func (p *peerStream) answer(r *wire.Reply, charge int64) {
-	p.out.push(replyEnvelope(r))
-	p.t.cfg.Meter.Release(charge)
-	p.held.Add(-charge)
+// freed returns n bytes to the stream's share and wakes its reader if it waits for them.
+func (p *peerStream) freed(n int64) {
+	p.held.Add(-n)
 	if p.waiting.Load() {
 		select {
-		case p.freed <- struct{}{}:
+		case p.freedCh <- struct{}{}:
 		default:
 		}
 	}
 }
 
-// dispatch runs req, charged charge bytes, with a context that ends at the caller's deadline,
-// when the caller cancels, or when the stream ends; its reply goes back on the stream.
-func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, charge int64) {
+// refuse answers req with sdk.ErrInboundBudget.
+func (p *peerStream) refuse(req *wire.Request, why string) {
+	p.reply(&wire.Reply{CallId: req.CallId, Refused: true, Error: wire.EncodeError(fmt.Errorf(
+		"%w: node %s did not run the request of %d bytes from %s: %s", sdk.ErrInboundBudget, p.t.cfg.Node, len(req.Payload), p.from, why))})
+}
+
+// awaitFreed waits until the stream holds nothing or has room in its share for n more bytes,
+// or ctx ends.
+func (p *peerStream) awaitFreed(ctx context.Context, n int64) bool {
+	p.waiting.Store(true)
+	defer p.waiting.Store(false)
+	if held := p.held.Load(); held == 0 || held+n <= p.share {
+		return true
+	}
+	defer p.t.cfg.Meter.Blocked()()
+	for {
+		if held := p.held.Load(); held == 0 || held+n <= p.share {
+			return true
+		}
+		select {
+		case <-p.freedCh:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// reply queues r; its bytes count against the stream's share until they are sent, so that a
+// peer that does not take its replies stops being read.
+func (p *peerStream) reply(r *wire.Reply) {
+	if n := p.out.push(replyEnvelope(r)); n > 0 && p.t.cfg.Meter != nil {
+		p.held.Add(int64(n))
+	}
+}
+
+// answer queues r and settles the charge of the request it answers.
+func (p *peerStream) answer(r *wire.Reply, charge *capacity.Charge) {
+	p.reply(r)
+	if charge != nil {
+		charge.Settle()
+	}
+}
+
+// dispatch runs req, under its charge (nil without a meter), with a context that ends at the
+// caller's deadline, when the caller cancels, or when the stream ends; its reply goes back on
+// the stream. The handler finds the charge in its context, to keep it for a one-way job.
+func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, charge *capacity.Charge) {
 	t, id := p.t, req.CallId
 	if len(req.Payload) > t.cfg.MaxMessageSize {
 		p.answer(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: %d bytes from %s, over %s's limit of %d",
@@ -639,6 +696,9 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, charge int
 		p.answer(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: call ID %d from %s is still in flight",
 			sdk.ErrInvalidArgument, id, p.from))}, charge)
 		return
+	}
+	if charge != nil {
+		cctx = capacity.WithCharge(cctx, charge)
 	}
 	var once sync.Once
 	t.handler.Handle(cctx, p.from, req, func(r *wire.Reply) {

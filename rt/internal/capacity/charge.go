@@ -1,0 +1,53 @@
+package capacity
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+// Charge is the Core HWM charge of one peer's request. The stream that read the request
+// returns it when the request's reply is queued, unless the job that the request became keeps
+// it (Keep): a one-way message is acknowledged as soon as a lane admits it, and its bytes stay
+// charged, to its stream too, until its handler returns.
+type Charge struct {
+	n        int64
+	release  func(n int64) // returns the bytes to the meter and to the stream's share
+	kept     atomic.Bool
+	returned atomic.Bool
+}
+
+// NewCharge returns the charge of n bytes that release returns, once.
+func NewCharge(n int64, release func(n int64)) *Charge { return &Charge{n: n, release: release} }
+
+// Bytes is the charge's size.
+func (c *Charge) Bytes() int64 { return c.n }
+
+// Keep makes the job hold the charge: the stream's Settle no longer returns it, Release does.
+func (c *Charge) Keep() { c.kept.Store(true) }
+
+// Settle returns the charge when its request is answered, unless a job keeps it.
+func (c *Charge) Settle() {
+	if !c.kept.Load() {
+		c.Release()
+	}
+}
+
+// Release returns the charge; only the first call does anything.
+func (c *Charge) Release() {
+	if c.returned.CompareAndSwap(false, true) {
+		c.release(c.n)
+	}
+}
+
+type chargeKey struct{}
+
+// WithCharge returns ctx carrying c, for the request's handler to find.
+func WithCharge(ctx context.Context, c *Charge) context.Context {
+	return context.WithValue(ctx, chargeKey{}, c)
+}
+
+// ChargeOf returns the charge that ctx carries, or nil.
+func ChargeOf(ctx context.Context) *Charge {
+	c, _ := ctx.Value(chargeKey{}).(*Charge)
+	return c
+}
