@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: demo test fmt-check vet staticcheck check-gen unit gen proto bench chaos fuzz
+.PHONY: demo test fmt-check vet staticcheck check-gen unit gen proto bench chaos fuzz flood
 
 ## demo: the chat example: a two-node mesh in one process on an embedded etcd, and a scripted
 ## chat session.
@@ -53,6 +53,12 @@ proto:
 ## about 3 minutes on 2 cores.
 bench:
 	cd bench/peers && $(GO) run ./cmd/peerbench -out ../RESULTS.md
+
+## flood: 64 callers flood a node process with 1 MiB messages for 10 s; the test reports the
+## node's resident memory, its Core HWM peak and another node's latency meanwhile. It needs the
+## machine to itself, so make test leaves it out.
+flood:
+	ZLINK_FLOOD=1 $(GO) test -count=1 -timeout 10m -run 'TestE6_FloodAcrossProcesses' -v ./rt/
 
 ## chaos: the fault suite at full length, on fresh 3-member etcd clusters and node processes
 ## with a proxy on every link (about 10 minutes on 2 cores); writes docs/RELIABILITY.md, and the
