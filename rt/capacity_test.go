@@ -275,14 +275,15 @@ func forwarderDesc(host *atomic.Pointer[rt.Host], letGo <-chan struct{}, started
 		Invoke: func(_ any, ctx context.Context, req proto.Message) (proto.Message, error) {
 			started <- struct{}{}
 			<-letGo
-			return host.Load().Call(ctx, openLedger("nested"), rttest.LedgerRecord, req)
+			return host.Load().Call(ctx, ledger(req.(*wrapperspb.StringValue).GetValue()), rttest.LedgerRecord, req)
 		},
 	}}}
 }
 
-// J3: the application job queue bounds the jobs queued or running on a node. Above its pause
-// threshold the node stops reading its peers' streams, and a peer's call waits instead of
-// failing; a local caller that finds it full waits until its deadline and gets
+// J3: the application job queue bounds the jobs waiting in the node's lanes (a request that
+// finds its Spot idle runs at once on its caller's goroutine and needs no permit). Above its
+// pause threshold the node stops reading its peers' streams, and a peer's call waits instead
+// of failing; a local caller that finds it full waits until its deadline and gets
 // ErrCapacityExceeded{Scheduler}; a job made by a running handler takes a reserved permit
 // instead of waiting for the permits its caller holds; below the resume threshold all goes on.
 func TestJ3_JobQueueBoundsJobsAndPausesPeerIntake(t *testing.T) {
@@ -312,40 +313,43 @@ func TestJ3_JobQueueBoundsJobsAndPausesPeerIntake(t *testing.T) {
 	})
 	peer, node := c.hosts[0], c.hosts[1]
 	host.Store(node)
-	for _, id := range []string{"h0", "h1", "h2", "free", "nested"} {
+	warm(t, peer, "free")
+	for _, id := range []string{"h0"} {
 		_, err := record(node, openLedger(id), "warm")
 		require.NoError(t, err)
 	}
 	jobs := func() sdk.ApplicationJobQueueStatus { return node.CapacityStatus().ApplicationJobQueue }
 
-	var holds sync.WaitGroup
-	hold := func(id string) {
-		holds.Go(func() {
-			_, err := record(node, ledger(id), "hold")
-			assert.NoError(t, err)
-		})
-		<-held
-	}
-	// The forwarder's turn begins while the queue is calm, so its context is not marked: its
-	// nested call is recognised by the thorough test after a moment's wait.
+	// The forwarder's turn runs at once and begins while the queue is calm, so its context is
+	// not marked: its nested call is recognised by the thorough test after a moment's wait.
 	forwarded := make(chan error, 1)
 	go func() {
-		_, err := node.Call(ctx, sdk.InstanceIntent("test.Forwarder", "f").WithDesc(fwd), "Forward", wrapperspb.String("via-forwarder"))
+		_, err := node.Call(ctx, sdk.InstanceIntent("test.Forwarder", "f").WithDesc(fwd), "Forward", wrapperspb.String("h0"))
 		forwarded <- err
 	}()
 	<-started
-	hold("h0")
-	hold("h1")
-	hold("h2") // 4 permits: full, and intake paused
+	var calls sync.WaitGroup
+	calls.Go(func() {
+		_, err := record(node, ledger("h0"), "hold")
+		assert.NoError(t, err)
+	})
+	<-held
+	for i := range 4 { // queued behind the held turn: 4 permits, full, and intake paused
+		calls.Go(func() {
+			_, err := record(node, ledger("h0"), fmt.Sprint("queued-", i))
+			assert.NoError(t, err)
+		})
+	}
+	require.Eventually(t, func() bool { return jobs().PermitsInUse == 4 }, 10*time.Second, time.Millisecond)
 	st := jobs()
-	assert.Equal(t, uint64(4), st.PermitsInUse)
+	assert.Equal(t, uint64(4), st.QueuedApplicationJobs)
 	assert.Equal(t, sdk.ApplicationJobQueuePressureStatePaused, st.PressureState)
-	assert.True(t, node.Status().Capacity.ApplicationJobQueue.PressureState == sdk.ApplicationJobQueuePressureStatePaused,
+	assert.Equal(t, sdk.ApplicationJobQueuePressureStatePaused, node.Status().Capacity.ApplicationJobQueue.PressureState,
 		"the runtime status carries the capacity figures")
 
 	// A local caller waits until its deadline, then gets the scheduler's refusal.
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	_, err := node.Call(short, ledger("free"), rttest.LedgerRecord, wrapperspb.String("late"))
+	_, err := node.Call(short, ledger("h0"), rttest.LedgerRecord, wrapperspb.String("late"))
 	cancel()
 	var ce *sdk.CapacityError
 	require.ErrorAs(t, err, &ce)
@@ -365,23 +369,22 @@ func TestJ3_JobQueueBoundsJobsAndPausesPeerIntake(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 
-	// The forwarder's nested call takes a reserved permit and does not wait.
+	// The forwarder's nested call, queued behind the held turn too, takes a reserved permit
+	// beyond the queue's size instead of waiting for one.
 	close(letGo)
-	select {
-	case err := <-forwarded:
-		require.NoError(t, err, "a job made by a running handler does not wait for its caller's permit")
-	case <-time.After(10 * time.Second):
-		t.Fatal("the nested call waited for the permits its caller held")
-	}
-	assert.Equal(t, uint64(5), jobs().PeakPermitsInUse, "the reserved permit went beyond the queue's size")
+	require.Eventually(t, func() bool { return jobs().ReservedSupplyPermits == 1 }, 10*time.Second, time.Millisecond,
+		"a job made by a running handler does not wait for its caller's permit")
+	assert.Equal(t, uint64(5), jobs().PermitsInUse)
 
 	close(release)
-	holds.Wait()
-	select {
-	case err := <-remote:
-		require.NoError(t, err, "intake resumed below the resume threshold")
-	case <-time.After(10 * time.Second):
-		t.Fatal("intake never resumed")
+	calls.Wait()
+	for name, ch := range map[string]chan error{"the forwarder": forwarded, "the peer": remote} {
+		select {
+		case err := <-ch:
+			require.NoError(t, err, name)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s never got its answer", name)
+		}
 	}
 	require.Eventually(t, func() bool {
 		st := jobs()
@@ -410,9 +413,8 @@ func TestJ1_ObserveCapacityAndResetCapacityMetrics(t *testing.T) {
 	assert.Positive(t, first.CoreHwm.EffectiveBudgetBytes)
 	assert.Positive(t, first.ApplicationJobQueue.EffectiveMaxQueuedApplicationJobs)
 
-	for i := range 3 {
-		_, err := record(h, openLedger(fmt.Sprint("o", i)), "m")
-		require.NoError(t, err)
+	for i := range 3 { // one-way messages are always queued, so each takes a permit
+		require.NoError(t, h.Send(ctx, openLedger(fmt.Sprint("o", i)), rttest.LedgerNote, wrapperspb.String("m")))
 	}
 	require.Eventually(t, func() bool {
 		got := snapshot()

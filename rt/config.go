@@ -124,7 +124,8 @@ type Config struct {
 	// (CoreHwmMemoryLimitBytes, else GOMEMLIMIT when set) divided by 4 (Balanced profile), 2
 	// (Throughput) or 8 (LowMemory), else 256 MiB, 1 GiB or 64 MiB by profile, and at least two
 	// messages of MaxMessageSize. The application job queue bounds the messages queued or
-	// running in the node's Spots at once: MaxQueuedApplicationJobs under the Manual profile,
+	// running in the node's Spots at once (a request from this node that finds its Spot idle
+	// runs at once on its caller's goroutine and is not counted): MaxQueuedApplicationJobs under the Manual profile,
 	// else 1,024 per GOMAXPROCS and at least 4,096. A caller that finds it full waits for room
 	// until its context ends, then gets sdk.ErrCapacityExceeded (Where: scheduler); a message
 	// that a handler sends or calls while the queue is full is taken beyond its size instead of

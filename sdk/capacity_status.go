@@ -127,8 +127,9 @@ type CoreHwmStatus struct {
 	MonitorQueueAppliedHwmBytes uint64
 	MonitorQueueAccountedBytes  uint64
 	// TotalInstanceAppliedHwmBytes and TotalInstanceAccountedBytes are the application lanes of
-	// every Spot: the sum of their byte limits, and the bytes they reserve now (payload plus a
-	// fixed cost per message, local messages included).
+	// every Spot: the sum of their byte limits, and the bytes reserved now by the messages that
+	// were queued in them (payload plus a fixed cost per message; a request run at once on its
+	// caller's goroutine is never queued and not counted).
 	TotalInstanceAppliedHwmBytes uint64
 	TotalInstanceAccountedBytes  uint64
 	// BlockedRatioPpm is the share of the measurement epoch, in parts per million, during which
@@ -154,7 +155,8 @@ type CoreHwmStatus struct {
 
 // ApplicationJobQueueStatus is the state of the application job queue: the bound on the
 // messages queued or running in all of the node's Spots at once. Each such job holds a permit
-// from its admission to a Spot's lane until its handler returns. The fields follow the seed's
+// from its admission to a Spot's lane until its handler returns; a request from this node that
+// finds its Spot idle runs at once on its caller's goroutine, is never queued, and takes none. The fields follow the seed's
 // order; peaks and totals run from the start of the measurement epoch.
 type ApplicationJobQueueStatus struct {
 	// ConfiguredProfile, ConfiguredManualMax (nil when not configured) and the threshold

@@ -124,13 +124,26 @@ func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc
 	if !oneWay && a.ownTurn(ctx) {
 		return nil, false, errSelfRequest(a, md)
 	}
-	reserved, err := c.cfg.Meter.Acquire(ctx, nestedJob, c.InTurn)
-	if err != nil {
-		return nil, false, err
-	}
 	k := callPool.Get().(*call)
-	k.ctx, k.a, k.md, k.req, k.oneWay, k.permit, k.reserved = ctx, a, md, req, oneWay, true, reserved
-	err = a.exec.Submit(exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(req)), Activity: true, Inline: !oneWay}, k)
+	k.ctx, k.a, k.md, k.req, k.oneWay = ctx, a, md, req, oneWay
+	it := exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(req)), Activity: true}
+	err := exec.ErrNotInline
+	if !oneWay {
+		// A request that finds the Spot idle runs at once on its caller's goroutine, never
+		// queued: it needs no permit of the job queue, which bounds the jobs that wait.
+		it.Inline, it.InlineOnly = true, true
+		err = a.exec.Submit(it, k)
+	}
+	if err == exec.ErrNotInline {
+		reserved, perr := c.cfg.Meter.Acquire(ctx, nestedJob, c.InTurn)
+		if perr != nil {
+			k.release()
+			return nil, false, perr
+		}
+		k.permit, k.reserved = true, reserved
+		it.Inline, it.InlineOnly = false, false
+		err = a.exec.Submit(it, k)
+	}
 	if err != nil {
 		k.release()
 		return nil, false, c.refusal(ctx, err, a, md)

@@ -144,7 +144,13 @@ type Item struct {
 	// both lanes are empty; Submit then returns after Run. A request/reply caller waits anyway,
 	// so this saves a goroutine hand-off.
 	Inline bool
+	// InlineOnly, with Inline, makes Submit run the item at once or not at all: when the
+	// executor is busy it returns ErrNotInline and admits nothing.
+	InlineOnly bool
 }
+
+// ErrNotInline is Submit's answer to an InlineOnly item that could not run at once.
+var ErrNotInline = errors.New("exec: the executor is busy")
 
 // Submit admits w to its lane or refuses it. A refusal on a full lane is a
 // *sdk.QueueFullError naming the lane and the axis that was hit first (E3, E6); application
@@ -176,13 +182,12 @@ func (e *Executor) Submit(it Item, w Work) error {
 		e.mu.Unlock()
 		return &sdk.QueueFullError{Lane: it.Lane, Axis: sdk.AxisBytes, Limit: lim.Bytes, Queued: l.bytes, Requested: bytes}
 	}
-	l.count++
-	l.bytes += bytes
-	if g := e.gauges; g != nil {
-		g.laneBytes(it.Lane).Add(bytes)
-	}
 	ent := entry{w: w, bytes: bytes, activity: it.Activity, afterApp: it.AfterApplication, lane: it.Lane}
 	if it.Inline && !e.running && e.app.empty() && e.life.empty() {
+		// Run at once on the caller's goroutine: it is never queued, so the shared gauges,
+		// which measure what waits in lanes, do not see it.
+		l.count++
+		l.bytes += bytes
 		e.running = true
 		e.mu.Unlock()
 		p := runItem(ent)
@@ -190,6 +195,16 @@ func (e *Executor) Submit(it Item, w Work) error {
 		e.complete(l, ent, p)
 		e.continueOrStop()
 		return nil
+	}
+	if it.InlineOnly {
+		e.mu.Unlock()
+		return ErrNotInline
+	}
+	l.count++
+	l.bytes += bytes
+	if g := e.gauges; g != nil {
+		g.laneBytes(it.Lane).Add(bytes)
+		ent.gauged = true
 	}
 	l.push(ent)
 	if g := e.gauges; g != nil && it.Lane == sdk.LaneApplication {
@@ -275,8 +290,8 @@ func runItem(ent entry) (p *recovered) {
 func (e *Executor) complete(l *lane, ent entry, p *recovered) {
 	l.count--
 	l.bytes -= ent.bytes
-	if g := e.gauges; g != nil {
-		g.laneBytes(ent.lane).Add(-ent.bytes)
+	if ent.gauged {
+		e.gauges.laneBytes(ent.lane).Add(-ent.bytes)
 	}
 	e.active = e.active || ent.activity
 	if p != nil && e.onPanic != nil {
@@ -358,7 +373,9 @@ func (e *Executor) untrack(taken []entry) {
 		return
 	}
 	for _, ent := range taken {
-		g.laneBytes(ent.lane).Add(-ent.bytes)
+		if ent.gauged {
+			g.laneBytes(ent.lane).Add(-ent.bytes)
+		}
 		if ent.lane == sdk.LaneApplication {
 			g.QueuedApplication.Add(-1)
 		}
