@@ -76,18 +76,5 @@ func samePtr(a, b *uint64) bool { return (a == nil) == (b == nil) && (a == nil |
 // watchCapacity publishes the capacity figures while anyone observes them, and at once when the
 // job queue's pressure state changes.
 func (h *Host) watchCapacity() {
-	ticker := time.NewTicker(capacitySampleInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-h.stop:
-			return
-		case <-ticker.C:
-			if h.lc.capacity.Observers() == 0 {
-				continue
-			}
-		case <-h.meter.Changed():
-		}
-		h.publishCapacity()
-	}
+	h.watchStatus(capacitySampleInterval, h.meter.Changed(), h.lc.capacity.Observers, h.publishCapacity)
 }

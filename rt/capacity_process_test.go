@@ -2,14 +2,11 @@ package rt_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,7 +17,6 @@ import (
 
 	"github.com/zlink-go/zlink/internal/proctest"
 	"github.com/zlink-go/zlink/rt"
-	"github.com/zlink-go/zlink/rt/internal/rttest"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -90,50 +86,16 @@ func TestE6_FloodAcrossProcessesStaysWithinTheBudget(t *testing.T) {
 	baseline, err := residentKiB(node.Pid(), "VmRSS")
 	require.NoError(t, err)
 
-	var got outcomes
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	// One message for every call: the flood costs this process as little as it can.
-	msg := wrapperspb.String("flood-" + strings.Repeat("z", payload-64))
-	for range callers {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				_, err := flooder.Call(cctx, ledger("slow"), rttest.LedgerRecord, msg)
-				cancel()
-				got.add(err)
-			}
-		})
-	}
-	var latencies []time.Duration
-	var calmErrs []error
 	var maxRSS int64
-	wg.Go(func() {
-		for j := 0; ; j++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			began := time.Now()
-			_, err := record(bystander, ledger(fmt.Sprint("calm-", j%4)), fmt.Sprint("calm-msg-", j))
-			latencies = append(latencies, time.Since(began))
-			if err != nil {
-				calmErrs = append(calmErrs, err)
-			}
-			if rss, err := residentKiB(node.Pid(), "VmRSS"); err == nil {
-				maxRSS = max(maxRSS, rss)
-			}
+	// One message for every call: the flood costs this process as little as it can.
+	run := startFlood(flooder, bystander, callers, 2*time.Second, wrapperspb.String("flood-"+strings.Repeat("z", payload-64)), func() {
+		if rss, err := residentKiB(node.Pid(), "VmRSS"); err == nil {
+			maxRSS = max(maxRSS, rss)
 		}
 	})
 	time.Sleep(flood)
-	close(stop)
-	wg.Wait()
+	run.end()
+	got := &run.got
 
 	hwm, err := residentKiB(node.Pid(), "VmHWM")
 	require.NoError(t, err, "the node process is still running")
@@ -144,18 +106,17 @@ func TestE6_FloodAcrossProcessesStaysWithinTheBudget(t *testing.T) {
 	_, err = fmt.Sscanf(line, "peak=%d budget=%d", &peak, &effective)
 	require.NoError(t, err, line)
 
-	slices.Sort(latencies)
-	require.NotEmpty(t, latencies)
+	p50, p99, longest := run.calm(t)
 	t.Logf("flood of %d callers × 1 MiB for %v: %d replies, %d ErrInboundBudget, %d send queue full, %d scheduler, %d deadline; "+
 		"receiver RSS %d MiB before, %d MiB at most (VmHWM %d MiB), Core HWM peak %d MiB of %d MiB; calm calls %d: p50 %v, p99 %v, max %v",
 		callers, flood, got.ok, got.inboundBudget, got.sendQueue, got.scheduler, got.deadlines,
 		baseline>>10, maxRSS>>10, hwm>>10, peak>>20, effective>>20,
-		len(latencies), latencies[len(latencies)/2], latencies[len(latencies)*99/100], latencies[len(latencies)-1])
+		len(run.latencies), p50, p99, longest)
 
 	require.Empty(t, got.other, "every call ends with a reply or a typed capacity error by its deadline")
 	assert.Positive(t, got.ok)
 	assert.Positive(t, got.inboundBudget)
-	require.Empty(t, calmErrs, "another node's calls keep working during the flood")
+	require.Empty(t, run.calmErrs, "another node's calls keep working during the flood")
 	assert.Equal(t, uint64(budget), effective, "the budget is a quarter of GOMEMLIMIT")
 	assert.LessOrEqual(t, peak, uint64(budget))
 	assert.Less(t, hwm<<10, int64(memoryLimit+64<<20), "the receiver's resident memory stays under its memory limit plus 64 MiB")

@@ -108,6 +108,70 @@ func refusals(o *outcomes) int {
 	return o.inboundBudget
 }
 
+// floodRun is a flood of callers, each calling again as soon as it has its answer, beside a
+// bystander node that calls its own Ledgers every 10 ms.
+type floodRun struct {
+	got       outcomes
+	latencies []time.Duration // the bystander's calls
+	calmErrs  []error
+	stop      chan struct{}
+	wg        sync.WaitGroup
+}
+
+// startFlood starts callers goroutines on flooder that call the Ledger "slow" with msg, each
+// call bounded by perCall, and a bystander calling the Ledgers calm-0..calm-3; sample runs after
+// each of the bystander's calls.
+func startFlood(flooder, bystander *rt.Host, callers int, perCall time.Duration, msg proto.Message, sample func()) *floodRun {
+	f := &floodRun{stop: make(chan struct{})}
+	for range callers {
+		f.wg.Go(func() {
+			for {
+				select {
+				case <-f.stop:
+					return
+				default:
+				}
+				cctx, cancel := context.WithTimeout(ctx, perCall)
+				_, err := flooder.Call(cctx, ledger("slow"), rttest.LedgerRecord, msg)
+				cancel()
+				f.got.add(err)
+			}
+		})
+	}
+	f.wg.Go(func() {
+		for j := 0; ; j++ {
+			select {
+			case <-f.stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			began := time.Now()
+			_, err := record(bystander, ledger(fmt.Sprint("calm-", j%4)), fmt.Sprint("calm-msg-", j))
+			f.latencies = append(f.latencies, time.Since(began))
+			if err != nil {
+				f.calmErrs = append(f.calmErrs, err)
+			}
+			sample()
+		}
+	})
+	return f
+}
+
+// end stops the flood and waits for its callers.
+func (f *floodRun) end() {
+	close(f.stop)
+	f.wg.Wait()
+}
+
+// calm returns the median, 99th percentile and longest of the bystander's latencies.
+func (f *floodRun) calm(t *testing.T) (p50, p99, longest time.Duration) {
+	t.Helper()
+	require.NotEmpty(t, f.latencies)
+	slices.Sort(f.latencies)
+	n := len(f.latencies)
+	return f.latencies[n/2], f.latencies[n*99/100], f.latencies[n-1]
+}
+
 // heapBytes is the heap's live and not yet swept objects now.
 func heapBytes() uint64 {
 	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
@@ -143,62 +207,25 @@ func TestE6_InboundBudgetIsNotQueueFull(t *testing.T) {
 	}
 	before := heapBytes()
 
-	var flood outcomes
 	var peakHeap atomic.Uint64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	msg := wrapperspb.String("flood-" + strings.Repeat("x", payload))
-	for range callers {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				_, err := flooder.Call(cctx, ledger("slow"), rttest.LedgerRecord, msg)
-				cancel()
-				flood.add(err)
-			}
-		})
-	}
-	var latencies []time.Duration
-	var calmErrs []error
-	wg.Go(func() {
-		for j := 0; ; j++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			began := time.Now()
-			_, err := record(bystander, ledger(fmt.Sprint("calm-", j%4)), fmt.Sprint("calm-msg-", j))
-			latencies = append(latencies, time.Since(began))
-			if err != nil {
-				calmErrs = append(calmErrs, err)
-			}
-			peakHeap.Store(max(peakHeap.Load(), heapBytes()))
-		}
-	})
+	flood := startFlood(flooder, bystander, callers, 5*time.Second, wrapperspb.String("flood-"+strings.Repeat("x", payload)),
+		func() { peakHeap.Store(max(peakHeap.Load(), heapBytes())) })
 	// Until the receiver has refused a request for want of budget (within a bound: under
 	// load the first requests take long to arrive), and at least three seconds.
 	began := time.Now()
-	for time.Since(began) < 3*time.Second || (time.Since(began) < 30*time.Second && refusals(&flood) == 0) {
+	for time.Since(began) < 3*time.Second || (time.Since(began) < 30*time.Second && refusals(&flood.got) == 0) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	status := receiver.CapacityStatus()
-	close(stop)
-	wg.Wait()
+	flood.end()
 
-	require.Empty(t, flood.other, "every call ends with a reply or a typed capacity error by its deadline")
-	assert.Positive(t, flood.inboundBudget, "the flooder was told the receiver's inbound budget is exhausted: %+v", &flood)
-	assert.Positive(t, flood.ok)
-	require.Empty(t, calmErrs, "another peer's calls keep working during the flood")
-	slices.Sort(latencies)
+	require.Empty(t, flood.got.other, "every call ends with a reply or a typed capacity error by its deadline")
+	assert.Positive(t, flood.got.inboundBudget, "the flooder was told the receiver's inbound budget is exhausted: %+v", &flood.got)
+	assert.Positive(t, flood.got.ok)
+	require.Empty(t, flood.calmErrs, "another peer's calls keep working during the flood")
+	p50, p99, _ := flood.calm(t)
 	t.Logf("flood: %d ok, %d ErrInboundBudget, %d send queue full, %d deadline; calm calls: %d, p50 %v, p99 %v",
-		flood.ok, flood.inboundBudget, flood.sendQueue, flood.deadlines, len(latencies),
-		latencies[len(latencies)/2], latencies[len(latencies)*99/100])
+		flood.got.ok, flood.got.inboundBudget, flood.got.sendQueue, flood.got.deadlines, len(flood.latencies), p50, p99)
 
 	core := status.CoreHwm
 	assert.Equal(t, uint64(budget), core.EffectiveBudgetBytes)

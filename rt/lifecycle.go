@@ -151,19 +151,25 @@ const meshStatusInterval = 200 * time.Millisecond
 // watchMeshStatus publishes the mesh status to its observers whenever it changes: at each
 // runtime state change, and every meshStatusInterval while anyone observes it.
 func (h *Host) watchMeshStatus() {
-	ticker := time.NewTicker(meshStatusInterval)
+	h.watchStatus(meshStatusInterval, h.lc.meshKick, h.lc.mesh.Observers, h.publishMesh)
+}
+
+// watchStatus calls publish every interval while observers() has any, and at once on each
+// kick, until the host stops.
+func (h *Host) watchStatus(interval time.Duration, kick <-chan struct{}, observers func() int, publish func()) {
+	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-h.stop:
 			return
 		case <-ticker.C:
-			if h.lc.mesh.Observers() == 0 {
+			if observers() == 0 {
 				continue
 			}
-		case <-h.lc.meshKick:
+		case <-kick:
 		}
-		h.publishMesh()
+		publish()
 	}
 }
 

@@ -273,7 +273,7 @@ const nestedGrace = 20 * time.Millisecond
 func (m *Meter) took(n int64) {
 	raise(&m.jobsPeak, n)
 	if n >= m.s.PauseAt && !m.paused.Load() {
-		m.setPaused(true)
+		m.updatePressure()
 	}
 }
 
@@ -323,14 +323,14 @@ func (m *Meter) Return(reserved bool) {
 		m.wake(&m.jobRoom)
 	}
 	if n <= m.s.ResumeAt && m.paused.Load() {
-		m.setPaused(false)
+		m.updatePressure()
 	}
 }
 
-// setPaused changes the pressure state, checking under the lock that the permits in use call
-// for it. It checks again after each change: a Return that read the state before the change
-// took effect may have passed the resume threshold unseen.
-func (m *Meter) setPaused(bool) {
+// updatePressure pauses or resumes intake as the permits in use call for it, under the lock.
+// It checks again after each change: a Return that read the state before the change took
+// effect may have passed the resume threshold unseen.
+func (m *Meter) updatePressure() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	changed := false

@@ -77,24 +77,9 @@ func (s *sender) push(e *wire.Envelope) int {
 func (s *sender) pushWait(ctx context.Context, e *wire.Envelope) (ok bool, ctxErr error) {
 	q := queued{env: e, size: proto.Size(e)}
 	s.mu.Lock()
-	for s.fullLocked() && !s.closed {
-		room := s.room
-		s.waiters++
+	if err := s.awaitRoomLocked(ctx); err != nil || s.closed {
 		s.mu.Unlock()
-		select {
-		case <-room:
-		case <-ctx.Done():
-			s.mu.Lock()
-			s.waiters--
-			s.mu.Unlock()
-			return false, ctx.Err()
-		}
-		s.mu.Lock()
-		s.waiters--
-	}
-	if s.closed {
-		s.mu.Unlock()
-		return false, nil
+		return false, err
 	}
 	s.enqueue(q)
 	s.mu.Unlock()
@@ -105,22 +90,30 @@ func (s *sender) pushWait(ctx context.Context, e *wire.Envelope) (ok bool, ctxEr
 // waitRoom waits until the queue is not full, the stream ends or ctx ends.
 func (s *sender) waitRoom(ctx context.Context) error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.awaitRoomLocked(ctx)
+}
+
+// awaitRoomLocked waits until the queue is not full or the stream ended, and returns ctx's
+// error if ctx ends first. s.mu is held when it is called and when it returns, and released
+// while it waits.
+func (s *sender) awaitRoomLocked(ctx context.Context) error {
 	for s.fullLocked() && !s.closed {
 		room := s.room
 		s.waiters++
 		s.mu.Unlock()
+		var err error
 		select {
 		case <-room:
 		case <-ctx.Done():
-			s.mu.Lock()
-			s.waiters--
-			s.mu.Unlock()
-			return ctx.Err()
+			err = ctx.Err()
 		}
 		s.mu.Lock()
 		s.waiters--
+		if err != nil {
+			return err
+		}
 	}
-	s.mu.Unlock()
 	return nil
 }
 
