@@ -347,27 +347,31 @@ func TestJ3_JobQueueBoundsJobsAndPausesPeerIntake(t *testing.T) {
 	}
 	jobs := func() sdk.ApplicationJobQueueStatus { return node.CapacityStatus().ApplicationJobQueue }
 
-	// The forwarder's turn runs at once and begins while the queue is calm, so its context is
-	// not marked: its nested call is recognised by the thorough test after a moment's wait.
-	forwarded := make(chan error, 1)
-	go func() {
-		_, err := node.Call(ctx, sdk.InstanceIntent("test.Forwarder", "f").WithDesc(fwd), "Forward", wrapperspb.String("h0"))
-		forwarded <- err
-	}()
-	<-started
 	var calls sync.WaitGroup
 	calls.Go(func() {
 		_, err := record(node, ledger("h0"), "hold")
 		assert.NoError(t, err)
 	})
 	<-held
-	for i := range 4 { // queued behind the held turn: 4 permits, full, and intake paused
-		calls.Go(func() {
-			_, err := record(node, ledger("h0"), fmt.Sprint("queued-", i))
-			assert.NoError(t, err)
-		})
+	queue := func(from, to int) { // calls queued behind the held turn, a permit each
+		for i := from; i < to; i++ {
+			calls.Go(func() {
+				_, err := record(node, ledger("h0"), fmt.Sprint("queued-", i))
+				assert.NoError(t, err)
+			})
+		}
+		require.Eventually(t, func() bool { return jobs().PermitsInUse == uint64(to) }, 10*time.Second, time.Millisecond)
 	}
-	require.Eventually(t, func() bool { return jobs().PermitsInUse == 4 }, 10*time.Second, time.Millisecond)
+	queue(0, 2)
+	// 2 permits, the resume threshold: the queue is busy, and the forwarder's turn, which runs
+	// at once on its caller's goroutine, marks its context as it begins.
+	forwarded := make(chan error, 1)
+	go func() {
+		_, err := node.Call(ctx, sdk.InstanceIntent("test.Forwarder", "f").WithDesc(fwd), "Forward", wrapperspb.String("h0"))
+		forwarded <- err
+	}()
+	<-started
+	queue(2, 4) // 4 permits: full, and intake paused
 	st := jobs()
 	assert.Equal(t, uint64(4), st.QueuedApplicationJobs)
 	assert.Equal(t, sdk.ApplicationJobQueuePressureStatePaused, st.PressureState)
@@ -400,7 +404,7 @@ func TestJ3_JobQueueBoundsJobsAndPausesPeerIntake(t *testing.T) {
 	// beyond the queue's size instead of waiting for one.
 	close(letGo)
 	require.Eventually(t, func() bool { return jobs().ReservedSupplyPermits == 1 }, 10*time.Second, time.Millisecond,
-		"a job made by a running handler does not wait for its caller's permit")
+		"a job made by a running handler (its turn marked) does not wait for its caller's permit")
 	assert.Equal(t, uint64(5), jobs().PermitsInUse)
 
 	close(release)

@@ -192,13 +192,13 @@ func TestJ3_PauseAndResumeThresholds(t *testing.T) {
 	jobs := func() sdk.ApplicationJobQueueStatus { return m.Status(0, exec.DefaultConfig()).ApplicationJobQueue }
 
 	for range 7 {
-		_, err := m.Acquire(ctx, notNested, nil)
+		_, err := m.Acquire(ctx, notNested)
 		require.NoError(t, err)
 	}
 	assert.False(t, m.Paused(), "7 permits are below the pause threshold of 8")
 	assert.Equal(t, sdk.ApplicationJobQueuePressureStateNormal, jobs().PressureState)
 
-	_, err := m.Acquire(ctx, notNested, nil)
+	_, err := m.Acquire(ctx, notNested)
 	require.NoError(t, err)
 	assert.True(t, m.Paused(), "the 8th permit reaches the pause threshold")
 	<-m.Changed()
@@ -241,7 +241,7 @@ func TestJ3_PauseAndResumeThresholds(t *testing.T) {
 
 	// Up again to 7 does not pause: the state changes only at the thresholds.
 	for range 2 {
-		_, err := m.Acquire(ctx, notNested, nil)
+		_, err := m.Acquire(ctx, notNested)
 		require.NoError(t, err)
 	}
 	assert.False(t, m.Paused())
@@ -250,12 +250,12 @@ func TestJ3_PauseAndResumeThresholds(t *testing.T) {
 func TestJ3_AFullQueueMakesCallersWaitThenFailsWithScheduler(t *testing.T) {
 	m := newMeter(t, manual(2, 0, 0), mib)
 	for range 2 {
-		_, err := m.Acquire(context.Background(), notNested, nil)
+		_, err := m.Acquire(context.Background(), notNested)
 		require.NoError(t, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
-	_, err := m.Acquire(ctx, notNested, nil)
+	_, err := m.Acquire(ctx, notNested)
 	require.ErrorIs(t, err, sdk.ErrCapacityExceeded)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	var ce *sdk.CapacityError
@@ -267,7 +267,7 @@ func TestJ3_AFullQueueMakesCallersWaitThenFailsWithScheduler(t *testing.T) {
 	// A waiter gets the permit that returns.
 	got := make(chan error, 1)
 	go func() {
-		_, err := m.Acquire(context.Background(), notNested, nil)
+		_, err := m.Acquire(context.Background(), notNested)
 		got <- err
 	}()
 	require.Eventually(t, func() bool {
@@ -288,11 +288,11 @@ func TestJ3_AFullQueueMakesCallersWaitThenFailsWithScheduler(t *testing.T) {
 
 func TestJ3_NestedJobsTakeReservedPermitsInsteadOfWaiting(t *testing.T) {
 	m := newMeter(t, manual(1, 0, 0), mib)
-	_, err := m.Acquire(context.Background(), notNested, nil)
+	_, err := m.Acquire(context.Background(), notNested)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
-	reserved, err := m.Acquire(ctx, nested, nil)
+	reserved, err := m.Acquire(ctx, nested)
 	require.NoError(t, err, "a job made by a running job does not wait for the permit its caller holds")
 	assert.True(t, reserved)
 	st := m.Status(0, exec.DefaultConfig()).ApplicationJobQueue
@@ -360,7 +360,7 @@ func (w work) Drop(error) {}
 func TestNilMeterAdmitsEverything(t *testing.T) {
 	var m *capacity.Meter
 	assert.True(t, m.Charge(1<<40))
-	reserved, err := m.Acquire(context.Background(), notNested, nil)
+	reserved, err := m.Acquire(context.Background(), notNested)
 	require.NoError(t, err)
 	assert.False(t, reserved)
 	m.Return(false)

@@ -25,6 +25,10 @@ func (c *Charge) Bytes() int64 { return c.n }
 // Keep makes the job hold the charge: the stream's Settle no longer returns it, Release does.
 func (c *Charge) Keep() { c.kept.Store(true) }
 
+// Unkeep gives the charge back to the stream: the job that kept it was refused before it was
+// admitted, and the stream's Settle returns it after all.
+func (c *Charge) Unkeep() { c.kept.Store(false) }
+
 // Settle returns the charge when its request is answered, unless a job keeps it.
 func (c *Charge) Settle() {
 	if !c.kept.Load() {

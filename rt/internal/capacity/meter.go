@@ -227,11 +227,7 @@ func (m *Meter) Paused() bool { return m != nil && m.paused.Load() }
 // supply permit: it must not wait for permits its own caller holds); any other job waits until
 // a permit returns or ctx ends, and then fails with ErrCapacityExceeded{Scheduler} (and ctx's
 // error). nested is called only when the queue is full.
-//
-// nestedSlow is a thorough and costly test of the same, made once a job has waited a moment:
-// it finds a request turn whose context was not marked, which would otherwise wait for the
-// permit its own caller holds.
-func (m *Meter) Acquire(ctx context.Context, nested, nestedSlow func(context.Context) bool) (reserved bool, err error) {
+func (m *Meter) Acquire(ctx context.Context, nested func(context.Context) bool) (reserved bool, err error) {
 	if m == nil {
 		return false, nil
 	}
@@ -242,7 +238,7 @@ func (m *Meter) Acquire(ctx context.Context, nested, nestedSlow func(context.Con
 		m.takeReserved()
 		return true, nil
 	}
-	return m.waitPermit(ctx, nestedSlow)
+	return false, m.waitPermit(ctx)
 }
 
 // tryTake takes a permit if one is free.
@@ -265,10 +261,6 @@ func (m *Meter) takeReserved() {
 	m.took(m.inUse.Add(1))
 }
 
-// nestedGrace is how long a job waits for a permit before the thorough test of whether a
-// running turn made it.
-const nestedGrace = 20 * time.Millisecond
-
 // took notes a permit taken with n in use.
 func (m *Meter) took(n int64) {
 	raise(&m.jobsPeak, n)
@@ -277,7 +269,7 @@ func (m *Meter) took(n int64) {
 	}
 }
 
-func (m *Meter) waitPermit(ctx context.Context, nestedSlow func(context.Context) bool) (reserved bool, err error) {
+func (m *Meter) waitPermit(ctx context.Context) error {
 	m.jobWaiters.Add(1)
 	began := time.Now()
 	defer func() {
@@ -287,24 +279,17 @@ func (m *Meter) waitPermit(ctx context.Context, nestedSlow func(context.Context)
 		m.waitTime += time.Since(began)
 		m.mu.Unlock()
 	}()
-	grace := time.NewTimer(nestedGrace)
-	defer grace.Stop()
 	for {
 		m.mu.Lock()
 		room := m.jobRoom
 		m.mu.Unlock()
 		if m.tryTake() {
-			return false, nil
+			return nil
 		}
 		select {
 		case <-room:
-		case <-grace.C:
-			if nestedSlow != nil && nestedSlow(ctx) {
-				m.takeReserved()
-				return true, nil
-			}
 		case <-ctx.Done():
-			return false, fmt.Errorf("the node's application job queue stayed full (%d jobs queued or running) until the caller's context ended: %w (%w)",
+			return fmt.Errorf("the node's application job queue stayed full (%d jobs queued or running) until the caller's context ended: %w (%w)",
 				m.s.MaxJobs, &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: m.s.MaxJobs}, ctx.Err())
 		}
 	}

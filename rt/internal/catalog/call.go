@@ -135,7 +135,7 @@ func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc
 		err = a.exec.Submit(it, k)
 	}
 	if err == exec.ErrNotInline {
-		reserved, perr := c.cfg.Meter.Acquire(ctx, nestedJob, c.InTurn)
+		reserved, perr := c.cfg.Meter.Acquire(ctx, nestedJob)
 		if perr != nil {
 			k.release()
 			return nil, false, perr
@@ -153,13 +153,17 @@ func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc
 	}
 	select {
 	case <-k.done:
-		reply, err := k.reply, k.err
-		k.release()
-		return reply, true, err
 	case <-ctx.Done():
-		// The call is abandoned to the runner; it is not reused.
-		return nil, true, ctx.Err()
+		select {
+		case <-k.done: // it ran (inline, or just now): its outcome is the answer
+		default:
+			// The call is abandoned to the runner; it is not reused.
+			return nil, true, ctx.Err()
+		}
 	}
+	reply, err := k.reply, k.err
+	k.release()
+	return reply, true, err
 }
 
 // errSelfRequest refuses a request that a Spot's own turn makes of the Spot: it would wait
@@ -207,8 +211,14 @@ type call struct {
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
-// release puts the call back in the pool, after returning what it holds if it never ran.
+// release puts the call back in the pool, after returning what it holds if it never ran. A
+// charge it kept goes back to the stream that read the request, which returns it with the
+// refusal, or keeps it for the next admission of the same message.
 func (k *call) release() {
+	if k.kept != nil {
+		k.kept.Unkeep()
+		k.kept = nil
+	}
 	k.settle()
 	k.ctx, k.a, k.md, k.req, k.reply, k.err, k.onDone = nil, nil, nil, nil, nil, nil, nil
 	callPool.Put(k)
@@ -243,21 +253,24 @@ func nestedJob(ctx context.Context) bool { return turnOf(ctx) != nil || requestT
 // message's handler gets a context that ends when the Spot ends; a request's, its caller's.
 func (k *call) Run() {
 	// A panic outside the handler (which invoke recovers) still ends the call: its caller gets
-	// an answer, and its permit and charge return.
-	finished := false
+	// an answer, and its permit and charge return. finish runs outside this guard, so a call
+	// is never finished twice, even when finish itself fails.
+	ran := false
+	typ, method := k.a.typ.desc.Name, k.md.Name
 	defer func() {
-		if !finished {
-			k.finish(nil, fmt.Errorf("%w: %s.%s: the runtime failed around the handler", sdk.ErrHandlerPanicked, k.a.typ.desc.Name, k.md.Name))
+		if !ran {
+			k.finish(nil, fmt.Errorf("%w: %s.%s: the runtime failed around the handler", sdk.ErrHandlerPanicked, typ, method))
 		}
 	}()
-	k.run()
-	finished = true
+	reply, err := k.run()
+	ran = true
+	k.finish(reply, err)
 }
 
-func (k *call) run() {
+// run runs the turn and returns its outcome.
+func (k *call) run() (proto.Message, error) {
 	if !k.a.turnAllowed() {
-		k.finish(nil, k.a.errLeaseEnded())
-		return
+		return nil, k.a.errLeaseEnded()
 	}
 	ctx := k.ctx
 	callers := false
@@ -268,16 +281,14 @@ func (k *call) run() {
 		ctx = k.a.spotContext(k.ctx)
 	default:
 		if err := ctx.Err(); err != nil {
-			k.finish(nil, err) // the caller gave up while it was queued
-			return
+			return nil, err // the caller gave up while it was queued
 		}
 		callers = true
 	}
 	// I3: the level is read once, as the turn starts; a change during the turn applies to the
 	// next one. Off costs this load and nothing else: the turn's context stays as it is.
 	if lvl := sdk.CurrentDiagnosticsLevel(); lvl != sdk.DiagnosticsLevelOff {
-		k.runObserved(ctx, lvl, callers)
-		return
+		return k.runObserved(ctx, lvl, callers)
 	}
 	var mark *requestTurn
 	if callers {
@@ -295,12 +306,12 @@ func (k *call) run() {
 	reply, err := k.invoke(ctx)
 	k.a.turn.Store(0)
 	runtime.KeepAlive(mark)
-	k.finish(reply, err)
+	return reply, err
 }
 
 // runObserved runs the turn inside its telemetry at lvl: the handler's context carries the
 // turn's server span, so that the calls it makes are the span's children (I5).
-func (k *call) runObserved(ctx context.Context, lvl sdk.DiagnosticsLevel, callers bool) {
+func (k *call) runObserved(ctx context.Context, lvl sdk.DiagnosticsLevel, callers bool) (proto.Message, error) {
 	a := k.a
 	traced, span := a.cat.tel.StartTurn(ctx, lvl, a.typ.desc.Kind, a.typ.desc.Name, a.id, k.md.Name, k.oneWay)
 	var mark *requestTurn
@@ -320,7 +331,7 @@ func (k *call) runObserved(ctx context.Context, lvl sdk.DiagnosticsLevel, caller
 	a.turn.Store(0)
 	runtime.KeepAlive(mark) // its address is the turn's identity until here
 	span.EndTurn(err, req, reply)
-	k.finish(reply, err)
+	return reply, err
 }
 
 // invoke runs the handler; a panic becomes the caller's ErrHandlerPanicked.
@@ -486,7 +497,7 @@ func (c *Catalog) submit(ctx context.Context, a *activation, md *sdk.MethodDesc,
 		return fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
 	}
 	m := c.cfg.Meter
-	reserved, err := m.Acquire(ctx, nestedJob, c.InTurn)
+	reserved, err := m.Acquire(ctx, nestedJob)
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,8 @@ type sender struct {
 	waiters int
 	room    chan struct{} // closed and replaced when envelopes leave the queue and someone waits
 	closed  bool
-	waiting time.Time     // since when the queue's oldest envelope has waited for a send
+	sending bool          // a batch is being sent
+	moved   time.Time     // the last sign of progress: a send completed, or work arrived at an idle queue
 	wake    chan struct{} // buffered 1
 }
 
@@ -124,8 +125,8 @@ func (s *sender) fullLocked() bool {
 }
 
 func (s *sender) enqueue(q queued) {
-	if len(s.queue) == 0 {
-		s.waiting = time.Now()
+	if len(s.queue) == 0 && !s.sending {
+		s.moved = time.Now()
 	}
 	s.queue = append(s.queue, q)
 	s.bytes += q.size
@@ -159,12 +160,12 @@ func (s *sender) close() {
 	close(s.room)
 }
 
-// stalled reports whether envelopes have waited in the queue for longer than d: the stream
-// does not take them.
+// stalled reports whether the sender has had work, queued or being sent, and completed no
+// send for longer than d: the stream does not take what it sends.
 func (s *sender) stalled(d time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.queue) > 0 && time.Since(s.waiting) > d
+	return (len(s.queue) > 0 || s.sending) && time.Since(s.moved) > d
 }
 
 // run sends batches until ctx ends or a send fails. One Batch is reused: the stream encodes a
@@ -186,6 +187,9 @@ func (s *sender) run(ctx context.Context) error {
 				break
 			}
 			err := s.send(batch)
+			s.mu.Lock()
+			s.sending, s.moved = false, time.Now()
+			s.mu.Unlock()
 			clear(batch.Envelopes)
 			batch.Envelopes = batch.Envelopes[:0]
 			if err != nil {
@@ -215,7 +219,7 @@ func (s *sender) take(b *wire.Batch) {
 	s.queue = s.queue[:rest]
 	s.bytes -= size
 	if n > 0 {
-		s.waiting = time.Now()
+		s.sending = true
 		if s.taken != nil {
 			s.taken(size)
 		}

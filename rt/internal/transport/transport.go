@@ -474,8 +474,11 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	})
 	// A peer that stops taking its replies while its connection stays up (keepalive pings go
 	// on) is dropped after StallTimeout: its queued replies go with the stream.
+	// Two checks in a row must find it stalled: after a pause of this process the first one
+	// comes at once, before the sender has had a chance to run.
 	stallCheck := time.NewTicker(min(t.cfg.StallTimeout/4, time.Second))
 	defer stallCheck.Stop()
+	stalls := 0
 wait:
 	for {
 		select {
@@ -486,7 +489,9 @@ wait:
 		case <-t.ctx.Done():
 			break wait
 		case <-stallCheck.C:
-			if p.out.stalled(t.cfg.StallTimeout) {
+			if !p.out.stalled(t.cfg.StallTimeout) {
+				stalls = 0
+			} else if stalls++; stalls >= 2 {
 				t.log.Warn("a peer has not taken its replies for too long; its stream is closed", "peer", p.from, "after", t.cfg.StallTimeout)
 				break wait
 			}
