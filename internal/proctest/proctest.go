@@ -151,6 +151,7 @@ func (p *Process) Expect(prefix string, within time.Duration) (string, error) {
 		select {
 		case line, ok := <-p.lines:
 			if !ok {
+				<-p.done // p.err is set once the exit was waited for, after the lines end
 				return "", fmt.Errorf("rttest: process exited before printing %q: %v", prefix, p.err)
 			}
 			if rest, found := strings.CutPrefix(line, prefix); found {

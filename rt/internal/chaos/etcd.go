@@ -52,10 +52,34 @@ func freeAddr(tb testing.TB) string {
 }
 
 // StartEtcd starts a cluster of n members, each in its own process, and waits until it
-// serves. Everything stops when the test ends.
+// serves. Everything stops when the test ends. A port taken between its choice and the
+// member's listen (by another test's process) makes the cluster start again on new ports.
 func StartEtcd(tb testing.TB, n int, dir string) *Etcd {
 	tb.Helper()
 	bin := proctest.Build(tb, "github.com/zlink-go/zlink/internal/etcdproc")
+	var e *Etcd
+	var err error
+	for attempt := range 3 {
+		e, err = startEtcd(tb, bin, n, filepath.Join(dir, fmt.Sprintf("try-%d", attempt)))
+		if err == nil {
+			break
+		}
+		tb.Logf("chaos: etcd cluster did not start (%v); starting it again on new ports", err)
+	}
+	if err != nil {
+		tb.Fatalf("chaos: %v", err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		tb.Fatalf("chaos: etcd client: %v", err)
+	}
+	tb.Cleanup(func() { _ = cli.Close() })
+	e.cli = cli
+	return e
+}
+
+// startEtcd starts one try of the cluster; on failure every member it started is stopped.
+func startEtcd(tb testing.TB, bin string, n int, dir string) (*Etcd, error) {
 	e := &Etcd{}
 	var spec []string
 	for i := range n {
@@ -69,15 +93,14 @@ func StartEtcd(tb testing.TB, n int, dir string) *Etcd {
 		m.start()
 	}
 	for _, m := range e.Members {
-		m.awaitReady()
+		if err := m.ready(); err != nil {
+			for _, m := range e.Members {
+				m.proc.Stop()
+			}
+			return nil, fmt.Errorf("etcd member %s: %w", m.Name, err)
+		}
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: e.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		tb.Fatalf("chaos: etcd client: %v", err)
-	}
-	tb.Cleanup(func() { _ = cli.Close() })
-	e.cli = cli
-	return e
+	return e, nil
 }
 
 // Endpoints are the members' client addresses.
@@ -97,14 +120,22 @@ func (m *Member) start() {
 }
 
 func (m *Member) awaitReady() {
+	if err := m.ready(); err != nil {
+		m.tb.Fatalf("chaos: etcd member %s: %v", m.Name, err)
+	}
+}
+
+// ready waits for the member to serve, then drains its output for the rest of its life.
+func (m *Member) ready() error {
 	p := m.proc
 	if _, err := p.Expect("endpoints=", 60*time.Second); err != nil {
-		m.tb.Fatalf("chaos: etcd member %s: %v", m.Name, err)
+		return err
 	}
 	go func() {
 		for range p.Lines() {
 		}
 	}()
+	return nil
 }
 
 // Kill kills the member as a crash would.
