@@ -50,6 +50,18 @@ type Config struct {
 	ApplicationVersion int64
 	// Weight is this Object Server's share of new Spots, relative to the others' (default 1).
 	Weight uint32
+	// MaintenanceWave names the group of nodes taken down together for maintenance: a
+	// relocation never moves objects to a node of its own source's wave (empty: none).
+	MaintenanceWave string
+	// RelocationParallelism is how many relocation units a relocation runs at once (default
+	// 64: on 2 cores, 10,000 Spots moved at 2.3 k/s with 64, 1.2 k/s with 16, 0.5 k/s with 4,
+	// the calls to moving Spots waiting longer the more run at once).
+	RelocationParallelism int
+	// RelocationDeadline bounds a relocation whose caller gives no deadline (default 5 min).
+	RelocationDeadline time.Duration
+	// RelocationResendWindow is how long after its last unit committed a relocating node still
+	// redirects messages sent along old routes before it reports SafeToShutdown (default 2 s).
+	RelocationResendWindow time.Duration
 
 	// ListenAddr is where peers connect (default 127.0.0.1:0, a free loopback port; set a
 	// reachable address for a real mesh).
@@ -107,6 +119,11 @@ type Config struct {
 	// flood of creations exhausts its memory. DefaultConfig sets DefaultMaxActiveObjects; zero
 	// set explicitly means no cap.
 	MaxActiveObjects int
+	// MaxActiveActors caps the Actors active on this node, those that arrive by a move
+	// included: a spawn or a move into a Spot here beyond it fails with an error matching
+	// sdk.ErrCapacityExceeded. It is separate from MaxActiveObjects. DefaultConfig sets
+	// DefaultMaxActiveActors; zero set explicitly means no cap.
+	MaxActiveActors int
 	// MaxConcurrentActivations bounds the creations that run on this node at once; more wait
 	// their turn, within OperationTimeout (default 64).
 	MaxConcurrentActivations int
@@ -172,6 +189,9 @@ type Config struct {
 // kilobyte of heap, so the cap keeps a node's Spots to a few gigabytes at most.
 const DefaultMaxActiveObjects = 1_000_000
 
+// DefaultMaxActiveActors is the Actor cap of DefaultConfig.
+const DefaultMaxActiveActors = 1_000_000
+
 // DefaultConfig returns a configuration with every default filled in.
 func DefaultConfig() Config {
 	return Config{
@@ -186,6 +206,7 @@ func DefaultConfig() Config {
 		LeaseTTL:                10 * time.Second,
 		Exec:                    exec.DefaultConfig(),
 		MaxActiveObjects:        DefaultMaxActiveObjects,
+		MaxActiveActors:         DefaultMaxActiveActors,
 		InstanceSpotIdleTimeout: catalog.DefaultInstanceSpotIdleTimeout,
 		OperationTimeout:        30 * time.Second,
 		StopTimeout:             sdk.DefaultShutdownDeadline,
@@ -241,6 +262,15 @@ func (c Config) withDefaults() Config {
 	if c.OperationTimeout <= 0 {
 		c.OperationTimeout = d.OperationTimeout
 	}
+	if c.RelocationParallelism <= 0 {
+		c.RelocationParallelism = DefaultRelocationParallelism
+	}
+	if c.RelocationDeadline <= 0 {
+		c.RelocationDeadline = DefaultRelocationDeadline
+	}
+	if c.RelocationResendWindow <= 0 {
+		c.RelocationResendWindow = DefaultRelocationResendWindow
+	}
 	if c.StopTimeout <= 0 {
 		c.StopTimeout = d.StopTimeout
 	}
@@ -269,6 +299,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxActiveObjects < 0 {
 		errs = append(errs, fmt.Errorf("%w: MaxActiveObjects must not be negative, got %d", sdk.ErrConfig, c.MaxActiveObjects))
+	}
+	if c.MaxActiveActors < 0 {
+		errs = append(errs, fmt.Errorf("%w: MaxActiveActors must not be negative, got %d", sdk.ErrConfig, c.MaxActiveActors))
 	}
 	if c.MaxMessageSize < 0 {
 		errs = append(errs, fmt.Errorf("%w: MaxMessageSize must be positive, got %d", sdk.ErrConfig, c.MaxMessageSize))
@@ -350,3 +383,10 @@ func withTLS13(cfg *tls.Config) *tls.Config {
 	cfg.MinVersion = tls.VersionTLS13
 	return cfg
 }
+
+// Relocation defaults (see Config).
+const (
+	DefaultRelocationParallelism  = 64
+	DefaultRelocationDeadline     = 5 * time.Minute
+	DefaultRelocationResendWindow = 2 * time.Second
+)

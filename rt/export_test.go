@@ -17,3 +17,6 @@ func (h *Host) TransportStats() transport.Stats { return h.transportStats() }
 
 // UnhandledStats returns the node's unhandled-message counters.
 func (h *Host) UnhandledStats() mesh.UnhandledStats { return h.mesh.UnhandledStats() }
+
+// Fail puts the host in the Error state, as a failure it cannot recover from does.
+func (h *Host) Fail(err error) { h.fail(err) }

@@ -62,6 +62,9 @@ type Host struct {
 	stopCtx    context.Context
 	stopCancel context.CancelFunc
 	watchers   sync.WaitGroup
+	// relocations is the relocation running; a shutdown waits for it after the catalog's close,
+	// whose deadline ends the units under way.
+	relocations sync.WaitGroup
 }
 
 var _ sdk.Client = (*Host)(nil)
@@ -170,6 +173,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		Weight:             cfg.Weight,
 		MaxActive:          int64(cfg.MaxActiveObjects),
 		SpotTypes:          hosted,
+		MaintenanceWave:    cfg.MaintenanceWave,
 		Endpoint:           h.mesh.Endpoint(),
 	}, h.leaseOptions())
 	if err != nil {
@@ -181,6 +185,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		Exec:                     cfg.Exec,
 		InstanceSpotIdleTimeout:  cfg.InstanceSpotIdleTimeout,
 		MaxActive:                cfg.MaxActiveObjects,
+		MaxActiveActors:          cfg.MaxActiveActors,
 		MaxConcurrentActivations: cfg.MaxConcurrentActivations,
 		OperationTimeout:         cfg.OperationTimeout,
 		Logger:                   cfg.Logger,
@@ -338,6 +343,14 @@ func (h *Host) CloseSpot(ctx context.Context, t sdk.Target, opts ...sdk.CallOpti
 	return h.mesh.CloseSpot(ctx, t, sdk.ApplyCallOptions(opts))
 }
 
+// MoveActor implements sdk.Client.
+func (h *Host) MoveActor(ctx context.Context, actor, to sdk.Target, opts ...sdk.CallOption) error {
+	if err := h.serving(); err != nil {
+		return err
+	}
+	return h.mesh.MoveActor(ctx, actor, to, sdk.ApplyCallOptions(opts))
+}
+
 // spotClient is the Client that Spots get: the node's own traffic, which keeps flowing while
 // the node drains (a closing callback may still call its node's Entry Spot), where the Host
 // refuses new operations from outside.
@@ -357,6 +370,10 @@ func (c spotClient) Create(ctx context.Context, t sdk.Target, opts ...sdk.CallOp
 
 func (c spotClient) CloseSpot(ctx context.Context, t sdk.Target, opts ...sdk.CallOption) error {
 	return c.h.mesh.CloseSpot(ctx, t, sdk.ApplyCallOptions(opts))
+}
+
+func (c spotClient) MoveActor(ctx context.Context, actor, to sdk.Target, opts ...sdk.CallOption) error {
+	return c.h.mesh.MoveActor(ctx, actor, to, sdk.ApplyCallOptions(opts))
 }
 
 func (c spotClient) LocalNode() sdk.NodeID { return c.h.cfg.NodeID }
@@ -392,6 +409,7 @@ func (h *Host) teardown(ctx context.Context) error {
 	if h.catalog != nil {
 		errs = append(errs, h.catalog.Close(ctx))
 	}
+	h.relocations.Wait()
 	if h.mesh != nil {
 		errs = append(errs, h.mesh.Close())
 	}

@@ -26,6 +26,15 @@ type lifecycle struct {
 	shutdown    *shutdownOp
 	failure     error // why the host turned Error
 
+	// relocation is the relocation in progress or the last one; relocResult is its terminal
+	// result once it ended. unitsOpen counts what keeps SafeToShutdown false (a relocation
+	// running), and unsafeUntil is when the re-send window after its last commit ends (F12).
+	relocation  *relocationOp
+	relocResult *sdk.RelocationResult
+	unitsOpen   int
+	lastCommit  time.Time
+	unsafeUntil time.Time
+
 	// meshMu makes one publisher of the mesh status at a time, so that observers see its
 	// Sequence only grow.
 	meshMu sync.Mutex
@@ -83,13 +92,25 @@ func (h *Host) runtimeStatusLocked() sdk.RuntimeStatus {
 		IsReady:           s == sdk.RuntimeStateServing,
 		AcceptingWork:     s == sdk.RuntimeStateServing,
 		Deadline:          h.lc.deadline,
+		RelocationResult:  h.lc.relocResult,
 		TerminationResult: h.lc.termination,
 		Sequence:          h.lc.seq,
 		ObservedAt:        time.Now(),
 		Capacity:          h.CapacityStatus(),
-		// No relocation has started on this node, so none can be unfinished (F12).
-		SafeToShutdown: true,
+		SafeToShutdown:    h.safeToShutdownLocked(),
 	}
+}
+
+// publishRuntimeLocked publishes the runtime status if what it says changed; h.lc.mu is held.
+func (h *Host) publishRuntimeLocked() {
+	cur := h.lc.runtime.Current()
+	next := h.runtimeStatusLocked()
+	if cur.State == next.State && cur.SafeToShutdown == next.SafeToShutdown && cur.RelocationResult == next.RelocationResult &&
+		cur.Deadline == next.Deadline && cur.TerminationResult == next.TerminationResult {
+		h.lc.seq--
+		return
+	}
+	h.lc.runtime.Publish(next)
 }
 
 // startServing ends Start: Preparing becomes Serving, unless the host failed meanwhile.
@@ -110,6 +131,9 @@ func (h *Host) startServing() error {
 func (h *Host) Status() sdk.RuntimeStatus {
 	st := h.lc.runtime.Current()
 	st.Capacity = h.CapacityStatus()
+	h.lc.mu.Lock()
+	st.SafeToShutdown = h.safeToShutdownLocked()
+	h.lc.mu.Unlock()
 	return st
 }
 
@@ -239,6 +263,10 @@ func (h *Host) beginShutdown(deadline time.Duration) *shutdownOp {
 	}
 	op := &shutdownOp{within: deadline, deadline: time.Now().Add(deadline), done: make(chan struct{})}
 	h.lc.shutdown = op
+	if r := h.lc.relocation; r != nil {
+		// F9: the units under way finish, no other starts, and the relocation ends Blocked.
+		r.stop()
+	}
 	h.lc.deadline = &op.deadline
 	go h.runShutdown(op)
 	return op

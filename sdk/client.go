@@ -9,7 +9,8 @@ import (
 )
 
 // Client is the untyped invocation surface: generated references call it, and so can code
-// that does not use zlinkgen. A running node (rt.Host) is a Client; so is SpotContext.Client.
+// that does not use zlinkgen. A running node (rt.Host) is a Client; so are SpotContext.Client
+// and ActorContext.Client.
 //
 // Cancelling ctx ends the caller's wait. A call already admitted to the Spot's queue is
 // dropped unrun if its context is done by the time its turn comes.
@@ -22,10 +23,18 @@ type Client interface {
 	// Create explicitly creates the User Spot t. It fails with [ErrAlreadyExists] when the
 	// Spot exists.
 	Create(ctx context.Context, t Target, opts ...CallOption) error
-	// CloseSpot explicitly closes the User or Instance Spot t: admission stops, queued
-	// work finishes, the Spot's CloseHandler runs with CloseExplicit, then its location is
-	// released. Concurrent closes of one Spot share one close.
+	// CloseSpot explicitly closes the User or Instance Spot t, or the Actor t: admission
+	// stops, queued work finishes, the object's CloseHandler runs with CloseExplicit, then its
+	// location is released. Concurrent closes of one object share one close. The Spot an
+	// Actor was a member of serves on.
 	CloseSpot(ctx context.Context, t Target, opts ...CallOption) error
+	// MoveActor moves the Actor actor into the User, Instance or Entry Spot to, on whatever
+	// node that Spot runs. The Actor's last turn in its old Spot ends first, and its timers
+	// stop there. It keeps its state when its object implements [Relocatable]; otherwise it
+	// arrives empty. A missing Instance Spot is created only when to states create-intent (see
+	// [InstanceIntent]); any other missing Spot fails the move with [ErrNotFound], and so
+	// does a missing Actor. A failed move leaves the Actor where it was.
+	MoveActor(ctx context.Context, actor, to Target, opts ...CallOption) error
 	// LocalNode is the ID of the node this client runs on.
 	LocalNode() NodeID
 }
@@ -82,16 +91,55 @@ type SpotContext interface {
 	// Every runs fn every d, as work on the Spot's own queue, until stopped or the Spot closes.
 	// A tick that finds the previous one still queued or running is skipped.
 	Every(d time.Duration, fn func(ctx context.Context), opts ...TimerOption) Timer
+	// Spawn makes the Actor of the type desc describes (an Actor descriptor, of kind
+	// [KindActor]) with ID id, as a member of this Spot, and returns once it exists. Spawning
+	// is the only way an Actor comes to exist. When an Actor of that type and ID exists
+	// anywhere, in this Spot or another, the spawn fails with [ErrAlreadyExists].
+	Spawn(ctx context.Context, desc *SpotDesc, id string) error
+	// RestoredState is the state the Spot brought along when its host's relocation moved it to
+	// this node: what its object's MarshalState returned on the node it left (see
+	// [Relocatable]). It is nil for a Spot created here, and for one whose object does not
+	// implement Relocatable.
+	RestoredState() []byte
 }
 
-// Timer is a Spot timer.
+// ActorContext is what an Actor's factory and handlers get from the runtime: the Actor's
+// identity, the Spot it is a member of now, a logger, timers that run on that Spot's serial
+// queue, a Client to call other objects, and the state it brought along when it moved.
+type ActorContext interface {
+	// Type is the Actor's stable type name.
+	Type() string
+	// ID is the Actor's ID.
+	ID() string
+	// Host is the Spot the Actor is a member of now, on whose serial queue it runs.
+	Host() Target
+	// Node is the node the Actor runs on now.
+	Node() NodeID
+	// Logger is a logger carrying the Actor's identity.
+	Logger() *slog.Logger
+	// Client calls other objects.
+	Client() Client
+	// AfterFunc runs fn once after d, as work on the queue of the Spot the Actor is in. The
+	// timer stops when the Actor leaves that Spot or closes.
+	AfterFunc(d time.Duration, fn func(ctx context.Context), opts ...TimerOption) Timer
+	// Every runs fn every d, as work on the queue of the Spot the Actor is in, until stopped or
+	// the Actor leaves that Spot or closes. A tick that finds the previous one still queued or
+	// running is skipped.
+	Every(d time.Duration, fn func(ctx context.Context), opts ...TimerOption) Timer
+	// RestoredState is the state the Actor brought along when it arrived by a move: what its
+	// object's MarshalState returned before it left (see [Relocatable]). It is nil for a
+	// freshly spawned Actor, and for one whose object does not implement Relocatable.
+	RestoredState() []byte
+}
+
+// Timer is a Spot's or an Actor's timer.
 type Timer interface {
 	// Stop stops the timer; it reports whether a future run was cancelled. A run already queued
 	// still happens.
 	Stop() bool
 }
 
-// TimerOption configures a Spot timer.
+// TimerOption configures a timer.
 type TimerOption func(*TimerOptions)
 
 // TimerOptions is what TimerOption sets.

@@ -17,15 +17,23 @@ func TestA1_SpotKindValues(t *testing.T) {
 	assert.EqualValues(t, 1, sdk.KindEntry)
 	assert.EqualValues(t, 2, sdk.KindUser)
 	assert.EqualValues(t, 3, sdk.KindInstance)
+	assert.EqualValues(t, 4, sdk.KindActor)
 	for k, name := range map[sdk.SpotKind]string{
 		sdk.KindInvalid: "Invalid", sdk.KindEntry: "Entry", sdk.KindUser: "User", sdk.KindInstance: "Instance",
-		sdk.SpotKind(7): "SpotKind(7)",
+		sdk.KindActor: "Actor", sdk.SpotKind(7): "SpotKind(7)",
 	} {
 		assert.Equal(t, name, k.String())
 	}
 	assert.False(t, sdk.KindInvalid.Valid())
-	assert.False(t, sdk.SpotKind(4).Valid())
+	assert.False(t, sdk.SpotKind(5).Valid())
 	assert.True(t, sdk.KindInstance.Valid())
+	assert.True(t, sdk.KindActor.Valid())
+	for k, spot := range map[sdk.SpotKind]bool{
+		sdk.KindInvalid: false, sdk.KindEntry: true, sdk.KindUser: true, sdk.KindInstance: true,
+		sdk.KindActor: false, sdk.SpotKind(5): false,
+	} {
+		assert.Equal(t, spot, k.IsSpot(), "%s", k)
+	}
 }
 
 func TestA1_ParseSpotKind(t *testing.T) {
@@ -34,7 +42,8 @@ func TestA1_ParseSpotKind(t *testing.T) {
 		require.NoError(t, err, in)
 		assert.Equal(t, want, got, in)
 	}
-	for _, bad := range []string{"", "invalid", "Invalid", "actor", "instances"} {
+	// An Actor is not a Spot: ParseSpotKind refuses its kind.
+	for _, bad := range []string{"", "invalid", "Invalid", "actor", "Actor", "instances"} {
 		_, err := sdk.ParseSpotKind(bad)
 		require.Error(t, err, bad)
 		assert.Contains(t, err.Error(), fmt.Sprintf("%q", bad))
@@ -87,7 +96,8 @@ func TestE6_CapacityErrorMatches(t *testing.T) {
 func TestSentinelsAreDistinct(t *testing.T) {
 	all := []error{sdk.ErrInvalidID, sdk.ErrInvalidArgument, sdk.ErrConfig, sdk.ErrNotFound, sdk.ErrAlreadyExists,
 		sdk.ErrStaleRoute, sdk.ErrOwnerUnavailable, sdk.ErrQueueFull, sdk.ErrInboundBudget, sdk.ErrCapacityExceeded,
-		sdk.ErrNotServing, sdk.ErrUnhandled, sdk.ErrClosed, sdk.ErrMessageTooLarge, sdk.ErrCreationFailed, sdk.ErrHandlerPanicked}
+		sdk.ErrNotServing, sdk.ErrUnhandled, sdk.ErrClosed, sdk.ErrMessageTooLarge, sdk.ErrCreationFailed, sdk.ErrHandlerPanicked,
+		sdk.ErrStoreUnavailable, sdk.ErrUnsupported}
 	for i, a := range all {
 		for j, b := range all {
 			assert.Equal(t, i == j, errors.Is(a, b), "%v vs %v", a, b)
@@ -114,4 +124,36 @@ func ExampleQueueFullError() {
 		fmt.Println("full on", qf.Lane, qf.Axis)
 	}
 	// Output: full on application count
+}
+
+// An Actor target names the Actor and no node; it never carries create-intent (B9), and its
+// parts are validated like any other ID.
+func TestB9_ActorTarget(t *testing.T) {
+	a := sdk.ActorTarget("game.Pawn", "p1")
+	assert.Equal(t, sdk.KindActor, a.Kind())
+	assert.Equal(t, "game.Pawn", a.Type())
+	assert.Equal(t, "p1", a.ID())
+	assert.Empty(t, a.Node())
+	assert.False(t, a.CreateIntent())
+	assert.Equal(t, a, a.Plain())
+	require.NoError(t, a.Validate())
+	assert.Equal(t, `Actor game.Pawn/"p1"`, a.String())
+
+	desc := &sdk.SpotDesc{Name: "game.Pawn", Kind: sdk.KindActor}
+	assert.Same(t, desc, a.WithDesc(desc).Desc())
+	assert.Equal(t, sdk.KindActor, a.WithDesc(desc).Kind())
+
+	for _, tc := range []struct {
+		target sdk.Target
+		want   string
+	}{
+		{sdk.ActorTarget("game.Pawn", ""), "actor ID is empty"},
+		{sdk.ActorTarget("", "p1"), "actor type name is empty"},
+		{sdk.ActorTarget("game.Pawn", "a\x00"), "actor ID \"a\\x00\" contains a NUL byte"},
+		{sdk.ActorTarget("game.Pawn", strings.Repeat("x", sdk.MaxIDBytes+1)), "over the limit"},
+	} {
+		err := tc.target.Validate()
+		require.ErrorIs(t, err, sdk.ErrInvalidID, "%v", tc.target)
+		assert.Contains(t, err.Error(), tc.want)
+	}
 }

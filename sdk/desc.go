@@ -11,12 +11,12 @@ import (
 // too old for this runtime fails to compile with this name in the error.
 const SupportPackageIsVersion1 = true
 
-// SpotDesc describes one Spot type to the runtime. zlinkgen generates one per annotated
-// interface; its method table is keyed by stable method names, never ordinals.
+// SpotDesc describes one Spot or Actor type to the runtime. zlinkgen generates one per
+// annotated interface; its method table is keyed by stable method names, never ordinals.
 type SpotDesc struct {
 	// Name is the stable type name (the `name=` option, or package.Interface).
 	Name string
-	// Kind is Entry, User or Instance.
+	// Kind is Entry, User or Instance for a Spot type, and KindActor for an Actor type.
 	Kind SpotKind
 	// Methods is the dispatch table in declaration order.
 	Methods []MethodDesc
@@ -56,13 +56,23 @@ func FullMethodName(typ, method string) string { return "/" + typ + "/" + method
 // released so that the ID can be created again.
 type Factory func(SpotContext) (any, error)
 
-// Registrar takes Spot types before a node starts serving. Generated RegisterX functions call
-// it; registering the same stable name twice is an error.
+// ActorFactory makes the object that serves one Actor. It runs when a Spot spawns the Actor,
+// and again wherever the Actor arrives by a move: ActorContext.RestoredState tells the two
+// apart. An error or a panic fails the spawn or the move.
+type ActorFactory func(ActorContext) (any, error)
+
+// Registrar takes Spot and Actor types before a node starts serving. Generated RegisterX
+// functions call it; registering one stable name twice, as a Spot or an Actor type, is an
+// error.
 type Registrar interface {
+	// RegisterSpot registers a Spot type: desc's Kind is Entry, User or Instance.
 	RegisterSpot(desc *SpotDesc, factory Factory, opts ...TypeOption) error
+	// RegisterActor registers an Actor type: desc's Kind is KindActor. An Actor is never
+	// idle-evicted on its own, so [WithIdleTimeout] is refused.
+	RegisterActor(desc *SpotDesc, factory ActorFactory, opts ...TypeOption) error
 }
 
-// TypeOption configures one registered Spot type.
+// TypeOption configures one registered Spot or Actor type.
 type TypeOption func(*TypeOptions)
 
 // TypeOptions is what TypeOption sets. Zero values mean the node's defaults.
@@ -70,6 +80,28 @@ type TypeOptions struct {
 	// IdleTimeout overrides the node's InstanceSpotIdleTimeout for an Instance type; a
 	// negative value disables idle eviction for the type.
 	IdleTimeout time.Duration
+	// Relocation says how a relocation of the host moves an active object of the type whose
+	// object does not implement Relocatable.
+	Relocation RelocationPolicy
+}
+
+// RelocationPolicy says what a host's relocation does with an active object of a type whose
+// object does not implement [Relocatable], and so has no state to carry.
+type RelocationPolicy uint8
+
+const (
+	// RelocationRecreate moves the object empty: its factory runs on the target as for a fresh
+	// one, and the application accepts that its in-memory state is lost. The default.
+	RelocationRecreate RelocationPolicy = iota
+	// RelocationPin keeps the object where it is: while one is active on a host, that host's
+	// relocation ends Blocked with reason StateIncompatible and moves nothing more.
+	RelocationPin
+)
+
+// WithRelocation sets the relocation policy of a type whose object does not implement
+// Relocatable (an object that does always moves with its state).
+func WithRelocation(p RelocationPolicy) TypeOption {
+	return func(o *TypeOptions) { o.Relocation = p }
 }
 
 // WithIdleTimeout sets the idle timeout of an Instance Spot type: it is evicted once no
@@ -84,6 +116,17 @@ func WithIdleTimeout(d time.Duration) TypeOption {
 // fails the creation.
 type ActivateHandler interface {
 	OnActivate(ctx context.Context) error
+}
+
+// Relocatable is implemented by the object that serves an Actor or a Spot when it keeps its
+// state across a move. An Actor or Spot whose object implements it keeps its state: before it
+// leaves, after its last turn there, MarshalState returns the state, and the factory that makes
+// it where it arrives gets the bytes (through ActorContext.RestoredState or
+// SpotContext.RestoredState). An error fails the move and leaves the object where it was. An
+// Actor or Spot whose object does not implement Relocatable arrives empty: its factory runs as
+// for a fresh one; a host's relocation treats such a Spot as its type's RelocationPolicy says.
+type Relocatable interface {
+	MarshalState(ctx context.Context) ([]byte, error)
 }
 
 // CloseHandler is implemented by a Spot object that wants to know when it closes. OnClose runs

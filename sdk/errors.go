@@ -55,6 +55,9 @@ var (
 	// Nothing was created or run on the caller's behalf unless the error says the outcome is
 	// unknown; the call may be made again once the store is back.
 	ErrStoreUnavailable = errors.New("zlink: location store unavailable")
+	// ErrUnsupported: the runtime does not offer the operation; the error names it. Nothing was
+	// run or created.
+	ErrUnsupported = errors.New("zlink: not supported by this runtime")
 )
 
 // Lane names one of a Spot's two execution lanes.

@@ -2,11 +2,13 @@ package sdk
 
 import "fmt"
 
-// Target addresses one Spot for the untyped invocation surface that generated code calls.
+// Target addresses one Spot or Actor for the untyped invocation surface that generated code
+// calls.
 //
 // A Target is built only by its constructors, one per kind, so no Target can be two kinds at
 // once: an Entry target names a node and no ID, only an Instance target can carry
-// create-intent. The zero Target is invalid and every call refuses it.
+// create-intent, and an Actor target names the Actor, never the Spot it is in. The zero Target
+// is invalid and every call refuses it.
 type Target struct {
 	kind   SpotKind
 	typ    string
@@ -35,19 +37,25 @@ func InstanceIntent(typ, id string) Target {
 	return Target{kind: KindInstance, typ: typ, id: id, intent: true}
 }
 
-// Kind is the addressed Spot's kind.
+// ActorTarget addresses the Actor typ/id, in whatever Spot it is a member of now. No call to it
+// creates it: an Actor comes to exist only when a Spot's handler spawns it, and a call to a
+// missing one fails with [ErrNotFound].
+func ActorTarget(typ, id string) Target { return Target{kind: KindActor, typ: typ, id: id} }
+
+// Kind is the addressed object's kind.
 func (t Target) Kind() SpotKind { return t.kind }
 
-// Type is the addressed Spot's stable type name.
+// Type is the addressed object's stable type name.
 func (t Target) Type() string { return t.typ }
 
-// ID is the addressed Spot's ID; empty for an Entry Spot.
+// ID is the addressed object's ID; empty for an Entry Spot.
 func (t Target) ID() string { return t.id }
 
 // Node is the node of an Entry target; empty for the other kinds.
 func (t Target) Node() NodeID { return t.node }
 
-// CreateIntent reports whether the call may create a missing Instance Spot.
+// CreateIntent reports whether the call may create a missing Instance Spot. It is false for
+// every other kind: an Actor target never carries create-intent.
 func (t Target) CreateIntent() bool { return t.intent }
 
 // WithDesc attaches the type's descriptor, which generated code passes so that a node that
@@ -57,7 +65,8 @@ func (t Target) WithDesc(d *SpotDesc) Target { t.desc = d; return t }
 // Desc is the attached descriptor, or nil.
 func (t Target) Desc() *SpotDesc { return t.desc }
 
-// Plain returns the target without create-intent.
+// Plain returns the target without create-intent. Only an Instance target can have it: any
+// other target, an Actor's included, is returned as it is.
 func (t Target) Plain() Target { t.intent = false; return t }
 
 // Validate checks the target's parts with the rules of ValidateID.
@@ -65,16 +74,21 @@ func (t Target) Validate() error {
 	if !t.kind.Valid() {
 		return fmt.Errorf("%w: a zero or unknown target (kind %s)", ErrInvalidArgument, t.kind)
 	}
-	if err := ValidateTypeName(t.typ); err != nil {
+	what := "spot"
+	if t.kind == KindActor {
+		what = "actor"
+	}
+	if err := ValidateID(what+" type name", t.typ); err != nil {
 		return err
 	}
 	if t.kind == KindEntry {
 		return t.node.Validate()
 	}
-	return ValidateSpotID(t.id)
+	return ValidateID(what+" ID", t.id)
 }
 
-// String renders the target for messages: "Entry chat.Lobby@node-1", "Instance chat.Room/\"r1\"".
+// String renders the target for messages: "Entry chat.Lobby@node-1", "Instance chat.Room/\"r1\"",
+// "Actor game.Pawn/\"p1\"".
 func (t Target) String() string {
 	if t.kind == KindEntry {
 		return fmt.Sprintf("Entry %s@%s", t.typ, t.node)

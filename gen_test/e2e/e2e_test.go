@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -61,6 +62,27 @@ func (p *player) Greet(_ context.Context, req *sample.GreetRequest) (*sample.Gre
 	return &sample.GreetReply{Text: fmt.Sprintf("%s greets %s", p.id, req.GetFrom())}, nil
 }
 
+// pawn implements sample.Pawn; it keeps its count of greetings across moves.
+type pawn struct {
+	ac     sdk.ActorContext
+	greets int
+	posted chan<- string
+}
+
+func (p *pawn) Greet(_ context.Context, req *sample.GreetRequest) (*sample.GreetReply, error) {
+	p.greets++
+	return &sample.GreetReply{Text: fmt.Sprintf("%s greets %s in %v (%d)", p.ac.ID(), req.GetFrom(), p.ac.Host(), p.greets)}, nil
+}
+
+func (p *pawn) Post(_ context.Context, msg *sample.Note) error {
+	p.posted <- p.ac.ID() + ": " + msg.GetText()
+	return nil
+}
+
+func (p *pawn) MarshalState(context.Context) ([]byte, error) {
+	return []byte(strconv.Itoa(p.greets)), nil
+}
+
 // lobby implements sample.Lobby.
 type lobby struct{ node sdk.NodeID }
 
@@ -73,7 +95,8 @@ type node struct {
 	*rt.Host
 	posted  chan string
 	mu      sync.Mutex
-	created map[string]int // Spot type -> factory runs
+	created map[string]int             // Spot type -> factory runs
+	rooms   map[string]sdk.SpotContext // Room ID -> the SpotContext of its activation
 }
 
 func start(t testing.TB) *node {
@@ -85,7 +108,7 @@ func start(t testing.TB) *node {
 }
 
 func startNode() (*node, error) {
-	n := &node{posted: make(chan string, 16), created: map[string]int{}}
+	n := &node{posted: make(chan string, 16), created: map[string]int{}, rooms: map[string]sdk.SpotContext{}}
 	count := func(typ string) {
 		n.mu.Lock()
 		n.created[typ]++
@@ -98,6 +121,9 @@ func startNode() (*node, error) {
 		return errors.Join(
 			sample.RegisterRoom(r, func(sc sdk.SpotContext) (sample.Room, error) {
 				count(sample.RoomTypeName)
+				n.mu.Lock()
+				n.rooms[sc.ID()] = sc
+				n.mu.Unlock()
 				return &room{id: sc.ID(), posted: n.posted}, nil
 			}),
 			sample.RegisterPlayer(r, func(sc sdk.SpotContext) (sample.Player, error) {
@@ -108,6 +134,14 @@ func startNode() (*node, error) {
 				count(sample.LobbyTypeName)
 				return &lobby{node: sc.Node()}, nil
 			}),
+			sample.RegisterPawn(r, func(ac sdk.ActorContext) (sample.Pawn, error) {
+				count(sample.PawnTypeName)
+				p := &pawn{ac: ac, posted: n.posted}
+				if b := ac.RestoredState(); b != nil {
+					p.greets, _ = strconv.Atoi(string(b))
+				}
+				return p, nil
+			}),
 		)
 	}
 	h, err := rt.Start(context.Background(), cfg)
@@ -116,6 +150,12 @@ func startNode() (*node, error) {
 	}
 	n.Host = h
 	return n, nil
+}
+
+func (n *node) roomContext(id string) sdk.SpotContext {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.rooms[id]
 }
 
 func (n *node) factoryRuns(typ string) int {
@@ -217,7 +257,49 @@ func TestGeneratedCodeOnTheRuntime(t *testing.T) {
 		_, err = sample.CreatePlayer(ctx, nil, "p")
 		require.ErrorIs(t, err, sdk.ErrInvalidArgument)
 		require.ErrorIs(t, sample.RegisterRoom(nil, nil), sdk.ErrInvalidArgument)
+		_, err = sample.PawnRef{}.Greet(ctx, &sample.GreetRequest{})
+		require.ErrorIs(t, err, sdk.ErrInvalidArgument)
+		require.ErrorIs(t, sample.PawnRef{}.Close(ctx), sdk.ErrInvalidArgument)
+		_, err = sample.SpawnPawn(ctx, nil, "p")
+		require.ErrorIs(t, err, sdk.ErrInvalidArgument)
+		require.ErrorIs(t, sample.MovePawn(ctx, nil, "p", sdk.UserTarget(sample.PlayerTypeName, "u")), sdk.ErrInvalidArgument)
+		require.ErrorIs(t, sample.RegisterPawn(nil, nil), sdk.ErrInvalidArgument)
 	})
+}
+
+// The generated Actor API end to end: a Room spawns a Pawn into itself, the Pawn takes calls
+// and one-way messages, moves into a Room made by the move's create-intent keeping its state,
+// and closes; its ID is then free.
+func TestGeneratedActorAPI(t *testing.T) {
+	ctx := context.Background()
+	h := start(t)
+	_, err := sample.OpenRoom(h, "r-spawn").Join(ctx, &sample.JoinRequest{Name: "ann"})
+	require.NoError(t, err)
+	sc := h.roomContext("r-spawn")
+	require.NotNil(t, sc)
+	pawn, err := sample.SpawnPawn(ctx, sc, "p1")
+	require.NoError(t, err)
+	assert.Equal(t, "p1", pawn.ID())
+	_, err = sample.SpawnPawn(ctx, sc, "p1")
+	require.ErrorIs(t, err, sdk.ErrAlreadyExists)
+
+	out, err := sample.PawnOf(h, "p1").Greet(ctx, &sample.GreetRequest{From: "ann"})
+	require.NoError(t, err)
+	assert.Equal(t, `p1 greets ann in Instance sample.Room/"r-spawn" (1)`, out.GetText())
+	require.NoError(t, pawn.Post(ctx, &sample.Note{Text: "hi"}))
+	assert.Equal(t, "p1: hi", <-h.posted)
+
+	require.NoError(t, sample.MovePawn(ctx, h, "p1", sdk.InstanceIntent(sample.RoomTypeName, "r-to")))
+	out, err = pawn.Greet(ctx, &sample.GreetRequest{From: "bob"})
+	require.NoError(t, err)
+	assert.Equal(t, `p1 greets bob in Instance sample.Room/"r-to" (2)`, out.GetText())
+	require.ErrorIs(t, sample.MovePawn(ctx, h, "p1", sdk.InstanceTarget(sample.RoomTypeName, "r-missing")), sdk.ErrNotFound)
+
+	require.NoError(t, pawn.Close(ctx))
+	_, err = pawn.Greet(ctx, &sample.GreetRequest{From: "cy"})
+	require.ErrorIs(t, err, sdk.ErrNotFound)
+	_, err = sample.SpawnPawn(ctx, sc, "p1")
+	require.NoError(t, err)
 }
 
 func TestDescriptorIsKeyedByStableNames(t *testing.T) {
@@ -232,6 +314,10 @@ func TestDescriptorIsKeyedByStableNames(t *testing.T) {
 	assert.Equal(t, "/sample.Room/Post", sample.Room_Post_FullMethodName)
 	assert.Equal(t, "sample.Player", sample.PlayerTypeName)
 	assert.Equal(t, sdk.KindEntry, sample.Lobby_SpotDesc.Kind)
+	assert.Equal(t, sdk.KindActor, sample.Pawn_ActorDesc.Kind)
+	assert.Equal(t, "sample.Pawn", sample.Pawn_ActorDesc.Name)
+	assert.Equal(t, "/sample.Pawn/Post", sample.Pawn_Post_FullMethodName)
+	assert.True(t, sample.Pawn_ActorDesc.Method("Post").OneWay)
 
 	// Invoke refuses a wrong request or object with an error.
 	_, err := d.Method("Join").Invoke(&room{}, context.Background(), &sample.Note{})

@@ -79,7 +79,7 @@ func (b *builder) pkg(p *packages.Package) *Package {
 	return m
 }
 
-// file reads the directives of one input file and builds its Spot interfaces.
+// file reads the directives of one input file and builds its Spot and Actor interfaces.
 func (b *builder) file(p *packages.Package, f *ast.File, name string) *File {
 	handled := map[*ast.Comment]bool{}
 	out := &File{Source: name, Out: outPath(name), BuildConstraint: outputConstraint(name, buildConstraint(f))}
@@ -107,8 +107,8 @@ func (b *builder) file(p *packages.Package, f *ast.File, name string) *File {
 					switch d.name {
 					case "send":
 						b.dirs.send(d, where)
-					case "spot":
-						b.errs.add(b.dirs.pos(d, 0), where, "//zlink:spot belongs on an interface type, not on a method")
+					case "spot", "actor":
+						b.errs.add(b.dirs.pos(d, 0), where, "//zlink:%s belongs on an interface type, not on a method", d.name)
 					}
 				}
 			}
@@ -116,7 +116,7 @@ func (b *builder) file(p *packages.Package, f *ast.File, name string) *File {
 		return true
 	})
 
-	// Directives on type declarations: //zlink:spot.
+	// Directives on type declarations: //zlink:spot and //zlink:actor.
 	for _, d := range f.Decls {
 		gd, ok := d.(*ast.GenDecl)
 		if !ok || gd.Tok != token.TYPE {
@@ -136,10 +136,10 @@ func (b *builder) file(p *packages.Package, f *ast.File, name string) *File {
 						continue
 					}
 					switch d.name {
-					case "spot":
+					case "spot", "actor":
 						spots = append(spots, d)
 					case "send":
-						b.errs.add(b.dirs.pos(d, 0), ts.Name.Name, "//zlink:send belongs on a method of a Spot interface, not on a type")
+						b.errs.add(b.dirs.pos(d, 0), ts.Name.Name, "//zlink:send belongs on a method of a Spot or Actor interface, not on a type")
 					}
 				}
 			}
@@ -162,7 +162,7 @@ func (b *builder) file(p *packages.Package, f *ast.File, name string) *File {
 			if handled[d.comment] || !b.dirs.known(d, "") {
 				continue
 			}
-			b.errs.add(b.dirs.pos(d, 0), "", "misplaced //zlink:%s: directives go in the doc comment of an interface type (spot) or of an interface method (send)", d.name)
+			b.errs.add(b.dirs.pos(d, 0), "", "misplaced //zlink:%s: directives go in the doc comment of an interface type (spot, actor) or of an interface method (send)", d.name)
 		}
 	}
 	if len(out.Spots) == 0 {
@@ -171,29 +171,39 @@ func (b *builder) file(p *packages.Package, f *ast.File, name string) *File {
 	return out
 }
 
-// spot builds the Interface of an annotated type declaration, or reports why it cannot be one.
+// spot builds the Interface of a type declaration annotated //zlink:spot or //zlink:actor, or
+// reports why it cannot be one.
 func (b *builder) spot(p *packages.Package, ts *ast.TypeSpec, doc *ast.CommentGroup, spots []directive) *Interface {
 	name := ts.Name.Name
 	pos := b.fset.Position(ts.Name.Pos())
+	first := spots[0]
 	for _, extra := range spots[1:] {
-		b.errs.add(b.dirs.pos(extra, 0), name, "more than one //zlink:spot on one interface")
+		if extra.name == first.name {
+			b.errs.add(b.dirs.pos(extra, 0), name, "more than one //zlink:%s on one interface", extra.name)
+		} else {
+			b.errs.add(b.dirs.pos(extra, 0), name, "//zlink:%s after //zlink:%s: an interface is a Spot type or an Actor type, not both", extra.name, first.name)
+		}
 	}
-	sd, _ := b.dirs.spot(spots[0], name)
+	sd, _ := b.dirs.spot(first, name)
+	what := "a Spot"
+	if first.name == "actor" {
+		what = "an Actor"
+	}
 	switch {
 	case ts.Assign.IsValid():
-		b.errs.add(pos, name, "//zlink:spot is on a type alias; declare the interface itself")
+		b.errs.add(pos, name, "//zlink:%s is on a type alias; declare the interface itself", first.name)
 		return nil
 	case ts.TypeParams != nil && len(ts.TypeParams.List) > 0:
-		b.errs.add(pos, name, "a generic interface cannot be a Spot type: its methods need concrete message types")
+		b.errs.add(pos, name, "a generic interface cannot be %s type: its methods need concrete message types", what)
 		return nil
 	}
 	it, isIface := ts.Type.(*ast.InterfaceType)
 	if !isIface {
-		b.errs.add(pos, name, "//zlink:spot is on %s, which is %s, not an interface", name, describeTypeExpr(ts.Type))
+		b.errs.add(pos, name, "//zlink:%s is on %s, which is %s, not an interface", first.name, name, describeTypeExpr(ts.Type))
 		return nil
 	}
 	if !ast.IsExported(name) {
-		b.errs.add(pos, name, "a Spot interface must be exported: the API generated for it is")
+		b.errs.add(pos, name, "%s interface must be exported: the API generated for it is", what)
 		return nil
 	}
 	obj, _ := p.TypesInfo.Defs[ts.Name].(*types.TypeName)
@@ -205,7 +215,7 @@ func (b *builder) spot(p *packages.Package, ts *ast.TypeSpec, doc *ast.CommentGr
 		return nil
 	}
 	if !iface.IsMethodSet() {
-		b.errs.add(pos, name, "a constraint interface (with type terms) cannot be a Spot type")
+		b.errs.add(pos, name, "a constraint interface (with type terms) cannot be %s type", what)
 		return nil
 	}
 	// A directive with problems (reported) still lets the methods be checked: every problem
@@ -214,7 +224,7 @@ func (b *builder) spot(p *packages.Package, ts *ast.TypeSpec, doc *ast.CommentGr
 		Obj:          obj,
 		Name:         name,
 		Pos:          pos,
-		DirectivePos: b.dirs.pos(spots[0], 0),
+		DirectivePos: b.dirs.pos(first, 0),
 		Doc:          doc.Text(),
 		Kind:         sd.kind,
 		TypeName:     cmp.Or(sd.name, p.Name+"."+name),

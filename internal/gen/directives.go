@@ -18,7 +18,7 @@ const directivePrefix = "//zlink:"
 // directive is one //zlink: line.
 type directive struct {
 	comment *ast.Comment
-	// name is the word after "zlink:" ("spot", "send").
+	// name is the word after "zlink:" ("spot", "actor", "send").
 	name string
 	// args are the words after the name, each with its byte offset in the comment.
 	args []directiveArg
@@ -59,8 +59,9 @@ func parseDirective(c *ast.Comment) (d directive, ok bool) {
 	return d, true
 }
 
-// spotDirective is a parsed //zlink:spot line.
+// spotDirective is a parsed //zlink:spot or //zlink:actor line.
 type spotDirective struct {
+	// kind is the Spot kind, or sdk.KindActor for //zlink:actor.
 	kind sdk.SpotKind
 	// name is the name= option, or "".
 	name    string
@@ -80,24 +81,38 @@ func (p *directiveParser) pos(d directive, offset int) token.Position {
 	return p.fset.Position(d.comment.Slash + token.Pos(offset))
 }
 
-// spot parses a //zlink:spot directive on the interface named where. ok is false when the
-// directive has problems (they are reported).
+// spot parses a //zlink:spot or //zlink:actor directive on the interface named where. A Spot
+// takes a kind, name= and, for an Instance, idle=; an Actor takes name= only, since it is
+// never idle-evicted on its own. ok is false when the directive has problems (they are
+// reported).
 func (p *directiveParser) spot(d directive, where string) (s spotDirective, ok bool) {
 	ok = true
 	fail := func(offset int, format string, args ...any) {
 		p.errs.add(p.pos(d, offset), where, format, args...)
 		ok = false
 	}
+	actor := d.name == "actor"
+	if actor {
+		s.kind = sdk.KindActor
+	}
 	seen := map[string]bool{}
 	kindSet := false
 	for _, a := range d.args {
 		key, val, isOpt := strings.Cut(a.text, "=")
+		if !isOpt && actor {
+			fail(a.offset, "//zlink:actor takes no kind, got %q: only Spots have kinds", a.text)
+			continue
+		}
 		if !isOpt {
 			if kindSet {
 				fail(a.offset, "//zlink:spot takes one kind, got another word %q", a.text)
 				continue
 			}
 			kindSet = true
+			if strings.EqualFold(a.text, sdk.KindActor.String()) {
+				fail(a.offset, "%q is not a Spot kind: declare an Actor type with //zlink:actor", a.text)
+				continue
+			}
 			k, err := sdk.ParseSpotKind(a.text)
 			if err != nil || a.text != strings.ToLower(a.text) {
 				fail(a.offset, "unknown spot kind %q: want entry, user or instance", a.text)
@@ -114,10 +129,14 @@ func (p *directiveParser) spot(d directive, where string) (s spotDirective, ok b
 		switch key {
 		case "name":
 			s.name, s.namePos = val, p.pos(d, a.offset)
-			if err := validStableName(val); err != nil {
+			if err := validStableName(val, d.name); err != nil {
 				fail(a.offset, "invalid name=%q: %v", val, err)
 			}
 		case "idle":
+			if actor {
+				fail(a.offset, "//zlink:actor takes no idle=: Actors are never idle-evicted on their own")
+				continue
+			}
 			s.idlePos = p.pos(d, a.offset)
 			dur, err := time.ParseDuration(val)
 			switch {
@@ -129,10 +148,14 @@ func (p *directiveParser) spot(d directive, where string) (s spotDirective, ok b
 				s.idle = dur
 			}
 		default:
+			if actor {
+				fail(a.offset, "unknown option %q of //zlink:actor: want name=", key+"=")
+				continue
+			}
 			fail(a.offset, "unknown option %q of //zlink:spot: want name= or idle=", key+"=")
 		}
 	}
-	if !kindSet {
+	if !kindSet && !actor {
 		fail(0, "//zlink:spot needs a kind: entry, user or instance")
 	}
 	if ok && s.idle != 0 && s.kind != sdk.KindInstance {
@@ -154,20 +177,20 @@ func (p *directiveParser) send(d directive, where string) bool {
 // known reports whether name is a directive this version understands; it reports the others.
 func (p *directiveParser) known(d directive, where string) bool {
 	switch d.name {
-	case "spot", "send":
+	case "spot", "actor", "send":
 		return true
 	case "":
-		p.errs.add(p.pos(d, 0), where, "empty directive //zlink: (known: //zlink:spot, //zlink:send)")
+		p.errs.add(p.pos(d, 0), where, "empty directive //zlink: (known: //zlink:spot, //zlink:actor, //zlink:send)")
 	default:
-		p.errs.add(p.pos(d, 0), where, "unknown directive //zlink:%s (known: //zlink:spot, //zlink:send)", d.name)
+		p.errs.add(p.pos(d, 0), where, "unknown directive //zlink:%s (known: //zlink:spot, //zlink:actor, //zlink:send)", d.name)
 	}
 	return false
 }
 
-// validStableName checks a name= option: a valid type name that can sit in a full method name
-// "/<type>/<method>".
-func validStableName(name string) error {
-	if err := sdk.ValidateTypeName(name); err != nil {
+// validStableName checks a name= option of a //zlink:spot or //zlink:actor directive: a valid
+// type name that can sit in a full method name "/<type>/<method>".
+func validStableName(name, directive string) error {
+	if err := sdk.ValidateID(directive+" type name", name); err != nil {
 		return err
 	}
 	if strings.ContainsAny(name, "/") {

@@ -23,6 +23,12 @@
 // <package name>.<Interface>; idle (Instance only, a positive time.ParseDuration value) is the
 // type's idle timeout.
 //
+//	//zlink:actor [name=<stable type name>]
+//
+// on the doc comment of an interface type makes it an Actor type (DESIGN §6): XOf, SpawnX and
+// MoveX instead of the Spot kinds' constructors. It takes no kind and no idle=, since an Actor
+// is never idle-evicted on its own.
+//
 //	//zlink:send
 //
 // on the doc comment of a method makes it one-way. Unknown directives and options are errors.
@@ -39,9 +45,9 @@
 // # Output files
 //
 // Output goes next to the input: an input file room.go that declares annotated interfaces
-// gets room_zlink.go in the same directory, holding the code for every Spot type declared in
-// room.go. A *_zlink.go file that zlinkgen made and whose input no longer declares a Spot type
-// is removed. A *_zlink.go file that zlinkgen did not make is never overwritten.
+// gets room_zlink.go in the same directory, holding the code for every Spot and Actor type
+// declared in room.go. A *_zlink.go file that zlinkgen made and whose input no longer declares
+// such a type is removed. A *_zlink.go file that zlinkgen did not make is never overwritten.
 //
 // Errors are reported all at once, each as
 //

@@ -8,7 +8,7 @@ import (
 	"github.com/zlink-go/zlink/sdk"
 )
 
-// spot renders everything generated for one Spot type.
+// spot renders everything generated for one Spot or Actor type.
 func (e *emitter) spot(s *Interface) {
 	e.consts(s)
 	e.desc(s)
@@ -20,17 +20,31 @@ func (e *emitter) spot(s *Interface) {
 		e.userRef(s)
 	case sdk.KindEntry:
 		e.entryRef(s)
+	case sdk.KindActor:
+		e.actorRef(s)
 	}
 }
 
-// kindName is the kind as the docs spell it: "Instance".
+// kindName is the kind as the docs spell it: "Instance", "Actor".
 func kindName(s *Interface) string { return s.Kind.String() }
+
+// typeWord is what kind of type s is, as the docs spell it: "Instance Spot", "Actor".
+func typeWord(s *Interface) string {
+	if s.Kind == sdk.KindActor {
+		return "Actor"
+	}
+	return kindName(s) + " Spot"
+}
 
 // consts renders the stable type name and the full method names.
 func (e *emitter) consts(s *Interface) {
 	n := namesOf(s)
 	e.f.Line()
-	e.f.Add(comment(fmt.Sprintf("%s is the stable type name of the %s Spot %s.", n.TypeName, kindName(s), s.Name)))
+	of := typeWord(s) + " " + s.Name
+	if s.Kind == sdk.KindActor {
+		of = "Actor type " + s.Name
+	}
+	e.f.Add(comment(fmt.Sprintf("%s is the stable type name of the %s.", n.TypeName, of)))
 	e.f.Const().Id(n.TypeName).Op("=").Lit(s.TypeName)
 	if len(s.Methods) == 0 {
 		return
@@ -49,9 +63,9 @@ func (e *emitter) consts(s *Interface) {
 func (e *emitter) desc(s *Interface) {
 	n, l := namesOf(s), e.loc
 	e.f.Line()
-	e.f.Add(comment(fmt.Sprintf("%s describes the %s Spot type %s to the runtime. Its dispatch table is keyed by\n"+
+	e.f.Add(comment(fmt.Sprintf("%s describes the %s type %s to the runtime. Its dispatch table is keyed by\n"+
 		"stable method names, never ordinals, so nodes of different versions agree. %s registers it.\n"+
-		"It is for the generated code and the runtime: do not modify it, not even a copy.", n.Desc, kindName(s), s.Name, n.Register)))
+		"It is for the generated code and the runtime: do not modify it, not even a copy.", n.Desc, typeWord(s), s.Name, n.Register)))
 	kvs := []jen.Code{
 		field("Name", jen.Id(n.TypeName)),
 		field("Kind", sdkID("Kind"+kindName(s))),
@@ -108,7 +122,9 @@ func (e *emitter) methodDesc(s *Interface, m *Method, l locals) jen.Code {
 }
 
 // register renders RegisterX: the factory is wrapped so the runtime gets an any, and a nil
-// registrar, factory or object is an error, never a panic.
+// registrar, factory or object is an error, never a panic. A Spot type registers with
+// RegisterSpot and a factory of sdk.SpotContext; an Actor type with RegisterActor and a factory
+// of sdk.ActorContext.
 func (e *emitter) register(s *Interface) {
 	n, l := namesOf(s), e.loc
 	e.f.Line()
@@ -116,20 +132,24 @@ func (e *emitter) register(s *Interface) {
 	if s.Kind == sdk.KindInstance {
 		opts = "opts configure the type ([sdk.WithIdleTimeout])."
 	}
-	e.f.Add(comment(fmt.Sprintf("%s registers the %s Spot type %s with %s. %s makes the object that serves a\n"+
-		"%s each time one is activated; %s", n.Register, kindName(s), s.Name, l.r, n.Factory, s.Name, opts)))
+	made, registerFunc, ctxType, param := "each time one is activated", "RegisterSpot", "SpotContext", l.sc
+	if s.Kind == sdk.KindActor {
+		made, registerFunc, ctxType, param = "each time one is spawned or arrives by a move", "RegisterActor", "ActorContext", l.ac
+	}
+	e.f.Add(comment(fmt.Sprintf("%s registers the %s type %s with %s. %s makes the object that serves a\n"+
+		"%s %s; %s", n.Register, typeWord(s), s.Name, l.r, n.Factory, s.Name, made, opts)))
 	e.f.Func().Id(n.Register).Params(
 		jen.Id(l.r).Add(sdkID("Registrar")),
-		jen.Id(n.Factory).Func().Params(sdkID("SpotContext")).Params(jen.Id(s.Name), jen.Error()),
+		jen.Id(n.Factory).Func().Params(sdkID(ctxType)).Params(jen.Id(s.Name), jen.Error()),
 		jen.Id(l.opts).Op("...").Add(sdkID("TypeOption")),
 	).Error().Block(
 		jen.If(jen.Id(l.r).Op("==").Nil().Op("||").Id(n.Factory).Op("==").Nil()).Block(
 			jen.Return(qual(fmtErrorf).Call(jen.Lit("%w: "+n.Register+" needs a registrar and a factory"), sdkID("ErrInvalidArgument"))),
 		),
-		jen.Return(jen.Id(l.r).Dot("RegisterSpot").Call(
+		jen.Return(jen.Id(l.r).Dot(registerFunc).Call(
 			jen.Op("&").Id(n.Desc),
-			jen.Func().Params(jen.Id(l.sc).Add(sdkID("SpotContext"))).Params(jen.Any(), jen.Error()).Block(
-				jen.List(jen.Id(l.v), jen.Id(l.err)).Op(":=").Id(n.Factory).Call(jen.Id(l.sc)),
+			jen.Func().Params(jen.Id(param).Add(sdkID(ctxType))).Params(jen.Any(), jen.Error()).Block(
+				jen.List(jen.Id(l.v), jen.Id(l.err)).Op(":=").Id(n.Factory).Call(jen.Id(param)),
 				jen.If(jen.Id(l.err).Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Id(l.err))),
 				jen.If(jen.Id(l.v).Op("==").Nil()).Block(
 					jen.Return(jen.Nil(), qual(fmtErrorf).Call(jen.Lit("%w: the factory of %s returned nil"), sdkID("ErrInvalidArgument"), jen.Id(n.TypeName))),

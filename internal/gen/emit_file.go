@@ -122,7 +122,7 @@ func (e *emitter) identifiers() *identifiers {
 // locals are the identifiers that generated functions declare as parameters and locals.
 // Each is the fresh name of its field's name.
 type locals struct {
-	r, c, id, node, ctx, req, msg, opts, out, err, reply, ok, impl, in, sc, v, s string
+	r, c, id, node, ctx, req, msg, opts, out, err, reply, ok, impl, in, sc, v, s, ac, to string
 }
 
 // newLocals takes the locals from ids, in the order of the fields.
@@ -131,7 +131,7 @@ func newLocals(ids *identifiers) locals {
 		r: ids.fresh("r"), c: ids.fresh("c"), id: ids.fresh("id"), node: ids.fresh("node"), ctx: ids.fresh("ctx"),
 		req: ids.fresh("req"), msg: ids.fresh("msg"), opts: ids.fresh("opts"), out: ids.fresh("out"), err: ids.fresh("err"),
 		reply: ids.fresh("reply"), ok: ids.fresh("ok"), impl: ids.fresh("impl"), in: ids.fresh("in"), sc: ids.fresh("sc"),
-		v: ids.fresh("v"), s: ids.fresh("s"),
+		v: ids.fresh("v"), s: ids.fresh("s"), ac: ids.fresh("ac"), to: ids.fresh("to"),
 	}
 }
 

@@ -122,6 +122,60 @@ func (e *emitter) entryRef(s *Interface) {
 	}
 }
 
+// actorRef renders XRef with XOf, SpawnX and MoveX. An Actor has no create-intent (B9): it
+// comes to exist only when a Spot's handler spawns it, into that Spot, so SpawnX takes the
+// Spot's SpotContext and no reference or client call creates one.
+func (e *emitter) actorRef(s *Interface) {
+	n, l := namesOf(s), e.loc
+	e.refType(s, n.Ref, fmt.Sprintf("%s is a reference to one Actor of type %s, in whichever Spot it is a member of now.\n"+
+		"Its calls never create the Actor: [%s] does, from a Spot's handler. A call to a missing one\n"+
+		"answers [sdk.ErrNotFound].", n.Ref, s.Name, n.Spawn), "id")
+	e.f.Line()
+	e.f.Add(comment(fmt.Sprintf("%s returns a reference to the existing %s %s through %s: its calls never create it.", n.Of, s.Name, l.id, l.c)))
+	e.f.Func().Id(n.Of).Params(jen.Id(l.c).Add(sdkID("Client")), jen.Id(l.id).String()).Id(n.Ref).Block(
+		jen.Return(refLit(n.Ref, jen.Id(l.c), "id", jen.Id(l.id))),
+	)
+	target := func(id jen.Code) *jen.Statement {
+		return withDesc(sdkID("ActorTarget").Call(jen.Id(n.TypeName), id), n)
+	}
+	e.f.Line()
+	e.f.Add(comment(fmt.Sprintf("%s makes the %s %s as a member of the Spot that %s belongs to, and returns a\n"+
+		"reference to it through %s.Client(). Call it from that Spot's handler. When a %s %s\n"+
+		"already exists, in this Spot or another, it returns the runtime's error, which matches\n"+
+		"[sdk.ErrAlreadyExists]; address the existing one with [%s].", n.Spawn, s.Name, l.id, l.sc, l.sc, s.Name, l.id, n.Of)))
+	e.f.Func().Id(n.Spawn).Params(
+		jen.Id(l.ctx).Add(qual(contextContext)), jen.Id(l.sc).Add(sdkID("SpotContext")), jen.Id(l.id).String(),
+	).Params(jen.Id(n.Ref), jen.Error()).Block(
+		jen.If(jen.Id(l.sc).Op("==").Nil()).Block(
+			jen.Return(jen.Id(n.Ref).Values(), qual(fmtErrorf).Call(jen.Lit("%w: "+n.Spawn+" needs a SpotContext"), sdkID("ErrInvalidArgument"))),
+		),
+		jen.If(jen.Id(l.err).Op(":=").Id(l.sc).Dot("Spawn").Call(jen.Id(l.ctx), jen.Op("&").Id(n.Desc), jen.Id(l.id)), jen.Id(l.err).Op("!=").Nil()).Block(
+			jen.Return(jen.Id(n.Ref).Values(), jen.Id(l.err)),
+		),
+		jen.Return(refLit(n.Ref, jen.Id(l.sc).Dot("Client").Call(), "id", jen.Id(l.id)), jen.Nil()),
+	)
+	e.f.Line()
+	e.f.Add(comment(fmt.Sprintf("%s moves the %s %s through %s into the User, Instance or Entry Spot %s, on whatever node\n"+
+		"that Spot runs. A missing Instance Spot is created only when %s states create-intent\n"+
+		"([sdk.InstanceIntent]). The %s keeps its state when its object implements [sdk.Relocatable];\n"+
+		"otherwise it arrives empty. A failed move leaves it where it was.", n.Move, s.Name, l.id, l.c, l.to, l.to, s.Name)))
+	e.f.Func().Id(n.Move).Params(
+		jen.Id(l.ctx).Add(qual(contextContext)), jen.Id(l.c).Add(sdkID("Client")), jen.Id(l.id).String(), jen.Id(l.to).Add(sdkID("Target")),
+		jen.Id(l.opts).Op("...").Add(sdkID("CallOption")),
+	).Error().Block(
+		jen.If(jen.Id(l.c).Op("==").Nil()).Block(
+			jen.Return(qual(fmtErrorf).Call(jen.Lit("%w: "+n.Move+" needs a client"), sdkID("ErrInvalidArgument"))),
+		),
+		jen.Return(jen.Id(l.c).Dot("MoveActor").Call(jen.Id(l.ctx), target(jen.Id(l.id)), jen.Id(l.to), jen.Id(l.opts).Op("..."))),
+	)
+	e.idMethod(s, n.Ref)
+	t := func() *jen.Statement { return target(jen.Id(l.r).Dot("id")) }
+	for _, m := range s.Methods {
+		e.refMethod(s, m, n.Ref, t)
+	}
+	e.closeMethod(s, n.Ref, t)
+}
+
 // withDesc attaches the type's descriptor to a target, so that a node that does not host the
 // type can still decode its replies.
 func withDesc(target *jen.Statement, n names) *jen.Statement {
@@ -195,7 +249,7 @@ func (e *emitter) refMethod(s *Interface, m *Method, recv string, target func() 
 	)
 }
 
-// closeMethod renders Close, an explicit close of a User or Instance Spot (D3).
+// closeMethod renders Close, an explicit close of a User or Instance Spot (D3) or an Actor.
 func (e *emitter) closeMethod(s *Interface, recv string, target func() *jen.Statement) {
 	l := e.loc
 	e.f.Line()

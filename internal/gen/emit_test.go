@@ -78,11 +78,46 @@ func nameCollisionsModel() *Package {
 	}
 }
 
+// actorModel is the model of the golden case actor built by hand.
+func actorModel() *Package {
+	const (
+		path GoImportPath = "github.com/zlink-go/zlink/gen_test/testdata/actor/input"
+		pb   GoImportPath = "github.com/zlink-go/zlink/gen_test/testdata/pb"
+	)
+	pawn := &Interface{
+		Name:     "Pawn",
+		Doc:      "Pawn is one piece on a board. It lives in whichever Spot it was spawned into or moved to.\n",
+		Kind:     sdk.KindActor,
+		TypeName: "game.Pawn",
+		Methods: []*Method{
+			{
+				Name:    "Greet",
+				Doc:     "Greet answers a ping with a pong.\n",
+				Request: &Message{GoIdent: pb.Ident("Ping")},
+				Reply:   &Message{GoIdent: pb.Ident("Pong")},
+			},
+			{
+				Name:    "Notify",
+				Doc:     "Notify delivers a note to the pawn.\n",
+				Send:    true,
+				Request: &Message{GoIdent: pb.Ident("Note")},
+			},
+		},
+	}
+	return &Package{
+		Name:         "game",
+		Path:         path,
+		PackageNames: map[GoImportPath]GoPackageName{path: "game", pb: "pb"},
+		Files:        []*File{{Source: "/x/pawn.go", Out: "/x/pawn_zlink.go", Spots: []*Interface{pawn}}},
+		Declared:     []string{"Pawn"},
+	}
+}
+
 // The emitter reads the model and nothing else: from a model built by hand, without the
 // go/types identities that loading sets, it renders the golden output of the case, the names
 // it must avoid included.
 func TestEmitterWorksFromTheModelAlone(t *testing.T) {
-	for name, p := range map[string]*Package{"instance": instanceModel(), "name_collisions": nameCollisionsModel()} {
+	for name, p := range map[string]*Package{"instance": instanceModel(), "name_collisions": nameCollisionsModel(), "actor": actorModel()} {
 		t.Run(name, func(t *testing.T) {
 			file := p.Files[0]
 			got, err := emitFile(p, file)

@@ -14,6 +14,7 @@ func FuzzDirectives(f *testing.F) {
 		"spot instance", "spot instance idle=5m name=chat.Room", "spot user idle=5m", "spot", "send",
 		"send now", "", "spot entry entry", "spot instance idle=-1s", "spot instance name=", "spot Instance",
 		"spot instance idle=5m idle=6m", "frobnicate", "spot\tuser\tname=a/b", "spot instance name=\x00",
+		"actor", "actor name=game.Pawn", "actor idle=5m", "actor instance", "actor name=a name=b", "spot actor", "spot Actor",
 	} {
 		f.Add(seed)
 	}
@@ -33,7 +34,7 @@ func FuzzDirectives(f *testing.F) {
 		p := &directiveParser{fset: fset, errs: errs}
 		if p.known(d, "Room") {
 			switch d.name {
-			case "spot":
+			case "spot", "actor":
 				p.spot(d, "Room")
 			case "send":
 				p.send(d, "Room")

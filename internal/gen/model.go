@@ -9,7 +9,7 @@ import (
 	"github.com/zlink-go/zlink/sdk"
 )
 
-// Package is one loaded Go package and the Spot types declared in it.
+// Package is one loaded Go package and the Spot and Actor types declared in it.
 type Package struct {
 	// Types is the package's go/types identity, for building and validating the model; the
 	// emitter works from the model alone.
@@ -21,7 +21,7 @@ type Package struct {
 	// declare, by import path: the package itself, and those of the messages (set by
 	// validation).
 	PackageNames map[GoImportPath]GoPackageName
-	// Files are the input files that declare Spot types, in source order.
+	// Files are the input files that declare Spot or Actor types, in source order.
 	Files []*File
 	// Generated are the *_zlink.go files that zlinkgen made earlier, by absolute path.
 	Generated []string
@@ -30,7 +30,7 @@ type Package struct {
 	Declared []string
 }
 
-// File is one input file that declares Spot types, and the file generated for it.
+// File is one input file that declares Spot or Actor types, and the file generated for it.
 type File struct {
 	// Source is the input file's absolute path (room.go).
 	Source string
@@ -38,11 +38,11 @@ type File struct {
 	Out string
 	// BuildConstraint is the input's //go:build line, copied to the output, or "".
 	BuildConstraint string
-	// Spots are the annotated interfaces of the file, in source order.
+	// Spots are the annotated interfaces of the file, Spot and Actor types, in source order.
 	Spots []*Interface
 }
 
-// Interface is one annotated interface: a Spot type.
+// Interface is one annotated interface: a Spot type, or an Actor type (Kind is sdk.KindActor).
 type Interface struct {
 	// Obj is the interface's go/types identity.
 	Obj *types.TypeName
@@ -50,11 +50,11 @@ type Interface struct {
 	Name string
 	// Pos is where the interface is declared.
 	Pos token.Position
-	// DirectivePos is where its //zlink:spot directive is.
+	// DirectivePos is where its //zlink:spot or //zlink:actor directive is.
 	DirectivePos token.Position
 	// Doc is the interface's doc comment, directives removed.
 	Doc string
-	// Kind is the Spot kind (A1).
+	// Kind is the Spot kind (A1), or sdk.KindActor for an Actor type.
 	Kind sdk.SpotKind
 	// TypeName is the stable type name (name= or <package name>.<Interface>).
 	TypeName string
@@ -64,7 +64,7 @@ type Interface struct {
 	Methods []*Method
 }
 
-// Method is one method of a Spot interface.
+// Method is one method of a Spot or Actor interface.
 type Method struct {
 	// Obj is the method's go/types identity.
 	Obj *types.Func

@@ -2,20 +2,22 @@ package gen
 
 import "github.com/zlink-go/zlink/sdk"
 
-// names are the package-level names generated for one Spot interface. They are the contract
-// that the examples and docs use (DESIGN §3).
+// names are the package-level names generated for one Spot or Actor interface. They are the
+// contract that the examples and docs use (DESIGN §3, §6).
 type names struct {
 	TypeName string // RoomTypeName: the stable type name constant
-	Desc     string // Room_SpotDesc: the descriptor and dispatch table
+	Desc     string // Room_SpotDesc, Pawn_ActorDesc: the descriptor and dispatch table
 	Register string // RegisterRoom
 	Factory  string // newRoom: RegisterRoom's factory parameter
 	Ref      string // RoomRef: the plain reference (every kind)
-	Of       string // RoomOf / PlayerOf (Instance, User)
+	Of       string // RoomOf / PlayerOf / PawnOf (Instance, User, Actor)
 	Intent   string // RoomIntent (Instance)
 	Open     string // OpenRoom (Instance)
 	Create   string // CreatePlayer (User)
 	On       string // LobbyOn (Entry)
 	Local    string // LocalLobby (Entry)
+	Spawn    string // SpawnPawn (Actor)
+	Move     string // MovePawn (Actor)
 }
 
 func namesOf(s *Interface) names {
@@ -33,6 +35,9 @@ func namesOf(s *Interface) names {
 		n.Of, n.Create = s.Name+"Of", "Create"+s.Name
 	case sdk.KindEntry:
 		n.On, n.Local = s.Name+"On", "Local"+s.Name
+	case sdk.KindActor:
+		n.Desc = s.Name + "_ActorDesc"
+		n.Of, n.Spawn, n.Move = s.Name+"Of", "Spawn"+s.Name, "Move"+s.Name
 	}
 	return n
 }
@@ -46,7 +51,7 @@ func fullMethodConst(s *Interface, m *Method) string {
 func topLevel(s *Interface) []string {
 	n := namesOf(s)
 	var out []string
-	for _, v := range []string{n.TypeName, n.Desc, n.Register, n.Ref, n.Of, n.Intent, n.Open, n.Create, n.On, n.Local} {
+	for _, v := range []string{n.TypeName, n.Desc, n.Register, n.Ref, n.Of, n.Intent, n.Open, n.Create, n.On, n.Local, n.Spawn, n.Move} {
 		if v != "" {
 			out = append(out, v)
 		}
@@ -63,10 +68,18 @@ func refMethods(k sdk.SpotKind) []string {
 	switch k {
 	case sdk.KindInstance:
 		return []string{"ID", "Close", "Ref"}
-	case sdk.KindUser:
+	case sdk.KindUser, sdk.KindActor:
 		return []string{"ID", "Close"}
 	case sdk.KindEntry:
 		return []string{"Node"}
 	}
 	return nil
+}
+
+// objectWord is what s declares, for messages: "Spot" or "Actor".
+func objectWord(s *Interface) string {
+	if s.Kind == sdk.KindActor {
+		return "Actor"
+	}
+	return "Spot"
 }

@@ -23,7 +23,7 @@ type validator struct {
 	rel func(token.Position) string
 }
 
-// pkg validates every Spot type of p.
+// pkg validates every Spot and Actor type of p.
 func (v *validator) pkg(p *Package) {
 	qual := func(other *types.Package) string {
 		if other == p.Types {
@@ -53,7 +53,7 @@ func (v *validator) method(p *Package, s *Interface, m *Method, qual types.Quali
 	where := s.Name + "." + m.Name
 	fail := func(pos token.Position, format string, args ...any) { v.errs.add(pos, where, format, args...) }
 	if !ast.IsExported(m.Name) {
-		fail(m.Pos, "unexported method %s: Spot methods must be exported", m.Name)
+		fail(m.Pos, "unexported method %s: %s methods must be exported", m.Name, objectWord(s))
 		return
 	}
 	want := "want (ctx context.Context, req *T) (*R, error), or (ctx context.Context, msg *T) error with //zlink:send"
@@ -180,7 +180,7 @@ func (v *validator) refCollisions(s *Interface) {
 	}
 }
 
-// stableNames reports two Spot types of one package with one stable type name.
+// stableNames reports two Spot or Actor types of one package with one stable type name.
 func (v *validator) stableNames(spots []*Interface) {
 	first := map[string]*Interface{}
 	for _, s := range spots {

@@ -3,6 +3,7 @@
 package procstop
 
 import (
+	"bufio"
 	"io"
 	"os"
 	"os/signal"
@@ -11,14 +12,24 @@ import (
 
 // Wait blocks until standard input closes (the parent went away or closed it) or the process
 // gets SIGTERM or SIGINT.
-func Wait() {
+func Wait() { WaitLines(nil) }
+
+// WaitLines is Wait that hands each line of standard input to line meanwhile (when set).
+func WaitLines(line func(string)) {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(stop)
 	stdinClosed := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		close(stdinClosed)
+		defer close(stdinClosed)
+		if line == nil {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			return
+		}
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			line(sc.Text())
+		}
 	}()
 	select {
 	case <-stop:

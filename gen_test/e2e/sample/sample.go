@@ -1,6 +1,6 @@
-// Package sample is the end-to-end sample of zlinkgen: one Spot type of each kind, whose
-// generated code (sample_zlink.go, made by go generate and committed) the e2e tests run on the
-// real runtime.
+// Package sample is the end-to-end sample of zlinkgen: one Spot type of each kind and an Actor
+// type, whose generated code (sample_zlink.go, made by go generate and committed) the e2e tests
+// run on the real runtime.
 package sample
 
 import "context"
@@ -35,4 +35,16 @@ type Player interface {
 type Lobby interface {
 	// Where answers the node the lobby runs on.
 	Where(ctx context.Context, req *WhereRequest) (*WhereReply, error)
+}
+
+// Pawn is a piece that a Room's handler spawns: an Actor, a member of one Spot at a time.
+//
+//zlink:actor
+type Pawn interface {
+	// Greet answers a greeting.
+	Greet(ctx context.Context, req *GreetRequest) (*GreetReply, error)
+	// Post delivers a note to the pawn, one-way.
+	//
+	//zlink:send
+	Post(ctx context.Context, msg *Note) error
 }

@@ -479,3 +479,160 @@ func (r LobbyRef) Where(ctx context.Context, req *WhereRequest, opts ...sdk.Call
 	}
 	return reply, nil
 }
+
+// PawnTypeName is the stable type name of the Actor type Pawn.
+const PawnTypeName = "sample.Pawn"
+
+// The full method names of Pawn, "/<type>/<method>" as [sdk.FullMethodName] makes them.
+const (
+	Pawn_Greet_FullMethodName = "/sample.Pawn/Greet"
+	Pawn_Post_FullMethodName  = "/sample.Pawn/Post"
+)
+
+// Pawn_ActorDesc describes the Actor type Pawn to the runtime. Its dispatch table is keyed by
+// stable method names, never ordinals, so nodes of different versions agree. RegisterPawn registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
+var Pawn_ActorDesc = sdk.SpotDesc{
+	Name: PawnTypeName,
+	Kind: sdk.KindActor,
+	Methods: []sdk.MethodDesc{
+		{
+			Name: "Greet",
+			NewRequest: func() proto.Message {
+				return new(GreetRequest)
+			},
+			NewReply: func() proto.Message {
+				return new(GreetReply)
+			},
+			Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
+				s, ok := impl.(Pawn)
+				if !ok {
+					return nil, fmt.Errorf("%w: %T does not implement Pawn", sdk.ErrUnhandled, impl)
+				}
+				in, ok := req.(*GreetRequest)
+				if !ok {
+					return nil, fmt.Errorf("%w: %s takes *sample.GreetRequest, got %T", sdk.ErrInvalidArgument, Pawn_Greet_FullMethodName, req)
+				}
+				out, err := s.Greet(ctx, in)
+				if err != nil {
+					return nil, err
+				}
+				return out, nil
+			},
+		},
+		{
+			Name:   "Post",
+			OneWay: true,
+			NewRequest: func() proto.Message {
+				return new(Note)
+			},
+			Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
+				s, ok := impl.(Pawn)
+				if !ok {
+					return nil, fmt.Errorf("%w: %T does not implement Pawn", sdk.ErrUnhandled, impl)
+				}
+				in, ok := req.(*Note)
+				if !ok {
+					return nil, fmt.Errorf("%w: %s takes *sample.Note, got %T", sdk.ErrInvalidArgument, Pawn_Post_FullMethodName, req)
+				}
+				return nil, s.Post(ctx, in)
+			},
+		},
+	},
+}
+
+// RegisterPawn registers the Actor type Pawn with r. newPawn makes the object that serves a
+// Pawn each time one is spawned or arrives by a move; opts configure the type.
+func RegisterPawn(r sdk.Registrar, newPawn func(sdk.ActorContext) (Pawn, error), opts ...sdk.TypeOption) error {
+	if r == nil || newPawn == nil {
+		return fmt.Errorf("%w: RegisterPawn needs a registrar and a factory", sdk.ErrInvalidArgument)
+	}
+	return r.RegisterActor(&Pawn_ActorDesc, func(ac sdk.ActorContext) (any, error) {
+		v, err := newPawn(ac)
+		if err != nil {
+			return nil, err
+		}
+		if v == nil {
+			return nil, fmt.Errorf("%w: the factory of %s returned nil", sdk.ErrInvalidArgument, PawnTypeName)
+		}
+		return v, nil
+	}, opts...)
+}
+
+// PawnRef is a reference to one Actor of type Pawn, in whichever Spot it is a member of now.
+// Its calls never create the Actor: [SpawnPawn] does, from a Spot's handler. A call to a missing one
+// answers [sdk.ErrNotFound].
+//
+// Pawn is a piece that a Room's handler spawns: an Actor, a member of one Spot at a time.
+type PawnRef struct {
+	c  sdk.Client
+	id string
+}
+
+// PawnOf returns a reference to the existing Pawn id through c: its calls never create it.
+func PawnOf(c sdk.Client, id string) PawnRef {
+	return PawnRef{c: c, id: id}
+}
+
+// SpawnPawn makes the Pawn id as a member of the Spot that sc belongs to, and returns a
+// reference to it through sc.Client(). Call it from that Spot's handler. When a Pawn id
+// already exists, in this Spot or another, it returns the runtime's error, which matches
+// [sdk.ErrAlreadyExists]; address the existing one with [PawnOf].
+func SpawnPawn(ctx context.Context, sc sdk.SpotContext, id string) (PawnRef, error) {
+	if sc == nil {
+		return PawnRef{}, fmt.Errorf("%w: SpawnPawn needs a SpotContext", sdk.ErrInvalidArgument)
+	}
+	if err := sc.Spawn(ctx, &Pawn_ActorDesc, id); err != nil {
+		return PawnRef{}, err
+	}
+	return PawnRef{c: sc.Client(), id: id}, nil
+}
+
+// MovePawn moves the Pawn id through c into the User, Instance or Entry Spot to, on whatever node
+// that Spot runs. A missing Instance Spot is created only when to states create-intent
+// ([sdk.InstanceIntent]). The Pawn keeps its state when its object implements [sdk.Relocatable];
+// otherwise it arrives empty. A failed move leaves it where it was.
+func MovePawn(ctx context.Context, c sdk.Client, id string, to sdk.Target, opts ...sdk.CallOption) error {
+	if c == nil {
+		return fmt.Errorf("%w: MovePawn needs a client", sdk.ErrInvalidArgument)
+	}
+	return c.MoveActor(ctx, sdk.ActorTarget(PawnTypeName, id).WithDesc(&Pawn_ActorDesc), to, opts...)
+}
+
+// ID returns the ID of the Pawn the reference addresses.
+func (r PawnRef) ID() string {
+	return r.id
+}
+
+// Greet answers a greeting.
+func (r PawnRef) Greet(ctx context.Context, req *GreetRequest, opts ...sdk.CallOption) (*GreetReply, error) {
+	if r.c == nil {
+		return nil, fmt.Errorf("%w: Greet on a zero PawnRef (make references with PawnOf)", sdk.ErrInvalidArgument)
+	}
+	out, err := r.c.Call(ctx, sdk.ActorTarget(PawnTypeName, r.id).WithDesc(&Pawn_ActorDesc), "Greet", req, opts...)
+	if err != nil {
+		return nil, err
+	}
+	reply, ok := out.(*GreetReply)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s replied %T, want *sample.GreetReply", sdk.ErrUnhandled, Pawn_Greet_FullMethodName, out)
+	}
+	return reply, nil
+}
+
+// Post delivers a note to the pawn, one-way.
+func (r PawnRef) Post(ctx context.Context, msg *Note, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Post on a zero PawnRef (make references with PawnOf)", sdk.ErrInvalidArgument)
+	}
+	return r.c.Send(ctx, sdk.ActorTarget(PawnTypeName, r.id).WithDesc(&Pawn_ActorDesc), "Post", msg, opts...)
+}
+
+// Close explicitly closes the Pawn: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Pawn.
+func (r PawnRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Close on a zero PawnRef (make references with PawnOf)", sdk.ErrInvalidArgument)
+	}
+	return r.c.CloseSpot(ctx, sdk.ActorTarget(PawnTypeName, r.id).WithDesc(&Pawn_ActorDesc), opts...)
+}

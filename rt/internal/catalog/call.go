@@ -42,6 +42,14 @@ func (c *Catalog) invoke(ctx context.Context, t sdk.Target, method string, req p
 		reply, _, err := c.deliver(ctx, &e.activation, md, req, oneWay)
 		return reply, err
 	}
+	if t.Kind() == sdk.KindActor {
+		act, ok := c.LocalActor(t)
+		if !ok {
+			return nil, fmt.Errorf("%w: %v is not on node %s", ErrRemoteOwner, t, c.cfg.Node)
+		}
+		reply, _, err := c.DeliverActor(ctx, act, method, req, oneWay)
+		return reply, err
+	}
 	mode := Plain
 	if t.CreateIntent() {
 		mode = Intent
@@ -151,6 +159,11 @@ func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc
 	if oneWay {
 		return nil, true, nil
 	}
+	return await(ctx, k)
+}
+
+// await waits for the outcome of the admitted request k.
+func await(ctx context.Context, k *call) (proto.Message, bool, error) {
 	select {
 	case <-k.done:
 	case <-ctx.Done():
@@ -163,6 +176,10 @@ func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc
 	}
 	reply, err := k.reply, k.err
 	k.release()
+	if errors.Is(err, errActorMoved) {
+		// It did not run: the Actor left this node just as it came.
+		return nil, false, err
+	}
 	return reply, true, err
 }
 
@@ -182,6 +199,10 @@ func (c *Catalog) refusal(ctx context.Context, err error, a *activation, md *sdk
 	}
 	if a.guard == nil {
 		return c.errStopping() // an Entry Spot closes only with its node
+	}
+	if a.ownTurn(ctx) {
+		// The close or relocation waits for this very turn: it cannot be waited for here.
+		return fmt.Errorf("%w: %s.%s on %s/%q from the Spot's own turn: the Spot is closing or moving", sdk.ErrClosed, a.typ.desc.Name, md.Name, a.typ.desc.Kind, a.id)
 	}
 	if werr := c.awaitDecision(ctx, a); werr != nil {
 		return werr
@@ -207,6 +228,13 @@ type call struct {
 	permit, reserved bool
 	inbound          int64
 	kept             *capacity.Charge
+	// actor, when set, is the Actor the message is for; a's queue is its host Spot's. seq is
+	// its admission order among the Actor's messages; counted says it is in the Actor's
+	// queued count; follow marks a message that follows the Actor from its old Spot.
+	actor   *actor
+	seq     uint64
+	counted bool
+	follow  bool
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
@@ -220,7 +248,8 @@ func (k *call) release() {
 		k.kept = nil
 	}
 	k.settle()
-	k.ctx, k.a, k.md, k.req, k.reply, k.err, k.onDone = nil, nil, nil, nil, nil, nil, nil
+	k.ctx, k.a, k.md, k.req, k.reply, k.err, k.onDone, k.actor = nil, nil, nil, nil, nil, nil, nil, nil
+	k.seq, k.counted, k.follow = 0, false, false
 	callPool.Put(k)
 }
 
@@ -255,8 +284,12 @@ func (k *call) Run() {
 	// A panic outside the handler (which invoke recovers) still ends the call: its caller gets
 	// an answer, and its permit and charge return. finish runs outside this guard, so a call
 	// is never finished twice, even when finish itself fails.
+	if k.actor != nil && !k.actor.mayRun(k) {
+		return // held to follow the Actor, or ended unrun
+	}
 	ran := false
-	typ, method := k.a.typ.desc.Name, k.md.Name
+	_, typ, _ := k.object()
+	method := k.md.Name
 	defer func() {
 		if !ran {
 			k.finish(nil, fmt.Errorf("%w: %s.%s: the runtime failed around the handler", sdk.ErrHandlerPanicked, typ, method))
@@ -313,7 +346,8 @@ func (k *call) run() (proto.Message, error) {
 // turn's server span, so that the calls it makes are the span's children (I5).
 func (k *call) runObserved(ctx context.Context, lvl sdk.DiagnosticsLevel, callers bool) (proto.Message, error) {
 	a := k.a
-	traced, span := a.cat.tel.StartTurn(ctx, lvl, a.typ.desc.Kind, a.typ.desc.Name, a.id, k.md.Name, k.oneWay)
+	kind, typ, id := k.object()
+	traced, span := a.cat.tel.StartTurn(ctx, lvl, kind, typ, id, k.md.Name, k.oneWay)
 	var mark *requestTurn
 	switch {
 	case !callers:
@@ -338,12 +372,17 @@ func (k *call) runObserved(ctx context.Context, lvl sdk.DiagnosticsLevel, caller
 func (k *call) invoke(ctx context.Context) (reply proto.Message, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			k.a.cat.log.Error("handler panicked", "spot", k.a.typ.desc.Name, "id", k.a.id, "method", k.md.Name,
+			_, typ, id := k.object()
+			k.a.cat.log.Error("handler panicked", "type", typ, "id", id, "method", k.md.Name,
 				"panic", v, "stack", string(debug.Stack()))
-			reply, err = nil, fmt.Errorf("%w: %s.%s: %v", sdk.ErrHandlerPanicked, k.a.typ.desc.Name, k.md.Name, v)
+			reply, err = nil, fmt.Errorf("%w: %s.%s: %v", sdk.ErrHandlerPanicked, typ, k.md.Name, v)
 		}
 	}()
-	reply, err = k.md.Invoke(k.a.impl, ctx, k.req)
+	impl := k.a.impl
+	if k.actor != nil {
+		impl = k.actor.impl
+	}
+	reply, err = k.md.Invoke(impl, ctx, k.req)
 	if err != nil {
 		err = handlerError(err)
 	}
@@ -366,8 +405,22 @@ func handlerError(err error) error {
 	return out
 }
 
+// object names what the message is for: its Actor, or its Spot.
+func (k *call) object() (sdk.SpotKind, string, string) {
+	if act := k.actor; act != nil {
+		return sdk.KindActor, act.typ.desc.Name, act.id
+	}
+	return k.a.typ.desc.Kind, k.a.typ.desc.Name, k.a.id
+}
+
 // Drop implements exec.Work.
-func (k *call) Drop(err error) { k.finish(nil, err) }
+func (k *call) Drop(err error) {
+	if k.counted {
+		k.counted = false
+		k.actor.queued.Add(-1)
+	}
+	k.finish(nil, err)
+}
 
 func (k *call) finish(reply proto.Message, err error) {
 	k.settle()
@@ -391,7 +444,8 @@ func (k *call) finish(reply proto.Message, err error) {
 // logOneWayFailure reports a one-way message that failed or did not run: nobody waits for it.
 func (k *call) logOneWayFailure(err error) {
 	log := k.a.cat.log
-	attrs := []any{"spot", k.a.typ.desc.Name, "id", k.a.id, "method", k.md.Name, "err", err}
+	_, typ, id := k.object()
+	attrs := []any{"type", typ, "id", id, "method", k.md.Name, "err", err}
 	if errors.Is(err, sdk.ErrStaleRoute) || errors.Is(err, sdk.ErrClosed) {
 		log.Debug("one-way message dropped unrun", attrs...)
 		return
@@ -417,12 +471,18 @@ func (c *Catalog) Create(ctx context.Context, t sdk.Target) error {
 // wait for it with AwaitClose, then admit again. ErrCreating says this node is creating the
 // Spot: wait for the creation with AwaitCreation, then admit again; Admit itself never waits.
 func (c *Catalog) Admit(ctx context.Context, t sdk.Target, method string, req proto.Message, size int, oneWay bool, done func(proto.Message, error)) error {
+	return c.admit(ctx, t, method, req, size, oneWay, false, done)
+}
+
+// admit is Admit; follow marks a message that the relocation of the Spot held, which enters the
+// lane without the lane's limits and without a job permit (E5).
+func (c *Catalog) admit(ctx context.Context, t sdk.Target, method string, req proto.Message, size int, oneWay, follow bool, done func(proto.Message, error)) error {
 	if t.Kind() == sdk.KindEntry {
 		e, md, err := c.entryMethod(t, method, oneWay)
 		if err != nil {
 			return err
 		}
-		if err := c.submit(ctx, &e.activation, md, req, size, oneWay, done); err != nil {
+		if err := c.submit(ctx, &e.activation, nil, md, req, size, oneWay, false, done); err != nil {
 			if errors.Is(err, exec.ErrAdmissionClosed) {
 				return c.errStopping() // an Entry Spot closes only with its node
 			}
@@ -443,6 +503,9 @@ func (c *Catalog) Admit(ctx context.Context, t sdk.Target, method string, req pr
 		return ErrCreating
 	}
 	if sp == nil {
+		if moved := c.departed(t); moved != nil {
+			return moved // a relocation moved it lately: the sender follows it (Message Follow)
+		}
 		// The peer's route names this node: if a record of ours says so too, it has no
 		// activation behind it and the reconcile releases it (B8).
 		c.suspect(store.SpotKey{Type: key.typ, ID: key.id})
@@ -456,16 +519,20 @@ func (c *Catalog) Admit(ctx context.Context, t sdk.Target, method string, req pr
 		}
 		return fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
 	}
-	if a.current() != stateActive {
+	switch a.current() {
+	case stateActive:
+	case stateRelocating:
+		return ErrClosing // wait for the unit's outcome, then admit again
+	default:
 		return fmt.Errorf("%w: %v is closing", sdk.ErrNotFound, t.Plain())
 	}
 	md, err := c.method(typ, method, oneWay)
 	if err != nil {
 		return err
 	}
-	err = c.submit(ctx, a, md, req, size, oneWay, done)
+	err = c.submit(ctx, a, nil, md, req, size, oneWay, follow, done)
 	if errors.Is(err, exec.ErrAdmissionClosed) {
-		if a.current() == stateActive {
+		if st := a.current(); st == stateActive || st == stateRelocating {
 			return ErrClosing
 		}
 		return fmt.Errorf("%w: %v is closing", sdk.ErrNotFound, t.Plain())
@@ -484,25 +551,32 @@ func (c *Catalog) DeliverAsync(ctx context.Context, route Route, method string, 
 	if err != nil {
 		return err
 	}
-	err = c.submit(ctx, route.local.base(), md, req, size, oneWay, done)
+	err = c.submit(ctx, route.local.base(), nil, md, req, size, oneWay, false, done)
 	if errors.Is(err, exec.ErrAdmissionClosed) {
 		return ErrClosing
 	}
 	return err
 }
 
-// submit admits one message with a completion callback; a refusal is returned as is.
-func (c *Catalog) submit(ctx context.Context, a *activation, md *sdk.MethodDesc, req proto.Message, size int, oneWay bool, done func(proto.Message, error)) error {
+// submit admits one message with a completion callback; a refusal is returned as is. act, when
+// set, is the Actor of a the message is for; follow marks a message that follows it.
+func (c *Catalog) submit(ctx context.Context, a *activation, act *actor, md *sdk.MethodDesc, req proto.Message, size int, oneWay, follow bool, done func(proto.Message, error)) error {
 	if !a.turnAllowed() {
 		return fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
 	}
 	m := c.cfg.Meter
-	reserved, err := m.Acquire(ctx, nestedJob)
-	if err != nil {
-		return err
-	}
 	k := callPool.Get().(*call)
-	k.ctx, k.a, k.md, k.req, k.oneWay, k.permit, k.reserved = ctx, a, md, req, oneWay, true, reserved
+	k.ctx, k.a, k.md, k.req, k.oneWay = ctx, a, md, req, oneWay
+	if !follow {
+		// A message that follows an Actor was admitted once already, before its move: it is
+		// not refused now for want of a permit or of room in the lane (E5).
+		reserved, err := m.Acquire(ctx, nestedJob)
+		if err != nil {
+			k.release()
+			return err
+		}
+		k.permit, k.reserved = true, reserved
+	}
 	if !oneWay {
 		k.onDone = done
 	}
@@ -517,12 +591,20 @@ func (c *Catalog) submit(ctx context.Context, a *activation, md *sdk.MethodDesc,
 		m.InLane(inbound)
 		k.inbound = inbound
 	}
-	if err := a.exec.Submit(exec.Item{Lane: sdk.LaneApplication, Payload: int64(size), Activity: true}, k); err != nil {
+	it := exec.Item{Lane: sdk.LaneApplication, Payload: int64(size), Activity: true, Unbounded: follow}
+	var err2 error
+	if act != nil {
+		k.actor, k.follow = act, follow
+		err2 = act.admit(k, it)
+	} else {
+		err2 = a.exec.Submit(it, k)
+	}
+	if err2 != nil {
 		k.release()
-		if err == exec.ErrAdmissionClosed {
-			return err
+		if err2 == exec.ErrAdmissionClosed {
+			return err2
 		}
-		return describeRefusal(err, a, md)
+		return describeRefusal(err2, a, md)
 	}
 	return nil
 }

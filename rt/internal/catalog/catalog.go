@@ -44,6 +44,9 @@ type Config struct {
 	// MaxActive caps the User and Instance Spots active or being created on this node (D6).
 	// Zero: no cap.
 	MaxActive int
+	// MaxActiveActors caps the Actors active on this node, those that arrive by a move
+	// included (D6). Zero: no cap.
+	MaxActiveActors int
 	// MaxConcurrentActivations bounds the creations that run at once; more wait their turn
 	// (default 64).
 	MaxConcurrentActivations int
@@ -96,15 +99,19 @@ func (c Config) Validate() error {
 	if c.MaxActive < 0 {
 		errs = append(errs, fmt.Errorf("%w: MaxActive must not be negative, got %d", sdk.ErrConfig, c.MaxActive))
 	}
+	if c.MaxActiveActors < 0 {
+		errs = append(errs, fmt.Errorf("%w: MaxActiveActors must not be negative, got %d", sdk.ErrConfig, c.MaxActiveActors))
+	}
 	return errors.Join(errs...)
 }
 
-// spotType is one registered Spot type.
+// spotType is one registered Spot or Actor type.
 type spotType struct {
-	desc    *sdk.SpotDesc
-	factory sdk.Factory
-	opts    sdk.TypeOptions
-	methods map[string]*sdk.MethodDesc
+	desc         *sdk.SpotDesc
+	factory      sdk.Factory      // a Spot type's
+	actorFactory sdk.ActorFactory // an Actor type's
+	opts         sdk.TypeOptions
+	methods      map[string]*sdk.MethodDesc
 }
 
 // idleTimeout is the type's idle timeout: its registration option, else its descriptor's
@@ -163,36 +170,67 @@ func (ts *Types) RegisterSpot(desc *sdk.SpotDesc, factory sdk.Factory, opts ...s
 	if err := sdk.ValidateTypeName(desc.Name); err != nil {
 		return fmt.Errorf("register spot: %w", err)
 	}
-	if !desc.Kind.Valid() {
+	if desc.Kind == sdk.KindActor {
+		return fmt.Errorf("%w: %s is an Actor type: register it with RegisterActor", sdk.ErrInvalidArgument, desc.Name)
+	}
+	if !desc.Kind.IsSpot() {
 		return fmt.Errorf("%w: spot type %s has kind %s", sdk.ErrInvalidArgument, desc.Name, desc.Kind)
 	}
-	t := &spotType{desc: desc, factory: factory, methods: make(map[string]*sdk.MethodDesc, len(desc.Methods))}
+	t := &spotType{desc: desc, factory: factory}
 	for _, opt := range opts {
 		opt(&t.opts)
 	}
 	if t.opts.IdleTimeout != 0 && desc.Kind != sdk.KindInstance {
 		return fmt.Errorf("%w: spot type %s: only Instance Spots are idle-evicted (D7), it is %s", sdk.ErrInvalidArgument, desc.Name, desc.Kind)
 	}
+	return ts.add(t)
+}
+
+// RegisterActor implements sdk.Registrar.
+func (ts *Types) RegisterActor(desc *sdk.SpotDesc, factory sdk.ActorFactory, opts ...sdk.TypeOption) error {
+	if desc == nil || factory == nil {
+		return fmt.Errorf("%w: RegisterActor needs a descriptor and a factory", sdk.ErrInvalidArgument)
+	}
+	if err := sdk.ValidateTypeName(desc.Name); err != nil {
+		return fmt.Errorf("register actor: %w", err)
+	}
+	if desc.Kind != sdk.KindActor {
+		return fmt.Errorf("%w: %s is a %s Spot type: register it with RegisterSpot", sdk.ErrInvalidArgument, desc.Name, desc.Kind)
+	}
+	t := &spotType{desc: desc, actorFactory: factory}
+	for _, opt := range opts {
+		opt(&t.opts)
+	}
+	if t.opts.IdleTimeout != 0 {
+		return fmt.Errorf("%w: actor type %s: an Actor is never idle-evicted on its own; its Spot is", sdk.ErrInvalidArgument, desc.Name)
+	}
+	return ts.add(t)
+}
+
+// add checks t's methods and registers it under its name, which Spot and Actor types share.
+func (ts *Types) add(t *spotType) error {
+	desc := t.desc
+	t.methods = make(map[string]*sdk.MethodDesc, len(desc.Methods))
 	for i := range desc.Methods {
 		m := &desc.Methods[i]
 		if m.Name == "" || m.Invoke == nil || m.NewRequest == nil {
-			return fmt.Errorf("%w: spot type %s: method %d is incomplete", sdk.ErrInvalidArgument, desc.Name, i)
+			return fmt.Errorf("%w: %s type %s: method %d is incomplete", sdk.ErrInvalidArgument, desc.Kind, desc.Name, i)
 		}
 		if _, dup := t.methods[m.Name]; dup {
-			return fmt.Errorf("%w: spot type %s: method %s appears twice", sdk.ErrInvalidArgument, desc.Name, m.Name)
+			return fmt.Errorf("%w: %s type %s: method %s appears twice", sdk.ErrInvalidArgument, desc.Kind, desc.Name, m.Name)
 		}
 		t.methods[m.Name] = m
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if ts.frozen {
-		return fmt.Errorf("%w: spot type %s registered after the node started", sdk.ErrInvalidArgument, desc.Name)
+		return fmt.Errorf("%w: %s type %s registered after the node started", sdk.ErrInvalidArgument, desc.Kind, desc.Name)
 	}
 	if ts.byName == nil {
 		ts.byName = make(map[string]*spotType)
 	}
 	if _, dup := ts.byName[desc.Name]; dup {
-		return fmt.Errorf("%w: spot type %s is registered twice", sdk.ErrInvalidArgument, desc.Name)
+		return fmt.Errorf("%w: type %s is registered twice", sdk.ErrInvalidArgument, desc.Name)
 	}
 	ts.byName[desc.Name] = t
 	ts.order = append(ts.order, t)
@@ -254,9 +292,20 @@ type Catalog struct {
 	idle       idleList
 	stats      stats
 
+	actors     shards[*actor] // the Actors on this node
+	actorCount atomic.Int64   // Actors active or arriving here (G3)
+	departures departures
+	peers      Peers // set by the mesh: how a move reaches another node
+	// arrivals are the Spots relocation units are bringing here, until they settle or abort.
+	arrivalsMu     sync.Mutex
+	arrivals       map[spotKey]*arrival
+	arrivalsClosed bool // the node closed: it takes no arrival
+
 	closeOnce sync.Once
 	stopping  atomic.Bool // Close began: nothing new is created or admitted
-	closed    chan struct{}
+	// relocating: the node's relocation runs: it creates, spawns and receives nothing (F2).
+	relocating atomic.Bool
+	closed     chan struct{}
 }
 
 // slot is this node's state of one User or Instance Spot.
@@ -440,6 +489,7 @@ func (c *Catalog) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
 		c.stopping.Store(true)
 		err = c.CloseOwned(ctx, sdk.CloseShutdown)
+		c.endArrivals()
 		for _, e := range c.sortedEntries() {
 			c.closeEntry(ctx, e)
 		}
@@ -557,7 +607,7 @@ func (c *Catalog) closeAll(ctx context.Context, spots []ownedSpot, reason sdk.Cl
 	}
 	var all []error
 	for range spots {
-		if e := <-errs; e != nil && !errors.Is(e, errAlreadyClosed) {
+		if e := <-errs; e != nil && !errors.Is(e, errAlreadyClosed) && !errors.Is(e, errRelocated) {
 			all = append(all, e)
 		}
 	}
@@ -594,3 +644,7 @@ func (c *Catalog) errStopping() error {
 func (c *Catalog) execPanic(v any, stack []byte) {
 	c.log.Error("spot work panicked", "panic", v, "stack", string(stack))
 }
+
+// SetRelocating makes the node refuse, or take again, new creations, spawns and arrivals while
+// its relocation runs (F2): they would have to move again.
+func (c *Catalog) SetRelocating(on bool) { c.relocating.Store(on) }

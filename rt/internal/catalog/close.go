@@ -19,6 +19,9 @@ var (
 	errAlreadyClosed = errors.New("catalog: spot already closed")
 	// errNotQuiescent: idle cleanup found work on the Spot when it re-checked (D3, K10).
 	errNotQuiescent = errors.New("catalog: spot is not quiescent")
+	// errRelocated: a relocation unit moved the Spot to another node before the close began;
+	// the close, if it is still wanted, goes there.
+	errRelocated = errors.New("catalog: spot relocated")
 )
 
 // closeTxn is one close of one activation; concurrent closers of the same Spot share it (D3).
@@ -48,6 +51,13 @@ func (tx *closeTxn) decide() { tx.decideOnce.Do(func() { close(tx.decided) }) }
 // CloseTarget explicitly closes the User or Instance Spot t, which must be active on this node
 // (D3). Concurrent closes of the same Spot are merged into one.
 func (c *Catalog) CloseTarget(ctx context.Context, t sdk.Target) error {
+	if t.Kind() == sdk.KindActor {
+		act, ok := c.LocalActor(t)
+		if !ok {
+			return fmt.Errorf("%w: %v is not on node %s", ErrRemoteOwner, t, c.cfg.Node)
+		}
+		return c.CloseActor(ctx, act)
+	}
 	typ, err := c.routedType(t)
 	if err != nil {
 		return err
@@ -73,8 +83,8 @@ func (c *Catalog) CloseTarget(ctx context.Context, t sdk.Target) error {
 			switch {
 			case errors.Is(err, errAlreadyClosed):
 				return nil
-			case errors.Is(err, errNotQuiescent):
-				continue // an idle cleanup gave up: this close runs on its own
+			case errors.Is(err, errNotQuiescent), errors.Is(err, errRelocated):
+				continue // an idle cleanup gave up, or the Spot moved: look again
 			}
 			return err
 		}
@@ -136,6 +146,9 @@ func (c *Catalog) waitClose(ctx context.Context, a *activation) error {
 // awaitDecision waits until a close in progress on a is certain or abandoned; it returns at
 // once when none is.
 func (c *Catalog) awaitDecision(ctx context.Context, a *activation) error {
+	if _, err := c.awaitRelocation(ctx, a); err != nil {
+		return err
+	}
 	tx := a.pendingClose()
 	if tx == nil {
 		return nil
@@ -148,8 +161,9 @@ func (c *Catalog) awaitDecision(ctx context.Context, a *activation) error {
 	}
 }
 
-// AwaitClose waits until a close in progress on the Spot t is certain or abandoned, so that a
-// message refused with ErrClosing can be admitted again or told the Spot is gone.
+// AwaitClose waits until a close or a relocation unit in progress on the Spot t is certain or
+// abandoned, so that a message refused with ErrClosing can be admitted again, told the Spot
+// is gone, or follow it to where it moved.
 func (c *Catalog) AwaitClose(ctx context.Context, t sdk.Target) error {
 	if sp := c.spotAt(spotKey{t.Type(), t.ID()}); sp != nil {
 		return c.awaitDecision(ctx, sp.base())
@@ -175,7 +189,7 @@ func (c *Catalog) closeSpot(ctx context.Context, sp ownedSpot, reason sdk.CloseR
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if tx.err == nil || idle || tx.reason == reason && !errors.Is(tx.err, errNotQuiescent) {
+		if tx.err == nil || idle || errors.Is(tx.err, errRelocated) || tx.reason == reason && !errors.Is(tx.err, errNotQuiescent) {
 			return tx.err
 		}
 		if reason != sdk.CloseOwnerLost {
@@ -282,7 +296,16 @@ func closeReason(t store.ReleaseTag) sdk.CloseReason {
 // with CloseOwnerLost.
 func (c *Catalog) runClose(sp ownedSpot, tx *closeTxn, idle bool) error {
 	a := sp.base()
+	// A relocation unit in progress finishes first (F9): the Spot stays, or it closes there.
+	if moved, err := c.awaitRelocation(c.hardCtx, a); moved != nil || err != nil {
+		return errRelocated
+	}
 	if !a.exec.CloseApplication(idle) {
+		return errNotQuiescent
+	}
+	if idle && a.memberCount.Load() != 0 {
+		// An Actor joined after the scan chose the Spot (D2).
+		a.exec.OpenApplication()
 		return errNotQuiescent
 	}
 	// The wait for the Spot's own code (its turn, its callback) and each store write have a
@@ -355,11 +378,14 @@ func (c *Catalog) endActivation(ctx context.Context, sp ownedSpot, tx *closeTxn,
 	}
 	a.state.Store(uint32(stateClosing))
 	tx.decide()
+	// Its Actors close first, with its reason; their records go with its own.
 	if reason == sdk.CloseOwnerLost {
 		a.exec.DropApplication(a.errLeaseEnded())
+		c.closeMembers(ctx, a, reason)
 		a.teardown()
 		c.notifyClose(ctx, a, reason)
 	} else {
+		c.closeMembers(ctx, a, reason)
 		c.notifyClose(ctx, a, reason)
 		a.teardown()
 	}
@@ -447,14 +473,18 @@ func (b barrier) Drop(error) { close(b) }
 // application work, and waits for it, bounded by ctx: no new work is taken meanwhile (D3). A
 // callback that does not return in time is left running and the close goes on without it.
 func (c *Catalog) notifyClose(ctx context.Context, a *activation, reason sdk.CloseReason) {
-	h, _ := a.impl.(sdk.CloseHandler)
-	if h == nil {
-		return
+	if h, _ := a.impl.(sdk.CloseHandler); h != nil {
+		c.notifyCloseOf(ctx, a, h, reason, a.typ.desc.Name, a.id)
 	}
+}
+
+// notifyCloseOf runs h, the CloseHandler of the Spot a or of one of its Actors (typ/id), on a's
+// queue as notifyClose does.
+func (c *Catalog) notifyCloseOf(ctx context.Context, a *activation, h sdk.CloseHandler, reason sdk.CloseReason, typ, id string) {
 	done := make(chan struct{})
-	if err := c.submitLifecycle(ctx, a, closeWork{ctx: ctx, a: a, handler: h, reason: reason, done: done}); err != nil {
+	if err := c.submitLifecycle(ctx, a, closeWork{ctx: ctx, a: a, handler: h, reason: reason, done: done, typ: typ, id: id}); err != nil {
 		if !errors.Is(err, exec.ErrAdmissionClosed) {
-			c.log.Error("closing callback not run", "spot", a.typ.desc.Name, "id", a.id, "reason", reason, "err", err)
+			c.log.Error("closing callback not run", "type", typ, "id", id, "reason", reason, "err", err)
 		}
 		return
 	}
@@ -462,24 +492,25 @@ func (c *Catalog) notifyClose(ctx context.Context, a *activation, reason sdk.Clo
 	case <-done:
 	case <-ctx.Done():
 		c.log.Error("closing callback did not return in time; the close goes on without it",
-			"spot", a.typ.desc.Name, "id", a.id, "reason", reason, "err", ctx.Err())
+			"type", typ, "id", id, "reason", reason, "err", ctx.Err())
 	}
 }
 
-// closeWork runs a CloseHandler on the Spot's queue.
+// closeWork runs a CloseHandler on a Spot's queue: the Spot's own, or an Actor's (typ/id).
 type closeWork struct {
 	ctx     context.Context
 	a       *activation
 	handler sdk.CloseHandler
 	reason  sdk.CloseReason
 	done    chan struct{}
+	typ, id string
 }
 
 func (w closeWork) Run() {
 	defer close(w.done)
 	defer func() {
 		if v := recover(); v != nil {
-			w.a.cat.log.Error("closing callback panicked", "spot", w.a.typ.desc.Name, "id", w.a.id, "panic", v, "stack", string(debug.Stack()))
+			w.a.cat.log.Error("closing callback panicked", "type", w.typ, "id", w.id, "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
 	reason := w.reason
@@ -498,9 +529,25 @@ func (c *Catalog) closeEntry(ctx context.Context, e *entrySpot) {
 	e.exec.CloseApplication(false)
 	e.state.Store(uint32(stateClosing))
 	if err := c.awaitTurnEnd(ctx, &e.activation); err == nil {
+		hadActors := e.memberCount.Load() != 0
+		c.closeMembers(ctx, &e.activation, sdk.CloseShutdown)
 		c.notifyClose(ctx, &e.activation, sdk.CloseShutdown)
+		if hadActors {
+			c.releaseEntryActors(e)
+		}
 	}
 	e.exec.Close(fmt.Errorf("%w: node %s closed", sdk.ErrClosed, c.cfg.Node))
 	e.teardown()
 	e.state.Store(uint32(stateClosed))
+}
+
+// releaseEntryActors deletes the records of the Actors of the Entry Spot e, which closes with
+// its node. Records left behind are the reclaimer's once the node's lease ends.
+func (c *Catalog) releaseEntryActors(e *entrySpot) {
+	_, err := storeWrite(c, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, c.store.ReleaseHostActors(ctx, store.EntryHost(e.typ.desc.Name, c.Owner()))
+	})
+	if err != nil {
+		c.log.Warn("could not release the Actors of an Entry Spot; the reclaimer will", "spot", e.typ.desc.Name, "err", err)
+	}
 }

@@ -333,6 +333,14 @@ func (c catClient) CloseSpot(ctx context.Context, t sdk.Target, _ ...sdk.CallOpt
 	return c.cat.CloseTarget(ctx, t)
 }
 
+func (c catClient) MoveActor(ctx context.Context, actor, to sdk.Target, _ ...sdk.CallOption) error {
+	act, ok := c.cat.LocalActor(actor)
+	if !ok {
+		return fmt.Errorf("%w: %v is not on this node", sdk.ErrNotFound, actor)
+	}
+	return c.cat.MoveActor(ctx, act, to)
+}
+
 func (c catClient) LocalNode() sdk.NodeID { return "node-a" }
 
 var meshSeq atomic.Int64

@@ -45,12 +45,22 @@ type activation struct {
 	bare    atomic.Pointer[spotCtx] // made on first use: the context of turns whose sender's carries nothing
 	timers  map[*spotTimer]struct{}
 	closing *closeTxn // the close in progress, merged by every closer (D3)
+	// relocating is the relocation unit in progress on this node as its source; restored is
+	// the state an arrival brought (RestoredState).
+	relocating *relocation
+	restored   []byte
+	// members are the Actors that are members of the Spot here; memberCount is their number,
+	// read by the idle scan (D2).
+	members     map[*actor]struct{}
+	memberCount atomic.Int32
 }
 
 type activationState uint32
 
 const (
 	stateActive activationState = iota
+	// stateRelocating: a relocation unit moves the Spot; messages wait for its outcome.
+	stateRelocating
 	stateClosing
 	stateClosed
 )
@@ -139,7 +149,8 @@ func (a *activation) ownTurn(ctx context.Context) bool {
 	return turnOf(ctx) == a
 }
 
-// teardown stops the timers and cancels the activation's context.
+// teardown stops the timers, ends the Actors still members (their records go with the
+// Spot's) and cancels the activation's context.
 func (a *activation) teardown() {
 	a.mu.Lock()
 	timers := a.timers
@@ -149,6 +160,11 @@ func (a *activation) teardown() {
 	a.mu.Unlock()
 	for t := range timers {
 		t.Stop()
+	}
+	for _, act := range a.memberList() {
+		if !act.committed.Load() {
+			a.cat.endActor(context.Background(), a, act, sdk.CloseOwnerLost, false) // the Spot is gone already
+		}
 	}
 	if cancel != nil {
 		cancel()
@@ -225,7 +241,7 @@ func (s *instanceSpot) idleTimeout() time.Duration {
 // running work, no Actor membership, not relocating, and no activity for the timeout.
 func (s *instanceSpot) evictable(now int64) bool {
 	d := s.idleTimeout()
-	if d <= 0 || s.current() != stateActive {
+	if d <= 0 || s.current() != stateActive || s.memberCount.Load() != 0 {
 		return false
 	}
 	since, quiescent := s.exec.IdleSince()

@@ -128,7 +128,7 @@ func (c *Catalog) reconcileLoop() {
 			}
 			c.stats.reconciled.Add(int64(len(keys) - len(failed)))
 			if len(failed) > 0 {
-				c.log.Debug("reconcile could not read some records; they are tried again", "spots", len(failed))
+				c.log.Debug("reconcile looks again at records it could not read or whose close was in progress", "spots", len(failed))
 				select {
 				case <-c.ctx.Done():
 					return
@@ -141,6 +141,10 @@ func (c *Catalog) reconcileLoop() {
 		}
 	}
 }
+
+// errCloseInProgress: a close of the Spot was in progress when the reconcile looked; it looks
+// again later.
+var errCloseInProgress = errors.New("catalog: a close of the Spot is in progress")
 
 // listOwned puts every record of this node's registration on the reconcile's list, a page at a
 // time as the list drains: keys were dropped from a full list, so none is trusted to be there.
@@ -187,7 +191,9 @@ func (c *Catalog) reconcileKey(ctx context.Context, key store.SpotKey) error {
 			return err
 		}
 		if a.pendingClose() != nil || a.current() != stateActive {
-			return nil // the close in progress owns the record
+			// The close in progress owns the record; if it fails (a release whose answer was
+			// lost), the record is looked at again once it has ended.
+			return errCloseInProgress
 		}
 	}
 	res, err := c.store.Lookup(ctx, key)

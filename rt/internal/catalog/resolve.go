@@ -90,10 +90,14 @@ func (c *Catalog) routedType(t sdk.Target) (*spotType, error) {
 	return &spotType{desc: desc}, nil
 }
 
-// ownedType is the registered type of t, a User or Instance Spot type this node hosts.
+// ownedType is the registered type of t, a User or Instance Spot type this node hosts. An
+// Actor target is refused: an Actor has no Spot record.
 func (c *Catalog) ownedType(t sdk.Target) (*spotType, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
+	}
+	if t.Kind() == sdk.KindActor {
+		return nil, fmt.Errorf("%w: %v is an Actor, not a User or Instance Spot", sdk.ErrInvalidArgument, t)
 	}
 	typ, ok := c.types[t.Type()]
 	if !ok {
@@ -185,6 +189,15 @@ func (c *Catalog) local(ctx context.Context, key spotKey, mode Mode) (Route, boo
 				return Route{}, false, err
 			}
 			return Route{}, true, c.waitClose(ctx, a)
+		}
+		if a.current() == stateRelocating {
+			if a.ownTurn(ctx) {
+				// The unit waits for this very turn: delivery refuses the message instead.
+				return Route{local: sp}, false, nil
+			}
+			// A relocation unit moves it: look again once it stays or has gone.
+			_, err := c.awaitRelocation(ctx, a)
+			return Route{}, err == nil, err
 		}
 		if a.current() == stateActive {
 			if mode == ExplicitCreate {
@@ -340,6 +353,10 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 	if c.cfg.ClientOnly {
 		sh.mu.Unlock()
 		return Route{}, nil, fmt.Errorf("%w: create %s/%q: node %s is not an Object Server", sdk.ErrNotServing, key.typ, id, c.cfg.Node)
+	}
+	if c.relocating.Load() {
+		sh.mu.Unlock()
+		return Route{}, nil, fmt.Errorf("%w: create %s/%q: node %s is relocating its objects", sdk.ErrNotServing, key.typ, id, c.cfg.Node)
 	}
 	if typ.factory == nil {
 		sh.mu.Unlock()

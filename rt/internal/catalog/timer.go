@@ -10,13 +10,16 @@ import (
 	"github.com/zlink-go/zlink/sdk"
 )
 
-// entryTimerRetry is how soon an Entry Spot's one-shot timer tries again when its run met the
-// node between two registrations.
-const entryTimerRetry = 100 * time.Millisecond
+// timerRetry is how soon a one-shot timer tries again when its run met its Spot's admission
+// paused, or an Entry Spot's node between two registrations.
+const timerRetry = 100 * time.Millisecond
 
 // spotTimer runs a function on its Spot's own queue after a delay, once or periodically.
 type spotTimer struct {
-	a         *activation
+	a *activation
+	// member, when set, is the Actor whose timer this is: it runs while the Actor is a member of
+	// a, and stops when the Actor leaves or closes.
+	member    *actor
 	fn        func(context.Context)
 	period    time.Duration // 0: one-shot
 	keepAlive bool
@@ -39,14 +42,10 @@ func (a *activation) Every(d time.Duration, fn func(context.Context), opts ...sd
 }
 
 func (a *activation) startTimer(d, period time.Duration, fn func(context.Context), opts []sdk.TimerOption) sdk.Timer {
-	var o sdk.TimerOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	t := &spotTimer{a: a, fn: fn, period: period, keepAlive: o.KeepAlive}
+	t := newTimer(a, nil, period, fn, opts)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.current() != stateActive || fn == nil {
+	if st := a.current(); st != stateActive && st != stateRelocating || fn == nil {
 		t.stopped = true
 		return t
 	}
@@ -54,14 +53,45 @@ func (a *activation) startTimer(d, period time.Duration, fn func(context.Context
 		a.timers = make(map[*spotTimer]struct{})
 	}
 	a.timers[t] = struct{}{}
-	t.mu.Lock()
-	t.t = time.AfterFunc(max(d, 0), t.fire)
-	t.mu.Unlock()
+	t.arm(d)
 	return t
 }
 
+// startMemberTimer starts a timer of the Actor act on a, act's host.
+func (a *activation) startMemberTimer(act *actor, d, period time.Duration, fn func(context.Context), opts []sdk.TimerOption) sdk.Timer {
+	t := newTimer(a, act, period, fn, opts)
+	act.mu.Lock()
+	defer act.mu.Unlock()
+	if st := act.current(); fn == nil || st == actorGone || st == actorClosing || a.current() != stateActive && a.current() != stateRelocating {
+		t.stopped = true
+		return t
+	}
+	if act.timers == nil {
+		act.timers = make(map[*spotTimer]struct{})
+	}
+	act.timers[t] = struct{}{}
+	t.arm(d)
+	return t
+}
+
+func newTimer(a *activation, member *actor, period time.Duration, fn func(context.Context), opts []sdk.TimerOption) *spotTimer {
+	var o sdk.TimerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &spotTimer{a: a, member: member, fn: fn, period: period, keepAlive: o.KeepAlive}
+}
+
+// arm starts the timer's clock.
+func (t *spotTimer) arm(d time.Duration) {
+	t.mu.Lock()
+	t.t = time.AfterFunc(max(d, 0), t.fire)
+	t.mu.Unlock()
+}
+
 // fire puts one run on the Spot's application lane. A periodic tick that finds the previous
-// run still queued is skipped; a tick refused by a full or closed lane is dropped.
+// run still queued is skipped; a tick refused by a full lane is dropped, and a one-shot refused
+// by a paused one tries again.
 func (t *spotTimer) fire() {
 	t.mu.Lock()
 	if t.stopped {
@@ -85,6 +115,11 @@ func (t *spotTimer) fire() {
 	if err != nil {
 		t.mu.Lock()
 		t.queued = false
+		if err == exec.ErrAdmissionClosed && t.period == 0 && !t.stopped {
+			// Admission is paused (a close or a relocation being decided, an arrival not yet
+			// settled): a one-shot tries again soon; the Spot's end stops it for good.
+			t.t.Reset(timerRetry)
+		}
 		t.mu.Unlock()
 	}
 }
@@ -94,15 +129,34 @@ func (t *spotTimer) fire() {
 // and fires again after its node registers again.
 func (t *spotTimer) Run() {
 	allowed := t.a.turnAllowed()
-	if !allowed && t.a.guard == nil {
+	memberGone := false
+	if m := t.member; m != nil {
+		switch m.current() {
+		case actorActive, actorMoving, actorClosing:
+		case actorGone:
+			memberGone = true
+		default:
+			// Its Actor is moving: the run is skipped; a one-shot timer tries again soon, and
+			// stops for good if the Actor leaves.
+			t.mu.Lock()
+			t.queued = false
+			if t.period == 0 && !t.stopped {
+				t.t.Reset(timerRetry)
+			}
+			t.mu.Unlock()
+			return
+		}
+	}
+	if !allowed && !memberGone && t.a.guard == nil {
 		t.mu.Lock()
 		t.queued = false
 		if t.period == 0 && !t.stopped {
-			t.t.Reset(entryTimerRetry) // a periodic timer fires again on its own
+			t.t.Reset(timerRetry) // a periodic timer fires again on its own
 		}
 		t.mu.Unlock()
 		return
 	}
+	allowed = allowed && !memberGone
 	t.mu.Lock()
 	t.queued = false
 	stopped := t.stopped
@@ -149,6 +203,12 @@ func (t *spotTimer) Stop() bool {
 }
 
 func (t *spotTimer) forget() {
+	if m := t.member; m != nil {
+		m.mu.Lock()
+		delete(m.timers, t)
+		m.mu.Unlock()
+		return
+	}
 	t.a.mu.Lock()
 	delete(t.a.timers, t)
 	t.a.mu.Unlock()

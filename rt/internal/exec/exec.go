@@ -147,6 +147,10 @@ type Item struct {
 	// InlineOnly, with Inline, makes Submit run the item at once or not at all: when the
 	// executor is busy it returns ErrNotInline and admits nothing.
 	InlineOnly bool
+	// Unbounded admits the item whatever the lane's limits: work that was admitted once
+	// already, held while its Actor moved, and that must not be refused now (E5). It counts in
+	// the lane like any other item.
+	Unbounded bool
 }
 
 // ErrNotInline is Submit's answer to an InlineOnly item that could not run at once.
@@ -174,13 +178,16 @@ func (e *Executor) Submit(it Item, w Work) error {
 	}
 	// Both axes are enforced; the count is checked first, so a burst of empty payloads reports
 	// the count and a burst of large ones the bytes, whichever limit they reach first.
-	if l.count+1 > lim.Count {
+	// The error is built under the lock: the lane's figures change as soon as it is released.
+	if !it.Unbounded && l.count+1 > lim.Count {
+		err := &sdk.QueueFullError{Lane: it.Lane, Axis: sdk.AxisCount, Limit: int64(lim.Count), Queued: int64(l.count), Requested: 1}
 		e.mu.Unlock()
-		return &sdk.QueueFullError{Lane: it.Lane, Axis: sdk.AxisCount, Limit: int64(lim.Count), Queued: int64(l.count), Requested: 1}
+		return err
 	}
-	if l.bytes+bytes > lim.Bytes {
+	if !it.Unbounded && l.bytes+bytes > lim.Bytes {
+		err := &sdk.QueueFullError{Lane: it.Lane, Axis: sdk.AxisBytes, Limit: lim.Bytes, Queued: l.bytes, Requested: bytes}
 		e.mu.Unlock()
-		return &sdk.QueueFullError{Lane: it.Lane, Axis: sdk.AxisBytes, Limit: lim.Bytes, Queued: l.bytes, Requested: bytes}
+		return err
 	}
 	ent := entry{w: w, bytes: bytes, activity: it.Activity, afterApp: it.AfterApplication, lane: it.Lane}
 	if it.Inline && !e.running && e.app.empty() && e.life.empty() {

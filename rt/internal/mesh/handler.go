@@ -48,21 +48,33 @@ func (m *Mesh) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, r
 	switch req.Op {
 	case wire.Op_OP_CALL, wire.Op_OP_SEND:
 		m.handleMessage(ctx, from, t, req, reply)
+	case wire.Op_OP_ACTOR_MOVE, wire.Op_OP_ACTOR_PREPARE, wire.Op_OP_ACTOR_SETTLE, wire.Op_OP_ACTOR_ABORT:
+		if t.Kind() != sdk.KindActor {
+			reply(refusedReply(fmt.Errorf("%w: %v is for an Actor, not %v", sdk.ErrInvalidArgument, req.Op, t)))
+			return
+		}
+		m.handleActorOp(ctx, t, req, reply)
+	case wire.Op_OP_SPOT_PREPARE, wire.Op_OP_SPOT_SETTLE, wire.Op_OP_SPOT_ABORT:
+		m.handleSpotOp(ctx, t, req, reply)
+	case wire.Op_OP_CLOSE:
+		if t.Kind() == sdk.KindActor {
+			m.handleActorOp(ctx, t, req, reply)
+			return
+		}
+		m.slow(ctx, reply, func() {
+			err := m.cat.CloseTarget(ctx, t)
+			if errors.Is(err, catalog.ErrRemoteOwner) {
+				reply(refusedReply(fmt.Errorf("%w: node %s does not own %v", sdk.ErrStaleRoute, m.cfg.Node, t)))
+				return
+			}
+			reply(m.ownerReply(err))
+		})
 	case wire.Op_OP_CREATE:
 		m.slow(ctx, reply, func() {
 			err := m.cat.Create(ctx, t)
 			if errors.Is(err, sdk.ErrCreationFailed) {
 				// The factory ran: whatever it did, the request was not refused unrun.
 				reply(&wire.Reply{Error: wire.EncodeError(err)})
-				return
-			}
-			reply(m.ownerReply(err))
-		})
-	case wire.Op_OP_CLOSE:
-		m.slow(ctx, reply, func() {
-			err := m.cat.CloseTarget(ctx, t)
-			if errors.Is(err, catalog.ErrRemoteOwner) {
-				reply(refusedReply(fmt.Errorf("%w: node %s does not own %v", sdk.ErrStaleRoute, m.cfg.Node, t)))
 				return
 			}
 			reply(m.ownerReply(err))
@@ -85,6 +97,11 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 			fmt.Errorf("%w: spot type %s is not registered on node %s", sdk.ErrUnhandled, t.Type(), m.cfg.Node), reply)
 		return
 	}
+	if (t.Kind() == sdk.KindActor) != (desc.Kind == sdk.KindActor) {
+		m.refuseUnhandled(ctx, from, t, req.Method, oneWay,
+			fmt.Errorf("%w: type %s on node %s is %s, addressed as %s", sdk.ErrUnhandled, t.Type(), m.cfg.Node, desc.Kind, t.Kind()), reply)
+		return
+	}
 	if t.Kind() == sdk.KindEntry && desc.Kind != sdk.KindEntry {
 		m.refuseUnhandled(ctx, from, t, req.Method, oneWay,
 			fmt.Errorf("%w: no Entry Spot type %s on node %s", sdk.ErrUnhandled, t.Type(), m.cfg.Node), reply)
@@ -103,16 +120,43 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 	}
 	size := len(req.Payload)
 	done := func(out proto.Message, err error) { reply(m.messageReply(out, err)) }
-	if !t.CreateIntent() || t.Kind() == sdk.KindEntry {
-		err := m.cat.Admit(ctx, t, req.Method, msg, size, oneWay, done)
-		if errors.Is(err, catalog.ErrClosing) || errors.Is(err, catalog.ErrCreating) {
-			// A close of the Spot is being decided, or this node is creating it (B7): wait for
-			// it off the stream's goroutine.
-			m.slow(ctx, reply, func() { m.admitLater(ctx, t, req.Method, msg, size, oneWay, err, done, reply) })
+	if t.Kind() == sdk.KindActor {
+		err := m.cat.AdmitActor(ctx, t, req.Method, msg, size, oneWay, req.Follow, done)
+		if errors.Is(err, catalog.ErrClosing) {
+			// Its Spot is in a relocation unit: wait for its outcome off the stream's
+			// goroutine, then admit here or redirect to where the Actor went.
+			m.slow(ctx, reply, func() {
+				if err := m.cat.AwaitActorHost(ctx, t); err != nil {
+					reply(refusedReply(err))
+					return
+				}
+				err := m.cat.AdmitActor(ctx, t, req.Method, msg, size, oneWay, req.Follow, done)
+				if errors.Is(err, catalog.ErrClosing) {
+					err = fmt.Errorf("%w: %v: its Spot is closing", sdk.ErrNotFound, t)
+				}
+				if err != nil || oneWay {
+					reply(m.admitReply(err))
+				}
+			})
 			return
 		}
 		if err != nil || oneWay {
-			reply(m.ownerReply(err))
+			reply(m.admitReply(err))
+		}
+		return
+	}
+	if !t.CreateIntent() || t.Kind() == sdk.KindEntry {
+		err := m.admit(ctx, t, req.Method, msg, size, oneWay, req.Generation, req.Follow, done)
+		if errors.Is(err, catalog.ErrClosing) || errors.Is(err, catalog.ErrCreating) {
+			// A close or a relocation of the Spot is being decided, or this node is creating it
+			// or receiving it (B7): wait for it off the stream's goroutine.
+			m.slow(ctx, reply, func() {
+				m.admitLater(ctx, t, req.Method, msg, size, oneWay, req.Generation, req.Follow, err, done, reply)
+			})
+			return
+		}
+		if err != nil || oneWay {
+			reply(m.admitReply(err))
 		}
 		return
 	}
@@ -158,7 +202,7 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 // what it met is settled. A close being decided: the Spot serves on and takes it, or is closing
 // and the message is refused unrun. A creation here (B7): the Spot is Ready and takes it, or the
 // creation failed and the message is refused unrun. The caller's deadline bounds each wait.
-func (m *Mesh) admitLater(ctx context.Context, t sdk.Target, method string, msg proto.Message, size int, oneWay bool,
+func (m *Mesh) admitLater(ctx context.Context, t sdk.Target, method string, msg proto.Message, size int, oneWay bool, gen uint64, held bool,
 	refused error, done func(proto.Message, error), reply func(*wire.Reply)) {
 	for range maxRedirects {
 		var err error
@@ -171,17 +215,40 @@ func (m *Mesh) admitLater(ctx context.Context, t sdk.Target, method string, msg 
 			reply(refusedReply(err))
 			return
 		}
-		err = m.cat.Admit(ctx, t, method, msg, size, oneWay, done)
+		err = m.admit(ctx, t, method, msg, size, oneWay, gen, held, done)
 		if errors.Is(err, catalog.ErrClosing) || errors.Is(err, catalog.ErrCreating) {
 			refused = err
 			continue
 		}
 		if err != nil || oneWay {
-			reply(m.ownerReply(err))
+			r := m.admitReply(err)
+			// It waited here for a relocation unit that moved its Spot: the relocation held it.
+			r.Held = r.Redirect != "" && r.Generation > 0
+			reply(r)
 		}
 		return
 	}
 	reply(refusedReply(fmt.Errorf("%w: %v kept closing or being created", sdk.ErrNotFound, t.Plain())))
+}
+
+// admit admits a message along a route; one that follows a relocated Spot (gen > 0) only
+// where the Spot holds that generation or a later one (C2), and one its relocation held
+// without the lane's limits.
+func (m *Mesh) admit(ctx context.Context, t sdk.Target, method string, msg proto.Message, size int, oneWay bool, gen uint64, held bool, done func(proto.Message, error)) error {
+	if gen > 0 && t.Kind() != sdk.KindEntry {
+		return m.cat.AdmitFollow(ctx, t, gen, held, method, msg, size, oneWay, done)
+	}
+	return m.cat.Admit(ctx, t, method, msg, size, oneWay, done)
+}
+
+// admitReply answers a message that was admitted (err nil) or refused unrun: a refusal for an
+// object that moved from here lately is a redirect to where it went (Message Follow).
+func (m *Mesh) admitReply(err error) *wire.Reply {
+	var moved *catalog.MovedError
+	if errors.As(err, &moved) {
+		return &wire.Reply{Redirect: string(moved.Node), Generation: moved.Generation, Refused: true}
+	}
+	return m.ownerReply(err)
 }
 
 // slow runs fn on a goroutine of its own, owned by the mesh: work that may wait on the store.
@@ -249,6 +316,8 @@ func targetOf(req *wire.Request) (sdk.Target, error) {
 		} else {
 			t = sdk.InstanceTarget(req.Type, req.Id)
 		}
+	case sdk.KindActor:
+		t = sdk.ActorTarget(req.Type, req.Id)
 	default:
 		return t, fmt.Errorf("%w: request for unknown spot kind %d", sdk.ErrInvalidArgument, req.Kind)
 	}

@@ -172,6 +172,7 @@ func (m *Mesh) join(ctx context.Context, st *store.Etcd, reg *store.Registration
 	m.store, m.cat, m.state = st, cat, state
 	m.reg.Store(reg)
 	cat.SetNudger(m.nudge)
+	cat.SetPeers(actorPeers{m})
 	nodes, rev, err := st.Nodes(ctx)
 	if err != nil {
 		return nil, 0, err

@@ -81,3 +81,29 @@ func TestTargetOfRefusesMalformedRequests(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, tg.CreateIntent(), "only an Instance target carries intent (A2)")
 }
+
+// A peer's request for an Actor names the Actor, never with create-intent; a malformed one is
+// refused for what is wrong with it, and so is an Actor's Spot that is not a Spot.
+func TestTargetOfAnActorAndItsSpot(t *testing.T) {
+	tg, err := targetOf(&wire.Request{Op: wire.Op_OP_CALL, Kind: uint32(sdk.KindActor), Type: "game.Pawn", Id: "p1", Intent: true})
+	require.NoError(t, err)
+	assert.Equal(t, sdk.ActorTarget("game.Pawn", "p1"), tg)
+	assert.False(t, tg.CreateIntent())
+	_, err = targetOf(&wire.Request{Op: wire.Op_OP_CALL, Kind: uint32(sdk.KindActor), Type: "game.Pawn"})
+	require.ErrorIs(t, err, sdk.ErrInvalidID)
+
+	for _, to := range []sdk.Target{sdk.EntryTarget("T", "node-a"), sdk.UserTarget("T", "u"), sdk.InstanceIntent("T", "i"), sdk.InstanceTarget("T", "i")} {
+		back, err := spotOf(placeOf(to, nil))
+		require.NoError(t, err)
+		assert.Equal(t, to, back)
+	}
+	for name, p := range map[string]*wire.ActorPlace{
+		"an Actor":       {Kind: uint32(sdk.KindActor), Type: "T", Id: "a"},
+		"no kind":        {Type: "T", Id: "a"},
+		"empty id":       {Kind: uint32(sdk.KindUser), Type: "T"},
+		"entry, no node": {Kind: uint32(sdk.KindEntry), Type: "T"},
+	} {
+		_, err := spotOf(p)
+		assert.Error(t, err, name)
+	}
+}

@@ -99,3 +99,25 @@ func mix64(x uint64) uint64 {
 	x ^= x >> 31
 	return x
 }
+
+// Members returns the nodes of the mesh as this node's membership view holds them, by ID.
+func (m *Mesh) Members() []store.Node { return m.sortedMembers() }
+
+// PeerReady reports whether this node's connection to node is Ready.
+func (m *Mesh) PeerReady(node sdk.NodeID) bool { return m.tr.PeerState(node) == sdk.PeerStateReady }
+
+// HasRoom reports whether node, a member, takes new objects by its active-object cap (D6).
+func (m *Mesh) HasRoom(n store.Node) bool { return m.hasRoom(n) }
+
+// Choose picks among nodes, by weighted rendezvous hashing on typ/id, the one that takes the
+// object typ/id: shares follow the weights (F5 (6)).
+func Choose(typ, id string, nodes []store.Node) store.Node {
+	var best store.Node
+	bestScore := math.Inf(-1)
+	for _, n := range nodes {
+		if s := score(typ, id, n.ID, max(n.Desc.GetWeight(), 1)); s > bestScore {
+			best, bestScore = n, s
+		}
+	}
+	return best
+}

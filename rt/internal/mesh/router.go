@@ -15,8 +15,8 @@ import (
 	"github.com/zlink-go/zlink/sdk"
 )
 
-// maxRedirects bounds the redirects one call follows; each is a request that was not run, so
-// following it is no retry (C3).
+// maxRedirects bounds the redirects that an explicit close follows; each is a request that was
+// not run, so following it is no retry (C3).
 const maxRedirects = 4
 
 // Call routes a request to t's owner and returns its reply.
@@ -57,158 +57,22 @@ func (m *Mesh) invoke(ctx context.Context, t sdk.Target, method string, req prot
 		if admitted || !errors.Is(err, catalog.ErrClosing) {
 			return reply, m.dispatched(ctx, t, method, oneWay, err)
 		}
+	} else if act, ok := m.cat.LocalActor(t); ok {
+		// The Actor's hot path: it is a member of a Spot active on this node.
+		reply, admitted, err := m.cat.DeliverActor(ctx, act, method, req, oneWay)
+		if admitted || !(catalog.IsActorMoved(err) || errors.Is(err, catalog.ErrClosing)) {
+			return reply, m.dispatched(ctx, t, method, oneWay, err)
+		}
 	}
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	if err := m.throwUnhosted(t, method, oneWay); err != nil {
-		return nil, err
-	}
-	if t.Kind() == sdk.KindEntry {
-		if t.Node() == m.cfg.Node {
-			reply, _, err := m.local(ctx, t, method, req, oneWay)
-			return reply, err
-		}
-		reply, _, err := m.remote(ctx, t.Node(), t, method, req, oneWay)
-		return reply, err
-	}
-	// A cached Ready route: no store read (B6).
-	if owner, ok := m.routes.get(t); ok && owner != m.cfg.Node {
-		reply, _, err := m.remote(ctx, owner, t, method, req, oneWay)
-		if !errors.Is(err, transport.ErrNotSent) {
-			return reply, err
-		}
-		// The cached owner cannot be reached and the message never left: the store says where
-		// the Spot is now (a node that shut down released it), as if nothing had been cached.
-	}
-	if !t.CreateIntent() {
-		reply, _, err := m.local(ctx, t, method, req, oneWay)
-		return reply, err
-	}
-	// Create-intent: the Spot is created where placement says, unless it exists already.
-	var reply proto.Message
-	err := m.placed(t, opts, func(target sdk.NodeID) (refused bool, err error) {
-		if target == m.cfg.Node {
-			reply, refused, err = m.local(ctx, t, method, req, oneWay)
-		} else {
-			reply, refused, err = m.remote(ctx, target, t, method, req, oneWay)
-		}
-		return refused, err
-	})
-	return reply, err
-}
-
-// placed runs fn on the node that placement (or opts.Node) chooses for a new Spot. A node that
-// refused at its active-object cap (its published count lagged) is left out and the next is
-// tried. Only a refusal counts: fn reports whether the request was turned away before anything
-// ran, so a handler's error, whatever it wraps, never makes a message run twice (C3).
-func (m *Mesh) placed(t sdk.Target, opts sdk.CallOptions, fn func(sdk.NodeID) (refused bool, err error)) error {
-	if opts.Node != "" {
-		_, err := fn(opts.Node)
-		return err
-	}
-	var full []sdk.NodeID
-	for {
-		target, err := m.place(t.Type(), t.ID(), full...)
-		if err != nil {
-			return err
-		}
-		refused, err := fn(target)
-		var ce *sdk.CapacityError
-		if !refused || !errors.As(err, &ce) || ce.Where != sdk.CapacityActivationCap {
-			return err
-		}
-		full = append(full, target)
-	}
-}
-
-// local runs the call on this node's catalog, creating on intent, and follows the store to a
-// remote owner when the Spot is Ready elsewhere. refused says the message was turned away
-// unrun: it may be sent elsewhere.
-func (m *Mesh) local(ctx context.Context, t sdk.Target, method string, req proto.Message, oneWay bool) (_ proto.Message, refused bool, _ error) {
-	// Every refusal of the catalog goes through dispatched, which applies the unhandled-message
-	// policy (I1); answers from a remote owner do not: the owner applied its own.
-	if t.Kind() == sdk.KindEntry {
-		if oneWay {
-			return nil, false, m.dispatched(ctx, t, method, oneWay, m.cat.Send(ctx, t, method, req))
-		}
-		reply, err := m.cat.Call(ctx, t, method, req)
-		return reply, false, m.dispatched(ctx, t, method, oneWay, err)
-	}
-	mode := catalog.Plain
-	if t.CreateIntent() {
-		mode = catalog.Intent
-	}
-	for range maxRedirects {
-		route, err := m.cat.Resolve(ctx, t, mode)
-		if err != nil {
-			return nil, true, m.dispatched(ctx, t, method, oneWay, err)
-		}
-		if !route.Local() {
-			owner := route.Remote.Record.Owner.Node
-			m.routes.put(t, owner)
-			return m.remote(ctx, owner, t, method, req, oneWay)
-		}
-		reply, admitted, err := m.cat.Deliver(ctx, route, method, req, oneWay)
-		if admitted || !errors.Is(err, catalog.ErrClosing) {
-			return reply, !admitted, m.dispatched(ctx, t, method, oneWay, err)
+	if t.Kind() != sdk.KindActor {
+		if err := m.throwUnhosted(t, method, oneWay); err != nil {
+			return nil, err
 		}
 	}
-	return nil, true, fmt.Errorf("%w: %v kept closing", sdk.ErrNotFound, t.Plain())
-}
-
-// remote sends the call to node and follows redirects to the Spot's owner. refused says the
-// receiver turned the message away unrun.
-func (m *Mesh) remote(ctx context.Context, node sdk.NodeID, t sdk.Target, method string, req proto.Message, oneWay bool) (_ proto.Message, refused bool, _ error) {
-	payload, err := proto.Marshal(req)
-	if err != nil {
-		return nil, true, fmt.Errorf("%w: %v %s: cannot encode the message: %v", sdk.ErrInvalidArgument, t, method, err)
-	}
-	op := wire.Op_OP_CALL
-	if oneWay {
-		op = wire.Op_OP_SEND
-	}
-	for range maxRedirects {
-		if node == m.cfg.Node {
-			return m.local(ctx, t, method, req, oneWay)
-		}
-		r, err := m.call(ctx, node, requestFor(ctx, t, op, method, payload))
-		if err != nil {
-			// A full send queue says nothing of the route: dropping it would send the next
-			// callers to the store while the node is already loaded.
-			var ce *sdk.CapacityError
-			if t.Kind() != sdk.KindEntry && !errors.As(err, &ce) {
-				m.routes.drop(t, node)
-			}
-			return nil, false, err
-		}
-		if r.Redirect != "" {
-			node = sdk.NodeID(r.Redirect)
-			m.routes.put(t, node)
-			continue
-		}
-		if r.Error != nil {
-			err := wire.DecodeError(r.Error)
-			// Handler errors arrive as application errors, so these are the runtime's own answers.
-			if errors.Is(err, sdk.ErrStaleRoute) || errors.Is(err, sdk.ErrOwnerUnavailable) {
-				// The owner changed or is gone: forget the route; the call is not retried (C3).
-				m.routes.drop(t, node)
-			}
-			if errors.Is(err, sdk.ErrStaleRoute) && t.Kind() != sdk.KindEntry {
-				err = m.explainStale(ctx, t, node, err)
-			}
-			return nil, r.Refused, err
-		}
-		if t.Kind() != sdk.KindEntry && r.Owner != "" {
-			m.routes.put(t, sdk.NodeID(r.Owner))
-		}
-		if oneWay {
-			return nil, false, nil
-		}
-		reply, err := m.decodeReply(t, method, r.Payload)
-		return reply, false, err
-	}
-	return nil, true, fmt.Errorf("%w: %v: more than %d redirects", sdk.ErrStaleRoute, t, maxRedirects)
+	return m.route(ctx, t, method, req, oneWay, opts)
 }
 
 // call sends req to node. A node the membership watch has not reported yet — one that
@@ -228,6 +92,12 @@ func (m *Mesh) call(ctx context.Context, node sdk.NodeID, req *wire.Request) (*w
 // explainStale tells a caller whose route was stale whether the Spot still exists: a Spot
 // closed since the route was cached answers sdk.ErrNotFound. The message is not sent again.
 func (m *Mesh) explainStale(ctx context.Context, t sdk.Target, node sdk.NodeID, stale error) error {
+	if t.Kind() == sdk.KindActor {
+		if _, err := m.store.LookupActor(ctx, store.ActorKey{Type: t.Type(), ID: t.ID()}); errors.Is(err, sdk.ErrNotFound) {
+			return fmt.Errorf("%w: %v: it closed since its route to %s was learnt; the message did not run", sdk.ErrNotFound, t, node)
+		}
+		return stale
+	}
 	res, err := m.store.Lookup(ctx, store.SpotKey{Type: t.Type(), ID: t.ID()})
 	if err == nil && res.State == store.StateMissing {
 		return fmt.Errorf("%w: %v: it closed since its route to %s was learnt; the message did not run", sdk.ErrNotFound, t.Plain(), node)
@@ -314,6 +184,9 @@ func (m *Mesh) CloseSpot(ctx context.Context, t sdk.Target, _ sdk.CallOptions) e
 func (m *Mesh) closeSpot(ctx context.Context, t sdk.Target) error {
 	if err := t.Validate(); err != nil {
 		return err
+	}
+	if t.Kind() == sdk.KindActor {
+		return m.closeActor(ctx, t)
 	}
 	if t.Kind() == sdk.KindEntry {
 		return fmt.Errorf("%w: an Entry Spot closes only with its node (A2)", sdk.ErrInvalidArgument)

@@ -49,7 +49,7 @@ func (m *Mesh) Status(meshName string) sdk.RouteMeshStatus {
 		st.Peers = append(st.Peers, p)
 	}
 
-	st.Placement = sdk.PlacementStatus{ActiveSpotCount: m.cat.ActiveSpots()}
+	st.Placement = sdk.PlacementStatus{ActiveSpotCount: m.cat.ActiveSpots(), ActiveActorCount: int(m.cat.ActiveActors())}
 	switch {
 	case !m.cfg.ObjectServer:
 		st.Placement.UnavailableReason = reason(sdk.TopologyReasonRuntimeNotReady)

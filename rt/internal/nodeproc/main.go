@@ -1,7 +1,9 @@
 // Command nodeproc is a ZLink node for multi-process tests: it joins a mesh on the given etcd
-// and hosts the rttest Ledger, and with -journal the rttest Worker too. It prints "ready
-// <endpoint>" once serving and "ran <spot> <msg>" for every message a Ledger runs, and stops
-// when its standard input closes or it gets SIGTERM or SIGINT.
+// and hosts the rttest Ledger, User Ledger, Beacon and Mark, and with -journal the rttest Worker
+// too. It prints "ready <endpoint>" once serving and "ran <spot> <msg>" for every message a
+// Ledger or a Mark runs, and stops when its standard input closes or it gets SIGTERM or SIGINT.
+// A line "relocate planned" or "relocate rolling <version>" on its standard input relocates the
+// node; it prints "relocated <outcome>/<reason>" and then "safe" once SafeToShutdown.
 package main
 
 import (
@@ -12,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +45,9 @@ func main() {
 	coreBudget := flag.Uint64("core-budget", 0, "the Core HWM budget in bytes (0: the default)")
 	maxMessage := flag.Int("max-message", 0, "the largest message payload in bytes (0: the default)")
 	laneBytes := flag.Int64("lane-bytes", 0, "the byte limit of every Spot's application lane (0: the default)")
+	version := flag.Int64("version", 0, "the application version the node runs")
+	ledgerState := flag.Int("ledger-state", 0, "bytes of state each Ledger carries across a relocation beyond its count")
+	parallelism := flag.Int("relocation-parallelism", 0, "relocation units at once (0: the default)")
 	flag.Parse()
 
 	out := bufio.NewWriter(os.Stdout)
@@ -59,6 +65,8 @@ func main() {
 	cfg.EtcdEndpoints = strings.Split(*etcd, ",")
 	cfg.LeaseTTL = *ttl
 	cfg.ListenAddr = *listen
+	cfg.ApplicationVersion = *version
+	cfg.RelocationParallelism = *parallelism
 	if *dialVia != "" {
 		via, err := parseDialVia(*dialVia)
 		if err != nil {
@@ -117,7 +125,13 @@ func main() {
 				return err
 			}
 		}
-		return rttest.RegisterLedger(r, ran, nil)
+		if err := rttest.RegisterBeacon(r, ran); err != nil {
+			return err
+		}
+		if err := rttest.RegisterUserLedger(r, ran); err != nil {
+			return err
+		}
+		return rttest.RegisterLedgerWithState(r, ran, *ledgerState)
 	}
 	h, err := rt.Start(context.Background(), cfg)
 	if err != nil {
@@ -126,7 +140,7 @@ func main() {
 	}
 	println("ready %s", h.LocalNode())
 
-	procstop.Wait()
+	procstop.WaitLines(func(line string) { command(h, line, println) })
 	c := h.CapacityStatus().CoreHwm
 	println("capacity peak=%d budget=%d", c.PeakAccountedBytes, c.EffectiveBudgetBytes)
 	res, err := h.Shutdown(context.Background(), *shutdownDeadline)
@@ -169,4 +183,35 @@ func registerClient(endpoints []string) *clientv3.Client {
 		os.Exit(1)
 	}
 	return cli
+}
+
+// command runs one line of standard input: "relocate planned" or "relocate rolling <version>".
+func command(h *rt.Host, line string, println func(string, ...any)) {
+	f := strings.Fields(line)
+	opts := sdk.RelocationOptions{Deadline: time.Minute}
+	switch {
+	case len(f) == 2 && f[0] == "relocate" && f[1] == "planned":
+	case len(f) == 3 && f[0] == "relocate" && f[1] == "rolling":
+		v, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			println("error bad version %q", f[2])
+			return
+		}
+		opts.Mode, opts.TargetApplicationVersion = sdk.RelocationModeRollingUpdate, &v
+	default:
+		println("error unknown command %q", line)
+		return
+	}
+	go func() {
+		res, err := h.Relocate(context.Background(), opts)
+		if err != nil {
+			println("error %v", err)
+			return
+		}
+		println("relocated %s/%s", res.Outcome, res.Reason)
+		for !h.Status().SafeToShutdown {
+			time.Sleep(10 * time.Millisecond)
+		}
+		println("safe")
+	}()
 }

@@ -2,6 +2,9 @@ package rttest
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,7 +27,12 @@ const (
 	// LedgerSleep waits for the given milliseconds or until its context ends, and answers the
 	// context's error then.
 	LedgerSleep = "Sleep"
+	// LedgerWhere answers the node the Ledger runs on.
+	LedgerWhere = "Where"
 )
+
+// UserLedgerType is the Ledger as a User Spot: made only by an explicit create.
+const UserLedgerType = "rttest.UserLedger"
 
 // LedgerDesc describes the Ledger type.
 var LedgerDesc = sdk.SpotDesc{Name: LedgerType, Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{
@@ -65,6 +73,14 @@ var LedgerDesc = sdk.SpotDesc{Name: LedgerType, Kind: sdk.KindInstance, Methods:
 		},
 	},
 	{
+		Name:       LedgerWhere,
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(impl any, _ context.Context, _ proto.Message) (proto.Message, error) {
+			return wrapperspb.String(string(impl.(*ledger).sc.Node())), nil
+		},
+	},
+	{
 		Name:       LedgerNote,
 		OneWay:     true,
 		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
@@ -77,10 +93,19 @@ var LedgerDesc = sdk.SpotDesc{Name: LedgerType, Kind: sdk.KindInstance, Methods:
 	},
 }}
 
+// UserLedgerDesc describes the User Ledger: the Ledger's methods on a User Spot.
+var UserLedgerDesc = sdk.SpotDesc{Name: UserLedgerType, Kind: sdk.KindUser, Methods: LedgerDesc.Methods}
+
 type ledger struct {
 	sc  sdk.SpotContext
 	ran func(spot, msg string)
 	n   int64
+	pad int // bytes of state beyond the count (benchmarks)
+}
+
+// MarshalState carries the count of messages run across a relocation.
+func (l *ledger) MarshalState(context.Context) ([]byte, error) {
+	return append(binary.AppendUvarint(make([]byte, 0, 10+l.pad), uint64(l.n)), make([]byte, l.pad)...), nil
 }
 
 // OnClose reports the close as the message "closed:<reason>".
@@ -91,11 +116,34 @@ func (l *ledger) OnClose(_ context.Context, reason sdk.CloseReason) {
 // RegisterLedger registers the Ledger type; ran is told of every message a Ledger runs, with
 // the Spot's ID and the message ID. built counts factory runs when not nil.
 func RegisterLedger(r sdk.Registrar, ran func(spot, msg string), built func(spot string)) error {
-	return r.RegisterSpot(&LedgerDesc, func(sc sdk.SpotContext) (any, error) {
+	return registerLedger(r, &LedgerDesc, ran, built, 0)
+}
+
+// RegisterLedgerWithState is RegisterLedger whose Ledgers carry pad more bytes of state across a
+// relocation.
+func RegisterLedgerWithState(r sdk.Registrar, ran func(spot, msg string), pad int) error {
+	return registerLedger(r, &LedgerDesc, ran, nil, pad)
+}
+
+// RegisterUserLedger registers the User Ledger, as RegisterLedger does the Ledger.
+func RegisterUserLedger(r sdk.Registrar, ran func(spot, msg string)) error {
+	return registerLedger(r, &UserLedgerDesc, ran, nil, 0)
+}
+
+func registerLedger(r sdk.Registrar, desc *sdk.SpotDesc, ran func(spot, msg string), built func(spot string), pad int) error {
+	return r.RegisterSpot(desc, func(sc sdk.SpotContext) (any, error) {
 		if built != nil {
 			built(sc.ID())
 		}
-		return &ledger{sc: sc, ran: ran}, nil
+		l := &ledger{sc: sc, ran: ran, pad: pad}
+		if st := sc.RestoredState(); st != nil {
+			n, k := binary.Uvarint(st)
+			if k <= 0 {
+				return nil, errors.New("ledger: restored state does not decode")
+			}
+			l.n = int64(n)
+		}
+		return l, nil
 	})
 }
 
@@ -115,13 +163,14 @@ func (r *Runs) Add(_ string, msg string) {
 	r.runs[msg]++
 }
 
-// Twice returns the messages that ran more than once.
+// Twice returns the messages that ran more than once. Close reports ("closed:<reason>") are
+// not messages: every Spot makes the same ones.
 func (r *Runs) Twice() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []string
 	for m, n := range r.runs {
-		if n > 1 {
+		if n > 1 && !strings.HasPrefix(m, "closed:") {
 			out = append(out, m)
 		}
 	}

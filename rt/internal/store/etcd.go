@@ -78,7 +78,7 @@ func New(client *clientv3.Client, mesh string, opts ...Option) (*Etcd, error) {
 	s := &Etcd{client: client, keys: newKeys(mesh), mesh: mesh, kv: newKVClient(client),
 		settle: 5 * time.Second, progressEvery: 30 * time.Second}
 	// etcd counts a nested transaction's widest part against what its parent leaves of
-	// --max-txn-ops; a record write has at most two compares.
+	// --max-txn-ops; a record write has at most maxWriteWidth compares or ops.
 	if batch := o.groupCommit - maxWriteWidth; batch > 1 {
 		s.batch = newBatcher(s.kv, batch, max(o.groupCommitBytes, 1))
 	}
@@ -128,8 +128,9 @@ func newAttempt() uint64 {
 
 var marshal = proto.MarshalOptions{Deterministic: true}
 
-// maxWriteWidth is the most compares or ops of any record write's branches.
-const maxWriteWidth = 2
+// maxWriteWidth is the most compares or ops of any branch of a write sent through the group
+// commit: an Actor's move (its revision and two hosts' fences).
+const maxWriteWidth = 5
 
 func encodeRecord(r *storepb.SpotRecord) (string, error) {
 	b, err := marshal.Marshal(r)
@@ -560,8 +561,9 @@ func (s *Etcd) FinishRelease(ctx context.Context, key SpotKey, rec Record) error
 	return s.deleteRecord(ctx, key, rec, s.ownerFence(s.keys.spot(key), rec.Revision, rec.Owner))
 }
 
-// deleteRecord deletes rec, Releasing, fenced by fence. A delete whose answer was lost is done
-// when the key holds no record or another incarnation.
+// deleteRecord deletes rec, Releasing, fenced by fence, with the Actors the Spot holds
+// (deleteHostRecord). A delete whose answer was lost is done when the key holds no record or
+// another incarnation.
 func (s *Etcd) deleteRecord(ctx context.Context, key SpotKey, rec Record, fence []*pb.Compare) error {
 	if rec.Phase != storepb.Phase_PHASE_RELEASING {
 		return fmt.Errorf("store: finish release %s: record is %v, not Releasing", key, rec.Phase)
@@ -569,20 +571,15 @@ func (s *Etcd) deleteRecord(ctx context.Context, key SpotKey, rec Record, fence 
 	spotKey := s.keys.spot(key)
 	_, err := fencedWrite(ctx, s,
 		func(ctx context.Context) (struct{}, bool, error) {
-			resp, err := s.write(ctx, spotKey, fence, []*pb.RequestOp{opDelete(spotKey)}, nil)
-			return struct{}{}, err == nil && resp.Succeeded, err
+			ok, err := s.deleteHostRecord(ctx, key, rec, fence)
+			return struct{}{}, ok, err
 		},
 		func(ctx context.Context) (struct{}, verdict, error) {
 			cur, ok, err := s.readRecord(ctx, spotKey)
-			switch {
-			case err != nil:
+			if err != nil {
 				return struct{}{}, 0, err
-			case !ok || cur.Incarnation != rec.Incarnation:
-				return struct{}{}, verdictKnown, nil
-			case cur.Revision == rec.Revision:
-				return struct{}{}, verdictAgain, nil
 			}
-			return struct{}{}, verdictFenced, nil
+			return struct{}{}, deletedVerdict(ok, cur.Incarnation, cur.Revision, rec.Incarnation, rec.Revision), nil
 		})
 	if err != nil {
 		return fmt.Errorf("store: finish release %s at revision %d: %w", key, rec.Revision, err)

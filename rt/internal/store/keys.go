@@ -13,6 +13,17 @@ import (
 //	incarnations/<rid>/<lease>   one per registration, no lease: the reclaimer's work list
 //	reclaims/<rid>/<lease>       a reclaimer's claim on a dead registration, on its own lease
 //	spots/<type>/<id>            Spot record, no lease: authority survives the owner (B3)
+//	actors/<type>/<id>           Actor record: its host Spot and generation (DESIGN §6)
+//	spot-actors/<host>/<type>/<id>  index of a host Spot's Actors, empty values
+//	arrivals/<type>/<id>         a relocation target's consent to receive a Spot, on the
+//	                             target's owner lease
+//
+// <host> is spot/<type>/<id>/<incarnation> for a User or Instance Spot (the host record's
+// CreateRevision, in hex) and entry/<type>/<node>/<lease> for the Entry Spot of one
+// registration of a node (its owner lease, in hex): a re-created Spot or a registered-again
+// node is a new host with an index of its own. An index key exists exactly while the Actor
+// record it names has that host: every write of an Actor record writes its index keys in the
+// same transaction.
 //
 // A Spot record is the only key its creation writes. Its owner is alive exactly while
 // nodes/<owner> exists on the owner's lease, so that key is both the liveness evidence of
@@ -32,6 +43,50 @@ func (k keys) incarnationsPrefix() string { return k.root + "incarnations/" }
 func (k keys) spotsPrefix() string        { return k.root + "spots/" }
 func (k keys) spot(key SpotKey) string {
 	return k.spotsPrefix() + escape(key.Type) + "/" + escape(key.ID)
+}
+
+func (k keys) arrival(key SpotKey) string {
+	return k.root + "arrivals/" + escape(key.Type) + "/" + escape(key.ID)
+}
+
+func (k keys) actorsPrefix() string { return k.root + "actors/" }
+func (k keys) actor(key ActorKey) string {
+	return k.actorsPrefix() + escape(key.Type) + "/" + escape(key.ID)
+}
+
+// hostActorsPrefix is the index prefix of host's Actors, ending in '/'.
+func (k keys) hostActorsPrefix(h HostRef) string {
+	if h.Kind == sdk.KindEntry {
+		return k.root + "spot-actors/entry/" + escape(h.Type) + "/" + escape(string(h.Node)) + "/" +
+			strconv.FormatInt(h.Lease, 16) + "/"
+	}
+	return k.root + "spot-actors/spot/" + escape(h.Type) + "/" + escape(h.ID) + "/" +
+		strconv.FormatInt(h.Incarnation, 16) + "/"
+}
+
+// hostActor is the index key of actor in host.
+func (k keys) hostActor(h HostRef, actor ActorKey) string {
+	return k.hostActorsPrefix(h) + escape(actor.Type) + "/" + escape(actor.ID)
+}
+
+// parseHostActor returns the Actor of an index key under prefix, a hostActorsPrefix.
+func parseHostActor(prefix, key string) (ActorKey, bool) {
+	return parseTypeID(prefix, key)
+}
+
+// parseTypeID splits prefix<type>/<id> and unescapes both.
+func parseTypeID(prefix, key string) (ActorKey, bool) {
+	rest, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return ActorKey{}, false
+	}
+	typ, id, ok := strings.Cut(rest, "/")
+	if !ok {
+		return ActorKey{}, false
+	}
+	t, ok1 := unescape(typ)
+	i, ok2 := unescape(id)
+	return ActorKey{Type: t, ID: i}, ok1 && ok2
 }
 
 func (k keys) incarnation(rid sdk.NodeID, lease int64) string {
@@ -62,17 +117,8 @@ func (k keys) parseIncarnation(key string) (sdk.NodeID, int64, bool) {
 
 // parseSpot returns the SpotKey of a spots/<type>/<id> key.
 func (k keys) parseSpot(key string) (SpotKey, bool) {
-	rest, ok := strings.CutPrefix(key, k.spotsPrefix())
-	if !ok {
-		return SpotKey{}, false
-	}
-	typ, id, ok := strings.Cut(rest, "/")
-	if !ok {
-		return SpotKey{}, false
-	}
-	t, ok1 := unescape(typ)
-	i, ok2 := unescape(id)
-	return SpotKey{Type: t, ID: i}, ok1 && ok2
+	tk, ok := parseTypeID(k.spotsPrefix(), key)
+	return SpotKey(tk), ok
 }
 
 // parseNode returns the node ID of a nodes/<rid> key.

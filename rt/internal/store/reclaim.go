@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
@@ -23,7 +24,8 @@ const reclaimPage = 512
 // release is fenced on the record's revision and on the dead lease no longer holding the
 // owner's descriptor, so a record that changed hands meanwhile is left alone. The scan reads
 // every record, which is the price of writing a single key per creation; it runs only when a
-// registration has ended.
+// registration has ended. A Spot record's release takes the Actors it holds with it; a scan of
+// the Actor records then deletes those whose host is gone (reclaimActors).
 func (s *Etcd) Reclaim(ctx context.Context, by Owner) (ReclaimStats, error) {
 	var stats ReclaimStats
 	dead, err := s.claimDead(ctx, by)
@@ -63,6 +65,9 @@ func (s *Etcd) Reclaim(ctx context.Context, by Owner) (ReclaimStats, error) {
 			break
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	if err := s.reclaimActors(ctx, dead, &stats); err != nil {
+		return stats, err
 	}
 	for owner := range dead {
 		_, err := s.client.Txn(ctx).Then(
@@ -142,4 +147,94 @@ func (s *Etcd) reclaimRecord(ctx context.Context, key SpotKey, dead Owner, rec R
 		return false, nil // changed hands or released meanwhile
 	}
 	return err == nil, err
+}
+
+// reclaimActors scans the Actor records once and deletes every one whose host is gone: an
+// Entry host whose registration has ended, a User or Instance host whose record no longer
+// exists (or is another incarnation), or whose owner is one of dead. Each delete is fenced on
+// the Actor record's revision and on the evidence that its host is gone, so an Actor that
+// moved, or a host that came back, is left alone.
+func (s *Etcd) reclaimActors(ctx context.Context, dead map[Owner]struct{}, stats *ReclaimStats) error {
+	alive := make(map[Owner]bool)
+	hosts := make(map[SpotKey]*Record) // nil: no record
+	from := s.keys.actorsPrefix()
+	end := clientv3.GetPrefixRangeEnd(from)
+	for {
+		resp, err := s.client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(reclaimPage))
+		if err != nil {
+			return fmt.Errorf("store: reclaim: scan actor records: %w", unavailable(err))
+		}
+		for _, kv := range resp.Kvs {
+			stats.ActorsScanned++
+			key, ok := parseTypeID(s.keys.actorsPrefix(), string(kv.Key))
+			if !ok {
+				continue
+			}
+			loc, err := decodeActor(key, kv)
+			if err != nil {
+				continue
+			}
+			fence, gone, err := s.hostGone(ctx, loc.Host, dead, alive, hosts)
+			if err != nil {
+				return fmt.Errorf("store: reclaim %s: host %s: %w", key, loc.Host, unavailable(err))
+			}
+			if !gone {
+				continue
+			}
+			switch err := s.deleteActor(ctx, loc, fence); {
+			case errors.Is(err, ErrFenced):
+				// moved or released meanwhile, or its host came back
+			case err != nil:
+				return fmt.Errorf("store: reclaim %s at revision %d: %w", key, loc.Revision, err)
+			default:
+				stats.ActorsReleased++
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// hostGone reports whether host is gone, with the fence that holds while it stays gone. alive
+// and hosts cache what one pass has read.
+func (s *Etcd) hostGone(ctx context.Context, host HostRef, dead map[Owner]struct{}, alive map[Owner]bool, hosts map[SpotKey]*Record) ([]*pb.Compare, bool, error) {
+	if host.Kind == sdk.KindEntry {
+		owner := Owner{Node: host.Node, Lease: host.Lease}
+		live, ok := alive[owner]
+		if !ok {
+			if _, isDead := dead[owner]; !isDead {
+				var err error
+				if live, err = s.ownerAlive(ctx, owner); err != nil {
+					return nil, false, err
+				}
+			}
+			alive[owner] = live
+		}
+		return []*pb.Compare{cmpLease(s.keys.node(owner.Node), owner.Lease, false)}, !live, nil
+	}
+	key := SpotKey{Type: host.Type, ID: host.ID}
+	spotKey := s.keys.spot(key)
+	rec, ok := hosts[key]
+	if !ok {
+		cur, found, err := s.readRecord(ctx, spotKey)
+		if err != nil {
+			return nil, false, err
+		}
+		if found {
+			rec = &cur
+		}
+		hosts[key] = rec
+	}
+	switch {
+	case rec == nil || rec.Incarnation != host.Incarnation:
+		return []*pb.Compare{{Key: []byte(spotKey), Target: pb.Compare_CREATE, Result: pb.Compare_NOT_EQUAL,
+			TargetUnion: &pb.Compare_CreateRevision{CreateRevision: host.Incarnation}}}, true, nil
+	}
+	if _, isDead := dead[rec.Owner]; isDead {
+		// Its record's release was fenced out in this pass; its Actors go anyway.
+		return s.deadOwnerFence(spotKey, rec.Revision, rec.Owner), true, nil
+	}
+	return nil, false, nil
 }

@@ -161,3 +161,16 @@ func errorCode(err error) (codes.Code, bool) {
 	}
 	return codes.OK, false
 }
+
+// deletedVerdict judges a fenced delete of the record at revision of incarnation, re-read as
+// present with (curIncarnation, curRevision): gone or re-created is done, unchanged is to be
+// written again, anything else fenced it.
+func deletedVerdict(present bool, curIncarnation, curRevision, incarnation, revision int64) verdict {
+	switch {
+	case !present || curIncarnation != incarnation:
+		return verdictKnown
+	case curRevision == revision:
+		return verdictAgain
+	}
+	return verdictFenced
+}

@@ -24,6 +24,8 @@ import (
 
 // Store is the Location Store of one mesh.
 type Store interface {
+	ActorStore
+	SpotMover
 	// Register puts the node's descriptor under nodes/<rid> on a fresh owner lease and keeps
 	// the lease alive until the Registration is closed.
 	Register(ctx context.Context, desc *storepb.NodeDescriptor, opts LeaseOptions) (*Registration, error)
@@ -47,7 +49,8 @@ type Store interface {
 	// returns the record as stored, fails with ErrFenced when the fence no longer holds, and
 	// with ErrOutcomeUnknown when the answer was lost and ctx ended before a re-read told.
 	BeginRelease(ctx context.Context, key SpotKey, rec Record, tag ReleaseTag) (Record, error)
-	// FinishRelease deletes the owner's record (fenced on rec.Revision and the owner lease): the
+	// FinishRelease deletes the owner's record (fenced on rec.Revision and the owner lease),
+	// and the Actors it holds in the same transaction (in several when they are many): the
 	// authority is released and the key is Missing (B3). Its errors are BeginRelease's.
 	FinishRelease(ctx context.Context, key SpotKey, rec Record) error
 	// Release is BeginRelease then FinishRelease, for a release with no callback in between.
@@ -214,6 +217,10 @@ type ReclaimStats struct {
 	Scanned int
 	// Released is the number of records released with OwnerLost.
 	Released int
+	// ActorsScanned is the number of Actor records examined.
+	ActorsScanned int
+	// ActorsReleased is the number of Actor records deleted because their host was gone.
+	ActorsReleased int
 }
 
 // Store errors.

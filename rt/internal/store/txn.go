@@ -23,6 +23,15 @@ func cmpModRevision(key string, rev int64) *pb.Compare {
 		TargetUnion: &pb.Compare_ModRevision{ModRevision: rev}}
 }
 
+func cmpValue(key, value string) *pb.Compare {
+	return &pb.Compare{Key: []byte(key), Target: pb.Compare_VALUE, Result: pb.Compare_EQUAL,
+		TargetUnion: &pb.Compare_Value{Value: []byte(value)}}
+}
+
+func opPutLease(key, value string, lease int64) *pb.RequestOp {
+	return &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(key), Value: []byte(value), Lease: lease}}}
+}
+
 // cmpLease holds when key's lease is lease (equal) or is not (!equal).
 func cmpLease(key string, lease int64, equal bool) *pb.Compare {
 	result := pb.Compare_EQUAL

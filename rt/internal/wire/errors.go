@@ -29,6 +29,7 @@ var codes = []struct {
 	{Code_CODE_HANDLER_PANICKED, sdk.ErrHandlerPanicked},
 	{Code_CODE_INVALID_ARGUMENT, sdk.ErrInvalidArgument},
 	{Code_CODE_INVALID_ID, sdk.ErrInvalidID},
+	{Code_CODE_UNSUPPORTED, sdk.ErrUnsupported},
 	// Before the context codes: a store that timed out is reported as the store's failure.
 	{Code_CODE_STORE_UNAVAILABLE, sdk.ErrStoreUnavailable},
 	{Code_CODE_CANCELED, context.Canceled},

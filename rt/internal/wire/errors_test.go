@@ -31,7 +31,7 @@ func TestSentinelsComeBackAsThemselves(t *testing.T) {
 	for _, s := range []error{sdk.ErrNotFound, sdk.ErrAlreadyExists, sdk.ErrStaleRoute, sdk.ErrOwnerUnavailable,
 		sdk.ErrInboundBudget, sdk.ErrNotServing, sdk.ErrUnhandled, sdk.ErrClosed, sdk.ErrMessageTooLarge,
 		sdk.ErrCreationFailed, sdk.ErrHandlerPanicked, sdk.ErrInvalidArgument, sdk.ErrInvalidID,
-		sdk.ErrStoreUnavailable, context.Canceled, context.DeadlineExceeded} {
+		sdk.ErrStoreUnavailable, sdk.ErrUnsupported, context.Canceled, context.DeadlineExceeded} {
 		err := roundTrip(t, fmt.Errorf("on node-b: %w", s))
 		assert.ErrorIs(t, err, s)
 		assert.Equal(t, "on node-b: "+s.Error(), err.Error(), "the message crosses too")

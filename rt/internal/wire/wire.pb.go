@@ -42,25 +42,58 @@ const (
 	// record of the Spot, and release the record if none does (B8). Sent by a node that waited
 	// on such a record for longer than a creation or a close takes.
 	Op_OP_RECONCILE Op = 5
+	// Move the Actor named by the request into the Spot in the payload (ActorPlace), from the
+	// node the Actor is on.
+	Op_OP_ACTOR_MOVE Op = 6
+	// Receive the Actor named by the request into the Spot in the payload (ActorPlace, with the
+	// Actor's state), holding its messages until the move settles; the reply's payload is the
+	// Spot's fence (ActorHost).
+	Op_OP_ACTOR_PREPARE Op = 7
+	// The move of the Actor committed and its held messages followed it: it takes every message.
+	Op_OP_ACTOR_SETTLE Op = 8
+	// The move of the Actor failed: drop what OP_ACTOR_PREPARE received.
+	Op_OP_ACTOR_ABORT Op = 9
+	// Receive the Spot named by the request from its source, made from the state in the payload
+	// (SpotArrival), with its Actors; the reply's payload is this node's registration
+	// (SpotOwner), the fence of the relocation unit's commit.
+	Op_OP_SPOT_PREPARE Op = 10
+	// The relocation unit committed (SpotSettle): the Spot serves here.
+	Op_OP_SPOT_SETTLE Op = 11
+	// The relocation unit failed (SpotSettle, token only): drop what OP_SPOT_PREPARE received.
+	Op_OP_SPOT_ABORT Op = 12
 )
 
 // Enum value maps for Op.
 var (
 	Op_name = map[int32]string{
-		0: "OP_UNSPECIFIED",
-		1: "OP_CALL",
-		2: "OP_SEND",
-		3: "OP_CREATE",
-		4: "OP_CLOSE",
-		5: "OP_RECONCILE",
+		0:  "OP_UNSPECIFIED",
+		1:  "OP_CALL",
+		2:  "OP_SEND",
+		3:  "OP_CREATE",
+		4:  "OP_CLOSE",
+		5:  "OP_RECONCILE",
+		6:  "OP_ACTOR_MOVE",
+		7:  "OP_ACTOR_PREPARE",
+		8:  "OP_ACTOR_SETTLE",
+		9:  "OP_ACTOR_ABORT",
+		10: "OP_SPOT_PREPARE",
+		11: "OP_SPOT_SETTLE",
+		12: "OP_SPOT_ABORT",
 	}
 	Op_value = map[string]int32{
-		"OP_UNSPECIFIED": 0,
-		"OP_CALL":        1,
-		"OP_SEND":        2,
-		"OP_CREATE":      3,
-		"OP_CLOSE":       4,
-		"OP_RECONCILE":   5,
+		"OP_UNSPECIFIED":   0,
+		"OP_CALL":          1,
+		"OP_SEND":          2,
+		"OP_CREATE":        3,
+		"OP_CLOSE":         4,
+		"OP_RECONCILE":     5,
+		"OP_ACTOR_MOVE":    6,
+		"OP_ACTOR_PREPARE": 7,
+		"OP_ACTOR_SETTLE":  8,
+		"OP_ACTOR_ABORT":   9,
+		"OP_SPOT_PREPARE":  10,
+		"OP_SPOT_SETTLE":   11,
+		"OP_SPOT_ABORT":    12,
 	}
 )
 
@@ -117,6 +150,7 @@ const (
 	Code_CODE_DEADLINE_EXCEEDED Code = 18
 	Code_CODE_INTERNAL          Code = 19
 	Code_CODE_STORE_UNAVAILABLE Code = 20
+	Code_CODE_UNSUPPORTED       Code = 21
 )
 
 // Enum value maps for Code.
@@ -143,6 +177,7 @@ var (
 		18: "CODE_DEADLINE_EXCEEDED",
 		19: "CODE_INTERNAL",
 		20: "CODE_STORE_UNAVAILABLE",
+		21: "CODE_UNSUPPORTED",
 	}
 	Code_value = map[string]int32{
 		"CODE_UNSPECIFIED":       0,
@@ -166,6 +201,7 @@ var (
 		"CODE_DEADLINE_EXCEEDED": 18,
 		"CODE_INTERNAL":          19,
 		"CODE_STORE_UNAVAILABLE": 20,
+		"CODE_UNSUPPORTED":       21,
 	}
 )
 
@@ -362,8 +398,16 @@ type Request struct {
 	DeadlineUnixNanos int64 `protobuf:"varint,11,opt,name=deadline_unix_nanos,json=deadlineUnixNanos,proto3" json:"deadline_unix_nanos,omitempty"`
 	// The caller's W3C trace context (traceparent and tracestate headers), so that the owner's
 	// work joins the caller's trace. Empty when the caller records no trace. Never payload.
-	Traceparent   string `protobuf:"bytes,12,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
-	Tracestate    string `protobuf:"bytes,13,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	Traceparent string `protobuf:"bytes,12,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Tracestate  string `protobuf:"bytes,13,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	// A message held for an Actor while it moved, following it from its old Spot: an Actor that
+	// is arriving takes it ahead of messages sent to it directly. For a Spot (with generation):
+	// a message its relocation held, which enters the lane without the lane's limits (E5).
+	Follow bool `protobuf:"varint,14,opt,name=follow,proto3" json:"follow,omitempty"`
+	// A message that follows a relocated Spot from its old node (Message Follow): the
+	// generation of the Spot's record there. The receiver admits it only once it holds that
+	// generation or a later one; this is the one place a generation is checked (C2).
+	Generation    uint64 `protobuf:"varint,15,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -489,6 +533,510 @@ func (x *Request) GetTracestate() string {
 	return ""
 }
 
+func (x *Request) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+func (x *Request) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+// SpotArrival is a Spot a relocation unit brings, with its state and its Actors'.
+type SpotArrival struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	State   []byte                 `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	Members []*MemberArrival       `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	// "type.method(request)reply" of every method of the Spot's and its Actors' types on the
+	// source; the target refuses a unit whose methods it does not all serve alike.
+	Methods       []string `protobuf:"bytes,3,rep,name=methods,proto3" json:"methods,omitempty"`
+	Token         uint64   `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpotArrival) Reset() {
+	*x = SpotArrival{}
+	mi := &file_wire_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpotArrival) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpotArrival) ProtoMessage() {}
+
+func (x *SpotArrival) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpotArrival.ProtoReflect.Descriptor instead.
+func (*SpotArrival) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SpotArrival) GetState() []byte {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *SpotArrival) GetMembers() []*MemberArrival {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *SpotArrival) GetMethods() []string {
+	if x != nil {
+		return x.Methods
+	}
+	return nil
+}
+
+func (x *SpotArrival) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+// MemberArrival is an Actor that moves with its Spot.
+type MemberArrival struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	State         []byte                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberArrival) Reset() {
+	*x = MemberArrival{}
+	mi := &file_wire_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberArrival) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberArrival) ProtoMessage() {}
+
+func (x *MemberArrival) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberArrival.ProtoReflect.Descriptor instead.
+func (*MemberArrival) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *MemberArrival) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *MemberArrival) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *MemberArrival) GetState() []byte {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+// SpotOwner is the registration that receives a relocated Spot.
+type SpotOwner struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Lease         int64                  `protobuf:"varint,2,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpotOwner) Reset() {
+	*x = SpotOwner{}
+	mi := &file_wire_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpotOwner) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpotOwner) ProtoMessage() {}
+
+func (x *SpotOwner) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpotOwner.ProtoReflect.Descriptor instead.
+func (*SpotOwner) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SpotOwner) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *SpotOwner) GetLease() int64 {
+	if x != nil {
+		return x.Lease
+	}
+	return 0
+}
+
+// SpotSettle names a relocation unit and, when it committed, the record it committed.
+type SpotSettle struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         uint64                 `protobuf:"varint,1,opt,name=token,proto3" json:"token,omitempty"`
+	OwnerNode     string                 `protobuf:"bytes,2,opt,name=owner_node,json=ownerNode,proto3" json:"owner_node,omitempty"`
+	OwnerLease    int64                  `protobuf:"varint,3,opt,name=owner_lease,json=ownerLease,proto3" json:"owner_lease,omitempty"`
+	Attempt       uint64                 `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Generation    uint64                 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
+	Incarnation   int64                  `protobuf:"varint,6,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Revision      int64                  `protobuf:"varint,7,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpotSettle) Reset() {
+	*x = SpotSettle{}
+	mi := &file_wire_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpotSettle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpotSettle) ProtoMessage() {}
+
+func (x *SpotSettle) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpotSettle.ProtoReflect.Descriptor instead.
+func (*SpotSettle) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SpotSettle) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *SpotSettle) GetOwnerNode() string {
+	if x != nil {
+		return x.OwnerNode
+	}
+	return ""
+}
+
+func (x *SpotSettle) GetOwnerLease() int64 {
+	if x != nil {
+		return x.OwnerLease
+	}
+	return 0
+}
+
+func (x *SpotSettle) GetAttempt() uint64 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *SpotSettle) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *SpotSettle) GetIncarnation() int64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *SpotSettle) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+// ActorPlace is the Spot an Actor moves into, and for OP_ACTOR_PREPARE its state. token names
+// one move: OP_ACTOR_PREPARE, OP_ACTOR_SETTLE and OP_ACTOR_ABORT of that move carry it, and an
+// arrival is settled or aborted only by its own move's.
+type ActorPlace struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Id            string                 `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	Node          string                 `protobuf:"bytes,4,opt,name=node,proto3" json:"node,omitempty"`
+	Intent        bool                   `protobuf:"varint,5,opt,name=intent,proto3" json:"intent,omitempty"`
+	State         []byte                 `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
+	Token         uint64                 `protobuf:"varint,7,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActorPlace) Reset() {
+	*x = ActorPlace{}
+	mi := &file_wire_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActorPlace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActorPlace) ProtoMessage() {}
+
+func (x *ActorPlace) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActorPlace.ProtoReflect.Descriptor instead.
+func (*ActorPlace) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ActorPlace) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *ActorPlace) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ActorPlace) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ActorPlace) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ActorPlace) GetIntent() bool {
+	if x != nil {
+		return x.Intent
+	}
+	return false
+}
+
+func (x *ActorPlace) GetState() []byte {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *ActorPlace) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+// ActorHost is a Spot's fence as its owner holds it, for the commit of a move into it.
+type ActorHost struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          uint32                 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Id            string                 `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	Node          string                 `protobuf:"bytes,4,opt,name=node,proto3" json:"node,omitempty"`
+	Lease         int64                  `protobuf:"varint,5,opt,name=lease,proto3" json:"lease,omitempty"`
+	Incarnation   int64                  `protobuf:"varint,6,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	OwnerNode     string                 `protobuf:"bytes,7,opt,name=owner_node,json=ownerNode,proto3" json:"owner_node,omitempty"`
+	OwnerLease    int64                  `protobuf:"varint,8,opt,name=owner_lease,json=ownerLease,proto3" json:"owner_lease,omitempty"`
+	Phase         uint32                 `protobuf:"varint,9,opt,name=phase,proto3" json:"phase,omitempty"`
+	Revision      int64                  `protobuf:"varint,10,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActorHost) Reset() {
+	*x = ActorHost{}
+	mi := &file_wire_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActorHost) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActorHost) ProtoMessage() {}
+
+func (x *ActorHost) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActorHost.ProtoReflect.Descriptor instead.
+func (*ActorHost) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ActorHost) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *ActorHost) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ActorHost) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ActorHost) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ActorHost) GetLease() int64 {
+	if x != nil {
+		return x.Lease
+	}
+	return 0
+}
+
+func (x *ActorHost) GetIncarnation() int64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *ActorHost) GetOwnerNode() string {
+	if x != nil {
+		return x.OwnerNode
+	}
+	return ""
+}
+
+func (x *ActorHost) GetOwnerLease() int64 {
+	if x != nil {
+		return x.OwnerLease
+	}
+	return 0
+}
+
+func (x *ActorHost) GetPhase() uint32 {
+	if x != nil {
+		return x.Phase
+	}
+	return 0
+}
+
+func (x *ActorHost) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
 type Reply struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	CallId  uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
@@ -502,14 +1050,20 @@ type Reply struct {
 	// The receiver refused the request before admitting it to any queue: it did not run and never
 	// will, so the caller may send it elsewhere (placement) without running it twice (C3). An
 	// error without this flag may come after admission and is never a reason to send again.
-	Refused       bool `protobuf:"varint,6,opt,name=refused,proto3" json:"refused,omitempty"`
+	Refused bool `protobuf:"varint,6,opt,name=refused,proto3" json:"refused,omitempty"`
+	// With redirect, for a relocated Spot: the generation of its record on the redirect's node,
+	// which the message carries there (Request.generation).
+	Generation uint64 `protobuf:"varint,7,opt,name=generation,proto3" json:"generation,omitempty"`
+	// With redirect: the relocation held the message while its Spot moved; it follows it there
+	// (Request.follow) and enters the new node's lane without the lane's limits (E5).
+	Held          bool `protobuf:"varint,8,opt,name=held,proto3" json:"held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_wire_proto_msgTypes[3]
+	mi := &file_wire_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +1075,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[3]
+	mi := &file_wire_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +1088,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{3}
+	return file_wire_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Reply) GetCallId() uint64 {
@@ -579,6 +1133,20 @@ func (x *Reply) GetRefused() bool {
 	return false
 }
 
+func (x *Reply) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *Reply) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
+}
+
 // Cancel ends the receiver's context of a call whose caller gave up.
 type Cancel struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -589,7 +1157,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_wire_proto_msgTypes[4]
+	mi := &file_wire_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +1169,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[4]
+	mi := &file_wire_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +1182,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{4}
+	return file_wire_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Cancel) GetCallId() uint64 {
@@ -645,7 +1213,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_wire_proto_msgTypes[5]
+	mi := &file_wire_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +1225,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[5]
+	mi := &file_wire_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +1238,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{5}
+	return file_wire_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Error) GetCode() Code {
@@ -748,7 +1316,7 @@ const file_wire_proto_rawDesc = "" +
 	"\arequest\x18\x01 \x01(\v2\x16.zlink.wire.v1.RequestH\x00R\arequest\x12,\n" +
 	"\x05reply\x18\x02 \x01(\v2\x14.zlink.wire.v1.ReplyH\x00R\x05reply\x12/\n" +
 	"\x06cancel\x18\x03 \x01(\v2\x15.zlink.wire.v1.CancelH\x00R\x06cancelB\x06\n" +
-	"\x04body\"\xf2\x02\n" +
+	"\x04body\"\xaa\x03\n" +
 	"\aRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12!\n" +
 	"\x02op\x18\x02 \x01(\x0e2\x11.zlink.wire.v1.OpR\x02op\x12\x12\n" +
@@ -765,14 +1333,70 @@ const file_wire_proto_rawDesc = "" +
 	"\vtraceparent\x18\f \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +
 	"tracestate\x18\r \x01(\tR\n" +
-	"tracestate\"\xb2\x01\n" +
+	"tracestate\x12\x16\n" +
+	"\x06follow\x18\x0e \x01(\bR\x06follow\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x0f \x01(\x04R\n" +
+	"generation\"\x8b\x01\n" +
+	"\vSpotArrival\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\fR\x05state\x126\n" +
+	"\amembers\x18\x02 \x03(\v2\x1c.zlink.wire.v1.MemberArrivalR\amembers\x12\x18\n" +
+	"\amethods\x18\x03 \x03(\tR\amethods\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\"I\n" +
+	"\rMemberArrival\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\fR\x05state\"5\n" +
+	"\tSpotOwner\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
+	"\x05lease\x18\x02 \x01(\x03R\x05lease\"\xda\x01\n" +
+	"\n" +
+	"SpotSettle\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\x04R\x05token\x12\x1d\n" +
+	"\n" +
+	"owner_node\x18\x02 \x01(\tR\townerNode\x12\x1f\n" +
+	"\vowner_lease\x18\x03 \x01(\x03R\n" +
+	"ownerLease\x12\x18\n" +
+	"\aattempt\x18\x04 \x01(\x04R\aattempt\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x05 \x01(\x04R\n" +
+	"generation\x12 \n" +
+	"\vincarnation\x18\x06 \x01(\x03R\vincarnation\x12\x1a\n" +
+	"\brevision\x18\a \x01(\x03R\brevision\"\x9c\x01\n" +
+	"\n" +
+	"ActorPlace\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\x12\x12\n" +
+	"\x04node\x18\x04 \x01(\tR\x04node\x12\x16\n" +
+	"\x06intent\x18\x05 \x01(\bR\x06intent\x12\x14\n" +
+	"\x05state\x18\x06 \x01(\fR\x05state\x12\x14\n" +
+	"\x05token\x18\a \x01(\x04R\x05token\"\x81\x02\n" +
+	"\tActorHost\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\x12\x12\n" +
+	"\x04node\x18\x04 \x01(\tR\x04node\x12\x14\n" +
+	"\x05lease\x18\x05 \x01(\x03R\x05lease\x12 \n" +
+	"\vincarnation\x18\x06 \x01(\x03R\vincarnation\x12\x1d\n" +
+	"\n" +
+	"owner_node\x18\a \x01(\tR\townerNode\x12\x1f\n" +
+	"\vowner_lease\x18\b \x01(\x03R\n" +
+	"ownerLease\x12\x14\n" +
+	"\x05phase\x18\t \x01(\rR\x05phase\x12\x1a\n" +
+	"\brevision\x18\n" +
+	" \x01(\x03R\brevision\"\xe6\x01\n" +
 	"\x05Reply\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12*\n" +
 	"\x05error\x18\x03 \x01(\v2\x14.zlink.wire.v1.ErrorR\x05error\x12\x14\n" +
 	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x1a\n" +
 	"\bredirect\x18\x05 \x01(\tR\bredirect\x12\x18\n" +
-	"\arefused\x18\x06 \x01(\bR\arefused\"!\n" +
+	"\arefused\x18\x06 \x01(\bR\arefused\x12\x1e\n" +
+	"\n" +
+	"generation\x18\a \x01(\x04R\n" +
+	"generation\x12\x12\n" +
+	"\x04held\x18\b \x01(\bR\x04held\"!\n" +
 	"\x06Cancel\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\"\xef\x01\n" +
 	"\x05Error\x12'\n" +
@@ -784,14 +1408,22 @@ const file_wire_proto_rawDesc = "" +
 	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x16\n" +
 	"\x06queued\x18\a \x01(\x03R\x06queued\x12\x1c\n" +
 	"\trequested\x18\b \x01(\x03R\trequested\x12\x14\n" +
-	"\x05where\x18\t \x01(\rR\x05where*a\n" +
+	"\x05where\x18\t \x01(\rR\x05where*\xef\x01\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aOP_CALL\x10\x01\x12\v\n" +
 	"\aOP_SEND\x10\x02\x12\r\n" +
 	"\tOP_CREATE\x10\x03\x12\f\n" +
 	"\bOP_CLOSE\x10\x04\x12\x10\n" +
-	"\fOP_RECONCILE\x10\x05*\xf5\x03\n" +
+	"\fOP_RECONCILE\x10\x05\x12\x11\n" +
+	"\rOP_ACTOR_MOVE\x10\x06\x12\x14\n" +
+	"\x10OP_ACTOR_PREPARE\x10\a\x12\x13\n" +
+	"\x0fOP_ACTOR_SETTLE\x10\b\x12\x12\n" +
+	"\x0eOP_ACTOR_ABORT\x10\t\x12\x13\n" +
+	"\x0fOP_SPOT_PREPARE\x10\n" +
+	"\x12\x12\n" +
+	"\x0eOP_SPOT_SETTLE\x10\v\x12\x11\n" +
+	"\rOP_SPOT_ABORT\x10\f*\x8b\x04\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10CODE_APPLICATION\x10\x01\x12\x12\n" +
@@ -814,7 +1446,8 @@ const file_wire_proto_rawDesc = "" +
 	"\rCODE_CANCELED\x10\x11\x12\x1a\n" +
 	"\x16CODE_DEADLINE_EXCEEDED\x10\x12\x12\x11\n" +
 	"\rCODE_INTERNAL\x10\x13\x12\x1a\n" +
-	"\x16CODE_STORE_UNAVAILABLE\x10\x14B,Z*github.com/zlink-go/zlink/rt/internal/wireb\x06proto3"
+	"\x16CODE_STORE_UNAVAILABLE\x10\x14\x12\x14\n" +
+	"\x10CODE_UNSUPPORTED\x10\x15B,Z*github.com/zlink-go/zlink/rt/internal/wireb\x06proto3"
 
 var (
 	file_wire_proto_rawDescOnce sync.Once
@@ -829,30 +1462,37 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_wire_proto_goTypes = []any{
-	(Op)(0),          // 0: zlink.wire.v1.Op
-	(Code)(0),        // 1: zlink.wire.v1.Code
-	(*Batch)(nil),    // 2: zlink.wire.v1.Batch
-	(*Envelope)(nil), // 3: zlink.wire.v1.Envelope
-	(*Request)(nil),  // 4: zlink.wire.v1.Request
-	(*Reply)(nil),    // 5: zlink.wire.v1.Reply
-	(*Cancel)(nil),   // 6: zlink.wire.v1.Cancel
-	(*Error)(nil),    // 7: zlink.wire.v1.Error
+	(Op)(0),               // 0: zlink.wire.v1.Op
+	(Code)(0),             // 1: zlink.wire.v1.Code
+	(*Batch)(nil),         // 2: zlink.wire.v1.Batch
+	(*Envelope)(nil),      // 3: zlink.wire.v1.Envelope
+	(*Request)(nil),       // 4: zlink.wire.v1.Request
+	(*SpotArrival)(nil),   // 5: zlink.wire.v1.SpotArrival
+	(*MemberArrival)(nil), // 6: zlink.wire.v1.MemberArrival
+	(*SpotOwner)(nil),     // 7: zlink.wire.v1.SpotOwner
+	(*SpotSettle)(nil),    // 8: zlink.wire.v1.SpotSettle
+	(*ActorPlace)(nil),    // 9: zlink.wire.v1.ActorPlace
+	(*ActorHost)(nil),     // 10: zlink.wire.v1.ActorHost
+	(*Reply)(nil),         // 11: zlink.wire.v1.Reply
+	(*Cancel)(nil),        // 12: zlink.wire.v1.Cancel
+	(*Error)(nil),         // 13: zlink.wire.v1.Error
 }
 var file_wire_proto_depIdxs = []int32{
-	3, // 0: zlink.wire.v1.Batch.envelopes:type_name -> zlink.wire.v1.Envelope
-	4, // 1: zlink.wire.v1.Envelope.request:type_name -> zlink.wire.v1.Request
-	5, // 2: zlink.wire.v1.Envelope.reply:type_name -> zlink.wire.v1.Reply
-	6, // 3: zlink.wire.v1.Envelope.cancel:type_name -> zlink.wire.v1.Cancel
-	0, // 4: zlink.wire.v1.Request.op:type_name -> zlink.wire.v1.Op
-	7, // 5: zlink.wire.v1.Reply.error:type_name -> zlink.wire.v1.Error
-	1, // 6: zlink.wire.v1.Error.code:type_name -> zlink.wire.v1.Code
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	3,  // 0: zlink.wire.v1.Batch.envelopes:type_name -> zlink.wire.v1.Envelope
+	4,  // 1: zlink.wire.v1.Envelope.request:type_name -> zlink.wire.v1.Request
+	11, // 2: zlink.wire.v1.Envelope.reply:type_name -> zlink.wire.v1.Reply
+	12, // 3: zlink.wire.v1.Envelope.cancel:type_name -> zlink.wire.v1.Cancel
+	0,  // 4: zlink.wire.v1.Request.op:type_name -> zlink.wire.v1.Op
+	6,  // 5: zlink.wire.v1.SpotArrival.members:type_name -> zlink.wire.v1.MemberArrival
+	13, // 6: zlink.wire.v1.Reply.error:type_name -> zlink.wire.v1.Error
+	1,  // 7: zlink.wire.v1.Error.code:type_name -> zlink.wire.v1.Code
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -871,7 +1511,7 @@ func file_wire_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   6,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -380,6 +380,163 @@ func (x *NodeDescriptor) GetMesh() string {
 	return ""
 }
 
+// ActorHost is the Spot an Actor is a member of.
+type ActorHost struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sdk.SpotKind: Entry, User or Instance.
+	Kind uint32 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The host Spot's stable type name.
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// The host Spot's ID; empty for an Entry Spot.
+	Id string `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	// The node of an Entry Spot; empty for the other kinds.
+	Node string `protobuf:"bytes,4,opt,name=node,proto3" json:"node,omitempty"`
+	// Entry: the owner lease of the node's registration whose Entry Spot holds the Actor (a
+	// later registration of the same node is a new Entry Spot activation).
+	Lease int64 `protobuf:"varint,5,opt,name=lease,proto3" json:"lease,omitempty"`
+	// User and Instance: the host record's CreateRevision, which tells a re-created Spot of the
+	// same key from the one that held the Actor.
+	Incarnation   int64 `protobuf:"varint,6,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActorHost) Reset() {
+	*x = ActorHost{}
+	mi := &file_store_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActorHost) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActorHost) ProtoMessage() {}
+
+func (x *ActorHost) ProtoReflect() protoreflect.Message {
+	mi := &file_store_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActorHost.ProtoReflect.Descriptor instead.
+func (*ActorHost) Descriptor() ([]byte, []int) {
+	return file_store_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ActorHost) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *ActorHost) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ActorHost) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ActorHost) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ActorHost) GetLease() int64 {
+	if x != nil {
+		return x.Lease
+	}
+	return 0
+}
+
+func (x *ActorHost) GetIncarnation() int64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+// ActorRecord is the location of one Actor: actors/<type>/<id> (DESIGN §6).
+type ActorRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Host  *ActorHost             `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
+	// 1 at the spawn; +1 at every move (C2).
+	Generation uint64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The spawn attempt that created the record: how a spawn whose answer was lost recognises
+	// its own record.
+	Attempt       uint64 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActorRecord) Reset() {
+	*x = ActorRecord{}
+	mi := &file_store_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActorRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActorRecord) ProtoMessage() {}
+
+func (x *ActorRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_store_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActorRecord.ProtoReflect.Descriptor instead.
+func (*ActorRecord) Descriptor() ([]byte, []int) {
+	return file_store_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ActorRecord) GetHost() *ActorHost {
+	if x != nil {
+		return x.Host
+	}
+	return nil
+}
+
+func (x *ActorRecord) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ActorRecord) GetAttempt() uint64 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
 var File_store_proto protoreflect.FileDescriptor
 
 const file_store_proto_rawDesc = "" +
@@ -413,7 +570,20 @@ const file_store_proto_rawDesc = "" +
 	" \x01(\x03R\x06active\x12\x1d\n" +
 	"\n" +
 	"spot_types\x18\v \x03(\tR\tspotTypes\x12\x12\n" +
-	"\x04mesh\x18\f \x01(\tR\x04mesh*X\n" +
+	"\x04mesh\x18\f \x01(\tR\x04mesh\"\x8f\x01\n" +
+	"\tActorHost\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\x12\x12\n" +
+	"\x04node\x18\x04 \x01(\tR\x04node\x12\x14\n" +
+	"\x05lease\x18\x05 \x01(\x03R\x05lease\x12 \n" +
+	"\vincarnation\x18\x06 \x01(\x03R\vincarnation\"v\n" +
+	"\vActorRecord\x12-\n" +
+	"\x04host\x18\x01 \x01(\v2\x19.zlink.store.v1.ActorHostR\x04host\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\x04R\aattempt*X\n" +
 	"\x05Phase\x12\x15\n" +
 	"\x11PHASE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0ePHASE_CREATING\x10\x01\x12\x0f\n" +
@@ -441,21 +611,24 @@ func file_store_proto_rawDescGZIP() []byte {
 }
 
 var file_store_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_store_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_store_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_store_proto_goTypes = []any{
 	(Phase)(0),             // 0: zlink.store.v1.Phase
 	(ReleaseTag)(0),        // 1: zlink.store.v1.ReleaseTag
 	(*SpotRecord)(nil),     // 2: zlink.store.v1.SpotRecord
 	(*NodeDescriptor)(nil), // 3: zlink.store.v1.NodeDescriptor
+	(*ActorHost)(nil),      // 4: zlink.store.v1.ActorHost
+	(*ActorRecord)(nil),    // 5: zlink.store.v1.ActorRecord
 }
 var file_store_proto_depIdxs = []int32{
 	0, // 0: zlink.store.v1.SpotRecord.phase:type_name -> zlink.store.v1.Phase
 	1, // 1: zlink.store.v1.SpotRecord.release_tag:type_name -> zlink.store.v1.ReleaseTag
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	4, // 2: zlink.store.v1.ActorRecord.host:type_name -> zlink.store.v1.ActorHost
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_store_proto_init() }
@@ -469,7 +642,7 @@ func file_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_store_proto_rawDesc), len(file_store_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   2,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,663 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zlink-go/zlink/rt/internal/exec"
+	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// Actors (DESIGN §6): an Actor is a member of exactly one Spot at a time and runs on that
+// Spot's serial queue and lanes. This node's Actors are in the catalog's actor index, keyed by
+// type and ID, and in their host activation's member set. An Actor moves as one unit: it holds
+// its new messages, its last turn in the old Spot ends, its state is taken, the new Spot
+// receives it, one etcd transaction commits the new host, and the held messages follow it in
+// the order they arrived.
+
+// actorState is where an Actor activation is in its life on this node.
+type actorState uint32
+
+const (
+	// actorActive: messages are admitted to the host's lane.
+	actorActive actorState = iota
+	// actorMoving: a move began; new messages are held, queued ones still run here.
+	actorMoving
+	// actorDeparted: the Actor's last turn here ended and its state was taken; every message
+	// is held, to follow it or, if the move fails, to run here again.
+	actorDeparted
+	// actorArriving: the Actor was received here from a move; messages that follow it from
+	// its old Spot run, any other is held until the move settles.
+	actorArriving
+	// actorClosing: an explicit close began; queued messages run, new ones are refused.
+	actorClosing
+	// actorGone: the Actor left this node or closed; nothing is admitted.
+	actorGone
+)
+
+// actor is one Actor active on this node.
+type actor struct {
+	cat      *Catalog
+	typ      *spotType
+	id       string
+	host     *activation
+	impl     any
+	restored []byte
+
+	state atomic.Uint32 // actorState
+	// queued counts this Actor's messages submitted to its host's lane and not yet run: a move
+	// forwards held messages only once every earlier one has run or joined them.
+	queued atomic.Int64
+
+	mu     sync.Mutex
+	seq    uint64  // admission order of queued and held messages
+	held   []*call // messages held while moving or arriving, in admission order
+	timers map[*spotTimer]struct{}
+	// settled is closed when a move of the Actor out of, or into, this node ends.
+	settled chan struct{}
+	// committed says a move of the Actor out of this node committed: it belongs to its new
+	// Spot on movedTo, and only its held messages are still here, to follow it.
+	committed atomic.Bool
+	movedTo   sdk.NodeID // set before committed
+	// slot says the Actor holds one of the node's MaxActiveActors places; ended says its end
+	// here (a close, or its Spot's) was claimed, so that it ends once.
+	slot  atomic.Bool
+	ended atomic.Bool
+	// token identifies the move an arriving Actor came by: only that move settles or aborts it.
+	token uint64
+	// gate ends an arrival whose move never settled (its source stopped); source is the Actor
+	// that leaves, for a move between two Spots of this node.
+	gate   *time.Timer
+	source *actor
+	log    *slog.Logger
+}
+
+func (act *actor) current() actorState { return actorState(act.state.Load()) }
+
+func (act *actor) key() spotKey { return spotKey{act.typ.desc.Name, act.id} }
+
+func (act *actor) storeKey() store.ActorKey {
+	return store.ActorKey{Type: act.typ.desc.Name, ID: act.id}
+}
+
+// Target is the Actor's address.
+func (act *actor) Target() sdk.Target { return sdk.ActorTarget(act.typ.desc.Name, act.id) }
+
+// Type implements sdk.ActorContext.
+func (act *actor) Type() string { return act.typ.desc.Name }
+
+// ID implements sdk.ActorContext.
+func (act *actor) ID() string { return act.id }
+
+// Host implements sdk.ActorContext.
+func (act *actor) Host() sdk.Target { return act.host.target() }
+
+// Node implements sdk.ActorContext.
+func (act *actor) Node() sdk.NodeID { return act.cat.cfg.Node }
+
+// RestoredState implements sdk.ActorContext.
+func (act *actor) RestoredState() []byte { return act.restored }
+
+// Logger implements sdk.ActorContext.
+func (act *actor) Logger() *slog.Logger {
+	act.mu.Lock()
+	defer act.mu.Unlock()
+	if act.log == nil {
+		act.log = act.cat.log.With("actor", act.typ.desc.Name, "id", act.id, "host", act.host.target().String())
+	}
+	return act.log
+}
+
+// Client implements sdk.ActorContext: the host Spot's client, so that the Actor's own calls
+// are recognised as its Spot's.
+func (act *actor) Client() sdk.Client { return act.host.Client() }
+
+// AfterFunc implements sdk.ActorContext.
+func (act *actor) AfterFunc(d time.Duration, fn func(context.Context), opts ...sdk.TimerOption) sdk.Timer {
+	return act.host.startMemberTimer(act, d, 0, fn, opts)
+}
+
+// Every implements sdk.ActorContext. A period below one millisecond is raised to it.
+func (act *actor) Every(d time.Duration, fn func(context.Context), opts ...sdk.TimerOption) sdk.Timer {
+	d = max(d, time.Millisecond)
+	return act.host.startMemberTimer(act, d, d, fn, opts)
+}
+
+// stopTimers stops the Actor's timers: it left its Spot or closed.
+func (act *actor) stopTimers() {
+	act.mu.Lock()
+	timers := act.timers
+	act.timers = nil
+	act.mu.Unlock()
+	for t := range timers {
+		t.Stop()
+	}
+}
+
+// target is the address of the Spot a is the activation of.
+func (a *activation) target() sdk.Target {
+	switch a.typ.desc.Kind {
+	case sdk.KindEntry:
+		return sdk.EntryTarget(a.typ.desc.Name, a.cat.cfg.Node)
+	case sdk.KindUser:
+		return sdk.UserTarget(a.typ.desc.Name, a.id)
+	}
+	return sdk.InstanceTarget(a.typ.desc.Name, a.id)
+}
+
+// addMember makes act a member of a; it fails once a stopped being active.
+func (a *activation) addMember(act *actor) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	// A Spot whose close is pending takes no new member: an idle eviction decided on no members.
+	if a.current() != stateActive || a.torn || a.closing != nil {
+		return false
+	}
+	if a.members == nil {
+		a.members = make(map[*actor]struct{})
+	}
+	a.members[act] = struct{}{}
+	a.memberCount.Add(1)
+	return true
+}
+
+// removeMember ends act's membership of a.
+func (a *activation) removeMember(act *actor) {
+	a.mu.Lock()
+	if _, ok := a.members[act]; ok {
+		delete(a.members, act)
+		a.memberCount.Add(-1)
+	}
+	a.mu.Unlock()
+}
+
+// memberList returns a's members now.
+func (a *activation) memberList() []*actor {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]*actor, 0, len(a.members))
+	for act := range a.members {
+		out = append(out, act)
+	}
+	return out
+}
+
+// actorType is the registered Actor type named name.
+func (c *Catalog) actorType(name string) (*spotType, error) {
+	typ, ok := c.types[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: actor type %s is not registered on node %s", sdk.ErrUnhandled, name, c.cfg.Node)
+	}
+	if typ.desc.Kind != sdk.KindActor {
+		return nil, fmt.Errorf("%w: %s is a %s Spot type, not an Actor type", sdk.ErrInvalidArgument, name, typ.desc.Kind)
+	}
+	return typ, nil
+}
+
+// LocalActorRef is an Actor on this node, as LocalActor finds it.
+type LocalActorRef = *actor
+
+// LocalActor returns the Actor t when it is on this node, in whatever state.
+func (c *Catalog) LocalActor(t sdk.Target) (*actor, bool) {
+	if t.Kind() != sdk.KindActor {
+		return nil, false
+	}
+	act, ok := c.actors.get(spotKey{t.Type(), t.ID()})
+	return act, ok
+}
+
+// ActiveActors is the number of Actors active on this node (G3), arriving ones included.
+func (c *Catalog) ActiveActors() int64 { return c.actorCount.Load() }
+
+// takeActor counts one more Actor unless the MaxActiveActors cap is reached (D6).
+func (c *Catalog) takeActor(key spotKey) error {
+	for {
+		n := c.actorCount.Load()
+		if c.cfg.MaxActiveActors > 0 && n >= int64(c.cfg.MaxActiveActors) {
+			c.stats.capRefusals.Add(1)
+			return fmt.Errorf("actor %s/%q on %s: %w", key.typ, key.id, c.cfg.Node,
+				&sdk.CapacityError{Where: sdk.CapacityActivationCap, Limit: int64(c.cfg.MaxActiveActors)})
+		}
+		if c.actorCount.CompareAndSwap(n, n+1) {
+			return nil
+		}
+	}
+}
+
+// storeHost is a's fence as an Actor host: its record as this node holds it, or for an Entry
+// Spot the node's registration.
+func (c *Catalog) storeHost(a *activation) (store.Host, error) {
+	if a.typ.desc.Kind == sdk.KindEntry {
+		return store.EntryHost(a.typ.desc.Name, c.Owner()), nil
+	}
+	sp := c.spotAt(spotKey{a.typ.desc.Name, a.id})
+	if sp == nil || sp.base() != a {
+		return store.Host{}, fmt.Errorf("%w: %v is not active on node %s", sdk.ErrNotFound, a.target(), c.cfg.Node)
+	}
+	return store.SpotHost(sp.storeKey(), sp.record()), nil
+}
+
+// Spawn implements sdk.SpotContext: it makes the Actor desc/id a member of a. The record is
+// written first, so that of racing spawns of one ID anywhere exactly one wins; the factory
+// runs after, and a failing one releases the record again.
+func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) error {
+	c := a.cat
+	if desc == nil {
+		return fmt.Errorf("%w: Spawn needs an Actor descriptor", sdk.ErrInvalidArgument)
+	}
+	if err := (store.ActorKey{Type: desc.Name, ID: id}).Validate(); err != nil {
+		return fmt.Errorf("spawn into %v: %w", a.target(), err)
+	}
+	typ, err := c.actorType(desc.Name)
+	if err != nil {
+		return fmt.Errorf("spawn %s/%q: %w", desc.Name, id, err)
+	}
+	if err := c.openToMembers(a); err != nil || !a.turnAllowed() {
+		return fmt.Errorf("%w: spawn %s/%q: %v is closing", sdk.ErrClosed, desc.Name, id, a.target())
+	}
+	if c.relocating.Load() {
+		return fmt.Errorf("%w: spawn %s/%q: node %s is relocating its objects", sdk.ErrNotServing, desc.Name, id, c.cfg.Node)
+	}
+	key := spotKey{desc.Name, id}
+	if _, ok := c.actors.get(key); ok {
+		return fmt.Errorf("%w: actor %s/%q", sdk.ErrAlreadyExists, desc.Name, id)
+	}
+	host, err := c.storeHost(a)
+	if err != nil {
+		return err
+	}
+	if err := c.takeActor(key); err != nil {
+		return err
+	}
+	loc, err := c.store.Spawn(ctx, store.ActorKey{Type: desc.Name, ID: id}, host)
+	if err != nil {
+		c.actorCount.Add(-1)
+		return fmt.Errorf("spawn into %v: %w", a.target(), err)
+	}
+	act := &actor{cat: c, typ: typ, id: id, host: a}
+	act.slot.Store(true)
+	if err := c.constructActor(act); err != nil {
+		c.giveSlot(act)
+		c.releaseActor(loc, host)
+		return &creationError{msg: fmt.Sprintf("%v: actor %s/%q: %v", sdk.ErrCreationFailed, desc.Name, id, err), cause: err}
+	}
+	if err := c.register(act); err != nil {
+		c.giveSlot(act)
+		c.releaseActor(loc, host)
+		return err
+	}
+	return nil
+}
+
+// construct runs act's factory, turning a panic into an error.
+func (c *Catalog) constructActor(act *actor) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.log.Error("actor factory panicked", "actor", act.typ.desc.Name, "id", act.id, "panic", v, "stack", string(debug.Stack()))
+			err = fmt.Errorf("factory panicked: %v", v)
+		}
+	}()
+	impl, err := act.typ.actorFactory(act)
+	if err != nil {
+		return fmt.Errorf("factory: %w", err)
+	}
+	if impl == nil {
+		return errors.New("factory returned no object")
+	}
+	act.impl = impl
+	return nil
+}
+
+// register puts act in the actor index and in its host's members.
+func (c *Catalog) register(act *actor) error {
+	key := act.key()
+	sh := c.actors.of(key)
+	sh.mu.Lock()
+	if _, dup := sh.m[key]; dup {
+		sh.mu.Unlock()
+		return fmt.Errorf("%w: actor %s/%q is already on node %s", sdk.ErrAlreadyExists, key.typ, key.id, c.cfg.Node)
+	}
+	if !act.host.addMember(act) {
+		sh.mu.Unlock()
+		return fmt.Errorf("%w: %v closed meanwhile", sdk.ErrClosed, act.host.target())
+	}
+	sh.put(key, act)
+	sh.mu.Unlock()
+	c.forgetDeparture(key)
+	return nil
+}
+
+// unregister takes act out of the index and its host's members, and stops its timers.
+func (c *Catalog) unregister(act *actor) {
+	key := act.key()
+	sh := c.actors.of(key)
+	sh.mu.Lock()
+	if sh.m[key] == act {
+		delete(sh.m, key)
+	}
+	sh.mu.Unlock()
+	act.host.removeMember(act)
+	act.stopTimers()
+	if act.gate != nil {
+		act.gate.Stop()
+	}
+	c.giveSlot(act)
+}
+
+// giveSlot gives back act's place under MaxActiveActors, if it holds one.
+func (c *Catalog) giveSlot(act *actor) {
+	if act.slot.Swap(false) {
+		c.actorCount.Add(-1)
+	}
+}
+
+// releaseActor deletes the record of an Actor that never served, with a budget of its own.
+// A release that fails leaves the record to the reclaimer once its host is gone.
+func (c *Catalog) releaseActor(loc store.ActorLocation, host store.Host) {
+	_, err := storeWrite(c, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, c.store.ReleaseActor(ctx, loc, host)
+	})
+	if err != nil && !errors.Is(err, store.ErrFenced) {
+		c.log.Warn("could not release the record of an Actor whose spawn failed", "actor", loc.Key, "err", err)
+	}
+}
+
+// closeMembers closes every Actor of a before a's own closing callback: each one's
+// CloseHandler runs with reason on a's queue, then it leaves the index. Its record is
+// released with a's (by the caller). An Actor in a move or a close of its own is waited for,
+// bounded by ctx: one that moved away is left to follow its messages.
+func (c *Catalog) closeMembers(ctx context.Context, a *activation, reason sdk.CloseReason) {
+	// The waits have a budget of their own, so that one slow move does not leave the others'
+	// callbacks, or the Spot's, without time.
+	wait, cancel := context.WithTimeout(c.hardCtx, c.cfg.OperationTimeout)
+	defer cancel()
+	for _, act := range a.memberList() {
+		for !act.committed.Load() {
+			act.mu.Lock()
+			st, ch := act.current(), act.settled
+			act.mu.Unlock()
+			if st == actorActive || st == actorGone || ch == nil {
+				break
+			}
+			select {
+			case <-ch:
+				continue // its move or close ended: look again
+			case <-wait.Done():
+			}
+			break
+		}
+		switch {
+		case act.committed.Load():
+			// It moved: its held messages follow it, and it leaves on its own.
+		case act.current() == actorArriving:
+			// It never served here: its move fails, and the Actor stays where it was.
+			c.dropArrival(act)
+		default:
+			c.endActor(ctx, a, act, reason, true)
+		}
+	}
+}
+
+// endActor ends act with its Spot a, once: its held messages end unrun, its CloseHandler runs
+// with reason on a's queue when callback says so, and it leaves the index.
+func (c *Catalog) endActor(ctx context.Context, a *activation, act *actor, reason sdk.CloseReason, callback bool) {
+	if !act.ended.CompareAndSwap(false, true) {
+		return
+	}
+	act.state.Store(uint32(actorGone))
+	act.stopTimers()
+	c.dropHeld(act, fmt.Errorf("%w: actor %s/%q closed with its Spot (%s)", sdk.ErrNotFound, act.typ.desc.Name, act.id, reason))
+	if h, ok := act.impl.(sdk.CloseHandler); ok && callback {
+		c.notifyCloseOf(ctx, a, h, reason, act.typ.desc.Name, act.id)
+	}
+	c.unregister(act)
+	act.endSettled()
+}
+
+// dropHeld ends every message act holds with err, unrun.
+func (c *Catalog) dropHeld(act *actor, err error) {
+	act.mu.Lock()
+	held := act.held
+	act.held = nil
+	act.mu.Unlock()
+	for _, k := range held {
+		k.finish(nil, err)
+	}
+}
+
+// begin moves act from active to next (a move or a close), waiting first for a move or close
+// in progress to end. ok, when set, may refuse to begin. met is the state of a close or move
+// that ended while this one waited, which a close takes for its own.
+func (act *actor) begin(ctx context.Context, next actorState, ok func() error) (met actorState, err error) {
+	for {
+		act.mu.Lock()
+		st := act.current()
+		if st == actorActive {
+			// The host's lock orders this against the start of a relocation unit, which checks
+			// that every member is active under it.
+			a := act.host
+			a.mu.Lock()
+			if rl := a.relocating; rl != nil && !isClosed(rl.decided) && !a.ownTurn(ctx) {
+				// Its Spot moves: the Actor goes with it, or stays; look again then. A turn of
+				// the Spot itself goes first: the unit waits for that turn, and finding the
+				// Actor no longer active, gives up and is tried again later.
+				a.mu.Unlock()
+				act.mu.Unlock()
+				if _, err := act.cat.awaitRelocation(ctx, a); err != nil {
+					return st, err
+				}
+				continue
+			}
+			if ok != nil {
+				if err := ok(); err != nil {
+					a.mu.Unlock()
+					act.mu.Unlock()
+					return st, err
+				}
+			}
+			act.state.Store(uint32(next))
+			a.mu.Unlock()
+			act.settled = make(chan struct{})
+			act.mu.Unlock()
+			return st, nil
+		}
+		ch := act.settled
+		act.mu.Unlock()
+		switch {
+		case st == actorGone:
+			return st, errActorMoved
+		case st == actorClosing && next != actorClosing:
+			return st, fmt.Errorf("%w: %v is closing", sdk.ErrNotFound, act.Target())
+		case ch == nil:
+			return st, fmt.Errorf("%w: %v is between two states", sdk.ErrStaleRoute, act.Target())
+		}
+		select {
+		case <-ch:
+			if st == actorClosing {
+				return st, nil // the close it met ended
+			}
+		case <-ctx.Done():
+			return st, ctx.Err()
+		}
+	}
+}
+
+// endSettled wakes whoever waits for a move of act to end.
+func (act *actor) endSettled() {
+	act.mu.Lock()
+	ch := act.settled
+	act.settled = nil
+	act.mu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// departures remembers, for a while, where Actors that moved away from this node went, so
+// that a message sent along an old route is redirected there instead of failing.
+type departures struct {
+	mu sync.Mutex
+	m  map[spotKey]departure
+}
+
+type departure struct {
+	to    sdk.NodeID
+	gen   uint64 // a relocated Spot's record generation on to; 0 for an Actor
+	until time.Time
+}
+
+// departureTTL is how long a moved Actor's new node is remembered; maxDepartures bounds them.
+const (
+	departureTTL  = 30 * time.Second
+	maxDepartures = 65536
+)
+
+func (c *Catalog) rememberDeparture(key spotKey, to sdk.NodeID, gen uint64) {
+	d := &c.departures
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil {
+		d.m = make(map[spotKey]departure)
+	}
+	if len(d.m) >= maxDepartures {
+		for k, v := range d.m {
+			if now.After(v.until) || len(d.m) >= maxDepartures {
+				delete(d.m, k)
+			}
+		}
+	}
+	d.m[key] = departure{to: to, gen: gen, until: now.Add(departureTTL)}
+}
+
+func (c *Catalog) forgetDeparture(key spotKey) {
+	d := &c.departures
+	d.mu.Lock()
+	delete(d.m, key)
+	d.mu.Unlock()
+}
+
+// Departed returns the node the Actor or Spot t moved to from this node, if that was lately.
+func (c *Catalog) Departed(t sdk.Target) (sdk.NodeID, bool) {
+	moved := c.departed(t)
+	if moved == nil {
+		return "", false
+	}
+	return moved.Node, true
+}
+
+// departed is the redirect of a message for t, which moved from this node lately, or nil.
+func (c *Catalog) departed(t sdk.Target) *MovedError {
+	d := &c.departures
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v, ok := d.m[spotKey{t.Type(), t.ID()}]
+	if !ok || time.Now().After(v.until) {
+		return nil
+	}
+	return &MovedError{Node: v.to, Generation: v.gen}
+}
+
+// CloseActor explicitly closes act, an Actor on this node: new messages are refused, the
+// queued ones run, its CloseHandler runs with CloseExplicit on its Spot's queue, then its
+// record is released; its Spot serves on. Concurrent closes share one. From a turn of its
+// Spot (act's own, or its Spot's), the close starts and returns: it runs after that turn.
+func (c *Catalog) CloseActor(ctx context.Context, act *actor) error {
+	if met, err := act.begin(ctx, actorClosing, nil); met == actorClosing || err != nil {
+		return err // a close in progress ended (met), or the Actor left
+	}
+	a := act.host
+	bctx := context.WithoutCancel(ctx)
+	end := &actorEnd{cat: c, act: act, ctx: bctx, done: make(chan struct{})}
+	if a.ownTurn(ctx) {
+		// Behind the messages queued for it; a full lane leaves it to the lifecycle lane, which
+		// also waits for them.
+		if err := a.exec.Submit(exec.Item{Lane: sdk.LaneApplication}, end); err != nil {
+			if err := a.exec.Submit(exec.Item{Lane: sdk.LaneLifecycle, AfterApplication: true}, end); err != nil {
+				end.Drop(err)
+			}
+		}
+		if !c.bg.goRun(func() { <-end.done; _ = c.finishActorClose(act) }) {
+			return c.errStopping()
+		}
+		return nil
+	}
+	if err := c.submitApplication(ctx, a, end); err != nil {
+		// Its Spot stopped taking application work (it is closing too): the lifecycle lane
+		// runs the callback after the queued messages all the same.
+		if err := c.submitLifecycle(ctx, a, end); err != nil {
+			end.Drop(err)
+		}
+	}
+	select {
+	case <-end.done:
+	case <-ctx.Done():
+		// The close goes on without this caller.
+		c.bg.goRun(func() { <-end.done; _ = c.finishActorClose(act) })
+		return ctx.Err()
+	}
+	return c.finishActorClose(act)
+}
+
+// actorEnd runs an Actor's CloseHandler on its Spot's queue, after its queued messages.
+type actorEnd struct {
+	cat  *Catalog
+	act  *actor
+	ctx  context.Context
+	once sync.Once
+	done chan struct{}
+}
+
+func (w *actorEnd) Run() {
+	w.once.Do(func() {
+		defer close(w.done)
+		h, ok := w.act.impl.(sdk.CloseHandler)
+		if !ok || !w.act.ended.CompareAndSwap(false, true) {
+			return // no callback, or its Spot's close ended it first
+		}
+		defer func() {
+			if v := recover(); v != nil {
+				w.cat.log.Error("closing callback panicked", "actor", w.act.typ.desc.Name, "id", w.act.id, "panic", v, "stack", string(debug.Stack()))
+			}
+		}()
+		h.OnClose(w.ctx, sdk.CloseExplicit)
+	})
+}
+
+func (w *actorEnd) Drop(error) { w.once.Do(func() { close(w.done) }) }
+
+// finishActorClose releases the record of act, whose close callback ran, and ends it here.
+func (c *Catalog) finishActorClose(act *actor) error {
+	defer func() {
+		act.ended.Store(true)
+		act.state.Store(uint32(actorGone))
+		c.unregister(act)
+		act.endSettled()
+	}()
+	host, err := c.storeHost(act.host)
+	if err != nil {
+		return nil // its Spot closed meanwhile, and the record went with the Spot's
+	}
+	_, err = storeWrite(c, func(ctx context.Context) (struct{}, error) {
+		loc, err := c.store.LookupActor(ctx, act.storeKey())
+		if err != nil {
+			if errors.Is(err, sdk.ErrNotFound) {
+				return struct{}{}, nil
+			}
+			return struct{}{}, err
+		}
+		return struct{}{}, c.store.ReleaseActor(ctx, loc, host)
+	})
+	if err != nil {
+		c.log.Warn("the record of a closed Actor was not released; it goes with its Spot's", "actor", act.Target(), "err", err)
+		return fmt.Errorf("close %v: %w", act.Target(), err)
+	}
+	return nil
+}

@@ -1,0 +1,327 @@
+package catalog_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/zlink-go/zlink/rt/internal/catalog"
+	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+const pawnType = "game.Pawn"
+
+// pawn is an Actor that counts its hops and keeps the count across moves (sdk.Relocatable).
+type pawn struct {
+	ac     sdk.ActorContext
+	hops   int
+	ticks  *atomic.Int64
+	closes *atomic.Int64
+}
+
+func (p *pawn) OnClose(context.Context, sdk.CloseReason) { p.closes.Add(1) }
+
+func (p *pawn) MarshalState(context.Context) ([]byte, error) {
+	return []byte(strconv.Itoa(p.hops)), nil
+}
+
+var pawnDesc = &sdk.SpotDesc{Name: pawnType, Kind: sdk.KindActor, Methods: []sdk.MethodDesc{
+	actorMethod("Hop", func(p *pawn, _ context.Context, in string) (string, error) {
+		p.hops++
+		return fmt.Sprintf("%s hop %d in %v", in, p.hops, p.ac.Host()), nil
+	}),
+	oneWayActorMethod("Note", func(p *pawn) { p.hops++ }),
+	actorMethod("Tick", func(p *pawn, _ context.Context, in string) (string, error) {
+		p.ac.Every(time.Millisecond, func(context.Context) { p.ticks.Add(1) })
+		return "ticking", nil
+	}),
+}}
+
+func actorMethod(name string, fn func(p *pawn, ctx context.Context, in string) (string, error)) sdk.MethodDesc {
+	return sdk.MethodDesc{
+		Name:       name,
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
+			out, err := fn(impl.(*pawn), ctx, req.(*wrapperspb.StringValue).GetValue())
+			if err != nil {
+				return nil, err
+			}
+			return str(out), nil
+		},
+	}
+}
+
+func oneWayActorMethod(name string, fn func(p *pawn)) sdk.MethodDesc {
+	return sdk.MethodDesc{
+		Name:       name,
+		OneWay:     true,
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(impl any, _ context.Context, _ proto.Message) (proto.Message, error) {
+			fn(impl.(*pawn))
+			return nil, nil
+		},
+	}
+}
+
+// spots remembers the SpotContext of every Spot made, by ID.
+type spots struct {
+	mu sync.Mutex
+	m  map[string]sdk.SpotContext
+}
+
+func (s *spots) get(id string) sdk.SpotContext {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[id]
+}
+
+func actorNode(t *testing.T, ticks *atomic.Int64, cfg ...func(*catalog.Config)) (*node, *spots) {
+	return actorNodeWith(t, ticks, nodeOpts{}, cfg...)
+}
+
+func actorNodeWith(t *testing.T, ticks *atomic.Int64, o nodeOpts, cfg ...func(*catalog.Config)) (*node, *spots) {
+	sp := &spots{m: map[string]sdk.SpotContext{}}
+	if len(cfg) > 0 {
+		o.cfg = cfg[0]
+	}
+	o.register = func(ts *catalog.Types, f *fixture) {
+		build := factory(f)
+		must(ts.RegisterSpot(&sdk.SpotDesc{Name: roomType, Kind: sdk.KindInstance, Methods: methods}, func(sc sdk.SpotContext) (any, error) {
+			sp.mu.Lock()
+			sp.m[sc.ID()] = sc
+			sp.mu.Unlock()
+			return build(sc)
+		}))
+		must(ts.RegisterActor(pawnDesc, func(ac sdk.ActorContext) (any, error) {
+			p := &pawn{ac: ac, ticks: ticks, closes: &pawnCloses}
+			if b := ac.RestoredState(); b != nil {
+				p.hops, _ = strconv.Atoi(string(b))
+			}
+			return p, nil
+		}))
+	}
+	return newNode(t, o), sp
+}
+
+// pawnCloses counts the OnClose calls of every pawn.
+var pawnCloses atomic.Int64
+
+func pawnAt(id string) sdk.Target { return sdk.ActorTarget(pawnType, id) }
+
+// An Actor spawned into a Spot runs on that Spot's queue; spawning it again anywhere is
+// ErrAlreadyExists, and bad spawns say what is wrong.
+func TestActorSpawnAndCallOnItsSpot(t *testing.T) {
+	var ticks atomic.Int64
+	n, sp := actorNode(t, &ticks)
+	_, err := n.call("room-1", "Join", "ann")
+	require.NoError(t, err)
+	_, err = n.call("room-2", "Join", "bob")
+	require.NoError(t, err)
+	sc := sp.get("room-1")
+	require.NoError(t, sc.Spawn(ctx, pawnDesc, "p1"))
+	out, err := n.callT(pawnAt("p1"), "Hop", "p1")
+	require.NoError(t, err)
+	assert.Equal(t, `p1 hop 1 in Instance test.Room/"room-1"`, out)
+	assert.EqualValues(t, 1, n.cat.ActiveActors())
+
+	require.ErrorIs(t, sp.get("room-2").Spawn(ctx, pawnDesc, "p1"), sdk.ErrAlreadyExists)
+	require.ErrorIs(t, sc.Spawn(ctx, nil, "p2"), sdk.ErrInvalidArgument)
+	require.ErrorIs(t, sc.Spawn(ctx, pawnDesc, ""), sdk.ErrInvalidID)
+	require.ErrorIs(t, sc.Spawn(ctx, &sdk.SpotDesc{Name: "game.Other", Kind: sdk.KindActor}, "p2"), sdk.ErrUnhandled)
+	require.ErrorIs(t, sc.Spawn(ctx, &sdk.SpotDesc{Name: roomType, Kind: sdk.KindActor}, "p2"), sdk.ErrInvalidArgument)
+	assert.EqualValues(t, 1, n.cat.ActiveActors(), "no failed spawn left an Actor")
+	_, err = n.callT(pawnAt("p2"), "Hop", "p2")
+	require.Error(t, err)
+}
+
+// A move between two Spots of one node carries the Actor's state; its timers stop in the Spot
+// it left.
+func TestActorMoveBetweenSpotsOfOneNode(t *testing.T) {
+	var ticks atomic.Int64
+	n, sp := actorNode(t, &ticks)
+	for _, id := range []string{"room-1", "room-2"} {
+		_, err := n.call(id, "Join", "ann")
+		require.NoError(t, err)
+	}
+	require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, "p1"))
+	_, err := n.callT(pawnAt("p1"), "Hop", "p1")
+	require.NoError(t, err)
+	_, err = n.callT(pawnAt("p1"), "Tick", "")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return ticks.Load() > 3 }, 5*time.Second, time.Millisecond)
+
+	client := catClient{n.cat}
+	require.NoError(t, client.MoveActor(ctx, pawnAt("p1"), sdk.InstanceTarget(roomType, "room-2")))
+	out, err := n.callT(pawnAt("p1"), "Hop", "p1")
+	require.NoError(t, err)
+	assert.Equal(t, `p1 hop 2 in Instance test.Room/"room-2"`, out, "its state came along")
+	settled := ticks.Load()
+	time.Sleep(30 * time.Millisecond)
+	assert.LessOrEqual(t, ticks.Load(), settled+1, "its timer stopped when it left")
+	assert.EqualValues(t, 1, n.cat.ActiveActors())
+
+	require.ErrorIs(t, client.MoveActor(ctx, pawnAt("p1"), sdk.InstanceTarget(roomType, "room-2")), sdk.ErrInvalidArgument)
+	require.ErrorIs(t, client.MoveActor(ctx, pawnAt("p1"), sdk.InstanceTarget(roomType, "room-9")), sdk.ErrNotFound)
+	out, err = n.callT(pawnAt("p1"), "Hop", "p1")
+	require.NoError(t, err)
+	assert.True(t, strings.HasSuffix(out, `in Instance test.Room/"room-2"`), out)
+}
+
+// RegisterActor takes Actor descriptors only, never an idle timeout, and shares the names of
+// Spot types.
+func TestRegisterActorRefusesWhatIsNotAnActorType(t *testing.T) {
+	mk := func(sdk.ActorContext) (any, error) { return struct{}{}, nil }
+	ts := &catalog.Types{}
+	require.ErrorIs(t, ts.RegisterActor(nil, mk), sdk.ErrInvalidArgument)
+	require.ErrorIs(t, ts.RegisterActor(pawnDesc, nil), sdk.ErrInvalidArgument)
+	err := ts.RegisterActor(&sdk.SpotDesc{Name: roomType, Kind: sdk.KindInstance, Methods: methods}, mk)
+	require.ErrorIs(t, err, sdk.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "RegisterSpot")
+	require.ErrorIs(t, ts.RegisterActor(pawnDesc, mk, sdk.WithIdleTimeout(time.Second)), sdk.ErrInvalidArgument)
+	require.NoError(t, ts.RegisterActor(pawnDesc, mk))
+	require.ErrorIs(t, ts.RegisterSpot(&sdk.SpotDesc{Name: pawnType, Kind: sdk.KindInstance, Methods: methods}, factory(newFixture())), sdk.ErrInvalidArgument)
+	assert.Equal(t, []string{pawnType}, ts.Names())
+}
+
+// An Actor descriptor is not a Spot type: RegisterSpot refuses it and names RegisterActor.
+func TestRegisterSpotRefusesAnActorDescriptor(t *testing.T) {
+	ts := &catalog.Types{}
+	err := ts.RegisterSpot(&sdk.SpotDesc{Name: pawnType, Kind: sdk.KindActor, Methods: methods}, factory(newFixture()))
+	require.ErrorIs(t, err, sdk.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "RegisterActor")
+	assert.Empty(t, ts.Names())
+}
+
+// Messages held while a move waits for a long turn go back on the lane when the move gives up,
+// all of them, even past the lane's limits: they were admitted once (E5).
+func TestHeldMessagesReturnPastTheLaneLimits(t *testing.T) {
+	var ticks atomic.Int64
+	n, sp := actorNode(t, &ticks, func(c *catalog.Config) { c.Exec.Application.Count = 8 })
+	for _, id := range []string{"room-1", "room-2"} {
+		_, err := n.call(id, "Join", "ann")
+		require.NoError(t, err)
+	}
+	require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, "p1"))
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := n.call("room-1", "Block", "")
+		blocked <- err
+	}()
+	require.Equal(t, "room-1", <-n.f.blocked)
+	mctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	moved := make(chan error, 1)
+	go func() {
+		moved <- catClient{n.cat}.MoveActor(mctx, pawnAt("p1"), sdk.InstanceTarget(roomType, "room-2"))
+	}()
+	time.Sleep(50 * time.Millisecond) // the move is waiting for the turn
+	for range 20 {
+		require.NoError(t, n.cat.Send(ctx, pawnAt("p1"), "Note", str("")))
+	}
+	require.ErrorIs(t, <-moved, context.DeadlineExceeded)
+	close(n.f.release)
+	require.NoError(t, <-blocked)
+	var out string
+	require.Eventually(t, func() bool {
+		var err error
+		out, err = n.callT(pawnAt("p1"), "Hop", "p1") // refused unrun while the lane is over its limit
+		return err == nil
+	}, 5*time.Second, time.Millisecond)
+	assert.Equal(t, `p1 hop 21 in Instance test.Room/"room-1"`, out, "every held message ran, in its Spot")
+}
+
+// An explicit close of an Actor and the close of its Spot race: its OnClose runs once, and
+// the node's count of Actors ends at zero.
+func TestActorCloseRacesItsSpotsClose(t *testing.T) {
+	var ticks atomic.Int64
+	n, sp := actorNode(t, &ticks)
+	for i := range 20 {
+		room := fmt.Sprintf("race-%d", i)
+		_, err := n.call(room, "Join", "ann")
+		require.NoError(t, err)
+		require.NoError(t, sp.get(room).Spawn(ctx, pawnDesc, room))
+		before := pawnCloses.Load()
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = n.cat.CloseTarget(ctx, pawnAt(room)) })
+		wg.Go(func() { _ = n.cat.CloseTarget(ctx, sdk.InstanceTarget(roomType, room)) })
+		wg.Wait()
+		assert.Equal(t, before+1, pawnCloses.Load(), "round %d", i)
+		assert.Zero(t, n.cat.ActiveActors(), "round %d", i)
+	}
+}
+
+// lossyStore loses the answer of the first Actor move it commits, and then does not answer
+// while dark is set.
+type lossyStore struct {
+	*store.Etcd
+	lose, dark atomic.Bool
+	readsToo   bool // dark covers reads, not only moves
+}
+
+func (l *lossyStore) MoveActor(ctx context.Context, loc store.ActorLocation, from, to store.Host) (store.ActorLocation, error) {
+	if l.dark.Load() {
+		return store.ActorLocation{}, fmt.Errorf("%w: the store is dark", store.ErrOutcomeUnknown)
+	}
+	moved, err := l.Etcd.MoveActor(ctx, loc, from, to)
+	if err == nil && l.lose.CompareAndSwap(true, false) {
+		l.dark.Store(true)
+		return store.ActorLocation{}, fmt.Errorf("%w: the answer was lost", store.ErrOutcomeUnknown)
+	}
+	return moved, err
+}
+
+func (l *lossyStore) LookupActor(ctx context.Context, key store.ActorKey) (store.ActorLocation, error) {
+	if l.readsToo && l.dark.Load() {
+		return store.ActorLocation{}, fmt.Errorf("%w: the store is dark", sdk.ErrStoreUnavailable)
+	}
+	return l.Etcd.LookupActor(ctx, key)
+}
+
+// A move whose commit answer is lost, while the store's writes (and, in one case, its reads)
+// stay dark past the arrival's own wait: the Actor holds its messages, its arrival does not
+// settle on its own while its move is under way on this node, and once the store tells that
+// the commit happened, they follow it, every one.
+func TestActorMoveWithALostCommitAnswerKeepsEveryMessage(t *testing.T) {
+	for _, readsToo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dark-reads=%v", readsToo), func(t *testing.T) {
+			var ticks atomic.Int64
+			lossy := &lossyStore{readsToo: readsToo}
+			n, sp := actorNodeWith(t, &ticks, nodeOpts{wrap: func(e *store.Etcd) store.Store {
+				lossy.Etcd = e
+				return lossy
+			}}, func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond })
+			for _, id := range []string{"room-1", "room-2"} {
+				_, err := n.call(id, "Join", "ann")
+				require.NoError(t, err)
+			}
+			require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, "p1"))
+			lossy.lose.Store(true)
+			err := catClient{n.cat}.MoveActor(ctx, pawnAt("p1"), sdk.InstanceTarget(roomType, "room-2"))
+			require.ErrorIs(t, err, sdk.ErrStoreUnavailable, "the outcome is not known yet")
+			for range 5 {
+				require.NoError(t, n.cat.Send(ctx, pawnAt("p1"), "Note", str("")))
+			}
+			time.Sleep(600 * time.Millisecond) // past the arrival's wait (2 × OperationTimeout)
+			lossy.dark.Store(false)
+			var out string
+			require.Eventually(t, func() bool {
+				out, err = n.callT(pawnAt("p1"), "Hop", "p1")
+				return err == nil
+			}, 5*time.Second, 10*time.Millisecond)
+			assert.Equal(t, `p1 hop 6 in Instance test.Room/"room-2"`, out, "the move committed, and every held message followed it")
+			assert.EqualValues(t, 1, n.cat.ActiveActors())
+		})
+	}
+}

@@ -1,0 +1,80 @@
+package catalog_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/zlink-go/zlink/rt/internal/catalog"
+	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// directPeers joins the catalogs of one test for relocation units; dropSettle loses every
+// settle on its way.
+type directPeers struct {
+	to         map[sdk.NodeID]*catalog.Catalog
+	dropSettle bool
+}
+
+var errNotInThisTest = errors.New("not in this test")
+
+func (p *directPeers) PrepareSpot(ctx context.Context, node sdk.NodeID, in catalog.Arrival) (store.Owner, error) {
+	return p.to[node].PrepareSpot(ctx, in)
+}
+
+func (p *directPeers) SettleSpot(_ context.Context, node sdk.NodeID, t sdk.Target, token uint64, rec store.Record) error {
+	if p.dropSettle {
+		return errors.New("the settle was lost")
+	}
+	p.to[node].SettleSpot(t, token, rec)
+	return nil
+}
+
+func (p *directPeers) AbortSpot(_ context.Context, node sdk.NodeID, t sdk.Target, token uint64) error {
+	p.to[node].AbortSpot(t, token)
+	return nil
+}
+
+func (*directPeers) PrepareArrival(context.Context, sdk.NodeID, sdk.Target, sdk.Target, []byte, uint64) (store.Host, error) {
+	return store.Host{}, errNotInThisTest
+}
+
+func (*directPeers) SettleArrival(context.Context, sdk.NodeID, sdk.Target, uint64) error {
+	return errNotInThisTest
+}
+
+func (*directPeers) AbortArrival(context.Context, sdk.NodeID, sdk.Target, uint64) error {
+	return errNotInThisTest
+}
+
+func (*directPeers) Follow(context.Context, sdk.NodeID, sdk.Target, string, proto.Message, bool) (proto.Message, error) {
+	return nil, errNotInThisTest
+}
+
+// A unit whose settle was lost committed all the same: the target that closes before it heard
+// of it settles the arrival by the record and closes it with the node (Shutdown), releasing the
+// record, rather than dropping a Spot the record gives it.
+func TestF9_ATargetClosingWithAnUnsettledArrivalClosesItWithTheNode(t *testing.T) {
+	mesh, f := uniqueMesh(t), newFixture()
+	a := newNode(t, nodeOpts{mesh: mesh, id: "node-a", fixture: f})
+	b := newNode(t, nodeOpts{mesh: mesh, id: "node-b", fixture: f})
+	peers := &directPeers{to: map[sdk.NodeID]*catalog.Catalog{"node-a": a.cat, "node-b": b.cat}, dropSettle: true}
+	a.cat.SetPeers(peers)
+	b.cat.SetPeers(peers)
+	_, err := a.call("unsettled", "Join", "x")
+	require.NoError(t, err)
+	require.NoError(t, a.cat.RelocateSpot(ctx, sdk.InstanceTarget(roomType, "unsettled"), "node-b"))
+	res := a.lookup(t, roomType, "unsettled")
+	require.Equal(t, store.StateReady, res.State)
+	require.Equal(t, b.reg.Owner(), res.Record.Owner, "the unit committed")
+
+	require.NoError(t, b.cat.Close(ctx))
+	assert.Equal(t, store.StateMissing, a.lookup(t, roomType, "unsettled").State, "released with the node's close")
+	assert.Equal(t, []sdk.CloseReason{sdk.CloseRelocated, sdk.CloseShutdown}, f.closeReasons("unsettled"),
+		"its source saw Relocated, its target Shutdown")
+}

@@ -1,0 +1,451 @@
+package rt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zlink-go/zlink/rt/internal/catalog"
+	"github.com/zlink-go/zlink/rt/internal/mesh"
+	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// relocationOp is the host's one relocation in progress; every caller with the same mode and
+// effective target version shares it (F10).
+type relocationOp struct {
+	mode     sdk.RelocationMode
+	version  int64
+	deadline time.Time
+	done     chan struct{}
+	result   sdk.RelocationResult
+	// stop ends the start of new units: a shutdown began (F9).
+	stop   context.CancelFunc
+	ctx    context.Context
+	total  atomic.Int64
+	moved  atomic.Int64
+	gone   atomic.Int64 // units whose object closed before it moved
+	logged atomic.Int64 // the last tenth of the units logged
+	// storeAnswers looks once whether etcd answers, for the reason of a relocation that ran
+	// out of time.
+	storeAnswers func() bool
+}
+
+// Relocate moves this node's live objects, with their state, to other nodes of the mesh, so
+// that the node can be taken down for maintenance (PlannedMaintenance: to nodes of its own
+// application version) or replaced by a newer version (RollingUpdate: to nodes of exactly
+// TargetApplicationVersion, which must be greater than this node's). Every User and Instance
+// Spot moves with its Actors, and every Actor of an Entry Spot moves to the Entry Spot of the
+// same type on its target; Entry Spots themselves stay. Each object moves as one unit: no
+// message is lost or runs twice, messages that meet it wait and then run where it is, and
+// messages sent along old routes follow it.
+//
+// The error is only for arguments the mode does not take, before anything starts. Every other
+// outcome is the result: Relocated when every object moved (the node is then Relocated: it
+// keeps its connections, takes no new application work, and Shutdown closes only its
+// infrastructure), or Blocked with the reason, in which case what did not move serves here
+// again and the node is Serving. While it runs the node is Relocating: it creates and receives
+// no objects, and its status carries the deadline. Without an eligible target the relocation
+// waits for one until its deadline (Deadline, or Config.RelocationDeadline).
+//
+// Calls with the same mode and target version share one relocation and its result; a call
+// with another one while it runs gets Blocked with OperationInProgress. ctx ends only this
+// caller's wait. A shutdown during the relocation lets the units under way finish, starts no
+// other, and the relocation ends Blocked with ShutdownRequested.
+func (h *Host) Relocate(ctx context.Context, opts sdk.RelocationOptions) (sdk.RelocationResult, error) {
+	version, err := opts.EffectiveTarget(h.cfg.ApplicationVersion)
+	if err != nil {
+		return sdk.RelocationResult{}, err
+	}
+	op, res := h.beginRelocation(opts, version)
+	if op == nil {
+		return res, nil
+	}
+	select {
+	case <-op.done:
+		return op.result, nil
+	case <-ctx.Done():
+		return sdk.RelocationResult{}, fmt.Errorf("rt: stopped waiting for node %s's relocation (it goes on): %w", h.cfg.NodeID, context.Cause(ctx))
+	}
+}
+
+// beginRelocation joins the relocation in progress or starts one; op is nil when the answer
+// res is known at once.
+func (h *Host) beginRelocation(opts sdk.RelocationOptions, version int64) (*relocationOp, sdk.RelocationResult) {
+	blocked := func(r sdk.RelocationReason) sdk.RelocationResult {
+		return sdk.RelocationResult{Mode: opts.Mode, TargetApplicationVersion: version, Outcome: sdk.RelocationOutcomeBlocked, Reason: r}
+	}
+	h.lc.mu.Lock()
+	defer h.lc.mu.Unlock()
+	if op := h.lc.relocation; op != nil {
+		select {
+		case <-op.done:
+			if h.runtimeState() == sdk.RuntimeStateRelocated && op.mode == opts.Mode && op.version == version {
+				return nil, op.result // the same operation ended: its terminal result (F10)
+			}
+		default:
+			if op.mode == opts.Mode && op.version == version {
+				return op, sdk.RelocationResult{}
+			}
+			return nil, blocked(sdk.RelocationReasonOperationInProgress)
+		}
+	}
+	switch {
+	case h.lc.shutdown != nil:
+		return nil, blocked(sdk.RelocationReasonShutdownRequested)
+	case h.runtimeState() == sdk.RuntimeStateRelocated:
+		return nil, blocked(sdk.RelocationReasonOperationInProgress)
+	case h.runtimeState() != sdk.RuntimeStateServing:
+		return nil, blocked(sdk.RelocationReasonRuntimeNotReady)
+	case !h.cfg.Roles.Has(RoleObjectServer):
+		return nil, blocked(sdk.RelocationReasonRelocationDisabled)
+	}
+	within := opts.Deadline
+	if within <= 0 {
+		within = h.cfg.RelocationDeadline
+	}
+	op := &relocationOp{mode: opts.Mode, version: version, deadline: time.Now().Add(within), done: make(chan struct{})}
+	op.result = sdk.RelocationResult{Mode: opts.Mode, TargetApplicationVersion: version}
+	op.ctx, op.stop = context.WithDeadline(context.Background(), op.deadline)
+	op.storeAnswers = sync.OnceValue(func() bool {
+		ctx, cancel := context.WithTimeout(h.stopCtx, time.Second)
+		defer cancel()
+		return h.store.Answers(ctx)
+	})
+	h.lc.relocation = op
+	h.lc.relocResult = nil
+	h.lc.deadline = &op.deadline
+	h.lc.unsafeUntil = time.Time{}
+	h.lc.unitsOpen++ // the relocation itself: SafeToShutdown is false until it has ended
+	h.catalog.SetRelocating(true)
+	h.setStateLocked(sdk.RuntimeStateRelocating)
+	h.relocations.Go(func() { h.runRelocation(op) })
+	return op, sdk.RelocationResult{}
+}
+
+// runRelocation moves the units, then ends the relocation with its result.
+func (h *Host) runRelocation(op *relocationOp) {
+	defer op.stop()
+	pctx, cancel := context.WithTimeout(op.ctx, drainPublishTimeout)
+	if err := h.mesh.Publish(pctx); err != nil {
+		h.log.Warn("could not tell the peers that the node relocates; they see it at the next publication", "err", err)
+	}
+	cancel()
+	reason := h.relocateAll(op)
+	h.endRelocation(op, reason)
+}
+
+// endRelocation publishes the result of op: Relocated, or Blocked and Serving again (F7).
+func (h *Host) endRelocation(op *relocationOp, reason sdk.RelocationReason) {
+	op.result.Reason = reason
+	op.result.Outcome = sdk.RelocationOutcomeRelocated
+	if reason != sdk.RelocationReasonNone {
+		op.result.Outcome = sdk.RelocationOutcomeBlocked
+	}
+	h.log.Info("relocation ended", "outcome", op.result.Outcome, "reason", reason, "moved", op.moved.Load(), "units", op.total.Load())
+	h.lc.mu.Lock()
+	result := op.result
+	h.lc.relocResult = &result
+	h.lc.unitsOpen--
+	h.lc.unsafeUntil = h.lc.lastCommit.Add(h.cfg.RelocationResendWindow)
+	if h.lc.shutdown == nil {
+		h.lc.deadline = nil
+	}
+	switch {
+	case h.lc.shutdown != nil:
+		// The shutdown goes on from here; its own states follow.
+	case reason == sdk.RelocationReasonNone:
+		h.setStateLocked(sdk.RuntimeStateRelocated)
+	default:
+		h.catalog.SetRelocating(false)
+		h.setStateLocked(sdk.RuntimeStateServing)
+	}
+	h.publishRuntimeLocked()
+	h.lc.mu.Unlock()
+	close(op.done)
+	h.scheduleSafe()
+	pctx, cancel := context.WithTimeout(h.stopCtx, drainPublishTimeout)
+	defer cancel()
+	_ = h.mesh.Publish(pctx)
+}
+
+// relocateAll moves every unit, as often as new ones appear, until none is left or the
+// relocation must stop; it returns the Blocked reason, or None.
+func (h *Host) relocateAll(op *relocationOp) sdk.RelocationReason {
+	if reason := h.pinnedReason(); reason != sdk.RelocationReasonNone {
+		return reason
+	}
+	for {
+		units := h.units()
+		if len(units) == 0 {
+			// Nothing left: every unit moved, unless a shutdown (which stops the relocation
+			// before it closes anything) closed what was left.
+			if h.shuttingDown() && op.gone.Load() > 0 {
+				return sdk.RelocationReasonShutdownRequested
+			}
+			return sdk.RelocationReasonNone
+		}
+		if op.ctx.Err() != nil {
+			return h.stopReason(op)
+		}
+		op.total.Add(int64(len(units)))
+		if reason := h.moveUnits(op, units); reason != sdk.RelocationReasonNone {
+			return reason
+		}
+	}
+}
+
+// pinnedReason is StateIncompatible while an object of a pinned type is active here.
+func (h *Host) pinnedReason() sdk.RelocationReason {
+	for _, t := range h.catalog.LocalSpots() {
+		if h.catalog.Pinned(t) {
+			return sdk.RelocationReasonStateIncompatible
+		}
+	}
+	for a := range h.catalog.EntryActors() {
+		if h.catalog.ActorPinned(a) {
+			return sdk.RelocationReasonStateIncompatible
+		}
+	}
+	return sdk.RelocationReasonNone
+}
+
+// unit is one relocation unit: a User or Instance Spot with its Actors, or an Actor of an
+// Entry Spot (whose Spot is entry).
+type unit struct {
+	t     sdk.Target
+	entry sdk.Target
+}
+
+func (h *Host) units() []unit {
+	var out []unit
+	for _, t := range h.catalog.LocalSpots() {
+		out = append(out, unit{t: t})
+	}
+	for a, e := range h.catalog.EntryActors() {
+		out = append(out, unit{t: a, entry: e})
+	}
+	return out
+}
+
+// moveUnits moves units with bounded parallelism; it returns the first Blocked reason.
+func (h *Host) moveUnits(op *relocationOp, units []unit) sdk.RelocationReason {
+	var (
+		mu     sync.Mutex
+		reason = sdk.RelocationReasonNone
+		wg     sync.WaitGroup
+		sem    = make(chan struct{}, h.cfg.RelocationParallelism)
+	)
+	for _, u := range units {
+		mu.Lock()
+		stop := reason != sdk.RelocationReasonNone
+		mu.Unlock()
+		if stop {
+			break
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-op.ctx.Done():
+		}
+		if op.ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if r := h.moveUnit(op, u); r != sdk.RelocationReasonNone {
+				mu.Lock()
+				if reason == sdk.RelocationReasonNone {
+					reason = r
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if reason == sdk.RelocationReasonNone && op.ctx.Err() != nil {
+		reason = h.stopReason(op)
+	}
+	return reason
+}
+
+// stopReason says why op's context ended: a shutdown, or its deadline, which an etcd that
+// does not answer now explains.
+func (h *Host) stopReason(op *relocationOp) sdk.RelocationReason {
+	switch {
+	case h.shuttingDown():
+		return sdk.RelocationReasonShutdownRequested
+	case op.ctx.Err() != nil && !op.storeAnswers():
+		return sdk.RelocationReasonStoreUnavailable
+	}
+	return sdk.RelocationReasonDeadlineExceeded
+}
+
+// shuttingDown reports whether a shutdown began.
+func (h *Host) shuttingDown() bool {
+	h.lc.mu.Lock()
+	defer h.lc.mu.Unlock()
+	return h.lc.shutdown != nil
+}
+
+// moveUnit moves one unit to a target F5 chooses, trying again while the failure may pass
+// (a busy object, a target that went), until the relocation's deadline.
+func (h *Host) moveUnit(op *relocationOp, u unit) sdk.RelocationReason {
+	var excluded []sdk.NodeID
+	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		target, reason := h.awaitTarget(op, u, excluded)
+		if reason != sdk.RelocationReasonNone {
+			return reason
+		}
+		err := h.moveUnitTo(op, u, target)
+		switch {
+		case err == nil:
+			h.unitMoved(op)
+			return sdk.RelocationReasonNone
+		case h.gone(u):
+			op.gone.Add(1)
+			return sdk.RelocationReasonNone // it closed or moved meanwhile: nothing left to move
+		case errors.Is(err, catalog.ErrPinned):
+			return sdk.RelocationReasonStateIncompatible
+		case errors.Is(err, catalog.ErrIncompatible), errors.Is(err, sdk.ErrUnhandled):
+			excluded = append(excluded, target.ID)
+			continue // the next candidate; none left is StateIncompatible
+		case errors.Is(err, sdk.ErrStoreUnavailable):
+			if op.ctx.Err() == nil && time.Until(op.deadline) > backoff {
+				break // etcd may come back before the deadline
+			}
+			return sdk.RelocationReasonStoreUnavailable
+		case errors.Is(err, sdk.ErrCreationFailed), errors.Is(err, sdk.ErrHandlerPanicked), errors.Is(err, catalog.ErrMarshalState):
+			h.log.Warn("a relocation unit failed; the object stays here", "object", u.t, "target", target.ID, "err", err)
+			return sdk.RelocationReasonRelocationFailed
+		}
+		h.log.Debug("a relocation unit is tried again", "object", u.t, "target", target.ID, "err", err)
+		select {
+		case <-op.ctx.Done():
+			return h.stopReason(op)
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// gone reports whether u's object is no longer here to move: it closed or moved meanwhile.
+func (h *Host) gone(u unit) bool {
+	if u.entry.Kind() == sdk.KindEntry {
+		_, here := h.catalog.LocalActor(u.t)
+		return !here
+	}
+	_, here := h.catalog.LocalSpot(u.t)
+	return !here
+}
+
+// moveUnitTo runs u's unit to target.
+func (h *Host) moveUnitTo(op *relocationOp, u unit, target store.Node) error {
+	if u.entry.Kind() == sdk.KindEntry {
+		return h.catalog.MoveActorTo(op.ctx, u.t, sdk.EntryTarget(u.entry.Type(), target.ID))
+	}
+	return h.catalog.RelocateSpot(op.ctx, u.t, target.ID)
+}
+
+// unitMoved counts a unit that moved, and logs each tenth of the relocation's units.
+func (h *Host) unitMoved(op *relocationOp) {
+	moved, total := op.moved.Add(1), op.total.Load()
+	if total == 0 {
+		return
+	}
+	if tenth := moved * 10 / total; tenth > op.logged.Load() {
+		op.logged.Store(tenth)
+		h.log.Info("relocation progress", "moved", moved, "units", total)
+	}
+	h.lc.mu.Lock()
+	h.lc.lastCommit = time.Now()
+	h.lc.mu.Unlock()
+}
+
+// awaitTarget chooses u's target as F5 narrows them, waiting for descriptors and readiness to
+// converge until the relocation's deadline (F6).
+func (h *Host) awaitTarget(op *relocationOp, u unit, excluded []sdk.NodeID) (store.Node, sdk.RelocationReason) {
+	for {
+		target, reason := h.chooseTarget(op, u, excluded)
+		if reason == sdk.RelocationReasonNone {
+			return target, reason
+		}
+		select {
+		case <-op.ctx.Done():
+			if h.shuttingDown() {
+				return store.Node{}, sdk.RelocationReasonShutdownRequested
+			}
+			return store.Node{}, reason
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// chooseTarget narrows the members to u's target in the order of F5: (1) the version, (2) an
+// Object Server of the mesh, not this node, Serving, (3) serving u's types, (4) room for it
+// and not of this node's maintenance wave, (5) the registration the membership view holds and
+// a Ready connection, (6) weights. The reason says where it ran out.
+func (h *Host) chooseTarget(op *relocationOp, u unit, excluded []sdk.NodeID) (store.Node, sdk.RelocationReason) {
+	typ := u.t.Type()
+	if u.entry.Kind() == sdk.KindEntry {
+		typ = u.entry.Type()
+	}
+	var cands []store.Node
+	step := 0
+	for _, n := range h.mesh.Members() {
+		d := n.Desc
+		switch {
+		case d.GetApplicationVersion() != op.version:
+			continue
+		case n.ID == h.cfg.NodeID || d.GetMesh() != "" && d.GetMesh() != h.cfg.MeshName ||
+			d.GetRoles()&mesh.RoleObjectServer == 0 || sdk.RuntimeState(d.GetState()) != sdk.RuntimeStateServing:
+			step = max(step, 1)
+			continue
+		case !slices.Contains(d.GetSpotTypes(), typ) || (u.entry.Kind() == sdk.KindEntry && !slices.Contains(d.GetSpotTypes(), u.t.Type())) ||
+			slices.Contains(excluded, n.ID):
+			step = max(step, 2)
+			continue
+		case !h.mesh.HasRoom(n) || h.cfg.MaintenanceWave != "" && d.GetMaintenanceWave() == h.cfg.MaintenanceWave:
+			step = max(step, 3)
+			continue
+		case !h.mesh.PeerReady(n.ID):
+			step = max(step, 4)
+			continue
+		}
+		cands = append(cands, n)
+	}
+	if len(cands) > 0 {
+		return mesh.Choose(u.t.Type(), u.t.ID(), cands), sdk.RelocationReasonNone
+	}
+	if step == 2 {
+		return store.Node{}, sdk.RelocationReasonStateIncompatible
+	}
+	return store.Node{}, sdk.RelocationReasonTargetUnavailable
+}
+
+// scheduleSafe publishes SafeToShutdown once the re-send window after the last commit ends.
+func (h *Host) scheduleSafe() {
+	h.lc.mu.Lock()
+	wait := time.Until(h.lc.unsafeUntil)
+	h.lc.mu.Unlock()
+	if wait <= 0 {
+		return
+	}
+	h.watchers.Go(func() {
+		select {
+		case <-h.stop:
+		case <-time.After(wait):
+			h.lc.mu.Lock()
+			h.publishRuntimeLocked()
+			h.lc.mu.Unlock()
+		}
+	})
+}
+
+// safeToShutdownLocked is F12: every unit this node started reached route removal and the
+// re-send window after the last commit ended; h.lc.mu is held.
+func (h *Host) safeToShutdownLocked() bool {
+	return h.lc.unitsOpen == 0 && !time.Now().Before(h.lc.unsafeUntil)
+}
