@@ -40,6 +40,7 @@ type tallyState struct {
 	Total    int64            `json:"total"`
 	Last     map[string]int64 `json:"last"`
 	Disorder int64            `json:"disorder"` // a number that was not its caller's next: lost, repeated or reordered
+	Seen     []string         `json:"seen"`     // the first messages out of order, where they ran
 	Moves    int64            `json:"moves"`    // arrivals by a move
 	Host     string           `json:"host"`
 	Node     string           `json:"node"`
@@ -56,6 +57,9 @@ func (t *tally) add(msg string) {
 	n, _ := strconv.ParseInt(seq, 10, 64)
 	if n != t.state.Last[caller]+1 {
 		t.state.Disorder++
+		if len(t.state.Seen) < 8 {
+			t.state.Seen = append(t.state.Seen, fmt.Sprintf("%s after %d on %s in %s (move %d)", msg, t.state.Last[caller], t.ac.Node(), t.ac.Host(), t.state.Moves))
+		}
 	}
 	if n > t.state.Last[caller] {
 		t.state.Last[caller] = n
@@ -115,6 +119,14 @@ func spotOps(sc sdk.SpotContext, fx *actorFixture) func(any, context.Context, pr
 			err = sc.Client().MoveActor(ctx, sdk.ActorTarget(tallyType, f[1]), spotTarget(f[2]))
 		case len(f) == 2 && f[0] == "close":
 			err = sc.Client().CloseSpot(ctx, sdk.ActorTarget(tallyType, f[1]))
+		case len(f) == 4 && f[0] == "sendafter":
+			// "sendafter <id> <ms> <n>": wait, then send n numbered Adds to the Actor from this turn.
+			ms, _ := strconv.Atoi(f[2])
+			n, _ := strconv.Atoi(f[3])
+			time.Sleep(time.Duration(ms) * time.Millisecond)
+			for i := 1; i <= n && err == nil; i++ {
+				err = sc.Client().Send(ctx, sdk.ActorTarget(tallyType, f[1]), "Add", wrapperspb.String("own:"+strconv.Itoa(i)))
+			}
 		default:
 			err = fmt.Errorf("bad op %q", f)
 		}
@@ -478,6 +490,33 @@ func TestActorMoveFromItsSpotsOwnTurn(t *testing.T) {
 	assert.EqualValues(t, 2, st.Moves)
 }
 
+// A turn of an Actor's Spot that sends to the Actor while a move of it waits for that very turn
+// is answered at once (the move cannot take the Actor before the turn ends): no deadlock, and
+// the messages follow the Actor in order.
+func TestActorOwnSpotSendsWhileAMoveWaitsForItsTurn(t *testing.T) {
+	fx := &actorFixture{}
+	c := actorCluster(t, 2, fx, nil)
+	a, b := c.hosts[0], c.hosts[1]
+	room := sdk.InstanceIntent(roomType, "own")
+	require.Equal(t, "ok", do(t, a, room, "spawn o1", sdk.OnNode(a.LocalNode())))
+	do(t, b, sdk.InstanceIntent(roomType, "dest"), "spawn warm", sdk.OnNode(b.LocalNode()))
+	turn := make(chan string, 1)
+	go func() { turn <- do(t, a, room.Plain(), "sendafter o1 300 5") }()
+	time.Sleep(100 * time.Millisecond) // the turn sleeps; the move below waits for it
+	start := time.Now()
+	require.NoError(t, a.MoveActor(ctx, tallyOf("o1"), sdk.InstanceTarget(roomType, "dest")))
+	assert.Equal(t, "ok", <-turn)
+	assert.Less(t, time.Since(start), 10*time.Second, "neither waited for the other until a timeout")
+	var st tallyState
+	require.Eventually(t, func() bool {
+		var err error
+		st, err = getTally(b, "o1")
+		return err == nil && st.Total == 5
+	}, 10*time.Second, 10*time.Millisecond, "%+v", st)
+	assert.Zero(t, st.Disorder, "%v", st.Seen)
+	assert.Equal(t, sdk.InstanceTarget(roomType, "dest").String(), st.Host)
+}
+
 // Eight callers send numbered one-way messages to one Actor while it moves back and forth 50
 // times between Spots on two nodes: every message runs exactly once and in its caller's order,
 // and the Actor's state, carried by MarshalState, counts them all.
@@ -565,7 +604,7 @@ func moveUnderLoad(t *testing.T, c *cluster, id string, spots []sdk.Target) {
 		return err == nil && st.Total == total
 	}, 10*time.Second, 10*time.Millisecond, "%d sent, the Actor has %+v", total, &last)
 	st := last
-	assert.Zero(t, st.Disorder, "no message lost, repeated or out of its caller's order")
+	assert.Zero(t, st.Disorder, "no message lost, repeated or out of its caller's order: %v", st.Seen)
 	assert.EqualValues(t, moves, st.Moves)
 	assert.Equal(t, spots[(moves-1)%len(spots)].Plain().String(), st.Host)
 	for i := range callers {

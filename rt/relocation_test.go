@@ -338,6 +338,8 @@ type statefulCtl struct {
 	marshalDelay time.Duration
 	marshalErr   error
 	failArrival  bool
+	// marshalling, when set, gets a value as each MarshalState begins.
+	marshalling chan struct{}
 }
 
 const statefulType = "test.Stateful"
@@ -362,6 +364,12 @@ func statefulDesc(intAdd bool) *sdk.SpotDesc {
 }
 
 func (s *stateful) MarshalState(context.Context) ([]byte, error) {
+	if s.ctl.marshalling != nil {
+		select {
+		case s.ctl.marshalling <- struct{}{}:
+		default:
+		}
+	}
 	time.Sleep(s.ctl.marshalDelay)
 	if s.ctl.marshalErr != nil {
 		return nil, s.ctl.marshalErr
@@ -422,7 +430,8 @@ func statefulCluster(t *testing.T, ctls []*statefulCtl, intAdd []bool, mutate fu
 // state, far more requests than the Spot's lane holds wait for it, and every one runs once,
 // after it, on the target.
 func TestE5_TheHoldHasNoLimitOfItsOwn(t *testing.T) {
-	ctls := []*statefulCtl{{marshalDelay: 500 * time.Millisecond}, {}}
+	marshalling := make(chan struct{}, 1)
+	ctls := []*statefulCtl{{marshalDelay: 500 * time.Millisecond, marshalling: marshalling}, {}}
 	c := statefulCluster(t, ctls, nil, func(_ int, cfg *rt.Config) { cfg.Exec.Application.Count = 4 })
 	a, caller := c.hosts[0], c.hosts[2]
 	tg := statefulOf("held")
@@ -432,7 +441,7 @@ func TestE5_TheHoldHasNoLimitOfItsOwn(t *testing.T) {
 		res, _ := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance})
 		done <- res
 	}()
-	time.Sleep(100 * time.Millisecond) // the unit is taking the state
+	<-marshalling // the unit is taking the state: admission is closed
 	const held = 64
 	var wg sync.WaitGroup
 	var failed atomic.Int64

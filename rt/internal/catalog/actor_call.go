@@ -36,10 +36,22 @@ func (e *MovedError) Error() string {
 // Unwrap makes it match sdk.ErrStaleRoute.
 func (e *MovedError) Unwrap() error { return sdk.ErrStaleRoute }
 
+// errHeld says admit held the message while its Actor moves.
+var errHeld = errors.New("catalog: held while the Actor moves")
+
 // admit puts k, a message for act, on act's host's application lane, or holds it while act
-// moves. The lock orders admissions against a move: a message admitted as active is on the
-// lane before the move's departure is.
-func (act *actor) admit(k *call, it exec.Item) error {
+// moves (errHeld). The lock orders admissions against a move: a message admitted as active is
+// on the lane before the move's departure is.
+//
+// A held one-way message is acknowledged only once it is admitted where it runs (or ends
+// unrun): its sender sends its next message only then, so that no later message of the same
+// sender can overtake it — a later message may reach the move's other end, whose messages go
+// first or last by the move's protocol, not by when they were sent. fresh says k comes from
+// its sender now (a message that follows the Actor within this node keeps what its first
+// admission decided, and one from a turn of the Actor's own Spot is answered at once, since
+// the move's departure waits for that very turn). For a held fresh one-way message without a
+// done callback, ack is where its sender learns the outcome.
+func (act *actor) admit(k *call, it exec.Item, fresh bool) (ack <-chan error, err error) {
 	k.a, k.actor = act.host, act // a message that follows the Actor changes Spot with it
 	act.mu.Lock()
 	defer act.mu.Unlock()
@@ -47,26 +59,39 @@ func (act *actor) admit(k *call, it exec.Item) error {
 	case actorActive:
 	case actorArriving:
 		if !k.follow {
-			act.hold(k)
-			return nil
+			return act.holdAcked(k, fresh), errHeld
 		}
 	case actorMoving, actorDeparted:
-		act.hold(k)
-		return nil
+		return act.holdAcked(k, fresh), errHeld
 	case actorClosing:
-		return fmt.Errorf("%w: actor %s/%q is closing", sdk.ErrNotFound, act.typ.desc.Name, act.id)
+		return nil, fmt.Errorf("%w: actor %s/%q is closing", sdk.ErrNotFound, act.typ.desc.Name, act.id)
 	default:
-		return errActorMoved
+		return nil, errActorMoved
 	}
+	k.acknowledge(nil) // a held message that follows the Actor here is admitted now
 	act.seq++
 	k.seq, k.counted = act.seq, true
 	act.queued.Add(1)
 	if err := act.host.exec.Submit(it, k); err != nil {
 		k.counted = false
 		act.queued.Add(-1)
-		return err
+		return nil, err
 	}
-	return nil
+	return nil, nil
+}
+
+// holdAcked holds k; a fresh one-way message is answered later (see admit). act.mu is held.
+func (act *actor) holdAcked(k *call, fresh bool) <-chan error {
+	var ack chan error
+	if fresh && k.oneWay {
+		k.ackHeld = true
+		if k.onDone == nil {
+			ack = make(chan error, 1)
+			k.ack = ack
+		}
+	}
+	act.hold(k)
+	return ack
 }
 
 // hold keeps k to follow act, or to run here again if its move fails; act.mu is held. A held
@@ -150,6 +175,7 @@ func (act *actor) takeHeld() []*call {
 // queued there; act.mu is held. A message its lane refuses ends with the refusal.
 func (act *actor) requeue(held []*call) {
 	for _, k := range held {
+		k.acknowledge(nil) // admitted again, where it runs
 		k.a, k.actor = act.host, act
 		act.queued.Add(1)
 		k.counted = true
@@ -200,14 +226,27 @@ func (c *Catalog) DeliverActor(ctx context.Context, act *actor, method string, r
 		return nil, false, perr
 	}
 	k.permit, k.reserved = true, reserved
-	if err := act.admit(k, it); err != nil {
+	ack, err := act.admit(k, it, !(oneWay && a.ownTurn(ctx)))
+	switch {
+	case err == errHeld && !oneWay:
+		return await(ctx, k)
+	case err == errHeld && ack == nil:
+		return nil, true, nil // from its Spot's own turn: answered at once
+	case err == errHeld:
+		// k is not ours any more: whoever admits it again, or ends it, answers here.
+		select {
+		case err := <-ack:
+			return nil, true, err
+		case <-ctx.Done():
+			return nil, true, ctx.Err()
+		}
+	case err != nil:
 		k.release()
 		if errors.Is(err, errActorMoved) {
 			return nil, false, err
 		}
 		return nil, false, c.actorRefusal(ctx, err, act, md)
-	}
-	if oneWay {
+	case oneWay:
 		return nil, true, nil
 	}
 	return await(ctx, k)

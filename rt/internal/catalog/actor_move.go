@@ -413,7 +413,8 @@ func (c *Catalog) forward(node sdk.NodeID, act *actor, k *call) {
 			return
 		}
 		k.follow = true
-		if err := next.admit(k, exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(k.req)), Activity: true, Unbounded: true}); err != nil {
+		_, err := next.admit(k, exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(k.req)), Activity: true, Unbounded: true}, false)
+		if err != nil && err != errHeld {
 			k.finish(nil, closingAsNotFound(err, next))
 		}
 		return

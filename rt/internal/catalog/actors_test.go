@@ -227,10 +227,19 @@ func TestHeldMessagesReturnPastTheLaneLimits(t *testing.T) {
 		moved <- catClient{n.cat}.MoveActor(mctx, pawnAt("p1"), sdk.InstanceTarget(roomType, "room-2"))
 	}()
 	time.Sleep(50 * time.Millisecond) // the move is waiting for the turn
+	// Twenty senders at once: each message is held, and each sender is answered once its
+	// message is back in the lane, past the lane's limit of 8.
+	var sends sync.WaitGroup
+	sent := make(chan error, 20)
 	for range 20 {
-		require.NoError(t, n.cat.Send(ctx, pawnAt("p1"), "Note", str("")))
+		sends.Go(func() { sent <- n.cat.Send(ctx, pawnAt("p1"), "Note", str("")) })
 	}
 	require.ErrorIs(t, <-moved, context.DeadlineExceeded)
+	sends.Wait()
+	close(sent)
+	for err := range sent {
+		require.NoError(t, err)
+	}
 	close(n.f.release)
 	require.NoError(t, <-blocked)
 	var out string
@@ -310,11 +319,21 @@ func TestActorMoveWithALostCommitAnswerKeepsEveryMessage(t *testing.T) {
 			lossy.lose.Store(true)
 			err := catClient{n.cat}.MoveActor(ctx, pawnAt("p1"), sdk.InstanceTarget(roomType, "room-2"))
 			require.ErrorIs(t, err, sdk.ErrStoreUnavailable, "the outcome is not known yet")
+			// The senders wait while the Actor holds their messages: they are answered once the
+			// messages are admitted where the Actor is.
+			var sends sync.WaitGroup
+			sent := make(chan error, 5)
 			for range 5 {
-				require.NoError(t, n.cat.Send(ctx, pawnAt("p1"), "Note", str("")))
+				sends.Go(func() { sent <- n.cat.Send(ctx, pawnAt("p1"), "Note", str("")) })
 			}
 			time.Sleep(600 * time.Millisecond) // past the arrival's wait (2 × OperationTimeout)
+			assert.Empty(t, sent, "no sender is answered while the outcome is unknown")
 			lossy.dark.Store(false)
+			sends.Wait()
+			close(sent)
+			for err := range sent {
+				require.NoError(t, err)
+			}
 			var out string
 			require.Eventually(t, func() bool {
 				out, err = n.callT(pawnAt("p1"), "Hop", "p1")

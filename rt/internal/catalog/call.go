@@ -235,6 +235,11 @@ type call struct {
 	seq     uint64
 	counted bool
 	follow  bool
+	// ackHeld marks a one-way message its Actor's move held whose sender is not answered
+	// yet: acknowledge answers it (onDone, or ack for a sender on this node) once it is
+	// admitted where it runs, or ends unrun.
+	ackHeld bool
+	ack     chan error
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
@@ -249,7 +254,7 @@ func (k *call) release() {
 	}
 	k.settle()
 	k.ctx, k.a, k.md, k.req, k.reply, k.err, k.onDone, k.actor = nil, nil, nil, nil, nil, nil, nil, nil
-	k.seq, k.counted, k.follow = 0, false, false
+	k.seq, k.counted, k.follow, k.ackHeld, k.ack = 0, false, false, false, nil
 	callPool.Put(k)
 }
 
@@ -422,9 +427,28 @@ func (k *call) Drop(err error) {
 	k.finish(nil, err)
 }
 
+// acknowledge answers the sender of a held one-way message, once: it was admitted where it
+// runs (err nil), or ended unrun (err). Nothing for any other message.
+func (k *call) acknowledge(err error) {
+	if !k.ackHeld {
+		return
+	}
+	k.ackHeld = false
+	if done := k.onDone; done != nil {
+		k.onDone = nil
+		done(nil, err)
+		return
+	}
+	if k.ack != nil {
+		k.ack <- err
+		k.ack = nil
+	}
+}
+
 func (k *call) finish(reply proto.Message, err error) {
 	k.settle()
-	if k.onDone != nil {
+	k.acknowledge(err) // a held one-way message that followed to another node, or was dropped
+	if k.onDone != nil && !k.oneWay {
 		done := k.onDone
 		k.release()
 		done(reply, err)
@@ -577,9 +601,9 @@ func (c *Catalog) submit(ctx context.Context, a *activation, act *actor, md *sdk
 		}
 		k.permit, k.reserved = true, reserved
 	}
-	if !oneWay {
-		k.onDone = done
-	}
+	// A one-way message's done answers its sender only if its Actor's move holds it
+	// (acknowledge); otherwise the sender is answered as soon as this returns.
+	k.onDone = done
 	if m != nil {
 		inbound := capacity.Request(size)
 		if ch := capacity.ChargeOf(ctx); oneWay && ch != nil {
@@ -595,7 +619,13 @@ func (c *Catalog) submit(ctx context.Context, a *activation, act *actor, md *sdk
 	var err2 error
 	if act != nil {
 		k.actor, k.follow = act, follow
-		err2 = act.admit(k, it)
+		_, err2 = act.admit(k, it, true)
+		if err2 == errHeld {
+			if oneWay {
+				return ErrHeld // done answers the sender
+			}
+			return nil
+		}
 	} else {
 		err2 = a.exec.Submit(it, k)
 	}

@@ -49,6 +49,10 @@ var ErrClosing = errors.New("catalog: spot is closing")
 // with AwaitCreation, then admits again.
 var ErrCreating = errors.New("catalog: spot is being created here")
 
+// ErrHeld says a peer's one-way message for an Actor was held while the Actor moves: the done
+// callback given with it answers the peer once it is admitted where it runs, or fails.
+var ErrHeld = errors.New("catalog: one-way message held while its Actor moves")
+
 // maxRounds bounds the state machine's rounds for one call: each round either waits for the
 // store to change or makes progress, so it is never reached in practice.
 const maxRounds = 64

@@ -134,11 +134,17 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 				if errors.Is(err, catalog.ErrClosing) {
 					err = fmt.Errorf("%w: %v: its Spot is closing", sdk.ErrNotFound, t)
 				}
+				if errors.Is(err, catalog.ErrHeld) {
+					return // its Actor moves: done answers once it is admitted where it runs
+				}
 				if err != nil || oneWay {
 					reply(m.admitReply(err))
 				}
 			})
 			return
+		}
+		if errors.Is(err, catalog.ErrHeld) {
+			return // its Actor moves: done answers once it is admitted where it runs
 		}
 		if err != nil || oneWay {
 			reply(m.admitReply(err))
