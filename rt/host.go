@@ -26,6 +26,7 @@ import (
 	"github.com/zlink-go/zlink/rt/devetcd"
 	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/catalog"
+	"github.com/zlink-go/zlink/rt/internal/channel"
 	"github.com/zlink-go/zlink/rt/internal/mesh"
 	"github.com/zlink-go/zlink/rt/internal/observe"
 	"github.com/zlink-go/zlink/rt/internal/store"
@@ -65,6 +66,10 @@ type Host struct {
 	// relocations is the relocation running; a shutdown waits for it after the catalog's close,
 	// whose deadline ends the units under way.
 	relocations sync.WaitGroup
+	// channels are the node's channel servers and subscribers; chans the hubs of the channels
+	// observed.
+	channels *channel.Registry
+	chans    channelHubs
 }
 
 var _ sdk.Client = (*Host)(nil)
@@ -135,6 +140,10 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 			return nil, fmt.Errorf("rt: register spot types: %w", err)
 		}
 	}
+	h.channels = &types.Registry
+	for _, sub := range h.channels.Subscribers() {
+		sub.SetLogger(h.log)
+	}
 	server := cfg.Roles.Has(RoleObjectServer)
 	h.tel, err = cfg.newTelemetry(ctx)
 	if err != nil {
@@ -153,6 +162,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		Unhandled:       cfg.Unhandled,
 		UnhandledHold:   cfg.OperationTimeout,
 		Telemetry:       h.tel,
+		Channels:        h.channels,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rt: %w", err)
@@ -175,7 +185,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		SpotTypes:          hosted,
 		MaintenanceWave:    cfg.MaintenanceWave,
 		Endpoint:           h.mesh.Endpoint(),
-	}, h.leaseOptions())
+	}, h.leaseOptions(), mesh.Memberships(h.channels)...)
 	if err != nil {
 		return nil, fmt.Errorf("rt: etcd at %s: %w", strings.Join(endpoints, ","), err)
 	}
@@ -277,7 +287,7 @@ func (h *Host) register(old *store.Registration) (*store.Registration, bool) {
 		desc := old.Descriptor()
 		desc.State = uint32(h.runtimeState())
 		desc.Active = 0
-		next, err := h.store.Register(rctx, desc, h.leaseOptions())
+		next, err := h.store.Register(rctx, desc, h.leaseOptions(), old.Channels()...)
 		cancel()
 		if err == nil {
 			return next, true
@@ -410,6 +420,11 @@ func (h *Host) teardown(ctx context.Context) error {
 		errs = append(errs, h.catalog.Close(ctx))
 	}
 	h.relocations.Wait()
+	if h.channels != nil {
+		// Channel handlers under way finish within the deadline; publications still queued are
+		// dropped (at most once).
+		errs = append(errs, h.channels.Close(ctx))
+	}
 	if h.mesh != nil {
 		errs = append(errs, h.mesh.Close())
 	}

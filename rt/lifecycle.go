@@ -166,6 +166,7 @@ func (h *Host) publishMesh() {
 	if st := h.mesh.Status(h.cfg.MeshName); st.Sequence > h.lc.mesh.Current().Sequence {
 		h.lc.mesh.Publish(st)
 	}
+	h.publishChannels()
 }
 
 // meshStatusInterval is how often the mesh status is recomputed for its observers; a change of
@@ -175,7 +176,7 @@ const meshStatusInterval = 200 * time.Millisecond
 // watchMeshStatus publishes the mesh status to its observers whenever it changes: at each
 // runtime state change, and every meshStatusInterval while anyone observes it.
 func (h *Host) watchMeshStatus() {
-	h.watchStatus(meshStatusInterval, h.lc.meshKick, h.lc.mesh.Observers, h.publishMesh)
+	h.watchStatus(meshStatusInterval, h.lc.meshKick, func() int { return h.lc.mesh.Observers() + h.channelObservers() }, h.publishMesh)
 }
 
 // watchStatus calls publish every interval while observers() has any, and at once on each
@@ -306,6 +307,7 @@ func (h *Host) finish(result sdk.TerminationResult) {
 	if h.lc.mesh != nil {
 		h.publishMesh() // Stopped, numbered by the mesh's own tracker
 		h.lc.mesh.Close()
+		h.publishChannelsAndClose(true)
 	}
 }
 

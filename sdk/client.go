@@ -37,6 +37,8 @@ type Client interface {
 	MoveActor(ctx context.Context, actor, to Target, opts ...CallOption) error
 	// LocalNode is the ID of the node this client runs on.
 	LocalNode() NodeID
+	// ChannelClient calls ClientServer channels and publishes on Fanout channels.
+	ChannelClient
 }
 
 // CallOption configures one call.
@@ -47,10 +49,19 @@ type CallOptions struct {
 	// Node, when set, is where a call that creates (an explicit create or an intent call to a
 	// missing Instance Spot) places the new Spot. Empty: the runtime's placement decides.
 	Node NodeID
+	// Key, when set, makes a ClientServer channel call sticky: calls with the same key go to
+	// the same server while the set of Ready servers does not change, chosen by weighted
+	// rendezvous hashing, so a server's leaving moves only its own keys.
+	Key string
 }
 
 // OnNode places an object that the call creates on node instead of letting placement choose.
 func OnNode(node NodeID) CallOption { return func(o *CallOptions) { o.Node = node } }
+
+// Key makes a ClientServer channel call go to the server that the key maps to, by weighted
+// rendezvous hashing over the channel's Ready servers, instead of a server chosen by weight
+// alone.
+func Key(k string) CallOption { return func(o *CallOptions) { o.Key = k } }
 
 // ApplyCallOptions folds opts into a CallOptions value.
 func ApplyCallOptions(opts []CallOption) CallOptions {

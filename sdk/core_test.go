@@ -97,7 +97,7 @@ func TestSentinelsAreDistinct(t *testing.T) {
 	all := []error{sdk.ErrInvalidID, sdk.ErrInvalidArgument, sdk.ErrConfig, sdk.ErrNotFound, sdk.ErrAlreadyExists,
 		sdk.ErrStaleRoute, sdk.ErrOwnerUnavailable, sdk.ErrQueueFull, sdk.ErrInboundBudget, sdk.ErrCapacityExceeded,
 		sdk.ErrNotServing, sdk.ErrUnhandled, sdk.ErrClosed, sdk.ErrMessageTooLarge, sdk.ErrCreationFailed, sdk.ErrHandlerPanicked,
-		sdk.ErrStoreUnavailable, sdk.ErrUnsupported}
+		sdk.ErrStoreUnavailable, sdk.ErrUnsupported, sdk.ErrNoReadyTarget}
 	for i, a := range all {
 		for j, b := range all {
 			assert.Equal(t, i == j, errors.Is(a, b), "%v vs %v", a, b)

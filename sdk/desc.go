@@ -61,7 +61,7 @@ type Factory func(SpotContext) (any, error)
 // apart. An error or a panic fails the spawn or the move.
 type ActorFactory func(ActorContext) (any, error)
 
-// Registrar takes Spot and Actor types before a node starts serving. Generated RegisterX
+// Registrar takes Spot and Actor types, channel servers and subscribers before a node starts serving. Generated RegisterX
 // functions call it; registering one stable name twice, as a Spot or an Actor type, is an
 // error.
 type Registrar interface {
@@ -70,6 +70,8 @@ type Registrar interface {
 	// RegisterActor registers an Actor type: desc's Kind is KindActor. An Actor is never
 	// idle-evicted on its own, so [WithIdleTimeout] is refused.
 	RegisterActor(desc *SpotDesc, factory ActorFactory, opts ...TypeOption) error
+	// ChannelRegistrar takes the node's channel servers and subscribers.
+	ChannelRegistrar
 }
 
 // TypeOption configures one registered Spot or Actor type.

@@ -58,6 +58,9 @@ var (
 	// ErrUnsupported: the runtime does not offer the operation; the error names it. Nothing was
 	// run or created.
 	ErrUnsupported = errors.New("zlink: not supported by this runtime")
+	// ErrNoReadyTarget: a ClientServer channel has no Ready server of positive weight to take
+	// the call; nothing was sent.
+	ErrNoReadyTarget = errors.New("zlink: no ready target")
 )
 
 // Lane names one of a Spot's two execution lanes.

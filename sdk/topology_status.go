@@ -208,6 +208,9 @@ type ClientServerStatus struct {
 	// ReadyTargetCount counts the Ready servers, local or remote, that have a positive weight and
 	// are not draining.
 	ReadyTargetCount int
+	// UnavailableReason tells why the channel is not Ready — NoReadyTarget when no server
+	// can take a call, RuntimeNotReady when the host does not serve — or is nil.
+	UnavailableReason *TopologyReason
 	// Targets lists the channel's servers, for diagnostics only.
 	Targets []ClientServerTargetStatus
 	// Sequence orders the statuses of this runtime instance.
@@ -227,6 +230,9 @@ type FanoutStatus struct {
 	IsReady bool
 	// ReadyPublisherCount is the number of Ready publishers.
 	ReadyPublisherCount int
+	// UnavailableReason tells why the channel is not Ready — NoReadyPeer when a publisher is
+	// not connected, RuntimeNotReady when the host does not serve — or is nil.
+	UnavailableReason *TopologyReason
 	// Publishers lists the channel's publishers; the slice is shared and must not be modified.
 	Publishers []PeerStatus
 	// Sequence orders the statuses of this runtime instance.

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/tools/go/packages"
+
+	"github.com/zlink-go/zlink/sdk"
 )
 
 // builder turns loaded packages into the model: it reads the directives, finds the annotated
@@ -79,7 +81,7 @@ func (b *builder) pkg(p *packages.Package) *Package {
 	return m
 }
 
-// file reads the directives of one input file and builds its Spot and Actor interfaces.
+// file reads the directives of one input file and builds its Spot, Actor and channel interfaces.
 func (b *builder) file(p *packages.Package, f *ast.File, name string) *File {
 	handled := map[*ast.Comment]bool{}
 	out := &File{Source: name, Out: outPath(name), BuildConstraint: outputConstraint(name, buildConstraint(f))}
@@ -107,7 +109,7 @@ func (b *builder) file(p *packages.Package, f *ast.File, name string) *File {
 					switch d.name {
 					case "send":
 						b.dirs.send(d, where)
-					case "spot", "actor":
+					case "spot", "actor", "server", "fanout":
 						b.errs.add(b.dirs.pos(d, 0), where, "//zlink:%s belongs on an interface type, not on a method", d.name)
 					}
 				}
@@ -116,7 +118,8 @@ func (b *builder) file(p *packages.Package, f *ast.File, name string) *File {
 		return true
 	})
 
-	// Directives on type declarations: //zlink:spot and //zlink:actor.
+	// Directives on type declarations: //zlink:spot, //zlink:actor, //zlink:server and
+	// //zlink:fanout.
 	for _, d := range f.Decls {
 		gd, ok := d.(*ast.GenDecl)
 		if !ok || gd.Tok != token.TYPE {
@@ -136,10 +139,10 @@ func (b *builder) file(p *packages.Package, f *ast.File, name string) *File {
 						continue
 					}
 					switch d.name {
-					case "spot", "actor":
+					case "spot", "actor", "server", "fanout":
 						spots = append(spots, d)
 					case "send":
-						b.errs.add(b.dirs.pos(d, 0), ts.Name.Name, "//zlink:send belongs on a method of a Spot or Actor interface, not on a type")
+						b.errs.add(b.dirs.pos(d, 0), ts.Name.Name, "//zlink:send belongs on a method of a Spot, Actor or channel interface, not on a type")
 					}
 				}
 			}
@@ -162,7 +165,7 @@ func (b *builder) file(p *packages.Package, f *ast.File, name string) *File {
 			if handled[d.comment] || !b.dirs.known(d, "") {
 				continue
 			}
-			b.errs.add(b.dirs.pos(d, 0), "", "misplaced //zlink:%s: directives go in the doc comment of an interface type (spot, actor) or of an interface method (send)", d.name)
+			b.errs.add(b.dirs.pos(d, 0), "", "misplaced //zlink:%s: directives go in the doc comment of an interface type (spot, actor, server, fanout) or of an interface method (send)", d.name)
 		}
 	}
 	if len(out.Spots) == 0 {
@@ -171,30 +174,50 @@ func (b *builder) file(p *packages.Package, f *ast.File, name string) *File {
 	return out
 }
 
-// spot builds the Interface of a type declaration annotated //zlink:spot or //zlink:actor, or
-// reports why it cannot be one.
+// declares is what a directive on an interface makes it, for messages: the thing ("a Spot
+// type", "a Fanout channel") and the word for its interface ("a Spot", "a channel").
+func declares(d directive) (thing, iface string) {
+	switch d.name {
+	case "actor":
+		return "an Actor type", "an Actor"
+	case "server":
+		return "a ClientServer channel", "a channel"
+	case "fanout":
+		return "a Fanout channel", "a channel"
+	}
+	return "a Spot type", "a Spot"
+}
+
+// spot builds the Interface of a type declaration annotated //zlink:spot, //zlink:actor,
+// //zlink:server or //zlink:fanout, or reports why it cannot be one.
 func (b *builder) spot(p *packages.Package, ts *ast.TypeSpec, doc *ast.CommentGroup, spots []directive) *Interface {
 	name := ts.Name.Name
 	pos := b.fset.Position(ts.Name.Pos())
 	first := spots[0]
+	thing, what := declares(first)
 	for _, extra := range spots[1:] {
 		if extra.name == first.name {
 			b.errs.add(b.dirs.pos(extra, 0), name, "more than one //zlink:%s on one interface", extra.name)
 		} else {
-			b.errs.add(b.dirs.pos(extra, 0), name, "//zlink:%s after //zlink:%s: an interface is a Spot type or an Actor type, not both", extra.name, first.name)
+			other, _ := declares(extra)
+			b.errs.add(b.dirs.pos(extra, 0), name, "//zlink:%s after //zlink:%s: an interface is %s or %s, not both", extra.name, first.name, thing, other)
 		}
 	}
-	sd, _ := b.dirs.spot(first, name)
-	what := "a Spot"
-	if first.name == "actor" {
-		what = "an Actor"
+	var (
+		sd spotDirective
+		cd channelDirective
+	)
+	if _, isChannel := channelKinds[first.name]; isChannel {
+		cd, _ = b.dirs.channel(first, name)
+	} else {
+		sd, _ = b.dirs.spot(first, name)
 	}
 	switch {
 	case ts.Assign.IsValid():
 		b.errs.add(pos, name, "//zlink:%s is on a type alias; declare the interface itself", first.name)
 		return nil
 	case ts.TypeParams != nil && len(ts.TypeParams.List) > 0:
-		b.errs.add(pos, name, "a generic interface cannot be %s type: its methods need concrete message types", what)
+		b.errs.add(pos, name, "a generic interface cannot be %s: its methods need concrete message types", thing)
 		return nil
 	}
 	it, isIface := ts.Type.(*ast.InterfaceType)
@@ -215,7 +238,7 @@ func (b *builder) spot(p *packages.Package, ts *ast.TypeSpec, doc *ast.CommentGr
 		return nil
 	}
 	if !iface.IsMethodSet() {
-		b.errs.add(pos, name, "a constraint interface (with type terms) cannot be %s type", what)
+		b.errs.add(pos, name, "a constraint interface (with type terms) cannot be %s", thing)
 		return nil
 	}
 	// A directive with problems (reported) still lets the methods be checked: every problem
@@ -227,7 +250,8 @@ func (b *builder) spot(p *packages.Package, ts *ast.TypeSpec, doc *ast.CommentGr
 		DirectivePos: b.dirs.pos(first, 0),
 		Doc:          doc.Text(),
 		Kind:         sd.kind,
-		TypeName:     cmp.Or(sd.name, p.Name+"."+name),
+		Channel:      cd.kind,
+		TypeName:     cmp.Or(sd.name, cd.name, p.Name+"."+name),
 		Idle:         sd.idle,
 	}
 	b.flatten(s, iface, it, b.fset, map[string]bool{}, pos, nil)
@@ -341,6 +365,9 @@ func (b *builder) addMethod(s *Interface, m *types.Func, pos token.Position, doc
 	meth.Results = params(sig.Results(), resultPos, pos)
 	if inferred {
 		meth.Send = sig.Results().Len() == 1
+	}
+	if s.Channel == sdk.ChannelFanout {
+		meth.Send = true // a Fanout channel's methods are all one-way; validation checks the shape
 	}
 	s.Methods = append(s.Methods, meth)
 }

@@ -18,7 +18,7 @@ const directivePrefix = "//zlink:"
 // directive is one //zlink: line.
 type directive struct {
 	comment *ast.Comment
-	// name is the word after "zlink:" ("spot", "actor", "send").
+	// name is the word after "zlink:" ("spot", "actor", "server", "fanout", "send").
 	name string
 	// args are the words after the name, each with its byte offset in the comment.
 	args []directiveArg
@@ -129,7 +129,7 @@ func (p *directiveParser) spot(d directive, where string) (s spotDirective, ok b
 		switch key {
 		case "name":
 			s.name, s.namePos = val, p.pos(d, a.offset)
-			if err := validStableName(val, d.name); err != nil {
+			if err := validStableName(val, d.name+" type name", "type"); err != nil {
 				fail(a.offset, "invalid name=%q: %v", val, err)
 			}
 		case "idle":
@@ -165,6 +165,61 @@ func (p *directiveParser) spot(d directive, where string) (s spotDirective, ok b
 	return s, ok
 }
 
+// channelDirective is a parsed //zlink:server or //zlink:fanout line.
+type channelDirective struct {
+	// kind is the channel's topology: ClientServer for //zlink:server, Fanout for
+	// //zlink:fanout.
+	kind sdk.ChannelKind
+	// name is the channel= option, or "".
+	name string
+}
+
+// channelKinds are the topologies of the channel directives.
+var channelKinds = map[string]sdk.ChannelKind{"server": sdk.ChannelClientServer, "fanout": sdk.ChannelFanout}
+
+// channel parses a //zlink:server or //zlink:fanout directive on the interface named where. It
+// takes channel= only: a channel has no kind and is never idle-evicted. ok is false when the
+// directive has problems (they are reported).
+func (p *directiveParser) channel(d directive, where string) (c channelDirective, ok bool) {
+	ok = true
+	fail := func(offset int, format string, args ...any) {
+		p.errs.add(p.pos(d, offset), where, format, args...)
+		ok = false
+	}
+	c.kind = channelKinds[d.name]
+	seen := map[string]bool{}
+	for _, a := range d.args {
+		key, val, isOpt := strings.Cut(a.text, "=")
+		switch {
+		case !isOpt && a.text == "channel":
+			fail(a.offset, "option channel has no value: write channel=<name>, or leave it out for <package name>.<Interface>")
+			continue
+		case !isOpt:
+			fail(a.offset, "//zlink:%s takes no kind, got %q: its only option is channel=", d.name, a.text)
+			continue
+		}
+		if seen[key] {
+			fail(a.offset, "option %s= given twice", key)
+			continue
+		}
+		seen[key] = true
+		switch key {
+		case "channel":
+			c.name = val
+			if err := validStableName(val, "channel name", "channel"); err != nil {
+				fail(a.offset, "invalid channel=%q: %v", val, err)
+			}
+		case "idle":
+			fail(a.offset, "//zlink:%s takes no idle=: a channel is not idle-evicted; want channel=", d.name)
+		case "name":
+			fail(a.offset, "unknown option \"name=\" of //zlink:%s: want channel=, which names a channel", d.name)
+		default:
+			fail(a.offset, "unknown option %q of //zlink:%s: want channel=", key+"=", d.name)
+		}
+	}
+	return c, ok
+}
+
 // send checks a //zlink:send directive, which takes nothing.
 func (p *directiveParser) send(d directive, where string) bool {
 	if len(d.args) > 0 {
@@ -177,24 +232,29 @@ func (p *directiveParser) send(d directive, where string) bool {
 // known reports whether name is a directive this version understands; it reports the others.
 func (p *directiveParser) known(d directive, where string) bool {
 	switch d.name {
-	case "spot", "actor", "send":
+	case "spot", "actor", "server", "fanout", "send":
 		return true
 	case "":
-		p.errs.add(p.pos(d, 0), where, "empty directive //zlink: (known: //zlink:spot, //zlink:actor, //zlink:send)")
+		p.errs.add(p.pos(d, 0), where, "empty directive //zlink: (known: %s)", knownDirectives)
 	default:
-		p.errs.add(p.pos(d, 0), where, "unknown directive //zlink:%s (known: //zlink:spot, //zlink:actor, //zlink:send)", d.name)
+		p.errs.add(p.pos(d, 0), where, "unknown directive //zlink:%s (known: %s)", d.name, knownDirectives)
 	}
 	return false
 }
 
-// validStableName checks a name= option of a //zlink:spot or //zlink:actor directive: a valid
-// type name that can sit in a full method name "/<type>/<method>".
-func validStableName(name, directive string) error {
-	if err := sdk.ValidateID(directive+" type name", name); err != nil {
+// knownDirectives lists the directives this version understands, for messages.
+const knownDirectives = "//zlink:spot, //zlink:actor, //zlink:server, //zlink:fanout, //zlink:send"
+
+// validStableName checks a stable name: the name= option of a //zlink:spot or //zlink:actor
+// directive, or the channel= option of a //zlink:server or //zlink:fanout directive. what names
+// it in messages ("spot type name", "channel name"); part is what it is in a full method name
+// "/<part>/<method>" ("type", "channel"), where it must fit.
+func validStableName(name, what, part string) error {
+	if err := sdk.ValidateID(what, name); err != nil {
 		return err
 	}
 	if strings.ContainsAny(name, "/") {
-		return fmt.Errorf("it contains '/', which separates type and method in full method names")
+		return fmt.Errorf("it contains '/', which separates %s and method in full method names", part)
 	}
 	for _, r := range name {
 		if unicode.IsSpace(r) || !unicode.IsPrint(r) {

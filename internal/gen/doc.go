@@ -1,8 +1,9 @@
 // Package gen is zlinkgen, the ZLink code generator, as a library.
 //
 // It turns Go interfaces annotated with //zlink: directives into typed references, create and
-// create-intent calls, registration functions and dispatch tables that run on the ZLink
-// runtime (see docs/DESIGN.md §3). It works in four steps, each in its own file:
+// create-intent calls, registration functions, channel clients, publishers and subscriptions,
+// and dispatch tables that run on the ZLink runtime (see docs/DESIGN.md §3, §6). It works in
+// four steps, each in its own file:
 //
 //	load      (load.go)      go/packages loads and type-checks the packages
 //	model     (model.go)     the annotated interfaces become Package / Interface / Method / Param,
@@ -29,6 +30,29 @@
 // MoveX instead of the Spot kinds' constructors. It takes no kind and no idle=, since an Actor
 // is never idle-evicted on its own.
 //
+//	//zlink:server [channel=<channel name>]
+//
+// on the doc comment of an interface type X makes it a ClientServer channel (DESIGN §6). Its
+// methods have the shapes of a Spot type's. Generated: XChannelName, X_ChannelDesc (an
+// sdk.ChannelDesc of kind sdk.ChannelClientServer), RegisterXServer(r, impl, opts...) that makes
+// impl a server of the channel on a node, and XClient(c), an XClientRef whose calls go to one
+// Ready server of the channel, chosen by weight (sticky with the sdk.Key call option).
+//
+//	//zlink:fanout [channel=<channel name>]
+//
+// on the doc comment of an interface type X makes it a Fanout channel. Its methods are all
+// one-way, M(ctx context.Context, msg *T) error, with //zlink:send or without; a method that
+// returns a reply is an error. Generated: XChannelName, X_ChannelDesc (kind sdk.ChannelFanout),
+// SubscribeX(r, handler, opts...) that makes handler a subscriber of the channel on a node, and
+// XPublisher(c), an XPublisherRef whose methods publish to every subscriber of the channel on
+// every node, at most once, in publish order per publisher.
+//
+// channel names the channel; it defaults to <package name>.<Interface> and follows the rules
+// of name=. The channel names of one package are unique; they are apart from stable type
+// names, which may repeat them. A channel takes no other option, and an interface is one of a
+// Spot type, an Actor type, a ClientServer channel or a Fanout channel. Spot and Actor types
+// and channels may share a package and a file.
+//
 //	//zlink:send
 //
 // on the doc comment of a method makes it one-way. Unknown directives and options are errors.
@@ -36,8 +60,8 @@
 //
 // # Method shapes
 //
-//	M(ctx context.Context, req *T) (*R, error)   // request/reply
-//	M(ctx context.Context, msg *T) error         // one-way, with //zlink:send
+//	M(ctx context.Context, req *T) (*R, error)   // request/reply (not on a Fanout channel)
+//	M(ctx context.Context, msg *T) error         // one-way, with //zlink:send (optional on a Fanout channel)
 //
 // T and R are protobuf messages (they implement google.golang.org/protobuf's proto.Message).
 // Embedded interfaces, of the same package or imported, are flattened in declaration order.
@@ -45,9 +69,10 @@
 // # Output files
 //
 // Output goes next to the input: an input file room.go that declares annotated interfaces
-// gets room_zlink.go in the same directory, holding the code for every Spot and Actor type
-// declared in room.go. A *_zlink.go file that zlinkgen made and whose input no longer declares
-// such a type is removed. A *_zlink.go file that zlinkgen did not make is never overwritten.
+// gets room_zlink.go in the same directory, holding the code for every Spot and Actor type and
+// every channel declared in room.go. A *_zlink.go file that zlinkgen made and whose input no
+// longer declares any of them is removed. A *_zlink.go file that zlinkgen did not make is never
+// overwritten.
 //
 // Errors are reported all at once, each as
 //

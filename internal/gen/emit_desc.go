@@ -46,11 +46,17 @@ func (e *emitter) consts(s *Interface) {
 	}
 	e.f.Add(comment(fmt.Sprintf("%s is the stable type name of the %s.", n.TypeName, of)))
 	e.f.Const().Id(n.TypeName).Op("=").Lit(s.TypeName)
+	e.fullMethodNames(s, "type")
+}
+
+// fullMethodNames renders the full method names of s, "/<part>/<method>", part being the
+// stable name: "type" or "channel".
+func (e *emitter) fullMethodNames(s *Interface, part string) {
 	if len(s.Methods) == 0 {
 		return
 	}
 	e.f.Line()
-	e.f.Add(comment(fmt.Sprintf("The full method names of %s, \"/<type>/<method>\" as [sdk.FullMethodName] makes them.", s.Name)))
+	e.f.Add(comment(fmt.Sprintf("The full method names of %s, \"/<%s>/<method>\" as [sdk.FullMethodName] makes them.", s.Name, part)))
 	e.f.Const().DefsFunc(func(g *jen.Group) {
 		for _, m := range s.Methods {
 			g.Id(fullMethodConst(s, m)).Op("=").Lit(sdk.FullMethodName(s.TypeName, m.Name))

@@ -57,7 +57,11 @@ func emitFile(p *Package, file *File) ([]byte, error) {
 	e.f.Comment("This reference fails to compile when the generated code and the runtime in sdk do not match.")
 	e.f.Const().Id("_").Op("=").Add(sdkID(SupportPackage))
 	for _, s := range file.Spots {
-		e.spot(s)
+		if s.IsChannel() {
+			e.channel(s)
+		} else {
+			e.spot(s)
+		}
 	}
 	var buf bytes.Buffer
 	if err := e.f.Render(&buf); err != nil {
@@ -114,7 +118,9 @@ func (e *emitter) identifiers() *identifiers {
 		}
 	}
 	for _, s := range e.file.Spots {
-		ids.reserve(namesOf(s).Factory)
+		if f := namesOf(s).Factory; f != "" {
+			ids.reserve(f)
+		}
 	}
 	return ids
 }
@@ -122,7 +128,7 @@ func (e *emitter) identifiers() *identifiers {
 // locals are the identifiers that generated functions declare as parameters and locals.
 // Each is the fresh name of its field's name.
 type locals struct {
-	r, c, id, node, ctx, req, msg, opts, out, err, reply, ok, impl, in, sc, v, s, ac, to string
+	r, c, id, node, ctx, req, msg, opts, out, err, reply, ok, impl, in, sc, v, s, ac, to, handler string
 }
 
 // newLocals takes the locals from ids, in the order of the fields.
@@ -131,7 +137,7 @@ func newLocals(ids *identifiers) locals {
 		r: ids.fresh("r"), c: ids.fresh("c"), id: ids.fresh("id"), node: ids.fresh("node"), ctx: ids.fresh("ctx"),
 		req: ids.fresh("req"), msg: ids.fresh("msg"), opts: ids.fresh("opts"), out: ids.fresh("out"), err: ids.fresh("err"),
 		reply: ids.fresh("reply"), ok: ids.fresh("ok"), impl: ids.fresh("impl"), in: ids.fresh("in"), sc: ids.fresh("sc"),
-		v: ids.fresh("v"), s: ids.fresh("s"), ac: ids.fresh("ac"), to: ids.fresh("to"),
+		v: ids.fresh("v"), s: ids.fresh("s"), ac: ids.fresh("ac"), to: ids.fresh("to"), handler: ids.fresh("handler"),
 	}
 }
 

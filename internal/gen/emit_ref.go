@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/dave/jennifer/jen"
+
+	"github.com/zlink-go/zlink/sdk"
 )
 
 // A reference is a small value type holding the client and the address of one Spot. Each kind
@@ -213,12 +215,27 @@ func (e *emitter) zeroRef(recv, method, ctor string, results ...jen.Code) *jen.S
 // refMethod renders one interface method on a reference whose calls go to target(). The
 // method's stable name is the method argument of sdk.Client.Call and Send.
 func (e *emitter) refMethod(s *Interface, m *Method, recv string, target func() *jen.Statement) {
+	e.invokeMethod(s, m, recv, "Call", "Send", target, "")
+}
+
+// invokeMethod renders one interface method on a reference: a request/reply method calls the
+// client's method call, a one-way method its method send, each with ctx, to(), the method's
+// stable name, the message and the call options. Its doc is the method's, or a generated
+// line, followed by rule when that is not empty.
+func (e *emitter) invokeMethod(s *Interface, m *Method, recv, call, send string, to func() *jen.Statement, rule string) {
 	l := e.loc
 	full := fullMethodConst(s, m)
 	ctor := refCtor(s, recv)
 	text := strings.TrimSpace(m.Doc)
-	if text == "" {
+	switch {
+	case text != "":
+	case s.Channel == sdk.ChannelFanout:
+		text = fmt.Sprintf("%s publishes %s.%s.", m.Name, s.Name, m.Name)
+	default:
 		text = fmt.Sprintf("%s calls %s.%s.", m.Name, s.Name, m.Name)
+	}
+	if rule != "" {
+		text += "\n\n" + rule
 	}
 	e.f.Line()
 	e.f.Add(comment(text))
@@ -229,7 +246,7 @@ func (e *emitter) refMethod(s *Interface, m *Method, recv string, target func() 
 			jen.Id(l.opts).Op("...").Add(sdkID("CallOption")),
 		).Error().Block(
 			e.zeroRef(recv, m.Name, ctor),
-			jen.Return(jen.Id(l.r).Dot("c").Dot("Send").Call(jen.Id(l.ctx), target(), jen.Lit(m.Name), jen.Id(l.msg), jen.Id(l.opts).Op("..."))),
+			jen.Return(jen.Id(l.r).Dot("c").Dot(send).Call(jen.Id(l.ctx), to(), jen.Lit(m.Name), jen.Id(l.msg), jen.Id(l.opts).Op("..."))),
 		)
 		return
 	}
@@ -239,7 +256,7 @@ func (e *emitter) refMethod(s *Interface, m *Method, recv string, target func() 
 		jen.Id(l.opts).Op("...").Add(sdkID("CallOption")),
 	).Params(jen.Op("*").Add(msgType(m.Reply)), jen.Error()).Block(
 		e.zeroRef(recv, m.Name, ctor, jen.Nil()),
-		jen.List(jen.Id(l.out), jen.Id(l.err)).Op(":=").Id(l.r).Dot("c").Dot("Call").Call(jen.Id(l.ctx), target(), jen.Lit(m.Name), jen.Id(l.req), jen.Id(l.opts).Op("...")),
+		jen.List(jen.Id(l.out), jen.Id(l.err)).Op(":=").Id(l.r).Dot("c").Dot(call).Call(jen.Id(l.ctx), to(), jen.Lit(m.Name), jen.Id(l.req), jen.Id(l.opts).Op("...")),
 		jen.If(jen.Id(l.err).Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Id(l.err))),
 		jen.List(jen.Id(l.reply), jen.Id(l.ok)).Op(":=").Id(l.out).Assert(jen.Op("*").Add(msgType(m.Reply))),
 		jen.If(jen.Op("!").Id(l.ok)).Block(
@@ -268,6 +285,10 @@ func (e *emitter) closeMethod(s *Interface, recv string, target func() *jen.Stat
 func refCtor(s *Interface, recv string) string {
 	n := namesOf(s)
 	switch {
+	case n.Client != "":
+		return n.Client
+	case n.Publisher != "":
+		return n.Publisher
 	case recv == n.Intent:
 		return n.Open
 	case n.On != "":

@@ -113,11 +113,80 @@ func actorModel() *Package {
 	}
 }
 
+// channelServerModel is the model of the golden case channel_server built by hand.
+func channelServerModel() *Package {
+	const (
+		path GoImportPath = "github.com/zlink-go/zlink/gen_test/testdata/channel_server/input"
+		pb   GoImportPath = "github.com/zlink-go/zlink/gen_test/testdata/pb"
+	)
+	matchmaker := &Interface{
+		Name:     "Matchmaker",
+		Doc:      "Matchmaker pairs players for matches. Any node may serve it.\n",
+		Channel:  sdk.ChannelClientServer,
+		TypeName: "matchmaker",
+		Methods: []*Method{
+			{
+				Name:    "Find",
+				Doc:     "Find finds a match for a player.\n",
+				Request: &Message{GoIdent: pb.Ident("JoinRequest")},
+				Reply:   &Message{GoIdent: pb.Ident("JoinReply")},
+			},
+			{
+				Name:    "Enqueue",
+				Doc:     "Enqueue queues a player, one-way.\n",
+				Send:    true,
+				Request: &Message{GoIdent: pb.Ident("Note")},
+			},
+			{
+				Name:    "Ping",
+				Request: &Message{GoIdent: pb.Ident("Ping")},
+				Reply:   &Message{GoIdent: pb.Ident("Pong")},
+			},
+		},
+	}
+	return &Package{
+		Name:         "match",
+		Path:         path,
+		PackageNames: map[GoImportPath]GoPackageName{path: "match", pb: "pb"},
+		Files:        []*File{{Source: "/x/matchmaker.go", Out: "/x/matchmaker_zlink.go", Spots: []*Interface{matchmaker}}},
+		Declared:     []string{"Matchmaker", "Serve", "matchmaker"},
+	}
+}
+
+// channelFanoutModel is the model of the golden case channel_fanout built by hand.
+func channelFanoutModel() *Package {
+	const (
+		path GoImportPath = "github.com/zlink-go/zlink/gen_test/testdata/channel_fanout/input"
+		pb   GoImportPath = "github.com/zlink-go/zlink/gen_test/testdata/pb"
+	)
+	results := &Interface{
+		Name:     "Results",
+		Doc:      "Results announces the outcome of matches to every node that cares.\n",
+		Channel:  sdk.ChannelFanout,
+		TypeName: "results",
+		Methods: []*Method{
+			{Name: "Reported", Doc: "Reported announces a finished match.\n", Send: true, Request: &Message{GoIdent: pb.Ident("Note")}},
+			{Name: "Cancelled", Doc: "Cancelled announces a cancelled match.\n", Send: true, Request: &Message{GoIdent: pb.Ident("LeaveRequest")}},
+			{Name: "Tick", Send: true, Request: &Message{GoIdent: pb.Ident("Ping")}},
+		},
+	}
+	return &Package{
+		Name:         "match",
+		Path:         path,
+		PackageNames: map[GoImportPath]GoPackageName{path: "match", pb: "pb"},
+		Files:        []*File{{Source: "/x/results.go", Out: "/x/results_zlink.go", Spots: []*Interface{results}}},
+		Declared:     []string{"Announce", "Results", "board"},
+	}
+}
+
 // The emitter reads the model and nothing else: from a model built by hand, without the
 // go/types identities that loading sets, it renders the golden output of the case, the names
 // it must avoid included.
 func TestEmitterWorksFromTheModelAlone(t *testing.T) {
-	for name, p := range map[string]*Package{"instance": instanceModel(), "name_collisions": nameCollisionsModel(), "actor": actorModel()} {
+	for name, p := range map[string]*Package{
+		"instance": instanceModel(), "name_collisions": nameCollisionsModel(), "actor": actorModel(),
+		"channel_server": channelServerModel(), "channel_fanout": channelFanoutModel(),
+	} {
 		t.Run(name, func(t *testing.T) {
 			file := p.Files[0]
 			got, err := emitFile(p, file)

@@ -15,6 +15,8 @@ func FuzzDirectives(f *testing.F) {
 		"send now", "", "spot entry entry", "spot instance idle=-1s", "spot instance name=", "spot Instance",
 		"spot instance idle=5m idle=6m", "frobnicate", "spot\tuser\tname=a/b", "spot instance name=\x00",
 		"actor", "actor name=game.Pawn", "actor idle=5m", "actor instance", "actor name=a name=b", "spot actor", "spot Actor",
+		"server", "server channel=matchmaker", "fanout channel=results", "server channel", "fanout channel=", "server idle=5m",
+		"fanout name=a.B", "server channel=a channel=b", "fanout user", "server channel=a/b", "fanout\tchannel=x\x00",
 	} {
 		f.Add(seed)
 	}
@@ -36,6 +38,8 @@ func FuzzDirectives(f *testing.F) {
 			switch d.name {
 			case "spot", "actor":
 				p.spot(d, "Room")
+			case "server", "fanout":
+				p.channel(d, "Room")
 			case "send":
 				p.send(d, "Room")
 			}

@@ -68,6 +68,59 @@ func TestSpotDirectiveOptions(t *testing.T) {
 	}
 }
 
+func TestChannelDirectiveOptions(t *testing.T) {
+	fset := token.NewFileSet()
+	fset.AddFile("x.go", -1, 1000)
+	errs := &errorCollector{}
+	p := directiveParser{fset: fset, errs: errs}
+	for text, want := range map[string]channelDirective{
+		"//zlink:server channel=matchmaker": {kind: sdk.ChannelClientServer, name: "matchmaker"},
+		"//zlink:fanout channel=results":    {kind: sdk.ChannelFanout, name: "results"},
+		"//zlink:server":                    {kind: sdk.ChannelClientServer},
+		"//zlink:fanout":                    {kind: sdk.ChannelFanout},
+	} {
+		d, _ := parseDirective(&ast.Comment{Slash: 1, Text: text})
+		c, ok := p.channel(d, "B")
+		require.True(t, ok, "%s: %v", text, errs.errs)
+		assert.Equal(t, want, c, text)
+	}
+
+	for _, bad := range []string{
+		"//zlink:server channel=", "//zlink:server channel", "//zlink:fanout channel=a/b", "//zlink:server idle=5m",
+		"//zlink:fanout name=a.B", "//zlink:server instance", "//zlink:fanout color=red", "//zlink:server channel=a channel=b",
+	} {
+		errs.errs = nil
+		d, _ := parseDirective(&ast.Comment{Slash: 1, Text: bad})
+		_, ok := p.channel(d, "B")
+		assert.False(t, ok, bad)
+		assert.NotEmpty(t, errs.errs, bad)
+	}
+	// A stray option names the one a channel takes.
+	errs.errs = nil
+	d, _ := parseDirective(&ast.Comment{Slash: 1, Text: "//zlink:fanout idle=5m"})
+	p.channel(d, "B")
+	require.Len(t, errs.errs, 1)
+	assert.Contains(t, errs.errs[0].Msg, "channel=")
+}
+
+// The generated names of a channel follow its interface's name; a Fanout channel has no
+// RegisterXServer and a ClientServer channel no SubscribeX.
+func TestChannelNames(t *testing.T) {
+	server := &Interface{Name: "Matchmaker", Channel: sdk.ChannelClientServer, Methods: []*Method{{Name: "Find"}}}
+	assert.Equal(t, []string{
+		"MatchmakerChannelName", "Matchmaker_ChannelDesc", "RegisterMatchmakerServer", "MatchmakerClientRef", "MatchmakerClient",
+		"Matchmaker_Find_FullMethodName",
+	}, topLevel(server))
+	fanout := &Interface{Name: "Results", Channel: sdk.ChannelFanout, Methods: []*Method{{Name: "Reported"}}}
+	assert.Equal(t, []string{
+		"ResultsChannelName", "Results_ChannelDesc", "ResultsPublisherRef", "ResultsPublisher", "SubscribeResults",
+		"Results_Reported_FullMethodName",
+	}, topLevel(fanout))
+	assert.Empty(t, refMethods(server))
+	assert.Empty(t, refMethods(fanout))
+	assert.Equal(t, "channel", objectWord(fanout))
+}
+
 func TestParsePos(t *testing.T) {
 	assert.Equal(t, token.Position{Filename: "/a/b.go", Line: 3, Column: 7}, parsePos("/a/b.go:3:7"))
 	assert.Equal(t, token.Position{Filename: "/a/b.go", Line: 3}, parsePos("/a/b.go:3"))

@@ -34,7 +34,7 @@ type Result struct {
 	// Content is the file's content; nil when the input has errors or Remove is set.
 	Content []byte
 	// Remove is set for a file that zlinkgen generated earlier whose input no longer declares
-	// a Spot or Actor type: it must go.
+	// a Spot or Actor type or a channel: it must go.
 	Remove bool
 	// Errors are the problems found in the input file; when any result has errors, nothing
 	// may be written.

@@ -9,7 +9,7 @@ import (
 	"github.com/zlink-go/zlink/sdk"
 )
 
-// Package is one loaded Go package and the Spot and Actor types declared in it.
+// Package is one loaded Go package and the Spot and Actor types and channels declared in it.
 type Package struct {
 	// Types is the package's go/types identity, for building and validating the model; the
 	// emitter works from the model alone.
@@ -21,7 +21,7 @@ type Package struct {
 	// declare, by import path: the package itself, and those of the messages (set by
 	// validation).
 	PackageNames map[GoImportPath]GoPackageName
-	// Files are the input files that declare Spot or Actor types, in source order.
+	// Files are the input files that declare Spot or Actor types or channels, in source order.
 	Files []*File
 	// Generated are the *_zlink.go files that zlinkgen made earlier, by absolute path.
 	Generated []string
@@ -30,7 +30,8 @@ type Package struct {
 	Declared []string
 }
 
-// File is one input file that declares Spot or Actor types, and the file generated for it.
+// File is one input file that declares Spot or Actor types or channels, and the file generated
+// for it.
 type File struct {
 	// Source is the input file's absolute path (room.go).
 	Source string
@@ -38,11 +39,13 @@ type File struct {
 	Out string
 	// BuildConstraint is the input's //go:build line, copied to the output, or "".
 	BuildConstraint string
-	// Spots are the annotated interfaces of the file, Spot and Actor types, in source order.
+	// Spots are the annotated interfaces of the file, Spot and Actor types and channels, in
+	// source order.
 	Spots []*Interface
 }
 
-// Interface is one annotated interface: a Spot type, or an Actor type (Kind is sdk.KindActor).
+// Interface is one annotated interface: a Spot type, an Actor type (Kind is sdk.KindActor), or
+// a channel (Channel is set, Kind is sdk.KindInvalid).
 type Interface struct {
 	// Obj is the interface's go/types identity.
 	Obj *types.TypeName
@@ -50,13 +53,20 @@ type Interface struct {
 	Name string
 	// Pos is where the interface is declared.
 	Pos token.Position
-	// DirectivePos is where its //zlink:spot or //zlink:actor directive is.
+	// DirectivePos is where its //zlink:spot, //zlink:actor, //zlink:server or //zlink:fanout
+	// directive is.
 	DirectivePos token.Position
 	// Doc is the interface's doc comment, directives removed.
 	Doc string
-	// Kind is the Spot kind (A1), or sdk.KindActor for an Actor type.
+	// Kind is the Spot kind (A1), or sdk.KindActor for an Actor type; sdk.KindInvalid for a
+	// channel.
 	Kind sdk.SpotKind
-	// TypeName is the stable type name (name= or <package name>.<Interface>).
+	// Channel is the topology of a channel: ClientServer for //zlink:server, Fanout for
+	// //zlink:fanout. It is 0 for a Spot or Actor type.
+	Channel sdk.ChannelKind
+	// TypeName is the stable name: the type name of a Spot or Actor type (name= or
+	// <package name>.<Interface>), the channel name of a channel (channel= or
+	// <package name>.<Interface>).
 	TypeName string
 	// Idle is the idle= option of an Instance type, or 0.
 	Idle time.Duration
@@ -64,7 +74,7 @@ type Interface struct {
 	Methods []*Method
 }
 
-// Method is one method of a Spot or Actor interface.
+// Method is one method of a Spot, Actor or channel interface.
 type Method struct {
 	// Obj is the method's go/types identity.
 	Obj *types.Func
@@ -74,7 +84,8 @@ type Method struct {
 	Pos token.Position
 	// Doc is the method's doc comment, directives removed.
 	Doc string
-	// Send is set by a //zlink:send directive: the method is one-way.
+	// Send is set by a //zlink:send directive: the method is one-way. Every method of a Fanout
+	// channel is one-way, so it is set on each of them, with the directive or without.
 	Send bool
 	// Inferred is set when the method comes from an interface whose source is not at hand:
 	// Send then follows from the shape, since the directive cannot be read.
@@ -104,6 +115,10 @@ type Message struct {
 	// GoIdent is the Go type: its name and the import path of the package that declares it.
 	GoIdent GoIdent
 }
+
+// IsChannel reports whether s is a channel (//zlink:server or //zlink:fanout) rather than a
+// Spot or Actor type.
+func (s *Interface) IsChannel() bool { return s.Channel != 0 }
 
 // GoImportPath is the import path of a Go package: "github.com/zlink-go/zlink/sdk".
 type GoImportPath string

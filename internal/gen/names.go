@@ -2,25 +2,46 @@ package gen
 
 import "github.com/zlink-go/zlink/sdk"
 
-// names are the package-level names generated for one Spot or Actor interface. They are the
-// contract that the examples and docs use (DESIGN §3, §6).
+// names are the package-level names generated for one Spot, Actor or channel interface. They
+// are the contract that the examples and docs use (DESIGN §3, §6).
 type names struct {
-	TypeName string // RoomTypeName: the stable type name constant
-	Desc     string // Room_SpotDesc, Pawn_ActorDesc: the descriptor and dispatch table
-	Register string // RegisterRoom
-	Factory  string // newRoom: RegisterRoom's factory parameter
-	Ref      string // RoomRef: the plain reference (every kind)
-	Of       string // RoomOf / PlayerOf / PawnOf (Instance, User, Actor)
-	Intent   string // RoomIntent (Instance)
-	Open     string // OpenRoom (Instance)
-	Create   string // CreatePlayer (User)
-	On       string // LobbyOn (Entry)
-	Local    string // LocalLobby (Entry)
-	Spawn    string // SpawnPawn (Actor)
-	Move     string // MovePawn (Actor)
+	TypeName  string // RoomTypeName, MatchmakerChannelName: the stable name constant
+	Desc      string // Room_SpotDesc, Pawn_ActorDesc, Matchmaker_ChannelDesc: the descriptor and dispatch table
+	Register  string // RegisterRoom (Spot, Actor), RegisterMatchmakerServer (ClientServer)
+	Factory   string // newRoom: RegisterRoom's factory parameter (Spot, Actor)
+	Ref       string // RoomRef (every kind), MatchmakerClientRef, ResultsPublisherRef (channels)
+	Of        string // RoomOf / PlayerOf / PawnOf (Instance, User, Actor)
+	Intent    string // RoomIntent (Instance)
+	Open      string // OpenRoom (Instance)
+	Create    string // CreatePlayer (User)
+	On        string // LobbyOn (Entry)
+	Local     string // LocalLobby (Entry)
+	Spawn     string // SpawnPawn (Actor)
+	Move      string // MovePawn (Actor)
+	Client    string // MatchmakerClient (ClientServer)
+	Publisher string // ResultsPublisher (Fanout)
+	Subscribe string // SubscribeResults (Fanout)
 }
 
 func namesOf(s *Interface) names {
+	switch s.Channel {
+	case sdk.ChannelClientServer:
+		return names{
+			TypeName: s.Name + "ChannelName",
+			Desc:     s.Name + "_ChannelDesc",
+			Register: "Register" + s.Name + "Server",
+			Ref:      s.Name + "ClientRef",
+			Client:   s.Name + "Client",
+		}
+	case sdk.ChannelFanout:
+		return names{
+			TypeName:  s.Name + "ChannelName",
+			Desc:      s.Name + "_ChannelDesc",
+			Ref:       s.Name + "PublisherRef",
+			Publisher: s.Name + "Publisher",
+			Subscribe: "Subscribe" + s.Name,
+		}
+	}
 	n := names{
 		TypeName: s.Name + "TypeName",
 		Desc:     s.Name + "_SpotDesc",
@@ -51,7 +72,8 @@ func fullMethodConst(s *Interface, m *Method) string {
 func topLevel(s *Interface) []string {
 	n := namesOf(s)
 	var out []string
-	for _, v := range []string{n.TypeName, n.Desc, n.Register, n.Ref, n.Of, n.Intent, n.Open, n.Create, n.On, n.Local, n.Spawn, n.Move} {
+	for _, v := range []string{n.TypeName, n.Desc, n.Register, n.Ref, n.Of, n.Intent, n.Open, n.Create, n.On, n.Local, n.Spawn, n.Move,
+		n.Client, n.Publisher, n.Subscribe} {
 		if v != "" {
 			out = append(out, v)
 		}
@@ -62,10 +84,14 @@ func topLevel(s *Interface) []string {
 	return out
 }
 
-// refMethods are the methods that the generated reference types of a kind have besides the
-// interface's own; an interface method of one of these names would collide.
-func refMethods(k sdk.SpotKind) []string {
-	switch k {
+// refMethods are the methods that the generated reference types of s have besides the
+// interface's own; an interface method of one of these names would collide. A channel's
+// reference has none.
+func refMethods(s *Interface) []string {
+	if s.IsChannel() {
+		return nil
+	}
+	switch s.Kind {
 	case sdk.KindInstance:
 		return []string{"ID", "Close", "Ref"}
 	case sdk.KindUser, sdk.KindActor:
@@ -76,8 +102,11 @@ func refMethods(k sdk.SpotKind) []string {
 	return nil
 }
 
-// objectWord is what s declares, for messages: "Spot" or "Actor".
+// objectWord is what s declares, for messages: "Spot", "Actor" or "channel".
 func objectWord(s *Interface) string {
+	if s.IsChannel() {
+		return "channel"
+	}
 	if s.Kind == sdk.KindActor {
 		return "Actor"
 	}

@@ -7,6 +7,8 @@ import (
 	"go/types"
 	"slices"
 	"strings"
+
+	"github.com/zlink-go/zlink/sdk"
 )
 
 // protoreflectPath is the package of protoreflect.Message, the result of the ProtoReflect
@@ -23,7 +25,7 @@ type validator struct {
 	rel func(token.Position) string
 }
 
-// pkg validates every Spot and Actor type of p.
+// pkg validates every Spot and Actor type and every channel of p.
 func (v *validator) pkg(p *Package) {
 	qual := func(other *types.Package) string {
 		if other == p.Types {
@@ -49,6 +51,8 @@ func (v *validator) pkg(p *Package) {
 //
 //	M(ctx context.Context, req *T) (*R, error)            request/reply
 //	M(ctx context.Context, msg *T) error  //zlink:send    one-way
+//
+// Every method of a Fanout channel is one-way, with //zlink:send or without.
 func (v *validator) method(p *Package, s *Interface, m *Method, qual types.Qualifier) {
 	where := s.Name + "." + m.Name
 	fail := func(pos token.Position, format string, args ...any) { v.errs.add(pos, where, format, args...) }
@@ -56,8 +60,12 @@ func (v *validator) method(p *Package, s *Interface, m *Method, qual types.Quali
 		fail(m.Pos, "unexported method %s: %s methods must be exported", m.Name, objectWord(s))
 		return
 	}
+	fanout := s.Channel == sdk.ChannelFanout
 	want := "want (ctx context.Context, req *T) (*R, error), or (ctx context.Context, msg *T) error with //zlink:send"
-	if m.Send {
+	switch {
+	case fanout:
+		want = "want (ctx context.Context, msg *T) error, as every method of a Fanout channel is one-way"
+	case m.Send:
 		want = "want (ctx context.Context, msg *T) error for a //zlink:send method"
 	}
 	ok := true
@@ -96,6 +104,9 @@ func (v *validator) method(p *Package, s *Interface, m *Method, qual types.Quali
 	}
 	var reply *Message
 	switch {
+	case fanout && len(res) == 2:
+		fail(res[0].Pos, "%s returns a reply, but %s is a Fanout channel, whose methods are one-way: want (ctx context.Context, msg *T) error, got (%s, error)", m.Name, s.Name, types.TypeString(res[0].Type, qual))
+		return
 	case m.Send && len(res) == 2:
 		fail(res[0].Pos, "a //zlink:send method is one-way and returns no reply: want error, got (%s, error)", types.TypeString(res[0].Type, qual))
 		return
@@ -172,7 +183,7 @@ func isNamed(t types.Type, path, name string) bool {
 
 // refCollisions reports interface methods named like a method the generated references have.
 func (v *validator) refCollisions(s *Interface) {
-	reserved := refMethods(s.Kind)
+	reserved := refMethods(s)
 	for _, m := range s.Methods {
 		if slices.Contains(reserved, m.Name) {
 			v.errs.add(m.Pos, s.Name+"."+m.Name, "the method name %s collides with the generated %s.%s; rename the method", m.Name, namesOf(s).Ref, m.Name)
@@ -180,15 +191,25 @@ func (v *validator) refCollisions(s *Interface) {
 	}
 }
 
-// stableNames reports two Spot or Actor types of one package with one stable type name.
+// stableNames reports two Spot or Actor types of one package with one stable type name, and
+// two channels of one package with one channel name. Type names and channel names are apart:
+// the runtime registers types and channels separately.
 func (v *validator) stableNames(spots []*Interface) {
-	first := map[string]*Interface{}
+	typeNames, channelNames := map[string]*Interface{}, map[string]*Interface{}
 	for _, s := range spots {
-		if prev, dup := first[s.TypeName]; dup {
-			v.errs.add(s.DirectivePos, s.Name, "the stable type name %q is also the name of %s (%s); stable names must be unique", s.TypeName, prev.Name, v.rel(prev.DirectivePos))
-			continue
+		first := typeNames
+		if s.IsChannel() {
+			first = channelNames
 		}
-		first[s.TypeName] = s
+		prev, dup := first[s.TypeName]
+		switch {
+		case dup && s.IsChannel():
+			v.errs.add(s.DirectivePos, s.Name, "the channel name %q is also the name of the channel %s (%s); channel names must be unique", s.TypeName, prev.Name, v.rel(prev.DirectivePos))
+		case dup:
+			v.errs.add(s.DirectivePos, s.Name, "the stable type name %q is also the name of %s (%s); stable names must be unique", s.TypeName, prev.Name, v.rel(prev.DirectivePos))
+		default:
+			first[s.TypeName] = s
+		}
 	}
 }
 

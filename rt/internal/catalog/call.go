@@ -14,6 +14,7 @@ import (
 	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/rt/internal/wire"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -389,25 +390,9 @@ func (k *call) invoke(ctx context.Context) (reply proto.Message, err error) {
 	}
 	reply, err = k.md.Invoke(impl, ctx, k.req)
 	if err != nil {
-		err = handlerError(err)
+		err = wire.HandlerError(err)
 	}
 	return reply, err
-}
-
-// handlerError is how a handler's error reaches the caller: always as an *sdk.AppError, never
-// as one of the runtime's sentinels, which a handler may have got from a call of its own. The
-// runtime never acts on it — no retry, no redirect (C3) — and neither is a caller misled into
-// reading it as the runtime's answer about its own call.
-func handlerError(err error) error {
-	if ae, ok := err.(*sdk.AppError); ok {
-		return ae
-	}
-	out := &sdk.AppError{Message: err.Error()}
-	var ae *sdk.AppError
-	if errors.As(err, &ae) {
-		out.Code = ae.Code
-	}
-	return out
 }
 
 // object names what the message is for: its Actor, or its Spot.

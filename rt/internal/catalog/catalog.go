@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/zlink-go/zlink/rt/internal/capacity"
+	"github.com/zlink-go/zlink/rt/internal/channel"
 	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/rt/internal/telemetry"
@@ -154,6 +155,9 @@ func idleScanInterval(types map[string]*spotType, nodeDefault time.Duration) tim
 // Types is the set of registered Spot types: an sdk.Registrar before the catalog starts,
 // read-only after.
 type Types struct {
+	// Registry takes the node's channel servers and subscribers, which the mesh serves.
+	channel.Registry
+
 	mu     sync.Mutex
 	frozen bool
 	byName map[string]*spotType
@@ -327,6 +331,7 @@ func New(cfg Config, st store.Store, reg *store.Registration, types *Types, clie
 	if reg.Owner().Node != cfg.Node {
 		return nil, fmt.Errorf("catalog: registration is for node %s, not %s", reg.Owner().Node, cfg.Node)
 	}
+	types.Registry.Freeze()
 	types.mu.Lock()
 	types.frozen = true
 	byName := make(map[string]*spotType, len(types.byName))

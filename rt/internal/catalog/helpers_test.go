@@ -343,6 +343,19 @@ func (c catClient) MoveActor(ctx context.Context, actor, to sdk.Target, _ ...sdk
 
 func (c catClient) LocalNode() sdk.NodeID { return "node-a" }
 
+// Channels are the mesh's: catalog tests have none.
+func (c catClient) CallChannel(context.Context, *sdk.ChannelDesc, string, proto.Message, ...sdk.CallOption) (proto.Message, error) {
+	return nil, sdk.ErrUnsupported
+}
+
+func (c catClient) SendChannel(context.Context, *sdk.ChannelDesc, string, proto.Message, ...sdk.CallOption) error {
+	return sdk.ErrUnsupported
+}
+
+func (c catClient) Publish(context.Context, *sdk.ChannelDesc, string, proto.Message, ...sdk.CallOption) error {
+	return sdk.ErrUnsupported
+}
+
 var meshSeq atomic.Int64
 
 func uniqueMesh(t testing.TB) string { return fmt.Sprintf("%s-%d", t.Name(), meshSeq.Add(1)) }

@@ -30,11 +30,6 @@ func (m *Mesh) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, r
 		reply(refusedReply(fmt.Errorf("%w: node %s is starting", sdk.ErrNotServing, m.cfg.Node)))
 		return
 	}
-	t, err := targetOf(req)
-	if err != nil {
-		reply(refusedReply(err))
-		return
-	}
 	if len(req.Method) > maxMethodName {
 		// Refused before anything logs or counts it: a peer does not choose the size of our logs.
 		reply(refusedReply(fmt.Errorf("%w: a method name of %d bytes (at most %d)", sdk.ErrInvalidArgument, len(req.Method), maxMethodName)))
@@ -44,6 +39,24 @@ func (m *Mesh) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, r
 	// of the caller's span. Off reads nothing of it.
 	if sdk.CurrentDiagnosticsLevel() != sdk.DiagnosticsLevelOff {
 		ctx = telemetry.Extract(ctx, req)
+	}
+	switch req.Op {
+	case wire.Op_OP_CHANNEL_CALL, wire.Op_OP_CHANNEL_SEND, wire.Op_OP_PUBLISH:
+		if err := sdk.ValidateID("channel name", req.Type); err != nil {
+			reply(refusedReply(err))
+			return
+		}
+		if req.Op == wire.Op_OP_PUBLISH {
+			m.handlePublish(ctx, from, req, reply)
+			return
+		}
+		m.handleChannel(ctx, from, req, reply)
+		return
+	}
+	t, err := targetOf(req)
+	if err != nil {
+		reply(refusedReply(err))
+		return
 	}
 	switch req.Op {
 	case wire.Op_OP_CALL, wire.Op_OP_SEND:

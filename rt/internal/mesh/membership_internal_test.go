@@ -110,7 +110,7 @@ func TestCallToAnOwnerTheWatchHasNotReportedWaitsForIt(t *testing.T) {
 	endpoints, ctx := startEtcd(t)
 
 	caller := registerTestNode(t, endpoints, "caller")
-	_, rev, err := caller.m.join(ctx, caller.st, caller.reg, caller.cat, serving)
+	_, rev, _, err := caller.m.join(ctx, caller.st, caller.reg, caller.cat, serving)
 	require.NoError(t, err)
 	// The caller's membership stops at rev: it does not watch yet.
 
@@ -148,7 +148,7 @@ func TestCallToAnOwnerTheWatchHasNotReportedWaitsForIt(t *testing.T) {
 func TestCallWaitingForTheMembershipEndsWhenTheMeshCloses(t *testing.T) {
 	endpoints, ctx := startEtcd(t)
 	caller := registerTestNode(t, endpoints, "caller")
-	_, _, err := caller.m.join(ctx, caller.st, caller.reg, caller.cat, serving)
+	_, _, _, err := caller.m.join(ctx, caller.st, caller.reg, caller.cat, serving)
 	require.NoError(t, err)
 	owner := registerTestNode(t, endpoints, "owner")
 	require.NoError(t, owner.m.Start(ctx, owner.st, owner.reg, owner.cat, serving))
@@ -228,7 +228,7 @@ func TestG2_ResyncKeepsUnchangedPeersLinked(t *testing.T) {
 	owner := registerTestNode(t, endpoints, "owner")
 	require.NoError(t, owner.m.Start(ctx, owner.st, owner.reg, owner.cat, serving))
 	caller := registerTestNode(t, endpoints, "caller")
-	_, rev, err := caller.m.join(ctx, caller.st, caller.reg, caller.cat, serving)
+	_, rev, _, err := caller.m.join(ctx, caller.st, caller.reg, caller.cat, serving)
 	require.NoError(t, err)
 	awaitPeerState(t, ctx, caller.m, "owner", sdk.PeerStateReady)
 	target := sdk.InstanceIntent(rttest.LedgerType, "kept")
@@ -254,7 +254,7 @@ func TestG2_ResyncAppliesOnlyWhatChanged(t *testing.T) {
 	left := registerTestNode(t, endpoints, "left")
 	again := registerTestNode(t, endpoints, "again")
 	caller := registerTestNode(t, endpoints, "caller")
-	_, rev, err := caller.m.join(ctx, caller.st, caller.reg, caller.cat, serving)
+	_, rev, _, err := caller.m.join(ctx, caller.st, caller.reg, caller.cat, serving)
 	require.NoError(t, err)
 	for _, peer := range []sdk.NodeID{"kept", "left", "again"} {
 		awaitPeerState(t, ctx, caller.m, peer, sdk.PeerStateReady)
@@ -298,7 +298,7 @@ func TestC3_PlacementMovesOnOnlyFromARefusal(t *testing.T) {
 	registerTestNode(t, endpoints, "a")
 	registerTestNode(t, endpoints, "b")
 	caller := registerTestNode(t, endpoints, "caller")
-	_, _, err := caller.m.join(ctx, caller.st, caller.reg, caller.cat, serving)
+	_, _, _, err := caller.m.join(ctx, caller.st, caller.reg, caller.cat, serving)
 	require.NoError(t, err)
 	awaitPeerState(t, ctx, caller.m, "a", sdk.PeerStateReady)
 	awaitPeerState(t, ctx, caller.m, "b", sdk.PeerStateReady)

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/zlink-go/zlink/rt/internal/catalog"
+	"github.com/zlink-go/zlink/rt/internal/channel"
 	"github.com/zlink-go/zlink/rt/internal/store"
-	"github.com/zlink-go/zlink/rt/internal/store/storepb"
 	"github.com/zlink-go/zlink/rt/internal/telemetry"
 	"github.com/zlink-go/zlink/rt/internal/transport"
 	"github.com/zlink-go/zlink/rt/internal/wire"
@@ -59,6 +59,8 @@ type Config struct {
 	UnhandledHold time.Duration
 	// Telemetry records this node's callers' operations (nil: none).
 	Telemetry *telemetry.Telemetry
+	// Channels are the node's channel servers and subscribers (nil: none).
+	Channels *channel.Registry
 }
 
 func (c Config) withDefaults() Config {
@@ -76,6 +78,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Channels == nil {
+		c.Channels = &channel.Registry{}
 	}
 	if c.UnhandledHold <= 0 {
 		c.UnhandledHold = 30 * time.Second
@@ -109,7 +114,8 @@ type Mesh struct {
 	members map[sdk.NodeID]store.Node
 	seen    revisionGate // the membership revision applied so far
 
-	status statusTracker
+	status   statusTracker
+	channels channelTable
 
 	unhandledCount unhandledCounters
 
@@ -154,10 +160,11 @@ func (m *Mesh) Transport() *transport.Transport { return m.tr }
 // need a connection (G4), and starts the reclaimer and the publication of the node's load.
 // state reports the host's runtime state.
 func (m *Mesh) Start(ctx context.Context, st *store.Etcd, reg *store.Registration, cat *catalog.Catalog, state func() sdk.RuntimeState) error {
-	nodes, rev, err := m.join(ctx, st, reg, cat, state)
+	nodes, rev, chanRev, err := m.join(ctx, st, reg, cat, state)
 	if err != nil {
 		return err
 	}
+	m.watchChannels(chanRev)
 	m.watchMembership(rev)
 	m.awaitPeers(ctx, nodes)
 	if m.cfg.ObjectServer {
@@ -167,22 +174,28 @@ func (m *Mesh) Start(ctx context.Context, st *store.Etcd, reg *store.Registratio
 	return nil
 }
 
-// join loads the membership as of the returned revision and connects to its nodes.
-func (m *Mesh) join(ctx context.Context, st *store.Etcd, reg *store.Registration, cat *catalog.Catalog, state func() sdk.RuntimeState) ([]store.Node, int64, error) {
+// join loads the channel memberships and the membership, as of the returned revisions, and
+// connects to the nodes that need a connection. The channels come first: they say which
+// nodes do (G4).
+func (m *Mesh) join(ctx context.Context, st *store.Etcd, reg *store.Registration, cat *catalog.Catalog, state func() sdk.RuntimeState) ([]store.Node, int64, int64, error) {
 	m.store, m.cat, m.state = st, cat, state
 	m.reg.Store(reg)
 	cat.SetNudger(m.nudge)
 	cat.SetPeers(actorPeers{m})
+	chanRev, err := m.joinChannels(ctx)
+	if err != nil {
+		return nil, 0, 0, err
+	}
 	nodes, rev, err := st.Nodes(ctx)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	for _, n := range nodes {
 		m.apply(store.NodeEvent{Node: n})
 	}
 	m.seen.advance(rev)
 	m.started.Store(true)
-	return nodes, rev, nil
+	return nodes, rev, chanRev, nil
 }
 
 // watchMembership applies the membership changes after rev until the mesh closes.
@@ -201,7 +214,7 @@ func (m *Mesh) watchMembership(rev int64) {
 func (m *Mesh) awaitPeers(ctx context.Context, nodes []store.Node) {
 	deadline := time.Now().Add(m.cfg.Transport.DialTimeout)
 	for _, n := range nodes {
-		if n.ID == m.cfg.Node || !m.needsConnection(n.Desc) {
+		if n.ID == m.cfg.Node || !m.needsConnection(n) {
 			continue
 		}
 		for !m.tr.Settled(n.ID) && time.Now().Before(deadline) {
@@ -234,7 +247,7 @@ func (m *Mesh) apply(ev store.NodeEvent) {
 			m.routes.dropOwner(n.ID)
 			m.kickReclaim()
 		}
-		if m.needsConnection(n.Desc) && n.Desc.GetEndpoint() != "" {
+		if m.needsConnection(n) && n.Desc.GetEndpoint() != "" {
 			// A link to the same endpoint is kept as it is; a changed endpoint is dialled anew.
 			m.tr.Connect(n.ID, n.Desc.GetEndpoint())
 		}
@@ -339,10 +352,12 @@ func (m *Mesh) kickReclaim() {
 	}
 }
 
-// needsConnection applies G4: two nodes of which neither is an Object Server need no
-// connection.
-func (m *Mesh) needsConnection(peer *storepb.NodeDescriptor) bool {
-	return m.cfg.ObjectServer || peer.GetRoles()&RoleObjectServer != 0
+// needsConnection applies G4: two nodes of which neither is an Object Server nor holds a
+// channel membership that others send to (a server, weight 0 included, or a subscriber) need
+// no connection; a channel client's or a publisher's membership counts as none.
+func (m *Mesh) needsConnection(peer store.Node) bool {
+	return m.cfg.ObjectServer || peer.Desc.GetRoles()&RoleObjectServer != 0 ||
+		m.localServerLike() || m.channels.serverLike(peer.ID)
 }
 
 // sortedMembers returns a snapshot of the membership in node ID order.
@@ -441,6 +456,7 @@ func (m *Mesh) Publish(ctx context.Context) error {
 // records are released like those of any ended owner, and then created afresh on demand.
 func (m *Mesh) Rebind(reg *store.Registration) {
 	m.reg.Store(reg)
+	m.rejoinPublishers()
 	m.kickReclaim()
 }
 

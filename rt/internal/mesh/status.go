@@ -31,7 +31,7 @@ func (m *Mesh) Status(meshName string) sdk.RouteMeshStatus {
 		}
 		p := sdk.PeerStatus{NodeRid: n.ID}
 		switch {
-		case !m.needsConnection(n.Desc):
+		case !m.needsConnection(n):
 			// Two Object Clients: no connection, not counted, not a failure (G4).
 			p.State = sdk.PeerStateNotRequired
 		case sdk.RuntimeState(n.Desc.GetState()) == sdk.RuntimeStateDraining:
@@ -87,6 +87,7 @@ func (m *Mesh) Status(meshName string) sdk.RouteMeshStatus {
 	}
 	// Zero peers alone does not make the mesh unavailable: local traffic still flows (G3).
 	st.IsReady = state == sdk.RuntimeStateServing && st.State != sdk.TopologyStateFailed
+	st.Channels = m.channelSummaries(state == sdk.RuntimeStateServing)
 
 	m.status.mu.Lock()
 	defer m.status.mu.Unlock()

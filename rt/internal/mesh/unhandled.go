@@ -32,11 +32,16 @@ import (
 // policy. Placement's "no node hosts this type" reaches no node and is not a dispatch: it
 // stays an error under every action.
 
+// A published message (the Publish family) is unhandled on a node that has no subscriber of
+// its channel taking it from that publisher, or whose subscriber has no such method: it
+// follows the rules of Send above. Under Throw a publication on a channel that no node
+// subscribes to, as the membership shows, is refused before it is sent.
+
 // UnhandledStats counts unhandled messages.
 type UnhandledStats struct {
-	// Requests and Sends count the messages this node found unhandled, as the dispatcher of a
-	// local call or as the receiver of a peer's message, per family.
-	Requests, Sends int64
+	// Requests, Sends and Publishes count the messages this node found unhandled, as the
+	// dispatcher of a local call or as the receiver of a peer's message, per family.
+	Requests, Sends, Publishes int64
 	// Dropped counts those of them that were dropped (LogAndDrop, Drop).
 	Dropped int64
 	// NotSent counts the messages this node refused to send under Throw, because the
@@ -45,45 +50,72 @@ type UnhandledStats struct {
 }
 
 type unhandledCounters struct {
-	requests, sends, dropped, notSent atomic.Int64
+	requests, sends, publishes, dropped, notSent atomic.Int64
 }
 
 // UnhandledStats returns the node's unhandled-message counters.
 func (m *Mesh) UnhandledStats() UnhandledStats {
 	c := &m.unhandledCount
-	return UnhandledStats{Requests: c.requests.Load(), Sends: c.sends.Load(), Dropped: c.dropped.Load(), NotSent: c.notSent.Load()}
+	return UnhandledStats{Requests: c.requests.Load(), Sends: c.sends.Load(), Publishes: c.publishes.Load(),
+		Dropped: c.dropped.Load(), NotSent: c.notSent.Load()}
 }
 
-func (m *Mesh) unhandledAction(oneWay bool) sdk.UnhandledDispatchAction {
+// submission is a family of the unhandled-message policy (I1).
+type submission uint8
+
+const (
+	familyRequest submission = iota
+	familySend
+	familyPublish
+)
+
+func familyOf(oneWay bool) submission {
 	if oneWay {
+		return familySend
+	}
+	return familyRequest
+}
+
+func (f submission) String() string {
+	return [...]string{"Request", "Send", "Publish"}[f]
+}
+
+func (m *Mesh) unhandledAction(f submission) sdk.UnhandledDispatchAction {
+	switch f {
+	case familySend:
 		return m.cfg.Unhandled.Send
+	case familyPublish:
+		return m.cfg.Unhandled.Publish
 	}
 	return m.cfg.Unhandled.Request
 }
 
-func family(oneWay bool) string {
-	if oneWay {
-		return "Send"
-	}
-	return "Request"
+// unhandled counts and logs a message for t this node found unhandled (err wraps
+// sdk.ErrUnhandled) and reports whether the policy drops it; otherwise it is refused with err.
+func (m *Mesh) unhandled(t sdk.Target, method string, oneWay bool, from sdk.NodeID, err error) (drop bool) {
+	return m.unhandledAs(familyOf(oneWay), func() []any {
+		a := []any{"spot", t.Type(), "kind", t.Kind().String(), "method", method}
+		if t.Kind() == sdk.KindEntry {
+			return append(a, "target_node", string(t.Node()))
+		}
+		return append(a, "id", t.ID())
+	}, from, err)
 }
 
-// unhandled counts and logs a message this node found unhandled (err wraps sdk.ErrUnhandled)
-// and reports whether the policy drops it; otherwise it is refused with err.
-func (m *Mesh) unhandled(t sdk.Target, method string, oneWay bool, from sdk.NodeID, err error) (drop bool) {
-	if oneWay {
+// unhandledAs counts and logs an unhandled message of family f, described by what, and
+// reports whether the policy drops it.
+func (m *Mesh) unhandledAs(f submission, what func() []any, from sdk.NodeID, err error) (drop bool) {
+	switch f {
+	case familySend:
 		m.unhandledCount.sends.Add(1)
-	} else {
+	case familyPublish:
+		m.unhandledCount.publishes.Add(1)
+	default:
 		m.unhandledCount.requests.Add(1)
 	}
-	action := m.unhandledAction(oneWay)
+	action := m.unhandledAction(f)
 	attrs := func() []any {
-		a := []any{"family", family(oneWay), "spot", t.Type(), "kind", t.Kind().String(), "method", method}
-		if t.Kind() == sdk.KindEntry {
-			a = append(a, "target_node", string(t.Node()))
-		} else {
-			a = append(a, "id", t.ID())
-		}
+		a := append([]any{"family", f.String()}, what()...)
 		if from != "" {
 			a = append(a, "from", string(from))
 		}
@@ -142,7 +174,13 @@ func (m *Mesh) errNoReply() error {
 // reply is withheld until its context ends (the caller's deadline or cancellation, or the
 // stream's end) or the hold bound passes.
 func (m *Mesh) refuseUnhandled(ctx context.Context, from sdk.NodeID, t sdk.Target, method string, oneWay bool, err error, reply func(*wire.Reply)) {
-	if !m.unhandled(t, method, oneWay, from, err) {
+	m.answerUnhandled(ctx, m.unhandled(t, method, oneWay, from, err), oneWay, err, reply)
+}
+
+// answerUnhandled answers a peer's unhandled message: refused with err, or, when drop, a
+// one-way message acknowledged and a request's reply withheld.
+func (m *Mesh) answerUnhandled(ctx context.Context, drop, oneWay bool, err error, reply func(*wire.Reply)) {
+	if !drop {
 		reply(refusedReply(err))
 		return
 	}
@@ -181,7 +219,7 @@ const maxMethodName = 256
 // throwBeforeSend applies Throw on the sending side: a message that the target's descriptor
 // shows no handler for is refused here, unsent.
 func (m *Mesh) throwBeforeSend(t sdk.Target, method string, oneWay bool) error {
-	if m.unhandledAction(oneWay) != sdk.UnhandledDispatchActionThrow {
+	if m.unhandledAction(familyOf(oneWay)) != sdk.UnhandledDispatchActionThrow {
 		return nil
 	}
 	if d := t.Desc(); d != nil && d.Name == t.Type() && d.Method(method) == nil {
@@ -195,7 +233,7 @@ func (m *Mesh) throwBeforeSend(t sdk.Target, method string, oneWay bool) error {
 // handle, as this node sees the membership: no Object Server hosts its type, or, for an Entry
 // target, the addressed node does not.
 func (m *Mesh) throwUnhosted(t sdk.Target, method string, oneWay bool) error {
-	if m.unhandledAction(oneWay) != sdk.UnhandledDispatchActionThrow || m.hostedSomewhere(t) {
+	if m.unhandledAction(familyOf(oneWay)) != sdk.UnhandledDispatchActionThrow || m.hostedSomewhere(t) {
 		return nil
 	}
 	m.unhandledCount.notSent.Add(1)

@@ -3,7 +3,11 @@
 // too. It prints "ready <endpoint>" once serving and "ran <spot> <msg>" for every message a
 // Ledger or a Mark runs, and stops when its standard input closes or it gets SIGTERM or SIGINT.
 // A line "relocate planned" or "relocate rolling <version>" on its standard input relocates the
-// node; it prints "relocated <outcome>/<reason>" and then "safe" once SafeToShutdown.
+// node; it prints "relocated <outcome>/<reason>" and then "safe" once SafeToShutdown. With
+// -who-weight it serves the rttest Who channel, and with -feed it subscribes to the rttest Feed
+// channel: "publish <n> <m>" waits until its posts reach m subscriber nodes, then publishes n
+// numbered posts, one after another, and prints "published <n>" (or "error ..."); "feed-report"
+// prints "feed <report>" of what its subscriber got.
 package main
 
 import (
@@ -48,6 +52,8 @@ func main() {
 	version := flag.Int64("version", 0, "the application version the node runs")
 	ledgerState := flag.Int("ledger-state", 0, "bytes of state each Ledger carries across a relocation beyond its count")
 	parallelism := flag.Int("relocation-parallelism", 0, "relocation units at once (0: the default)")
+	whoWeight := flag.Int("who-weight", -1, "serve the rttest Who channel with this weight (-1: do not)")
+	feed := flag.Bool("feed", false, "subscribe to the rttest Feed channel")
 	flag.Parse()
 
 	out := bufio.NewWriter(os.Stdout)
@@ -92,6 +98,7 @@ func main() {
 		cfg.Exec.Application.Count = 1 << 20
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	feedLog := rttest.NewFeedLog(0)
 	var j *rttest.FileJournal
 	if *journal != "" {
 		var err error
@@ -128,6 +135,16 @@ func main() {
 		if err := rttest.RegisterBeacon(r, ran); err != nil {
 			return err
 		}
+		if *whoWeight >= 0 {
+			if err := rttest.RegisterWhoServer(r, cfg.NodeID, nil, sdk.Weight(*whoWeight)); err != nil {
+				return err
+			}
+		}
+		if *feed {
+			if err := rttest.SubscribeFeed(r, feedLog); err != nil {
+				return err
+			}
+		}
 		if err := rttest.RegisterUserLedger(r, ran); err != nil {
 			return err
 		}
@@ -140,7 +157,7 @@ func main() {
 	}
 	println("ready %s", h.LocalNode())
 
-	procstop.WaitLines(func(line string) { command(h, line, println) })
+	procstop.WaitLines(func(line string) { command(h, line, feedLog, println) })
 	c := h.CapacityStatus().CoreHwm
 	println("capacity peak=%d budget=%d", c.PeakAccountedBytes, c.EffectiveBudgetBytes)
 	res, err := h.Shutdown(context.Background(), *shutdownDeadline)
@@ -155,6 +172,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "nodeproc:", err)
 		os.Exit(1)
 	}
+}
+
+// awaitFeedReach waits, for 30 s at most, until this node's posts on the Feed reach n subscriber
+// nodes.
+func awaitFeedReach(h *rt.Host, n int) bool {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, ch := range h.MeshStatus().Channels {
+			if ch.ChannelName == rttest.FeedChannel && ch.ReadyTargetCount >= n {
+				return true
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
 }
 
 // parseDialVia reads -dial-via: endpoint=proxy,...
@@ -185,11 +217,36 @@ func registerClient(endpoints []string) *clientv3.Client {
 	return cli
 }
 
-// command runs one line of standard input: "relocate planned" or "relocate rolling <version>".
-func command(h *rt.Host, line string, println func(string, ...any)) {
+// command runs one line of standard input: "relocate planned", "relocate rolling <version>",
+// "publish <n>" or "feed-report".
+func command(h *rt.Host, line string, feed *rttest.FeedLog, println func(string, ...any)) {
 	f := strings.Fields(line)
 	opts := sdk.RelocationOptions{Deadline: time.Minute}
 	switch {
+	case len(f) == 1 && f[0] == "feed-report":
+		println("feed %s", feed.Report())
+		return
+	case len(f) == 3 && f[0] == "publish":
+		n, err1 := strconv.Atoi(f[1])
+		reach, err2 := strconv.Atoi(f[2])
+		if err1 != nil || err2 != nil || n < 0 {
+			println("error bad counts %q", line)
+			return
+		}
+		go func() {
+			if !awaitFeedReach(h, reach) {
+				println("error the posts do not reach %d subscriber nodes", reach)
+				return
+			}
+			for i := 1; i <= n; i++ {
+				if err := h.Publish(context.Background(), &rttest.FeedDesc, rttest.FeedPost, rttest.FeedPostOf(h.LocalNode(), i)); err != nil {
+					println("error publish %d: %v", i, err)
+					return
+				}
+			}
+			println("published %d", n)
+		}()
+		return
 	case len(f) == 2 && f[0] == "relocate" && f[1] == "planned":
 	case len(f) == 3 && f[0] == "relocate" && f[1] == "rolling":
 		v, err := strconv.ParseInt(f[2], 10, 64)

@@ -33,6 +33,9 @@ type Etcd struct {
 	batch *batcher
 	// kv sends the record writes; internal tests replace it to lose answers.
 	kv txnSender
+	// maxMemberships bounds the channel memberships of a registration: its transaction writes
+	// them with the node's two keys, within the server's --max-txn-ops.
+	maxMemberships int
 }
 
 // Option configures New.
@@ -76,7 +79,10 @@ func New(client *clientv3.Client, mesh string, opts ...Option) (*Etcd, error) {
 		opt(&o)
 	}
 	s := &Etcd{client: client, keys: newKeys(mesh), mesh: mesh, kv: newKVClient(client),
-		settle: 5 * time.Second, progressEvery: 30 * time.Second}
+		settle: 5 * time.Second, progressEvery: 30 * time.Second, maxMemberships: MaxChannelMemberships}
+	if o.groupCommit > 0 {
+		s.maxMemberships = min(MaxChannelMemberships, max(o.groupCommit-2, 0))
+	}
 	// etcd counts a nested transaction's widest part against what its parent leaves of
 	// --max-txn-ops; a record write has at most maxWriteWidth compares or ops.
 	if batch := o.groupCommit - maxWriteWidth; batch > 1 {

@@ -123,8 +123,9 @@ type Registration struct {
 	// registration of any node.
 	revision int64
 
-	mu   sync.Mutex
-	desc *storepb.NodeDescriptor
+	mu       sync.Mutex
+	desc     *storepb.NodeDescriptor
+	channels []ChannelMembership
 
 	lostOnce sync.Once
 	lostCh   chan struct{}
@@ -135,7 +136,8 @@ type Registration struct {
 }
 
 // Register implements Store.
-func (s *Etcd) Register(ctx context.Context, desc *storepb.NodeDescriptor, opts LeaseOptions) (*Registration, error) {
+// channels are the node's channel memberships, written on the lease in the same transaction.
+func (s *Etcd) Register(ctx context.Context, desc *storepb.NodeDescriptor, opts LeaseOptions, channels ...ChannelMembership) (*Registration, error) {
 	rid := sdk.NodeID(desc.GetNodeId())
 	if err := rid.Validate(); err != nil {
 		return nil, err
@@ -157,12 +159,20 @@ func (s *Etcd) Register(ctx context.Context, desc *storepb.NodeDescriptor, opts 
 	guard.extend(sent, time.Duration(grant.TTL)*time.Second, opts.GuardMargin)
 	owner := Owner{Node: rid, Lease: int64(grant.ID)}
 	nodeKey := s.keys.node(rid)
+	ops, err := s.channelOps(rid, owner.Lease, channels)
+	if err != nil {
+		guard.lose()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		_, _ = s.client.Revoke(rctx, grant.ID)
+		cancel()
+		return nil, err
+	}
+	ops = append(ops,
+		clientv3.OpPut(nodeKey, val, clientv3.WithLease(grant.ID)),
+		clientv3.OpPut(s.keys.incarnation(rid, owner.Lease), time.Now().UTC().Format(time.RFC3339Nano)))
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(nodeKey), "=", 0)).
-		Then(
-			clientv3.OpPut(nodeKey, val, clientv3.WithLease(grant.ID)),
-			clientv3.OpPut(s.keys.incarnation(rid, owner.Lease), time.Now().UTC().Format(time.RFC3339Nano)),
-		).Commit()
+		Then(ops...).Commit()
 	if err == nil && !resp.Succeeded {
 		err = fmt.Errorf("%w: %s", ErrNodeIDInUse, rid)
 	}
@@ -176,7 +186,8 @@ func (s *Etcd) Register(ctx context.Context, desc *storepb.NodeDescriptor, opts 
 	kctx, cancel := context.WithCancel(context.Background())
 	r := &Registration{
 		store: s, owner: owner, guard: guard, opts: opts, desc: desc, revision: resp.Header.Revision,
-		lostCh: make(chan struct{}), cancel: cancel, done: make(chan struct{}),
+		channels: append([]ChannelMembership(nil), channels...),
+		lostCh:   make(chan struct{}), cancel: cancel, done: make(chan struct{}),
 	}
 	s.local.Store(owner, r)
 	go r.keepAlive(kctx)

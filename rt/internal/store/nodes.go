@@ -85,15 +85,57 @@ func (s *Etcd) Node(ctx context.Context, id sdk.NodeID) (n Node, ok bool, err er
 // resumes from after a broken watch advances on a quiet mesh too. fn runs on the watching
 // goroutine.
 func (s *Etcd) WatchNodes(ctx context.Context, revision int64, fn func(NodeEvent)) error {
+	return s.watchPrefix(ctx, s.keys.nodesPrefix(), revision, s.nodeHandlers(fn))
+}
+
+// nodeHandlers reports a watch of the nodes to fn as NodeEvents.
+func (s *Etcd) nodeHandlers(fn func(NodeEvent)) watchHandlers {
+	return watchHandlers{
+		event: func(ev *clientv3.Event) {
+			id, ok := s.keys.parseNode(string(ev.Kv.Key))
+			if !ok {
+				return
+			}
+			if ev.Type == clientv3.EventTypeDelete {
+				fn(NodeEvent{Node: Node{ID: id}, Gone: true, Revision: ev.Kv.ModRevision})
+				return
+			}
+			d, err := decodeNode(ev.Kv.Value)
+			if err != nil {
+				return
+			}
+			fn(NodeEvent{Node: Node{ID: id, Desc: d, Lease: ev.Kv.Lease, Revision: ev.Kv.ModRevision}, Revision: ev.Kv.ModRevision})
+		},
+		progress: func(rev int64) { fn(NodeEvent{Progress: true, Revision: rev}) },
+		resync: func(ctx context.Context) (int64, error) {
+			nodes, rev, err := s.Nodes(ctx)
+			if err == nil {
+				fn(NodeEvent{Resync: true, Snapshot: nodes, Revision: rev})
+			}
+			return rev, err
+		},
+	}
+}
+
+// watchHandlers are what a prefix watch reports: each change, each progress notification, and
+// the full listing it makes (and reports) after the history it needed was compacted.
+type watchHandlers struct {
+	event    func(*clientv3.Event)
+	progress func(revision int64)
+	resync   func(context.Context) (revision int64, err error)
+}
+
+// watchPrefix reports every change under prefix after revision, in order, until ctx ends,
+// resuming a broken watch from the last revision it reported and listing anew when that
+// revision was compacted. The handlers run on the watching goroutine.
+func (s *Etcd) watchPrefix(ctx context.Context, prefix string, revision int64, h watchHandlers) error {
 	for ctx.Err() == nil {
-		compacted := s.watchNodes(ctx, &revision, fn)
+		compacted := s.watchOnce(ctx, prefix, &revision, h)
 		if ctx.Err() != nil {
 			break
 		}
 		if compacted {
-			nodes, rev, err := s.Nodes(ctx)
-			if err == nil {
-				fn(NodeEvent{Resync: true, Snapshot: nodes, Revision: rev})
+			if rev, err := h.resync(ctx); err == nil {
 				revision = rev
 				continue
 			}
@@ -107,13 +149,13 @@ func (s *Etcd) WatchNodes(ctx context.Context, revision int64, fn func(NodeEvent
 	return ctx.Err()
 }
 
-// watchNodes runs one watch of the membership after *revision, reporting to fn and advancing
+// watchOnce runs one watch of prefix after *revision, reporting to h and advancing
 // *revision, until the watch ends. It reports whether it ended because the history it needed
 // was compacted.
-func (s *Etcd) watchNodes(ctx context.Context, revision *int64, fn func(NodeEvent)) (compacted bool) {
+func (s *Etcd) watchOnce(ctx context.Context, prefix string, revision *int64, h watchHandlers) (compacted bool) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := s.client.Watch(wctx, s.keys.nodesPrefix(), clientv3.WithPrefix(), clientv3.WithRev(*revision+1),
+	wch := s.client.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(*revision+1),
 		clientv3.WithProgressNotify())
 	// The server's own progress interval is long (10 min by default); ask more often, so that
 	// a watch that breaks resumes from a revision that is not yet compacted.
@@ -138,23 +180,11 @@ func (s *Etcd) watchNodes(ctx context.Context, revision *int64, fn func(NodeEven
 			return false
 		case wr.IsProgressNotify():
 			*revision = wr.Header.Revision
-			fn(NodeEvent{Progress: true, Revision: wr.Header.Revision})
+			h.progress(wr.Header.Revision)
 			continue
 		}
 		for _, ev := range wr.Events {
-			id, ok := s.keys.parseNode(string(ev.Kv.Key))
-			if !ok {
-				continue
-			}
-			if ev.Type == clientv3.EventTypeDelete {
-				fn(NodeEvent{Node: Node{ID: id}, Gone: true, Revision: ev.Kv.ModRevision})
-				continue
-			}
-			d, err := decodeNode(ev.Kv.Value)
-			if err != nil {
-				continue
-			}
-			fn(NodeEvent{Node: Node{ID: id, Desc: d, Lease: ev.Kv.Lease, Revision: ev.Kv.ModRevision}, Revision: ev.Kv.ModRevision})
+			h.event(ev)
 		}
 		*revision = wr.Header.Revision
 	}

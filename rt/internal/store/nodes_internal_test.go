@@ -28,13 +28,13 @@ func TestWatchNodesReportsProgress(t *testing.T) {
 	defer cancel()
 	revision := from
 	var progress []NodeEvent
-	compacted := s.watchNodes(wctx, &revision, func(ev NodeEvent) {
+	compacted := s.watchOnce(wctx, s.keys.nodesPrefix(), &revision, s.nodeHandlers(func(ev NodeEvent) {
 		require.True(t, ev.Progress, "no membership change happened: %+v", ev)
 		progress = append(progress, ev)
 		if ev.Revision >= after {
 			cancel()
 		}
-	})
+	}))
 	require.False(t, compacted)
 	require.NotEmpty(t, progress, "no progress notification within 10 s")
 	last := progress[len(progress)-1]

@@ -28,7 +28,7 @@ type Store interface {
 	SpotMover
 	// Register puts the node's descriptor under nodes/<rid> on a fresh owner lease and keeps
 	// the lease alive until the Registration is closed.
-	Register(ctx context.Context, desc *storepb.NodeDescriptor, opts LeaseOptions) (*Registration, error)
+	Register(ctx context.Context, desc *storepb.NodeDescriptor, opts LeaseOptions, channels ...ChannelMembership) (*Registration, error)
 	// Reserve takes the creation authority of key for owner if no record exists (B5). The
 	// winner gets a Reservation; every loser gets the current record's Resolution. A
 	// reservation whose answer was lost is settled even after ctx ends, for a bounded time, so

@@ -30,6 +30,7 @@ var codes = []struct {
 	{Code_CODE_INVALID_ARGUMENT, sdk.ErrInvalidArgument},
 	{Code_CODE_INVALID_ID, sdk.ErrInvalidID},
 	{Code_CODE_UNSUPPORTED, sdk.ErrUnsupported},
+	{Code_CODE_NO_READY_TARGET, sdk.ErrNoReadyTarget},
 	// Before the context codes: a store that timed out is reported as the store's failure.
 	{Code_CODE_STORE_UNAVAILABLE, sdk.ErrStoreUnavailable},
 	{Code_CODE_CANCELED, context.Canceled},
@@ -50,7 +51,7 @@ func EncodeError(err error) *Error {
 	switch {
 	case errors.As(err, &qf):
 		out.Code, out.Lane, out.Axis = Code_CODE_QUEUE_FULL, uint32(qf.Lane), uint32(qf.Axis)
-		out.Limit, out.Queued, out.Requested = qf.Limit, qf.Queued, qf.Requested
+		out.Limit, out.Queued, out.Requested, out.QueueWhere = qf.Limit, qf.Queued, qf.Requested, qf.Where
 		return out
 	case errors.As(err, &ce):
 		out.Code, out.Where, out.Limit = Code_CODE_CAPACITY_EXCEEDED, uint32(ce.Where), ce.Limit
@@ -79,7 +80,7 @@ func DecodeError(e *Error) error {
 	case Code_CODE_APPLICATION:
 		return &sdk.AppError{Code: e.AppCode, Message: e.Message}
 	case Code_CODE_QUEUE_FULL:
-		return &sdk.QueueFullError{Lane: sdk.Lane(e.Lane), Axis: sdk.Axis(e.Axis), Limit: e.Limit, Queued: e.Queued, Requested: e.Requested}
+		return &sdk.QueueFullError{Lane: sdk.Lane(e.Lane), Axis: sdk.Axis(e.Axis), Limit: e.Limit, Queued: e.Queued, Requested: e.Requested, Where: e.QueueWhere}
 	case Code_CODE_CAPACITY_EXCEEDED:
 		return &sdk.CapacityError{Where: sdk.CapacityWhere(e.Where), Limit: e.Limit}
 	}
@@ -128,4 +129,20 @@ func CodeOf(err error) Code {
 		}
 	}
 	return Code_CODE_APPLICATION
+}
+
+// HandlerError is how a handler's error reaches the caller: always as an *sdk.AppError, never
+// as one of the runtime's sentinels, which a handler may have got from a call of its own. The
+// runtime never acts on it — no retry, no redirect (C3) — and neither is a caller misled into
+// reading it as the runtime's answer about its own call.
+func HandlerError(err error) error {
+	if ae, ok := err.(*sdk.AppError); ok {
+		return ae
+	}
+	out := &sdk.AppError{Message: err.Error()}
+	var ae *sdk.AppError
+	if errors.As(err, &ae) {
+		out.Code = ae.Code
+	}
+	return out
 }

@@ -61,6 +61,15 @@ const (
 	Op_OP_SPOT_SETTLE Op = 11
 	// The relocation unit failed (SpotSettle, token only): drop what OP_SPOT_PREPARE received.
 	Op_OP_SPOT_ABORT Op = 12
+	// Run a request/reply method of this node's server of the ClientServer channel named by
+	// type.
+	Op_OP_CHANNEL_CALL Op = 13
+	// Run a one-way method of this node's server of the ClientServer channel named by type; the
+	// reply only acknowledges admission.
+	Op_OP_CHANNEL_SEND Op = 14
+	// Deliver a publication of the Fanout channel named by type to this node's subscriber; the
+	// reply only acknowledges admission.
+	Op_OP_PUBLISH Op = 15
 )
 
 // Enum value maps for Op.
@@ -79,6 +88,9 @@ var (
 		10: "OP_SPOT_PREPARE",
 		11: "OP_SPOT_SETTLE",
 		12: "OP_SPOT_ABORT",
+		13: "OP_CHANNEL_CALL",
+		14: "OP_CHANNEL_SEND",
+		15: "OP_PUBLISH",
 	}
 	Op_value = map[string]int32{
 		"OP_UNSPECIFIED":   0,
@@ -94,6 +106,9 @@ var (
 		"OP_SPOT_PREPARE":  10,
 		"OP_SPOT_SETTLE":   11,
 		"OP_SPOT_ABORT":    12,
+		"OP_CHANNEL_CALL":  13,
+		"OP_CHANNEL_SEND":  14,
+		"OP_PUBLISH":       15,
 	}
 )
 
@@ -151,6 +166,7 @@ const (
 	Code_CODE_INTERNAL          Code = 19
 	Code_CODE_STORE_UNAVAILABLE Code = 20
 	Code_CODE_UNSUPPORTED       Code = 21
+	Code_CODE_NO_READY_TARGET   Code = 22
 )
 
 // Enum value maps for Code.
@@ -178,6 +194,7 @@ var (
 		19: "CODE_INTERNAL",
 		20: "CODE_STORE_UNAVAILABLE",
 		21: "CODE_UNSUPPORTED",
+		22: "CODE_NO_READY_TARGET",
 	}
 	Code_value = map[string]int32{
 		"CODE_UNSPECIFIED":       0,
@@ -202,6 +219,7 @@ var (
 		"CODE_INTERNAL":          19,
 		"CODE_STORE_UNAVAILABLE": 20,
 		"CODE_UNSUPPORTED":       21,
+		"CODE_NO_READY_TARGET":   22,
 	}
 )
 
@@ -1206,7 +1224,9 @@ type Error struct {
 	Queued    int64  `protobuf:"varint,7,opt,name=queued,proto3" json:"queued,omitempty"`
 	Requested int64  `protobuf:"varint,8,opt,name=requested,proto3" json:"requested,omitempty"`
 	// CODE_CAPACITY_EXCEEDED: sdk.CapacityWhere.
-	Where         uint32 `protobuf:"varint,9,opt,name=where,proto3" json:"where,omitempty"`
+	Where uint32 `protobuf:"varint,9,opt,name=where,proto3" json:"where,omitempty"`
+	// CODE_QUEUE_FULL: sdk.QueueFullError.Where, the refused message.
+	QueueWhere    string `protobuf:"bytes,10,opt,name=queue_where,json=queueWhere,proto3" json:"queue_where,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1304,6 +1324,13 @@ func (x *Error) GetWhere() uint32 {
 	return 0
 }
 
+func (x *Error) GetQueueWhere() string {
+	if x != nil {
+		return x.QueueWhere
+	}
+	return ""
+}
+
 var File_wire_proto protoreflect.FileDescriptor
 
 const file_wire_proto_rawDesc = "" +
@@ -1398,7 +1425,7 @@ const file_wire_proto_rawDesc = "" +
 	"generation\x12\x12\n" +
 	"\x04held\x18\b \x01(\bR\x04held\"!\n" +
 	"\x06Cancel\x12\x17\n" +
-	"\acall_id\x18\x01 \x01(\x04R\x06callId\"\xef\x01\n" +
+	"\acall_id\x18\x01 \x01(\x04R\x06callId\"\x90\x02\n" +
 	"\x05Error\x12'\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x13.zlink.wire.v1.CodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x19\n" +
@@ -1408,7 +1435,10 @@ const file_wire_proto_rawDesc = "" +
 	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x16\n" +
 	"\x06queued\x18\a \x01(\x03R\x06queued\x12\x1c\n" +
 	"\trequested\x18\b \x01(\x03R\trequested\x12\x14\n" +
-	"\x05where\x18\t \x01(\rR\x05where*\xef\x01\n" +
+	"\x05where\x18\t \x01(\rR\x05where\x12\x1f\n" +
+	"\vqueue_where\x18\n" +
+	" \x01(\tR\n" +
+	"queueWhere*\xa9\x02\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aOP_CALL\x10\x01\x12\v\n" +
@@ -1423,7 +1453,11 @@ const file_wire_proto_rawDesc = "" +
 	"\x0fOP_SPOT_PREPARE\x10\n" +
 	"\x12\x12\n" +
 	"\x0eOP_SPOT_SETTLE\x10\v\x12\x11\n" +
-	"\rOP_SPOT_ABORT\x10\f*\x8b\x04\n" +
+	"\rOP_SPOT_ABORT\x10\f\x12\x13\n" +
+	"\x0fOP_CHANNEL_CALL\x10\r\x12\x13\n" +
+	"\x0fOP_CHANNEL_SEND\x10\x0e\x12\x0e\n" +
+	"\n" +
+	"OP_PUBLISH\x10\x0f*\xa5\x04\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10CODE_APPLICATION\x10\x01\x12\x12\n" +
@@ -1447,7 +1481,8 @@ const file_wire_proto_rawDesc = "" +
 	"\x16CODE_DEADLINE_EXCEEDED\x10\x12\x12\x11\n" +
 	"\rCODE_INTERNAL\x10\x13\x12\x1a\n" +
 	"\x16CODE_STORE_UNAVAILABLE\x10\x14\x12\x14\n" +
-	"\x10CODE_UNSUPPORTED\x10\x15B,Z*github.com/zlink-go/zlink/rt/internal/wireb\x06proto3"
+	"\x10CODE_UNSUPPORTED\x10\x15\x12\x18\n" +
+	"\x14CODE_NO_READY_TARGET\x10\x16B,Z*github.com/zlink-go/zlink/rt/internal/wireb\x06proto3"
 
 var (
 	file_wire_proto_rawDescOnce sync.Once

@@ -537,6 +537,80 @@ func (x *ActorRecord) GetAttempt() uint64 {
 	return 0
 }
 
+// ChannelMember is one node's membership of a channel:
+// channels/<name>/{servers,subscribers,publishers}/<rid>, bound to the node's owner lease.
+type ChannelMember struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sdk.ChannelKind.
+	Kind uint32 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// A server's weight among the channel's servers.
+	Weight int64 `protobuf:"varint,2,opt,name=weight,proto3" json:"weight,omitempty"`
+	// The method shapes the member serves ("method(request)reply"), for diagnostics.
+	Methods []string `protobuf:"bytes,3,rep,name=methods,proto3" json:"methods,omitempty"`
+	// The only nodes a manual subscriber takes publications from (empty: every publisher).
+	Publishers    []string `protobuf:"bytes,4,rep,name=publishers,proto3" json:"publishers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelMember) Reset() {
+	*x = ChannelMember{}
+	mi := &file_store_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelMember) ProtoMessage() {}
+
+func (x *ChannelMember) ProtoReflect() protoreflect.Message {
+	mi := &file_store_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelMember.ProtoReflect.Descriptor instead.
+func (*ChannelMember) Descriptor() ([]byte, []int) {
+	return file_store_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ChannelMember) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *ChannelMember) GetWeight() int64 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *ChannelMember) GetMethods() []string {
+	if x != nil {
+		return x.Methods
+	}
+	return nil
+}
+
+func (x *ChannelMember) GetPublishers() []string {
+	if x != nil {
+		return x.Publishers
+	}
+	return nil
+}
+
 var File_store_proto protoreflect.FileDescriptor
 
 const file_store_proto_rawDesc = "" +
@@ -583,7 +657,14 @@ const file_store_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
 	"generation\x12\x18\n" +
-	"\aattempt\x18\x03 \x01(\x04R\aattempt*X\n" +
+	"\aattempt\x18\x03 \x01(\x04R\aattempt\"u\n" +
+	"\rChannelMember\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x16\n" +
+	"\x06weight\x18\x02 \x01(\x03R\x06weight\x12\x18\n" +
+	"\amethods\x18\x03 \x03(\tR\amethods\x12\x1e\n" +
+	"\n" +
+	"publishers\x18\x04 \x03(\tR\n" +
+	"publishers*X\n" +
 	"\x05Phase\x12\x15\n" +
 	"\x11PHASE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0ePHASE_CREATING\x10\x01\x12\x0f\n" +
@@ -611,7 +692,7 @@ func file_store_proto_rawDescGZIP() []byte {
 }
 
 var file_store_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_store_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_store_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_store_proto_goTypes = []any{
 	(Phase)(0),             // 0: zlink.store.v1.Phase
 	(ReleaseTag)(0),        // 1: zlink.store.v1.ReleaseTag
@@ -619,6 +700,7 @@ var file_store_proto_goTypes = []any{
 	(*NodeDescriptor)(nil), // 3: zlink.store.v1.NodeDescriptor
 	(*ActorHost)(nil),      // 4: zlink.store.v1.ActorHost
 	(*ActorRecord)(nil),    // 5: zlink.store.v1.ActorRecord
+	(*ChannelMember)(nil),  // 6: zlink.store.v1.ChannelMember
 }
 var file_store_proto_depIdxs = []int32{
 	0, // 0: zlink.store.v1.SpotRecord.phase:type_name -> zlink.store.v1.Phase
@@ -642,7 +724,7 @@ func file_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_store_proto_rawDesc), len(file_store_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,159 @@
+package rt
+
+import (
+	"context"
+	"iter"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/zlink-go/zlink/rt/internal/observe"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// CallChannel implements sdk.ChannelClient: the call goes to one Ready server of the
+// ClientServer channel, chosen by weight (a server of this node included) or, with sdk.Key, by
+// rendezvous hashing on the key. With no Ready server it fails with sdk.ErrNoReadyTarget.
+func (h *Host) CallChannel(ctx context.Context, desc *sdk.ChannelDesc, method string, req proto.Message, opts ...sdk.CallOption) (proto.Message, error) {
+	if err := h.serving(); err != nil {
+		return nil, err
+	}
+	return h.mesh.CallChannel(ctx, desc, method, req, false, sdk.ApplyCallOptions(opts))
+}
+
+// SendChannel implements sdk.ChannelClient.
+func (h *Host) SendChannel(ctx context.Context, desc *sdk.ChannelDesc, method string, msg proto.Message, opts ...sdk.CallOption) error {
+	if err := h.serving(); err != nil {
+		return err
+	}
+	_, err := h.mesh.CallChannel(ctx, desc, method, msg, true, sdk.ApplyCallOptions(opts))
+	return err
+}
+
+// Publish implements sdk.ChannelClient: every subscriber node of the Fanout channel that is
+// serving and connected gets msg once; none gets it later (at most once). It returns once each
+// took it, and its error names the subscriber nodes that refused it.
+func (h *Host) Publish(ctx context.Context, desc *sdk.ChannelDesc, method string, msg proto.Message, _ ...sdk.CallOption) error {
+	if err := h.serving(); err != nil {
+		return err
+	}
+	return h.mesh.PublishChannel(ctx, desc, method, msg)
+}
+
+func (c spotClient) CallChannel(ctx context.Context, desc *sdk.ChannelDesc, method string, req proto.Message, opts ...sdk.CallOption) (proto.Message, error) {
+	return c.h.mesh.CallChannel(ctx, desc, method, req, false, sdk.ApplyCallOptions(opts))
+}
+
+func (c spotClient) SendChannel(ctx context.Context, desc *sdk.ChannelDesc, method string, msg proto.Message, opts ...sdk.CallOption) error {
+	_, err := c.h.mesh.CallChannel(ctx, desc, method, msg, true, sdk.ApplyCallOptions(opts))
+	return err
+}
+
+func (c spotClient) Publish(ctx context.Context, desc *sdk.ChannelDesc, method string, msg proto.Message, _ ...sdk.CallOption) error {
+	return c.h.mesh.PublishChannel(ctx, desc, method, msg)
+}
+
+// ClientServerStatus returns the status of the ClientServer channel name: this node's role on
+// it, its servers with their weights and states (local and remote alike), and how many are
+// Ready targets. The targets are diagnostics: they select nothing. A channel this node knows
+// nothing of is sdk.ErrNotFound; a Fanout channel is sdk.ErrInvalidArgument.
+func (h *Host) ClientServerStatus(name string) (sdk.ClientServerStatus, error) {
+	return h.mesh.ClientServerStatus(name)
+}
+
+// FanoutStatus returns the status of this node's automatic subscriber of the Fanout channel
+// name: the channel's publishers and their connection states. A manual subscriber's channel
+// is sdk.ErrConfig: its connections are its own. A channel this node does not subscribe to is
+// sdk.ErrNotFound.
+func (h *Host) FanoutStatus(name string) (sdk.FanoutStatus, error) { return h.mesh.FanoutStatus(name) }
+
+// ObserveClientServer streams the status of the ClientServer channel name as ObserveMesh does
+// the mesh's: servers joining, leaving, draining or reconnecting, the channel losing its last
+// Ready target and getting one again, the node stopping. It fails as ClientServerStatus does.
+func (h *Host) ObserveClientServer(ctx context.Context, name string) (iter.Seq[sdk.Observed[sdk.ClientServerStatus]], error) {
+	st, err := h.ClientServerStatus(name)
+	if err != nil {
+		return nil, err
+	}
+	hub := channelHub(&h.chans, &h.chans.clientServer, name, st, func(s *sdk.ClientServerStatus) bool { return s.State == sdk.TopologyStateStopped })
+	h.publishChannels()
+	return hub.Observe(ctx), nil
+}
+
+// ObserveFanout streams the status of this node's automatic subscriber of the Fanout channel
+// name. It fails as FanoutStatus does.
+func (h *Host) ObserveFanout(ctx context.Context, name string) (iter.Seq[sdk.Observed[sdk.FanoutStatus]], error) {
+	st, err := h.FanoutStatus(name)
+	if err != nil {
+		return nil, err
+	}
+	hub := channelHub(&h.chans, &h.chans.fanout, name, st, func(s *sdk.FanoutStatus) bool { return s.State == sdk.TopologyStateStopped })
+	h.publishChannels()
+	return hub.Observe(ctx), nil
+}
+
+// channelHubs are the observation hubs of the channels someone observed, made on the first
+// observation; the mesh status's watcher publishes them.
+type channelHubs struct {
+	mu           sync.Mutex
+	closed       bool
+	clientServer map[string]*observe.Hub[sdk.ClientServerStatus]
+	fanout       map[string]*observe.Hub[sdk.FanoutStatus]
+}
+
+func channelHub[T any](c *channelHubs, hubs *map[string]*observe.Hub[T], name string, st T, terminal func(*T) bool) *observe.Hub[T] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if *hubs == nil {
+		*hubs = make(map[string]*observe.Hub[T])
+	}
+	hub := (*hubs)[name]
+	if hub == nil {
+		hub = observe.NewHub(st, terminal)
+		if c.closed {
+			hub.Close()
+		}
+		(*hubs)[name] = hub
+	}
+	return hub
+}
+
+// channelObservers counts the observations of every channel.
+func (h *Host) channelObservers() int {
+	h.chans.mu.Lock()
+	defer h.chans.mu.Unlock()
+	n := 0
+	for _, hub := range h.chans.clientServer {
+		n += hub.Observers()
+	}
+	for _, hub := range h.chans.fanout {
+		n += hub.Observers()
+	}
+	return n
+}
+
+// publishChannels publishes each observed channel's status if it changed; with close, it
+// ends their observations after it (the host stopped).
+func (h *Host) publishChannels() { h.publishChannelsAndClose(false) }
+
+func (h *Host) publishChannelsAndClose(close bool) {
+	h.chans.mu.Lock()
+	defer h.chans.mu.Unlock()
+	for name, hub := range h.chans.clientServer {
+		if st, err := h.mesh.ClientServerStatus(name); err == nil && st.Sequence > hub.Current().Sequence {
+			hub.Publish(st)
+		}
+		if close {
+			hub.Close()
+		}
+	}
+	for name, hub := range h.chans.fanout {
+		if st, err := h.mesh.FanoutStatus(name); err == nil && st.Sequence > hub.Current().Sequence {
+			hub.Publish(st)
+		}
+		if close {
+			hub.Close()
+		}
+	}
+	h.chans.closed = h.chans.closed || close
+}

@@ -1,0 +1,776 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/zlink-go/zlink/rt/internal/capacity"
+	"github.com/zlink-go/zlink/rt/internal/channel"
+	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/rt/internal/telemetry"
+	"github.com/zlink-go/zlink/rt/internal/transport"
+	"github.com/zlink-go/zlink/rt/internal/wire"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// Channels (G1, G4, G6, G7, I1; DESIGN §6 Channels). Every node watches the channel
+// memberships of the mesh — channels/<name>/{servers,subscribers,publishers}/<rid>, each on
+// its node's owner lease — as it watches the nodes. A ClientServer call goes to one Ready
+// server of positive weight, this node's own included: by smooth weighted round robin, or, with
+// a key, by weighted rendezvous hashing on it. A publication goes to every subscriber node of
+// the channel that is Serving and connected, this one included, and returns once each took it
+// or refused it; none is sent again later (at most once). A subscriber takes a publisher's
+// publications in the order that publisher's stream carried them, and its handler runs them
+// in that order.
+
+// channelMembers are the memberships of one channel.
+type channelMembers struct {
+	kind        sdk.ChannelKind
+	servers     map[sdk.NodeID]store.ChannelMember
+	subscribers map[sdk.NodeID]store.ChannelMember
+	publishers  map[sdk.NodeID]store.ChannelMember
+}
+
+func (c *channelMembers) role(r store.ChannelRole) map[sdk.NodeID]store.ChannelMember {
+	switch r {
+	case store.ChannelServer:
+		return c.servers
+	case store.ChannelSubscriber:
+		return c.subscribers
+	}
+	return c.publishers
+}
+
+func (c *channelMembers) empty() bool {
+	return len(c.servers)+len(c.subscribers)+len(c.publishers) == 0
+}
+
+// channelTable is the mesh's channel memberships as the watch reported them, and this
+// node's own part in each channel.
+type channelTable struct {
+	mu     sync.RWMutex
+	byName map[string]*channelMembers
+	// clients are the ClientServer channels this node called; publishing are the Fanout
+	// channels it published on, each with its membership write's state.
+	clients    sync.Map // name -> struct{}
+	publishing sync.Map // name -> *publisherJoin
+	pickers    sync.Map // name -> *picker
+	sequences  sync.Map // name -> *sequencer of the channel's status
+}
+
+// publisherJoin is this node's publisher membership of one channel: written once, off the
+// publishing goroutine; a failed write is tried again by a later publication.
+type publisherJoin struct {
+	joined  atomic.Bool
+	mu      sync.Mutex
+	joining bool
+}
+
+// serverLike reports whether node holds a membership that needs connections (G4): a server
+// of a ClientServer channel, weight 0 included, or a subscriber of a Fanout channel, which
+// publishers send to.
+func (c *channelTable) serverLike(node sdk.NodeID) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, ch := range c.byName {
+		if _, ok := ch.servers[node]; ok {
+			return true
+		}
+		if _, ok := ch.subscribers[node]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// applyChannel takes one channel-membership report and returns the nodes it added a
+// membership for.
+func (m *Mesh) applyChannel(ev store.ChannelEvent) []sdk.NodeID {
+	c := &m.channels
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byName == nil {
+		c.byName = make(map[string]*channelMembers)
+	}
+	put := func(mb store.ChannelMember) {
+		ch := c.byName[mb.Channel]
+		if ch == nil {
+			ch = &channelMembers{
+				servers:     make(map[sdk.NodeID]store.ChannelMember),
+				subscribers: make(map[sdk.NodeID]store.ChannelMember),
+				publishers:  make(map[sdk.NodeID]store.ChannelMember),
+			}
+			c.byName[mb.Channel] = ch
+		}
+		ch.kind = mb.Kind
+		ch.role(mb.Role)[mb.Node] = mb
+	}
+	switch {
+	case ev.Progress:
+		return nil
+	case ev.Resync:
+		c.byName = make(map[string]*channelMembers)
+		nodes := make([]sdk.NodeID, 0, len(ev.Snapshot))
+		for _, mb := range ev.Snapshot {
+			put(mb)
+			nodes = append(nodes, mb.Node)
+		}
+		return nodes
+	case ev.Gone:
+		if ch := c.byName[ev.Member.Channel]; ch != nil {
+			delete(ch.role(ev.Member.Role), ev.Member.Node)
+			if ch.empty() {
+				delete(c.byName, ev.Member.Channel)
+			}
+		}
+		return nil
+	default:
+		put(ev.Member)
+		return []sdk.NodeID{ev.Member.Node}
+	}
+}
+
+// joinChannels loads the channel memberships as of the returned revision.
+func (m *Mesh) joinChannels(ctx context.Context) (int64, error) {
+	members, rev, err := m.store.Channels(ctx)
+	if err != nil {
+		return 0, err
+	}
+	m.applyChannel(store.ChannelEvent{Resync: true, Snapshot: members, Revision: rev})
+	return rev, nil
+}
+
+// watchChannels applies the channel-membership changes after rev until the mesh closes; a
+// node that gained a membership that needs a connection is connected to.
+func (m *Mesh) watchChannels(rev int64) {
+	m.wg.Go(func() {
+		_ = m.store.WatchChannels(m.ctx, rev, func(ev store.ChannelEvent) {
+			for _, id := range m.applyChannel(ev) {
+				m.connectIfNeeded(id)
+			}
+		})
+	})
+}
+
+// connectIfNeeded connects to the member id when this node needs a connection to it.
+func (m *Mesh) connectIfNeeded(id sdk.NodeID) {
+	if id == m.cfg.Node {
+		return
+	}
+	m.mu.RLock()
+	n, ok := m.members[id]
+	m.mu.RUnlock()
+	if ok && m.needsConnection(n) && n.Desc.GetEndpoint() != "" {
+		m.tr.Connect(n.ID, n.Desc.GetEndpoint())
+	}
+}
+
+// localServerLike reports whether this node registered a server or a subscriber.
+func (m *Mesh) localServerLike() bool {
+	r := m.cfg.Channels
+	return r != nil && (len(r.Servers()) > 0 || len(r.Subscribers()) > 0)
+}
+
+// Memberships returns this node's channel memberships to register with: its servers and its
+// subscribers.
+func Memberships(r *channel.Registry) []store.ChannelMembership {
+	var out []store.ChannelMembership
+	for _, s := range r.Servers() {
+		out = append(out, store.ChannelMembership{Channel: s.Desc.Name, Role: store.ChannelServer, Kind: sdk.ChannelClientServer,
+			Weight: int64(s.Weight), Methods: channel.MethodShapes(s.Desc)})
+	}
+	for _, s := range r.Subscribers() {
+		mb := store.ChannelMembership{Channel: s.Desc.Name, Role: store.ChannelSubscriber, Kind: sdk.ChannelFanout, Methods: channel.MethodShapes(s.Desc)}
+		for _, p := range s.Publishers {
+			mb.Publishers = append(mb.Publishers, string(p))
+		}
+		out = append(out, mb)
+	}
+	return out
+}
+
+// checkChannel refuses a call on desc that does not fit its kind and method.
+func checkChannel(desc *sdk.ChannelDesc, kind sdk.ChannelKind, method string, msg proto.Message, oneWay bool) (*sdk.MethodDesc, error) {
+	if desc == nil {
+		return nil, fmt.Errorf("%w: nil channel descriptor", sdk.ErrInvalidArgument)
+	}
+	if err := sdk.ValidateID("channel name", desc.Name); err != nil {
+		return nil, err
+	}
+	if desc.Kind != kind {
+		return nil, fmt.Errorf("%w: channel %s is a %s channel, not %s", sdk.ErrInvalidArgument, desc.Name, desc.Kind, kind)
+	}
+	md := desc.Method(method)
+	if md == nil {
+		return nil, fmt.Errorf("%w: channel %s has no method %s", sdk.ErrInvalidArgument, desc.Name, method)
+	}
+	if md.OneWay != oneWay {
+		if oneWay {
+			return nil, fmt.Errorf("%w: channel %s: method %s has a reply: call it", sdk.ErrInvalidArgument, desc.Name, method)
+		}
+		return nil, fmt.Errorf("%w: channel %s: method %s is one-way: send it", sdk.ErrInvalidArgument, desc.Name, method)
+	}
+	if msg == nil || !msg.ProtoReflect().IsValid() {
+		return nil, fmt.Errorf("%w: channel %s.%s: nil message", sdk.ErrInvalidArgument, desc.Name, method)
+	}
+	return md, nil
+}
+
+// maxChannelAttempts bounds the servers one channel call tries: each attempt after the first
+// follows a refusal that ran nothing (a server that stopped serving, a link that never sent).
+const maxChannelAttempts = 8
+
+// CallChannel sends a call (oneWay: a one-way message) to one Ready server of the
+// ClientServer channel desc and returns its outcome. It goes to another server only when the
+// chosen one certainly did not run it: the message never left, or that node is not serving.
+func (m *Mesh) CallChannel(ctx context.Context, desc *sdk.ChannelDesc, method string, req proto.Message, oneWay bool, opts sdk.CallOptions) (proto.Message, error) {
+	md, err := checkChannel(desc, sdk.ChannelClientServer, method, req, oneWay)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := m.channels.clients.Load(desc.Name); !ok {
+		m.channels.clients.Store(desc.Name, struct{}{})
+	}
+	var payload []byte
+	var tried []sdk.NodeID
+	for range maxChannelAttempts {
+		node, ok := m.pickServer(desc.Name, opts.Key, tried)
+		if !ok {
+			return nil, m.noServer(desc.Name, tried)
+		}
+		if node == m.cfg.Node {
+			return m.callLocalServer(ctx, desc, md, req)
+		}
+		if payload == nil {
+			if payload, err = proto.Marshal(req); err != nil {
+				return nil, fmt.Errorf("%w: channel %s.%s: cannot encode the message: %v", sdk.ErrInvalidArgument, desc.Name, method, err)
+			}
+		}
+		op := wire.Op_OP_CHANNEL_CALL
+		if oneWay {
+			op = wire.Op_OP_CHANNEL_SEND
+		}
+		r, err := m.call(ctx, node, channelRequest(ctx, op, desc.Name, method, payload))
+		if err != nil {
+			if errors.Is(err, transport.ErrNotSent) {
+				tried = append(tried, node)
+				continue
+			}
+			return nil, err
+		}
+		if r.Error != nil {
+			err := wire.DecodeError(r.Error)
+			if r.Refused && errors.Is(err, sdk.ErrNotServing) {
+				tried = append(tried, node)
+				continue
+			}
+			return nil, err
+		}
+		if oneWay {
+			return nil, nil
+		}
+		reply := md.NewReply()
+		if err := proto.Unmarshal(r.Payload, reply); err != nil {
+			return nil, fmt.Errorf("%w: channel %s.%s: cannot decode the reply: %v", sdk.ErrInvalidArgument, desc.Name, method, err)
+		}
+		return reply, nil
+	}
+	return nil, m.noServer(desc.Name, tried)
+}
+
+func channelRequest(ctx context.Context, op wire.Op, name, method string, payload []byte) *wire.Request {
+	r := &wire.Request{Op: op, Type: name, Method: method, Payload: payload}
+	telemetry.Inject(ctx, r)
+	return r
+}
+
+func (m *Mesh) noServer(name string, tried []sdk.NodeID) error {
+	if len(tried) > 0 {
+		return fmt.Errorf("%w: channel %s: no Ready server took the call (tried %v)", sdk.ErrNoReadyTarget, name, tried)
+	}
+	return fmt.Errorf("%w: channel %s has no Ready server of positive weight", sdk.ErrNoReadyTarget, name)
+}
+
+// callLocalServer runs a call on this node's server, on the caller's goroutine (a one-way
+// message on a goroutine of the mesh's, after it was admitted).
+func (m *Mesh) callLocalServer(ctx context.Context, desc *sdk.ChannelDesc, md *sdk.MethodDesc, req proto.Message) (proto.Message, error) {
+	srv := m.cfg.Channels.Server(desc.Name)
+	size := proto.Size(req)
+	if err := srv.Admit(md.Name, size); err != nil {
+		return nil, err
+	}
+	if md.OneWay {
+		hctx, cancel := m.detached(ctx)
+		if !m.cfg.Channels.Go(func() {
+			defer cancel()
+			defer srv.Done(size)
+			if _, err := srv.Invoke(hctx, m.log, md, req); err != nil {
+				m.log.Warn("a channel server's one-way handler failed", "channel", desc.Name, "method", md.Name, "err", err)
+			}
+		}) {
+			cancel()
+			srv.Done(size)
+			return nil, fmt.Errorf("%w: node %s is closing", sdk.ErrNotServing, m.cfg.Node)
+		}
+		return nil, nil
+	}
+	defer srv.Done(size)
+	out, err := srv.Invoke(ctx, m.log, md, req)
+	if err == nil && (out == nil || !out.ProtoReflect().IsValid()) {
+		out = md.NewReply() // as a remote caller gets it: an empty reply
+	}
+	return out, err
+}
+
+// detached is a context for work that outlives its caller: it keeps ctx's values (the
+// trace) and ends when the mesh closes.
+func (m *Mesh) detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(m.ctx, cancel)
+	return hctx, func() { stop(); cancel() }
+}
+
+// serverCandidate is a server of a channel that can take a call now.
+type serverCandidate struct {
+	node   sdk.NodeID
+	weight int64
+}
+
+// readyServers lists the channel's Ready servers of positive weight (G6): this node's own
+// while it serves, and each peer's that is Serving and connected.
+func (m *Mesh) readyServers(name string, dst []serverCandidate) []serverCandidate {
+	m.channels.mu.RLock()
+	ch := m.channels.byName[name]
+	if ch == nil {
+		m.channels.mu.RUnlock()
+		return dst
+	}
+	for id, mb := range ch.servers {
+		if mb.Weight > 0 {
+			dst = append(dst, serverCandidate{node: id, weight: mb.Weight})
+		}
+	}
+	m.channels.mu.RUnlock()
+	ready := dst[:0]
+	for _, c := range dst {
+		if m.serverState(name, c.node) == sdk.PeerStateReady {
+			ready = append(ready, c)
+		}
+	}
+	return ready
+}
+
+// serverState is the state of node as a server of channel name, as this node sees it.
+func (m *Mesh) serverState(name string, node sdk.NodeID) sdk.PeerState {
+	if node == m.cfg.Node {
+		if m.cfg.Channels.Server(name) != nil && m.state != nil && m.state() == sdk.RuntimeStateServing {
+			return sdk.PeerStateReady
+		}
+		return sdk.PeerStateDraining
+	}
+	return m.peerState(node)
+}
+
+// peerState is the state of the member node as a channel peer: Draining when it does not
+// serve, else its link's state.
+func (m *Mesh) peerState(node sdk.NodeID) sdk.PeerState {
+	m.mu.RLock()
+	n, ok := m.members[node]
+	m.mu.RUnlock()
+	switch {
+	case !ok:
+		return sdk.PeerStateNotConnected
+	case sdk.RuntimeState(n.Desc.GetState()) == sdk.RuntimeStatePreparing:
+		return sdk.PeerStateConnecting
+	case sdk.RuntimeState(n.Desc.GetState()) != sdk.RuntimeStateServing:
+		return sdk.PeerStateDraining
+	}
+	return m.tr.PeerState(node)
+}
+
+// pickServer chooses the server of channel name for one call, leaving out the nodes tried:
+// by rendezvous hashing on key when it is set, else by smooth weighted round robin.
+func (m *Mesh) pickServer(name, key string, tried []sdk.NodeID) (sdk.NodeID, bool) {
+	var buf [8]serverCandidate
+	cands := m.readyServers(name, buf[:0])
+	cands = slices.DeleteFunc(cands, func(c serverCandidate) bool { return slices.Contains(tried, c.node) })
+	switch len(cands) {
+	case 0:
+		return "", false
+	case 1:
+		return cands[0].node, true
+	}
+	if key != "" {
+		best, bestScore := cands[0].node, math.Inf(-1)
+		for _, c := range cands {
+			if s := score(name, key, c.node, uint32(min(c.weight, math.MaxUint32))); s > bestScore {
+				best, bestScore = c.node, s
+			}
+		}
+		return best, true
+	}
+	p, _ := m.channels.pickers.Load(name)
+	if p == nil {
+		p, _ = m.channels.pickers.LoadOrStore(name, &picker{current: make(map[sdk.NodeID]int64)})
+	}
+	return p.(*picker).next(cands), true
+}
+
+// picker is smooth weighted round robin over a channel's candidates: every call adds each
+// candidate's weight to its running score, the highest score wins and gives back the total.
+// Over any run of calls the shares follow the weights exactly, interleaved.
+type picker struct {
+	mu      sync.Mutex
+	current map[sdk.NodeID]int64
+}
+
+func (p *picker) next(cands []serverCandidate) sdk.NodeID {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.current) > 4*len(cands)+16 {
+		clear(p.current) // servers that left
+	}
+	var total int64
+	best := -1
+	for i, c := range cands {
+		total += c.weight
+		p.current[c.node] += c.weight
+		if best < 0 || p.current[c.node] > p.current[cands[best].node] ||
+			(p.current[c.node] == p.current[cands[best].node] && c.node < cands[best].node) {
+			best = i
+		}
+	}
+	p.current[cands[best].node] -= total
+	return cands[best].node
+}
+
+// handleChannel runs a peer's call to this node's server of a ClientServer channel.
+func (m *Mesh) handleChannel(ctx context.Context, from sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+	oneWay := req.Op == wire.Op_OP_CHANNEL_SEND
+	if s := m.state(); s != sdk.RuntimeStateServing {
+		reply(refusedReply(fmt.Errorf("%w: node %s is %s", sdk.ErrNotServing, m.cfg.Node, s)))
+		return
+	}
+	what := func() []any { return []any{"channel", req.Type, "method", req.Method} }
+	var srv *channel.Server
+	if m.cfg.Channels != nil {
+		srv = m.cfg.Channels.Server(req.Type)
+	}
+	if srv == nil {
+		err := fmt.Errorf("%w: node %s serves no channel %s", sdk.ErrUnhandled, m.cfg.Node, req.Type)
+		m.answerUnhandled(ctx, m.unhandledAs(familyOf(oneWay), what, from, err), oneWay, err, reply)
+		return
+	}
+	md := srv.Desc.Method(req.Method)
+	if md == nil {
+		err := fmt.Errorf("%w: channel %s has no method %s on node %s", sdk.ErrUnhandled, req.Type, req.Method, m.cfg.Node)
+		m.answerUnhandled(ctx, m.unhandledAs(familyOf(oneWay), what, from, err), oneWay, err, reply)
+		return
+	}
+	if md.OneWay != oneWay {
+		reply(refusedReply(fmt.Errorf("%w: channel %s: method %s is called as one-way %v, declared %v", sdk.ErrInvalidArgument, req.Type, req.Method, oneWay, md.OneWay)))
+		return
+	}
+	msg := md.NewRequest()
+	if err := proto.Unmarshal(req.Payload, msg); err != nil {
+		reply(refusedReply(fmt.Errorf("%w: channel %s.%s: cannot decode the request: %v", sdk.ErrInvalidArgument, req.Type, req.Method, err)))
+		return
+	}
+	size := len(req.Payload)
+	if err := srv.Admit(md.Name, size); err != nil {
+		reply(refusedReply(err))
+		return
+	}
+	if oneWay {
+		// Acknowledged once admitted; its bytes stay charged to the peer's stream until the
+		// handler returns.
+		ch := capacity.ChargeOf(ctx)
+		if ch != nil {
+			ch.Keep()
+		}
+		hctx, cancel := m.detached(ctx)
+		if !m.cfg.Channels.Go(func() {
+			defer cancel()
+			if _, err := srv.Invoke(hctx, m.log, md, msg); err != nil {
+				m.log.Warn("a channel server's one-way handler failed", "channel", req.Type, "method", md.Name, "from", string(from), "err", err)
+			}
+			srv.Done(size)
+			if ch != nil {
+				ch.Release()
+			}
+		}) {
+			cancel()
+			srv.Done(size)
+			if ch != nil {
+				ch.Unkeep()
+			}
+			reply(refusedReply(fmt.Errorf("%w: node %s is closing", sdk.ErrNotServing, m.cfg.Node)))
+			return
+		}
+		reply(&wire.Reply{Owner: string(m.cfg.Node)})
+		return
+	}
+	// Handlers run concurrently, bounded by the server's count and bytes; never on the
+	// stream's goroutine.
+	if !m.cfg.Channels.Go(func() {
+		out, err := srv.Invoke(ctx, m.log, md, msg)
+		srv.Done(size)
+		reply(m.messageReply(out, err))
+	}) {
+		srv.Done(size)
+		reply(refusedReply(fmt.Errorf("%w: node %s is closing", sdk.ErrNotServing, m.cfg.Node)))
+	}
+}
+
+// PublishChannel delivers msg to the method of every subscriber of the Fanout channel desc: each
+// subscriber node that is Serving and connected gets it once, this node's own subscriber on
+// the caller's goroutine. It returns once every one took it or refused it; the error names
+// those that refused. Under the Throw policy a channel with no subscriber is refused unsent.
+func (m *Mesh) PublishChannel(ctx context.Context, desc *sdk.ChannelDesc, method string, msg proto.Message) error {
+	md, err := checkChannel(desc, sdk.ChannelFanout, method, msg, true)
+	if err != nil {
+		return err
+	}
+	m.joinPublisher(desc)
+	targets := m.subscriberNodes(desc.Name)
+	if len(targets) == 0 {
+		if m.unhandledAction(familyPublish) == sdk.UnhandledDispatchActionThrow && !m.subscribedAnywhere(desc.Name) {
+			m.unhandledCount.notSent.Add(1)
+			return fmt.Errorf("%w: channel %s has no subscriber; the publication was not sent", sdk.ErrUnhandled, desc.Name)
+		}
+		return nil
+	}
+	var payload []byte
+	var errs []error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	fail := func(node sdk.NodeID, err error) {
+		mu.Lock()
+		errs = append(errs, fmt.Errorf("subscriber node %s: %w", node, err))
+		mu.Unlock()
+	}
+	for i, node := range targets {
+		if node == m.cfg.Node {
+			continue
+		}
+		if payload == nil {
+			if payload, err = proto.Marshal(msg); err != nil {
+				return fmt.Errorf("%w: channel %s.%s: cannot encode the message: %v", sdk.ErrInvalidArgument, desc.Name, method, err)
+			}
+		}
+		send := func() {
+			r, err := m.tr.Call(ctx, node, channelRequest(ctx, wire.Op_OP_PUBLISH, desc.Name, method, payload))
+			if err == nil && r.Error != nil {
+				err = wire.DecodeError(r.Error)
+			}
+			if err != nil {
+				fail(node, err)
+			}
+		}
+		if i == len(targets)-1 {
+			send() // the last one on the caller's goroutine
+			continue
+		}
+		wg.Go(send)
+	}
+	if slices.Contains(targets, m.cfg.Node) {
+		if err := m.publishLocal(ctx, desc, md, msg); err != nil {
+			fail(m.cfg.Node, err)
+		}
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return fmt.Errorf("channel %s: %d of %d subscriber nodes did not take the publication: %w", desc.Name, len(errs), len(targets), errors.Join(errs...))
+	}
+	return nil
+}
+
+// publishLocal delivers a publication to this node's own subscriber.
+func (m *Mesh) publishLocal(ctx context.Context, desc *sdk.ChannelDesc, md *sdk.MethodDesc, msg proto.Message) error {
+	sub := m.cfg.Channels.Subscriber(desc.Name)
+	if sub == nil || !sub.Accepts(m.cfg.Node) {
+		return nil // it left the list between the listing and now: at most once
+	}
+	smd := sub.Desc.Method(md.Name)
+	if smd == nil {
+		err := fmt.Errorf("%w: channel %s has no method %s on node %s", sdk.ErrUnhandled, desc.Name, md.Name, m.cfg.Node)
+		what := func() []any { return []any{"channel", desc.Name, "method", md.Name} }
+		if m.unhandledAs(familyPublish, what, "", err) {
+			return nil
+		}
+		return err
+	}
+	return sub.Deliver(m.cfg.Node, smd, msg, proto.Size(msg), nil)
+}
+
+// subscribedAnywhere reports whether any node of the mesh subscribes to channel name taking
+// this node's publications, Ready or not, as the membership shows.
+func (m *Mesh) subscribedAnywhere(name string) bool {
+	if sub := m.cfg.Channels.Subscriber(name); sub != nil && sub.Accepts(m.cfg.Node) {
+		return true
+	}
+	m.channels.mu.RLock()
+	defer m.channels.mu.RUnlock()
+	if ch := m.channels.byName[name]; ch != nil {
+		for _, mb := range ch.subscribers {
+			if len(mb.Publishers) == 0 || slices.Contains(mb.Publishers, string(m.cfg.Node)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// subscriberNodes lists, in node order, the subscriber nodes of channel name that take this
+// node's publications now: this node when it subscribes, and each peer that is Serving and
+// connected (a manual subscriber only when it names this node).
+func (m *Mesh) subscriberNodes(name string) []sdk.NodeID {
+	m.channels.mu.RLock()
+	ch := m.channels.byName[name]
+	var out []sdk.NodeID
+	if ch != nil {
+		for id, mb := range ch.subscribers {
+			if len(mb.Publishers) > 0 && !slices.Contains(mb.Publishers, string(m.cfg.Node)) {
+				continue
+			}
+			out = append(out, id)
+		}
+	}
+	m.channels.mu.RUnlock()
+	if sub := m.cfg.Channels.Subscriber(name); sub != nil && sub.Accepts(m.cfg.Node) && !slices.Contains(out, m.cfg.Node) {
+		out = append(out, m.cfg.Node)
+	}
+	out = slices.DeleteFunc(out, func(id sdk.NodeID) bool {
+		return id != m.cfg.Node && m.peerState(id) != sdk.PeerStateReady
+	})
+	slices.Sort(out)
+	return out
+}
+
+// joinPublisher makes this node a publisher member of desc's channel, once, off the caller's
+// goroutine, so that the channel's subscribers list it among their publishers (G7).
+func (m *Mesh) joinPublisher(desc *sdk.ChannelDesc) {
+	v, ok := m.channels.publishing.Load(desc.Name)
+	if !ok {
+		v, _ = m.channels.publishing.LoadOrStore(desc.Name, &publisherJoin{})
+	}
+	j := v.(*publisherJoin)
+	if j.joined.Load() {
+		return
+	}
+	j.mu.Lock()
+	if j.joined.Load() || j.joining {
+		j.mu.Unlock()
+		return
+	}
+	j.joining = true
+	j.mu.Unlock()
+	started := m.cfg.Channels.Go(func() {
+		ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
+		defer cancel()
+		err := m.reg.Load().JoinChannel(ctx, store.ChannelMembership{Channel: desc.Name, Role: store.ChannelPublisher, Kind: sdk.ChannelFanout})
+		j.mu.Lock()
+		j.joining = false
+		j.joined.Store(err == nil)
+		j.mu.Unlock()
+		if err != nil && m.ctx.Err() == nil {
+			m.log.Warn("could not register the node as a publisher of a channel; a later publication tries again", "channel", desc.Name, "err", err)
+		}
+	})
+	if !started {
+		j.mu.Lock()
+		j.joining = false
+		j.mu.Unlock()
+	}
+}
+
+// rejoinPublishers makes every publisher membership of this node be written again, by the
+// next publication on each channel: a new registration may lack one that an earlier
+// registration's write did not report before its lease ended.
+func (m *Mesh) rejoinPublishers() {
+	m.channels.publishing.Range(func(_, v any) bool {
+		v.(*publisherJoin).joined.Store(false)
+		return true
+	})
+}
+
+// handlePublish takes a peer's publication for this node's subscriber. It is queued on the
+// stream's goroutine, so a publisher's publications keep their order; its bytes stay charged
+// to the stream until the handler is done with it.
+func (m *Mesh) handlePublish(ctx context.Context, from sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+	what := func() []any { return []any{"channel", req.Type, "method", req.Method} }
+	var sub *channel.Subscriber
+	if m.cfg.Channels != nil {
+		sub = m.cfg.Channels.Subscriber(req.Type)
+	}
+	if sub == nil || !sub.Accepts(from) {
+		err := fmt.Errorf("%w: node %s has no subscriber of channel %s taking node %s's publications", sdk.ErrUnhandled, m.cfg.Node, req.Type, from)
+		m.answerUnhandled(ctx, m.unhandledAs(familyPublish, what, from, err), true, err, reply)
+		return
+	}
+	md := sub.Desc.Method(req.Method)
+	if md == nil {
+		err := fmt.Errorf("%w: channel %s has no method %s on node %s", sdk.ErrUnhandled, req.Type, req.Method, m.cfg.Node)
+		m.answerUnhandled(ctx, m.unhandledAs(familyPublish, what, from, err), true, err, reply)
+		return
+	}
+	if s := m.state(); s != sdk.RuntimeStateServing {
+		reply(refusedReply(fmt.Errorf("%w: node %s is %s", sdk.ErrNotServing, m.cfg.Node, s)))
+		return
+	}
+	msg := md.NewRequest()
+	if err := proto.Unmarshal(req.Payload, msg); err != nil {
+		reply(refusedReply(fmt.Errorf("%w: channel %s.%s: cannot decode the publication: %v", sdk.ErrInvalidArgument, req.Type, req.Method, err)))
+		return
+	}
+	ch := capacity.ChargeOf(ctx)
+	var done func()
+	if ch != nil {
+		ch.Keep()
+		done = ch.Release
+	}
+	if err := sub.Deliver(from, md, msg, len(req.Payload), done); err != nil {
+		if ch != nil {
+			ch.Unkeep()
+		}
+		reply(refusedReply(err))
+		return
+	}
+	reply(&wire.Reply{Owner: string(m.cfg.Node)})
+}
+
+// channelNames lists the channels this node knows of, by name: those with a membership in the
+// mesh and those it registered or used.
+func (m *Mesh) channelNames() []string {
+	set := make(map[string]struct{})
+	m.channels.mu.RLock()
+	for name := range m.channels.byName {
+		set[name] = struct{}{}
+	}
+	m.channels.mu.RUnlock()
+	if r := m.cfg.Channels; r != nil {
+		for _, s := range r.Servers() {
+			set[s.Desc.Name] = struct{}{}
+		}
+		for _, s := range r.Subscribers() {
+			set[s.Desc.Name] = struct{}{}
+		}
+	}
+	m.channels.clients.Range(func(k, _ any) bool { set[k.(string)] = struct{}{}; return true })
+	m.channels.publishing.Range(func(k, _ any) bool { set[k.(string)] = struct{}{}; return true })
+	out := make([]string, 0, len(set))
+	for name := range set {
+		out = append(out, name)
+	}
+	slices.SortFunc(out, strings.Compare)
+	return out
+}
