@@ -13,34 +13,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/zlink-go/zlink/internal/proctest"
 	"github.com/zlink-go/zlink/rt/internal/rttest"
 	"github.com/zlink-go/zlink/sdk"
 )
 
-// startChannelNode starts a node process with extra flags; its lines go to its events.
+// startChannelNode starts a node process with extra flags, printing no message it runs.
 func startChannelNode(t *testing.T, c *cluster, id string, flags ...string) *relocNode {
 	t.Helper()
-	bin := proctest.Build(t, "github.com/zlink-go/zlink/rt/internal/nodeproc")
-	args := append([]string{"-etcd", strings.Join(c.endpoints, ","), "-node", id, "-lease-ttl", "2s", "-quiet"}, flags...)
-	p := proctest.Start(t, bin, nil, args...)
-	_, err := p.Expect("ready ", 60*time.Second)
-	require.NoError(t, err)
-	n := &relocNode{p: p, id: sdk.NodeID(id), events: make(chan string, 1024)}
-	var done sync.WaitGroup
-	done.Go(func() {
-		for line := range p.Lines() {
-			select {
-			case n.events <- line:
-			default:
-			}
-		}
-	})
-	t.Cleanup(func() {
-		p.Stop()
-		done.Wait()
-	})
-	return n
+	return startNodeProcess(t, c, id, append([]string{"-quiet"}, flags...)...)
 }
 
 // A server node killed with SIGKILL under load: the calls it had end with an error by their

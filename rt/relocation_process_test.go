@@ -32,12 +32,19 @@ type relocNode struct {
 
 func startRelocNode(t *testing.T, c *cluster, id string, version int64) *relocNode {
 	t.Helper()
+	return startNodeProcess(t, c, id, "-version", strconv.FormatInt(version, 10))
+}
+
+// startNodeProcess starts a node process of c with extra flags: the messages its objects run
+// go to the cluster's runs, its other lines to events. It stops when the test ends.
+func startNodeProcess(t *testing.T, c *cluster, id string, flags ...string) *relocNode {
+	t.Helper()
 	bin := proctest.Build(t, "github.com/zlink-go/zlink/rt/internal/nodeproc")
-	p := proctest.Start(t, bin, nil, "-etcd", strings.Join(c.endpoints, ","), "-node", id, "-lease-ttl", "2s",
-		"-version", strconv.FormatInt(version, 10))
+	args := append([]string{"-etcd", strings.Join(c.endpoints, ","), "-node", id, "-lease-ttl", "2s"}, flags...)
+	p := proctest.Start(t, bin, nil, args...)
 	_, err := p.Expect("ready ", 60*time.Second)
 	require.NoError(t, err)
-	n := &relocNode{p: p, id: sdk.NodeID(id), events: make(chan string, 64)}
+	n := &relocNode{p: p, id: sdk.NodeID(id), events: make(chan string, 1024)}
 	var done sync.WaitGroup
 	done.Go(func() {
 		for line := range p.Lines() {

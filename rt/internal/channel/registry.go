@@ -64,17 +64,8 @@ func (r *Registry) RegisterServer(desc *sdk.ChannelDesc, impl any, opts ...sdk.C
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.frozen {
-		return fmt.Errorf("%w: channel %s: server registered after the node started", sdk.ErrConfig, desc.Name)
-	}
-	if r.servers[desc.Name] != nil {
-		return fmt.Errorf("%w: channel %s: a server is registered already (one per node)", sdk.ErrConfig, desc.Name)
-	}
-	if r.subscribers[desc.Name] != nil {
-		return fmt.Errorf("%w: channel %s is a Fanout channel this node subscribes to; a channel name has one kind", sdk.ErrConfig, desc.Name)
-	}
-	if len(r.servers)+len(r.subscribers) >= MaxMemberships {
-		return fmt.Errorf("%w: channel %s: a node serves and subscribes to at most %d channels", sdk.ErrConfig, desc.Name, MaxMemberships)
+	if err := r.free(desc.Name, "a server"); err != nil {
+		return err
 	}
 	if r.servers == nil {
 		r.servers = make(map[string]*Server)
@@ -104,22 +95,28 @@ func (r *Registry) Subscribe(desc *sdk.ChannelDesc, handler any, opts ...sdk.Cha
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.frozen {
-		return fmt.Errorf("%w: channel %s: subscriber registered after the node started", sdk.ErrConfig, desc.Name)
-	}
-	if r.subscribers[desc.Name] != nil {
-		return fmt.Errorf("%w: channel %s: a subscriber is registered already (one per node)", sdk.ErrConfig, desc.Name)
-	}
-	if r.servers[desc.Name] != nil {
-		return fmt.Errorf("%w: channel %s is a ClientServer channel this node serves; a channel name has one kind", sdk.ErrConfig, desc.Name)
-	}
-	if len(r.servers)+len(r.subscribers) >= MaxMemberships {
-		return fmt.Errorf("%w: channel %s: a node serves and subscribes to at most %d channels", sdk.ErrConfig, desc.Name, MaxMemberships)
+	if err := r.free(desc.Name, "a subscriber"); err != nil {
+		return err
 	}
 	if r.subscribers == nil {
 		r.subscribers = make(map[string]*Subscriber)
 	}
 	r.subscribers[desc.Name] = newSubscriber(desc, handler, o, &r.work)
+	return nil
+}
+
+// free says whether what (a server, a subscriber) may register on channel name: before the
+// node starts, once per channel and node, one kind per name, and within MaxMemberships. r.mu
+// is held.
+func (r *Registry) free(name, what string) error {
+	switch {
+	case r.frozen:
+		return fmt.Errorf("%w: channel %s: %s registered after the node started", sdk.ErrConfig, name, what)
+	case r.servers[name] != nil || r.subscribers[name] != nil:
+		return fmt.Errorf("%w: channel %s: the node registered a server or subscriber of it already: one per node, and a channel name has one kind", sdk.ErrConfig, name)
+	case len(r.servers)+len(r.subscribers) >= MaxMemberships:
+		return fmt.Errorf("%w: channel %s: a node serves and subscribes to at most %d channels", sdk.ErrConfig, name, MaxMemberships)
+	}
 	return nil
 }
 
