@@ -1,11 +1,16 @@
 GO ?= go
 
-.PHONY: demo test fmt-check vet staticcheck check-gen unit gen proto bench chaos fuzz flood
+.PHONY: demo match test fmt-check vet staticcheck check-gen unit gen proto bench chaos fuzz flood
 
 ## demo: the chat example: a two-node mesh in one process on an embedded etcd, and a scripted
 ## chat session.
 demo:
 	@$(GO) run ./examples/chat
+
+## match: the match example: three nodes in one process, 200 players playing matches, and a
+## rolling update of one node to a newer version under live play; ends with a summary.
+match:
+	@$(GO) run ./examples/match
 
 ## test: everything CI runs: formatting, vet, staticcheck, generated code up to date, then all
 ## tests with the race detector.

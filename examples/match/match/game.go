@@ -1,0 +1,141 @@
+package match
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// RoundEvery is how often a match plays a round.
+const RoundEvery = 50 * time.Millisecond
+
+// game is one match. Its state moves with it when its node relocates, and its factory arms
+// its round timer again on the node it arrives at.
+type game struct {
+	sc    sdk.SpotContext
+	st    gameState
+	timer sdk.Timer
+}
+
+type gameState struct {
+	Spec     *MatchSpec `json:"spec"`
+	Round    int32      `json:"round"`
+	Finished bool       `json:"finished"`
+}
+
+// NewMatch makes a match, fresh or arriving with its state.
+func NewMatch(sc sdk.SpotContext) (Match, error) {
+	g := &game{sc: sc}
+	if b := sc.RestoredState(); b != nil {
+		if err := json.Unmarshal(b, &g.st); err != nil {
+			return nil, err
+		}
+		if g.st.Spec != nil && !g.st.Finished {
+			g.timer = sc.Every(RoundEvery, g.round, sdk.KeepAlive())
+		}
+	}
+	return g, nil
+}
+
+func (g *game) self() sdk.Target { return sdk.InstanceTarget(MatchTypeName, g.sc.ID()) }
+
+// Start takes the players' Pawns in, then plays a round every RoundEvery.
+func (g *game) Start(ctx context.Context, spec *MatchSpec) (*Ack, error) {
+	if g.st.Spec != nil {
+		return nil, sdk.Errorf("started", "match %s has started already", g.sc.ID())
+	}
+	if len(spec.GetPlayers()) == 0 || len(spec.GetRatings()) != len(spec.GetPlayers()) || spec.GetRounds() <= 0 {
+		return nil, sdk.Errorf("bad_spec", "match %s: a match needs players, their ratings and rounds", g.sc.ID())
+	}
+	for i, p := range spec.GetPlayers() {
+		if err := MovePawn(ctx, g.sc.Client(), p, g.self()); err != nil {
+			// The Pawns that moved in go back; the matchmaker queues the players again.
+			g.release(ctx, spec.GetPlayers()[:i])
+			return nil, err
+		}
+	}
+	g.st.Spec = spec
+	g.timer = g.sc.Every(RoundEvery, g.round, sdk.KeepAlive())
+	return &Ack{}, nil
+}
+
+// round sends each Pawn its input; after the last round the match ends.
+func (g *game) round(ctx context.Context) {
+	if g.st.Finished || g.st.Spec == nil {
+		return
+	}
+	g.st.Round++
+	for _, p := range g.st.Spec.GetPlayers() {
+		if err := PawnOf(g.sc.Client(), p).Play(ctx, &Round{Match: g.sc.ID(), Round: g.st.Round}); err != nil {
+			g.sc.Logger().Warn("a round did not reach a pawn", "pawn", p, "err", err)
+		}
+	}
+	if g.st.Round >= g.st.Spec.GetRounds() {
+		g.finish(ctx)
+	}
+}
+
+// finish records the result with each player and on every leaderboard, sends the Pawns back
+// to this node's lobby and queues the players again.
+func (g *game) finish(ctx context.Context) {
+	g.st.Finished = true
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	spec := g.st.Spec
+	winner := spec.GetPlayers()[pick(g.sc.ID(), len(spec.GetPlayers()))]
+	ratings := make([]int64, len(spec.GetPlayers()))
+	for i, p := range spec.GetPlayers() {
+		ratings[i] = spec.GetRatings()[i]
+		out, err := PlayerOf(g.sc.Client(), p).Record(ctx, &Outcome{Match: g.sc.ID(), Won: p == winner, Rounds: spec.GetRounds()})
+		if err != nil {
+			g.sc.Logger().Warn("a player's record missed a match", "player", p, "err", err)
+			continue
+		}
+		ratings[i] = out.GetN()
+	}
+	if err := ResultsPublisher(g.sc.Client()).Finished(ctx, &MatchResult{Match: g.sc.ID(), Winner: winner, Players: spec.GetPlayers(), Node: string(g.sc.Node())}); err != nil {
+		g.sc.Logger().Warn("a leaderboard missed a result", "err", err)
+	}
+	g.release(ctx, spec.GetPlayers())
+	for i, p := range spec.GetPlayers() {
+		if _, err := MatchmakerClient(g.sc.Client()).Enqueue(ctx, &Ticket{Player: p, Rating: ratings[i]}, sdk.Key(Band(ratings[i]))); err != nil {
+			g.sc.Logger().Warn("a player was not queued again", "player", p, "err", err)
+		}
+	}
+}
+
+// release sends the Pawns back to this node's lobby: the moves run once this turn ends.
+func (g *game) release(ctx context.Context, players []string) {
+	lobby := sdk.EntryTarget(LobbyTypeName, g.sc.Node())
+	for _, p := range players {
+		if err := MovePawn(ctx, g.sc.Client(), p, lobby); err != nil {
+			g.sc.Logger().Warn("a pawn did not go back to the lobby", "pawn", p, "err", err)
+		}
+	}
+}
+
+func (g *game) State(context.Context, *Empty) (*MatchState, error) {
+	st := &MatchState{Round: g.st.Round, Finished: g.st.Finished}
+	if g.st.Spec != nil {
+		st.Players = g.st.Spec.GetPlayers()
+	}
+	return st, nil
+}
+
+// MarshalState carries the match's spec and progress when its node relocates.
+func (g *game) MarshalState(context.Context) ([]byte, error) { return json.Marshal(g.st) }
+
+// pick chooses the winner of a match by its ID: the same on every node.
+func pick(id string, n int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return int(h.Sum32() % uint32(n))
+}
+
+// Band is the rating band of a rating: players of one band meet, on one matchmaker server.
+func Band(rating int64) string { return fmt.Sprintf("band-%d", rating/100) }
