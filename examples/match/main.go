@@ -8,6 +8,18 @@
 //
 // It ends with a summary: matches played, rounds and moves, the objects relocated, and the
 // messages lost or run twice, which must be 0.
+//
+// With -node it runs one node of a mesh of several processes; the first one serves an
+// embedded etcd to the others and prints its address:
+//
+//	go run ./examples/match -node node-2 -version 2 -matchmaker 2
+//	go run ./examples/match -node node-3 -matchmaker 1 -etcd <address> -players 100
+//	go run ./examples/match -node node-1 -etcd <address> -players 100
+//
+// and reads commands from standard input: "relocate 2" relocates the node to the nodes of
+// version 2, "pause" stops its matchmaker forming matches, "status", and "summary node-1:100
+// node-3:100" counts the named players' matches and checks that none lost or repeated a
+// message.
 package main
 
 import (
@@ -23,6 +35,7 @@ import (
 	"time"
 
 	"github.com/zlink-go/zlink/examples/match/match"
+	"github.com/zlink-go/zlink/sdk"
 )
 
 func main() {
@@ -36,28 +49,52 @@ func main() {
 
 // options are the command's flags.
 type options struct {
-	players  int
-	play     time.Duration
-	rounds   int
-	logLevel slog.Level
+	players    int
+	play       time.Duration
+	rounds     int
+	logLevel   slog.Level
+	node       string
+	etcd       string
+	listen     string
+	version    int64
+	matchmaker int
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runWith(ctx, args, os.Stdin, stdout, stderr)
+}
+
+func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("match", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	fs.IntVar(&o.players, "players", 200, "how many simulated players log in")
 	fs.DurationVar(&o.play, "play", 8*time.Second, "how long matches are formed; node-1 relocates halfway")
 	fs.IntVar(&o.rounds, "rounds", 5, "rounds per match")
 	fs.TextVar(&o.logLevel, "log", slog.LevelError, "the least severe runtime log level written to standard error: DEBUG, INFO, WARN or ERROR")
+	fs.StringVar(&o.node, "node", "", "run one node of a mesh of several processes, with this ID (default: the three-node run in this process)")
+	fs.StringVar(&o.etcd, "etcd", "", "with -node: etcd endpoints host:port,... (default: serve an embedded etcd)")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:0", "with -node: the address other nodes reach this node at")
+	fs.Int64Var(&o.version, "version", 1, "with -node: the application version the node runs")
+	fs.IntVar(&o.matchmaker, "matchmaker", 0, "with -node: serve the matchmaker with this weight (0: do not)")
+	players := -1
+	fs.IntVar(&players, "players", -1, "how many players log in (default 200; with -node 0)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	o.players = players
+	if o.players < 0 {
+		o.players = 200
+		if o.node != "" {
+			o.players = 0
+		}
 	}
 	switch {
 	case fs.NArg() > 0:
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	case o.players < match.MatchSize:
+	case o.node == "" && o.players < match.MatchSize:
 		return fmt.Errorf("-players %d: a match takes %d players", o.players, match.MatchSize)
+	case o.node != "" && o.matchmaker < 0:
+		return fmt.Errorf("-matchmaker %d: a weight is 0 or more", o.matchmaker)
 	case o.players > 100_000:
 		return fmt.Errorf("-players %d: at most 100000", o.players)
 	case o.play < time.Second:
@@ -66,6 +103,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("-rounds %d: between 1 and 1000", o.rounds)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
+	if o.node != "" {
+		if err := sdk.NodeID(o.node).Validate(); err != nil {
+			return fmt.Errorf("-node: %w", err)
+		}
+		return serveNode(ctx, o, stdin, stdout, logger)
+	}
 	return play(ctx, o, stdout, logger)
 }
 

@@ -3,17 +3,33 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"regexp"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/zlink-go/zlink/internal/proctest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	proctest.Cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Println("goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // The default run: three nodes, 200 players, a rolling update of node-1 to node-2 midway and
 // node-1's shutdown; every match that formed finished, no message was lost or ran twice.
@@ -63,4 +79,82 @@ func TestMatchBadFlags(t *testing.T) {
 		assert.Contains(t, err.Error()+errs.String(), tc.want, "%v", tc.args)
 		assert.Empty(t, out.String(), "%v started nothing", tc.args)
 	}
+}
+
+// matchNode is one node process of TestMatchAcrossProcesses and its output lines.
+type matchNode struct {
+	p     *proctest.Process
+	lines chan string
+}
+
+func startMatchNode(t *testing.T, bin string, eps []string, args ...string) *matchNode {
+	t.Helper()
+	p := proctest.Start(t, bin, nil, append([]string{"-etcd", strings.Join(eps, ",")}, args...)...)
+	_, err := p.Expect("ready ", time.Minute)
+	require.NoError(t, err)
+	n := &matchNode{p: p, lines: make(chan string, 4096)}
+	go func() { // ends with the process's output
+		for line := range p.Lines() {
+			if !strings.HasPrefix(line, "progress ") {
+				n.lines <- line
+			}
+		}
+		close(n.lines)
+	}()
+	return n
+}
+
+func (n *matchNode) expect(t *testing.T, prefix string, within time.Duration) string {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case line, ok := <-n.lines:
+			require.True(t, ok, "the process ended before printing %q", prefix)
+			if rest, found := strings.CutPrefix(line, prefix); found {
+				return rest
+			}
+			require.False(t, strings.HasPrefix(line, "error "), "%s", line)
+		case <-deadline:
+			t.Fatalf("no %q line within %v", prefix, within)
+		}
+	}
+}
+
+// Three node processes play; node-1 relocates to node-2 (version 2) under play and then gets
+// SIGTERM; every player's matches are counted from the survivors: none lost a round or ran one
+// twice, and every match is in all its players' histories.
+func TestMatchAcrossProcesses(t *testing.T) {
+	_, eps := proctest.EtcdProcess(t, "-nofsync")
+	bin := proctest.Build(t, "github.com/zlink-go/zlink/examples/match")
+	n2 := startMatchNode(t, bin, eps, "-node", "node-2", "-version", "2", "-matchmaker", "2", "-players", "40")
+	n3 := startMatchNode(t, bin, eps, "-node", "node-3", "-matchmaker", "1", "-players", "40")
+	n1 := startMatchNode(t, bin, eps, "-node", "node-1", "-players", "40")
+	for _, n := range []*matchNode{n1, n2, n3} {
+		n.expect(t, "players ", time.Minute)
+	}
+	time.Sleep(2 * time.Second)
+	_, err := fmt.Fprintln(n1.p.Stdin(), "relocate 2")
+	require.NoError(t, err)
+	assert.Equal(t, "Relocated/None", n1.expect(t, "relocated ", time.Minute))
+	n1.expect(t, "safe", 30*time.Second)
+	require.NoError(t, n1.p.Signal(syscall.SIGTERM))
+	assert.Equal(t, "Stopped/None", n1.expect(t, "stopped ", time.Minute))
+	time.Sleep(time.Second)
+	for _, n := range []*matchNode{n2, n3} {
+		_, err := fmt.Fprintln(n.p.Stdin(), "pause")
+		require.NoError(t, err)
+		n.expect(t, "paused", 10*time.Second)
+	}
+	_, err = fmt.Fprintln(n2.p.Stdin(), "summary node-1:40 node-2:40 node-3:40")
+	require.NoError(t, err)
+	sum := n2.expect(t, "summary ", time.Minute)
+	t.Log(sum)
+	m := regexp.MustCompile(`played=(\d+) sent=(\d+) lost=(-?\d+) duplicates=(\d+) incomplete=(\d+)`).FindStringSubmatch(sum)
+	require.NotNil(t, m, sum)
+	played, _ := strconv.Atoi(m[1])
+	assert.Positive(t, played)
+	assert.Equal(t, "0", m[3], "lost")
+	assert.Equal(t, "0", m[4], "duplicates")
+	assert.Equal(t, "0", m[5], "incomplete histories")
 }
