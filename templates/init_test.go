@@ -1,6 +1,8 @@
 package templates_test
 
 import (
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,5 +124,50 @@ func TestInitRefusesAnUnusableSDK(t *testing.T) {
 			assert.Empty(t, files)
 			assert.NoDirExists(t, dir, "nothing written")
 		})
+	}
+}
+
+// The match template: the application's files, its Go code parsing, its main importing the
+// application's own package; an unknown template writes nothing.
+func TestInitMatchTemplate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "arena")
+	files, err := templates.InitTemplate(dir, "example.com/arena", templates.SDK{}, "match")
+	require.NoError(t, err)
+	for _, want := range []string{".gitignore", "Makefile", "README.md", "go.mod", "main.go",
+		filepath.Join("match", "match.go"), filepath.Join("match", "match.pb.go"), filepath.Join("match", "match.proto"),
+		filepath.Join("match", "game.go"), filepath.Join("match", "matchmaker.go"), filepath.Join("match", "pawn.go")} {
+		assert.Contains(t, files, want)
+	}
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if !strings.HasSuffix(f, ".go") {
+			continue
+		}
+		_, err := parser.ParseFile(fset, filepath.Join(dir, f), nil, parser.AllErrors)
+		require.NoError(t, err, f)
+	}
+	main, err := os.ReadFile(filepath.Join(dir, "main.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(main), `"example.com/arena/match"`)
+	proto, err := os.ReadFile(filepath.Join(dir, "match", "match.proto"))
+	require.NoError(t, err)
+	assert.Contains(t, string(proto), `option go_package = "example.com/arena/match";`)
+
+	other := filepath.Join(t.TempDir(), "x")
+	_, err = templates.InitTemplate(other, "", templates.SDK{}, "chess")
+	require.ErrorContains(t, err, `unknown template "chess"; the templates are app, match`)
+	_, statErr := os.Stat(other)
+	assert.True(t, os.IsNotExist(statErr), "nothing written")
+}
+
+// The match template's application package is the match example's, file for file, so that
+// what `zlinkgen init -template match` scaffolds is what the example runs and tests.
+func TestMatchTemplateIsTheExamplesPackage(t *testing.T) {
+	for _, f := range []string{"match.go", "lobby.go", "pawn.go", "player.go", "game.go", "matchmaker.go", "leaderboard.go", "register.go", "match.pb.go"} {
+		tmpl, err := os.ReadFile(filepath.Join("match", "match", f+".tmpl"))
+		require.NoError(t, err)
+		example, err := os.ReadFile(filepath.Join("..", "examples", "match", "match", f))
+		require.NoError(t, err)
+		assert.Equal(t, string(example), string(tmpl), "templates/match/match/%s.tmpl differs from examples/match/match/%s", f, f)
 	}
 }

@@ -23,8 +23,12 @@ import (
 	"golang.org/x/mod/module"
 )
 
-//go:embed all:app
+//go:embed all:app all:match
 var app embed.FS
+
+// Templates are the applications Init scaffolds: "app" (the default: a Lobby, a Player and a
+// Room) and "match" (matchmaking: every object kind, both channel kinds, and a relocation).
+var Templates = []string{"app", "match"}
 
 // ErrNotEmpty is returned by Init for a directory that already holds files.
 var ErrNotEmpty = errors.New("directory is not empty")
@@ -78,11 +82,19 @@ type Data struct {
 	Name string
 }
 
-// Init writes the application into dir, which must be missing or empty, with the module path
-// module (default: the directory's name) and a go.mod that gets the SDK as sdk says. It returns
-// the files written, relative to dir, in lexical order. It writes nothing when dir is not
-// empty, module is invalid or sdk is.
+// Init writes the default application into dir, as InitTemplate does with "app".
 func Init(dir, module string, sdk SDK) ([]string, error) {
+	return InitTemplate(dir, module, sdk, "app")
+}
+
+// InitTemplate writes the application of template tmpl (one of Templates) into dir, which must
+// be missing or empty, with the module path module (default: the directory's name) and a go.mod
+// that gets the SDK as sdk says. It returns the files written, relative to dir, in lexical
+// order. It writes nothing when tmpl is unknown, dir is not empty, module is invalid or sdk is.
+func InitTemplate(dir, module string, sdk SDK, tmpl string) ([]string, error) {
+	if !slices.Contains(Templates, tmpl) {
+		return nil, fmt.Errorf("unknown template %q; the templates are %s", tmpl, strings.Join(Templates, ", "))
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -102,7 +114,7 @@ func Init(dir, module string, sdk SDK) ([]string, error) {
 		return nil, err
 	}
 	data := Data{Module: module, Name: path.Base(module)}
-	files, err := render(data)
+	files, err := render(tmpl, data)
 	if err != nil {
 		return nil, err
 	}
@@ -161,10 +173,10 @@ type file struct {
 	content []byte
 }
 
-// render renders every template of app/ in lexical order (fs.WalkDir's order).
-func render(data Data) ([]file, error) {
+// render renders every template of root/ in lexical order (fs.WalkDir's order).
+func render(root string, data Data) ([]file, error) {
 	var files []file
-	err := fs.WalkDir(app, "app", func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(app, root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -172,7 +184,7 @@ func render(data Data) ([]file, error) {
 		if err != nil {
 			return err
 		}
-		name := strings.TrimSuffix(strings.TrimPrefix(p, "app/"), ".tmpl")
+		name := strings.TrimSuffix(strings.TrimPrefix(p, root+"/"), ".tmpl")
 		if path.Base(name) == "gitignore" {
 			name = path.Join(path.Dir(name), ".gitignore")
 		}

@@ -8,7 +8,7 @@
 //
 //	zlinkgen [-check] [-tags list] [-v] [packages]
 //	zlinkgen -version
-//	zlinkgen init [-sdk DIR|none] <dir> [module path]
+//	zlinkgen init [-template app|match] [-sdk DIR|none] <dir> [module path]
 //
 // With no packages it works on the package in the current directory. For each input file
 // room.go that declares annotated interfaces it writes room_zlink.go beside it, only when the
@@ -30,6 +30,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 
 	"github.com/zlink-go/zlink/internal/gen"
 	"github.com/zlink-go/zlink/templates"
@@ -102,13 +103,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// runInit is "zlinkgen init [-sdk DIR|none] <dir> [module path]".
+// runInit is "zlinkgen init [-template app|match] [-sdk DIR|none] <dir> [module path]".
 func runInit(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("zlinkgen init", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	sdkFlag := fs.String("sdk", "", "where the application's "+templates.SDKPath+" comes from: a checkout's directory\n"+
 		"(go.mod replaces the module with it), or none (go.mod gets neither require nor replace).\n"+
 		"Default: a released zlinkgen's own version, or the checkout a zlinkgen built from source comes from")
+	tmpl := fs.String("template", "app", "the application to scaffold: "+strings.Join(templates.Templates, " or ")+
+		"\n(app: a Lobby, a Player and a Room; match: matchmaking with every object kind and both channel kinds)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: %s\n\n", initUsage)
 		fs.PrintDefaults()
@@ -138,7 +141,7 @@ func runInit(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "zlinkgen init: %v\n", err)
 		return 1
 	}
-	files, err := templates.Init(dir, module, sdk)
+	files, err := templates.InitTemplate(dir, module, sdk, *tmpl)
 	if err != nil {
 		fmt.Fprintf(stderr, "zlinkgen init: %v\n", err)
 		return 1
@@ -150,7 +153,7 @@ func runInit(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-const initUsage = "zlinkgen init [-sdk DIR|none] <dir> [module path]"
+const initUsage = "zlinkgen init [-template app|match] [-sdk DIR|none] <dir> [module path]"
 
 func rel(wd, path string) string {
 	if r, err := filepath.Rel(wd, path); err == nil && !filepath.IsAbs(r) && len(r) < len(path) {

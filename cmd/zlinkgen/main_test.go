@@ -111,10 +111,10 @@ func TestUsageAndVersion(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "usage: zlinkgen [-check] [-tags list] [-v] [packages]\n"+
 		"       zlinkgen -version\n"+
-		"       zlinkgen init [-sdk DIR|none] <dir> [module path]\n")
+		"       zlinkgen init [-template app|match] [-sdk DIR|none] <dir> [module path]\n")
 	code, _, stderr = zlinkgen("init")
 	assert.Equal(t, 2, code)
-	assert.Contains(t, stderr, "usage: zlinkgen init [-sdk DIR|none] <dir> [module path]")
+	assert.Contains(t, stderr, "usage: zlinkgen init [-template app|match] [-sdk DIR|none] <dir> [module path]")
 
 	// The test binary is built from this checkout: the module's version is (devel).
 	code, stdout, stderr := zlinkgen("-version")
@@ -136,4 +136,18 @@ func TestInitRefusesANonEmptyDirectory(t *testing.T) {
 	assert.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, filepath.Join(fresh, "go.mod"))
 	assert.FileExists(t, filepath.Join(fresh, "game", "room.go"))
+}
+
+func TestInitTemplates(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "arena")
+	code, stdout, stderr := zlinkgen("init", "-template", "match", dir, "example.com/arena")
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, filepath.Join(dir, "match", "matchmaker.go"))
+	assert.FileExists(t, filepath.Join(dir, "main.go"))
+
+	other := filepath.Join(t.TempDir(), "x")
+	code, _, stderr = zlinkgen("init", "-template", "chess", other)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "zlinkgen init: unknown template \"chess\"; the templates are app, match\n", stderr, "one clear line")
+	assert.NoDirExists(t, other)
 }

@@ -174,7 +174,7 @@ func TestInitBadInputExitsOneAndWritesNothing(t *testing.T) {
 	}
 	code, _, stderr := zlinkgen("init", "-sdk")
 	assert.Equal(t, 2, code, "a flag without its value is usage")
-	assert.Contains(t, stderr, "usage: zlinkgen init [-sdk DIR|none] <dir> [module path]")
+	assert.Contains(t, stderr, "usage: zlinkgen init [-template app|match] [-sdk DIR|none] <dir> [module path]")
 	code, _, _ = zlinkgen("init", "a", "b", "c")
 	assert.Equal(t, 2, code)
 }
