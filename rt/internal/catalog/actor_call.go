@@ -68,14 +68,20 @@ func (act *actor) admit(k *call, it exec.Item, fresh bool) (ack <-chan error, er
 	default:
 		return nil, errActorMoved
 	}
-	k.acknowledge(nil) // a held message that follows the Actor here is admitted now
+	answer := k.detachAnswer() // a held message that follows the Actor here: answered once admitted
 	act.seq++
 	k.seq, k.counted = act.seq, true
 	act.queued.Add(1)
 	if err := act.host.exec.Submit(it, k); err != nil {
 		k.counted = false
 		act.queued.Add(-1)
+		if answer != nil {
+			answer(err)
+		}
 		return nil, err
+	}
+	if answer != nil {
+		answer(nil)
 	}
 	return nil, nil
 }
@@ -175,14 +181,22 @@ func (act *actor) takeHeld() []*call {
 // queued there; act.mu is held. A message its lane refuses ends with the refusal.
 func (act *actor) requeue(held []*call) {
 	for _, k := range held {
-		k.acknowledge(nil) // admitted again, where it runs
+		answer := k.detachAnswer() // answered once admitted again, where it runs
 		k.a, k.actor = act.host, act
 		act.queued.Add(1)
 		k.counted = true
 		if err := act.host.exec.Submit(exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(k.req)), Activity: true, Unbounded: true}, k); err != nil {
 			k.counted = false
 			act.queued.Add(-1)
-			k.finish(nil, closingAsNotFound(describeRefusal(err, act.host, k.md), act))
+			err = closingAsNotFound(describeRefusal(err, act.host, k.md), act)
+			k.finish(nil, err)
+			if answer != nil {
+				answer(err)
+			}
+			continue
+		}
+		if answer != nil {
+			answer(nil)
 		}
 	}
 }
@@ -236,7 +250,8 @@ func (c *Catalog) DeliverActor(ctx context.Context, act *actor, method string, r
 		// k is not ours any more: whoever admits it again, or ends it, answers here.
 		select {
 		case err := <-ack:
-			return nil, true, err
+			// One that ended unrun because the Actor left is routed again by the caller.
+			return nil, !IsActorMoved(err), err
 		case <-ctx.Done():
 			return nil, true, ctx.Err()
 		}

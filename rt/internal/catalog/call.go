@@ -415,19 +415,28 @@ func (k *call) Drop(err error) {
 // acknowledge answers the sender of a held one-way message, once: it was admitted where it
 // runs (err nil), or ended unrun (err). Nothing for any other message.
 func (k *call) acknowledge(err error) {
+	if answer := k.detachAnswer(); answer != nil {
+		answer(err)
+	}
+}
+
+// detachAnswer takes the answer of a held one-way message's sender out of k, so that it can be
+// given once k is in a lane again, without touching k (which may have run by then); nil for
+// any other message.
+func (k *call) detachAnswer() func(error) {
 	if !k.ackHeld {
-		return
+		return nil
 	}
 	k.ackHeld = false
 	if done := k.onDone; done != nil {
 		k.onDone = nil
-		done(nil, err)
-		return
+		return func(err error) { done(nil, err) }
 	}
-	if k.ack != nil {
-		k.ack <- err
+	if ack := k.ack; ack != nil {
 		k.ack = nil
+		return func(err error) { ack <- err }
 	}
+	return nil
 }
 
 func (k *call) finish(reply proto.Message, err error) {

@@ -133,6 +133,20 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 	}
 	size := len(req.Payload)
 	done := func(out proto.Message, err error) { reply(m.messageReply(out, err)) }
+	if oneWay && t.Kind() == sdk.KindActor {
+		// Called only for a message a move held: one that ended unrun because the Actor left
+		// is refused, with a redirect to where it went when that is known.
+		done = func(_ proto.Message, err error) {
+			if !catalog.IsActorMoved(err) {
+				reply(m.messageReply(nil, err))
+				return
+			}
+			if node, moved := m.cat.Departed(t); moved {
+				err = &catalog.MovedError{Node: node}
+			}
+			reply(m.admitReply(err))
+		}
+	}
 	if t.Kind() == sdk.KindActor {
 		err := m.cat.AdmitActor(ctx, t, req.Method, msg, size, oneWay, req.Follow, done)
 		if errors.Is(err, catalog.ErrClosing) {
