@@ -132,18 +132,19 @@ func (h *Host) channelObservers() int {
 	return n
 }
 
-// publishChannels publishes each observed channel's status if it changed; with close, it
-// ends their observations after it (the host stopped).
+// publishChannels publishes each observed channel's status if it changed.
 func (h *Host) publishChannels() { h.publishChannelsAndClose(false) }
 
-func (h *Host) publishChannelsAndClose(close bool) {
+// publishChannelsAndClose publishes as publishChannels does; with final, it ends their
+// observations after it (the host stopped).
+func (h *Host) publishChannelsAndClose(final bool) {
 	h.chans.mu.Lock()
 	defer h.chans.mu.Unlock()
 	for name, hub := range h.chans.clientServer {
 		if st, err := h.mesh.ClientServerStatus(name); err == nil && st.Sequence > hub.Current().Sequence {
 			hub.Publish(st)
 		}
-		if close {
+		if final {
 			hub.Close()
 		}
 	}
@@ -151,9 +152,9 @@ func (h *Host) publishChannelsAndClose(close bool) {
 		if st, err := h.mesh.FanoutStatus(name); err == nil && st.Sequence > hub.Current().Sequence {
 			hub.Publish(st)
 		}
-		if close {
+		if final {
 			hub.Close()
 		}
 	}
-	h.chans.closed = h.chans.closed || close
+	h.chans.closed = h.chans.closed || final
 }

@@ -250,6 +250,7 @@ func account(ctx context.Context, c sdk.Client, players []string, formed int64) 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		s := summary{}
+		var got int64 // distinct rounds the Pawns saw
 		done := true
 		recorded := map[string]int{}
 		for _, id := range players {
@@ -276,9 +277,9 @@ func account(ctx context.Context, c sdk.Client, players []string, formed int64) 
 			}
 			s.moves += info.GetMoves()
 			s.duplicates += info.GetDuplicates()
-			s.lost -= info.GetRounds()
+			got += info.GetRounds()
 		}
-		s.lost += s.sent
+		s.lost = s.sent - got
 		s.played = int64(len(recorded))
 		for _, n := range recorded {
 			if n != match.MatchSize {

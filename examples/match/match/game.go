@@ -3,6 +3,7 @@ package match
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"time"
@@ -25,6 +26,9 @@ type gameState struct {
 	Spec     *MatchSpec `json:"spec"`
 	Round    int32      `json:"round"`
 	Finished bool       `json:"finished"`
+	// Unsent are the rounds a Pawn refused unrun (its move under way): sent again first.
+	Unsent []*Round `json:"unsent,omitempty"`
+	To     []string `json:"to,omitempty"`
 }
 
 // NewMatch makes a match, fresh or arriving with its state.
@@ -68,14 +72,32 @@ func (g *game) round(ctx context.Context) {
 	if g.st.Finished || g.st.Spec == nil {
 		return
 	}
-	g.st.Round++
-	for _, p := range g.st.Spec.GetPlayers() {
-		if err := PawnOf(g.sc.Client(), p).Play(ctx, &Round{Match: g.sc.ID(), Round: g.st.Round}); err != nil {
-			g.sc.Logger().Warn("a round did not reach a pawn", "pawn", p, "err", err)
+	unsent, to := g.st.Unsent, g.st.To
+	g.st.Unsent, g.st.To = nil, nil
+	for i, r := range unsent {
+		g.play(ctx, to[i], r)
+	}
+	if g.st.Round < g.st.Spec.GetRounds() {
+		g.st.Round++
+		for _, p := range g.st.Spec.GetPlayers() {
+			g.play(ctx, p, &Round{Match: g.sc.ID(), Round: g.st.Round})
 		}
 	}
-	if g.st.Round >= g.st.Spec.GetRounds() {
+	if g.st.Round >= g.st.Spec.GetRounds() && len(g.st.Unsent) == 0 {
 		g.finish(ctx)
+	}
+}
+
+// play sends a round to a Pawn; one refused unrun (the Pawn, or this match, is moving) is kept
+// to be sent again at the next tick. Any other error is the runtime's word that it is gone.
+func (g *game) play(ctx context.Context, pawn string, r *Round) {
+	err := PawnOf(g.sc.Client(), pawn).Play(ctx, r)
+	switch {
+	case err == nil:
+	case errors.Is(err, sdk.ErrClosed) || errors.Is(err, sdk.ErrStaleRoute):
+		g.st.Unsent, g.st.To = append(g.st.Unsent, r), append(g.st.To, pawn)
+	default:
+		g.sc.Logger().Warn("a round did not reach a pawn", "pawn", pawn, "err", err)
 	}
 }
 

@@ -82,20 +82,13 @@ func (m *Matchmaking) Run(ctx context.Context, c sdk.Client) {
 			if spec == nil {
 				break
 			}
-			if m.start(ctx, c, spec) {
-				m.formed.Add(1)
-				continue
-			}
-			{
-				// Not started (its node refused, a Pawn was busy): the players queue again.
+			if !m.start(ctx, c, spec) {
+				// Not started (its node refused, a Pawn was busy): the players queue again,
+				// and forming waits for the next tick.
 				m.requeue(tickets)
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(50 * time.Millisecond):
-				}
 				break
 			}
+			m.formed.Add(1)
 		}
 	}
 }

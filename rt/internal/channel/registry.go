@@ -29,9 +29,6 @@ const MaxMemberships = 64
 const (
 	DefaultMaxQueued      = 1024
 	DefaultMaxQueuedBytes = 16 << 20
-	// ItemOverhead is what every message counts against the byte bound besides its payload,
-	// as in a Spot's lanes.
-	ItemOverhead = 256
 )
 
 // Registry is what a node registered on channels. Registration happens before the node
@@ -159,6 +156,13 @@ func (r *Registry) Freeze() {
 	r.mu.Lock()
 	r.frozen = true
 	r.mu.Unlock()
+}
+
+// Len counts the servers and subscribers registered.
+func (r *Registry) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.servers) + len(r.subscribers)
 }
 
 // Server returns the server of channel name, or nil.

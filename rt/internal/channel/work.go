@@ -10,12 +10,13 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/rt/internal/wire"
 	"github.com/zlink-go/zlink/sdk"
 )
 
 // gate bounds the messages a server or a subscriber holds, on count and on bytes (payload +
-// ItemOverhead each); whichever is reached first refuses.
+// exec.ItemOverhead each, as in a Spot's lanes); whichever is reached first refuses.
 type gate struct {
 	max, maxBytes int64
 	n, bytes      atomic.Int64
@@ -33,7 +34,7 @@ func (g *gate) init(o sdk.ChannelOptions) {
 // bound is not refused for ever.
 // The refusal names channel.method.
 func (g *gate) take(size int64, channel, method string) error {
-	cost := size + ItemOverhead
+	cost := size + exec.ItemOverhead
 	if n := g.n.Add(1); n > g.max {
 		g.n.Add(-1)
 		return &sdk.QueueFullError{Lane: sdk.LaneApplication, Axis: sdk.AxisCount, Limit: g.max, Queued: n - 1, Requested: 1, Where: "channel " + channel + "." + method}
@@ -47,7 +48,7 @@ func (g *gate) take(size int64, channel, method string) error {
 }
 
 func (g *gate) give(size int64) {
-	g.bytes.Add(-(size + ItemOverhead))
+	g.bytes.Add(-(size + exec.ItemOverhead))
 	g.n.Add(-1)
 }
 
@@ -71,9 +72,6 @@ func (s *Server) Admit(method string, size int) error {
 
 // Done gives back what Admit reserved.
 func (s *Server) Done(size int) { s.gate.give(int64(size)) }
-
-// Held reports the calls in progress and their bytes.
-func (s *Server) Held() (n, bytes int64) { return s.gate.Held() }
 
 // Invoke runs md's handler; a handler's error reaches the caller as an *sdk.AppError and a
 // panic as sdk.ErrHandlerPanicked.

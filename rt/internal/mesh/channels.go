@@ -177,7 +177,7 @@ func (m *Mesh) connectIfNeeded(id sdk.NodeID) {
 // localServerLike reports whether this node registered a server or a subscriber.
 func (m *Mesh) localServerLike() bool {
 	r := m.cfg.Channels
-	return r != nil && (len(r.Servers()) > 0 || len(r.Subscribers()) > 0)
+	return r != nil && r.Len() > 0
 }
 
 // Memberships returns this node's channel memberships to register with: its servers and its
