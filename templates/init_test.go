@@ -89,6 +89,30 @@ func TestInitPointsGoModAtACheckout(t *testing.T) {
 	assert.Equal(t, templates.SDKPath+"/cmd/zlinkgen", f.Tool[0].Path)
 }
 
+// TestInitStartsGoSumFromTheCheckout: the application's go.sum starts as the checkout's, so
+// that go mod tidy needs no checksum database for the modules the SDK brings.
+func TestInitStartsGoSumFromTheCheckout(t *testing.T) {
+	checkout := t.TempDir()
+	sum := []byte("golang.org/x/mod v0.42.0 h1:ICeL3t2L30ljSPHHxDnR4fqVcBt/zR2zJAb9juavmQg=\n")
+	require.NoError(t, os.WriteFile(filepath.Join(checkout, "go.sum"), sum, 0o644))
+	dir := filepath.Join(t.TempDir(), "app")
+	files, err := templates.Init(dir, "example.com/app", templates.SDK{Version: templates.DevVersion, Dir: checkout})
+	require.NoError(t, err)
+	assert.Contains(t, files, "go.sum")
+	got, err := os.ReadFile(filepath.Join(dir, "go.sum"))
+	require.NoError(t, err)
+	assert.Equal(t, sum, got)
+
+	// No checkout, or one without a go.sum: no go.sum.
+	for _, s := range []templates.SDK{{Version: "v0.1.0"}, {Version: templates.DevVersion, Dir: t.TempDir()}} {
+		dir := filepath.Join(t.TempDir(), "app")
+		files, err := templates.Init(dir, "example.com/app", s)
+		require.NoError(t, err)
+		assert.NotContains(t, files, "go.sum")
+		assert.NoFileExists(t, filepath.Join(dir, "go.sum"))
+	}
+}
+
 func TestInitRequiresAReleasedVersionWithoutReplace(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "app")
 	_, err := templates.Init(dir, "example.com/app", templates.SDK{Version: "v0.1.0"})

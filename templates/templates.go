@@ -125,6 +125,11 @@ func InitTemplate(dir, module string, sdk SDK, tmpl string) ([]string, error) {
 			}
 		}
 	}
+	if sum, err := checkoutSum(sdk); err != nil {
+		return nil, err
+	} else if sum != nil {
+		files = append(files, file{"go.sum", sum})
+	}
 	var written []string
 	for _, f := range files {
 		dst := filepath.Join(abs, filepath.FromSlash(f.name))
@@ -146,6 +151,25 @@ func checkModulePath(p string) error {
 		return fmt.Errorf("invalid module path %q: %w", p, err)
 	}
 	return nil
+}
+
+// checkoutSum is the go.sum of the SDK's checkout, or nil when there is no checkout or it has
+// no go.sum. The application starts from it because its module graph is the checkout's plus
+// its own: go mod tidy then finds the checkout's dependencies already verified, in the module
+// cache when they are there, instead of asking the checksum database (and keeps only the lines
+// the application needs).
+func checkoutSum(sdk SDK) ([]byte, error) {
+	if sdk.Dir == "" {
+		return nil, nil
+	}
+	sum, err := os.ReadFile(filepath.Join(sdk.Dir, "go.sum"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("SDK checkout: %w", err)
+	}
+	return sum, nil
 }
 
 // editGoMod adds the SDK's require and replace to the rendered go.mod.
