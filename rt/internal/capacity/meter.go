@@ -37,7 +37,7 @@ type Meter struct {
 
 	mu          sync.Mutex
 	room        chan struct{} // closed and replaced when Core HWM bytes return to waiters
-	jobRoom     chan struct{} // closed and replaced when a permit returns to waiters
+	jobQueue    []chan struct{} // the jobs waiting for a permit, in arrival order; a Return wakes one
 	resumed     chan struct{} // closed when a pause ends; nil while not paused
 	pausedSince time.Time
 	epoch       uint64
@@ -53,7 +53,7 @@ type Meter struct {
 // New returns a meter for settings s.
 func New(s Settings) *Meter {
 	return &Meter{
-		s: s, room: make(chan struct{}), jobRoom: make(chan struct{}),
+		s: s, room: make(chan struct{}),
 		epoch: 1, epochStart: time.Now(), changed: make(chan struct{}, 1),
 	}
 }
@@ -270,6 +270,8 @@ func (m *Meter) took(n int64) {
 }
 
 func (m *Meter) waitPermit(ctx context.Context) error {
+	// The waiter is counted and queued before it tries again: a Return that frees a permit
+	// after that try then sees it and wakes it, so no wakeup is lost.
 	m.jobWaiters.Add(1)
 	began := time.Now()
 	defer func() {
@@ -279,20 +281,53 @@ func (m *Meter) waitPermit(ctx context.Context) error {
 		m.waitTime += time.Since(began)
 		m.mu.Unlock()
 	}()
+	wake := make(chan struct{}, 1)
 	for {
 		m.mu.Lock()
-		room := m.jobRoom
+		m.jobQueue = append(m.jobQueue, wake)
 		m.mu.Unlock()
 		if m.tryTake() {
+			m.leaveQueue(wake)
 			return nil
 		}
 		select {
-		case <-room:
+		case <-wake:
 		case <-ctx.Done():
+			m.leaveQueue(wake)
 			return fmt.Errorf("the node's application job queue stayed full (%d jobs queued or running) until the caller's context ended: %w (%w)",
 				m.s.MaxJobs, &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: m.s.MaxJobs}, ctx.Err())
 		}
 	}
+}
+
+// leaveQueue takes a waiter that no longer waits out of the queue. One that a Return woke
+// meanwhile passes the wakeup on, since the permit it announced may still be free.
+func (m *Meter) leaveQueue(wake chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, w := range m.jobQueue {
+		if w == wake {
+			m.jobQueue = append(m.jobQueue[:i], m.jobQueue[i+1:]...)
+			return
+		}
+	}
+	select {
+	case <-wake:
+		m.wakeOneLocked()
+	default:
+	}
+}
+
+// wakeOneLocked wakes the longest waiting job, if any; m.mu is held. Waking one waiter per
+// returned permit, rather than all of them, spares a full queue a stampede on every Return.
+func (m *Meter) wakeOneLocked() {
+	if len(m.jobQueue) == 0 {
+		return
+	}
+	w := m.jobQueue[0]
+	m.jobQueue[0] = nil
+	m.jobQueue = m.jobQueue[1:]
+	w <- struct{}{} // buffered, and a waiter is queued at most once: never blocks
 }
 
 // Return gives back a job's permit when the job ends.
@@ -305,7 +340,9 @@ func (m *Meter) Return(reserved bool) {
 	}
 	n := m.inUse.Add(-1)
 	if m.jobWaiters.Load() > 0 {
-		m.wake(&m.jobRoom)
+		m.mu.Lock()
+		m.wakeOneLocked()
+		m.mu.Unlock()
 	}
 	if n <= m.s.ResumeAt && m.paused.Load() {
 		m.updatePressure()

@@ -216,7 +216,7 @@ func (c *Catalog) DeliverActor(ctx context.Context, act *actor, method string, r
 	if !oneWay && a.ownTurn(ctx) {
 		return nil, false, errSelfRequest(a, md)
 	}
-	k := callPool.Get().(*call)
+	k := newCall(oneWay)
 	k.ctx, k.a, k.md, k.req, k.oneWay, k.actor = ctx, a, md, req, oneWay, act
 	it := exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(req)), Activity: true}
 	if !oneWay && act.current() == actorActive {

@@ -133,7 +133,7 @@ func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc
 	if !oneWay && a.ownTurn(ctx) {
 		return nil, false, errSelfRequest(a, md)
 	}
-	k := callPool.Get().(*call)
+	k := newCall(oneWay)
 	k.ctx, k.a, k.md, k.req, k.oneWay = ctx, a, md, req, oneWay
 	it := exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(req)), Activity: true}
 	err := exec.ErrNotInline
@@ -245,6 +245,17 @@ type call struct {
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
+// newCall returns a call record for a message. A request's comes from callPool: its caller
+// usually runs it inline and returns it on the same processor, where the pool is cheapest. A
+// one-way message's is allocated: it is released by the Spot's runner, most often on another
+// processor, and a pool round trip across processors costs more than the allocation.
+func newCall(oneWay bool) *call {
+	if oneWay {
+		return &call{}
+	}
+	return callPool.Get().(*call)
+}
+
 // release puts the call back in the pool, after returning what it holds if it never ran. A
 // charge it kept goes back to the stream that read the request, which returns it with the
 // refusal, or keeps it for the next admission of the same message.
@@ -256,7 +267,9 @@ func (k *call) release() {
 	k.settle()
 	k.ctx, k.a, k.md, k.req, k.reply, k.err, k.onDone, k.actor = nil, nil, nil, nil, nil, nil, nil, nil
 	k.seq, k.counted, k.follow, k.ackHeld, k.ack = 0, false, false, false, nil
-	callPool.Put(k)
+	if k.done != nil {
+		callPool.Put(k)
+	}
 }
 
 // settle returns the permit and the Core HWM bytes the call holds, once: when its job ends
@@ -583,7 +596,7 @@ func (c *Catalog) submit(ctx context.Context, a *activation, act *actor, md *sdk
 		return fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
 	}
 	m := c.cfg.Meter
-	k := callPool.Get().(*call)
+	k := newCall(oneWay)
 	k.ctx, k.a, k.md, k.req, k.oneWay = ctx, a, md, req, oneWay
 	if !follow {
 		// A message that follows an Actor was admitted once already, before its move: it is
