@@ -214,7 +214,8 @@ func (c *Catalog) DeliverActor(ctx context.Context, act *actor, method string, r
 		return nil, false, fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
 	}
 	if !oneWay && a.ownTurn(ctx) {
-		return nil, false, errSelfRequest(a, md)
+		return nil, false, fmt.Errorf("%w: %s.%s on Actor %q is a request from a turn of its Spot %s/%q, which would wait for that turn to end: call it from elsewhere, or Send",
+			sdk.ErrInvalidArgument, act.typ.desc.Name, md.Name, act.id, a.typ.desc.Kind, a.id)
 	}
 	k := newCall(oneWay)
 	k.ctx, k.a, k.md, k.req, k.oneWay, k.actor = ctx, a, md, req, oneWay, act

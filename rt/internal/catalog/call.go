@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -291,9 +290,8 @@ func (k *call) settle() {
 	}
 }
 
-// nestedJob reports whether a job is made by a running turn: a one-way message's or a timer's,
-// or a request's that was marked because the job queue was busy when it began (Run). Such a
-// job never waits for a permit, which its own caller may hold.
+// nestedJob reports whether a job is made by a running turn: a one-way message's, a timer's or
+// a request's. Such a job never waits for a permit, which its own caller may hold.
 func nestedJob(ctx context.Context) bool { return turnOf(ctx) != nil || requestTurnOf(ctx) != 0 }
 
 // Run implements exec.Work. A message runs only if its Spot's owner lease is still certainly
@@ -342,22 +340,18 @@ func (k *call) run() (proto.Message, error) {
 	if lvl := sdk.CurrentDiagnosticsLevel(); lvl != sdk.DiagnosticsLevelOff {
 		return k.runObserved(ctx, lvl, callers)
 	}
-	var mark *requestTurn
 	if callers {
-		// While the turn runs, a request made with its context of its own Spot is recognised.
-		// While the job queue is busy, the turn's context is marked, so that the jobs it makes
-		// are known as nested and never wait for permits that it holds itself.
-		if k.a.cat.cfg.Meter.Busy() {
-			var id uintptr
-			ctx, id, mark = markRequestTurn(ctx)
-			k.a.turn.Store(id)
-		} else {
-			k.a.turn.Store(identity(ctx))
-		}
+		// The turn gets an identity of its own, by which a request made with its context (or
+		// one derived from it) of its own Spot is recognised, and the jobs it makes are known
+		// as nested: they never wait for permits that it holds itself.
+		rc, id := newRequestTurn(ctx)
+		ctx = rc
+		k.a.turn.Store(id)
 	}
 	reply, err := k.invoke(ctx)
-	k.a.turn.Store(0)
-	runtime.KeepAlive(mark)
+	if callers {
+		k.a.turn.Store(0)
+	}
 	return reply, err
 }
 
@@ -367,22 +361,18 @@ func (k *call) runObserved(ctx context.Context, lvl sdk.DiagnosticsLevel, caller
 	a := k.a
 	kind, typ, id := k.object()
 	traced, span := a.cat.tel.StartTurn(ctx, lvl, kind, typ, id, k.md.Name, k.oneWay)
-	var mark *requestTurn
-	switch {
-	case !callers:
-	case identity(traced) == identity(ctx) && !a.cat.cfg.Meter.Busy():
-		a.turn.Store(identity(ctx))
-	default:
-		// The handler's calls get client spans, contexts derived from its own: a mark that
-		// they inherit recognises a request of the Spot to itself.
-		var id uintptr
-		traced, id, mark = markRequestTurn(traced)
-		a.turn.Store(id)
+	if callers {
+		// The handler's calls get client spans, contexts derived from its own, which carry
+		// the turn's identity (see run).
+		rc, turn := newRequestTurn(traced)
+		traced = rc
+		a.turn.Store(turn)
 	}
 	req := k.req
 	reply, err := k.invoke(traced)
-	a.turn.Store(0)
-	runtime.KeepAlive(mark) // its address is the turn's identity until here
+	if callers {
+		a.turn.Store(0)
+	}
 	span.EndTurn(err, req, reply)
 	return reply, err
 }

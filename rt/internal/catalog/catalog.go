@@ -620,8 +620,7 @@ func (c *Catalog) closeAll(ctx context.Context, spots []ownedSpot, reason sdk.Cl
 }
 
 // InTurn reports whether ctx is the context of a turn running on this node: a one-way
-// message's, a timer's, or a request's own context. A context derived from a request's is
-// recognised only when telemetry marked the turn (a recording tracer); do not rely on it.
+// message's, a timer's, or a request's, or one derived from it.
 func (c *Catalog) InTurn(ctx context.Context) bool {
 	if turnOf(ctx) != nil {
 		return true

@@ -409,6 +409,37 @@ func TestF8_RequestOfASpotToItselfIsRefused(t *testing.T) {
 	assert.Equal(t, "x joined me #1", out, "the refused request did not run")
 }
 
+// F8: the turn of a request that found its Spot idle runs on its caller's goroutine; another
+// goroutine that shares the caller's context (an ordinary Go pattern) is an ordinary caller,
+// not the turn: it waits for the turn and runs, never refused as a request of the Spot to
+// itself.
+func TestF8_CallersSharingAContextAreNotTakenForTheTurn(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	_, err := n.call("shared", "Join", "x")
+	require.NoError(t, err)
+	shared, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	call := func(m string) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := n.cat.Call(shared, room("shared"), m, str(""))
+			done <- err
+		}()
+		return done
+	}
+	first := call("Block")
+	assert.Equal(t, "shared", <-n.f.blocked, "the first call's turn runs")
+	second := call("Join")
+	select {
+	case err := <-second:
+		t.Fatalf("the second caller did not wait for the turn: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(n.f.release)
+	require.NoError(t, <-first)
+	require.NoError(t, <-second, "the second caller ran after the turn")
+}
+
 // C1: the context of a turn in progress ends when the Spot's owner lease ends, a one-way
 // message's too, so that a handler that watches it stops.
 func TestC1_RunningHandlersContextEndsWithTheLease(t *testing.T) {

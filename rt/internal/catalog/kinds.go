@@ -143,7 +143,7 @@ func (a *activation) context() context.Context {
 // of a one-way message or timer of a, or one derived from that. A request of a's with it would
 // wait for the turn that makes it.
 func (a *activation) ownTurn(ctx context.Context) bool {
-	if id := a.turn.Load(); id != 0 && (id == identity(ctx) || id == requestTurnOf(ctx)) {
+	if id := a.turn.Load(); id != 0 && id == requestTurnOf(ctx) {
 		return true
 	}
 	return turnOf(ctx) == a

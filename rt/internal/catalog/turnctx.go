@@ -15,8 +15,8 @@ type turnKey struct{}
 // lease, a forced stop. It names the activation, so that a request the turn makes of its own
 // Spot, which would wait for the turn itself, is refused instead of hanging.
 //
-// A request's turn runs with its caller's context instead, which bounds it; a request of the
-// Spot to itself is recognised by that very context (see deliver).
+// A request's turn runs with its caller's context instead, which bounds it, under an identity
+// of its own (requestCtx) by which a request of the Spot to itself is recognised.
 type spotCtx struct {
 	values context.Context
 	a      *activation
@@ -66,33 +66,41 @@ func turnOf(ctx context.Context) *activation {
 	return a
 }
 
-// requestTurnKey marks the context of a request's turn that telemetry gave a span: the calls the
-// handler makes derive new contexts from it (their client spans), so the turn is recognised by
-// this mark, which lives as long as the turn, instead of by the context's identity.
+// requestTurnKey is the key under which a request's turn context names itself, so that a
+// context derived from it (a client span, a timeout the handler adds) is known as the turn's.
 type requestTurnKey struct{}
 
-// requestTurn is the mark; its address is the turn's identity while the turn runs.
-type requestTurn struct{ _ byte }
+// requestCtx is the context of a request's turn: its caller's context — values, deadline and
+// cancellation — under an identity of its own. A request of the Spot to itself made with it,
+// or with a context derived from it, would wait for the turn that makes it, and is recognised
+// by that identity; another goroutine that shares the caller's context is not mistaken for the
+// turn.
+type requestCtx struct{ context.Context }
 
-// markRequestTurn returns ctx marked as a request's turn, and the identity to store for it.
-func markRequestTurn(ctx context.Context) (context.Context, uintptr, *requestTurn) {
-	m := &requestTurn{}
-	return context.WithValue(ctx, requestTurnKey{}, m), uintptr(unsafe.Pointer(m)), m
+// Value implements context.Context.
+func (c *requestCtx) Value(key any) any {
+	if key == (requestTurnKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
 }
 
-// requestTurnOf returns the identity of the request turn whose context ctx derives from, or 0.
+// newRequestTurn returns the context of a request's turn made with ctx, and its identity.
+func newRequestTurn(ctx context.Context) (*requestCtx, uintptr) {
+	rc := &requestCtx{ctx}
+	return rc, uintptr(unsafe.Pointer(rc))
+}
+
+// requestTurnOf returns the identity of the request turn whose context ctx is or derives from,
+// or 0.
 func requestTurnOf(ctx context.Context) uintptr {
-	if m, ok := ctx.Value(requestTurnKey{}).(*requestTurn); ok {
-		return uintptr(unsafe.Pointer(m))
+	if rc, ok := ctx.(*requestCtx); ok {
+		return uintptr(unsafe.Pointer(rc))
+	}
+	if rc, ok := ctx.Value(requestTurnKey{}).(*requestCtx); ok {
+		return uintptr(unsafe.Pointer(rc))
 	}
 	return 0
-}
-
-// identity is what tells two contexts apart without holding either: the address of the value
-// an interface holds. Two live contexts with the same identity are the same context, and
-// reading it allocates nothing, which keeps the request path free of allocations.
-func identity(ctx context.Context) uintptr {
-	return uintptr((*[2]unsafe.Pointer)(unsafe.Pointer(&ctx))[1])
 }
 
 // bare reports whether ctx carries nothing: no values, no deadline, no cancellation.
