@@ -70,10 +70,14 @@ func Run(ctx context.Context, cfg Config) (Runs, error) {
 }
 
 func latencyNote(r workload.Result) string {
-	if r.Latency == nil {
-		return ""
+	note := ""
+	if r.Latency != nil {
+		note = fmt.Sprintf("  p50 %s  p99 %s  max %s", fmtDur(r.Latency.P50), fmtDur(r.Latency.P99), fmtDur(r.Latency.Max))
 	}
-	return fmt.Sprintf("  p50 %s  p99 %s  max %s", fmtDur(r.Latency.P50), fmtDur(r.Latency.P99), fmtDur(r.Latency.Max))
+	if r.Ceiling > 0 {
+		note += fmt.Sprintf("  (etcd ceiling %s, ratio %.2f)", fmtRate(r.Ceiling), r.Rate()/r.Ceiling)
+	}
+	return note
 }
 
 // runOne starts what the run needs, runs the child and stops everything again.

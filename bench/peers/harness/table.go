@@ -123,6 +123,25 @@ func Rows(runs Runs, order []workload.Name, params func(workload.Name) workload.
 	return rows
 }
 
+// CeilingTable renders, for each workload whose ZLink runs measured a ceiling, the medians of
+// ZLink's rate and of the ceiling and their ratio; "" when none did.
+func CeilingTable(runs Runs, order []workload.Name, params func(workload.Name) workload.Params) string {
+	var b strings.Builder
+	for _, wl := range order {
+		zl := runs[wl][ZLink]
+		ceiling := median(zl, func(r workload.Result) float64 { return r.Ceiling })
+		if ceiling == 0 {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("| Workload | ZLink | etcd ceiling | ZLink ÷ ceiling |\n| --- | ---: | ---: | ---: |\n")
+		}
+		rate := median(zl, workload.Result.Rate)
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f |\n", Label(wl, params(wl)), fmtRate(rate), fmtRate(ceiling), rate/ceiling)
+	}
+	return b.String()
+}
+
 func median(rs []workload.Result, f func(workload.Result) float64) float64 {
 	if len(rs) == 0 {
 		return 0

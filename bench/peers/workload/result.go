@@ -16,6 +16,10 @@ type Result struct {
 	Latency *Latency `json:"latency,omitempty"`
 	// Pushbacks counts sends refused with a full queue and tried again (ZLink one-way).
 	Pushbacks int64 `json:"pushbacks,omitempty"`
+	// Ceiling is what etcd allows for the same work, measured in the same run (ZLink cold
+	// activation: the same two writes per activation with ideal batching), in operations per
+	// second; 0 when not measured.
+	Ceiling float64 `json:"ceiling,omitempty"`
 }
 
 // Rate is operations per second.

@@ -139,6 +139,11 @@ func cold(ctx context.Context, n *Node, p workload.Params) (workload.Result, err
 	if got := n.MeshStatus().Placement.ActiveSpotCount; got != p.Count {
 		return res, fmt.Errorf("%d Spots active after %d activations", got, p.Count)
 	}
+	// The same two writes per activation straight to the same etcd, in the same run: the
+	// ceiling that the activations are judged against.
+	if res.Ceiling, err = EtcdCeiling(ctx, p.Etcd, max(1, p.Count/4), p.Callers); err != nil {
+		return res, fmt.Errorf("etcd ceiling: %w", err)
+	}
 	return res, nil
 }
 

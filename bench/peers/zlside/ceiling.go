@@ -1,0 +1,124 @@
+package zlside
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// EtcdCeiling measures what etcd allows for cold activation: the same two fenced writes per
+// activation that a ZLink activation makes (a put of a new key on CreateRevision == 0, then a
+// put on the first write's ModRevision, both on a lease and each as a nested transaction with
+// its own compare, as the runtime's group commit sends them), for count activations with at
+// most callers of them in flight, with ideal batching and nothing else: no runtime, no
+// placement, no activation. It tries the in-flight activations split into 1, 2 and 4
+// pipelines of batches (each batch one transaction of reserves, then one of readies) and
+// returns the best rate, in activations per second.
+func EtcdCeiling(ctx context.Context, endpoints []string, count, callers int) (float64, error) {
+	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	lease, err := c.Grant(ctx, 60)
+	if err != nil {
+		return 0, err
+	}
+	best := 0.0
+	for i, pipes := range []int{1, 2, 4} {
+		rate, err := ceilingRun(ctx, c, lease.ID, fmt.Sprintf("/ceiling/%d/", i), count, callers, pipes)
+		if err != nil {
+			return 0, err
+		}
+		best = max(best, rate)
+	}
+	return best, nil
+}
+
+// recordValue is about the size of a Spot's location record.
+var recordValue = strings.Repeat("r", 96)
+
+// ceilingRun activates count keys under prefix in pipes pipelines of callers/pipes keys per
+// batch.
+func ceilingRun(ctx context.Context, c *clientv3.Client, lease clientv3.LeaseID, prefix string, count, callers, pipes int) (float64, error) {
+	per := max(1, callers/pipes)
+	batches := make(chan int)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	begin := time.Now()
+	for range pipes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for from := range batches {
+				if err := ceilingBatch(ctx, c, lease, prefix, from, min(from+per, count)); err != nil {
+					mu.Lock()
+					firstErr = errors.Join(firstErr, err)
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+feed:
+	for from := 0; from < count; from += per {
+		select {
+		case batches <- from:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(batches)
+	wg.Wait()
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return float64(count) / time.Since(begin).Seconds(), nil
+}
+
+// ceilingBatch reserves keys [from, to) in one transaction, then makes them Ready in another.
+func ceilingBatch(ctx context.Context, c *clientv3.Client, lease clientv3.LeaseID, prefix string, from, to int) error {
+	reserve := make([]clientv3.Op, 0, to-from)
+	for i := from; i < to; i++ {
+		k := fmt.Sprintf("%s%07d", prefix, i)
+		reserve = append(reserve, clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)},
+			[]clientv3.Op{clientv3.OpPut(k, recordValue, clientv3.WithLease(lease))}, nil))
+	}
+	r1, err := c.Txn(ctx).Then(reserve...).Commit()
+	if err != nil {
+		return err
+	}
+	ready := make([]clientv3.Op, 0, to-from)
+	for i := from; i < to; i++ {
+		if !r1.Responses[i-from].GetResponseTxn().GetSucceeded() {
+			return fmt.Errorf("ceiling: key %d existed", i)
+		}
+		k := fmt.Sprintf("%s%07d", prefix, i)
+		ready = append(ready, clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "=", r1.Header.Revision)},
+			[]clientv3.Op{clientv3.OpPut(k, recordValue, clientv3.WithLease(lease))}, nil))
+	}
+	r2, err := c.Txn(ctx).Then(ready...).Commit()
+	if err != nil {
+		return err
+	}
+	for i, r := range r2.Responses {
+		if !r.GetResponseTxn().GetSucceeded() {
+			return fmt.Errorf("ceiling: key %d changed between its two writes", from+i)
+		}
+	}
+	return nil
+}
