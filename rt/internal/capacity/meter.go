@@ -36,9 +36,9 @@ type Meter struct {
 	lanes exec.Gauges
 
 	mu          sync.Mutex
-	room        chan struct{} // closed and replaced when Core HWM bytes return to waiters
+	room        chan struct{}   // closed and replaced when Core HWM bytes return to waiters
 	jobQueue    []chan struct{} // the jobs waiting for a permit, in arrival order; a Return wakes one
-	resumed     chan struct{} // closed when a pause ends; nil while not paused
+	resumed     chan struct{}   // closed when a pause ends; nil while not paused
 	pausedSince time.Time
 	epoch       uint64
 	epochStart  time.Time
