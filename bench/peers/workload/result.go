@@ -16,6 +16,8 @@ type Result struct {
 	Latency *Latency `json:"latency,omitempty"`
 	// Pushbacks counts sends refused with a full queue and tried again (ZLink one-way).
 	Pushbacks int64 `json:"pushbacks,omitempty"`
+	// Memory is what a memory workload measured; Ops and Seconds are then its activations.
+	Memory *Memory `json:"memory,omitempty"`
 }
 
 // Rate is operations per second.
