@@ -27,9 +27,11 @@ func (r Report) Table() string { return Table(Rows(r.Runs, r.Order, r.Params)) }
 // notes explain what the table compares; RESULTS.md carries them under the table.
 const notes = `Each figure is the median of %d runs per framework, alternating ZLink and Proto.Actor
 within each round (A B A B ...). Every run is a child process of its own that runs one
-framework only; ZLink runs get a fresh etcd process (rt/devetcd, fsync on) and Proto.Actor runs
-start no etcd but for row f. The ratio is always ZLink ÷ Proto.Actor: above 1 is better for ZLink on
-throughput rows (better: higher) and worse for ZLink on latency rows (better: lower).
+framework only; ZLink runs get a fresh etcd process (rt/devetcd, fsync on), and so do the
+Proto.Actor runs of row f, whose cluster keeps its membership there; the other Proto.Actor
+runs start no etcd. The ratio is always ZLink ÷ Proto.Actor: above 1 is better for ZLink on
+throughput rows (better: higher) and worse for ZLink on latency and memory rows (better:
+lower).
 
 - a. ZLink: an active Instance Spot on one node, called through the generated plain reference
   (EchoOf(...).Ping). Proto.Actor: one actor, RootContext.RequestFuture(pid, msg, timeout).Result(),
@@ -59,9 +61,10 @@ throughput rows (better: higher) and worse for ZLink on latency rows (better: lo
   send, plus the cluster context's own cost, which row d shows in-process.
 - f. (*) Two processes on 127.0.0.1 over gRPC, etcd in a third; the first request to each of
   the fresh IDs, one per ID, after one unmeasured activation that opens the connection. Not the
-  same work, as in row c. ZLink: the client-only node finds no record of the ID in etcd and
-  placement picks the server process (cmd/zlserver), which creates the Instance Spot with its
-  linearizable etcd location record (reserve, then Ready, fsync on) and answers. Proto.Actor: a
+  same work, as in row c. ZLink: the client-only node sends the intent call to the node that
+  placement picks, the server process (cmd/zlserver), which creates the Instance Spot with its
+  linearizable etcd location record (reserve, then Ready, fsync on), runs the call and
+  answers: one remote request per activation. Proto.Actor: a
   cluster client (StartClient) and a member that hosts the echo kind (cmd/paserver -etcd), on
   the etcd cluster provider, which uses etcd for membership only, with the disthash identity
   lookup: cluster.Request asks the member's placement actor for the grain (a remote request
@@ -96,8 +99,7 @@ throughput rows (better: higher) and worse for ZLink on latency rows (better: lo
   nothing outside its process.
 - Latency rows are per call, from the call to its return on the caller's goroutine, over every call of the
   measured window. With 64 callers on 2 cores, the max is a single call in millions and shows
-  Go scheduling as much as either framework; p99.9 and mean say more. Memory rows (bytes)
-  are better lower, like latency rows.
+  Go scheduling as much as either framework; p99.9 and mean say more.
 `
 
 // Markdown renders RESULTS.md.
