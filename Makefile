@@ -55,7 +55,7 @@ proto:
 
 ## bench: ZLink and Proto.Actor Go side by side on the same workloads (bench/peers, a module of
 ## its own): medians of 3 alternating runs each, one table, written to bench/RESULTS.md. Takes
-## about 3 minutes on 2 cores.
+## about 6 minutes on 2 cores.
 bench:
 	cd bench/peers && $(GO) run ./cmd/peerbench -out ../RESULTS.md
 

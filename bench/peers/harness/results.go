@@ -27,9 +27,11 @@ func (r Report) Table() string { return Table(Rows(r.Runs, r.Order, r.Params)) }
 // notes explain what the table compares; RESULTS.md carries them under the table.
 const notes = `Each figure is the median of %d runs per framework, alternating ZLink and Proto.Actor
 within each round (A B A B ...). Every run is a child process of its own that runs one
-framework only; ZLink runs get a fresh etcd process (rt/devetcd, fsync on) and Proto.Actor runs
-start no etcd. The ratio is always ZLink ÷ Proto.Actor: above 1 is better for ZLink on
-throughput rows (better: higher) and worse for ZLink on latency rows (better: lower).
+framework only; ZLink runs get a fresh etcd process (rt/devetcd, fsync on), and so do the
+Proto.Actor runs of row f, whose cluster keeps its membership there; the other Proto.Actor
+runs start no etcd. The ratio is always ZLink ÷ Proto.Actor: above 1 is better for ZLink on
+throughput rows (better: higher) and worse for ZLink on latency and memory rows (better:
+lower).
 
 - a. ZLink: an active Instance Spot on one node, called through the generated plain reference
   (EchoOf(...).Ping). Proto.Actor: one actor, RootContext.RequestFuture(pid, msg, timeout).Result(),
@@ -53,13 +55,53 @@ throughput rows (better: higher) and worse for ZLink on latency rows (better: lo
   pipelines of batches) and no runtime at all.
 - d. ZLink: 10,000 Instance Spots activated by intent calls, then plain-reference calls spread
   over all of them. Proto.Actor: 10,000 grains activated by cluster.Request, then
-  cluster.Request spread over all of them (PID cache hits).
+  cluster.Request spread over all of them (PID cache hits). The same with 64 and with 1,024
+  callers; with 1,024 on 2 cores nearly every caller waits for a core at any moment, so its
+  latency rows show Go's scheduler as much as either framework.
 - e. Two processes on 127.0.0.1 over gRPC. ZLink: a client-only node calls an Echo Spot hosted
   by the server process (cmd/zlserver), etcd in a third process; calls carry the caller's
   deadline. Proto.Actor: remote, RequestFuture to a named actor (bounded mailbox, as in
   Proto.Actor's remote benchmark) of the server process (cmd/paserver). Its cluster on the etcd
   provider is not measured: once a grain's PID is cached, a grain request takes the same remote
   send, plus the cluster context's own cost, which row d shows in-process.
+- f. (*) Two processes on 127.0.0.1 over gRPC, etcd in a third; the first request to each of
+  the fresh IDs, one per ID, after one unmeasured activation that opens the connection. Not the
+  same work, as in row c. ZLink: the client-only node sends the intent call to the node that
+  placement picks, the server process (cmd/zlserver), which creates the Instance Spot with its
+  linearizable etcd location record (reserve, then Ready, fsync on), runs the call and
+  answers: one remote request per activation. Proto.Actor: a
+  cluster client (StartClient) and a member that hosts the echo kind (cmd/paserver -etcd), on
+  the etcd cluster provider, which uses etcd for membership only, with the disthash identity
+  lookup: cluster.Request asks the member's placement actor for the grain (a remote request
+  that spawns it in memory) and then sends the request to its PID (a second remote request).
+- g. ZLink: one Token Actor, spawned into the node's Board Entry Spot by the Board's handler
+  (SpawnToken), called through the generated Actor reference (TokenOf(...).Ping); the call finds
+  it in the node's Actor index and runs it on its Spot's serial queue. Proto.Actor has no Actor
+  inside a grain; the closest is what row a measures, one plain actor with the bounded mailbox
+  called with RootContext.RequestFuture, and this row runs exactly that again.
+- h. A stateless server reached through a router, in the caller's process. ZLink: the Service
+  ClientServer channel with one Ready server, this node's own; ServiceClient(...).Ping picks
+  the server by weight and runs its handler on the caller's goroutine, concurrently with the
+  other callers' calls. Proto.Actor: RequestFuture to a round-robin pool router
+  (router.NewRoundRobinPool) of 64 echo actors with the bounded mailbox, one per caller, so
+  that no request waits behind another at a routee (2 and 8 routees measured the same within
+  the noise); the router's process puts each request straight into the next routee's mailbox.
+- i. The heap that each idle active object holds, everything the process keeps for it, the
+  application's object included (the same two fields on both sides): live heap (HeapAlloc)
+  and heap spans in use (HeapInuse), each read after two collections before the first
+  activation and after the last, the growth divided by the objects. ZLink: Instance Spots
+  activated by intent calls on one node (etcd in its own process). Proto.Actor: grains
+  activated by cluster.Request on a one-member cluster (in-memory test provider): the actor,
+  its mailbox and context, its registry entry, the placement actor's entry and the PID cache's.
+  64 callers activate; no caller keeps an ID or a reference. Neither framework keeps a
+  goroutine for an idle object.
+- j. The whole process with the objects active, activated as in row i and then requested once
+  more each through the plain path (ZLink: EchoOf(...).Ping; Proto.Actor: cluster.Request, PID
+  cache hits): heap in use after a collection (HeapInuse), resident after
+  debug.FreeOSMemory (VmRSS), and the most the process held resident over the run (VmHWM),
+  activation included. The ZLink process holds the node only: etcd, which keeps the objects'
+  location records, is in a process of its own and not counted; Proto.Actor's cluster keeps
+  nothing outside its process.
 - Latency rows are per call, from the call to its return on the caller's goroutine, over every call of the
   measured window. With 64 callers on 2 cores, the max is a single call in millions and shows
   Go scheduling as much as either framework; p99.9 and mean say more.
@@ -82,27 +124,41 @@ func (r Report) Markdown() string {
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, notes, r.Rounds)
-	b.WriteString("\n## Every run\n\nThroughput of each run, in round order.\n\n")
+	b.WriteString("\n## Every run\n\nThroughput of each run, in round order; for the memory rows, the first memory metric.\n\n")
 	b.WriteString("| Workload | ZLink | Proto.Actor |\n| --- | --- | --- |\n")
 	for _, wl := range r.Order {
 		byFw, ok := r.Runs[wl]
 		if !ok {
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", wl, rates(byFw[ZLink]), rates(byFw[ProtoActor]))
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", wl, figures(wl, byFw[ZLink]), figures(wl, byFw[ProtoActor]))
 	}
 	return b.String()
 }
 
-func rates(rs []workload.Result) string {
+// figures lists the runs of workload wl in one cell.
+func figures(wl workload.Name, rs []workload.Result) string {
 	s := make([]string, len(rs))
 	for i, r := range rs {
-		s[i] = fmtRate(r.Rate())
-		if r.Pushbacks > 0 {
-			s[i] += fmt.Sprintf(" (%.2f push-backs/msg)", float64(r.Pushbacks)/float64(r.Ops))
-		}
+		s[i] = figure(wl, r)
 	}
 	return strings.Join(s, ", ")
+}
+
+// figure is the one figure of a run that the progress log and "Every run" give: its
+// throughput, or a memory workload's first memory metric.
+func figure(wl workload.Name, r workload.Result) string {
+	switch {
+	case wl == workload.IdleFootprint && r.Memory != nil:
+		return fmtBytes(r.Memory.LivePerObject) + "/object"
+	case wl == workload.Memory100k && r.Memory != nil:
+		return fmtBytes(r.Memory.HeapInuse) + " heap in use"
+	}
+	s := fmtRate(r.Rate())
+	if r.Pushbacks > 0 {
+		s += fmt.Sprintf(" (%.2f push-backs/msg)", float64(r.Pushbacks)/float64(r.Ops))
+	}
+	return s
 }
 
 // Write writes RESULTS.md to path.

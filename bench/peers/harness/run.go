@@ -41,7 +41,7 @@ type Runs map[workload.Name]map[Framework][]workload.Result
 
 // Run runs every workload Rounds times, alternating the frameworks within each round
 // (ZLink, Proto.Actor, ZLink, ...), each run in a child process of its own with its own etcd
-// (ZLink) and server process (remote workloads). Every process it starts is stopped before it
+// (ZLink, and Proto.Actor's remote grains) and server process (remote workloads). Every process it starts is stopped before it
 // returns, on error too.
 func Run(ctx context.Context, cfg Config) (Runs, error) {
 	defer StopAll()
@@ -60,8 +60,8 @@ func Run(ctx context.Context, cfg Config) (Runs, error) {
 				}
 				runs[wl][fw] = append(runs[wl][fw], res)
 				if cfg.Log != nil {
-					fmt.Fprintf(cfg.Log, "round %d/%d  %-10s %-16s %12.0f ops/s%s  (%.1fs)\n", round, cfg.Rounds,
-						fw, wl, res.Rate(), latencyNote(res), time.Since(start).Seconds())
+					fmt.Fprintf(cfg.Log, "round %d/%d  %-10s %-22s %12s%s  (%.1fs)\n", round, cfg.Rounds,
+						fw, wl, figure(wl, res), latencyNote(res), time.Since(start).Seconds())
 				}
 			}
 		}
@@ -97,7 +97,7 @@ func runOne(ctx context.Context, cfg Config, fw Framework, wl workload.Name, rou
 		deps = append(deps, proc)
 		return proc.Expect(ctx, "ready ", time.Minute)
 	}
-	if fw == ZLink {
+	if fw == ZLink || wl.RemoteGrains() {
 		eps, err := startDep(cfg.Bin.Etcd)
 		if err != nil {
 			return workload.Result{}, err
@@ -106,13 +106,16 @@ func runOne(ctx context.Context, cfg Config, fw Framework, wl workload.Name, rou
 	}
 	if wl.Remote() {
 		var err error
-		if fw == ZLink {
+		switch {
+		case fw == ZLink:
 			args := []string{"-etcd", strings.Join(p.Etcd, ",")}
 			if cfg.ProfileDir != "" {
 				args = append(args, "-cpuprofile", filepath.Join(cfg.ProfileDir, fmt.Sprintf("zlserver-%s-%d.pprof", wl, round)))
 			}
 			_, err = startDep(cfg.Bin.ZLServer, args...)
-		} else {
+		case wl.RemoteGrains():
+			_, err = startDep(cfg.Bin.PAServer, "-etcd", strings.Join(p.Etcd, ","))
+		default:
 			p.Server, err = startDep(cfg.Bin.PAServer)
 		}
 		if err != nil {

@@ -8,15 +8,29 @@ import (
 	"github.com/zlink-go/zlink/bench/peers/workload"
 )
 
+// Unit is what the figures of a row count.
+type Unit int
+
+// The units of the table's figures.
+const (
+	// Rate is operations per second.
+	Rate Unit = iota
+	// Nanos is a latency in nanoseconds.
+	Nanos
+	// Bytes is an amount of memory in bytes.
+	Bytes
+)
+
 // Row is one line of the table: one metric of one workload, the median over the rounds for
 // each framework.
 type Row struct {
 	Workload string
 	Metric   string
-	// HigherBetter tells the direction: throughput rows are better higher, latency rows lower.
+	// HigherBetter tells the direction: throughput rows are better higher, latency and memory
+	// rows lower.
 	HigherBetter bool
-	// Latency rows hold nanoseconds; the others operations per second.
-	Latency           bool
+	// Unit is what ZLink and ProtoActor count.
+	Unit              Unit
 	ZLink, ProtoActor float64
 }
 
@@ -49,10 +63,20 @@ func Label(n workload.Name, p workload.Params) string {
 		return fmt.Sprintf("b. one-way to %d objects, %d callers, %s msgs", p.Objects, p.Callers, count(p.Count))
 	case workload.ColdActivation:
 		return fmt.Sprintf("c. cold activation of %s IDs, %d callers (*)", count(p.Count), p.Callers)
-	case workload.Steady10k:
-		return fmt.Sprintf("d. calls to %s active objects, %d callers", count(p.Objects), p.Callers)
+	case workload.Steady10k, workload.Steady10k1024:
+		return fmt.Sprintf("d. calls to %s active objects, %s callers", count(p.Objects), count(p.Callers))
 	case workload.RemoteCall1, workload.RemoteCall64:
 		return fmt.Sprintf("e. remote request/reply, 2 processes, %d caller%s", p.Callers, plural(p.Callers))
+	case workload.RemoteColdActivation:
+		return fmt.Sprintf("f. remote cold activation of %s IDs, 2 processes, %d callers (*)", count(p.Count), p.Callers)
+	case workload.ActorCall64:
+		return fmt.Sprintf("g. request/reply to an Actor, %d callers", p.Callers)
+	case workload.ChannelCall64:
+		return fmt.Sprintf("h. ClientServer channel, local server, %d callers", p.Callers)
+	case workload.IdleFootprint:
+		return fmt.Sprintf("i. idle footprint of %s active objects", count(p.Objects))
+	case workload.Memory100k:
+		return fmt.Sprintf("j. memory with %s active objects", count(p.Objects))
 	}
 	return string(n)
 }
@@ -92,12 +116,30 @@ func Rows(runs Runs, order []workload.Name, params func(workload.Name) workload.
 			z, p := med(workload.Result.Rate)
 			rows = append(rows, Row{Workload: label, Metric: metric, HigherBetter: true, ZLink: z, ProtoActor: p})
 		}
+		bytes := func(metric string, f func(*workload.Memory) float64) {
+			z, p := med(func(r workload.Result) float64 {
+				if r.Memory == nil {
+					return 0
+				}
+				return f(r.Memory)
+			})
+			rows = append(rows, Row{Workload: label, Metric: metric, Unit: Bytes, ZLink: z, ProtoActor: p})
+		}
 		switch wl {
 		case workload.OneWay64:
 			rate("handled msgs/s")
 			continue
-		case workload.ColdActivation:
+		case workload.ColdActivation, workload.RemoteColdActivation:
 			rate("activations/s")
+			continue
+		case workload.IdleFootprint:
+			bytes("live heap/object", func(m *workload.Memory) float64 { return m.LivePerObject })
+			bytes("heap in use/object", func(m *workload.Memory) float64 { return m.InusePerObject })
+			continue
+		case workload.Memory100k:
+			bytes("heap in use", func(m *workload.Memory) float64 { return m.HeapInuse })
+			bytes("resident", func(m *workload.Memory) float64 { return m.Resident })
+			bytes("peak resident", func(m *workload.Memory) float64 { return m.PeakResident })
 			continue
 		}
 		rate("calls/s")
@@ -117,7 +159,7 @@ func Rows(runs Runs, order []workload.Name, params func(workload.Name) workload.
 				}
 				return m.f(r.Latency)
 			})
-			rows = append(rows, Row{Workload: label, Metric: "latency " + m.name, Latency: true, ZLink: z, ProtoActor: p})
+			rows = append(rows, Row{Workload: label, Metric: "latency " + m.name, Unit: Nanos, ZLink: z, ProtoActor: p})
 		}
 	}
 	return rows
@@ -205,10 +247,26 @@ func Table(rows []Row) string {
 }
 
 func (r Row) format(v float64) string {
-	if r.Latency {
+	switch r.Unit {
+	case Nanos:
 		return fmtDur(v)
+	case Bytes:
+		return fmtBytes(v)
 	}
 	return fmtRate(v)
+}
+
+// fmtBytes formats bytes in B, KiB, MiB or GiB, with about three significant digits.
+func fmtBytes(v float64) string {
+	switch {
+	case v >= 1<<30:
+		return sig3(v/(1<<30)) + " GiB"
+	case v >= 1<<20:
+		return sig3(v/(1<<20)) + " MiB"
+	case v >= 1<<10:
+		return sig3(v/(1<<10)) + " KiB"
+	}
+	return fmt.Sprintf("%.0f B", v)
 }
 
 // fmtDur formats nanoseconds with a unit that keeps three significant digits.

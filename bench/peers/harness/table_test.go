@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/zlink-go/zlink/bench/peers/workload"
 )
 
@@ -20,7 +22,7 @@ func TestMedianAndDirection(t *testing.T) {
 	if r.ZLink != 200 || r.ProtoActor != 200 || r.Ahead() != "even" {
 		t.Fatalf("row %+v", r)
 	}
-	lat := Row{Latency: true, ZLink: 1, ProtoActor: 2}
+	lat := Row{Unit: Nanos, ZLink: 1, ProtoActor: 2}
 	if lat.Ahead() != "ZLink" || lat.Ratio() != 0.5 {
 		t.Fatalf("lower latency is better: %+v", lat)
 	}
@@ -38,7 +40,66 @@ func TestFormats(t *testing.T) {
 	if got := count(100000); got != "100,000" {
 		t.Errorf("count = %q", got)
 	}
+	for in, want := range map[float64]string{0: "0 B", 1023: "1023 B", 1536: "1.50 KiB", 150 << 20: "150 MiB", 3 << 30: "3.00 GiB"} {
+		require.Equal(t, want, fmtBytes(in), in)
+	}
 	if !strings.Contains(Table([]Row{{Workload: "w", Metric: "m", HigherBetter: true, ZLink: 2, ProtoActor: 1}}), " 2.00 |") {
 		t.Error("ratio cell missing")
 	}
+}
+
+func TestMemoryRowsAreBytesAndBetterLower(t *testing.T) {
+	mem := func(live, inuse, rss float64) workload.Result {
+		return workload.Result{Ops: 10, Seconds: 1, Memory: &workload.Memory{
+			Objects: 10, LivePerObject: live, InusePerObject: inuse, HeapInuse: inuse * 10, Resident: rss, PeakResident: 2 * rss,
+		}}
+	}
+	runs := Runs{
+		workload.IdleFootprint: {ZLink: {mem(900, 1000, 0)}, ProtoActor: {mem(1800, 2000, 0)}},
+		workload.Memory100k:    {ZLink: {mem(0, 3<<20, 100<<20)}, ProtoActor: {mem(0, 1<<20, 50<<20)}},
+	}
+	rows := Rows(runs, []workload.Name{workload.IdleFootprint, workload.Memory100k}, workload.Defaults)
+	require.Len(t, rows, 5)
+	var metrics []string
+	for _, r := range rows {
+		metrics = append(metrics, r.Metric)
+		require.Equal(t, Bytes, r.Unit, r.Metric)
+		require.False(t, r.HigherBetter, r.Metric)
+	}
+	require.Equal(t, []string{"live heap/object", "heap in use/object", "heap in use", "resident", "peak resident"}, metrics)
+	require.Equal(t, "ZLink", rows[0].Ahead())
+	require.InDelta(t, 0.5, rows[0].Ratio(), 1e-9)
+	require.Equal(t, "Proto.Actor", rows[3].Ahead())
+	require.Equal(t, "i. idle footprint of 100,000 active objects", rows[0].Workload)
+	require.Equal(t, "j. memory with 100,000 active objects", rows[2].Workload)
+	table := Table(rows)
+	require.Contains(t, table, " 900 B |")
+	require.Contains(t, table, " 100 MiB |")
+	require.Contains(t, table, " 1.95 KiB |")
+	md := Report{Rounds: 1, Order: []workload.Name{workload.IdleFootprint, workload.Memory100k}, Params: workload.Defaults, Runs: runs}.Markdown()
+	require.Contains(t, md, "| idle-footprint | 900 B/object | 1.76 KiB/object |")
+	require.Contains(t, md, "| memory-100k | 30.0 MiB heap in use | 10.0 MiB heap in use |")
+}
+
+func TestNewRowsLabelsAndMetrics(t *testing.T) {
+	lat := &workload.Latency{P50: 1, P99: 2, P999: 3, Mean: 2, Max: 4}
+	one := workload.Result{Ops: 100, Seconds: 1, Latency: lat}
+	order := []workload.Name{workload.Steady10k1024, workload.RemoteColdActivation, workload.ActorCall64, workload.ChannelCall64}
+	runs := Runs{}
+	for _, wl := range order {
+		runs[wl] = map[Framework][]workload.Result{ZLink: {one}, ProtoActor: {one}}
+	}
+	rows := Rows(runs, order, workload.Defaults)
+	byLabel := map[string][]string{}
+	for _, r := range rows {
+		byLabel[r.Workload] = append(byLabel[r.Workload], r.Metric)
+	}
+	latency := []string{"calls/s", "latency p50", "latency p99", "latency p99.9", "latency mean", "latency max"}
+	require.Equal(t, map[string][]string{
+		"d. calls to 10,000 active objects, 1,024 callers":                     latency,
+		"f. remote cold activation of 20,000 IDs, 2 processes, 64 callers (*)": {"activations/s"},
+		"g. request/reply to an Actor, 64 callers":                             latency,
+		"h. ClientServer channel, local server, 64 callers":                    latency,
+	}, byLabel)
+	require.Equal(t, "d. calls to 10,000 active objects, 64 callers", Label(workload.Steady10k, workload.Defaults(workload.Steady10k)))
 }

@@ -19,9 +19,12 @@ import (
 const EchoKind = "echo"
 
 // Member is a one-member Proto.Actor cluster: the in-memory test provider, the disthash
-// identity lookup and the echo kind, with the cluster's default request timeout.
+// identity lookup and the echo kind, with the cluster's default request timeout. The remote
+// grain workload's members and clients (StartRemoteMember) are Members too.
 type Member struct {
 	*cluster.Cluster
+	// client marks a cluster client, which Cluster.Shutdown cannot stop: it started no gossip.
+	client bool
 }
 
 // StartMember starts a cluster member and waits for its topology consensus.
@@ -43,11 +46,16 @@ func StartMember(ctx context.Context) (*Member, error) {
 		c.Shutdown(false)
 		return nil, err
 	}
-	return &Member{c}, nil
+	return &Member{Cluster: c}, nil
 }
 
 // Stop stops the member without the graceful hand-over, which sleeps for seconds.
 func (m *Member) Stop() error {
+	if m.client {
+		m.ActorSystem.Shutdown()
+		m.Remote.Shutdown(false)
+		return m.Config.ClusterProvider.Shutdown(false)
+	}
 	m.Shutdown(false)
 	return nil
 }

@@ -1,6 +1,8 @@
-// Package paside runs the side-by-side workloads on Proto.Actor Go: plain actors for the local
-// and one-way workloads, remote for the two-process workload, and cluster grains (virtual
-// actors) on the in-memory test provider with the disthash identity lookup for activation.
+// Package paside runs the side-by-side workloads on Proto.Actor Go: plain actors for the local,
+// one-way and Actor workloads, a round-robin pool router for the channel workload, remote for
+// the two-process request/reply workload, and cluster grains (virtual actors) with the
+// disthash identity lookup for activation and memory: on the in-memory test provider in one
+// process, on the etcd provider across two.
 package paside
 
 import (
@@ -47,8 +49,15 @@ func EchoProps(handled *atomic.Int64) *actor.Props {
 // 64 callers faster here than the default mailbox. No more than one request per caller is ever
 // queued, so it never fills.
 func RequestProps() *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &echoActor{handled: new(atomic.Int64)} },
-		actor.WithMailbox(actor.Bounded(requestMailbox)))
+	return (&actor.Props{}).Configure(requestOptions()...)
+}
+
+// requestOptions are the options of RequestProps, which a pool router gives its routees.
+func requestOptions() []actor.PropsOption {
+	return []actor.PropsOption{
+		actor.WithProducer(func() actor.Actor { return &echoActor{handled: new(atomic.Int64)} }),
+		actor.WithMailbox(actor.Bounded(requestMailbox)),
+	}
 }
 
 // requestMailbox is the capacity of RequestProps' mailbox.

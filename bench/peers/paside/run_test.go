@@ -4,8 +4,11 @@ import (
 	"context"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/zlink-go/zlink/bench/peers/paside"
 	"github.com/zlink-go/zlink/bench/peers/workload"
+	"github.com/zlink-go/zlink/rt/devetcd"
 )
 
 // TestLocalWorkloads runs every single-process workload at smoke-test size; each checks its
@@ -17,14 +20,15 @@ func TestLocalWorkloads(t *testing.T) {
 		}
 		t.Run(string(n), func(t *testing.T) {
 			res, stop, err := paside.Run(context.Background(), workload.Tiny(n))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := stop(); err != nil {
-				t.Error(err)
-			}
-			if res.Ops <= 0 || res.Seconds <= 0 {
-				t.Fatalf("nothing measured: %+v", res)
+			require.NoError(t, err)
+			require.NoError(t, stop())
+			require.Positive(t, res.Ops, "operations")
+			require.Positive(t, res.Seconds, "seconds")
+			if n.Memory() {
+				require.NotNil(t, res.Memory)
+				require.Equal(t, workload.Tiny(n).Objects, res.Memory.Objects)
+				require.Positive(t, res.Memory.LivePerObject)
+				require.GreaterOrEqual(t, res.Memory.PeakResident, res.Memory.Resident)
 			}
 		})
 	}
@@ -34,18 +38,33 @@ func TestLocalWorkloads(t *testing.T) {
 // harness test covers the two-process set-up.
 func TestRemoteInOneProcess(t *testing.T) {
 	srv, err := paside.StartServer()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer srv.Stop()
 	p := workload.Tiny(workload.RemoteCall64)
 	p.Server = srv.Address()
 	res, stop, err := paside.Run(context.Background(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_ = stop()
-	if res.Ops <= 0 || res.Latency == nil {
-		t.Fatalf("nothing measured: %+v", res)
-	}
+	require.Positive(t, res.Ops)
+	require.NotNil(t, res.Latency)
+}
+
+// TestRemoteGrainsInOneProcess runs the remote cold activation with the cluster member that
+// hosts the grains in the same process, on an embedded etcd.
+func TestRemoteGrainsInOneProcess(t *testing.T) {
+	ctx := context.Background()
+	etcd, err := devetcd.Start(ctx, devetcd.WithoutFsync())
+	require.NoError(t, err)
+	defer etcd.Close()
+	srv, err := paside.StartRemoteMember(ctx, etcd.Endpoints(), false)
+	require.NoError(t, err)
+	defer srv.Stop()
+	p := workload.Tiny(workload.RemoteColdActivation)
+	p.Etcd = etcd.Endpoints()
+	res, stop, err := paside.Run(ctx, p)
+	require.NoError(t, err)
+	require.NoError(t, stop())
+	require.Equal(t, int64(p.Count), res.Ops)
+	// Every grain the client activated is on the member: the warm-up's and one per ID.
+	require.Equal(t, int32(p.Count+1), srv.GetClusterKind(paside.EchoKind).Count())
 }

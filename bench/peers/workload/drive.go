@@ -13,9 +13,12 @@ import (
 // error when the call failed or answered wrongly.
 type Op func(caller int, seq int64) error
 
-// chunk is how many latencies a caller records before it starts a new slice; the slices hold no
-// pointers, so the garbage collector does not scan them.
-const chunk = 1 << 16
+// chunkFor is how many latencies each of callers records before it starts a new slice: 65,536
+// up to 64 callers, fewer with more callers, so that 1,024 callers do not start with half a
+// GiB of empty slices. The slices hold no pointers, so the garbage collector does not scan them.
+func chunkFor(callers int) int {
+	return min(1<<16, max(1<<12, (1<<22)/callers))
+}
 
 // ForDuration runs op on callers goroutines in a closed loop: each starts its next call when
 // the previous one answered. It warms up for warmup, then measures for duration: the calls that
@@ -32,6 +35,7 @@ func ForDuration(ctx context.Context, callers int, warmup, duration time.Duratio
 	)
 	lats := make([][][]time.Duration, callers)
 	counts := make([]int64, callers)
+	chunk := chunkFor(callers)
 	failed := make(chan struct{})
 	fail := func(err error) {
 		errOnce.Do(func() { firstErr = err; close(failed) })

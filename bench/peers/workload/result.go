@@ -20,6 +20,8 @@ type Result struct {
 	// activation: the same two writes per activation with ideal batching), in operations per
 	// second; 0 when not measured.
 	Ceiling float64 `json:"ceiling,omitempty"`
+	// Memory is what a memory workload measured; Ops and Seconds are then its activations.
+	Memory *Memory `json:"memory,omitempty"`
 }
 
 // Rate is operations per second.

@@ -23,17 +23,45 @@ const (
 	ColdActivation Name = "cold-activation"
 	// Steady10k is request/reply to 10,000 active objects, 64 callers.
 	Steady10k Name = "steady-10k"
+	// Steady10k1024 is the same with 1,024 callers.
+	Steady10k1024 Name = "steady-10k-1024"
 	// RemoteCall1 is request/reply to an object in another process, one caller.
 	RemoteCall1 Name = "remote-call-1"
 	// RemoteCall64 is the same with 64 callers.
 	RemoteCall64 Name = "remote-call-64"
+	// RemoteColdActivation is the first call to each of many distinct IDs hosted by another
+	// process, 64 callers.
+	RemoteColdActivation Name = "remote-cold-activation"
+	// ActorCall64 is request/reply to one Actor (ZLink) or plain actor (Proto.Actor), 64
+	// callers.
+	ActorCall64 Name = "actor-call-64"
+	// ChannelCall64 is request/reply to a local stateless server reached through a router:
+	// a ClientServer channel (ZLink) or a round-robin pool (Proto.Actor), 64 callers.
+	ChannelCall64 Name = "channel-call-64"
+	// IdleFootprint is the heap that each idle active object holds.
+	IdleFootprint Name = "idle-footprint"
+	// Memory100k is the memory of a process with 100,000 active objects.
+	Memory100k Name = "memory-100k"
 )
 
 // All lists every workload in table order.
-var All = []Name{LocalCall1, LocalCall64, OneWay64, ColdActivation, Steady10k, RemoteCall1, RemoteCall64}
+var All = []Name{
+	LocalCall1, LocalCall64, OneWay64, ColdActivation, Steady10k, Steady10k1024, RemoteCall1, RemoteCall64,
+	RemoteColdActivation, ActorCall64, ChannelCall64, IdleFootprint, Memory100k,
+}
 
 // Remote reports whether the workload needs a server process.
-func (n Name) Remote() bool { return n == RemoteCall1 || n == RemoteCall64 }
+func (n Name) Remote() bool {
+	return n == RemoteCall1 || n == RemoteCall64 || n == RemoteColdActivation
+}
+
+// RemoteGrains reports whether the Proto.Actor side of the workload is a cluster across two
+// processes: its server process is a cluster member on the etcd provider, so the Proto.Actor
+// run needs an etcd process too.
+func (n Name) RemoteGrains() bool { return n == RemoteColdActivation }
+
+// Memory reports whether the workload measures memory rather than time.
+func (n Name) Memory() bool { return n == IdleFootprint || n == Memory100k }
 
 // Params configures one run of a workload.
 type Params struct {
@@ -42,11 +70,14 @@ type Params struct {
 	Callers int
 	// Warmup runs before measuring; Duration is how long a duration-bound workload measures.
 	Warmup, Duration time.Duration
-	// Count is the number of messages (OneWay64) or of distinct IDs (ColdActivation).
+	// Count is the number of messages (OneWay64) or of distinct IDs (ColdActivation,
+	// RemoteColdActivation).
 	Count int
-	// Objects is the number of target objects (OneWay64, Steady10k).
+	// Objects is the number of target objects (OneWay64, Steady10k, Steady10k1024,
+	// IdleFootprint, Memory100k).
 	Objects int
-	// Etcd are the etcd endpoints a ZLink node uses.
+	// Etcd are the etcd endpoints a ZLink node uses, and those of the Proto.Actor cluster of a
+	// RemoteGrains workload.
 	Etcd []string
 	// Server is the address of the Proto.Actor server process (remote workloads).
 	Server string
@@ -64,8 +95,14 @@ func Defaults(n Name) Params {
 		p.Count, p.Objects = 2_000_000, 64
 	case ColdActivation:
 		p.Count = 100_000
+	case RemoteColdActivation:
+		p.Count = 20_000
 	case Steady10k:
 		p.Objects = 10_000
+	case Steady10k1024:
+		p.Objects, p.Callers = 10_000, 1024
+	case IdleFootprint, Memory100k:
+		p.Objects = 100_000
 	}
 	return p
 }
@@ -78,10 +115,12 @@ func Tiny(n Name) Params {
 	switch n {
 	case OneWay64:
 		p.Count, p.Objects = 640, 64
-	case ColdActivation:
+	case ColdActivation, RemoteColdActivation:
 		p.Count = 100
-	case Steady10k:
+	case Steady10k, Steady10k1024:
 		p.Objects = 100
+	case IdleFootprint, Memory100k:
+		p.Objects = 1000
 	}
 	return p
 }
@@ -99,15 +138,19 @@ func (p Params) Validate() error {
 		if p.Count <= 0 || p.Objects <= 0 {
 			return fmt.Errorf("workload %s: count and objects must be positive", p.Workload)
 		}
-	case ColdActivation:
+	case ColdActivation, RemoteColdActivation:
 		if p.Count <= 0 {
 			return fmt.Errorf("workload %s: count must be positive", p.Workload)
 		}
-	case Steady10k:
+	case Steady10k, Steady10k1024:
 		if p.Objects <= 0 || p.Duration <= 0 {
 			return fmt.Errorf("workload %s: objects and duration must be positive", p.Workload)
 		}
-	case LocalCall1, LocalCall64, RemoteCall1, RemoteCall64:
+	case IdleFootprint, Memory100k:
+		if p.Objects <= 0 {
+			return fmt.Errorf("workload %s: objects must be positive", p.Workload)
+		}
+	case LocalCall1, LocalCall64, RemoteCall1, RemoteCall64, ActorCall64, ChannelCall64:
 		if p.Duration <= 0 {
 			return fmt.Errorf("workload %s: duration must be positive", p.Workload)
 		}

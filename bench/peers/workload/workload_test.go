@@ -3,9 +3,12 @@ package workload
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestForCountRunsEveryOperationOnce(t *testing.T) {
@@ -76,4 +79,41 @@ func TestTinyParamsAreValid(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+func TestChunkKeepsSixtyFourCallersAsTheyWere(t *testing.T) {
+	require.Equal(t, 1<<16, chunkFor(1))
+	require.Equal(t, 1<<16, chunkFor(64))
+	require.Equal(t, 1<<12, chunkFor(1024))
+	require.Equal(t, 1<<12, chunkFor(100_000))
+}
+
+func TestWhatEachWorkloadNeeds(t *testing.T) {
+	for _, n := range All {
+		require.Equal(t, n == RemoteCall1 || n == RemoteCall64 || n == RemoteColdActivation, n.Remote(), n)
+		require.Equal(t, n == RemoteColdActivation, n.RemoteGrains(), n)
+		require.Equal(t, n == IdleFootprint || n == Memory100k, n.Memory(), n)
+	}
+	require.Equal(t, 1024, Defaults(Steady10k1024).Callers)
+	require.Equal(t, 10_000, Defaults(Steady10k1024).Objects)
+	require.Equal(t, 100_000, Defaults(Memory100k).Objects)
+	require.Error(t, Params{Workload: IdleFootprint, Callers: 64, Timeout: time.Second}.Validate())
+	require.Error(t, Params{Workload: "nope", Callers: 1, Timeout: time.Second}.Validate())
+}
+
+// TestMeasureMemorySeesWhatIsHeld holds 10,000 objects of 1 KiB between the two readings.
+func TestMeasureMemorySeesWhatIsHeld(t *testing.T) {
+	before := MarkHeap()
+	held := make([][]byte, 10_000)
+	for i := range held {
+		held[i] = make([]byte, 1024)
+	}
+	m, err := MeasureMemory(before, len(held))
+	require.NoError(t, err)
+	runtime.KeepAlive(held)
+	require.InDelta(t, 1024+24, m.LivePerObject, 64, "live bytes per object")
+	require.GreaterOrEqual(t, m.InusePerObject, 1000.0)
+	require.Greater(t, m.HeapInuse, float64(10<<20))
+	require.Greater(t, m.Resident, m.HeapInuse/2)
+	require.GreaterOrEqual(t, m.PeakResident, m.Resident)
 }

@@ -1,6 +1,7 @@
 // Package zl holds what both frameworks of the side-by-side benchmarks share: the messages
-// (echo.proto) and, for ZLink, the annotated Echo interface whose typed references zlinkgen
-// writes into echo_zlink.go.
+// (echo.proto) and, for ZLink, the annotated interfaces whose typed references zlinkgen writes
+// next to them: the Echo Spot (echo_zlink.go), and the Board Entry Spot, the Token Actor and
+// the Service ClientServer channel (actor_zlink.go).
 package zl
 
 import "context"

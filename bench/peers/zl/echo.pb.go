@@ -1,6 +1,7 @@
 // Messages of the side-by-side benchmarks. Both frameworks send these same types: ZLink through
-// the generated Echo references, Proto.Actor as actor and grain messages. After changing them
-// run protoc in this directory:
+// the generated Echo, Token and Service references, Proto.Actor as actor and grain messages
+// (SpawnRequest and SpawnReply are ZLink's only: Proto.Actor spawns without a message).
+// After changing them run protoc in this directory:
 //
 //   protoc --go_out=. --go_opt=paths=source_relative echo.proto
 
@@ -244,6 +245,88 @@ func (x *CountReply) GetTicks() int64 {
 	return 0
 }
 
+// SpawnRequest asks a Board to spawn the Token id into itself.
+type SpawnRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpawnRequest) Reset() {
+	*x = SpawnRequest{}
+	mi := &file_echo_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpawnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpawnRequest) ProtoMessage() {}
+
+func (x *SpawnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_echo_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpawnRequest.ProtoReflect.Descriptor instead.
+func (*SpawnRequest) Descriptor() ([]byte, []int) {
+	return file_echo_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SpawnRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// SpawnReply answers a SpawnRequest once the Token exists.
+type SpawnReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpawnReply) Reset() {
+	*x = SpawnReply{}
+	mi := &file_echo_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpawnReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpawnReply) ProtoMessage() {}
+
+func (x *SpawnReply) ProtoReflect() protoreflect.Message {
+	mi := &file_echo_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpawnReply.ProtoReflect.Descriptor instead.
+func (*SpawnReply) Descriptor() ([]byte, []int) {
+	return file_echo_proto_rawDescGZIP(), []int{6}
+}
+
 var File_echo_proto protoreflect.FileDescriptor
 
 const file_echo_proto_rawDesc = "" +
@@ -259,7 +342,11 @@ const file_echo_proto_rawDesc = "" +
 	"\fCountRequest\"\"\n" +
 	"\n" +
 	"CountReply\x12\x14\n" +
-	"\x05ticks\x18\x01 \x01(\x03R\x05ticksB*Z(github.com/zlink-go/zlink/bench/peers/zlb\x06proto3"
+	"\x05ticks\x18\x01 \x01(\x03R\x05ticks\"\x1e\n" +
+	"\fSpawnRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\f\n" +
+	"\n" +
+	"SpawnReplyB*Z(github.com/zlink-go/zlink/bench/peers/zlb\x06proto3"
 
 var (
 	file_echo_proto_rawDescOnce sync.Once
@@ -273,13 +360,15 @@ func file_echo_proto_rawDescGZIP() []byte {
 	return file_echo_proto_rawDescData
 }
 
-var file_echo_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_echo_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_echo_proto_goTypes = []any{
 	(*Ping)(nil),         // 0: zlink.bench.peers.Ping
 	(*Pong)(nil),         // 1: zlink.bench.peers.Pong
 	(*Tick)(nil),         // 2: zlink.bench.peers.Tick
 	(*CountRequest)(nil), // 3: zlink.bench.peers.CountRequest
 	(*CountReply)(nil),   // 4: zlink.bench.peers.CountReply
+	(*SpawnRequest)(nil), // 5: zlink.bench.peers.SpawnRequest
+	(*SpawnReply)(nil),   // 6: zlink.bench.peers.SpawnReply
 }
 var file_echo_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -300,7 +389,7 @@ func file_echo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_echo_proto_rawDesc), len(file_echo_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -19,7 +19,10 @@ func Run(ctx context.Context, p workload.Params) (workload.Result, func() error,
 	if err := p.Validate(); err != nil {
 		return workload.Result{}, nil, err
 	}
-	node, err := StartNode(ctx, p.Etcd, "bench", p.Workload.Remote())
+	node, err := StartNode(ctx, p.Etcd, "bench", NodeOptions{
+		ClientOnly: p.Workload.Remote(), Actors: p.Workload == workload.ActorCall64,
+		ChannelServer: p.Workload == workload.ChannelCall64,
+	})
 	if err != nil {
 		return workload.Result{}, nil, err
 	}
@@ -37,8 +40,16 @@ func Run(ctx context.Context, p workload.Params) (workload.Result, func() error,
 		res, err = oneWay(ctx, node, p)
 	case workload.ColdActivation:
 		res, err = cold(ctx, node, p)
-	case workload.Steady10k:
+	case workload.RemoteColdActivation:
+		res, err = remoteCold(ctx, node, p)
+	case workload.Steady10k, workload.Steady10k1024:
 		res, err = steady(ctx, node, p)
+	case workload.ActorCall64:
+		res, err = actorCalls(ctx, node, p)
+	case workload.ChannelCall64:
+		res, err = channelCalls(ctx, node, p)
+	case workload.IdleFootprint, workload.Memory100k:
+		res, err = memory(ctx, node, p)
 	}
 	if err != nil {
 		_ = stop()
@@ -175,4 +186,92 @@ func activate(ctx context.Context, n *Node, prefix string, count, callers int) (
 		return nil
 	})
 	return refs, err
+}
+
+// remoteCold activates p.Count fresh Instance Spots with intent calls from p.Callers callers of
+// this client-only node: placement puts each on the server process. One Spot is activated
+// first, unmeasured, to wait for the connection to the server's node.
+func remoteCold(ctx context.Context, n *Node, p workload.Params) (workload.Result, error) {
+	if err := warm(ctx, n, "rcold-warm", p.Timeout); err != nil {
+		return workload.Result{}, err
+	}
+	return workload.ForCount(ctx, p.Callers, int64(p.Count), func(_ int, seq int64) error {
+		reply, err := zl.OpenEcho(n, fmt.Sprintf("rcold-%07d", seq)).Ping(ctx, &zl.Ping{Seq: seq})
+		if err != nil {
+			return err
+		}
+		return workload.CheckSeq(seq, reply.GetSeq())
+	})
+}
+
+// actorCalls spawns one Token into this node's Board and measures request/reply to it through
+// the generated Actor reference.
+func actorCalls(ctx context.Context, n *Node, p workload.Params) (workload.Result, error) {
+	if _, err := zl.LocalBoard(n).Spawn(ctx, &zl.SpawnRequest{Id: "hot"}); err != nil {
+		return workload.Result{}, err
+	}
+	ref := zl.TokenOf(n, "hot")
+	return workload.ForDuration(ctx, p.Callers, p.Warmup, p.Duration, func(_ int, seq int64) error {
+		reply, err := ref.Ping(ctx, &zl.Ping{Seq: seq})
+		if err != nil {
+			return err
+		}
+		return workload.CheckSeq(seq, reply.GetSeq())
+	})
+}
+
+// channelCalls measures calls of the Service channel, whose one Ready server is this node's.
+// The first call is tried again until the node's own server is Ready.
+func channelCalls(ctx context.Context, n *Node, p workload.Params) (workload.Result, error) {
+	cli := zl.ServiceClient(n)
+	deadline := time.Now().Add(p.Timeout)
+	for {
+		_, err := cli.Ping(ctx, &zl.Ping{Seq: 0})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, sdk.ErrNoReadyTarget) || time.Now().After(deadline) {
+			return workload.Result{}, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return workload.ForDuration(ctx, p.Callers, p.Warmup, p.Duration, func(_ int, seq int64) error {
+		reply, err := cli.Ping(ctx, &zl.Ping{Seq: seq})
+		if err != nil {
+			return err
+		}
+		return workload.CheckSeq(seq, reply.GetSeq())
+	})
+}
+
+// memory activates p.Objects Instance Spots with intent calls from p.Callers callers, for
+// Memory100k calls each once more through a plain reference, and measures the heap's growth
+// and the process's memory. The caller keeps nothing of its own: every ID and reference is made
+// again for each call.
+func memory(ctx context.Context, n *Node, p workload.Params) (workload.Result, error) {
+	id := func(seq int64) string { return fmt.Sprintf("m-%07d", seq) }
+	before := workload.MarkHeap()
+	res, err := workload.ForCount(ctx, p.Callers, int64(p.Objects), func(_ int, seq int64) error {
+		_, err := zl.OpenEcho(n, id(seq)).Ping(ctx, &zl.Ping{Seq: seq})
+		return err
+	})
+	if err != nil {
+		return res, err
+	}
+	if p.Workload == workload.Memory100k {
+		if _, err := workload.ForCount(ctx, p.Callers, int64(p.Objects), func(_ int, seq int64) error {
+			reply, err := zl.EchoOf(n, id(seq)).Ping(ctx, &zl.Ping{Seq: seq})
+			if err != nil {
+				return err
+			}
+			return workload.CheckSeq(seq, reply.GetSeq())
+		}); err != nil {
+			return res, err
+		}
+	}
+	if got := n.MeshStatus().Placement.ActiveSpotCount; got != p.Objects {
+		return res, fmt.Errorf("%d Spots active after %d activations", got, p.Objects)
+	}
+	res.Memory, err = workload.MeasureMemory(before, p.Objects)
+	return res, err
 }

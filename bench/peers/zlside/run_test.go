@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/zlink-go/zlink/bench/peers/workload"
 	"github.com/zlink-go/zlink/bench/peers/zlside"
 	"github.com/zlink-go/zlink/rt/devetcd"
@@ -19,22 +21,60 @@ func TestLocalWorkloads(t *testing.T) {
 		}
 		t.Run(string(n), func(t *testing.T) {
 			etcd, err := devetcd.Start(ctx, devetcd.WithoutFsync())
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer etcd.Close()
 			p := workload.Tiny(n)
 			p.Etcd = etcd.Endpoints()
 			res, stop, err := zlside.Run(ctx, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := stop(); err != nil {
-				t.Error(err)
-			}
-			if res.Ops <= 0 || res.Seconds <= 0 {
-				t.Fatalf("nothing measured: %+v", res)
+			require.NoError(t, err)
+			require.NoError(t, stop())
+			checkResult(t, n, res)
+		})
+	}
+}
+
+// TestRemoteInOneProcess runs the remote workloads against a server node in the same process:
+// the harness test covers the two-process set-up.
+func TestRemoteInOneProcess(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range workload.All {
+		if !n.Remote() {
+			continue
+		}
+		t.Run(string(n), func(t *testing.T) {
+			etcd, err := devetcd.Start(ctx, devetcd.WithoutFsync())
+			require.NoError(t, err)
+			defer etcd.Close()
+			srv, err := zlside.StartNode(ctx, etcd.Endpoints(), "server", zlside.NodeOptions{})
+			require.NoError(t, err)
+			defer srv.Close()
+			p := workload.Tiny(n)
+			p.Etcd = etcd.Endpoints()
+			res, stop, err := zlside.Run(ctx, p)
+			require.NoError(t, err)
+			require.NoError(t, stop())
+			checkResult(t, n, res)
+			if n == workload.RemoteColdActivation {
+				// Every Spot the client activated is on the server: the warm-up's and one per ID.
+				require.Equal(t, p.Count+1, srv.MeshStatus().Placement.ActiveSpotCount)
 			}
 		})
+	}
+}
+
+// checkResult checks that a run measured what its workload measures.
+func checkResult(t *testing.T, n workload.Name, res workload.Result) {
+	t.Helper()
+	require.Positive(t, res.Ops, "operations")
+	require.Positive(t, res.Seconds, "seconds")
+	if n.Memory() {
+		require.NotNil(t, res.Memory)
+		require.Equal(t, workload.Tiny(n).Objects, res.Memory.Objects)
+		require.Positive(t, res.Memory.LivePerObject)
+		require.Positive(t, res.Memory.HeapInuse)
+		require.GreaterOrEqual(t, res.Memory.PeakResident, res.Memory.Resident)
+	}
+	if n != workload.OneWay64 && n != workload.ColdActivation && n != workload.RemoteColdActivation && !n.Memory() {
+		require.NotNil(t, res.Latency, "latency")
 	}
 }

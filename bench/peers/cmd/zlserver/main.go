@@ -31,7 +31,7 @@ func main() {
 		defer stop()
 	}
 	wait := stopwait.Arm()
-	n, err := zlside.StartNode(context.Background(), strings.Split(*etcd, ","), sdk.NodeID(*node), false)
+	n, err := zlside.StartNode(context.Background(), strings.Split(*etcd, ","), sdk.NodeID(*node), zlside.NodeOptions{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "zlserver:", err)
 		os.Exit(1)
