@@ -74,17 +74,26 @@ func (t Target) Validate() error {
 	if !t.kind.Valid() {
 		return fmt.Errorf("%w: a zero or unknown target (kind %s)", ErrInvalidArgument, t.kind)
 	}
-	what := "spot"
-	if t.kind == KindActor {
-		what = "actor"
-	}
-	if err := ValidateID(what+" type name", t.typ); err != nil {
-		return err
+	// The parts' names are spelled out only for an error: Validate runs on every call that
+	// leaves the hot path.
+	if ValidateID("type name", t.typ) != nil {
+		return ValidateID(t.part("type name"), t.typ)
 	}
 	if t.kind == KindEntry {
 		return t.node.Validate()
 	}
-	return ValidateID(what+" ID", t.id)
+	if ValidateID("ID", t.id) != nil {
+		return ValidateID(t.part("ID"), t.id)
+	}
+	return nil
+}
+
+// part names a part of the target in an error: "spot ID", "actor type name".
+func (t Target) part(name string) string {
+	if t.kind == KindActor {
+		return "actor " + name
+	}
+	return "spot " + name
 }
 
 // String renders the target for messages: "Entry chat.Lobby@node-1", "Instance chat.Room/\"r1\"",

@@ -147,7 +147,7 @@ func (m *Mesh) handleActorOp(ctx context.Context, t sdk.Target, req *wire.Reques
 				reply(refusedReply(err))
 				return
 			}
-			reply(&wire.Reply{Owner: string(m.cfg.Node), Payload: b})
+			reply(&wire.Reply{Payload: b})
 		case wire.Op_OP_ACTOR_MOVE, wire.Op_OP_CLOSE:
 			act, ok := m.cat.LocalActor(t)
 			if !ok {

@@ -516,7 +516,7 @@ func (m *Mesh) handleChannel(ctx context.Context, from sdk.NodeID, req *wire.Req
 			reply(refusedReply(fmt.Errorf("%w: node %s is closing", sdk.ErrNotServing, m.cfg.Node)))
 			return
 		}
-		reply(&wire.Reply{Owner: string(m.cfg.Node)})
+		reply(&wire.Reply{})
 		return
 	}
 	// Handlers run concurrently, bounded by the server's count and bytes; never on the
@@ -745,7 +745,7 @@ func (m *Mesh) handlePublish(ctx context.Context, from sdk.NodeID, req *wire.Req
 		reply(refusedReply(err))
 		return
 	}
-	reply(&wire.Reply{Owner: string(m.cfg.Node)})
+	reply(&wire.Reply{})
 }
 
 // channelNames lists the channels this node knows of, by name: those with a membership in the

@@ -311,7 +311,7 @@ func (m *Mesh) messageReply(out proto.Message, err error) *wire.Reply {
 	if err != nil {
 		return &wire.Reply{Error: wire.EncodeError(err)}
 	}
-	r := &wire.Reply{Owner: string(m.cfg.Node)}
+	r := &wire.Reply{}
 	if out != nil && out.ProtoReflect().IsValid() {
 		b, merr := proto.Marshal(out)
 		if merr != nil {
@@ -327,7 +327,7 @@ func (m *Mesh) ownerReply(err error) *wire.Reply {
 	if err != nil {
 		return refusedReply(err)
 	}
-	return &wire.Reply{Owner: string(m.cfg.Node)}
+	return &wire.Reply{}
 }
 
 // refusedReply answers a request that did not run and never will.

@@ -267,7 +267,7 @@ func (l *link) call(ctx context.Context, req *wire.Request) (*wire.Reply, error)
 		// arrives, and drops a request that arrives after the absolute deadline.
 		req.TimeoutNanos, req.DeadlineUnixNanos = int64(left), dl.UnixNano()
 	}
-	if ok, err := out.pushWait(ctx, &wire.Envelope{Body: &wire.Envelope_Request{Request: req}}); !ok {
+	if ok, err := out.pushWait(ctx, requestEnvelope(req)); !ok {
 		l.forget(id)
 		if err != nil {
 			// Not sent, yet not ErrNotSent: the caller's context has ended, so nothing is to
@@ -306,4 +306,17 @@ func ended(ctx context.Context) error {
 		return context.DeadlineExceeded
 	}
 	return nil
+}
+
+// outRequest holds a request's envelope and its body in one allocation.
+type outRequest struct {
+	env  wire.Envelope
+	body wire.Envelope_Request
+}
+
+// requestEnvelope wraps req in an envelope.
+func requestEnvelope(req *wire.Request) *wire.Envelope {
+	o := &outRequest{body: wire.Envelope_Request{Request: req}}
+	o.env.Body = &o.body
+	return &o.env
 }

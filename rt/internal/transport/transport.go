@@ -427,7 +427,7 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	ctx, cancel := context.WithCancel(s.Context())
 	p := &peerStream{
 		t: t, from: from, lim: limits{own: t.cfg.MaxMessageSize, peer: peerMax},
-		calls: make(map[uint64]context.CancelFunc), freedCh: make(chan struct{}, 1),
+		calls: make(map[uint64]*callCtx), freedCh: make(chan struct{}, 1),
 	}
 	if m := t.cfg.Meter; m != nil {
 		budget := m.Settings().Budget
@@ -515,7 +515,7 @@ type peerStream struct {
 	out  *sender
 
 	mu    sync.Mutex
-	calls map[uint64]context.CancelFunc // the calls still running, to cancel them
+	calls map[uint64]*callCtx // the calls still running, to cancel them
 	high  int                           // the most entries calls had since it was made
 
 	// held is the Core HWM charge of this stream's requests not yet answered; share is the
@@ -537,36 +537,36 @@ const shrinkAfter = 1024
 
 // add enters a call; a call ID still in flight on this stream is refused, so that one call's
 // reply can never end another's context.
-func (p *peerStream) add(id uint64, cancel context.CancelFunc) bool {
+func (p *peerStream) add(id uint64, c *callCtx) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, busy := p.calls[id]; busy {
 		return false
 	}
-	p.calls[id] = cancel
+	p.calls[id] = c
 	p.high = max(p.high, len(p.calls))
 	return true
 }
 
 func (p *peerStream) done(id uint64) {
 	p.mu.Lock()
-	cancel := p.calls[id]
+	c := p.calls[id]
 	delete(p.calls, id)
 	if len(p.calls) == 0 && p.high > shrinkAfter {
-		p.calls, p.high = make(map[uint64]context.CancelFunc), 0
+		p.calls, p.high = make(map[uint64]*callCtx), 0
 	}
 	p.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if c != nil {
+		c.cancel()
 	}
 }
 
 func (p *peerStream) cancel(id uint64) {
 	p.mu.Lock()
-	cancel := p.calls[id]
+	c := p.calls[id]
 	p.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if c != nil {
+		c.cancel()
 	}
 }
 
@@ -670,13 +670,11 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, charge *ca
 			sdk.ErrMessageTooLarge, len(req.Payload), p.from, t.cfg.Node, t.cfg.MaxMessageSize))}, charge)
 		return
 	}
-	var cctx context.Context
-	var cancel context.CancelFunc
+	var dl time.Time
 	if req.TimeoutNanos > 0 || req.DeadlineUnixNanos > 0 {
 		// The earlier of the caller's absolute deadline and the timeout from now: the timeout
 		// alone would start again for a request that waited in a sender or a TCP buffer.
 		now := time.Now()
-		var dl time.Time
 		if req.TimeoutNanos > 0 {
 			dl = now.Add(time.Duration(req.TimeoutNanos))
 		}
@@ -692,12 +690,10 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, charge *ca
 				context.DeadlineExceeded, p.from, now.Sub(dl)))}, charge)
 			return
 		}
-		cctx, cancel = context.WithDeadline(ctx, dl)
-	} else {
-		cctx, cancel = context.WithCancel(ctx)
 	}
-	if !p.add(id, cancel) {
-		cancel()
+	call := newCallCtx(ctx, dl)
+	var cctx context.Context = call
+	if !p.add(id, call) {
 		p.answer(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: call ID %d from %s is still in flight",
 			sdk.ErrInvalidArgument, id, p.from))}, charge)
 		return

@@ -1,0 +1,98 @@
+package transport
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// callCtx is the context of a peer's request: it ends at the caller's deadline, when the
+// caller cancels, or when the stream ends. The context package's own deadline context arms a
+// timer and registers with the stream's context for every request; most handlers never wait
+// on Done, so callCtx makes that context only when Done is first asked for (or a context is
+// derived from it), and until then answers Err by reading the clock and the stream.
+type callCtx struct {
+	stream   context.Context
+	deadline time.Time // zero: none
+
+	mu       sync.Mutex // serializes materialize and cancel
+	made     atomic.Pointer[madeCtx]
+	canceled atomic.Bool
+}
+
+// madeCtx is the context Done reads, once made.
+type madeCtx struct {
+	ctx  context.Context
+	stop context.CancelFunc
+}
+
+func newCallCtx(stream context.Context, deadline time.Time) *callCtx {
+	return &callCtx{stream: stream, deadline: deadline}
+}
+
+// Deadline implements context.Context.
+func (c *callCtx) Deadline() (time.Time, bool) { return c.deadline, !c.deadline.IsZero() }
+
+// Done implements context.Context.
+func (c *callCtx) Done() <-chan struct{} { return c.materialize().Done() }
+
+// materialize returns the context that Done reads, making it once.
+func (c *callCtx) materialize() context.Context {
+	if m := c.made.Load(); m != nil {
+		return m.ctx
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := c.made.Load(); m != nil {
+		return m.ctx
+	}
+	m := &madeCtx{}
+	if c.deadline.IsZero() {
+		m.ctx, m.stop = context.WithCancel(c.stream)
+	} else {
+		m.ctx, m.stop = context.WithDeadline(c.stream, c.deadline)
+	}
+	if c.canceled.Load() {
+		m.stop()
+	}
+	c.made.Store(m)
+	return m.ctx
+}
+
+// Err implements context.Context.
+func (c *callCtx) Err() error {
+	if m := c.made.Load(); m != nil {
+		return m.ctx.Err()
+	}
+	if c.canceled.Load() {
+		return context.Canceled
+	}
+	if err := c.stream.Err(); err != nil {
+		return err
+	}
+	if !c.deadline.IsZero() && !time.Now().Before(c.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// Value implements context.Context. Once Done made the context it reads, values come from it,
+// so that a context derived from this one attaches to it as to any cancelable context.
+func (c *callCtx) Value(key any) any {
+	if m := c.made.Load(); m != nil {
+		return m.ctx.Value(key)
+	}
+	return c.stream.Value(key)
+}
+
+// cancel ends the context: the caller gave up, or the call is done.
+func (c *callCtx) cancel() {
+	c.mu.Lock()
+	c.canceled.Store(true)
+	m := c.made.Load()
+	c.mu.Unlock()
+	if m != nil {
+		m.stop()
+	}
+}
