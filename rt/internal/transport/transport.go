@@ -516,7 +516,7 @@ type peerStream struct {
 
 	mu    sync.Mutex
 	calls map[uint64]*callCtx // the calls still running, to cancel them
-	high  int                           // the most entries calls had since it was made
+	high  int                 // the most entries calls had since it was made
 
 	// held is the Core HWM charge of this stream's requests not yet answered; share is the
 	// most it may hold, so that one peer that floods the node leaves room for the others.
