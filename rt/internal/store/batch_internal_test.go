@@ -67,8 +67,10 @@ func newStalledBatcher(t *testing.T, timeout time.Duration) (b *batcher, st *sta
 		cancels[i] = cancel
 		t.Cleanup(cancel)
 		go func() { _, _ = b.do(cctx, fmt.Sprint("/slot/", i), putTxn(fmt.Sprint("/slot/", i), "x")) }()
+		// One at a time: each goes in a transaction of its own, the first at once and each
+		// later one after lingerMax, as no more writes come to share it.
+		st.waitGiven(t, 1)
 	}
-	st.waitGiven(t, maxInFlight)
 	return b, st, func(i int) { cancels[i]() }
 }
 
