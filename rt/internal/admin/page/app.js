@@ -201,8 +201,10 @@ function drawChart(id, key, now) {
   const W = 300, H = 80, pad = 4;
   let max = 1;
   for (const p of history) max = Math.max(max, p[key]);
+  // The time axis spans the history kept, from 30 s up to the whole window.
+  const span = history.length > 0 ? Math.min(WINDOW_MS, Math.max(30000, now - history[0].t)) : WINDOW_MS;
   const pts = history.map((p) => {
-    const x = W - ((now - p.t) / WINDOW_MS) * W;
+    const x = W - ((now - p.t) / span) * W;
     const y = H - pad - (p[key] / max) * (H - 2 * pad);
     return x.toFixed(1) + "," + y.toFixed(1);
   });
