@@ -114,7 +114,8 @@ func (s *Server) relocate(w http.ResponseWriter, r *http.Request) {
 		_ = out.line(p)
 	}
 	// The first line waits, briefly, for the relocation to have begun: it then shows it.
-	for begun := time.Now(); time.Since(begun) < progressInterval && s.node.Snapshot().Relocation == nil; {
+	running := func() bool { r := s.node.Snapshot().Relocation; return r != nil && r.Running }
+	for begun := time.Now(); time.Since(begun) < progressInterval && !running(); {
 		select {
 		case a := <-done:
 			report(a)
