@@ -182,8 +182,9 @@ function sample(s) {
   }
   const queued = s.capacity.coreHwm.totalInstanceAccountedBytes + s.capacity.coreHwm.totalMessagingAccountedBytes;
   const point = { t, calls: callsPerSecond, spots: s.meshStatus.placement.activeSpotCount, bytes: queued };
-  if (history.length > 0 && t - history[history.length - 1].t < 900) {
-    history[history.length - 1] = point; // one point a second
+  const second = Math.floor(t / 1000);
+  if (history.length > 0 && Math.floor(history[history.length - 1].t / 1000) === second) {
+    history[history.length - 1] = point; // one point a second: its newest figures
   } else {
     history.push(point);
   }
