@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/zlink-go/zlink/rt/internal/admin"
 	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/rt/internal/exec"
@@ -84,6 +86,24 @@ type Config struct {
 	// Dialer, when set, makes the node's connections to its peers instead of net.Dialer: to
 	// go through a proxy or a tunnel. It gets the endpoint the peer published.
 	Dialer func(ctx context.Context, endpoint string) (net.Conn, error)
+
+	// AdminAddr, when set, makes the node serve its admin pages over HTTP at this address
+	// (host:port; port 0 takes a free one, which Host.AdminURL tells): a live dashboard at /,
+	// the node's statuses as JSON at /status and as server-sent events at /events, every node
+	// of the mesh at /mesh, POST /relocate and POST /shutdown for an operator's tools (the
+	// zlink command), and /debug/pprof/. On a loopback address it speaks plain HTTP and takes
+	// POST requests from anyone who reaches it. On any other address it follows the node's
+	// TLS, as the mesh listener does: HTTPS with ServerTLS, client-certificate settings
+	// included, and POST requests only from callers whose client certificate ServerTLS
+	// verified; without ServerTLS it needs InsecurePlaintext, and then refuses every POST.
+	// The URL goes into the node's registration, where other nodes' pages and the zlink
+	// command find it. docs/ADMIN.md describes the pages and the JSON. Empty (the default):
+	// no admin server.
+	AdminAddr string
+	// AdminHandlers are the application's own handlers on the admin server, by
+	// http.ServeMux pattern: an OpenTelemetry Prometheus exporter's at "GET /metrics", say.
+	// A pattern must not overlap the server's own; AdminHandlers need AdminAddr.
+	AdminHandlers map[string]http.Handler
 
 	// EtcdEndpoints are the Location Store's etcd endpoints. Empty: the node starts an embedded
 	// etcd of its own (the development default) and others may join it (Host.EtcdEndpoints).
@@ -327,6 +347,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%w: the node listens on %s without TLS, so anyone who reaches that port can call, create and close any Spot: "+
 			"set ServerTLS and ClientTLS (mutual TLS), or InsecurePlaintext on a network you trust", sdk.ErrConfig, c.ListenAddr))
 	}
+	errs = append(errs, c.validateAdmin()...)
 	if _, err := capacity.Resolve(c.Inbound, c.MaxMessageSize); err != nil {
 		errs = append(errs, fmt.Errorf("Config.Inbound: %w", err))
 	}
@@ -342,6 +363,27 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%w: set both EtcdUsername and EtcdPassword or neither", sdk.ErrConfig))
 	}
 	return errors.Join(errs...)
+}
+
+// validateAdmin reports the problems of the admin server's settings.
+func (c Config) validateAdmin() []error {
+	var errs []error
+	if c.AdminAddr == "" {
+		if len(c.AdminHandlers) > 0 {
+			errs = append(errs, fmt.Errorf("%w: AdminHandlers are set but AdminAddr is not: no admin server would serve them", sdk.ErrConfig))
+		}
+		return errs
+	}
+	if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
+		errs = append(errs, fmt.Errorf("%w: AdminAddr %q is not host:port: %v", sdk.ErrConfig, c.AdminAddr, err))
+	} else if c.ServerTLS == nil && !c.InsecurePlaintext && !loopback(c.AdminAddr) {
+		errs = append(errs, fmt.Errorf("%w: the admin server listens on %s without TLS, so anyone who reaches that port can read the node's status and profiles: "+
+			"set ServerTLS and ClientTLS, use a loopback AdminAddr, or set InsecurePlaintext on a network you trust", sdk.ErrConfig, c.AdminAddr))
+	}
+	if err := admin.CheckHandlers(c.AdminHandlers); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
 }
 
 // newTelemetry makes the node's instrumentation and, when Diagnostics is set, sets the

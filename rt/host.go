@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/zlink-go/zlink/rt/devetcd"
+	"github.com/zlink-go/zlink/rt/internal/admin"
 	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/rt/internal/channel"
@@ -70,6 +71,8 @@ type Host struct {
 	// observed.
 	channels *channel.Registry
 	chans    channelHubs
+	// admin is the admin server, when Config.AdminAddr is set.
+	admin *admin.Server
 }
 
 var _ sdk.Client = (*Host)(nil)
@@ -98,6 +101,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		if err != nil {
 			_ = h.teardown(context.Background())
 			h.state.Store(uint32(sdk.RuntimeStateStopped))
+			h.closeAdmin()
 		}
 	}()
 
@@ -167,6 +171,9 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("rt: %w", err)
 	}
+	if err := h.listenAdmin(); err != nil {
+		return nil, fmt.Errorf("rt: %w", err)
+	}
 	var hosted []string
 	if server {
 		hosted = types.Names()
@@ -185,6 +192,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 		SpotTypes:          hosted,
 		MaintenanceWave:    cfg.MaintenanceWave,
 		Endpoint:           h.mesh.Endpoint(),
+		AdminUrl:           h.AdminURL(),
 	}, h.leaseOptions(), mesh.Memberships(h.channels)...)
 	if err != nil {
 		return nil, fmt.Errorf("rt: etcd at %s: %w", strings.Join(endpoints, ","), err)
@@ -228,6 +236,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 			JobPermits:    int64(c.ApplicationJobQueue.PermitsInUse),
 		}
 	})
+	h.serveAdmin()
 	return h, nil
 }
 

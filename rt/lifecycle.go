@@ -291,6 +291,7 @@ func (h *Host) runShutdown(op *shutdownOp) {
 		op.err = fmt.Errorf("rt: node %s: shutdown: %w", h.cfg.NodeID, err)
 	}
 	h.finish(op.result)
+	h.closeAdmin() // after the end, which its pages show
 }
 
 // finish publishes the terminal statuses and ends every observation after it.

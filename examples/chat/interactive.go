@@ -39,7 +39,7 @@ func interactive(ctx context.Context, o options, in io.Reader, out io.Writer) er
 	if idle == 0 {
 		idle = 5 * time.Minute
 	}
-	h, err := rt.Start(ctx, config(o, o.node, idle))
+	h, err := rt.Start(ctx, config(o, o.node, 0, idle))
 	if err != nil {
 		return err
 	}
@@ -49,6 +49,9 @@ func interactive(ctx context.Context, o options, in io.Reader, out io.Writer) er
 		s.print("node %s is up; it serves an embedded etcd: start more nodes with -etcd %s", h.LocalNode(), strings.Join(h.EtcdEndpoints(), ","))
 	} else {
 		s.print("node %s is up on etcd %s", h.LocalNode(), o.etcd)
+	}
+	if u := h.AdminURL(); u != "" {
+		s.print("admin page %s/", u)
 	}
 	s.print(help)
 

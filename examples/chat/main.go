@@ -13,6 +13,9 @@
 //	go run ./examples/chat -i -node node-2 -etcd <the address node-1 printed>
 //
 // With -otel stdout the nodes' OpenTelemetry spans and metrics are written to standard error.
+// With -admin 127.0.0.1:8080 each node serves its admin pages (a live dashboard, /status,
+// pprof; node-2 of the scripted run on the next port), and with -metrics also its
+// OpenTelemetry metrics for Prometheus at /metrics.
 package main
 
 import (
@@ -22,8 +25,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -52,6 +58,8 @@ type options struct {
 	idle        time.Duration
 	logLevel    slog.Level
 	otel        string
+	admin       string
+	metrics     bool
 	telemetry   *telemetry
 }
 
@@ -67,13 +75,23 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.DurationVar(&o.idle, "idle", 0, "evict a room after this long without activity (default 1s scripted, 5m interactive)")
 	fs.TextVar(&o.logLevel, "log", slog.LevelError, "the least severe runtime log level written to standard error: DEBUG, INFO, WARN or ERROR")
 	fs.StringVar(&o.otel, "otel", "", "export OpenTelemetry spans and metrics: stdout writes them to standard error (default: none)")
+	fs.StringVar(&o.admin, "admin", "", "serve each node's admin pages (dashboard, /status, pprof) at host:port; the scripted run's node-2 takes the next port (default: none)")
+	fs.BoolVar(&o.metrics, "metrics", false, "with -admin: serve the nodes' OpenTelemetry metrics for Prometheus at /metrics")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	tel, err := newTelemetry(o.otel, stderr)
+	if o.metrics && o.admin == "" {
+		return errors.New("-metrics needs -admin: the metrics are served on the admin server")
+	}
+	if o.admin != "" {
+		if _, err := adminAddr(o.admin, 0); err != nil {
+			return err
+		}
+	}
+	tel, err := newTelemetry(o.otel, o.metrics, stderr)
 	if err != nil {
 		return err
 	}
@@ -90,8 +108,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return scripted(ctx, o, stdout)
 }
 
-// config is a node's configuration: the three chat types, logs at o.logLevel.
-func config(o options, node string, idle time.Duration) rt.Config {
+// config is the configuration of the i-th node of this process: the three chat types, logs
+// at o.logLevel, the admin server on -admin's port plus i.
+func config(o options, node string, i int, idle time.Duration) rt.Config {
 	cfg := rt.DefaultConfig()
 	if node != "" {
 		cfg.NodeID = sdk.NodeID(node)
@@ -107,6 +126,12 @@ func config(o options, node string, idle time.Duration) rt.Config {
 	if o.telemetry != nil {
 		cfg.TracerProvider, cfg.MeterProvider = o.telemetry.tracer, o.telemetry.meter
 	}
+	if o.admin != "" {
+		cfg.AdminAddr, _ = adminAddr(o.admin, i) // checked when the flags were read
+		if o.telemetry != nil && o.telemetry.metrics != nil {
+			cfg.AdminHandlers = map[string]http.Handler{"GET /metrics": o.telemetry.metrics}
+		}
+	}
 	cfg.Register = func(r sdk.Registrar) error {
 		return errors.Join(
 			chat.RegisterLobby(r, chat.NewLobby),
@@ -115,4 +140,21 @@ func config(o options, node string, idle time.Duration) rt.Config {
 		)
 	}
 	return cfg
+}
+
+// adminAddr is the admin address of the i-th node of this process: -admin's host, and its port
+// plus i (a port of 0 stays 0: each node gets a free one).
+func adminAddr(base string, i int) (string, error) {
+	host, port, err := net.SplitHostPort(base)
+	if err != nil {
+		return "", fmt.Errorf("-admin %q: %v: give host:port, such as 127.0.0.1:8080", base, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p+i > 65535 {
+		return "", fmt.Errorf("-admin %q: the port must be a number from 0 to 65535", base)
+	}
+	if p > 0 {
+		p += i
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p)), nil
 }

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -153,4 +155,73 @@ func TestOtelStdoutExportsSpansAndMetrics(t *testing.T) {
 
 	err := run(context.Background(), []string{"-otel", "carrier-pigeon"}, strings.NewReader(""), io.Discard, io.Discard)
 	require.ErrorContains(t, err, "unknown -otel exporter")
+}
+
+// With -admin and -metrics, a node serves its admin pages and, at /metrics, the runtime's
+// OpenTelemetry metrics in Prometheus's format (the exporter is the application's, I5).
+func TestAdminPageAndPrometheusMetrics(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stdin, typed := io.Pipe()
+	screen, stdout := io.Pipe()
+	defer typed.Close()
+	defer screen.Close() // a failed check ends the session too: its writes fail
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-i", "-node", "node-1", "-admin", "127.0.0.1:0", "-metrics"}, stdin, stdout, io.Discard)
+		stdout.Close()
+	}()
+	// The screen is read all along, as a terminal would.
+	lines := make(chan string, 1024)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(screen)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default: // nobody looks any more
+			}
+		}
+	}()
+	expect := func(prefix string) string {
+		for line := range lines {
+			if strings.HasPrefix(line, prefix) {
+				return line
+			}
+		}
+		t.Fatalf("no line %q", prefix)
+		return ""
+	}
+	url := strings.TrimSuffix(strings.TrimPrefix(expect("admin page "), "admin page "), "/")
+	_, err := io.WriteString(typed, "/login ann\n")
+	require.NoError(t, err)
+	expect("welcome, ann")
+	get := func(path string) string {
+		resp, err := http.Get(url + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(b)
+	}
+	assert.Contains(t, get("/status"), `"node": "node-1"`)
+	// The session polls ann's inbox (User.Inbox) ten times a second.
+	require.Eventually(t, func() bool { return strings.Contains(get("/metrics"), `zlink_method="Inbox"`) }, 30*time.Second, 50*time.Millisecond)
+	metrics := get("/metrics")
+	for _, want := range []string{"# TYPE zlink_client_calls_total counter", "zlink_calls_total{", `zlink_spot_type="chat.User"`} {
+		assert.Contains(t, metrics, want)
+	}
+	_, err = io.WriteString(typed, "/quit\n")
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+
+	for args, want := range map[string]string{
+		"-metrics":        "-metrics needs -admin",
+		"-admin nonsense": `-admin "nonsense"`,
+		"-admin :99999":   "the port must be a number from 0 to 65535",
+	} {
+		err := run(context.Background(), strings.Fields(args), strings.NewReader(""), io.Discard, io.Discard)
+		assert.ErrorContains(t, err, want, args)
+	}
 }

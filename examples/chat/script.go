@@ -23,7 +23,7 @@ func scripted(ctx context.Context, o options, out io.Writer) error {
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 	say("== ZLink chat: two nodes in one process ==")
 
-	n1, err := rt.Start(ctx, config(o, "node-1", idle))
+	n1, err := rt.Start(ctx, config(o, "node-1", 0, idle))
 	if err != nil {
 		return err
 	}
@@ -34,12 +34,17 @@ func scripted(ctx context.Context, o options, out io.Writer) error {
 	} else {
 		say("node-1 is up on etcd %s", o.etcd)
 	}
-	n2, err := rt.Start(ctx, config(o, "node-2", idle))
+	n2, err := rt.Start(ctx, config(o, "node-2", 1, idle))
 	if err != nil {
 		return err
 	}
 	defer n2.Close()
 	say("node-2 is up and joined the mesh")
+	for _, n := range []*rt.Host{n1, n2} {
+		if u := n.AdminURL(); u != "" {
+			say("%s's admin page: %s/", n.LocalNode(), u)
+		}
+	}
 	if err := waitPeers(ctx, n1, n2); err != nil {
 		return err
 	}

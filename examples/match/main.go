@@ -20,6 +20,10 @@
 // version 2, "pause" stops its matchmaker forming matches, "status", and "summary node-1:100
 // node-3:100" counts the named players' matches and checks that none lost or repeated a
 // message.
+//
+// With -admin 127.0.0.1:8080 each node serves its admin pages — a live dashboard, /status,
+// pprof — node-2 and node-3 of the one-process run on the next ports; with -metrics also the
+// runtime's OpenTelemetry metrics for Prometheus at /metrics.
 package main
 
 import (
@@ -58,6 +62,9 @@ type options struct {
 	listen     string
 	version    int64
 	matchmaker int
+	admin      string
+	metrics    bool
+	op         *operator
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -76,6 +83,8 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:0", "with -node: the address other nodes reach this node at")
 	fs.Int64Var(&o.version, "version", 1, "with -node: the application version the node runs")
 	fs.IntVar(&o.matchmaker, "matchmaker", 0, "with -node: serve the matchmaker with this weight (0: do not)")
+	fs.StringVar(&o.admin, "admin", "", "serve each node's admin pages (dashboard, /status, pprof) at host:port; in the one-process run node-2 and node-3 take the next ports (default: none)")
+	fs.BoolVar(&o.metrics, "metrics", false, "with -admin: serve the runtime's OpenTelemetry metrics for Prometheus at /metrics")
 	players := -1
 	fs.IntVar(&players, "players", -1, "how many players log in (default 200; with -node 0)")
 	if err := fs.Parse(args); err != nil {
@@ -101,6 +110,14 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return fmt.Errorf("-play %v: at least 1s", o.play)
 	case o.rounds < 1 || o.rounds > 1000:
 		return fmt.Errorf("-rounds %d: between 1 and 1000", o.rounds)
+	}
+	op, err := newOperator(o.admin, o.metrics)
+	if err != nil {
+		return err
+	}
+	o.op = op
+	if op.meter != nil {
+		defer func() { _ = op.meter.Shutdown(context.WithoutCancel(ctx)) }()
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
 	if o.node != "" {

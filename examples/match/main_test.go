@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/zlink-go/zlink/internal/browsertest"
 	"github.com/zlink-go/zlink/internal/proctest"
 )
 
@@ -72,6 +77,9 @@ func TestMatchBadFlags(t *testing.T) {
 		{[]string{"-rounds", "0"}, "between 1 and 1000"},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"-log", "LOUD"}, `invalid value "LOUD"`},
+		{[]string{"-metrics"}, "-metrics needs -admin"},
+		{[]string{"-admin", "nonsense"}, `-admin "nonsense"`},
+		{[]string{"-admin", "127.0.0.1:70000"}, "the port must be a number from 0 to 65535"},
 	} {
 		var out, errs bytes.Buffer
 		err := run(context.Background(), tc.args, &out, &errs)
@@ -157,4 +165,75 @@ func TestMatchAcrossProcesses(t *testing.T) {
 	assert.Equal(t, "0", m[3], "lost")
 	assert.Equal(t, "0", m[4], "duplicates")
 	assert.Equal(t, "0", m[5], "incomplete histories")
+}
+
+// With -admin and -metrics, the default run's nodes serve their admin pages: node-2's
+// dashboard, in a real headless Chromium, shows the matchmaker and results channels, node-1
+// relocating to it and leaving, and charts of the play; its /metrics has the runtime's
+// metrics in Prometheus's format. The run still ends clean. The screenshot is saved under the
+// test's temp dir, and where ZLINK_DASHBOARD_PNG says (docs/dashboard.png is one).
+func TestMatchAdminDashboardUnderPlay(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	screen, stdout := io.Pipe()
+	defer screen.Close()
+	var transcript bytes.Buffer
+	lines := make(chan string, 4096)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(screen)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	done := make(chan error, 1)
+	go func() {
+		done <- runWith(ctx, []string{"-admin", "127.0.0.1:0", "-metrics", "-players", "160", "-play", "20s"}, strings.NewReader(""), io.MultiWriter(stdout, &transcript), io.Discard)
+		stdout.Close()
+	}()
+	expect := func(prefix string) string {
+		for line := range lines {
+			if strings.HasPrefix(line, prefix) {
+				return strings.TrimPrefix(line, prefix)
+			}
+		}
+		t.Fatalf("no line %q", prefix)
+		return ""
+	}
+	url := strings.TrimSuffix(expect("node-2's admin page: "), "/")
+
+	bctx := browsertest.Chromium(t)
+	browsertest.Navigate(t, bctx, url+"/")
+	browsertest.WaitFor(t, bctx, "node-2 serving", `document.querySelector('#state-badge').dataset.state === 'Serving'`)
+	browsertest.WaitFor(t, bctx, "both channels", `!!document.querySelector('#channels tr[data-channel="match.Matchmaker"]') && !!document.querySelector('#channels tr[data-channel="match.Results"]')`)
+	browsertest.WaitFor(t, bctx, "three nodes in the mesh view", `document.querySelectorAll('#mesh-nodes tr[data-node]').length === 3`)
+	expect("node-1's relocation: ")
+	browsertest.WaitFor(t, bctx, "node-1 gone from node-2's peers", `!document.querySelector('#peers tr[data-node="node-1"][data-state="Ready"]')`)
+	browsertest.WaitFor(t, bctx, "some seconds of chart", `Number(document.querySelector('#chart-calls').dataset.points || 0) >= 6`)
+	browsertest.WaitFor(t, bctx, "calls under way", `Number(document.querySelector('#now-calls').textContent.replace(/,/g, '')) > 0`)
+	paths := []string{filepath.Join(t.TempDir(), "dashboard.png")}
+	if p := os.Getenv("ZLINK_DASHBOARD_PNG"); p != "" {
+		paths = append(paths, p)
+	}
+	browsertest.Screenshot(t, bctx, paths...)
+
+	resp, err := http.Get(url + "/metrics")
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	for _, want := range []string{"# TYPE zlink_calls_total counter", `zlink_spot_type="match.Match"`, "zlink_spots_active"} {
+		assert.Contains(t, string(metrics), want)
+	}
+
+	go func() {
+		for range lines { // the rest of the run
+		}
+	}()
+	require.NoError(t, <-done, transcript.String())
+	assert.Contains(t, transcript.String(), "(Relocated/None)")
 }

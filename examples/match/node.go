@@ -37,6 +37,7 @@ func serveNode(ctx context.Context, o options, stdin io.Reader, out io.Writer, l
 		cfg.EtcdEndpoints = strings.Split(o.etcd, ",")
 	}
 	cfg.Register = func(r sdk.Registrar) error { return match.Register(r, board, mm, o.matchmaker) }
+	o.op.configure(&cfg, 0)
 	h, err := rt.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -44,6 +45,9 @@ func serveNode(ctx context.Context, o options, stdin io.Reader, out io.Writer, l
 	defer h.Close()
 	if o.etcd == "" {
 		say("etcd %s", strings.Join(h.EtcdEndpoints(), ","))
+	}
+	if u := h.AdminURL(); u != "" {
+		say("admin %s/", u)
 	}
 	say("ready %s", h.LocalNode())
 

@@ -48,7 +48,7 @@ func play(ctx context.Context, o options, out io.Writer, logger *slog.Logger) er
 			_ = n.h.Close()
 		}
 	}()
-	for _, s := range specs {
+	for i, s := range specs {
 		n := &node{board: match.NewLeaderboard()}
 		if s.weight > 0 {
 			n.mm = match.NewMatchmaking(s.id, int32(o.rounds))
@@ -56,6 +56,7 @@ func play(ctx context.Context, o options, out io.Writer, logger *slog.Logger) er
 		cfg := rt.DefaultConfig()
 		cfg.NodeID, cfg.ApplicationVersion, cfg.Logger, cfg.EtcdEndpoints = s.id, s.version, logger, etcd
 		cfg.Register = func(r sdk.Registrar) error { return match.Register(r, n.board, n.mm, s.weight) }
+		o.op.configure(&cfg, i)
 		h, err := rt.Start(ctx, cfg)
 		if err != nil {
 			return err
@@ -67,6 +68,9 @@ func play(ctx context.Context, o options, out io.Writer, logger *slog.Logger) er
 			desc = fmt.Sprintf("a matchmaker of weight %d", s.weight)
 		}
 		say("%s is up: version %d, %s", s.id, s.version, desc)
+		if u := h.AdminURL(); u != "" {
+			say("%s's admin page: %s/", s.id, u)
+		}
 	}
 	n1 := nodes[0]
 	if err := awaitMatchmakers(ctx, nodes, 2); err != nil {

@@ -668,3 +668,28 @@ func TestRegistrationErrors(t *testing.T) {
 	require.ErrorIs(t, ts.RegisterSpot(&sdk.SpotDesc{Name: "d", Kind: sdk.KindUser, Methods: dup}, factory(f)), sdk.ErrInvalidArgument)
 	assert.Equal(t, []string{roomType}, ts.Names())
 }
+
+// Every message that takes a turn is counted once, whether its handler answers, fails or
+// panics, and from many callers at once; a plain call that finds nothing takes no turn.
+func TestTurnsCountEveryMessageThatRan(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	base := n.cat.Stats().Turns
+	_, err := n.callT(sdk.InstanceTarget(roomType, "nobody"), "Join", "ann")
+	require.ErrorIs(t, err, sdk.ErrNotFound)
+	require.Equal(t, base, n.cat.Stats().Turns, "nothing ran")
+	_, err = n.call("t", "Join", "ann")
+	require.NoError(t, err)
+	_, err = n.call("t", "Boom", "now")
+	require.ErrorIs(t, err, sdk.ErrHandlerPanicked)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 25 {
+				_, err := n.call(fmt.Sprintf("t%d", j%4), "Join", fmt.Sprintf("u%d-%d", i, j))
+				assert.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, base+2+200, n.cat.Stats().Turns)
+}

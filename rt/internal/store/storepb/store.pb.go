@@ -260,8 +260,12 @@ type NodeDescriptor struct {
 	// Active objects at the last publication.
 	Active int64 `protobuf:"varint,10,opt,name=active,proto3" json:"active,omitempty"`
 	// Stable names of the Spot types this node hosts.
-	SpotTypes     []string `protobuf:"bytes,11,rep,name=spot_types,json=spotTypes,proto3" json:"spot_types,omitempty"`
-	Mesh          string   `protobuf:"bytes,12,opt,name=mesh,proto3" json:"mesh,omitempty"`
+	SpotTypes []string `protobuf:"bytes,11,rep,name=spot_types,json=spotTypes,proto3" json:"spot_types,omitempty"`
+	Mesh      string   `protobuf:"bytes,12,opt,name=mesh,proto3" json:"mesh,omitempty"`
+	// The base URL of the node's admin server (http://host:port, or https:// when it speaks
+	// TLS); empty when the node serves none. Descriptors written before this field existed
+	// decode with it empty.
+	AdminUrl      string `protobuf:"bytes,13,opt,name=admin_url,json=adminUrl,proto3" json:"admin_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -376,6 +380,13 @@ func (x *NodeDescriptor) GetSpotTypes() []string {
 func (x *NodeDescriptor) GetMesh() string {
 	if x != nil {
 		return x.Mesh
+	}
+	return ""
+}
+
+func (x *NodeDescriptor) GetAdminUrl() string {
+	if x != nil {
+		return x.AdminUrl
 	}
 	return ""
 }
@@ -628,7 +639,7 @@ const file_store_proto_rawDesc = "" +
 	"generation\x12\x12\n" +
 	"\x04kind\x18\x06 \x01(\rR\x04kind\x12;\n" +
 	"\vrelease_tag\x18\a \x01(\x0e2\x1a.zlink.store.v1.ReleaseTagR\n" +
-	"releaseTag\"\x82\x03\n" +
+	"releaseTag\"\x9f\x03\n" +
 	"\x0eNodeDescriptor\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
 	"\x05roles\x18\x02 \x01(\rR\x05roles\x12/\n" +
@@ -644,7 +655,8 @@ const file_store_proto_rawDesc = "" +
 	" \x01(\x03R\x06active\x12\x1d\n" +
 	"\n" +
 	"spot_types\x18\v \x03(\tR\tspotTypes\x12\x12\n" +
-	"\x04mesh\x18\f \x01(\tR\x04mesh\"\x8f\x01\n" +
+	"\x04mesh\x18\f \x01(\tR\x04mesh\x12\x1b\n" +
+	"\tadmin_url\x18\r \x01(\tR\badminUrl\"\x8f\x01\n" +
 	"\tActorHost\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x0e\n" +

@@ -1,0 +1,318 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// RelocateRequest is the body of POST /relocate.
+type RelocateRequest struct {
+	// Mode is "planned" (PlannedMaintenance) or "rolling" (RollingUpdate); the sdk's names are
+	// taken too.
+	Mode string `json:"mode"`
+	// TargetApplicationVersion is the version a rolling update moves to; planned maintenance
+	// takes none.
+	TargetApplicationVersion *int64 `json:"targetApplicationVersion,omitempty"`
+	// Deadline bounds the relocation, as a Go duration ("90s"); empty: the node's default.
+	Deadline string `json:"deadline,omitempty"`
+}
+
+// ShutdownRequest is the body of POST /shutdown; an empty body is the defaults.
+type ShutdownRequest struct {
+	// Deadline bounds the shutdown, as a Go duration ("30s"); empty: the node's StopTimeout.
+	Deadline string `json:"deadline,omitempty"`
+}
+
+// Progress is one line of the answer to a POST: the answer is a stream of them, one JSON
+// object a line (application/x-ndjson), while the operation runs; the last has Done set and
+// the operation's result.
+type Progress struct {
+	Node  string `json:"node"`
+	State string `json:"state"`
+	// Relocation is the relocation's progress (POST /relocate).
+	Relocation *RelocationDoc `json:"relocation,omitempty"`
+	Done       bool           `json:"done"`
+	// RelocationResult and TerminationResult are the result, on the last line.
+	RelocationResult  *RelocationResultDoc  `json:"relocationResult,omitempty"`
+	TerminationResult *TerminationResultDoc `json:"terminationResult,omitempty"`
+	// Error, on the last line, says why the operation has no result for this caller.
+	Error string `json:"error,omitempty"`
+}
+
+// maxBody bounds a POST's body.
+const maxBody = 4 << 10
+
+// maxDeadline bounds the deadline a POST may ask for.
+const maxDeadline = 24 * time.Hour
+
+// progressInterval is how often a POST's answer reports progress while nothing else changes.
+const progressInterval = 250 * time.Millisecond
+
+// relocate serves POST /relocate: it starts, or joins, the node's relocation and streams its
+// progress until the result. The caller going away ends only its own wait (F10).
+func (s *Server) relocate(w http.ResponseWriter, r *http.Request) {
+	if !s.authorize(w, r) {
+		return
+	}
+	var req RelocateRequest
+	if err := decodeBody(w, r, &req, false); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	opts, err := req.options()
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if _, err := opts.EffectiveTarget(s.node.Snapshot().ApplicationVersion); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	release, ok := s.acquireStream()
+	if !ok {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("too many open streams (at most %d); try again later", s.cfg.MaxStreams))
+		return
+	}
+	defer release()
+	ctx, cancel := context.WithCancel(r.Context())
+	type answer struct {
+		res sdk.RelocationResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := s.node.Relocate(ctx, opts)
+		done <- answer{res, err}
+	}()
+	finished := false
+	defer func() {
+		cancel()
+		if !finished {
+			<-done // Relocate returns once ctx ended
+		}
+	}()
+	out := s.progressStream(w)
+	report := func(a answer) {
+		finished = true
+		snap := s.node.Snapshot()
+		p := Progress{Node: string(snap.Node), State: snap.Runtime.State.String(), Relocation: relocationDoc(snap.Relocation), Done: true}
+		if a.err != nil {
+			p.Error = a.err.Error()
+		} else {
+			p.RelocationResult = relocationResult(&a.res)
+		}
+		_ = out.line(p)
+	}
+	// The first line waits, briefly, for the relocation to have begun: it then shows it.
+	running := func() bool { r := s.node.Snapshot().Relocation; return r != nil && r.Running }
+	for begun := time.Now(); time.Since(begun) < progressInterval && !running(); {
+		select {
+		case a := <-done:
+			report(a)
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	tick := time.NewTicker(progressInterval)
+	defer tick.Stop()
+	for {
+		snap := s.node.Snapshot()
+		select {
+		case a := <-done:
+			report(a)
+			return
+		default:
+		}
+		if err := out.line(Progress{Node: string(snap.Node), State: snap.Runtime.State.String(), Relocation: relocationDoc(snap.Relocation)}); err != nil {
+			return
+		}
+		select {
+		case a := <-done:
+			report(a)
+			return
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// shutdown serves POST /shutdown: it starts, or joins, the node's shutdown and streams its
+// state until it stopped. The caller going away does not stop the shutdown.
+func (s *Server) shutdown(w http.ResponseWriter, r *http.Request) {
+	if !s.authorize(w, r) {
+		return
+	}
+	var req ShutdownRequest
+	if err := decodeBody(w, r, &req, true); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	deadline, err := parseDeadline(req.Deadline)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	release, ok := s.acquireStream()
+	if !ok {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("too many open streams (at most %d); try again later", s.cfg.MaxStreams))
+		return
+	}
+	defer release()
+	ctx, cancel := context.WithCancel(r.Context())
+	dirty := make(chan struct{}, 1)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		s.node.Watch(ctx, func() {
+			select {
+			case dirty <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	defer func() {
+		cancel()
+		<-stopped
+	}()
+	s.node.BeginShutdown(deadline)
+	out := s.progressStream(w)
+	last := ""
+	for {
+		select {
+		case <-stopped:
+			snap := s.node.Snapshot()
+			_ = out.line(Progress{Node: string(snap.Node), State: snap.Runtime.State.String(), Done: true,
+				TerminationResult: terminationResult(snap.Runtime.TerminationResult)})
+			return
+		default:
+		}
+		snap := s.node.Snapshot()
+		if st := snap.Runtime.State.String(); st != last {
+			last = st
+			if err := out.line(Progress{Node: string(snap.Node), State: st}); err != nil {
+				return
+			}
+		}
+		select {
+		case <-stopped:
+		case <-dirty:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// authorize refuses a POST that may not start an operation, and says why: on a server that
+// is not loopback, a caller without a client certificate that TLS verified; anywhere, a
+// request that a page of another site could have made (a form or a script of another origin:
+// it must say Content-Type: application/json, which a form cannot, and carry no foreign
+// Origin).
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
+	op := "POST " + r.URL.Path
+	if !s.cfg.Loopback && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
+		writeError(w, http.StatusForbidden, fmt.Sprintf("%s is refused: the admin server listens on %s, which is not loopback, and the caller presented no verified client certificate", op, s.Addr()))
+		return false
+	}
+	if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r.Host) || r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		writeError(w, http.StatusForbidden, fmt.Sprintf("%s is refused: it comes from a page of another origin (%s)", op, o))
+		return false
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("%s needs Content-Type: application/json, got %q", op, r.Header.Get("Content-Type")))
+		return false
+	}
+	return true
+}
+
+func sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
+}
+
+// decodeBody reads exactly one JSON object of at most maxBody bytes into v, with no field v
+// does not have; an empty body is taken when empty says so.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, empty bool) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.Is(err, io.EOF) && empty:
+			return nil
+		case errors.Is(err, io.EOF):
+			return errors.New("the body is empty: it must be a JSON object")
+		case errors.As(err, &tooBig):
+			return fmt.Errorf("the body is larger than %d bytes", maxBody)
+		}
+		return fmt.Errorf("the body is not the JSON object expected: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("the body holds more than one JSON object")
+	}
+	return nil
+}
+
+// options turns the request into relocation options, naming what is wrong with it.
+func (req RelocateRequest) options() (sdk.RelocationOptions, error) {
+	var opts sdk.RelocationOptions
+	switch strings.ToLower(req.Mode) {
+	case "planned", "plannedmaintenance":
+		opts.Mode = sdk.RelocationModePlannedMaintenance
+	case "rolling", "rollingupdate":
+		opts.Mode = sdk.RelocationModeRollingUpdate
+	case "":
+		return opts, errors.New(`mode is missing: use "planned" or "rolling"`)
+	default:
+		return opts, fmt.Errorf(`unknown mode %q: use "planned" or "rolling"`, req.Mode)
+	}
+	opts.TargetApplicationVersion = req.TargetApplicationVersion
+	d, err := parseDeadline(req.Deadline)
+	opts.Deadline = d
+	return opts, err
+}
+
+// parseDeadline reads a positive Go duration of at most maxDeadline; empty is zero, the
+// node's default.
+func parseDeadline(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("deadline %q is not a duration such as 30s or 2m", s)
+	case d <= 0 || d > maxDeadline:
+		return 0, fmt.Errorf("deadline %v is out of range: more than 0 and at most %v", d, maxDeadline)
+	}
+	return d, nil
+}
+
+// ndjson writes a POST's answer stream, a line at a time, each within the write deadline.
+type ndjson struct{ sse *sseWriter }
+
+func (s *Server) progressStream(w http.ResponseWriter) ndjson {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return ndjson{&sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}}
+}
+
+func (n ndjson) line(p Progress) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return n.sse.write(append(b, '\n'))
+}

@@ -1,0 +1,378 @@
+// Package admin is a node's operator surface over HTTP (DESIGN §6 "Operator surface"): a live
+// dashboard page, the node's status snapshots as JSON (/status), the same snapshots as a
+// server-sent event stream (/events), a view of every node of the mesh (/mesh), the lifecycle
+// operations an operator starts (POST /relocate, POST /shutdown), and /debug/pprof.
+//
+// The server only reads the statuses the host publishes and starts the operations the host
+// offers; it is one more observer of the observation machine (H1): each event stream holds
+// at most one pending change and writes the newest snapshot, so a browser that stops reading
+// never holds up the host. Metrics are not the runtime's business (I5): an application adds
+// its exporter's handler to the server's mux.
+package admin
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// Node is what the server shows and operates: the host.
+type Node interface {
+	// Snapshot returns every status the page shows, as of now.
+	Snapshot() Snapshot
+	// Watch calls changed whenever a status the page shows may have changed, until ctx ends or
+	// the host stopped; it returns then, having ended everything it started.
+	Watch(ctx context.Context, changed func())
+	// Members lists the nodes of the mesh as their registrations describe them, this one
+	// included.
+	Members() []Member
+	// Relocate runs, or joins, the host's relocation; ctx ends only this caller's wait.
+	Relocate(ctx context.Context, opts sdk.RelocationOptions) (sdk.RelocationResult, error)
+	// BeginShutdown starts, or joins, the host's shutdown and returns at once.
+	BeginShutdown(deadline time.Duration)
+}
+
+// Snapshot is every status the page shows, taken together.
+type Snapshot struct {
+	Node               sdk.NodeID
+	Mesh               string
+	ApplicationVersion int64
+	Runtime            sdk.RuntimeStatus
+	MeshStatus         sdk.RouteMeshStatus
+	Capacity           sdk.HostCapacityStatus
+	ClientServer       []sdk.ClientServerStatus
+	Fanout             []sdk.FanoutStatus
+	// Relocation is the relocation in progress or the last one, nil when none has started.
+	Relocation *Relocation
+	// Turns counts the messages that took a turn on the node since it started.
+	Turns int64
+	// TakenAt is when the snapshot was taken.
+	TakenAt time.Time
+}
+
+// Relocation is a relocation's progress.
+type Relocation struct {
+	Mode                     sdk.RelocationMode
+	TargetApplicationVersion int64
+	// Running is true until the relocation has its result.
+	Running bool
+	// Units counts the units found to move so far; Moved those that moved, Gone those whose
+	// object closed or left before it moved.
+	Units, Moved, Gone int64
+	Deadline           time.Time
+	Result             *sdk.RelocationResult
+}
+
+// Member is one node of the mesh as its registration describes it.
+type Member struct {
+	Node               sdk.NodeID
+	State              sdk.RuntimeState
+	ApplicationVersion int64
+	// AdminURL is the base URL of the node's admin server, empty when it serves none.
+	AdminURL string
+	// Self marks the node that serves this page.
+	Self bool
+}
+
+// Config configures a server.
+type Config struct {
+	// Addr is where the server listens (host:port).
+	Addr string
+	// TLS, when set, makes the server speak HTTPS with it.
+	TLS *tls.Config
+	// Loopback says that Addr is a loopback address: POST requests are then taken from any
+	// caller that reaches it, and requests must name a loopback host (no DNS rebinding).
+	// Otherwise a POST needs a client certificate that TLS verified.
+	Loopback bool
+	// PeerTLS is the client configuration for other nodes' admin servers that speak HTTPS.
+	PeerTLS *tls.Config
+	// Handlers are the application's handlers, by http.ServeMux pattern (CheckHandlers).
+	Handlers map[string]http.Handler
+	// Logger receives the server's logs.
+	Logger *slog.Logger
+
+	// The bounds below have defaults (zero: the default).
+
+	// WriteTimeout bounds each write of an event or progress stream: a reader that takes
+	// longer is cut off (default 10 s).
+	WriteTimeout time.Duration
+	// EventInterval is the most often a stream writes a snapshot, and Heartbeat the longest it
+	// goes without one (defaults 200 ms and 1 s).
+	EventInterval, Heartbeat time.Duration
+	// MaxStreams bounds the event and progress streams open at once (default 64).
+	MaxStreams int
+	// PeerTimeout bounds the fetch of one other node's status for the mesh view (default 2 s).
+	PeerTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.EventInterval <= 0 {
+		c.EventInterval = 200 * time.Millisecond
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = time.Second
+	}
+	if c.MaxStreams <= 0 {
+		c.MaxStreams = 64
+	}
+	if c.PeerTimeout <= 0 {
+		c.PeerTimeout = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// closeGrace bounds how long Close waits for requests under way before it cuts them off.
+const closeGrace = 2 * time.Second
+
+// Server is a node's admin HTTP server. It listens from Listen on, and serves from Serve on.
+type Server struct {
+	cfg     Config
+	ln      net.Listener
+	url     string
+	srv     *http.Server
+	streams chan struct{} // a token per open stream
+	mesh    meshCache
+	peers   *http.Client
+
+	mu      sync.Mutex
+	node    Node
+	serving sync.WaitGroup
+	closed  bool
+	// base ends every request's context at Close.
+	base   context.Context
+	cancel context.CancelFunc
+}
+
+// Listen binds cfg.Addr, so that the server's URL is known before the node registers; it
+// serves nothing until Serve.
+func Listen(cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	mux, err := newMux(cfg.Handlers)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin: listen on %s: %w", cfg.Addr, err)
+	}
+	scheme := "http"
+	if cfg.TLS != nil {
+		scheme = "https"
+		ln = tls.NewListener(ln, cfg.TLS)
+	}
+	s := &Server{
+		cfg: cfg, ln: ln, url: scheme + "://" + ln.Addr().String(),
+		streams: make(chan struct{}, cfg.MaxStreams),
+		peers: &http.Client{Transport: &http.Transport{
+			TLSClientConfig: cfg.PeerTLS, DisableKeepAlives: true, ResponseHeaderTimeout: cfg.PeerTimeout,
+		}},
+	}
+	s.base, s.cancel = context.WithCancel(context.Background())
+	s.routes(mux)
+	s.srv = &http.Server{
+		Handler:           s.guard(mux),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return s.base },
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+	}
+	return s, nil
+}
+
+// URL returns the server's base URL: http://host:port, or https:// under TLS.
+func (s *Server) URL() string { return s.url }
+
+// Addr returns the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Serve starts serving node's pages. It returns at once; Close stops it.
+func (s *Server) Serve(node Node) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.node != nil {
+		return
+	}
+	s.node = node
+	s.serving.Go(func() {
+		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.cfg.Logger.Error("the admin server stopped", "err", err)
+		}
+	})
+}
+
+// Close stops the server: it takes no new connection, lets the requests under way end for a
+// short while — an event stream ends by itself once the host has stopped — and then cuts off
+// what is left. Safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	served := s.node != nil
+	s.mu.Unlock()
+	if !served {
+		return s.ln.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		s.cancel()
+		err = s.srv.Close()
+	}
+	s.cancel()
+	s.serving.Wait()
+	s.peers.CloseIdleConnections()
+	return err
+}
+
+// reserved are the patterns the server serves itself.
+var reserved = []string{
+	"GET /{$}", "GET /assets/", "GET /status", "GET /events", "GET /mesh",
+	"POST /relocate", "POST /shutdown", "/debug/pprof/",
+}
+
+// CheckHandlers reports the application handlers that the admin mux cannot take: an empty
+// pattern or a nil handler, a pattern http.ServeMux refuses, or one that conflicts with the
+// server's own routes or another handler's.
+func CheckHandlers(handlers map[string]http.Handler) error {
+	_, err := newMux(handlers)
+	return err
+}
+
+func newMux(handlers map[string]http.Handler) (*http.ServeMux, error) {
+	mux := http.NewServeMux()
+	for _, p := range reserved {
+		mux.Handle(p, http.NotFoundHandler())
+	}
+	var errs []error
+	for _, p := range slices.Sorted(maps.Keys(handlers)) {
+		if err := handle(mux, p, handlers[p]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	// A fresh mux, the server's routes registered later.
+	mux = http.NewServeMux()
+	for _, p := range slices.Sorted(maps.Keys(handlers)) {
+		mux.Handle(p, handlers[p])
+	}
+	return mux, nil
+}
+
+// handle registers h under pattern, turning ServeMux's panic on a bad pattern into an error.
+func handle(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
+	switch {
+	case strings.TrimSpace(pattern) == "":
+		return fmt.Errorf("%w: AdminHandlers: an empty pattern", sdk.ErrConfig)
+	case h == nil:
+		return fmt.Errorf("%w: AdminHandlers: pattern %q has a nil handler", sdk.ErrConfig, pattern)
+	}
+	if path := patternPath(pattern); path != "/" {
+		for _, own := range ownPaths {
+			if path == own || strings.HasPrefix(path, own) && strings.HasSuffix(own, "/") || strings.HasPrefix(own, path) && strings.HasSuffix(path, "/") {
+				return fmt.Errorf("%w: AdminHandlers: pattern %q overlaps the admin server's own %s", sdk.ErrConfig, pattern, own)
+			}
+		}
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: AdminHandlers: pattern %q: %v", sdk.ErrConfig, pattern, v)
+		}
+	}()
+	mux.Handle(pattern, h)
+	return nil
+}
+
+// ownPaths are the paths the server serves itself; a path ending in / is a subtree.
+var ownPaths = []string{"/assets/", "/status", "/events", "/mesh", "/relocate", "/shutdown", "/debug/pprof/"}
+
+// patternPath is the path of a ServeMux pattern ("[METHOD ][HOST]/PATH").
+func patternPath(pattern string) string {
+	p := strings.TrimSpace(pattern)
+	if i := strings.IndexAny(p, " \t"); i >= 0 {
+		p = strings.TrimSpace(p[i+1:])
+	}
+	if i := strings.Index(p, "/"); i > 0 {
+		p = p[i:] // a host
+	}
+	return strings.TrimSuffix(p, "{$}")
+}
+
+func (s *Server) routes(mux *http.ServeMux) {
+	mux.Handle("GET /{$}", page())
+	mux.Handle("GET /assets/", page())
+	mux.HandleFunc("GET /status", s.status)
+	mux.HandleFunc("GET /events", s.events)
+	mux.HandleFunc("GET /mesh", s.meshView)
+	mux.HandleFunc("POST /relocate", s.relocate)
+	mux.HandleFunc("POST /shutdown", s.shutdown)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+}
+
+// guard refuses, on a loopback server, a request for a host that is not loopback: a page of
+// another site whose name resolves to 127.0.0.1 (DNS rebinding) reads nothing and starts
+// nothing. It also sets the headers every answer carries.
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "no-referrer")
+		if s.cfg.Loopback && !loopbackHost(r.Host) {
+			writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf("the admin server listens on loopback and serves only loopback hosts, not %q", r.Host))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loopbackHost reports whether host (host[:port], from a request) names the loopback
+// interface.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// acquireStream takes a place for a long-lived stream, or reports that none is left.
+func (s *Server) acquireStream() (release func(), ok bool) {
+	select {
+	case s.streams <- struct{}{}:
+		return func() { <-s.streams }, true
+	default:
+		return nil, false
+	}
+}

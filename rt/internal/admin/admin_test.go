@@ -1,0 +1,549 @@
+package admin_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/zlink-go/zlink/rt/internal/admin"
+	"github.com/zlink-go/zlink/rt/internal/observe"
+	"github.com/zlink-go/zlink/rt/internal/rttest"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var update = flag.Bool("update", false, "rewrite testdata/status.golden.json from the document the test makes")
+
+// fixedSnapshot sets every field of a snapshot, so that the golden document shows each name.
+func fixedSnapshot() admin.Snapshot {
+	at := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	deadline := at.Add(30 * time.Second)
+	reason := sdk.TopologyReasonDraining
+	noTarget := sdk.TopologyReasonNoReadyTarget
+	budget, limit, manual := uint64(256<<20), uint64(1<<30), uint64(5000)
+	return admin.Snapshot{
+		Node: "node-1", Mesh: "default", ApplicationVersion: 2, TakenAt: at, Turns: 123456,
+		Runtime: sdk.RuntimeStatus{
+			State: sdk.RuntimeStateRelocating, Deadline: &deadline, Sequence: 7, ObservedAt: at,
+			RelocationResult:  &sdk.RelocationResult{Mode: sdk.RelocationModePlannedMaintenance, TargetApplicationVersion: 2, Outcome: sdk.RelocationOutcomeBlocked, Reason: sdk.RelocationReasonTargetUnavailable},
+			TerminationResult: &sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded},
+		},
+		Relocation: &admin.Relocation{
+			Mode: sdk.RelocationModeRollingUpdate, TargetApplicationVersion: 3, Running: false, Units: 40, Moved: 38, Gone: 2, Deadline: deadline,
+			Result: &sdk.RelocationResult{Mode: sdk.RelocationModeRollingUpdate, TargetApplicationVersion: 3, Outcome: sdk.RelocationOutcomeRelocated},
+		},
+		MeshStatus: sdk.RouteMeshStatus{
+			MeshName: "default", State: sdk.TopologyStateDegraded, IsReady: true, ReadyPeerCount: 1,
+			Channels: []sdk.ChannelStatus{{ChannelName: "match.Matchmaker", IsReady: true, ReadyTargetCount: 2}},
+			Peers: []sdk.PeerStatus{
+				{NodeRid: "node-2", State: sdk.PeerStateReady},
+				{NodeRid: "node-3", State: sdk.PeerStateDraining, UnavailableReason: &reason},
+			},
+			Placement: sdk.PlacementStatus{IsAvailable: false, ActiveActorCount: 5, ActiveSpotCount: 17, UnavailableReason: &reason},
+			Sequence:  11, ObservedAt: at,
+		},
+		ClientServer: []sdk.ClientServerStatus{{
+			ChannelName: "match.Matchmaker", LocalRole: sdk.ClientServerRoleClientAndServer, State: sdk.TopologyStateReady, IsReady: true, ReadyTargetCount: 2,
+			Targets: []sdk.ClientServerTargetStatus{
+				{NodeRid: "node-1", Weight: 2, State: sdk.PeerStateReady},
+				{NodeRid: "node-3", Weight: 0, State: sdk.PeerStateReady, UnavailableReason: &noTarget},
+			},
+			Sequence: 4, ObservedAt: at,
+		}},
+		Fanout: []sdk.FanoutStatus{{
+			ChannelName: "match.Results", State: sdk.TopologyStateReady, IsReady: true, ReadyPublisherCount: 1,
+			Publishers: []sdk.PeerStatus{{NodeRid: "node-2", State: sdk.PeerStateReady}}, Sequence: 3, ObservedAt: at,
+		}},
+		Capacity: sdk.HostCapacityStatus{
+			MeasurementEpoch: 1,
+			CoreHwm: sdk.CoreHwmStatus{
+				ConfiguredMemoryLimitBytes: &limit, ConfiguredBudgetBytes: &budget, ConfiguredProfile: sdk.CoreHwmProfileBalanced,
+				EffectiveBudgetBytes: budget, TotalAppliedHwmBytes: 1, CoreQueueAccountedBytes: 2, CurrentAccountedBytes: 3,
+				ProvisionalAccountedBytes: 4, PeakAccountedBytes: 5, CompletionCurrentAccountedBytes: 6, CompletionPeakAccountedBytes: 7,
+				CompletionPendingMessageCount: 8, TotalMessagingAccountedBytes: 9, MonitorQueueAppliedHwmBytes: 10,
+				MonitorQueueAccountedBytes: 11, TotalInstanceAppliedHwmBytes: 12, TotalInstanceAccountedBytes: 13, BlockedRatioPpm: 14,
+				ActiveDirectionalQueueCount: 15, ActiveCompletionDirectionalQueueCount: 16, ActiveSendQueueCount: 17, ActiveReceiveQueueCount: 18,
+			},
+			ApplicationJobQueue: sdk.ApplicationJobQueueStatus{
+				ConfiguredProfile: sdk.ApplicationJobQueueProfileManual, ConfiguredManualMax: &manual, ConfiguredPauseThresholdPercent: 90,
+				ConfiguredResumeThresholdPercent: 70, EffectiveProcessorCount: 2, EffectiveMaxQueuedApplicationJobs: 5000,
+				PausePermitCount: 4500, ResumePermitCount: 3500, ReservedSupplyPermits: 1, QueuedApplicationJobs: 2, PermitsInUse: 3,
+				PeakPermitsInUse: 4, CapacityWaiters: 5, CapacityWaitCount: 6, CapacityWaitDuration: 1500 * time.Millisecond,
+				PressureState: sdk.ApplicationJobQueuePressureStatePaused, CurrentPauseDuration: 250 * time.Millisecond,
+			},
+		},
+	}
+}
+
+// The /status document's field names are stable: the document of a snapshot that sets every
+// field equals testdata/status.golden.json (go test -run TestStatusDocumentGolden -update
+// rewrites it, for a change made on purpose; docs/ADMIN.md lists the same names).
+func TestStatusDocumentGolden(t *testing.T) {
+	got, err := json.MarshalIndent(admin.Document(fixedSnapshot()), "", "  ")
+	require.NoError(t, err)
+	got = append(got, '\n')
+	path := filepath.Join("testdata", "status.golden.json")
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, got, 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got), "the /status document changed: if on purpose, run go test ./rt/internal/admin -run TestStatusDocumentGolden -update and update docs/ADMIN.md")
+
+	// A snapshot with nothing optional: absent values are null and lists are empty, never null.
+	doc, err := json.Marshal(admin.Document(admin.Snapshot{Node: "n"}))
+	require.NoError(t, err)
+	for _, want := range []string{`"relocation":null`, `"peers":[]`, `"clientServer":[]`, `"fanout":[]`, `"deadline":null`, `"unavailableReason":null`} {
+		assert.Contains(t, string(doc), want)
+	}
+}
+
+// testNode is a node for the server: its statuses live in the runtime's own observation hubs,
+// which the test publishes into as the host would.
+type testNode struct {
+	mu        sync.Mutex
+	snap      admin.Snapshot
+	runtime   *observe.Hub[sdk.RuntimeStatus]
+	members   []admin.Member
+	watchers  atomic.Int64
+	shutdowns atomic.Int64
+	relocate  func(context.Context, sdk.RelocationOptions) (sdk.RelocationResult, error)
+}
+
+func newTestNode() *testNode {
+	s := fixedSnapshot()
+	s.Runtime = sdk.RuntimeStatus{State: sdk.RuntimeStateServing, IsReady: true, AcceptingWork: true, SafeToShutdown: true}
+	s.Relocation = nil
+	n := &testNode{snap: s, runtime: observe.NewHub(s.Runtime, func(st *sdk.RuntimeStatus) bool { return st.State == sdk.RuntimeStateStopped })}
+	n.members = []admin.Member{{Node: "node-1", State: sdk.RuntimeStateServing, Self: true}}
+	return n
+}
+
+func (n *testNode) Snapshot() admin.Snapshot {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.snap
+	s.Runtime = n.runtime.Current()
+	s.TakenAt = time.Now()
+	return s
+}
+
+func (n *testNode) Watch(ctx context.Context, changed func()) {
+	n.watchers.Add(1)
+	defer n.watchers.Add(-1)
+	for range n.runtime.Observe(ctx) {
+		changed()
+	}
+}
+
+func (n *testNode) Members() []admin.Member {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.members
+}
+
+func (n *testNode) Relocate(ctx context.Context, opts sdk.RelocationOptions) (sdk.RelocationResult, error) {
+	if n.relocate != nil {
+		return n.relocate(ctx, opts)
+	}
+	return sdk.RelocationResult{Mode: opts.Mode, Outcome: sdk.RelocationOutcomeRelocated}, nil
+}
+
+func (n *testNode) BeginShutdown(time.Duration) {
+	if n.shutdowns.Add(1) > 1 {
+		return // joined
+	}
+	go func() {
+		n.publish(sdk.RuntimeStatus{State: sdk.RuntimeStateDraining})
+		time.Sleep(50 * time.Millisecond)
+		n.publish(sdk.RuntimeStatus{State: sdk.RuntimeStateStopped, TerminationResult: &sdk.TerminationResult{}})
+		n.runtime.Close()
+	}()
+}
+
+func (n *testNode) publish(st sdk.RuntimeStatus) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	st.Sequence = n.runtime.Current().Sequence + 1
+	n.runtime.Publish(st)
+}
+
+func serve(t *testing.T, cfg admin.Config, node admin.Node) *admin.Server {
+	t.Helper()
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+		cfg.Loopback = true
+	}
+	s, err := admin.Listen(cfg)
+	require.NoError(t, err)
+	s.Serve(node)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func post(t *testing.T, c *http.Client, url, contentType, body string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	require.NoError(t, err)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(b)
+}
+
+// Bad input gets one clear line that names the problem, never a panic or an operation started:
+// garbage and oversized bodies, unknown fields, two objects, a bad mode or deadline, the wrong
+// method or media type, and a page of another origin.
+func TestPostsRefuseBadInputWithOneClearLine(t *testing.T) {
+	n := newTestNode()
+	var started atomic.Int64
+	n.relocate = func(context.Context, sdk.RelocationOptions) (sdk.RelocationResult, error) {
+		started.Add(1)
+		return sdk.RelocationResult{}, nil
+	}
+	s := serve(t, admin.Config{}, n)
+	c := http.DefaultClient
+	cases := []struct {
+		path, ctype, body string
+		header            []string
+		code              int
+		want              string
+	}{
+		{"/relocate", "application/json", "{garbage", nil, 400, "not the JSON object expected"},
+		{"/relocate", "application/json", "", nil, 400, "body is empty"},
+		{"/relocate", "application/json", `{"mode":"planned","x":1}`, nil, 400, `unknown field "x"`},
+		{"/relocate", "application/json", `{"mode":"planned"} {"mode":"rolling"}`, nil, 400, "more than one JSON object"},
+		{"/relocate", "application/json", `{"mode":"` + strings.Repeat("a", 5000) + `"}`, nil, 400, "larger than 4096 bytes"},
+		{"/relocate", "application/json", `{"mode":"sideways"}`, nil, 400, `unknown mode "sideways"`},
+		{"/relocate", "application/json", `{}`, nil, 400, "mode is missing"},
+		{"/relocate", "application/json", `{"mode":"planned","targetApplicationVersion":3}`, nil, 400, "takes no target application version"},
+		{"/relocate", "application/json", `{"mode":"rolling"}`, nil, 400, "requires a target application version"},
+		{"/relocate", "application/json", `{"mode":"rolling","targetApplicationVersion":1}`, nil, 400, "not greater than the source's 2"},
+		{"/relocate", "application/json", `{"mode":"planned","deadline":"soon"}`, nil, 400, `deadline "soon" is not a duration`},
+		{"/relocate", "application/json", `{"mode":"planned","deadline":"-1s"}`, nil, 400, "out of range"},
+		{"/relocate", "text/plain", `{"mode":"planned"}`, nil, 415, "needs Content-Type: application/json"},
+		{"/relocate", "", `{"mode":"planned"}`, nil, 415, "needs Content-Type: application/json"},
+		{"/relocate", "application/json", `{"mode":"planned"}`, []string{"Origin", "http://evil.example"}, 403, "another origin"},
+		{"/relocate", "application/json", `{"mode":"planned"}`, []string{"Sec-Fetch-Site", "cross-site"}, 403, "another origin"},
+		{"/shutdown", "application/json", `[1,2]`, nil, 400, "not the JSON object expected"},
+		{"/shutdown", "application/json", `{"deadline":"1y"}`, nil, 400, "not a duration"},
+		{"/shutdown", "application/json", `{"deadline":"48h"}`, nil, 400, "out of range"},
+	}
+	for _, tc := range cases {
+		resp, body := post(t, c, s.URL()+tc.path, tc.ctype, tc.body, tc.header...)
+		assert.Equal(t, tc.code, resp.StatusCode, "%s %s: %s", tc.path, tc.body, body)
+		var e admin.ErrorDoc
+		require.NoError(t, json.Unmarshal([]byte(body), &e), body)
+		assert.Contains(t, e.Error, tc.want, tc.body)
+		assert.Equal(t, 1, strings.Count(strings.TrimSpace(body), "\n")+1, "one line")
+	}
+	resp, err := c.Get(s.URL() + "/shutdown")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, "GET of an operation")
+	assert.Zero(t, started.Load(), "no bad request started a relocation")
+	assert.Zero(t, n.shutdowns.Load(), "no bad request started a shutdown")
+
+	// A page of another site whose name resolves to 127.0.0.1 reads nothing (DNS rebinding).
+	req, err := http.NewRequest(http.MethodGet, s.URL()+"/status", nil)
+	require.NoError(t, err)
+	req.Host = "attacker.example:80"
+	resp, err = c.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode)
+}
+
+// A POST to a server that is not on loopback needs a client certificate that TLS verified: a
+// caller without one is refused, with the reason; one with one is served. GETs follow the TLS
+// settings as they are.
+func TestPostFromANonLoopbackCallerNeedsAClientCertificate(t *testing.T) {
+	pki := rttest.NewPKI(t, "admin-ca")
+	serverTLS := &tls.Config{Certificates: []tls.Certificate{pki.Cert(t, "node-1")}, ClientCAs: pki.Pool, ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS13}
+	n := newTestNode()
+	// Listening on 127.0.0.1 but told it is not loopback: the rule under test is the server's.
+	s := serve(t, admin.Config{Addr: "127.0.0.1:0", TLS: serverTLS, Loopback: false}, n)
+	require.True(t, strings.HasPrefix(s.URL(), "https://"), s.URL())
+
+	anonymous := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.Pool, MinVersion: tls.VersionTLS13}}}
+	defer anonymous.CloseIdleConnections()
+	resp, body := post(t, anonymous, s.URL()+"/shutdown", "application/json", "{}")
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+	assert.Contains(t, body, "not loopback, and the caller presented no verified client certificate")
+	assert.Zero(t, n.shutdowns.Load())
+	resp, err := anonymous.Get(s.URL() + "/status")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "reading needs no certificate under these TLS settings")
+
+	operator := &http.Client{Transport: &http.Transport{TLSClientConfig: pki.ClientTLS(t, "operator")}}
+	defer operator.CloseIdleConnections()
+	resp, body = post(t, operator, s.URL()+"/shutdown", "application/json", `{"deadline":"5s"}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	lines := strings.Split(strings.TrimSpace(body), "\n")
+	var last admin.Progress
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &last))
+	assert.True(t, last.Done)
+	assert.Equal(t, "Stopped", last.State)
+	require.NotNil(t, last.TerminationResult)
+	assert.Equal(t, "Stopped", last.TerminationResult.Outcome)
+}
+
+// readEvent reads one server-sent event: its id and its data.
+func readEvent(t *testing.T, r *bufio.Reader) (id, data string) {
+	t.Helper()
+	for {
+		line, err := r.ReadString('\n')
+		require.NoError(t, err)
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "data: "):
+			data = strings.TrimPrefix(line, "data: ")
+		case line == "" && data != "":
+			return id, data
+		}
+	}
+}
+
+// The event stream tells the browser to reconnect after a second, numbers its events, and
+// starts every stream — a reconnection too — with the complete current snapshot: a stream
+// that broke loses nothing a new one does not show at once.
+func TestEventsReconnectToTheCurrentSnapshot(t *testing.T) {
+	n := newTestNode()
+	s := serve(t, admin.Config{Heartbeat: time.Hour}, n)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+"/events", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	r := bufio.NewReader(resp.Body)
+	first, err := r.ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "retry: 1000\n", first)
+	id1, data := readEvent(t, r)
+	var doc admin.Status
+	require.NoError(t, json.Unmarshal([]byte(data), &doc))
+	assert.Equal(t, "Serving", doc.Runtime.State)
+	// A change while connected arrives as a new snapshot.
+	n.publish(sdk.RuntimeStatus{State: sdk.RuntimeStateRelocating})
+	_, data = readEvent(t, r)
+	require.NoError(t, json.Unmarshal([]byte(data), &doc))
+	assert.Equal(t, "Relocating", doc.Runtime.State)
+	// The connection breaks; meanwhile the state changes again.
+	cancel()
+	resp.Body.Close()
+	n.publish(sdk.RuntimeStatus{State: sdk.RuntimeStateRelocated})
+
+	req, err = http.NewRequest(http.MethodGet, s.URL()+"/events", nil)
+	require.NoError(t, err)
+	req.Header.Set("Last-Event-ID", id1)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	r = bufio.NewReader(resp.Body)
+	id2, data := readEvent(t, r)
+	require.NoError(t, json.Unmarshal([]byte(data), &doc))
+	assert.Equal(t, "Relocated", doc.Runtime.State, "the reconnection starts from the current state")
+	assert.Greater(t, len(id2)*1000+int(id2[len(id2)-1]), 0)
+	assert.NotEqual(t, id1, id2, "event ids only grow")
+}
+
+// A browser that stops reading its event stream holds up nothing: the publisher publishes
+// thousands of changes without waiting, other readers are served meanwhile, and the stalled
+// stream is cut off once a write waits past the write timeout, which gives its place back.
+func TestEventsAStalledReaderIsCutOffAndBlocksNoOne(t *testing.T) {
+	n := newTestNode()
+	// Large snapshots, so that the connection's buffers fill quickly.
+	for i := range 2000 {
+		n.snap.MeshStatus.Peers = append(n.snap.MeshStatus.Peers, sdk.PeerStatus{NodeRid: sdk.NodeID(fmt.Sprintf("peer-%04d", i)), State: sdk.PeerStateReady})
+	}
+	s := serve(t, admin.Config{EventInterval: time.Millisecond, Heartbeat: time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxStreams: 2}, n)
+
+	host := strings.TrimPrefix(s.URL(), "http://")
+	conn, err := net.Dial("tcp", host)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "GET /events HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+	require.NoError(t, err)
+	// It never reads. The publisher goes on regardless.
+	for i := range 5000 {
+		n.publish(sdk.RuntimeStatus{State: sdk.RuntimeState(i % 2)})
+	}
+	// Another reader is served while the stalled one waits.
+	resp, err := http.Get(s.URL() + "/status")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	// The stalled stream is cut off, which gives its place back: two streams at once are
+	// served again (the bound is two). It reads nothing meanwhile.
+	var bodies []io.Closer
+	require.Eventually(t, func() bool {
+		for _, b := range bodies {
+			b.Close()
+		}
+		bodies = nil
+		for range 2 {
+			resp, err := http.Get(s.URL() + "/events")
+			if err != nil {
+				return false
+			}
+			bodies = append(bodies, resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "the stalled stream kept its place")
+	resp, err = http.Get(s.URL() + "/events")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "a third stream is over the bound")
+	assert.Contains(t, string(body), "too many open streams")
+	for _, b := range bodies {
+		b.Close()
+	}
+	// The stalled connection was closed: what was buffered, then the end.
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(time.Minute)))
+	_, err = io.Copy(io.Discard, conn)
+	require.NoError(t, err, "the server closed the stalled stream (EOF)")
+}
+
+// A shutdown asked twice is one shutdown: both callers follow it to the same result, and the
+// event streams end with the Stopped snapshot.
+func TestShutdownTwiceSharesOneShutdown(t *testing.T) {
+	n := newTestNode()
+	s := serve(t, admin.Config{}, n)
+	resp, err := http.Get(s.URL() + "/events")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var wg sync.WaitGroup
+	results := make([]string, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			_, body := post(t, http.DefaultClient, s.URL()+"/shutdown", "application/json; charset=utf-8", "")
+			lines := strings.Split(strings.TrimSpace(body), "\n")
+			results[i] = lines[len(lines)-1]
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, results[0], results[1])
+	assert.Contains(t, results[0], `"done":true`)
+	assert.Contains(t, results[0], `"terminationResult":{"outcome":"Stopped","reason":"None"}`)
+	assert.Equal(t, int64(2), n.shutdowns.Load(), "the second joined")
+	// The event stream shows Stopped, then ends.
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	events := strings.Split(strings.TrimSpace(string(b)), "\n\n")
+	assert.Contains(t, events[len(events)-1], `"state":"Stopped"`)
+}
+
+// A node whose admin server does not answer is shown with the reason after the per-node
+// timeout; the view neither hangs nor waits for it again within its lifetime.
+func TestMeshViewTimesOutASilentNode(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer silent.Close()
+	var held []net.Conn
+	var hmu sync.Mutex
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			hmu.Lock()
+			held = append(held, c) // accepted, never answered
+			hmu.Unlock()
+		}
+	}()
+	defer func() {
+		hmu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		hmu.Unlock()
+	}()
+	n := newTestNode()
+	peer := serve(t, admin.Config{}, newTestNode())
+	n.members = []admin.Member{
+		{Node: "node-1", State: sdk.RuntimeStateServing, Self: true},
+		{Node: "node-2", State: sdk.RuntimeStateServing, AdminURL: peer.URL()},
+		{Node: "node-3", State: sdk.RuntimeStateServing, AdminURL: "http://" + silent.Addr().String()},
+		{Node: "node-4", State: sdk.RuntimeStateDraining},
+	}
+	s := serve(t, admin.Config{PeerTimeout: 300 * time.Millisecond}, n)
+	resp, err := http.Get(s.URL() + "/mesh")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var v admin.MeshView
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&v))
+	require.Len(t, v.Nodes, 4)
+	assert.Equal(t, "node-1", v.Node)
+	assert.True(t, v.Nodes[0].Self)
+	require.NotNil(t, v.Nodes[0].Status)
+	require.NotNil(t, v.Nodes[1].Status, v.Nodes[1].Error)
+	assert.Equal(t, "Serving", v.Nodes[1].Status.Runtime.State)
+	assert.Nil(t, v.Nodes[2].Status)
+	assert.Contains(t, v.Nodes[2].Error, "within 300ms")
+	assert.Equal(t, "the node serves no admin page", v.Nodes[3].Error)
+	assert.Equal(t, "Draining", v.Nodes[3].RegisteredState)
+}
+
+// The application's handlers share the mux; a pattern that is empty, has no handler, is
+// malformed or overlaps the server's own is refused, each with its reason.
+func TestApplicationHandlers(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "mine") })
+	s := serve(t, admin.Config{Handlers: map[string]http.Handler{"GET /metrics": ok}}, newTestNode())
+	resp, err := http.Get(s.URL() + "/metrics")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, "mine", string(b))
+
+	err = admin.CheckHandlers(map[string]http.Handler{
+		"":              ok,
+		"/nil":          nil,
+		"GET /status":   ok,
+		"/debug/":       ok,
+		"/assets/x.css": ok,
+		"BAD PATTERN {": ok,
+		"/fine":         ok,
+	})
+	require.ErrorIs(t, err, sdk.ErrConfig)
+	for _, want := range []string{"an empty pattern", `"/nil" has a nil handler`, `"GET /status" overlaps`, `"/debug/" overlaps`, `"/assets/x.css" overlaps`, `"BAD PATTERN {"`} {
+		assert.Contains(t, err.Error(), want)
+	}
+	assert.NotContains(t, err.Error(), "/fine")
+}

@@ -1,0 +1,124 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// eventSeq numbers the events of every stream of the process: an event's id only ever grows,
+// across reconnections too.
+var eventSeq atomic.Uint64
+
+// events serves GET /events: a server-sent event stream of the node's status document. The
+// stream is one more observer of the host's statuses (H1): a change only marks the stream
+// dirty (one slot, never a queue), and the writer sends the newest snapshot, at most one per
+// EventInterval and at least one per Heartbeat, so a slow browser gets fewer, newer
+// snapshots and the host is never held up. A write that the browser does not take within
+// WriteTimeout ends the stream; the browser's EventSource then connects again (retry) and
+// gets the current snapshot at once: every event is complete, so nothing is replayed. When
+// the host has stopped, the stream sends the last snapshot and ends.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	release, ok := s.acquireStream()
+	if !ok {
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("too many open streams (at most %d); try again later", s.cfg.MaxStreams))
+		return
+	}
+	defer release()
+	ctx, cancel := context.WithCancel(r.Context())
+	dirty := make(chan struct{}, 1)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		s.node.Watch(ctx, func() {
+			select {
+			case dirty <- struct{}{}:
+			default: // already dirty: coalesced
+			}
+		})
+	}()
+	defer func() {
+		cancel()
+		<-stopped
+	}()
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	sse := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
+	if err := sse.write(fmt.Appendf(nil, "retry: %d\n\n", reconnectDelay.Milliseconds())); err != nil {
+		return
+	}
+	heartbeat := time.NewTicker(s.cfg.Heartbeat)
+	defer heartbeat.Stop()
+	for {
+		if err := sse.event("status", Document(s.node.Snapshot())); err != nil {
+			if !errors.Is(err, context.Canceled) {
+				s.cfg.Logger.Debug("an admin event stream ended", "remote", r.RemoteAddr, "err", err)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-stopped:
+			// The host stopped: its last snapshot, then the end.
+			_ = sse.event("status", Document(s.node.Snapshot()))
+			return
+		case <-dirty:
+		case <-heartbeat.C:
+		}
+		// At most one snapshot per EventInterval: changes meanwhile coalesce.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.cfg.EventInterval):
+		}
+	}
+}
+
+// reconnectDelay is how long a browser waits before it connects again after a stream broke.
+const reconnectDelay = time.Second
+
+// sseWriter writes server-sent events, each within a write deadline.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	buf     bytes.Buffer
+}
+
+func (s *sseWriter) event(name string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	s.buf.Reset()
+	s.buf.WriteString("id: ")
+	s.buf.WriteString(strconv.FormatUint(eventSeq.Add(1), 10))
+	s.buf.WriteString("\nevent: ")
+	s.buf.WriteString(name)
+	s.buf.WriteString("\ndata: ")
+	s.buf.Write(data) // compact JSON holds no newline
+	s.buf.WriteString("\n\n")
+	return s.write(s.buf.Bytes())
+}
+
+// write writes b and flushes it, within the write deadline.
+func (s *sseWriter) write(b []byte) error {
+	if err := s.rc.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	if _, err := s.w.Write(b); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
