@@ -78,9 +78,9 @@ func (s *Server) relocate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	release, ok := s.acquireStream()
+	release, ok := s.acquireOperation()
 	if !ok {
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("too many open streams (at most %d); try again later", s.cfg.MaxStreams))
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("too many operations in progress (at most %d); try again later", maxOperationStreams))
 		return
 	}
 	defer release()
@@ -163,9 +163,9 @@ func (s *Server) shutdown(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	release, ok := s.acquireStream()
+	release, ok := s.acquireOperation()
 	if !ok {
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("too many open streams (at most %d); try again later", s.cfg.MaxStreams))
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("too many operations in progress (at most %d); try again later", maxOperationStreams))
 		return
 	}
 	defer release()

@@ -111,7 +111,8 @@ type Config struct {
 	// EventInterval is the most often a stream writes a snapshot, and Heartbeat the longest it
 	// goes without one (defaults 200 ms and 1 s).
 	EventInterval, Heartbeat time.Duration
-	// MaxStreams bounds the event and progress streams open at once (default 64).
+	// MaxStreams bounds the event streams open at once (default 64); the progress streams of
+	// operations have places of their own.
 	MaxStreams int
 	// PeerTimeout bounds the fetch of one other node's status for the mesh view (default 2 s).
 	PeerTimeout time.Duration
@@ -148,9 +149,12 @@ type Server struct {
 	ln      net.Listener
 	url     string
 	srv     *http.Server
-	streams chan struct{} // a token per open stream
-	mesh    meshCache
-	peers   *http.Client
+	streams chan struct{} // a token per open event stream
+	// operations holds a token per open progress stream of a POST: apart from the event
+	// streams, so that readers of the page cannot take the places an operator needs.
+	operations chan struct{}
+	mesh       meshCache
+	peers      *http.Client
 
 	mu      sync.Mutex
 	node    Node
@@ -180,7 +184,7 @@ func Listen(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, ln: ln, url: scheme + "://" + ln.Addr().String(),
-		streams: make(chan struct{}, cfg.MaxStreams),
+		streams: make(chan struct{}, cfg.MaxStreams), operations: make(chan struct{}, maxOperationStreams),
 		peers: &http.Client{Transport: &http.Transport{
 			TLSClientConfig: cfg.PeerTLS, DisableKeepAlives: true, ResponseHeaderTimeout: cfg.PeerTimeout,
 		}},
@@ -367,11 +371,20 @@ func loopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// acquireStream takes a place for a long-lived stream, or reports that none is left.
-func (s *Server) acquireStream() (release func(), ok bool) {
+// maxOperationStreams bounds the progress streams of POST /relocate and /shutdown open at once.
+const maxOperationStreams = 8
+
+// acquireStream takes a place for a long-lived event stream, or reports that none is left.
+func (s *Server) acquireStream() (release func(), ok bool) { return acquire(s.streams) }
+
+// acquireOperation takes a place for an operation's progress stream, or reports that none is
+// left.
+func (s *Server) acquireOperation() (release func(), ok bool) { return acquire(s.operations) }
+
+func acquire(tokens chan struct{}) (release func(), ok bool) {
 	select {
-	case s.streams <- struct{}{}:
-		return func() { <-s.streams }, true
+	case tokens <- struct{}{}:
+		return func() { <-tokens }, true
 	default:
 		return nil, false
 	}

@@ -496,7 +496,9 @@ func TestMeshViewTimesOutASilentNode(t *testing.T) {
 		hmu.Unlock()
 	}()
 	n := newTestNode()
-	peer := serve(t, admin.Config{}, newTestNode())
+	other := newTestNode()
+	other.snap.Node = "node-2"
+	peer := serve(t, admin.Config{}, other)
 	n.members = []admin.Member{
 		{Node: "node-1", State: sdk.RuntimeStateServing, Self: true},
 		{Node: "node-2", State: sdk.RuntimeStateServing, AdminURL: peer.URL()},
@@ -518,6 +520,23 @@ func TestMeshViewTimesOutASilentNode(t *testing.T) {
 	assert.Nil(t, v.Nodes[2].Status)
 	assert.Contains(t, v.Nodes[2].Error, "within 300ms")
 	assert.Equal(t, "the node serves no admin page", v.Nodes[3].Error)
+
+	// An address that leads to another node's server (a wildcard address published as it
+	// is) shows that, not the other node's status under this name.
+	n3 := newTestNode()
+	n3.members = []admin.Member{
+		{Node: "node-1", State: sdk.RuntimeStateServing, Self: true},
+		{Node: "node-2", State: sdk.RuntimeStateServing, AdminURL: s.URL()}, // node-1's server
+	}
+	s3 := serve(t, admin.Config{PeerTimeout: 300 * time.Millisecond}, n3)
+	resp2, err := http.Get(s3.URL() + "/mesh")
+	require.NoError(t, err)
+	defer resp2.Body.Close()
+	var v2 admin.MeshView
+	require.NoError(t, json.NewDecoder(resp2.Body).Decode(&v2))
+	require.Len(t, v2.Nodes, 2)
+	assert.Nil(t, v2.Nodes[1].Status)
+	assert.Contains(t, v2.Nodes[1].Error, `answers for node "node-1", not "node-2"`)
 	assert.Equal(t, "Draining", v.Nodes[3].RegisteredState)
 }
 

@@ -79,11 +79,15 @@ func (s *Server) MeshView() MeshView {
 		default:
 			wg.Go(func() {
 				doc, err := s.fetchStatus(ctx, m.AdminURL)
-				if err != nil {
+				switch {
+				case err != nil:
 					n.Error = err.Error()
-					return
+				case doc.Node != string(m.Node):
+					// A wildcard or shared address can lead to another node's server.
+					n.Error = fmt.Sprintf("%s answers for node %q, not %q", m.AdminURL, doc.Node, m.Node)
+				default:
+					n.Status = doc
 				}
-				n.Status = doc
 			})
 		}
 	}

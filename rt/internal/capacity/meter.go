@@ -305,8 +305,8 @@ func (m *Meter) waitPermit(ctx context.Context) error {
 func (m *Meter) leaveQueue(wake chan struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for i, w := range m.jobQueue {
-		if w == wake {
+	for i := len(m.jobQueue) - 1; i >= 0; i-- { // a waiter that got a permit at once is last
+		if m.jobQueue[i] == wake {
 			m.jobQueue = append(m.jobQueue[:i], m.jobQueue[i+1:]...)
 			return
 		}

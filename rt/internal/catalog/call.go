@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -290,9 +291,10 @@ func (k *call) settle() {
 	}
 }
 
-// nestedJob reports whether a job is made by a running turn: a one-way message's, a timer's or
-// a request's. Such a job never waits for a permit, which its own caller may hold.
-func nestedJob(ctx context.Context) bool { return turnOf(ctx) != nil || requestTurnOf(ctx) != 0 }
+// nestedJob reports whether a job is made by a running turn: a one-way message's or a timer's,
+// or a request's that began while the job queue was busy (run). Such a job never waits for a
+// permit, which its own caller may hold.
+func nestedJob(ctx context.Context) bool { return turnOf(ctx) != nil || nestedRequestTurn(ctx) }
 
 // Run implements exec.Work. A message runs only if its Spot's owner lease is still certainly
 // valid when its turn comes (C1) and, for a request, its caller is still waiting. A one-way
@@ -342,17 +344,17 @@ func (k *call) run() (proto.Message, error) {
 	}
 	if callers {
 		// The turn gets an identity of its own, by which a request made with its context (or
-		// one derived from it) of its own Spot is recognised, and the jobs it makes are known
-		// as nested: they never wait for permits that it holds itself.
-		rc, id := newRequestTurn(ctx)
+		// one derived from it) of its own Spot is recognised. While the job queue is busy, the
+		// jobs it makes are known as nested: they never wait for permits it holds itself.
+		rc, id := newRequestTurn(ctx, k.a.cat.cfg.Meter.Busy())
 		ctx = rc
 		k.a.turn.Store(id)
-	}
-	reply, err := k.invoke(ctx)
-	if callers {
+		reply, err := k.invoke(ctx)
 		k.a.turn.Store(0)
+		runtime.KeepAlive(rc) // its address is the turn's identity until here
+		return reply, err
 	}
-	return reply, err
+	return k.invoke(ctx)
 }
 
 // runObserved runs the turn inside its telemetry at lvl: the handler's context carries the
@@ -364,9 +366,10 @@ func (k *call) runObserved(ctx context.Context, lvl sdk.DiagnosticsLevel, caller
 	if callers {
 		// The handler's calls get client spans, contexts derived from its own, which carry
 		// the turn's identity (see run).
-		rc, turn := newRequestTurn(traced)
+		rc, turn := newRequestTurn(traced, a.cat.cfg.Meter.Busy())
 		traced = rc
 		a.turn.Store(turn)
+		defer runtime.KeepAlive(rc) // its address is the turn's identity until the Store(0)
 	}
 	req := k.req
 	reply, err := k.invoke(traced)

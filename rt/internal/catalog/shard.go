@@ -23,9 +23,10 @@ type shards[V any] struct {
 type shard[V any] struct {
 	mu sync.RWMutex
 	m  map[spotKey]V
-	// A shard fills a cache line of its own: a read lock writes the lock's reader count, and
-	// two shards on one line would contend between processors as one.
-	_ [64 - 32]byte
+	// A read lock writes the lock's reader count, and two shards on one cache line would
+	// contend between processors as one. A stride of two lines keeps a shard's lock and map
+	// off every line its neighbours' own fields use, however the table is aligned.
+	_ [128 - 32]byte
 }
 
 func (s *shards[V]) of(k spotKey) *shard[V] {

@@ -75,7 +75,12 @@ type requestTurnKey struct{}
 // or with a context derived from it, would wait for the turn that makes it, and is recognised
 // by that identity; another goroutine that shares the caller's context is not mistaken for the
 // turn.
-type requestCtx struct{ context.Context }
+type requestCtx struct {
+	context.Context
+	// nested says the jobs the turn makes never wait for a job permit: the job queue was busy
+	// when the turn began, and the turn may hold permits its jobs would wait for.
+	nested bool
+}
 
 // Value implements context.Context.
 func (c *requestCtx) Value(key any) any {
@@ -85,10 +90,21 @@ func (c *requestCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// newRequestTurn returns the context of a request's turn made with ctx, and its identity.
-func newRequestTurn(ctx context.Context) (*requestCtx, uintptr) {
-	rc := &requestCtx{ctx}
+// newRequestTurn returns the context of a request's turn made with ctx, and its identity; the
+// caller keeps it alive (runtime.KeepAlive) until the activation no longer holds the identity.
+func newRequestTurn(ctx context.Context, nested bool) (*requestCtx, uintptr) {
+	rc := &requestCtx{Context: ctx, nested: nested}
 	return rc, uintptr(unsafe.Pointer(rc))
+}
+
+// nestedRequestTurn reports whether ctx is, or derives from, the context of a request's turn
+// that began while the job queue was busy.
+func nestedRequestTurn(ctx context.Context) bool {
+	rc, ok := ctx.(*requestCtx)
+	if !ok {
+		rc, ok = ctx.Value(requestTurnKey{}).(*requestCtx)
+	}
+	return ok && rc.nested
 }
 
 // requestTurnOf returns the identity of the request turn whose context ctx is or derives from,

@@ -257,3 +257,19 @@ func TestB6_CreatingAnswerIsNeverCached(t *testing.T) {
 	assert.Equal(t, sdk.NodeID("owner"), route)
 	assert.Equal(t, int64(3), ledgerCount(t, ctx, caller.m, target))
 }
+
+// B6: a request that placement sent to a node, which created the Spot and ran it there, leaves
+// that node as the caller's route: the next message goes straight to it, without placement or
+// a store read.
+func TestB6_TheNodeThatRanARequestIsCached(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	_, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
+	target := sdk.InstanceIntent(rttest.LedgerType, "ran-there").WithDesc(&rttest.LedgerDesc)
+	_, ok := caller.m.routes.get(target)
+	require.False(t, ok)
+	_, err := caller.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "owner"})
+	require.NoError(t, err)
+	route, ok := caller.m.routes.get(target)
+	require.True(t, ok, "the node that ran the request is cached")
+	assert.Equal(t, sdk.NodeID("owner"), route)
+}

@@ -285,8 +285,9 @@ func (m *Mesh) send(ctx context.Context, t sdk.Target, h hop, method string, pay
 		}
 		return nil, nil, r.Refused, err
 	}
-	if t.Kind() != sdk.KindEntry && r.Owner != "" {
-		m.routes.put(t, sdk.NodeID(r.Owner))
+	if t.Kind() != sdk.KindEntry {
+		// The node that ran it owns it: the route for the next message (B6).
+		m.routes.put(t, h.node)
 	}
 	if oneWay {
 		return nil, nil, false, nil

@@ -1060,8 +1060,8 @@ type Reply struct {
 	CallId  uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	Payload []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
 	Error   *Error                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	// The node that ran the request. Not set on the request path any more (the caller knows the
-	// node it sent to, and no node reads it); kept so that the field is never reused.
+	// The node that ran the request. No longer set: the caller caches the node it sent the
+	// request to, which is the node that ran it (B6). Kept so that the field is never reused.
 	Owner string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
 	// Set instead of running the request: the Spot is Ready on this node; the request was not
 	// run and may be sent there (it was never accepted, so this is no retry: C3).
