@@ -78,9 +78,8 @@ func (s *Server) relocate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	release, ok := s.acquireOperation()
+	release, ok := s.acquireOperation(w)
 	if !ok {
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("too many operations in progress (at most %d); try again later", maxOperationStreams))
 		return
 	}
 	defer release()
@@ -163,24 +162,13 @@ func (s *Server) shutdown(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	release, ok := s.acquireOperation()
+	release, ok := s.acquireOperation(w)
 	if !ok {
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("too many operations in progress (at most %d); try again later", maxOperationStreams))
 		return
 	}
 	defer release()
 	ctx, cancel := context.WithCancel(r.Context())
-	dirty := make(chan struct{}, 1)
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		s.node.Watch(ctx, func() {
-			select {
-			case dirty <- struct{}{}:
-			default:
-			}
-		})
-	}()
+	dirty, stopped := s.watch(ctx)
 	defer func() {
 		cancel()
 		<-stopped

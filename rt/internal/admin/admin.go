@@ -374,18 +374,41 @@ func loopbackHost(host string) bool {
 // maxOperationStreams bounds the progress streams of POST /relocate and /shutdown open at once.
 const maxOperationStreams = 8
 
-// acquireStream takes a place for a long-lived event stream, or reports that none is left.
-func (s *Server) acquireStream() (release func(), ok bool) { return acquire(s.streams) }
+// acquireStream takes a place for a long-lived event stream, or answers 503 and reports that
+// none is left.
+func (s *Server) acquireStream(w http.ResponseWriter) (release func(), ok bool) {
+	return acquire(w, s.streams, fmt.Sprintf("too many open streams (at most %d); try again later", s.cfg.MaxStreams))
+}
 
-// acquireOperation takes a place for an operation's progress stream, or reports that none is
-// left.
-func (s *Server) acquireOperation() (release func(), ok bool) { return acquire(s.operations) }
+// acquireOperation takes a place for an operation's progress stream, or answers 503 and
+// reports that none is left.
+func (s *Server) acquireOperation(w http.ResponseWriter) (release func(), ok bool) {
+	return acquire(w, s.operations, fmt.Sprintf("too many operations in progress (at most %d); try again later", maxOperationStreams))
+}
 
-func acquire(tokens chan struct{}) (release func(), ok bool) {
+func acquire(w http.ResponseWriter, tokens chan struct{}, full string) (release func(), ok bool) {
 	select {
 	case tokens <- struct{}{}:
 		return func() { <-tokens }, true
 	default:
+		writeError(w, http.StatusServiceUnavailable, full)
 		return nil, false
 	}
+}
+
+// watch tells of the node's changes on dirty, coalesced (one pending tell at most), until ctx
+// ends or the node stops; stopped closes then. The caller cancels ctx and waits for stopped.
+func (s *Server) watch(ctx context.Context) (dirty <-chan struct{}, stopped <-chan struct{}) {
+	d := make(chan struct{}, 1)
+	st := make(chan struct{})
+	go func() {
+		defer close(st)
+		s.node.Watch(ctx, func() {
+			select {
+			case d <- struct{}{}:
+			default: // already dirty: coalesced
+			}
+		})
+	}()
+	return d, st
 }

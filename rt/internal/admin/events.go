@@ -25,24 +25,13 @@ var eventSeq atomic.Uint64
 // gets the current snapshot at once: every event is complete, so nothing is replayed. When
 // the host has stopped, the stream sends the last snapshot and ends.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	release, ok := s.acquireStream()
+	release, ok := s.acquireStream(w)
 	if !ok {
-		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("too many open streams (at most %d); try again later", s.cfg.MaxStreams))
 		return
 	}
 	defer release()
 	ctx, cancel := context.WithCancel(r.Context())
-	dirty := make(chan struct{}, 1)
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		s.node.Watch(ctx, func() {
-			select {
-			case dirty <- struct{}{}:
-			default: // already dirty: coalesced
-			}
-		})
-	}()
+	dirty, stopped := s.watch(ctx)
 	defer func() {
 		cancel()
 		<-stopped
