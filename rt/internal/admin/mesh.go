@@ -3,8 +3,10 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -106,7 +108,9 @@ func (s *Server) fetchStatus(ctx context.Context, base string) (*Status, error) 
 	}
 	resp, err := s.peers.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
+		// The client's own timeouts and the context's race; either is the same answer.
+		var ne net.Error
+		if ctx.Err() != nil || errors.As(err, &ne) && ne.Timeout() {
 			return nil, fmt.Errorf("no answer from %s within %v", base, s.cfg.PeerTimeout)
 		}
 		return nil, fmt.Errorf("%s does not answer: %v", base, err)

@@ -15,6 +15,9 @@ import (
 type callCtx struct {
 	stream   context.Context
 	deadline time.Time // zero: none
+	// expires is the deadline on this process's monotonic clock, taken once as the context
+	// package's timer would be: a step of the wall clock later does not move it.
+	expires time.Time
 
 	mu       sync.Mutex // serializes materialize and cancel
 	made     atomic.Pointer[madeCtx]
@@ -28,7 +31,11 @@ type madeCtx struct {
 }
 
 func newCallCtx(stream context.Context, deadline time.Time) *callCtx {
-	return &callCtx{stream: stream, deadline: deadline}
+	c := &callCtx{stream: stream, deadline: deadline}
+	if !deadline.IsZero() {
+		c.expires = time.Now().Add(time.Until(deadline))
+	}
+	return c
 }
 
 // Deadline implements context.Context.
@@ -71,7 +78,7 @@ func (c *callCtx) Err() error {
 	if err := c.stream.Err(); err != nil {
 		return err
 	}
-	if !c.deadline.IsZero() && !time.Now().Before(c.deadline) {
+	if !c.expires.IsZero() && !time.Now().Before(c.expires) {
 		return context.DeadlineExceeded
 	}
 	return nil

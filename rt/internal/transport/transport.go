@@ -680,7 +680,7 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, charge *ca
 		}
 		if req.DeadlineUnixNanos > 0 {
 			if abs := time.Unix(0, req.DeadlineUnixNanos); dl.IsZero() || abs.Before(dl) {
-				dl = now.Add(abs.Sub(now)) // on the monotonic clock from here on
+				dl = abs
 			}
 		}
 		if !dl.After(now) {
