@@ -44,10 +44,11 @@ func (e notSent) Unwrap() error { return e.err }
 // batcher is the group commit: writes that wait are sent as one etcd transaction of nested
 // transactions, with up to maxInFlight transactions outstanding. Each write keeps its own
 // compare, so one write's failed compare never fails another's; the rules of each write hold
-// exactly as without batching. A write that finds nothing in flight and nobody waiting is sent
-// at once by its own goroutine, so an idle store adds no latency. While a transaction is in
-// flight, another is sent only once a quarter of a batch waits (pipelineMin), or the oldest
-// waiting write has waited lingerMax: etcd's cost is
+// exactly as without batching. A write that finds a free slot and nobody waiting is sent at
+// once by its own goroutine, so a store that is not under load adds no latency. Under load (a
+// quarter of pipelineMin writes wait or are in flight), while a transaction is in flight,
+// another is sent only once pipelineMin writes wait or the oldest has waited lingerMax:
+// etcd's cost is
 // mostly per transaction, on the same processors as the nodes, so under load fewer and fuller
 // transactions commit more writes per second than many small ones (cold activation with 64
 // callers: about 10 writes per transaction and 11 k activations/s when every free slot was
@@ -70,10 +71,12 @@ type batcher struct {
 	mu       sync.Mutex
 	queue    []*txnReq
 	inFlight int
-	wake     chan struct{} // buffered 1: a slot freed or work arrived
-	stop     chan struct{}
-	stopped  chan struct{}
-	closed   bool
+	// inFlightWrites counts the writes of the transactions in flight.
+	inFlightWrites int
+	wake           chan struct{} // buffered 1: a slot freed or work arrived
+	stop           chan struct{}
+	stopped        chan struct{}
+	closed         bool
 }
 
 const (
@@ -107,13 +110,14 @@ func (b *batcher) do(ctx context.Context, key string, txn *pb.TxnRequest) (txnRe
 		b.mu.Unlock()
 		return txnResult{}, ErrStoreClosed
 	}
-	if len(b.queue) == 0 && b.inFlight == 0 {
+	if len(b.queue) == 0 && b.inFlight < maxInFlight && (b.inFlight == 0 || !b.loadedLocked()) {
 		// Nobody waits and a slot is free: send it from here, on the caller's context.
 		b.inFlight++
+		b.inFlightWrites++
 		b.sending.Add(1)
 		b.mu.Unlock()
 		res, err := b.sendOne(ctx, txn)
-		b.release()
+		b.release(1)
 		return res, err
 	}
 	r := &txnReq{ctx: ctx, key: key, txn: txn, size: proto.Size(txn) + nestOverhead, done: make(chan struct{}), queued: time.Now()}
@@ -158,6 +162,13 @@ func (b *batcher) sendOne(ctx context.Context, txn *pb.TxnRequest) (txnResult, e
 // flight: about an fsynced etcd round trip on a loaded machine.
 const lingerMax = 2 * time.Millisecond
 
+// loadedLocked reports whether the store is under load: a quarter of pipelineMin writes wait
+// or are in flight. Only then does a write wait for others to share its transaction, so that a
+// few writes at once (or a stalled store) still each take a free slot; b.mu is held.
+func (b *batcher) loadedLocked() bool {
+	return b.inFlightWrites+len(b.queue) >= max(1, b.pipelineMin()/4)
+}
+
 // pipelineMin is how many writes must wait before a transaction is sent while another is in
 // flight: a quarter of a batch.
 func (b *batcher) pipelineMin() int { return max(1, b.max/4) }
@@ -170,9 +181,10 @@ func (b *batcher) poke() {
 }
 
 // release frees a slot after a transaction returned; queued writes may use it.
-func (b *batcher) release() {
+func (b *batcher) release(writes int) {
 	b.mu.Lock()
 	b.inFlight--
+	b.inFlightWrites -= writes
 	b.mu.Unlock()
 	b.sending.Done()
 	b.poke()
@@ -199,7 +211,7 @@ func (b *batcher) run() {
 				b.mu.Unlock()
 				break
 			}
-			if b.inFlight > 0 && len(b.queue) < b.pipelineMin() {
+			if b.inFlight > 0 && len(b.queue) < b.pipelineMin() && b.loadedLocked() {
 				// Wait for more writes, or for a transaction to return, but never longer than
 				// lingerMax: a transaction that etcd holds up must not hold up the writes
 				// behind it.
@@ -211,11 +223,12 @@ func (b *batcher) run() {
 			}
 			batch := b.take()
 			b.inFlight++
+			b.inFlightWrites += len(batch)
 			b.sending.Add(1)
 			b.mu.Unlock()
 			go func() {
 				b.send(batch)
-				b.release()
+				b.release(len(batch))
 			}()
 		}
 	}
