@@ -58,7 +58,9 @@ func (c *callCtx) materialize() context.Context {
 	if c.deadline.IsZero() {
 		m.ctx, m.stop = context.WithCancel(c.stream)
 	} else {
-		m.ctx, m.stop = context.WithDeadline(c.stream, c.deadline)
+		// expires, not deadline: Done and Err keep to the one expiry Err has already been
+		// answering from, whatever the wall clock did meanwhile.
+		m.ctx, m.stop = context.WithDeadline(c.stream, c.expires)
 	}
 	if c.canceled.Load() {
 		m.stop()
