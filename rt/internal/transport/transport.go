@@ -222,6 +222,7 @@ func New(cfg Config, handler Handler) (*Transport, error) {
 		grpc.ConnectionTimeout(cfg.DialTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 4 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 5 * time.Second}),
+		grpc.ForceServerCodecV2(newWireCodec()),
 	}
 	if cfg.ServerTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.ServerTLS)))
@@ -265,6 +266,7 @@ func (t *Transport) dialOptions() []grpc.DialOption {
 		grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(t.cfg.MaxMessageSize+envelopeOverhead),
 			grpc.MaxCallSendMsgSize(t.cfg.MaxMessageSize+envelopeOverhead),
+			grpc.ForceCodecV2(newWireCodec()),
 		),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
 	}
