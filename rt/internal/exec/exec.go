@@ -78,23 +78,62 @@ var ErrAdmissionClosed = errors.New("exec: admission closed")
 
 // Gauges are the totals of many executors, kept as they change so that reading them costs
 // nothing per executor: the bytes reserved on their lanes and the application items admitted
-// and not yet started.
+// and not yet started. Each executor adds to one of several stripes, each two cache lines
+// apart, so that executors busy on different processors seldom write the same line; reading a
+// total sums the stripes.
 type Gauges struct {
-	ApplicationBytes, LifecycleBytes atomic.Int64
-	QueuedApplication                atomic.Int64
+	stripes [gaugeStripes]gaugeStripe
+	next    atomic.Uint32 // the stripe of the next executor
 }
 
-func (g *Gauges) laneBytes(l sdk.Lane) *atomic.Int64 {
+const gaugeStripes = 16
+
+type gaugeStripe struct {
+	app, life, queued atomic.Int64
+	_                 [128 - 3*8]byte
+}
+
+func (s *gaugeStripe) laneBytes(l sdk.Lane) *atomic.Int64 {
 	if l == sdk.LaneLifecycle {
-		return &g.LifecycleBytes
+		return &s.life
 	}
-	return &g.ApplicationBytes
+	return &s.app
+}
+
+// stripe assigns a new executor its stripe.
+func (g *Gauges) stripe() *gaugeStripe {
+	return &g.stripes[g.next.Add(1)%gaugeStripes]
+}
+
+// ApplicationBytes is the bytes reserved on the executors' application lanes by items that
+// were queued, until they complete.
+func (g *Gauges) ApplicationBytes() int64 {
+	return g.sum(func(s *gaugeStripe) int64 { return s.app.Load() })
+}
+
+// LifecycleBytes is the bytes reserved on the executors' lifecycle lanes by items that were
+// queued, until they complete.
+func (g *Gauges) LifecycleBytes() int64 {
+	return g.sum(func(s *gaugeStripe) int64 { return s.life.Load() })
+}
+
+// QueuedApplication is the application items admitted to the executors and not yet started.
+func (g *Gauges) QueuedApplication() int64 {
+	return g.sum(func(s *gaugeStripe) int64 { return s.queued.Load() })
+}
+
+func (g *Gauges) sum(of func(*gaugeStripe) int64) int64 {
+	var n int64
+	for i := range g.stripes {
+		n += of(&g.stripes[i])
+	}
+	return n
 }
 
 // Executor runs the work of one activation serially. Its zero value is not usable: use New.
 type Executor struct {
-	cfg    *Config // shared and read-only
-	gauges *Gauges // shared, or nil
+	cfg    *Config      // shared and read-only
+	gauges *gaugeStripe // this executor's share of the shared totals, or nil
 
 	mu        sync.Mutex
 	app, life lane
@@ -113,7 +152,11 @@ type Executor struct {
 // New returns an idle executor. cfg must have passed Validate and must not change afterwards;
 // g, when not nil, receives the executor's share of the totals.
 func New(cfg *Config, g *Gauges) *Executor {
-	return &Executor{cfg: cfg, gauges: g, lastActivity: Now()}
+	e := &Executor{cfg: cfg, lastActivity: Now()}
+	if g != nil {
+		e.gauges = g.stripe()
+	}
+	return e
 }
 
 // SetPanicHandler sets what is told when a Run panics (the panic is contained either way).
@@ -215,7 +258,7 @@ func (e *Executor) Submit(it Item, w Work) error {
 	}
 	l.push(ent)
 	if g := e.gauges; g != nil && it.Lane == sdk.LaneApplication {
-		g.QueuedApplication.Add(1)
+		g.queued.Add(1)
 	}
 	if !e.running {
 		e.running = true
@@ -254,7 +297,7 @@ func (e *Executor) drain() {
 		}
 		ent := l.pop()
 		if g := e.gauges; g != nil && ent.lane == sdk.LaneApplication {
-			g.QueuedApplication.Add(-1)
+			g.queued.Add(-1)
 		}
 		e.mu.Unlock()
 		p := runItem(ent)
@@ -384,7 +427,7 @@ func (e *Executor) untrack(taken []entry) {
 			g.laneBytes(ent.lane).Add(-ent.bytes)
 		}
 		if ent.lane == sdk.LaneApplication {
-			g.QueuedApplication.Add(-1)
+			g.queued.Add(-1)
 		}
 	}
 }

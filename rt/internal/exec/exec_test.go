@@ -397,3 +397,42 @@ func BenchmarkSubmitTo64Executors(b *testing.B) {
 	}
 	require.Equal(b, int64(b.N), total, "every submission ran once")
 }
+
+// TestGaugesSumEveryExecutorsShare: the totals of more executors than the gauges have stripes
+// count every queued item and its bytes once, and fall back to zero as the work runs or is
+// dropped.
+func TestGaugesSumEveryExecutorsShare(t *testing.T) {
+	cfg := exec.DefaultConfig()
+	var g exec.Gauges
+	var blockers []*blocker
+	var execs []*exec.Executor
+	for range 40 {
+		e := exec.New(&cfg, &g)
+		b := newBlocker()
+		require.NoError(t, e.Submit(app(0), b))
+		<-b.started
+		require.NoError(t, e.Submit(app(100), fn{}))
+		require.NoError(t, e.Submit(life(10), fn{}))
+		blockers, execs = append(blockers, b), append(execs, e)
+	}
+	assert.Equal(t, int64(40), g.QueuedApplication())
+	assert.Equal(t, int64(40*(0+exec.ItemOverhead+100+exec.ItemOverhead)), g.ApplicationBytes(), "the running blocker's bytes and the queued item's")
+	assert.Equal(t, int64(40*(10+exec.ItemOverhead)), g.LifecycleBytes())
+	for i, b := range blockers {
+		if i%2 == 0 {
+			execs[i].Close(sdk.ErrClosed)
+		}
+		close(b.release)
+	}
+	require.Eventually(t, func() bool {
+		for _, e := range execs {
+			if !e.Quiescent() {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond)
+	assert.Zero(t, g.QueuedApplication())
+	assert.Zero(t, g.ApplicationBytes())
+	assert.Zero(t, g.LifecycleBytes())
+}
