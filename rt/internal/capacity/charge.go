@@ -50,6 +50,16 @@ func WithCharge(ctx context.Context, c *Charge) context.Context {
 	return context.WithValue(ctx, chargeKey{}, c)
 }
 
+// ChargeValue is what a context that carries c answers for key: c for the key ChargeOf looks
+// up, and false for any other key. It lets a context type of its own carry a charge without a
+// context.WithValue around it.
+func ChargeValue(key any, c *Charge) (any, bool) {
+	if _, ok := key.(chargeKey); ok && c != nil {
+		return c, true
+	}
+	return nil, false
+}
+
 // ChargeOf returns the charge that ctx carries, or nil.
 func ChargeOf(ctx context.Context) *Charge {
 	c, _ := ctx.Value(chargeKey{}).(*Charge)

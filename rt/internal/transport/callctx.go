@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/zlink-go/zlink/rt/internal/capacity"
 )
 
 // callCtx is the context of a peer's request: it ends at the caller's deadline, when the
@@ -22,6 +24,12 @@ type callCtx struct {
 	mu       sync.Mutex // serializes materialize and cancel
 	made     atomic.Pointer[madeCtx]
 	canceled atomic.Bool
+
+	// charge, when set, is the request's Core HWM charge, which Value answers for: the handler
+	// finds it without a value context around this one.
+	charge *capacity.Charge
+	// answered is set by the request's first reply; a later one is ignored.
+	answered atomic.Bool
 }
 
 // madeCtx is the context Done reads, once made.
@@ -30,10 +38,12 @@ type madeCtx struct {
 	stop context.CancelFunc
 }
 
-func newCallCtx(stream context.Context, deadline time.Time) *callCtx {
-	c := &callCtx{stream: stream, deadline: deadline}
+// newCallCtx returns the context of a request whose caller's deadline is deadline (zero:
+// none), read at now, a reading of this process's clock.
+func newCallCtx(stream context.Context, deadline, now time.Time, charge *capacity.Charge) *callCtx {
+	c := &callCtx{stream: stream, deadline: deadline, charge: charge}
 	if !deadline.IsZero() {
-		c.expires = time.Now().Add(time.Until(deadline))
+		c.expires = now.Add(deadline.Sub(now))
 	}
 	return c
 }
@@ -89,6 +99,9 @@ func (c *callCtx) Err() error {
 // Value implements context.Context. Once Done made the context it reads, values come from it,
 // so that a context derived from this one attaches to it as to any cancelable context.
 func (c *callCtx) Value(key any) any {
+	if v, ok := capacity.ChargeValue(key, c.charge); ok {
+		return v
+	}
 	if m := c.made.Load(); m != nil {
 		return m.ctx.Value(key)
 	}

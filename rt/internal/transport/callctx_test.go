@@ -7,15 +7,17 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/zlink-go/zlink/rt/internal/capacity"
 )
 
 // A peer's request context ends at its deadline whether or not anyone asked for Done first.
 func TestCallCtxEndsAtItsDeadline(t *testing.T) {
 	stream, stop := context.WithCancel(context.Background())
 	defer stop()
-	lazy := newCallCtx(stream, time.Now().Add(20*time.Millisecond))
+	lazy := newCallCtx(stream, time.Now().Add(20*time.Millisecond), time.Now(), nil)
 	defer lazy.cancel()
-	eager := newCallCtx(stream, time.Now().Add(20*time.Millisecond))
+	eager := newCallCtx(stream, time.Now().Add(20*time.Millisecond), time.Now(), nil)
 	defer eager.cancel()
 	done := eager.Done()
 	require.NoError(t, lazy.Err())
@@ -40,7 +42,7 @@ func TestCallCtxEndsAtItsDeadline(t *testing.T) {
 // from it ends with it.
 func TestCallCtxCancelAndStreamEnd(t *testing.T) {
 	stream, stop := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
-	before := newCallCtx(stream, time.Time{})
+	before := newCallCtx(stream, time.Time{}, time.Time{}, nil)
 	_, ok := before.Deadline()
 	assert.False(t, ok)
 	assert.Equal(t, "v", before.Value(ctxKey{}), "values come from the stream")
@@ -52,7 +54,7 @@ func TestCallCtxCancelAndStreamEnd(t *testing.T) {
 		t.Fatal("Done of a context cancelled before it was asked for is not closed")
 	}
 
-	after := newCallCtx(stream, time.Now().Add(time.Hour))
+	after := newCallCtx(stream, time.Now().Add(time.Hour), time.Now(), nil)
 	derived, cancelDerived := context.WithTimeout(after, time.Hour)
 	defer cancelDerived()
 	assert.Equal(t, "v", derived.Value(ctxKey{}))
@@ -60,7 +62,7 @@ func TestCallCtxCancelAndStreamEnd(t *testing.T) {
 	<-derived.Done()
 	assert.ErrorIs(t, derived.Err(), context.Canceled)
 
-	ended := newCallCtx(stream, time.Time{})
+	ended := newCallCtx(stream, time.Time{}, time.Time{}, nil)
 	defer ended.cancel()
 	stop()
 	assert.ErrorIs(t, ended.Err(), context.Canceled, "the stream ended")
@@ -68,3 +70,27 @@ func TestCallCtxCancelAndStreamEnd(t *testing.T) {
 }
 
 type ctxKey struct{}
+
+// A peer's request context carries its Core HWM charge, before and after Done made the context
+// it reads, and a context derived from it finds the charge too; other values come from the
+// stream.
+func TestCallCtxCarriesTheCharge(t *testing.T) {
+	type key struct{}
+	stream, stop := context.WithCancel(context.WithValue(context.Background(), key{}, "stream's"))
+	defer stop()
+	charge := capacity.NewCharge(100, func(int64) {})
+	c := newCallCtx(stream, time.Time{}, time.Time{}, charge)
+	defer c.cancel()
+	assert.Same(t, charge, capacity.ChargeOf(c))
+	assert.Equal(t, "stream's", c.Value(key{}))
+	_ = c.Done()
+	assert.Same(t, charge, capacity.ChargeOf(c))
+	derived, cancel := context.WithTimeout(c, time.Hour)
+	defer cancel()
+	assert.Same(t, charge, capacity.ChargeOf(derived))
+	assert.Equal(t, "stream's", derived.Value(key{}))
+
+	none := newCallCtx(stream, time.Time{}, time.Time{}, nil)
+	defer none.cancel()
+	assert.Nil(t, capacity.ChargeOf(none))
+}

@@ -248,9 +248,10 @@ func (l *link) register(ctx context.Context, size int, ch chan result) (*sender,
 }
 
 func (l *link) call(ctx context.Context, req *wire.Request) (*wire.Reply, error) {
-	ch := make(chan result, 1)
+	ch := resultChans.Get().(chan result)
 	out, id, err := l.register(ctx, len(req.Payload), ch)
 	if err != nil {
+		resultChans.Put(ch) // never entered in pending: nothing sends on it
 		return nil, err
 	}
 	if h := l.t.hooks.registered; h != nil {
@@ -279,6 +280,8 @@ func (l *link) call(ctx context.Context, req *wire.Request) (*wire.Reply, error)
 	}
 	select {
 	case r := <-ch:
+		// Its one result is taken and it is out of pending: it is empty for good.
+		resultChans.Put(ch)
 		if r.err == nil && r.reply.Error != nil {
 			if err := ended(ctx); err != nil {
 				// The receiver's context ends at this call's deadline too, so its failure may
@@ -295,6 +298,11 @@ func (l *link) call(ctx context.Context, req *wire.Request) (*wire.Reply, error)
 		return nil, ctx.Err()
 	}
 }
+
+// resultChans holds empty result channels of room 1. A call's channel goes back only when no
+// one can send on it any more: its result was taken, or it never was in pending. A call that
+// gave up on its result leaves its channel to the collector.
+var resultChans = sync.Pool{New: func() any { return make(chan result, 1) }}
 
 // ended is ctx's error, or DeadlineExceeded once its deadline has passed even if its timer
 // has not fired yet.

@@ -672,11 +672,11 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, charge *ca
 			sdk.ErrMessageTooLarge, len(req.Payload), p.from, t.cfg.Node, t.cfg.MaxMessageSize))}, charge)
 		return
 	}
-	var dl time.Time
+	var dl, now time.Time
 	if req.TimeoutNanos > 0 || req.DeadlineUnixNanos > 0 {
 		// The earlier of the caller's absolute deadline and the timeout from now: the timeout
 		// alone would start again for a request that waited in a sender or a TCP buffer.
-		now := time.Now()
+		now = time.Now()
 		if req.TimeoutNanos > 0 {
 			dl = now.Add(time.Duration(req.TimeoutNanos))
 		}
@@ -693,28 +693,27 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, charge *ca
 			return
 		}
 	}
-	call := newCallCtx(ctx, dl)
-	var cctx context.Context = call
+	call := newCallCtx(ctx, dl, now, charge)
 	if !p.add(id, call) {
 		p.answer(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: call ID %d from %s is still in flight",
 			sdk.ErrInvalidArgument, id, p.from))}, charge)
 		return
 	}
-	if charge != nil {
-		cctx = capacity.WithCharge(cctx, charge)
+	t.handler.Handle(call, p.from, req, func(r *wire.Reply) { p.replyTo(call, id, r) })
+}
+
+// replyTo answers the request id, whose context is call, with r: the first reply only.
+func (p *peerStream) replyTo(call *callCtx, id uint64, r *wire.Reply) {
+	if !call.answered.CompareAndSwap(false, true) {
+		return
 	}
-	var once sync.Once
-	t.handler.Handle(cctx, p.from, req, func(r *wire.Reply) {
-		once.Do(func() {
-			p.done(id)
-			r.CallId = id
-			if lim := p.lim; len(r.Payload) > lim.max() {
-				r = &wire.Reply{CallId: id, Error: wire.EncodeError(fmt.Errorf("%w: the reply to %s is %d bytes, over the limit of %d (%s accepts %d, %s accepts %d)",
-					sdk.ErrMessageTooLarge, p.from, len(r.Payload), lim.max(), t.cfg.Node, lim.own, p.from, lim.peer))}
-			}
-			p.answer(r, charge)
-		})
-	})
+	p.done(id)
+	r.CallId = id
+	if lim := p.lim; len(r.Payload) > lim.max() {
+		r = &wire.Reply{CallId: id, Error: wire.EncodeError(fmt.Errorf("%w: the reply to %s is %d bytes, over the limit of %d (%s accepts %d, %s accepts %d)",
+			sdk.ErrMessageTooLarge, p.from, len(r.Payload), lim.max(), p.t.cfg.Node, lim.own, p.from, lim.peer))}
+	}
+	p.answer(r, call.charge)
 }
 
 func replyEnvelope(r *wire.Reply) *wire.Envelope {
