@@ -45,13 +45,18 @@ check-gen:
 	$(GO) run ./cmd/zlinkgen -check ./...
 
 ## proto: regenerate every committed .pb.go from its .proto (needs protoc and protoc-gen-go;
-## the README says how to install them).
+## the README says how to install them), and the mesh's generated encoding code
+## (wire_vtproto.pb.go) with the vtprotobuf generator of the version go.mod names.
 PROTOS := $(shell git ls-files '*.proto')
+VTPROTO_BIN := $(CURDIR)/bin/protoc-gen-go-vtproto
 proto:
 	@for p in $(PROTOS); do \
 		echo "protoc $$p"; \
 		(cd $$(dirname $$p) && protoc --go_out=. --go_opt=paths=source_relative $$(basename $$p)) || exit 1; \
 	done
+	$(GO) build -o $(VTPROTO_BIN) github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto
+	cd rt/internal/wire && protoc --plugin=protoc-gen-go-vtproto=$(VTPROTO_BIN) \
+		--go-vtproto_out=. --go-vtproto_opt=paths=source_relative,features=marshal+unmarshal+size wire.proto
 
 ## bench: ZLink and Proto.Actor Go side by side on the same workloads (bench/peers, a module of
 ## its own): medians of 3 alternating runs each, one table, written to bench/RESULTS.md. Takes

@@ -82,6 +82,7 @@ var ErrAdmissionClosed = errors.New("exec: admission closed")
 // apart, so that executors busy on different processors seldom write the same line; reading a
 // total sums the stripes.
 type Gauges struct {
+	_       [128]byte // off the cache lines of whatever it is embedded after
 	stripes [gaugeStripes]gaugeStripe
 	next    atomic.Uint32 // the stripe of the next executor
 }

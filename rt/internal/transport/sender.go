@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/wire"
 )
@@ -61,7 +59,7 @@ func newSender(send func(*wire.Batch) error, maxMessage int, meter *capacity.Met
 // push queues e at once, however full the queue is, and returns its size: 0 when the stream
 // is gone, and with it what it would carry.
 func (s *sender) push(e *wire.Envelope) int {
-	q := queued{env: e, size: proto.Size(e)}
+	q := queued{env: e, size: e.SizeVT()}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -76,7 +74,7 @@ func (s *sender) push(e *wire.Envelope) int {
 // pushWait queues e once the queue has room, and reports false if ctx ended first or the
 // stream ended: e was not queued.
 func (s *sender) pushWait(ctx context.Context, e *wire.Envelope) (ok bool, ctxErr error) {
-	q := queued{env: e, size: proto.Size(e)}
+	q := queued{env: e, size: e.SizeVT()}
 	s.mu.Lock()
 	if err := s.awaitRoomLocked(ctx); err != nil || s.closed {
 		s.mu.Unlock()

@@ -6,6 +6,8 @@ package wire
 import (
 	"context"
 	"errors"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -52,22 +54,22 @@ func EncodeError(err error) *Error {
 	case errors.As(err, &qf):
 		out.Code, out.Lane, out.Axis = Code_CODE_QUEUE_FULL, uint32(qf.Lane), uint32(qf.Axis)
 		out.Limit, out.Queued, out.Requested, out.QueueWhere = qf.Limit, qf.Queued, qf.Requested, qf.Where
-		return out
+		return out.validUTF8()
 	case errors.As(err, &ce):
 		out.Code, out.Where, out.Limit = Code_CODE_CAPACITY_EXCEEDED, uint32(ce.Where), ce.Limit
-		return out
+		return out.validUTF8()
 	case errors.As(err, &ae):
 		out.Code, out.AppCode, out.Message = Code_CODE_APPLICATION, ae.Code, ae.Message
-		return out
+		return out.validUTF8()
 	}
 	for _, c := range codes {
 		if errors.Is(err, c.err) {
 			out.Code = c.code
-			return out
+			return out.validUTF8()
 		}
 	}
 	out.Code = Code_CODE_APPLICATION
-	return out
+	return out.validUTF8()
 }
 
 // DecodeError turns a wire error back into an error that matches the same sentinel (or
@@ -145,4 +147,15 @@ func HandlerError(err error) error {
 		out.Code = ae.Code
 	}
 	return out
+}
+
+// validUTF8 replaces what is not UTF-8 in e's texts: protobuf's string fields carry UTF-8 only,
+// and an error's text may come from anywhere.
+func (e *Error) validUTF8() *Error {
+	for _, f := range []*string{&e.Message, &e.AppCode, &e.QueueWhere} {
+		if !utf8.ValidString(*f) {
+			*f = strings.ToValidUTF8(*f, "\uFFFD")
+		}
+	}
+	return e
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -73,4 +74,22 @@ func TestApplicationErrorsKeepCodeAndMessage(t *testing.T) {
 	assert.Equal(t, "plain failure", ae.Message)
 	assert.Nil(t, wire.EncodeError(nil))
 	assert.NoError(t, wire.DecodeError(nil))
+}
+
+// An error's texts cross the wire as UTF-8 whatever they held: protobuf's string fields carry
+// nothing else, and a peer would refuse the whole batch.
+func TestEncodeErrorKeepsItsTextsUTF8(t *testing.T) {
+	for _, err := range []error{
+		errors.New("bad \xff byte"),
+		&sdk.AppError{Code: "c\xfe", Message: "m\xff"},
+		&sdk.QueueFullError{Lane: sdk.LaneApplication, Where: "Room.J\xffoin"},
+	} {
+		e := wire.EncodeError(err)
+		for _, s := range []string{e.GetMessage(), e.GetAppCode(), e.GetQueueWhere()} {
+			assert.True(t, utf8.ValidString(s), "%q", s)
+		}
+		_, merr := proto.Marshal(e)
+		assert.NoError(t, merr)
+	}
+	assert.Equal(t, "m\uFFFD", wire.EncodeError(&sdk.AppError{Message: "m\xff"}).GetMessage())
 }
