@@ -13,10 +13,12 @@ import (
 )
 
 // EtcdCeiling measures what etcd allows for cold activation: the same two fenced writes per
-// activation that a ZLink activation makes (a put of a new key on CreateRevision == 0, then a
-// put on the first write's ModRevision, both on a lease and each as a nested transaction with
-// its own compare, as the runtime's group commit sends them), for count activations with at
-// most callers of them in flight, with ideal batching and nothing else: no runtime, no
+// activation that a ZLink activation makes, each a nested transaction as the runtime's group
+// commit sends them: the reservation (the record's key has CreateRevision 0 and the owner's
+// node key is on the owner's lease; then put the record, else read it) and the Ready commit
+// (the record is at the reservation's ModRevision and the node key is still on the lease; then
+// put the record), with records and keys of a real record's size. It makes count activations
+// with at most callers of them in flight, with ideal batching and nothing else: no runtime, no
 // placement, no activation. It tries the in-flight activations split into 1, 2 and 4
 // pipelines of batches (each batch one transaction of reserves, then one of readies) and
 // returns the best rate, in activations per second.
@@ -32,7 +34,12 @@ func EtcdCeiling(ctx context.Context, endpoints []string, count, callers int) (f
 	}
 	best := 0.0
 	for i, pipes := range []int{1, 2, 4} {
-		rate, err := ceilingRun(ctx, c, lease.ID, fmt.Sprintf("/ceiling/%d/", i), count, callers, pipes)
+		root := fmt.Sprintf("/zlink/ceiling-%d/", i)
+		node := root + "nodes/node-1"
+		if _, err := c.Put(ctx, node, nodeDescriptor, clientv3.WithLease(lease.ID)); err != nil {
+			return 0, err
+		}
+		rate, err := ceilingRun(ctx, c, fence{node: node, lease: lease.ID}, root+"spots/Echo/cold-", count, callers, pipes)
 		if err != nil {
 			return 0, err
 		}
@@ -41,12 +48,22 @@ func EtcdCeiling(ctx context.Context, endpoints []string, count, callers int) (f
 	return best, nil
 }
 
-// recordValue is about the size of a Spot's location record.
-var recordValue = strings.Repeat("r", 96)
+// recordValue is the size of a Spot's location record (its phase, owner node and lease,
+// creation attempt, kind and generation); nodeDescriptor stands for the owner's node key.
+var (
+	recordValue    = strings.Repeat("r", 36)
+	nodeDescriptor = strings.Repeat("n", 64)
+)
+
+// fence is the owner's node key and the lease it must be on: the second compare of both writes.
+type fence struct {
+	node  string
+	lease clientv3.LeaseID
+}
 
 // ceilingRun activates count keys under prefix in pipes pipelines of callers/pipes keys per
 // batch.
-func ceilingRun(ctx context.Context, c *clientv3.Client, lease clientv3.LeaseID, prefix string, count, callers, pipes int) (float64, error) {
+func ceilingRun(ctx context.Context, c *clientv3.Client, f fence, prefix string, count, callers, pipes int) (float64, error) {
 	per := max(1, callers/pipes)
 	batches := make(chan int)
 	var (
@@ -60,7 +77,7 @@ func ceilingRun(ctx context.Context, c *clientv3.Client, lease clientv3.LeaseID,
 		go func() {
 			defer wg.Done()
 			for from := range batches {
-				if err := ceilingBatch(ctx, c, lease, prefix, from, min(from+per, count)); err != nil {
+				if err := ceilingBatch(ctx, c, f, prefix, from, min(from+per, count)); err != nil {
 					mu.Lock()
 					firstErr = errors.Join(firstErr, err)
 					mu.Unlock()
@@ -89,13 +106,15 @@ feed:
 }
 
 // ceilingBatch reserves keys [from, to) in one transaction, then makes them Ready in another.
-func ceilingBatch(ctx context.Context, c *clientv3.Client, lease clientv3.LeaseID, prefix string, from, to int) error {
+func ceilingBatch(ctx context.Context, c *clientv3.Client, f fence, prefix string, from, to int) error {
+	onLease := clientv3.Compare(clientv3.LeaseValue(f.node), "=", f.lease)
 	reserve := make([]clientv3.Op, 0, to-from)
 	for i := from; i < to; i++ {
 		k := fmt.Sprintf("%s%07d", prefix, i)
 		reserve = append(reserve, clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)},
-			[]clientv3.Op{clientv3.OpPut(k, recordValue, clientv3.WithLease(lease))}, nil))
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0), onLease},
+			[]clientv3.Op{clientv3.OpPut(k, recordValue)},
+			[]clientv3.Op{clientv3.OpGet(k)}))
 	}
 	r1, err := c.Txn(ctx).Then(reserve...).Commit()
 	if err != nil {
@@ -108,8 +127,8 @@ func ceilingBatch(ctx context.Context, c *clientv3.Client, lease clientv3.LeaseI
 		}
 		k := fmt.Sprintf("%s%07d", prefix, i)
 		ready = append(ready, clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "=", r1.Header.Revision)},
-			[]clientv3.Op{clientv3.OpPut(k, recordValue, clientv3.WithLease(lease))}, nil))
+			[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "=", r1.Header.Revision), onLease},
+			[]clientv3.Op{clientv3.OpPut(k, recordValue)}, nil))
 	}
 	r2, err := c.Txn(ctx).Then(ready...).Commit()
 	if err != nil {
