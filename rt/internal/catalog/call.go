@@ -382,7 +382,7 @@ func (k *call) runObserved(ctx context.Context, lvl sdk.DiagnosticsLevel, caller
 
 // invoke runs the handler; a panic becomes the caller's ErrHandlerPanicked.
 func (k *call) invoke(ctx context.Context) (reply proto.Message, err error) {
-	k.a.cat.stats.turns.add()
+	k.a.cat.stats.turns.add(k.a.exec.Stripe())
 	defer func() {
 		if v := recover(); v != nil {
 			_, typ, id := k.object()

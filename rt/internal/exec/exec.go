@@ -102,8 +102,9 @@ func (s *gaugeStripe) laneBytes(l sdk.Lane) *atomic.Int64 {
 }
 
 // stripe assigns a new executor its stripe.
-func (g *Gauges) stripe() *gaugeStripe {
-	return &g.stripes[g.next.Add(1)%gaugeStripes]
+func (g *Gauges) stripe() (*gaugeStripe, uint32) {
+	i := g.next.Add(1) % gaugeStripes
+	return &g.stripes[i], i
 }
 
 // ApplicationBytes is the bytes reserved on the executors' application lanes by items that
@@ -135,6 +136,7 @@ func (g *Gauges) sum(of func(*gaugeStripe) int64) int64 {
 type Executor struct {
 	cfg    *Config      // shared and read-only
 	gauges *gaugeStripe // this executor's share of the shared totals, or nil
+	stripe uint32       // its index
 
 	mu        sync.Mutex
 	app, life lane
@@ -155,10 +157,15 @@ type Executor struct {
 func New(cfg *Config, g *Gauges) *Executor {
 	e := &Executor{cfg: cfg, lastActivity: Now()}
 	if g != nil {
-		e.gauges = g.stripe()
+		e.gauges, e.stripe = g.stripe()
 	}
 	return e
 }
+
+// Stripe is the index of this executor's stripe of the shared gauges (0 without gauges): a
+// counter of its own that other totals may stripe by, so that the work of one executor keeps
+// to one cache line.
+func (e *Executor) Stripe() uint32 { return e.stripe }
 
 // SetPanicHandler sets what is told when a Run panics (the panic is contained either way).
 func (e *Executor) SetPanicHandler(fn func(v any, stack []byte)) {
