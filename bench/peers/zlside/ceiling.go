@@ -28,13 +28,15 @@ func EtcdCeiling(ctx context.Context, endpoints []string, count, callers int) (f
 		return 0, err
 	}
 	defer c.Close()
-	lease, err := c.Grant(ctx, 60)
+	// Long enough for every run: the lease is not kept alive, and the fence compares it.
+	lease, err := c.Grant(ctx, 3600)
 	if err != nil {
 		return 0, err
 	}
 	best := 0.0
 	for i, pipes := range []int{1, 2, 4} {
-		root := fmt.Sprintf("/zlink/ceiling-%d/", i)
+		// A root of its own per run: the records stay, as a Spot's do.
+		root := fmt.Sprintf("/zlink/ceiling-%x-%d/", time.Now().UnixNano(), i)
 		node := root + "nodes/node-1"
 		if _, err := c.Put(ctx, node, nodeDescriptor, clientv3.WithLease(lease.ID)); err != nil {
 			return 0, err
@@ -55,6 +57,9 @@ var (
 	nodeDescriptor = strings.Repeat("n", 64)
 )
 
+// maxBatch is the most writes the runtime's group commit puts in one transaction by default.
+const maxBatch = 128 - 5
+
 // fence is the owner's node key and the lease it must be on: the second compare of both writes.
 type fence struct {
 	node  string
@@ -64,7 +69,9 @@ type fence struct {
 // ceilingRun activates count keys under prefix in pipes pipelines of callers/pipes keys per
 // batch.
 func ceilingRun(ctx context.Context, c *clientv3.Client, f fence, prefix string, count, callers, pipes int) (float64, error) {
-	per := max(1, callers/pipes)
+	// A batch is no wider than the runtime's group commit makes one (etcd's default 128
+	// operations per transaction, less the widest write).
+	per := min(max(1, callers/pipes), maxBatch)
 	batches := make(chan int)
 	var (
 		wg       sync.WaitGroup
@@ -123,7 +130,7 @@ func ceilingBatch(ctx context.Context, c *clientv3.Client, f fence, prefix strin
 	ready := make([]clientv3.Op, 0, to-from)
 	for i := from; i < to; i++ {
 		if !r1.Responses[i-from].GetResponseTxn().GetSucceeded() {
-			return fmt.Errorf("ceiling: key %d existed", i)
+			return fmt.Errorf("ceiling: the reservation of key %d failed its fence: the key existed, or the node key left its lease", i)
 		}
 		k := fmt.Sprintf("%s%07d", prefix, i)
 		ready = append(ready, clientv3.OpTxn(
@@ -136,7 +143,7 @@ func ceilingBatch(ctx context.Context, c *clientv3.Client, f fence, prefix strin
 	}
 	for i, r := range r2.Responses {
 		if !r.GetResponseTxn().GetSucceeded() {
-			return fmt.Errorf("ceiling: key %d changed between its two writes", from+i)
+			return fmt.Errorf("ceiling: the Ready write of key %d failed its fence: the key changed between its two writes, or the node key left its lease", from+i)
 		}
 	}
 	return nil

@@ -31,7 +31,9 @@ func (wireCodec) Name() string { return proto.Name }
 
 // Marshal encodes v into one buffer, taken from gRPC's pool when it is large enough to be worth
 // pooling; gRPC frees it once written. Like protobuf, it refuses a string field of the mesh's
-// messages that is not UTF-8.
+// messages that is not UTF-8 (the transport checks requests and replies before it queues
+// them, so that one bad string fails its own call, not the stream). Should the generated code
+// ever get a message wrong (its size, or a panic), protobuf encodes it instead.
 func (c wireCodec) Marshal(v any) (out mem.BufferSlice, err error) {
 	m, ok := v.(vtMessage)
 	if !ok {
@@ -45,33 +47,31 @@ func (c wireCodec) Marshal(v any) (out mem.BufferSlice, err error) {
 	size := m.SizeVT()
 	if mem.IsBelowBufferPoolingThreshold(size) {
 		buf := make([]byte, size)
-		if err := encodeSized(m, buf); err != nil {
-			return nil, err
+		if !encodeSized(m, buf) {
+			return c.fallback.Marshal(v)
 		}
 		return mem.BufferSlice{mem.SliceBuffer(buf)}, nil
 	}
 	pool := mem.DefaultBufferPool()
 	buf := pool.Get(size)
-	if err := encodeSized(m, (*buf)[:size]); err != nil {
+	if !encodeSized(m, (*buf)[:size]) {
 		pool.Put(buf)
-		return nil, err
+		return c.fallback.Marshal(v)
 	}
 	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
 }
 
-// encodeSized encodes m into buf, which its size was taken for. A message that changed size
-// meanwhile is an error, not a panic (the generated code writes from the end of buf backwards).
-func encodeSized(m vtMessage, buf []byte) (err error) {
+// encodeSized encodes m into buf, which its size was taken for, and reports whether it filled
+// buf exactly. The generated code writes from the end of buf backwards and panics when buf is
+// short; a size it got wrong (it does for a oneof case without its message) is a false here.
+func encodeSized(m vtMessage, buf []byte) (ok bool) {
 	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("transport: encoding a %T failed (it changed while it was encoded?): %v", m, p)
+		if recover() != nil {
+			ok = false
 		}
 	}()
 	n, err := m.MarshalToSizedBufferVT(buf)
-	if err == nil && n != len(buf) {
-		err = fmt.Errorf("transport: a %T encoded to %d bytes, its size said %d (it changed while it was encoded?)", m, n, len(buf))
-	}
-	return err
+	return err == nil && n == len(buf)
 }
 
 // Unmarshal decodes data into v. The generated code copies every bytes field, so the buffer
@@ -99,30 +99,41 @@ func (c wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
 // wire.proto gains one that is not.
 func checkUTF8(b *wire.Batch) error {
 	for _, env := range b.Envelopes {
-		var kind string
-		var id uint64
-		var f stringFields
+		var err error
 		switch body := env.Body.(type) {
 		case *wire.Envelope_Request:
-			r := body.Request
-			kind, id, f = "request", r.GetCallId(), stringFields{
-				{"type", r.GetType()}, {"id", r.GetId()}, {"node", r.GetNode()}, {"method", r.GetMethod()},
-				{"traceparent", r.GetTraceparent()}, {"tracestate", r.GetTracestate()},
-			}
+			err = requestUTF8(body.Request)
 		case *wire.Envelope_Reply:
-			r := body.Reply
-			e := r.GetError()
-			kind, id, f = "reply", r.GetCallId(), stringFields{
-				{"owner", r.GetOwner()}, {"redirect", r.GetRedirect()}, {"error.message", e.GetMessage()},
-				{"error.app_code", e.GetAppCode()}, {"error.queue_where", e.GetQueueWhere()},
-			}
-		default:
-			continue
+			err = replyUTF8(body.Reply)
 		}
-		for _, s := range f {
-			if s.v != "" && !utf8.ValidString(s.v) {
-				return fmt.Errorf("transport: the %s of call %d: field %s is not valid UTF-8", kind, id, s.name)
-			}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// requestUTF8 refuses a request with a string field that is not valid UTF-8.
+func requestUTF8(r *wire.Request) error {
+	return validUTF8("request", r.GetCallId(), stringFields{
+		{"type", r.GetType()}, {"id", r.GetId()}, {"node", r.GetNode()}, {"method", r.GetMethod()},
+		{"traceparent", r.GetTraceparent()}, {"tracestate", r.GetTracestate()},
+	})
+}
+
+// replyUTF8 refuses a reply with a string field, its error's included, that is not valid UTF-8.
+func replyUTF8(r *wire.Reply) error {
+	e := r.GetError()
+	return validUTF8("reply", r.GetCallId(), stringFields{
+		{"owner", r.GetOwner()}, {"redirect", r.GetRedirect()}, {"error.message", e.GetMessage()},
+		{"error.app_code", e.GetAppCode()}, {"error.queue_where", e.GetQueueWhere()},
+	})
+}
+
+func validUTF8(kind string, id uint64, f stringFields) error {
+	for _, s := range f {
+		if s.v != "" && !utf8.ValidString(s.v) {
+			return fmt.Errorf("transport: the %s of call %d: field %s is not valid UTF-8", kind, id, s.name)
 		}
 	}
 	return nil

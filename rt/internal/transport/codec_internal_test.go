@@ -96,6 +96,35 @@ func TestCheckUTF8CoversEveryStringField(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 11, cases, "the string fields of a request, a reply and its error")
+
+	// Every string field that a batch can hold is one of those.
+	var reachable []string
+	for _, path := range stringFieldPaths((&wire.Batch{}).ProtoReflect().Descriptor(), nil) {
+		reachable = append(reachable, pathName(path))
+	}
+	assert.ElementsMatch(t, []string{
+		"envelopes.request.type", "envelopes.request.id", "envelopes.request.node", "envelopes.request.method",
+		"envelopes.request.traceparent", "envelopes.request.tracestate",
+		"envelopes.reply.owner", "envelopes.reply.redirect", "envelopes.reply.error.message",
+		"envelopes.reply.error.app_code", "envelopes.reply.error.queue_where",
+	}, reachable, "a string field that checkUTF8 does not check")
+}
+
+// TestWireCodecEncodesAnEmptyOneofCaseAsProtobufDoes: the generated code sizes a oneof case
+// without its message wrong; the codec then encodes with protobuf, and the bytes are
+// protobuf's.
+func TestWireCodecEncodesAnEmptyOneofCaseAsProtobufDoes(t *testing.T) {
+	c := newWireCodec()
+	for _, env := range []*wire.Envelope{
+		{Body: &wire.Envelope_Request{}}, {Body: &wire.Envelope_Reply{}}, {Body: &wire.Envelope_Cancel{}},
+	} {
+		b := &wire.Batch{Envelopes: []*wire.Envelope{env, {Body: &wire.Envelope_Cancel{Cancel: &wire.Cancel{CallId: 2}}}}}
+		want, err := proto.Marshal(b)
+		require.NoError(t, err)
+		got, err := c.Marshal(b)
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(want, got.Materialize()), "%T: the codec wrote %x, protobuf %x", env.Body, got.Materialize(), want)
+	}
 }
 
 // stringFieldPaths lists the paths to the string fields of messages of md, nested messages
@@ -159,7 +188,7 @@ func TestWireCodecWritesEveryFieldAsProtobufDoes(t *testing.T) {
 			vt, ok := m.Interface().(vtMessage)
 			require.True(t, ok, "%s has no generated encoding code: run make proto", md.FullName())
 			got := make([]byte, vt.SizeVT())
-			require.NoError(t, encodeSized(vt, got), md.FullName())
+			require.True(t, encodeSized(vt, got), "%s: the generated code's size is wrong", md.FullName())
 			assert.True(t, bytes.Equal(want, got), "%s (oneof case %d): the codec writes %x, protobuf %x", md.FullName(), variant, got, want)
 
 			back := mt.New().Interface()

@@ -248,6 +248,10 @@ func (l *link) register(ctx context.Context, size int, ch chan result) (*sender,
 }
 
 func (l *link) call(ctx context.Context, req *wire.Request) (*wire.Reply, error) {
+	if err := requestUTF8(req); err != nil {
+		// Refused here, where it fails this call alone: in a batch it would fail the stream.
+		return nil, fmt.Errorf("%w: %v", sdk.ErrInvalidArgument, err)
+	}
 	ch := resultChans.Get().(chan result)
 	out, id, err := l.register(ctx, len(req.Payload), ch)
 	if err != nil {

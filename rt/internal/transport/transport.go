@@ -649,6 +649,10 @@ func (p *peerStream) awaitFreed(ctx context.Context, n int64) bool {
 // reply queues r; its bytes count against the stream's share until they are sent, so that a
 // peer that does not take its replies stops being read.
 func (p *peerStream) reply(r *wire.Reply) {
+	if err := replyUTF8(r); err != nil {
+		// In the batch it would fail the stream and every call on it: its caller alone learns.
+		r = &wire.Reply{CallId: r.GetCallId(), Error: wire.EncodeError(err)}
+	}
 	if n := p.out.push(replyEnvelope(r)); n > 0 && p.t.cfg.Meter != nil {
 		p.held.Add(int64(n))
 	}

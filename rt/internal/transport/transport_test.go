@@ -700,3 +700,55 @@ func TestTLSPeerWithoutACertificateIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, sdk.ErrOwnerUnavailable)
 	assert.NotEqual(t, sdk.PeerStateReady, a.PeerState("b"))
 }
+
+// A request or a reply with a string that is not UTF-8 fails its own call only: the calls that
+// share its stream go on, and the link stays up. In the stream's batch it would end the stream
+// and leave every call on it not knowing whether its request ran.
+func TestAStringThatIsNotUTF8FailsItsOwnCallOnly(t *testing.T) {
+	release := make(chan struct{})
+	b := start(t, "b", handler{fn: func(_ context.Context, from sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+		switch req.Method {
+		case "Slow":
+			go func() { // a handler holds no stream's reader
+				<-release
+				reply(&wire.Reply{Payload: req.Payload})
+			}()
+			return
+		case "BadReply":
+			reply(&wire.Reply{Redirect: "n\xff"})
+			return
+		}
+		reply(&wire.Reply{Payload: req.Payload, Owner: string(from)})
+	}}, nil)
+	a := start(t, "a", handler{}, nil)
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+
+	slow := make(chan error, 4)
+	for range cap(slow) {
+		go func() {
+			r, err := a.Call(ctx, "b", &wire.Request{Method: "Slow", Payload: []byte("s")})
+			if err == nil && string(r.Payload) != "s" {
+				err = fmt.Errorf("payload %q", r.Payload)
+			}
+			slow <- err
+		}()
+	}
+	_, err := a.Call(ctx, "b", &wire.Request{Method: "Pi\xffng"})
+	require.ErrorIs(t, err, sdk.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "field method is not valid UTF-8")
+
+	r, err := a.Call(ctx, "b", &wire.Request{Method: "BadReply"})
+	require.NoError(t, err, "the reply's stream carried it")
+	require.NotNil(t, r.Error)
+	assert.Contains(t, wire.DecodeError(r.Error).Error(), "field redirect is not valid UTF-8")
+
+	close(release)
+	for range cap(slow) {
+		require.NoError(t, <-slow, "a call sharing the stream")
+	}
+	r, err = a.Call(ctx, "b", &wire.Request{Payload: []byte("after")})
+	require.NoError(t, err)
+	assert.Equal(t, "after", string(r.Payload))
+	assert.Equal(t, sdk.PeerStateReady, a.PeerState("b"))
+}
