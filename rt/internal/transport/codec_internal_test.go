@@ -306,3 +306,25 @@ func FuzzWireCodecReadsAsProtobufReads(f *testing.F) {
 		require.True(t, proto.Equal(&viaProto, &viaCodec), "protobuf read %v, the codec %v", &viaProto, &viaCodec)
 	})
 }
+
+// TestQueuedSizeIsTheEnvelopesSize: a queued message is accounted at the size of the envelope
+// it is sent in, for messages whose length takes one, two and three bytes.
+func TestQueuedSizeIsTheEnvelopesSize(t *testing.T) {
+	for _, n := range []int{0, 10, 200, 20_000} {
+		payload := bytes.Repeat([]byte{1}, n)
+		req := &wire.Request{CallId: 1, Method: "M", Payload: payload}
+		rep := &wire.Reply{CallId: 1, Payload: payload}
+		for _, c := range []struct {
+			q   queued
+			env *wire.Envelope
+		}{
+			{queuedRequest(req), &wire.Envelope{Body: &wire.Envelope_Request{Request: req}}},
+			{queuedReply(rep), &wire.Envelope{Body: &wire.Envelope_Reply{Reply: rep}}},
+			{queuedCancel(&wire.Cancel{CallId: 9}), &wire.Envelope{Body: &wire.Envelope_Cancel{Cancel: &wire.Cancel{CallId: 9}}}},
+		} {
+			assert.Equal(t, proto.Size(c.env), c.q.size, "%T of %d bytes", c.env.Body, n)
+			var e batchEnvelope
+			assert.True(t, proto.Equal(c.env, e.wrap(c.q)), "%T of %d bytes", c.env.Body, n)
+		}
+	}
+}

@@ -272,7 +272,7 @@ func (l *link) call(ctx context.Context, req *wire.Request) (*wire.Reply, error)
 		// arrives, and drops a request that arrives after the absolute deadline.
 		req.TimeoutNanos, req.DeadlineUnixNanos = int64(left), dl.UnixNano()
 	}
-	if ok, err := out.pushWait(ctx, requestEnvelope(req)); !ok {
+	if ok, err := out.pushWait(ctx, queuedRequest(req)); !ok {
 		l.forget(id)
 		if err != nil {
 			// Not sent, yet not ErrNotSent: the caller's context has ended, so nothing is to
@@ -297,7 +297,7 @@ func (l *link) call(ctx context.Context, req *wire.Request) (*wire.Reply, error)
 		return r.reply, r.err
 	case <-ctx.Done():
 		if l.forget(id) {
-			out.push(&wire.Envelope{Body: &wire.Envelope_Cancel{Cancel: &wire.Cancel{CallId: id}}})
+			out.push(queuedCancel(&wire.Cancel{CallId: id}))
 		}
 		return nil, ctx.Err()
 	}
@@ -318,17 +318,4 @@ func ended(ctx context.Context) error {
 		return context.DeadlineExceeded
 	}
 	return nil
-}
-
-// outRequest holds a request's envelope and its body in one allocation.
-type outRequest struct {
-	env  wire.Envelope
-	body wire.Envelope_Request
-}
-
-// requestEnvelope wraps req in an envelope.
-func requestEnvelope(req *wire.Request) *wire.Envelope {
-	o := &outRequest{body: wire.Envelope_Request{Request: req}}
-	o.env.Body = &o.body
-	return &o.env
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/wire"
 )
@@ -32,9 +34,12 @@ type sender struct {
 	// with the stream. Set it before the sender runs.
 	taken func(n int)
 
-	mu      sync.Mutex
-	queue   []queued // its backing array is kept: a busy stream queues without allocating
-	bytes   int      // of the queued envelopes
+	mu    sync.Mutex
+	queue []queued // its backing array is kept: a busy stream queues without allocating
+	// envs are the envelopes of the batch being sent, reused from batch to batch: a queued
+	// message gets its envelope only as its batch is taken. Only run touches them.
+	envs    []batchEnvelope
+	bytes   int // of the queued envelopes
 	waiters int
 	room    chan struct{} // closed and replaced when envelopes leave the queue and someone waits
 	closed  bool
@@ -43,10 +48,45 @@ type sender struct {
 	wake    chan struct{} // buffered 1
 }
 
-// queued is an envelope and its encoded size, measured by the pusher outside the lock.
+// queued is one message of the queue, a request, a reply or a cancel, and its encoded size as
+// an envelope, measured by the pusher outside the lock.
 type queued struct {
-	env  *wire.Envelope
-	size int
+	req    *wire.Request
+	reply  *wire.Reply
+	cancel *wire.Cancel
+	size   int
+}
+
+func queuedRequest(r *wire.Request) queued { return queued{req: r, size: envelopeSize(r.SizeVT())} }
+func queuedReply(r *wire.Reply) queued     { return queued{reply: r, size: envelopeSize(r.SizeVT())} }
+func queuedCancel(c *wire.Cancel) queued   { return queued{cancel: c, size: envelopeSize(c.SizeVT())} }
+
+// envelopeSize is the encoded size of an envelope around a message of n bytes: its oneof
+// field's tag, length and the message.
+func envelopeSize(n int) int { return 1 + protowire.SizeVarint(uint64(n)) + n }
+
+// batchEnvelope is the envelope of one message of a batch, with room for its oneof case.
+type batchEnvelope struct {
+	env    wire.Envelope
+	req    wire.Envelope_Request
+	reply  wire.Envelope_Reply
+	cancel wire.Envelope_Cancel
+}
+
+// wrap makes e the envelope of q.
+func (e *batchEnvelope) wrap(q queued) *wire.Envelope {
+	switch {
+	case q.req != nil:
+		e.req.Request = q.req
+		e.env.Body = &e.req
+	case q.reply != nil:
+		e.reply.Reply = q.reply
+		e.env.Body = &e.reply
+	default:
+		e.cancel.Cancel = q.cancel
+		e.env.Body = &e.cancel
+	}
+	return &e.env
 }
 
 func newSender(send func(*wire.Batch) error, maxMessage int, meter *capacity.Meter, completion bool) *sender {
@@ -56,10 +96,9 @@ func newSender(send func(*wire.Batch) error, maxMessage int, meter *capacity.Met
 	}
 }
 
-// push queues e at once, however full the queue is, and returns its size: 0 when the stream
+// push queues q at once, however full the queue is, and returns its size: 0 when the stream
 // is gone, and with it what it would carry.
-func (s *sender) push(e *wire.Envelope) int {
-	q := queued{env: e, size: e.SizeVT()}
+func (s *sender) push(q queued) int {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -71,10 +110,9 @@ func (s *sender) push(e *wire.Envelope) int {
 	return q.size
 }
 
-// pushWait queues e once the queue has room, and reports false if ctx ended first or the
-// stream ended: e was not queued.
-func (s *sender) pushWait(ctx context.Context, e *wire.Envelope) (ok bool, ctxErr error) {
-	q := queued{env: e, size: e.SizeVT()}
+// pushWait queues q once the queue has room, and reports false if ctx ended first or the
+// stream ended: q was not queued.
+func (s *sender) pushWait(ctx context.Context, q queued) (ok bool, ctxErr error) {
 	s.mu.Lock()
 	if err := s.awaitRoomLocked(ctx); err != nil || s.closed {
 		s.mu.Unlock()
@@ -188,12 +226,25 @@ func (s *sender) run(ctx context.Context) error {
 			s.mu.Lock()
 			s.sending, s.moved = false, time.Now()
 			s.mu.Unlock()
+			s.releaseEnvelopes(len(batch.Envelopes))
 			clear(batch.Envelopes)
 			batch.Envelopes = batch.Envelopes[:0]
 			if err != nil {
 				return err
 			}
 		}
+	}
+}
+
+// keptEnvelopes is the most envelopes a sender keeps for its next batches: a burst's larger
+// array goes to the collector.
+const keptEnvelopes = 256
+
+// releaseEnvelopes lets go of what the n envelopes of the batch just sent held.
+func (s *sender) releaseEnvelopes(n int) {
+	clear(s.envs[:n])
+	if cap(s.envs) > keptEnvelopes {
+		s.envs = nil
 	}
 }
 
@@ -208,9 +259,15 @@ func (s *sender) take(b *wire.Batch) {
 			break
 		}
 		size += s.queue[n].size
-		b.Envelopes = append(b.Envelopes, s.queue[n].env)
 		s.meter.Queued(-int64(s.queue[n].size), s.completion)
 		n++
+	}
+	if cap(s.envs) < n {
+		s.envs = make([]batchEnvelope, max(n, 2*cap(s.envs)))
+	}
+	envs := s.envs[:n]
+	for i := range envs {
+		b.Envelopes = append(b.Envelopes, envs[i].wrap(s.queue[i]))
 	}
 	rest := copy(s.queue, s.queue[n:])
 	clear(s.queue[rest:])

@@ -653,7 +653,7 @@ func (p *peerStream) reply(r *wire.Reply) {
 		// In the batch it would fail the stream and every call on it: its caller alone learns.
 		r = &wire.Reply{CallId: r.GetCallId(), Error: wire.EncodeError(err)}
 	}
-	if n := p.out.push(replyEnvelope(r)); n > 0 && p.t.cfg.Meter != nil {
+	if n := p.out.push(queuedReply(r)); n > 0 && p.t.cfg.Meter != nil {
 		p.held.Add(int64(n))
 	}
 }
@@ -718,8 +718,4 @@ func (p *peerStream) replyTo(call *callCtx, id uint64, r *wire.Reply) {
 			sdk.ErrMessageTooLarge, p.from, len(r.Payload), lim.max(), p.t.cfg.Node, lim.own, p.from, lim.peer))}
 	}
 	p.answer(r, call.charge)
-}
-
-func replyEnvelope(r *wire.Reply) *wire.Envelope {
-	return &wire.Envelope{Body: &wire.Envelope_Reply{Reply: r}}
 }
