@@ -99,6 +99,20 @@ func TestStatusPrintsTheMeshTable(t *testing.T) {
 	b := startNode(t, "node-2", 1, a.EtcdEndpoints(), true)
 	c := startNode(t, "node-3", 1, a.EtcdEndpoints(), false)
 	waitReady(t, a, b, c)
+	// A node publishes Serving in its registration a moment after it serves: the table reads
+	// the registrations.
+	require.Eventually(t, func() bool {
+		nodes, err := rt.ListNodes(ctx, rt.Config{EtcdEndpoints: a.EtcdEndpoints()})
+		if err != nil || len(nodes) != 3 {
+			return false
+		}
+		for _, n := range nodes {
+			if n.State != sdk.RuntimeStateServing {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 20*time.Millisecond)
 
 	code, out, errOut := cli("status", "-etcd", etcd)
 	require.Equal(t, exitOK, code, errOut)
