@@ -47,13 +47,12 @@ func (e notSent) Unwrap() error { return e.err }
 // exactly as without batching. A write that finds a free slot and nobody waiting is sent at
 // once by its own goroutine, so a store that is not under load adds no latency. Under load (a
 // quarter of pipelineMin writes wait or are in flight), while a transaction is in flight,
-// another is sent only once pipelineMin writes wait or the oldest has waited lingerMax:
-// etcd's cost is
-// mostly per transaction, on the same processors as the nodes, so under load fewer and fuller
-// transactions commit more writes per second than many small ones (cold activation with 64
-// callers: about 10 writes per transaction and 11 k activations/s when every free slot was
-// used at once, about 30 and 16-17 k/s so), at the price of up to one round trip of waiting for
-// a write that comes while the store is busy.
+// another is sent only once pipelineMin writes wait or the oldest has waited lingerMax.
+// etcd's cost is mostly per transaction, on the same processors as the nodes, so under load
+// fewer and fuller transactions commit more writes per second than many small ones (cold
+// activation with 64 callers: about 10 writes per transaction and 11 k activations/s when
+// every free slot was used at once, about 30 and 16-17 k/s so), at the price of up to one
+// round trip of waiting for a write that comes while the store is busy.
 //
 // Every write is bounded by its caller's context: the one sent at once is sent with it, and
 // one sent in a batch stops waiting when its context ends (its outcome is then unknown, and

@@ -34,7 +34,7 @@ func (wireCodec) Name() string { return proto.Name }
 // messages that is not UTF-8 (the transport checks requests and replies before it queues
 // them, so that one bad string fails its own call, not the stream). Should the generated code
 // ever get a message wrong (its size, or a panic), protobuf encodes it instead.
-func (c wireCodec) Marshal(v any) (out mem.BufferSlice, err error) {
+func (c wireCodec) Marshal(v any) (mem.BufferSlice, error) {
 	m, ok := v.(vtMessage)
 	if !ok {
 		return c.fallback.Marshal(v)

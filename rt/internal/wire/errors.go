@@ -46,6 +46,10 @@ func EncodeError(err error) *Error {
 	if err == nil {
 		return nil
 	}
+	return encodeError(err).validUTF8()
+}
+
+func encodeError(err error) *Error {
 	out := &Error{Message: err.Error()}
 	var qf *sdk.QueueFullError
 	var ce *sdk.CapacityError
@@ -54,22 +58,22 @@ func EncodeError(err error) *Error {
 	case errors.As(err, &qf):
 		out.Code, out.Lane, out.Axis = Code_CODE_QUEUE_FULL, uint32(qf.Lane), uint32(qf.Axis)
 		out.Limit, out.Queued, out.Requested, out.QueueWhere = qf.Limit, qf.Queued, qf.Requested, qf.Where
-		return out.validUTF8()
+		return out
 	case errors.As(err, &ce):
 		out.Code, out.Where, out.Limit = Code_CODE_CAPACITY_EXCEEDED, uint32(ce.Where), ce.Limit
-		return out.validUTF8()
+		return out
 	case errors.As(err, &ae):
 		out.Code, out.AppCode, out.Message = Code_CODE_APPLICATION, ae.Code, ae.Message
-		return out.validUTF8()
+		return out
 	}
 	for _, c := range codes {
 		if errors.Is(err, c.err) {
 			out.Code = c.code
-			return out.validUTF8()
+			return out
 		}
 	}
 	out.Code = Code_CODE_APPLICATION
-	return out.validUTF8()
+	return out
 }
 
 // DecodeError turns a wire error back into an error that matches the same sentinel (or
