@@ -314,6 +314,7 @@ func TestQueuedSizeIsTheEnvelopesSize(t *testing.T) {
 		payload := bytes.Repeat([]byte{1}, n)
 		req := &wire.Request{CallId: 1, Method: "M", Payload: payload}
 		rep := &wire.Reply{CallId: 1, Payload: payload}
+		var e batchEnvelope // one slot wraps each kind in turn, as a reused one does
 		for _, c := range []struct {
 			q   queued
 			env *wire.Envelope
@@ -323,8 +324,28 @@ func TestQueuedSizeIsTheEnvelopesSize(t *testing.T) {
 			{queuedCancel(&wire.Cancel{CallId: 9}), &wire.Envelope{Body: &wire.Envelope_Cancel{Cancel: &wire.Cancel{CallId: 9}}}},
 		} {
 			assert.Equal(t, proto.Size(c.env), c.q.size, "%T of %d bytes", c.env.Body, n)
-			var e batchEnvelope
 			assert.True(t, proto.Equal(c.env, e.wrap(c.q)), "%T of %d bytes", c.env.Body, n)
 		}
 	}
+}
+
+// TestABatchStaysWithinItsBudget: a batch of many small envelopes encodes to no more than the
+// sender's byte budget, counting each envelope's tag and length in the batch, so that gRPC's
+// send limit never refuses it (which would end the stream and every call on it).
+func TestABatchStaysWithinItsBudget(t *testing.T) {
+	const maxMessage = 64 << 10
+	s := newSender(nil, maxMessage, nil, true)
+	for i := range 40_000 {
+		require.Positive(t, s.push(queuedReply(&wire.Reply{CallId: uint64(i), Payload: bytes.Repeat([]byte{1}, 100)})))
+	}
+	taken := 0
+	for len(s.queue) > 0 {
+		var b wire.Batch
+		s.take(&b)
+		require.NotEmpty(t, b.Envelopes)
+		assert.LessOrEqual(t, proto.Size(&b), s.maxBytes, "a batch of %d envelopes", len(b.Envelopes))
+		taken += len(b.Envelopes)
+		s.releaseEnvelopes(len(b.Envelopes))
+	}
+	assert.Equal(t, 40_000, taken)
 }

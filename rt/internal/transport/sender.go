@@ -253,17 +253,22 @@ func (s *sender) releaseEnvelopes(n int) {
 func (s *sender) take(b *wire.Batch) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	size, n := 0, 0
+	// size is what the taken envelopes were accounted at; encoded is what the batch encodes
+	// to, which the budget bounds: each envelope also costs its field's tag and length there.
+	size, encoded, n := 0, 0, 0
 	for n < len(s.queue) {
-		if n > 0 && size+s.queue[n].size > s.maxBytes {
+		q := s.queue[n]
+		framed := 1 + protowire.SizeVarint(uint64(q.size)) + q.size
+		if n > 0 && encoded+framed > s.maxBytes {
 			break
 		}
-		size += s.queue[n].size
-		s.meter.Queued(-int64(s.queue[n].size), s.completion)
+		size, encoded = size+q.size, encoded+framed
+		s.meter.Queued(-int64(q.size), s.completion)
 		n++
 	}
 	if cap(s.envs) < n {
-		s.envs = make([]batchEnvelope, max(n, 2*cap(s.envs)))
+		// Up to keptEnvelopes, room to grow; a larger burst's array is dropped after its send.
+		s.envs = make([]batchEnvelope, max(n, min(2*cap(s.envs), keptEnvelopes)))
 	}
 	envs := s.envs[:n]
 	for i := range envs {
