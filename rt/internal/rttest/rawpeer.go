@@ -47,7 +47,7 @@ func (p *RawPeer) Stream(ctx context.Context, from string, headers ...string) (g
 func Batch(reqs ...*wire.Request) *wire.Batch {
 	b := &wire.Batch{}
 	for _, r := range reqs {
-		b.Envelopes = append(b.Envelopes, &wire.Envelope{Body: &wire.Envelope_Request{Request: r}})
+		b.Envelopes = append(b.Envelopes, &wire.Envelope{Request: r})
 	}
 	return b
 }

@@ -32,15 +32,16 @@ func (wireCodec) Name() string { return proto.Name }
 // Marshal encodes v into one buffer, taken from gRPC's pool when it is large enough to be worth
 // pooling; gRPC frees it once written. Like protobuf, it refuses a string field of the mesh's
 // messages that is not UTF-8 (the transport checks requests and replies before it queues
-// them, so that one bad string fails its own call, not the stream). Should the generated code
-// ever get a message wrong (its size, or a panic), protobuf encodes it instead.
+// them, so that one bad string fails its own call, not the stream), and it refuses an
+// envelope that holds more than one message. Should the generated code ever get a message
+// wrong (its size, or a panic), protobuf encodes it instead.
 func (c wireCodec) Marshal(v any) (mem.BufferSlice, error) {
 	m, ok := v.(vtMessage)
 	if !ok {
 		return c.fallback.Marshal(v)
 	}
 	if b, ok := v.(*wire.Batch); ok {
-		if err := checkUTF8(b); err != nil {
+		if err := checkBatch(b); err != nil {
 			return nil, err
 		}
 	}
@@ -76,8 +77,8 @@ func encodeSized(m vtMessage, buf []byte) (ok bool) {
 
 // Unmarshal decodes data into v. The generated code copies every bytes field, so the buffer
 // goes back to the pool at once. Protobuf refuses a string field that is not UTF-8 and the
-// generated code does not, so a batch is checked here: a peer that sends such a string has its
-// stream ended, as before.
+// generated code does not, so a batch is checked here: a peer that sends such a string, or an
+// envelope that holds more than one message, has its stream ended.
 func (c wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	m, ok := v.(vtMessage)
 	if !ok {
@@ -89,22 +90,31 @@ func (c wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		return err
 	}
 	if b, ok := v.(*wire.Batch); ok {
-		return checkUTF8(b)
+		return checkBatch(b)
 	}
 	return nil
 }
 
-// checkUTF8 refuses a batch with a string field that is not valid UTF-8. The string fields of
-// every message a batch holds are listed here; TestCheckUTF8CoversEveryStringField fails when
-// wire.proto gains one that is not.
-func checkUTF8(b *wire.Batch) error {
-	for _, env := range b.Envelopes {
+// checkBatch refuses a batch with an envelope that holds more than one message, or with a
+// string field that is not valid UTF-8. The string fields of every message a batch holds are
+// listed here; TestCheckUTF8CoversEveryStringField fails when wire.proto gains one that is not.
+func checkBatch(b *wire.Batch) error {
+	for i, env := range b.Envelopes {
+		held := 0
+		for _, set := range [...]bool{env.Request != nil, env.Reply != nil, env.Cancel != nil} {
+			if set {
+				held++
+			}
+		}
+		if held > 1 {
+			return fmt.Errorf("transport: envelope %d of the batch holds %d messages: an envelope holds one", i, held)
+		}
 		var err error
-		switch body := env.Body.(type) {
-		case *wire.Envelope_Request:
-			err = requestUTF8(body.Request)
-		case *wire.Envelope_Reply:
-			err = replyUTF8(body.Reply)
+		switch {
+		case env.Request != nil:
+			err = requestUTF8(env.Request)
+		case env.Reply != nil:
+			err = replyUTF8(env.Reply)
 		}
 		if err != nil {
 			return err

@@ -36,11 +36,11 @@ func codecSamples() []*wire.Batch {
 		{},
 		{Envelopes: []*wire.Envelope{{}}},
 		{Envelopes: []*wire.Envelope{
-			{Body: &wire.Envelope_Request{Request: req}},
-			{Body: &wire.Envelope_Reply{Reply: reply}},
-			{Body: &wire.Envelope_Cancel{Cancel: &wire.Cancel{CallId: 3}}},
+			{Request: req},
+			{Reply: reply},
+			{Cancel: &wire.Cancel{CallId: 3}},
 		}},
-		{Envelopes: []*wire.Envelope{{Body: &wire.Envelope_Request{Request: large}}}},
+		{Envelopes: []*wire.Envelope{{Request: large}}},
 	}
 }
 
@@ -65,7 +65,7 @@ func TestWireCodecIsProtobufsEncoding(t *testing.T) {
 // TestCheckUTF8CoversEveryStringField: protobuf refuses a string field that is not UTF-8; the
 // codec refuses a batch with one in any string field of a request, a reply or its error, both
 // ways, naming the field. The fields are found by reflection, so a string field added to
-// wire.proto and not to checkUTF8 fails here.
+// wire.proto and not to checkBatch fails here.
 func TestCheckUTF8CoversEveryStringField(t *testing.T) {
 	c := newWireCodec()
 	cases := 0
@@ -76,9 +76,9 @@ func TestCheckUTF8CoversEveryStringField(t *testing.T) {
 			b := &wire.Batch{}
 			switch m := m.(type) {
 			case *wire.Request:
-				b.Envelopes = append(b.Envelopes, &wire.Envelope{Body: &wire.Envelope_Request{Request: m}})
+				b.Envelopes = append(b.Envelopes, &wire.Envelope{Request: m})
 			case *wire.Reply:
-				b.Envelopes = append(b.Envelopes, &wire.Envelope{Body: &wire.Envelope_Reply{Reply: m}})
+				b.Envelopes = append(b.Envelopes, &wire.Envelope{Reply: m})
 			}
 			name := pathName(path)
 			_, err := c.Marshal(b)
@@ -107,24 +107,41 @@ func TestCheckUTF8CoversEveryStringField(t *testing.T) {
 		"envelopes.request.traceparent", "envelopes.request.tracestate",
 		"envelopes.reply.owner", "envelopes.reply.redirect", "envelopes.reply.error.message",
 		"envelopes.reply.error.app_code", "envelopes.reply.error.queue_where",
-	}, reachable, "a string field that checkUTF8 does not check")
+	}, reachable, "a string field that checkBatch does not check")
 }
 
-// TestWireCodecEncodesAnEmptyOneofCaseAsProtobufDoes: the generated code sizes a oneof case
-// without its message wrong; the codec then encodes with protobuf, and the bytes are
-// protobuf's.
-func TestWireCodecEncodesAnEmptyOneofCaseAsProtobufDoes(t *testing.T) {
+// TestAnEnvelopeHoldsOneMessage: an envelope with more than one message is refused both ways,
+// so that a peer cannot have a request read as a cancel or the reverse; one with none is
+// encoded as protobuf encodes it, and read.
+func TestAnEnvelopeHoldsOneMessage(t *testing.T) {
 	c := newWireCodec()
 	for _, env := range []*wire.Envelope{
-		{Body: &wire.Envelope_Request{}}, {Body: &wire.Envelope_Reply{}}, {Body: &wire.Envelope_Cancel{}},
+		{Request: &wire.Request{CallId: 1}, Cancel: &wire.Cancel{CallId: 1}},
+		{Request: &wire.Request{CallId: 1}, Reply: &wire.Reply{CallId: 1}},
+		{Reply: &wire.Reply{CallId: 1}, Cancel: &wire.Cancel{CallId: 1}},
 	} {
-		b := &wire.Batch{Envelopes: []*wire.Envelope{env, {Body: &wire.Envelope_Cancel{Cancel: &wire.Cancel{CallId: 2}}}}}
-		want, err := proto.Marshal(b)
+		b := &wire.Batch{Envelopes: []*wire.Envelope{{Cancel: &wire.Cancel{CallId: 2}}, env}}
+		_, err := c.Marshal(b)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "envelope 1 of the batch holds 2 messages")
+
+		data, err := proto.Marshal(b)
 		require.NoError(t, err)
-		got, err := c.Marshal(b)
-		require.NoError(t, err)
-		assert.True(t, bytes.Equal(want, got.Materialize()), "%T: the codec wrote %x, protobuf %x", env.Body, got.Materialize(), want)
+		var decoded wire.Batch
+		err = c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, &decoded)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "envelope 1 of the batch holds 2 messages")
 	}
+
+	b := &wire.Batch{Envelopes: []*wire.Envelope{{}, {Cancel: &wire.Cancel{CallId: 2}}}}
+	want, err := proto.Marshal(b)
+	require.NoError(t, err)
+	got, err := c.Marshal(b)
+	require.NoError(t, err)
+	assert.Equal(t, want, got.Materialize())
+	var decoded wire.Batch
+	require.NoError(t, c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(want)}, &decoded))
+	assert.True(t, proto.Equal(b, &decoded))
 }
 
 // stringFieldPaths lists the paths to the string fields of messages of md, nested messages
@@ -314,17 +331,17 @@ func TestQueuedSizeIsTheEnvelopesSize(t *testing.T) {
 		payload := bytes.Repeat([]byte{1}, n)
 		req := &wire.Request{CallId: 1, Method: "M", Payload: payload}
 		rep := &wire.Reply{CallId: 1, Payload: payload}
-		var e batchEnvelope // one slot wraps each kind in turn, as a reused one does
+		var e wire.Envelope // one slot wraps each kind in turn, as a reused one does
 		for _, c := range []struct {
 			q   queued
 			env *wire.Envelope
 		}{
-			{queuedRequest(req), &wire.Envelope{Body: &wire.Envelope_Request{Request: req}}},
-			{queuedReply(rep), &wire.Envelope{Body: &wire.Envelope_Reply{Reply: rep}}},
-			{queuedCancel(&wire.Cancel{CallId: 9}), &wire.Envelope{Body: &wire.Envelope_Cancel{Cancel: &wire.Cancel{CallId: 9}}}},
+			{queuedRequest(req), &wire.Envelope{Request: req}},
+			{queuedReply(rep), &wire.Envelope{Reply: rep}},
+			{queuedCancel(&wire.Cancel{CallId: 9}), &wire.Envelope{Cancel: &wire.Cancel{CallId: 9}}},
 		} {
-			assert.Equal(t, proto.Size(c.env), c.q.size, "%T of %d bytes", c.env.Body, n)
-			assert.True(t, proto.Equal(c.env, e.wrap(c.q)), "%T of %d bytes", c.env.Body, n)
+			assert.Equal(t, proto.Size(c.env), c.q.size, "%v of %d bytes", c.env, n)
+			assert.True(t, proto.Equal(c.env, wrap(&e, c.q)), "%v of %d bytes", c.env, n)
 		}
 	}
 }

@@ -22,8 +22,8 @@ func FuzzHandleBatch(f *testing.F) {
 		rttest.Batch(&wire.Request{CallId: 1, Op: wire.Op_OP_CALL, Kind: 3, Type: "t", Id: "x", Method: "M", Payload: []byte("x")}),
 		rttest.Batch(&wire.Request{CallId: 1}, &wire.Request{CallId: 1}), // a duplicate call ID
 		rttest.Batch(&wire.Request{CallId: 2, TimeoutNanos: -1, DeadlineUnixNanos: 1}),
-		{Envelopes: []*wire.Envelope{{Body: &wire.Envelope_Cancel{Cancel: &wire.Cancel{CallId: 9}}}}},
-		{Envelopes: []*wire.Envelope{{Body: &wire.Envelope_Reply{Reply: &wire.Reply{CallId: 3}}}}},
+		{Envelopes: []*wire.Envelope{{Cancel: &wire.Cancel{CallId: 9}}}},
+		{Envelopes: []*wire.Envelope{{Reply: &wire.Reply{CallId: 3}}}},
 		{Envelopes: []*wire.Envelope{{}}},
 	} {
 		data, err := proto.Marshal(b)

@@ -37,7 +37,7 @@ func sendRequests(t *testing.T, s grpc.ClientStream, reqs ...*wire.Request) {
 	t.Helper()
 	b := &wire.Batch{}
 	for _, r := range reqs {
-		b.Envelopes = append(b.Envelopes, &wire.Envelope{Body: &wire.Envelope_Request{Request: r}})
+		b.Envelopes = append(b.Envelopes, &wire.Envelope{Request: r})
 	}
 	require.NoError(t, s.SendMsg(b))
 }

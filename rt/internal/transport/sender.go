@@ -38,7 +38,7 @@ type sender struct {
 	queue []queued // its backing array is kept: a busy stream queues without allocating
 	// envs are the envelopes of the batch being sent, reused from batch to batch: a queued
 	// message gets its envelope only as its batch is taken. Only run touches them.
-	envs    []batchEnvelope
+	envs    []wire.Envelope
 	bytes   int // of the queued envelopes
 	waiters int
 	room    chan struct{} // closed and replaced when envelopes leave the queue and someone waits
@@ -61,32 +61,14 @@ func queuedRequest(r *wire.Request) queued { return queued{req: r, size: envelop
 func queuedReply(r *wire.Reply) queued     { return queued{reply: r, size: envelopeSize(r.SizeVT())} }
 func queuedCancel(c *wire.Cancel) queued   { return queued{cancel: c, size: envelopeSize(c.SizeVT())} }
 
-// envelopeSize is the encoded size of an envelope around a message of n bytes: its oneof
-// field's tag, length and the message.
+// envelopeSize is the encoded size of an envelope around a message of n bytes: its field's
+// tag, length and the message.
 func envelopeSize(n int) int { return 1 + protowire.SizeVarint(uint64(n)) + n }
 
-// batchEnvelope is the envelope of one message of a batch, with room for its oneof case.
-type batchEnvelope struct {
-	env    wire.Envelope
-	req    wire.Envelope_Request
-	reply  wire.Envelope_Reply
-	cancel wire.Envelope_Cancel
-}
-
-// wrap makes e the envelope of q.
-func (e *batchEnvelope) wrap(q queued) *wire.Envelope {
-	switch {
-	case q.req != nil:
-		e.req.Request = q.req
-		e.env.Body = &e.req
-	case q.reply != nil:
-		e.reply.Reply = q.reply
-		e.env.Body = &e.reply
-	default:
-		e.cancel.Cancel = q.cancel
-		e.env.Body = &e.cancel
-	}
-	return &e.env
+// wrap makes e the envelope of q, and only of q.
+func wrap(e *wire.Envelope, q queued) *wire.Envelope {
+	e.Request, e.Reply, e.Cancel = q.req, q.reply, q.cancel
+	return e
 }
 
 func newSender(send func(*wire.Batch) error, maxMessage int, meter *capacity.Meter, completion bool) *sender {
@@ -268,11 +250,11 @@ func (s *sender) take(b *wire.Batch) {
 	}
 	if cap(s.envs) < n {
 		// Up to keptEnvelopes, room to grow; a larger burst's array is dropped after its send.
-		s.envs = make([]batchEnvelope, max(n, min(2*cap(s.envs), keptEnvelopes)))
+		s.envs = make([]wire.Envelope, max(n, min(2*cap(s.envs), keptEnvelopes)))
 	}
 	envs := s.envs[:n]
 	for i := range envs {
-		b.Envelopes = append(b.Envelopes, envs[i].wrap(s.queue[i]))
+		b.Envelopes = append(b.Envelopes, wrap(&envs[i], s.queue[i]))
 	}
 	rest := copy(s.queue, s.queue[n:])
 	clear(s.queue[rest:])

@@ -463,13 +463,13 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 				return
 			}
 			for _, env := range b.Envelopes {
-				switch body := env.Body.(type) {
-				case *wire.Envelope_Request:
-					if !p.admit(ctx, body.Request) {
+				switch {
+				case env.Request != nil:
+					if !p.admit(ctx, env.Request) {
 						return
 					}
-				case *wire.Envelope_Cancel:
-					p.cancel(body.Cancel.CallId)
+				case env.Cancel != nil:
+					p.cancel(env.Cancel.CallId)
 				}
 			}
 		}

@@ -295,14 +295,14 @@ func (x *Batch) GetEnvelopes() []*Envelope {
 	return nil
 }
 
+// Envelope holds one of its messages: a batch with an envelope that holds more than one is
+// refused, and an envelope that holds none of them is passed over. They are plain fields, not a
+// oneof: the bytes on the wire are the same, and reading an envelope allocates no case wrapper.
 type Envelope struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Types that are valid to be assigned to Body:
-	//
-	//	*Envelope_Request
-	//	*Envelope_Reply
-	//	*Envelope_Cancel
-	Body          isEnvelope_Body `protobuf_oneof:"body"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Request       *Request               `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	Reply         *Reply                 `protobuf:"bytes,2,opt,name=reply,proto3" json:"reply,omitempty"`
+	Cancel        *Cancel                `protobuf:"bytes,3,opt,name=cancel,proto3" json:"cancel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -337,61 +337,26 @@ func (*Envelope) Descriptor() ([]byte, []int) {
 	return file_wire_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *Envelope) GetBody() isEnvelope_Body {
-	if x != nil {
-		return x.Body
-	}
-	return nil
-}
-
 func (x *Envelope) GetRequest() *Request {
 	if x != nil {
-		if x, ok := x.Body.(*Envelope_Request); ok {
-			return x.Request
-		}
+		return x.Request
 	}
 	return nil
 }
 
 func (x *Envelope) GetReply() *Reply {
 	if x != nil {
-		if x, ok := x.Body.(*Envelope_Reply); ok {
-			return x.Reply
-		}
+		return x.Reply
 	}
 	return nil
 }
 
 func (x *Envelope) GetCancel() *Cancel {
 	if x != nil {
-		if x, ok := x.Body.(*Envelope_Cancel); ok {
-			return x.Cancel
-		}
+		return x.Cancel
 	}
 	return nil
 }
-
-type isEnvelope_Body interface {
-	isEnvelope_Body()
-}
-
-type Envelope_Request struct {
-	Request *Request `protobuf:"bytes,1,opt,name=request,proto3,oneof"`
-}
-
-type Envelope_Reply struct {
-	Reply *Reply `protobuf:"bytes,2,opt,name=reply,proto3,oneof"`
-}
-
-type Envelope_Cancel struct {
-	Cancel *Cancel `protobuf:"bytes,3,opt,name=cancel,proto3,oneof"`
-}
-
-func (*Envelope_Request) isEnvelope_Body() {}
-
-func (*Envelope_Reply) isEnvelope_Body() {}
-
-func (*Envelope_Cancel) isEnvelope_Body() {}
 
 type Request struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1339,12 +1304,11 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"wire.proto\x12\rzlink.wire.v1\">\n" +
 	"\x05Batch\x125\n" +
-	"\tenvelopes\x18\x01 \x03(\v2\x17.zlink.wire.v1.EnvelopeR\tenvelopes\"\xa5\x01\n" +
-	"\bEnvelope\x122\n" +
-	"\arequest\x18\x01 \x01(\v2\x16.zlink.wire.v1.RequestH\x00R\arequest\x12,\n" +
-	"\x05reply\x18\x02 \x01(\v2\x14.zlink.wire.v1.ReplyH\x00R\x05reply\x12/\n" +
-	"\x06cancel\x18\x03 \x01(\v2\x15.zlink.wire.v1.CancelH\x00R\x06cancelB\x06\n" +
-	"\x04body\"\xaa\x03\n" +
+	"\tenvelopes\x18\x01 \x03(\v2\x17.zlink.wire.v1.EnvelopeR\tenvelopes\"\x97\x01\n" +
+	"\bEnvelope\x120\n" +
+	"\arequest\x18\x01 \x01(\v2\x16.zlink.wire.v1.RequestR\arequest\x12*\n" +
+	"\x05reply\x18\x02 \x01(\v2\x14.zlink.wire.v1.ReplyR\x05reply\x12-\n" +
+	"\x06cancel\x18\x03 \x01(\v2\x15.zlink.wire.v1.CancelR\x06cancel\"\xaa\x03\n" +
 	"\aRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12!\n" +
 	"\x02op\x18\x02 \x01(\x0e2\x11.zlink.wire.v1.OpR\x02op\x12\x12\n" +
@@ -1535,11 +1499,6 @@ func init() { file_wire_proto_init() }
 func file_wire_proto_init() {
 	if File_wire_proto != nil {
 		return
-	}
-	file_wire_proto_msgTypes[1].OneofWrappers = []any{
-		(*Envelope_Request)(nil),
-		(*Envelope_Reply)(nil),
-		(*Envelope_Cancel)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
