@@ -78,8 +78,14 @@ func encodeSized(m vtMessage, buf []byte) (ok bool) {
 // Unmarshal decodes data into v. The generated code copies every bytes field, so the buffer
 // goes back to the pool at once. Protobuf refuses a string field that is not UTF-8 and the
 // generated code does not, so a batch is checked here: a peer that sends such a string, or an
-// envelope that holds more than one message, has its stream ended.
+// envelope that holds more than one message, has its stream ended. A link's replyBatch reads
+// its replies without their envelopes, with the same checks.
 func (c wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if b, ok := v.(*replyBatch); ok {
+		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+		defer buf.Free()
+		return b.decode(buf.ReadOnlyData())
+	}
 	m, ok := v.(vtMessage)
 	if !ok {
 		return c.fallback.Unmarshal(data, v)
@@ -100,13 +106,7 @@ func (c wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
 // listed here; TestCheckUTF8CoversEveryStringField fails when wire.proto gains one that is not.
 func checkBatch(b *wire.Batch) error {
 	for i, env := range b.Envelopes {
-		held := 0
-		for _, set := range [...]bool{env.Request != nil, env.Reply != nil, env.Cancel != nil} {
-			if set {
-				held++
-			}
-		}
-		if held > 1 {
+		if held := heldCount([3]bool{env.Request != nil, env.Reply != nil, env.Cancel != nil}); held > 1 {
 			return fmt.Errorf("transport: envelope %d of the batch holds %d messages: an envelope holds one", i, held)
 		}
 		var err error

@@ -160,17 +160,16 @@ func (l *link) session() error {
 	l.setState(sdk.PeerStateReady, out, lim, nil)
 	recvErr := make(chan error, 1)
 	go func() {
+		var b replyBatch
 		for {
-			var b wire.Batch
 			if err := stream.RecvMsg(&b); err != nil {
 				recvErr <- err
 				return
 			}
-			for _, env := range b.Envelopes {
-				if r := env.GetReply(); r != nil {
-					l.complete(r)
-				}
+			for _, r := range b.replies {
+				l.complete(r)
 			}
+			b.reset()
 		}
 	}()
 	select {
