@@ -78,10 +78,10 @@ func encodeSized(m vtMessage, buf []byte) (ok bool) {
 // Unmarshal decodes data into v. The generated code copies every bytes field, so the buffer
 // goes back to the pool at once. Protobuf refuses a string field that is not UTF-8 and the
 // generated code does not, so a batch is checked here: a peer that sends such a string, or an
-// envelope that holds more than one message, has its stream ended. A link's replyBatch reads
-// its replies without their envelopes, with the same checks.
+// envelope that holds more than one message, has its stream ended. An inBatch is read with the
+// same checks into the envelopes it reuses.
 func (c wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	if b, ok := v.(*replyBatch); ok {
+	if b, ok := v.(*inBatch); ok {
 		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 		defer buf.Free()
 		return b.decode(buf.ReadOnlyData())
@@ -101,24 +101,33 @@ func (c wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return nil
 }
 
-// checkBatch refuses a batch with an envelope that holds more than one message, or with a
-// string field that is not valid UTF-8. The string fields of every message a batch holds are
-// listed here; TestCheckUTF8CoversEveryStringField fails when wire.proto gains one that is not.
+// checkBatch refuses a batch that checkEnvelope refuses an envelope of.
 func checkBatch(b *wire.Batch) error {
 	for i, env := range b.Envelopes {
-		if held := heldCount([3]bool{env.Request != nil, env.Reply != nil, env.Cancel != nil}); held > 1 {
-			return fmt.Errorf("transport: envelope %d of the batch holds %d messages: an envelope holds one", i, held)
-		}
-		var err error
-		switch {
-		case env.Request != nil:
-			err = requestUTF8(env.Request)
-		case env.Reply != nil:
-			err = replyUTF8(env.Reply)
-		}
-		if err != nil {
+		if err := checkEnvelope(i, env); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkEnvelope refuses envelope i of a batch if it holds more than one message, or a string
+// field that is not valid UTF-8. The string fields of every message a batch holds are listed
+// here; TestCheckUTF8CoversEveryStringField fails when wire.proto gains one that is not.
+func checkEnvelope(i int, env *wire.Envelope) error {
+	held := 0
+	for _, set := range [...]bool{env.Request != nil, env.Reply != nil, env.Cancel != nil} {
+		if set {
+			held++
+		}
+	}
+	switch {
+	case held > 1:
+		return fmt.Errorf("transport: envelope %d of the batch holds %d messages: an envelope holds one", i, held)
+	case env.Request != nil:
+		return requestUTF8(env.Request)
+	case env.Reply != nil:
+		return replyUTF8(env.Reply)
 	}
 	return nil
 }

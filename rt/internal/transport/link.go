@@ -160,14 +160,16 @@ func (l *link) session() error {
 	l.setState(sdk.PeerStateReady, out, lim, nil)
 	recvErr := make(chan error, 1)
 	go func() {
-		var b replyBatch
+		var b inBatch
 		for {
 			if err := stream.RecvMsg(&b); err != nil {
 				recvErr <- err
 				return
 			}
-			for _, r := range b.replies {
-				l.complete(r)
+			for _, env := range b.envelopes() {
+				if env.Reply != nil {
+					l.complete(env.Reply)
+				}
 			}
 			b.reset()
 		}

@@ -454,15 +454,15 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	recvDone := make(chan struct{})
 	t.wg.Go(func() {
 		defer close(recvDone)
+		var b inBatch
 		for {
-			var b wire.Batch
 			if err := s.RecvMsg(&b); err != nil {
 				return // io.EOF: the peer half-closed; any other error ended the stream
 			}
 			if ctx.Err() != nil {
 				return
 			}
-			for _, env := range b.Envelopes {
+			for _, env := range b.envelopes() {
 				switch {
 				case env.Request != nil:
 					if !p.admit(ctx, env.Request) {
@@ -472,6 +472,7 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 					p.cancel(env.Cancel.CallId)
 				}
 			}
+			b.reset()
 		}
 	})
 	// A peer that stops taking its replies while its connection stays up (keepalive pings go

@@ -1,0 +1,81 @@
+package transport
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/zlink-go/zlink/rt/internal/wire"
+)
+
+// inBatch is what a stream reads into: the envelopes of one batch, in envelopes reused from
+// batch to batch, so that reading a request or a reply allocates no envelope for it. The
+// messages they hold are new for every batch.
+type inBatch struct {
+	envs []*wire.Envelope // envs[:n] are the batch's
+	n    int
+}
+
+// keptInEnvelopes is the most envelopes an inBatch keeps for the next batch: a burst's larger
+// batch is left to the collector.
+const keptInEnvelopes = 256
+
+// envelopes returns the envelopes of the batch read last, in order.
+func (b *inBatch) envelopes() []*wire.Envelope { return b.envs[:b.n] }
+
+// reset empties b for the next batch, and lets go of the messages it held.
+func (b *inBatch) reset() {
+	for _, env := range b.envs[:b.n] {
+		env.Reset()
+	}
+	b.n = 0
+	if len(b.envs) > keptInEnvelopes {
+		b.envs = nil
+	}
+}
+
+// next returns an empty envelope for the batch's next.
+func (b *inBatch) next() *wire.Envelope {
+	if b.n == len(b.envs) {
+		b.envs = append(b.envs, &wire.Envelope{})
+	}
+	env := b.envs[b.n]
+	b.n++
+	return env
+}
+
+// decode reads the encoded batch data, with the checks the codec makes of every batch (see
+// checkEnvelope). Unknown fields of the batch are skipped, as protobuf skips them.
+func (b *inBatch) decode(data []byte) error {
+	for len(data) > 0 {
+		num, typ, n := protowire.ConsumeTag(data)
+		if n < 0 {
+			return fmt.Errorf("transport: a batch: %w", protowire.ParseError(n))
+		}
+		data = data[n:]
+		if num != 1 {
+			if n = protowire.ConsumeFieldValue(num, typ, data); n < 0 {
+				return fmt.Errorf("transport: a batch: field %d: %w", num, protowire.ParseError(n))
+			}
+			data = data[n:]
+			continue
+		}
+		i := b.n
+		if typ != protowire.BytesType {
+			return fmt.Errorf("transport: envelope %d of the batch has wire type %d", i, typ)
+		}
+		v, n := protowire.ConsumeBytes(data)
+		if n < 0 {
+			return fmt.Errorf("transport: envelope %d of the batch: %w", i, protowire.ParseError(n))
+		}
+		data = data[n:]
+		env := b.next()
+		if err := env.UnmarshalVT(v); err != nil {
+			return fmt.Errorf("transport: envelope %d of the batch: %w", i, err)
+		}
+		if err := checkEnvelope(i, env); err != nil {
+			return err
+		}
+	}
+	return nil
+}
