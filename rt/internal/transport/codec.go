@@ -64,7 +64,8 @@ func (c wireCodec) Marshal(v any) (mem.BufferSlice, error) {
 
 // encodeSized encodes m into buf, which its size was taken for, and reports whether it filled
 // buf exactly. The generated code writes from the end of buf backwards and panics when buf is
-// short; a size it got wrong (it does for a oneof case without its message) is a false here.
+// short; a size it got wrong (the generator's does for a oneof case without its message, which
+// wire.proto has none of) is a false here.
 func encodeSized(m vtMessage, buf []byte) (ok bool) {
 	defer func() {
 		if recover() != nil {
@@ -115,21 +116,26 @@ func checkBatch(b *wire.Batch) error {
 // field that is not valid UTF-8. The string fields of every message a batch holds are listed
 // here; TestCheckUTF8CoversEveryStringField fails when wire.proto gains one that is not.
 func checkEnvelope(i int, env *wire.Envelope) error {
+	switch held := envelopeHolds(env); {
+	case held > 1:
+		return fmt.Errorf("transport: envelope %d of the batch holds %d messages: an envelope holds one", i, held)
+	case env.GetRequest() != nil:
+		return requestUTF8(env.GetRequest())
+	case env.GetReply() != nil:
+		return replyUTF8(env.GetReply())
+	}
+	return nil
+}
+
+// envelopeHolds is how many messages env holds (0 for a nil envelope).
+func envelopeHolds(env *wire.Envelope) int {
 	held := 0
-	for _, set := range [...]bool{env.Request != nil, env.Reply != nil, env.Cancel != nil} {
+	for _, set := range [...]bool{env.GetRequest() != nil, env.GetReply() != nil, env.GetCancel() != nil} {
 		if set {
 			held++
 		}
 	}
-	switch {
-	case held > 1:
-		return fmt.Errorf("transport: envelope %d of the batch holds %d messages: an envelope holds one", i, held)
-	case env.Request != nil:
-		return requestUTF8(env.Request)
-	case env.Reply != nil:
-		return replyUTF8(env.Reply)
-	}
-	return nil
+	return held
 }
 
 // requestUTF8 refuses a request with a string field that is not valid UTF-8.

@@ -23,14 +23,17 @@ const keptInEnvelopes = 256
 // envelopes returns the envelopes of the batch read last, in order.
 func (b *inBatch) envelopes() []*wire.Envelope { return b.envs[:b.n] }
 
-// reset empties b for the next batch, and lets go of the messages it held.
+// reset empties b for the next batch, and lets go of the messages it held. Of a burst's
+// larger batch it keeps keptInEnvelopes envelopes.
 func (b *inBatch) reset() {
 	for _, env := range b.envs[:b.n] {
 		env.Reset()
 	}
 	b.n = 0
 	if len(b.envs) > keptInEnvelopes {
-		b.envs = nil
+		kept := make([]*wire.Envelope, keptInEnvelopes)
+		copy(kept, b.envs)
+		b.envs = kept
 	}
 }
 
@@ -44,10 +47,13 @@ func (b *inBatch) next() *wire.Envelope {
 	return env
 }
 
-// decode reads the encoded batch data, with the checks the codec makes of every batch (see
-// checkEnvelope). Unknown fields of the batch are skipped, as protobuf skips them.
+// decode reads the encoded batch data in place of the batch read before, with the checks the
+// codec makes of every batch (see checkEnvelope). Unknown fields of the batch are skipped, as
+// protobuf skips them, and so are envelopes that hold no message: a flood of empty envelopes
+// takes one.
 func (b *inBatch) decode(data []byte) error {
-	for len(data) > 0 {
+	b.reset()
+	for i := 0; len(data) > 0; {
 		num, typ, n := protowire.ConsumeTag(data)
 		if n < 0 {
 			return fmt.Errorf("transport: a batch: %w", protowire.ParseError(n))
@@ -60,7 +66,6 @@ func (b *inBatch) decode(data []byte) error {
 			data = data[n:]
 			continue
 		}
-		i := b.n
 		if typ != protowire.BytesType {
 			return fmt.Errorf("transport: envelope %d of the batch has wire type %d", i, typ)
 		}
@@ -76,6 +81,11 @@ func (b *inBatch) decode(data []byte) error {
 		if err := checkEnvelope(i, env); err != nil {
 			return err
 		}
+		if envelopeHolds(env) == 0 {
+			env.Reset()
+			b.n--
+		}
+		i++
 	}
 	return nil
 }
