@@ -125,24 +125,20 @@ func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc
 	if c.stopping.Load() && a.current() == stateClosed {
 		return nil, false, c.errStopping()
 	}
-	if oneWay && !a.turnAllowed() {
-		// A request is checked when its turn comes, right after; a one-way message is refused
-		// now, while its sender still learns of it.
-		return nil, false, fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
+	if oneWay {
+		admitted, err := c.send(ctx, a, md, req)
+		return nil, admitted, err
 	}
-	if !oneWay && a.ownTurn(ctx) {
+	// A request is checked for the lease when its turn comes, right after.
+	if a.ownTurn(ctx) {
 		return nil, false, errSelfRequest(a, md)
 	}
-	k := newCall(oneWay)
-	k.ctx, k.a, k.md, k.req, k.oneWay = ctx, a, md, req, oneWay
-	it := exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(req)), Activity: true}
-	err := exec.ErrNotInline
-	if !oneWay {
-		// A request that finds the Spot idle runs at once on its caller's goroutine, never
-		// queued: it needs no permit of the job queue, which bounds the jobs that wait.
-		it.Inline, it.InlineOnly = true, true
-		err = a.exec.Submit(it, k)
-	}
+	k := newCall(false)
+	k.ctx, k.a, k.md, k.req, k.oneWay = ctx, a, md, req, false
+	// A request that finds the Spot idle runs at once on its caller's goroutine, never queued:
+	// it needs no permit of the job queue, which bounds the jobs that wait.
+	it := exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(req)), Activity: true, Inline: true, InlineOnly: true}
+	err := a.exec.Submit(it, k)
 	if err == exec.ErrNotInline {
 		reserved, perr := c.cfg.Meter.Acquire(ctx, nestedJob)
 		if perr != nil {
@@ -157,10 +153,27 @@ func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc
 		k.release()
 		return nil, false, c.refusal(ctx, err, a, md)
 	}
-	if oneWay {
-		return nil, true, nil
-	}
 	return await(ctx, k)
+}
+
+// send admits a one-way message to a's application lane, and reports whether it did. The
+// lease is checked now as well as when its turn comes, so that its sender still learns of a
+// refusal.
+func (c *Catalog) send(ctx context.Context, a *activation, md *sdk.MethodDesc, req proto.Message) (bool, error) {
+	if !a.turnAllowed() {
+		return false, fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
+	}
+	it := exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(req)), Activity: true}
+	reserved, err := c.cfg.Meter.Acquire(ctx, nestedJob)
+	if err != nil {
+		return false, err
+	}
+	s := &send{message: message{ctx: ctx, a: a, md: md, req: req, oneWay: true}, reserved: reserved}
+	if err := a.exec.Submit(it, s); err != nil {
+		c.cfg.Meter.Return(reserved)
+		return false, c.refusal(ctx, err, a, md)
+	}
+	return true, nil
 }
 
 // await waits for the outcome of the admitted request k.
@@ -211,16 +224,23 @@ func (c *Catalog) refusal(ctx context.Context, err error, a *activation, md *sdk
 	return ErrClosing
 }
 
-// call is one request or one-way message on a Spot's queue.
-type call struct {
+// message is what the turn of a message needs of it: its sender's context, its Spot, method
+// and request, and its Actor if it is for one.
+type message struct {
 	ctx    context.Context
 	a      *activation
 	md     *sdk.MethodDesc
 	req    proto.Message
-	reply  proto.Message
-	err    error
+	actor  *actor // set for a message to an Actor; a's queue is its host Spot's
 	oneWay bool
-	done   chan struct{} // buffered: Run never blocks
+}
+
+// call is one request or one-way message on a Spot's queue, with what answers it.
+type call struct {
+	message
+	reply proto.Message
+	err   error
+	done  chan struct{} // buffered: Run never blocks
 	// onDone, when set, receives the outcome instead of done (a request from a peer).
 	onDone func(proto.Message, error)
 	// permit says the call holds a permit of the application job queue (a reserved supply
@@ -229,10 +249,9 @@ type call struct {
 	permit, reserved bool
 	inbound          int64
 	kept             *capacity.Charge
-	// actor, when set, is the Actor the message is for; a's queue is its host Spot's. seq is
-	// its admission order among the Actor's messages; counted says it is in the Actor's
-	// queued count; follow marks a message that follows the Actor from its old Spot.
-	actor   *actor
+	// For a message to an Actor: seq is its admission order among the Actor's messages;
+	// counted says it is in the Actor's queued count; follow marks a message that follows the
+	// Actor from its old Spot.
 	seq     uint64
 	counted bool
 	follow  bool
@@ -320,17 +339,17 @@ func (k *call) Run() {
 }
 
 // run runs the turn and returns its outcome.
-func (k *call) run() (proto.Message, error) {
-	if !k.a.turnAllowed() {
-		return nil, k.a.errLeaseEnded()
+func (m *message) run() (proto.Message, error) {
+	if !m.a.turnAllowed() {
+		return nil, m.a.errLeaseEnded()
 	}
-	ctx := k.ctx
+	ctx := m.ctx
 	callers := false
 	switch {
-	case k.oneWay, bare(ctx):
+	case m.oneWay, bare(ctx):
 		// A context of the Spot's own: it ends when the Spot ends, and a request made with it
 		// of the Spot itself is recognised.
-		ctx = k.a.spotContext(k.ctx)
+		ctx = m.a.spotContext(m.ctx)
 	default:
 		if err := ctx.Err(); err != nil {
 			return nil, err // the caller gave up while it was queued
@@ -340,29 +359,29 @@ func (k *call) run() (proto.Message, error) {
 	// I3: the level is read once, as the turn starts; a change during the turn applies to the
 	// next one. Off costs this load and nothing else: the turn's context stays as it is.
 	if lvl := sdk.CurrentDiagnosticsLevel(); lvl != sdk.DiagnosticsLevelOff {
-		return k.runObserved(ctx, lvl, callers)
+		return m.runObserved(ctx, lvl, callers)
 	}
 	if callers {
 		// The turn gets an identity of its own, by which a request made with its context (or
 		// one derived from it) of its own Spot is recognised. While the job queue is busy, the
 		// jobs it makes are known as nested: they never wait for permits it holds itself.
-		rc, id := newRequestTurn(ctx, k.a.cat.cfg.Meter.Busy())
+		rc, id := newRequestTurn(ctx, m.a.cat.cfg.Meter.Busy())
 		ctx = rc
-		k.a.turn.Store(id)
-		reply, err := k.invoke(ctx)
-		k.a.turn.Store(0)
+		m.a.turn.Store(id)
+		reply, err := m.invoke(ctx)
+		m.a.turn.Store(0)
 		runtime.KeepAlive(rc) // its address is the turn's identity until here
 		return reply, err
 	}
-	return k.invoke(ctx)
+	return m.invoke(ctx)
 }
 
 // runObserved runs the turn inside its telemetry at lvl: the handler's context carries the
 // turn's server span, so that the calls it makes are the span's children (I5).
-func (k *call) runObserved(ctx context.Context, lvl sdk.DiagnosticsLevel, callers bool) (proto.Message, error) {
-	a := k.a
-	kind, typ, id := k.object()
-	traced, span := a.cat.tel.StartTurn(ctx, lvl, kind, typ, id, k.md.Name, k.oneWay)
+func (m *message) runObserved(ctx context.Context, lvl sdk.DiagnosticsLevel, callers bool) (proto.Message, error) {
+	a := m.a
+	kind, typ, id := m.object()
+	traced, span := a.cat.tel.StartTurn(ctx, lvl, kind, typ, id, m.md.Name, m.oneWay)
 	if callers {
 		// The handler's calls get client spans, contexts derived from its own, which carry
 		// the turn's identity (see run).
@@ -371,8 +390,8 @@ func (k *call) runObserved(ctx context.Context, lvl sdk.DiagnosticsLevel, caller
 		a.turn.Store(turn)
 		defer runtime.KeepAlive(rc) // its address is the turn's identity until the Store(0)
 	}
-	req := k.req
-	reply, err := k.invoke(traced)
+	req := m.req
+	reply, err := m.invoke(traced)
 	if callers {
 		a.turn.Store(0)
 	}
@@ -381,21 +400,21 @@ func (k *call) runObserved(ctx context.Context, lvl sdk.DiagnosticsLevel, caller
 }
 
 // invoke runs the handler; a panic becomes the caller's ErrHandlerPanicked.
-func (k *call) invoke(ctx context.Context) (reply proto.Message, err error) {
-	k.a.cat.stats.turns.add(k.a.exec.Stripe())
+func (m *message) invoke(ctx context.Context) (reply proto.Message, err error) {
+	m.a.cat.stats.turns.add(m.a.exec.Stripe())
 	defer func() {
 		if v := recover(); v != nil {
-			_, typ, id := k.object()
-			k.a.cat.log.Error("handler panicked", "type", typ, "id", id, "method", k.md.Name,
+			_, typ, id := m.object()
+			m.a.cat.log.Error("handler panicked", "type", typ, "id", id, "method", m.md.Name,
 				"panic", v, "stack", string(debug.Stack()))
-			reply, err = nil, fmt.Errorf("%w: %s.%s: %v", sdk.ErrHandlerPanicked, typ, k.md.Name, v)
+			reply, err = nil, fmt.Errorf("%w: %s.%s: %v", sdk.ErrHandlerPanicked, typ, m.md.Name, v)
 		}
 	}()
-	impl := k.a.impl
-	if k.actor != nil {
-		impl = k.actor.impl
+	impl := m.a.impl
+	if m.actor != nil {
+		impl = m.actor.impl
 	}
-	reply, err = k.md.Invoke(impl, ctx, k.req)
+	reply, err = m.md.Invoke(impl, ctx, m.req)
 	if err != nil {
 		err = wire.HandlerError(err)
 	}
@@ -403,11 +422,11 @@ func (k *call) invoke(ctx context.Context) (reply proto.Message, err error) {
 }
 
 // object names what the message is for: its Actor, or its Spot.
-func (k *call) object() (sdk.SpotKind, string, string) {
-	if act := k.actor; act != nil {
+func (m *message) object() (sdk.SpotKind, string, string) {
+	if act := m.actor; act != nil {
 		return sdk.KindActor, act.typ.desc.Name, act.id
 	}
-	return k.a.typ.desc.Kind, k.a.typ.desc.Name, k.a.id
+	return m.a.typ.desc.Kind, m.a.typ.desc.Name, m.a.id
 }
 
 // Drop implements exec.Work.
@@ -466,11 +485,44 @@ func (k *call) finish(reply proto.Message, err error) {
 	k.done <- struct{}{}
 }
 
+// send is a one-way message from this node to one of its Spots: its record is the message and
+// the job queue's permit it holds until its job ends, less than half of a call's, which also
+// answers requests, peers and Actors' moves.
+type send struct {
+	message
+	reserved bool // the permit is a reserved supply permit
+}
+
+// Run implements exec.Work: as a call's, the turn runs only if the Spot's owner lease is still
+// certainly valid (C1), and its handler gets a context that ends when the Spot ends.
+func (s *send) Run() {
+	ran := false
+	defer func() {
+		if !ran {
+			s.finish(fmt.Errorf("%w: %s.%s: the runtime failed around the handler", sdk.ErrHandlerPanicked, s.a.typ.desc.Name, s.md.Name))
+		}
+	}()
+	_, err := s.run()
+	ran = true
+	s.finish(err)
+}
+
+// Drop implements exec.Work.
+func (s *send) Drop(err error) { s.finish(err) }
+
+// finish returns the message's permit once its job ended; nobody waits for its outcome.
+func (s *send) finish(err error) {
+	s.a.cat.cfg.Meter.Return(s.reserved)
+	if err != nil {
+		s.logOneWayFailure(err)
+	}
+}
+
 // logOneWayFailure reports a one-way message that failed or did not run: nobody waits for it.
-func (k *call) logOneWayFailure(err error) {
-	log := k.a.cat.log
-	_, typ, id := k.object()
-	attrs := []any{"type", typ, "id", id, "method", k.md.Name, "err", err}
+func (m *message) logOneWayFailure(err error) {
+	log := m.a.cat.log
+	_, typ, id := m.object()
+	attrs := []any{"type", typ, "id", id, "method", m.md.Name, "err", err}
 	if errors.Is(err, sdk.ErrStaleRoute) || errors.Is(err, sdk.ErrClosed) {
 		log.Debug("one-way message dropped unrun", attrs...)
 		return

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/rt/internal/store"
@@ -570,6 +571,42 @@ func TestSendQueueFullNamesLaneAndAxis(t *testing.T) {
 	assert.Equal(t, sdk.AxisCount, qf.Axis)
 	assert.Contains(t, err.Error(), `test.Room.Say on Instance/"q"`)
 	close(n.f.release)
+}
+
+// TestE8_AOneWayMessageHoldsItsJobPermitUntilItsJobEnds: a one-way message takes a permit of
+// the node's application job queue when it is admitted and gives it back when its job ends; a
+// message its Spot's lane refuses gives it back at once.
+func TestE8_AOneWayMessageHoldsItsJobPermitUntilItsJobEnds(t *testing.T) {
+	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{
+		ApplicationJobQueueProfile: sdk.ApplicationJobQueueProfileManual, MaxQueuedApplicationJobs: new(uint64(100)),
+	}, 1<<20)
+	require.NoError(t, err)
+	meter := capacity.New(settings)
+	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) {
+		c.Exec.Application = exec.Limits{Count: 3, Bytes: 1 << 20}
+		c.Meter = meter
+	}})
+	permits := func() uint64 { return meter.Status(0, exec.DefaultConfig()).ApplicationJobQueue.PermitsInUse }
+	_, err = n.call("jp", "Join", "x")
+	require.NoError(t, err)
+	require.Zero(t, permits(), "a request run inline on its caller's goroutine takes none")
+
+	require.NoError(t, n.cat.Send(ctx, sdk.InstanceTarget(roomType, "jp"), "BlockSend", str("")))
+	<-n.f.blocked
+	require.NoError(t, n.cat.Send(ctx, sdk.InstanceTarget(roomType, "jp"), "Say", str("1")))
+	require.NoError(t, n.cat.Send(ctx, sdk.InstanceTarget(roomType, "jp"), "Say", str("2")))
+	assert.Equal(t, uint64(3), permits(), "the running message and the two queued ones")
+
+	err = n.cat.Send(ctx, sdk.InstanceTarget(roomType, "jp"), "Say", str("3"))
+	require.ErrorIs(t, err, sdk.ErrQueueFull)
+	assert.Equal(t, uint64(3), permits(), "the refused message gave its permit back")
+
+	close(n.f.release)
+	require.Eventually(t, func() bool { return permits() == 0 }, 5*time.Second, time.Millisecond,
+		"every permit returns as its job ends")
+	out, err := n.call("jp", "Join", "y")
+	require.NoError(t, err)
+	assert.Equal(t, "y joined jp #2", out)
 }
 
 func TestCallerCancellationWhileQueued(t *testing.T) {
