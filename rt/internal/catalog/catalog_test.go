@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -577,17 +578,13 @@ func TestSendQueueFullNamesLaneAndAxis(t *testing.T) {
 // the node's application job queue when it is admitted and gives it back when its job ends; a
 // message its Spot's lane refuses gives it back at once.
 func TestE8_AOneWayMessageHoldsItsJobPermitUntilItsJobEnds(t *testing.T) {
-	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{
-		ApplicationJobQueueProfile: sdk.ApplicationJobQueueProfileManual, MaxQueuedApplicationJobs: new(uint64(100)),
-	}, 1<<20)
-	require.NoError(t, err)
-	meter := capacity.New(settings)
+	meter := jobMeter(t, 100)
 	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) {
 		c.Exec.Application = exec.Limits{Count: 3, Bytes: 1 << 20}
 		c.Meter = meter
 	}})
 	permits := func() uint64 { return meter.Status(0, exec.DefaultConfig()).ApplicationJobQueue.PermitsInUse }
-	_, err = n.call("jp", "Join", "x")
+	_, err := n.call("jp", "Join", "x")
 	require.NoError(t, err)
 	require.Zero(t, permits(), "a request run inline on its caller's goroutine takes none")
 
@@ -607,6 +604,74 @@ func TestE8_AOneWayMessageHoldsItsJobPermitUntilItsJobEnds(t *testing.T) {
 	out, err := n.call("jp", "Join", "y")
 	require.NoError(t, err)
 	assert.Equal(t, "y joined jp #2", out)
+}
+
+// jobMeter is a meter whose application job queue has n permits.
+func jobMeter(t *testing.T, n uint64) *capacity.Meter {
+	t.Helper()
+	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{
+		ApplicationJobQueueProfile: sdk.ApplicationJobQueueProfileManual, MaxQueuedApplicationJobs: new(n),
+	}, 1<<20)
+	require.NoError(t, err)
+	return capacity.New(settings)
+}
+
+// TestE8_DroppedOneWayMessagesGiveTheirPermitsBack: one-way messages still queued when their
+// node is force-stopped are dropped unrun, and give their job permits back; the one running
+// keeps its own until it ends.
+func TestE8_DroppedOneWayMessagesGiveTheirPermitsBack(t *testing.T) {
+	meter := jobMeter(t, 100)
+	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) { c.Meter = meter; c.OperationTimeout = time.Minute }})
+	permits := func() uint64 { return meter.Status(0, exec.DefaultConfig()).ApplicationJobQueue.PermitsInUse }
+	_, err := n.call("dp", "Join", "x")
+	require.NoError(t, err)
+	require.NoError(t, n.cat.Send(ctx, sdk.InstanceTarget(roomType, "dp"), "BlockSend", str("")))
+	<-n.f.blocked
+	for range 5 {
+		require.NoError(t, n.cat.Send(ctx, sdk.InstanceTarget(roomType, "dp"), "Say", str("q")))
+	}
+	require.Equal(t, uint64(6), permits())
+	c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, n.cat.Close(c), catalog.ErrForceStopped)
+	assert.Equal(t, uint64(1), permits(), "the 5 dropped messages gave theirs back; the running one holds its own")
+	close(n.f.release)
+	require.Eventually(t, func() bool { return permits() == 0 }, 5*time.Second, time.Millisecond)
+}
+
+// TestE8_SelfSendsTakeReservedPermitsAndGiveThemBack: a turn that sends to its own Spot while
+// the job queue is full takes reserved permits rather than wait for its own, and every permit
+// comes back.
+func TestE8_SelfSendsTakeReservedPermitsAndGiveThemBack(t *testing.T) {
+	meter := jobMeter(t, 2)
+	var ran atomic.Int64
+	reg := func(ts *catalog.Types, f *fixture) {
+		registerAll(ts, f)
+		ms := []sdk.MethodDesc{
+			method("Relay", true, func(s *spot, ctx context.Context, in string) (string, error) {
+				for range 3 {
+					if err := s.sc.Client().Send(ctx, sdk.InstanceTarget("test.Relay", s.sc.ID()), "Hit", str("")); err != nil {
+						return "", err
+					}
+				}
+				return "", nil
+			}),
+			method("Hit", true, func(s *spot, ctx context.Context, in string) (string, error) {
+				ran.Add(1)
+				return "", nil
+			}),
+			method("Ping", false, func(s *spot, ctx context.Context, in string) (string, error) { return "pong", nil }),
+		}
+		must(ts.RegisterSpot(&sdk.SpotDesc{Name: "test.Relay", Kind: sdk.KindInstance, Methods: ms}, factory(f)))
+	}
+	n := newNode(t, nodeOpts{register: reg, cfg: func(c *catalog.Config) { c.Meter = meter }})
+	st := func() sdk.ApplicationJobQueueStatus { return meter.Status(0, exec.DefaultConfig()).ApplicationJobQueue }
+	_, err := n.cat.Call(ctx, sdk.InstanceIntent("test.Relay", "r"), "Ping", str(""))
+	require.NoError(t, err)
+	require.NoError(t, n.cat.Send(ctx, sdk.InstanceTarget("test.Relay", "r"), "Relay", str("")))
+	require.Eventually(t, func() bool { return ran.Load() == 3 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { s := st(); return s.PermitsInUse == 0 && s.ReservedSupplyPermits == 0 }, 5*time.Second, time.Millisecond)
+	assert.GreaterOrEqual(t, st().PeakPermitsInUse, uint64(3), "reserved permits were taken beyond the 2")
 }
 
 func TestCallerCancellationWhileQueued(t *testing.T) {
