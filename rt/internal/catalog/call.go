@@ -168,7 +168,7 @@ func (c *Catalog) send(ctx context.Context, a *activation, md *sdk.MethodDesc, r
 	if err != nil {
 		return false, err
 	}
-	s := &send{message: message{ctx: ctx, a: a, md: md, req: req, oneWay: true}, reserved: reserved}
+	s := &send{message{ctx: ctx, a: a, md: md, req: req, oneWay: true, reserved: reserved}}
 	if err := a.exec.Submit(it, s); err != nil {
 		c.cfg.Meter.Return(reserved)
 		return false, c.refusal(ctx, err, a, md)
@@ -225,14 +225,16 @@ func (c *Catalog) refusal(ctx context.Context, err error, a *activation, md *sdk
 }
 
 // message is what the turn of a message needs of it: its sender's context, its Spot, method
-// and request, and its Actor if it is for one.
+// and request, and its Actor if it is for one; and whether the job queue's permit that the
+// message holds, if it holds one, is a reserved supply permit.
 type message struct {
-	ctx    context.Context
-	a      *activation
-	md     *sdk.MethodDesc
-	req    proto.Message
-	actor  *actor // set for a message to an Actor; a's queue is its host Spot's
-	oneWay bool
+	ctx      context.Context
+	a        *activation
+	md       *sdk.MethodDesc
+	req      proto.Message
+	actor    *actor // set for a message to an Actor; a's queue is its host Spot's
+	oneWay   bool
+	reserved bool
 }
 
 // call is one request or one-way message on a Spot's queue, with what answers it.
@@ -244,11 +246,12 @@ type call struct {
 	// onDone, when set, receives the outcome instead of done (a request from a peer).
 	onDone func(proto.Message, error)
 	// permit says the call holds a permit of the application job queue (a reserved supply
-	// permit if reserved) until it ends; inbound is the Core HWM charge of a peer's message
-	// while it is in the lane, which the call keeps until it ends for a one-way message (kept).
-	permit, reserved bool
-	inbound          int64
-	kept             *capacity.Charge
+	// permit if message.reserved) until it ends; inbound is the Core HWM charge of a peer's
+	// message while it is in the lane, which the call keeps until it ends for a one-way message
+	// (kept).
+	permit  bool
+	inbound int64
+	kept    *capacity.Charge
 	// For a message to an Actor: seq is its admission order among the Actor's messages;
 	// counted says it is in the Actor's queued count; follow marks a message that follows the
 	// Actor from its old Spot.
@@ -485,13 +488,10 @@ func (k *call) finish(reply proto.Message, err error) {
 	k.done <- struct{}{}
 }
 
-// send is a one-way message from this node to one of its Spots: its record is the message and
-// the job queue's permit it holds until its job ends, less than half of a call's, which also
-// answers requests, peers and Actors' moves.
-type send struct {
-	message
-	reserved bool // the permit is a reserved supply permit
-}
+// send is a one-way message from this node to one of its Spots, which holds a permit of the
+// job queue until its job ends: its record is the message alone (64 bytes), where a call's
+// (160 bytes) also answers requests, peers and Actors' moves.
+type send struct{ message }
 
 // Run implements exec.Work: as a call's, the turn runs only if the Spot's owner lease is still
 // certainly valid (C1), and its handler gets a context that ends when the Spot ends.
