@@ -57,13 +57,14 @@ type queued struct {
 	size   int
 }
 
-func queuedRequest(r *wire.Request) queued { return queued{req: r, size: envelopeSize(r.SizeVT())} }
-func queuedReply(r *wire.Reply) queued     { return queued{reply: r, size: envelopeSize(r.SizeVT())} }
-func queuedCancel(c *wire.Cancel) queued   { return queued{cancel: c, size: envelopeSize(c.SizeVT())} }
+func queuedRequest(r *wire.Request) queued { return queued{req: r, size: fieldSize(r.SizeVT())} }
+func queuedReply(r *wire.Reply) queued     { return queued{reply: r, size: fieldSize(r.SizeVT())} }
+func queuedCancel(c *wire.Cancel) queued   { return queued{cancel: c, size: fieldSize(c.SizeVT())} }
 
-// envelopeSize is the encoded size of an envelope around a message of n bytes: its field's
-// tag, length and the message.
-func envelopeSize(n int) int { return 1 + protowire.SizeVarint(uint64(n)) + n }
+// fieldSize is the encoded size of a message field of n bytes: its tag (one byte for the
+// fields of an envelope and of a batch), its length and the message. An envelope is such a
+// field around its message, and a batch holds each envelope as one.
+func fieldSize(n int) int { return 1 + protowire.SizeVarint(uint64(n)) + n }
 
 // wrap makes e the envelope of q, and only of q.
 func wrap(e *wire.Envelope, q queued) *wire.Envelope {
@@ -240,7 +241,7 @@ func (s *sender) take(b *wire.Batch) {
 	size, encoded, n := 0, 0, 0
 	for n < len(s.queue) {
 		q := s.queue[n]
-		framed := 1 + protowire.SizeVarint(uint64(q.size)) + q.size
+		framed := fieldSize(q.size)
 		if n > 0 && encoded+framed > s.maxBytes {
 			break
 		}
