@@ -84,6 +84,7 @@ chaos:
 ## seed corpora run in make test as ordinary tests.
 FUZZTIME ?= 60s
 FUZZ := FuzzHandleBatch:./rt/internal/transport/ FuzzIDKeyRoundTrip:./rt/internal/store/ FuzzDecodeRecord:./rt/internal/store/ \
+	FuzzTxnCodecReadsAsProtobufReads:./rt/internal/store/ \
 	FuzzDirectives:./internal/gen/ FuzzCommand:./examples/chat/
 fuzz:
 	@for t in $(FUZZ); do name=$${t%%:*}; pkg=$${t#*:}; \

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // ErrStoreClosed is returned for a write submitted after Close.
@@ -119,7 +118,7 @@ func (b *batcher) do(ctx context.Context, key string, txn *pb.TxnRequest) (txnRe
 		b.release(1)
 		return res, err
 	}
-	r := &txnReq{ctx: ctx, key: key, txn: txn, size: proto.Size(txn) + nestOverhead, done: make(chan struct{}), queued: time.Now()}
+	r := &txnReq{ctx: ctx, key: key, txn: txn, size: sizeTxnRequest(txn) + nestOverhead, done: make(chan struct{}), queued: time.Now()}
 	b.queue = append(b.queue, r)
 	b.mu.Unlock()
 	b.poke()

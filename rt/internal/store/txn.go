@@ -58,12 +58,13 @@ func opTxn(t *pb.TxnRequest) *pb.RequestOp {
 	return &pb.RequestOp{Request: &pb.RequestOp_RequestTxn{RequestTxn: t}}
 }
 
-// txnCallOptions are clientv3's defaults for its own calls: wait for a connection, and its
-// message size limits.
+// txnCallOptions are clientv3's defaults for its own calls (wait for a connection, and its
+// message size limits), and the codec that writes and reads transactions without reflection.
 var txnCallOptions = []grpc.CallOption{
 	grpc.WaitForReady(true),
 	grpc.MaxCallSendMsgSize(2 << 20),
 	grpc.MaxCallRecvMsgSize(math.MaxInt32),
+	grpc.ForceCodecV2(etcdCodec),
 }
 
 // txnSender sends one etcd transaction. The store sends every record write through one, so

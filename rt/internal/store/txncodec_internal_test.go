@@ -1,0 +1,342 @@
+package store
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+var deterministic = proto.MarshalOptions{Deterministic: true}
+
+// randomTxnRequest is a transaction with every kind of compare and op, each field set or left
+// zero at random, nested up to depth more levels.
+func randomTxnRequest(r *rand.Rand, depth int) *etcdserverpb.TxnRequest {
+	bs := func() []byte {
+		if r.IntN(3) == 0 {
+			return nil
+		}
+		b := make([]byte, r.IntN(300))
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		return b
+	}
+	i64 := func() int64 {
+		switch r.IntN(4) {
+		case 0:
+			return 0
+		case 1:
+			return -r.Int64()
+		default:
+			return r.Int64N(1 << uint(r.IntN(62)+1))
+		}
+	}
+	flag := func() bool { return r.IntN(2) == 0 }
+	txn := &etcdserverpb.TxnRequest{}
+	for range r.IntN(4) {
+		c := &etcdserverpb.Compare{Result: etcdserverpb.Compare_CompareResult(r.IntN(5) - 1),
+			Target: etcdserverpb.Compare_CompareTarget(r.IntN(5)), Key: bs(), RangeEnd: bs()}
+		switch r.IntN(6) {
+		case 0:
+			c.TargetUnion = &etcdserverpb.Compare_Version{Version: i64()}
+		case 1:
+			c.TargetUnion = &etcdserverpb.Compare_CreateRevision{CreateRevision: i64()}
+		case 2:
+			c.TargetUnion = &etcdserverpb.Compare_ModRevision{ModRevision: i64()}
+		case 3:
+			c.TargetUnion = &etcdserverpb.Compare_Value{Value: bs()}
+		case 4:
+			c.TargetUnion = &etcdserverpb.Compare_Lease{Lease: i64()}
+		}
+		txn.Compare = append(txn.Compare, c)
+	}
+	op := func() *etcdserverpb.RequestOp {
+		switch r.IntN(5) {
+		case 0:
+			return &etcdserverpb.RequestOp{Request: &etcdserverpb.RequestOp_RequestRange{RequestRange: &etcdserverpb.RangeRequest{
+				Key: bs(), RangeEnd: bs(), Limit: i64(), Revision: i64(),
+				SortOrder: etcdserverpb.RangeRequest_SortOrder(r.IntN(3)), SortTarget: etcdserverpb.RangeRequest_SortTarget(r.IntN(5)),
+				Serializable: flag(), KeysOnly: flag(), CountOnly: flag(), MinModRevision: i64(), MaxModRevision: i64(),
+				MinCreateRevision: i64(), MaxCreateRevision: i64()}}}
+		case 1:
+			return &etcdserverpb.RequestOp{Request: &etcdserverpb.RequestOp_RequestPut{RequestPut: &etcdserverpb.PutRequest{
+				Key: bs(), Value: bs(), Lease: i64(), PrevKv: flag(), IgnoreValue: flag(), IgnoreLease: flag()}}}
+		case 2:
+			return &etcdserverpb.RequestOp{Request: &etcdserverpb.RequestOp_RequestDeleteRange{RequestDeleteRange: &etcdserverpb.DeleteRangeRequest{
+				Key: bs(), RangeEnd: bs(), PrevKv: flag()}}}
+		case 3:
+			if depth > 0 {
+				return &etcdserverpb.RequestOp{Request: &etcdserverpb.RequestOp_RequestTxn{RequestTxn: randomTxnRequest(r, depth-1)}}
+			}
+		}
+		return &etcdserverpb.RequestOp{}
+	}
+	for range r.IntN(4) {
+		txn.Success = append(txn.Success, op())
+	}
+	for range r.IntN(3) {
+		txn.Failure = append(txn.Failure, op())
+	}
+	return txn
+}
+
+// The transactions the store writes, built as it builds them.
+func storeTxns() []*etcdserverpb.TxnRequest {
+	reserve := &etcdserverpb.TxnRequest{
+		Compare: []*etcdserverpb.Compare{cmpCreateRevision("mesh/spots/T/a", 0), cmpLease("mesh/nodes/n1", 7587, true)},
+		Success: []*etcdserverpb.RequestOp{opPutLease("mesh/spots/T/a", "record", 7587)},
+		Failure: []*etcdserverpb.RequestOp{opGet("mesh/spots/T/a")},
+	}
+	ready := &etcdserverpb.TxnRequest{
+		Compare: []*etcdserverpb.Compare{cmpModRevision("mesh/spots/T/a", 42), cmpValue("mesh/spots/T/a", ""), cmpLease("k", 0, false)},
+		Success: []*etcdserverpb.RequestOp{opPut("mesh/spots/T/a", "ready"), opDelete("mesh/x")},
+	}
+	return []*etcdserverpb.TxnRequest{
+		{},
+		reserve,
+		ready,
+		{Success: []*etcdserverpb.RequestOp{opTxn(reserve), opTxn(ready), opTxn(&etcdserverpb.TxnRequest{})}},
+	}
+}
+
+// TestTxnCodecWritesWhatProtobufWrites: every transaction the codec writes is byte for byte
+// protobuf's encoding of it, of the size it computed, directly and through gRPC's buffers.
+func TestTxnCodecWritesWhatProtobufWrites(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	txns := storeTxns()
+	for range 3000 {
+		txns = append(txns, randomTxnRequest(r, 2))
+	}
+	big := &etcdserverpb.TxnRequest{}
+	for range 2000 {
+		big.Success = append(big.Success, opTxn(storeTxns()[1]))
+	}
+	txns = append(txns, big)
+	for i, txn := range txns {
+		want, err := deterministic.Marshal(txn)
+		require.NoError(t, err)
+		require.Equal(t, len(want), sizeTxnRequest(txn), "size of transaction %d", i)
+		require.Equal(t, string(want), string(appendTxnRequest(nil, txn)), "encoding of transaction %d", i)
+		data, err := etcdCodec.Marshal(txn)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(data.Materialize()), "gRPC encoding of transaction %d", i)
+		data.Free()
+	}
+	assert.False(t, mem.IsBelowBufferPoolingThreshold(sizeTxnRequest(big)), "the pooled path is covered")
+}
+
+// randomTxnResponse is a response with every kind of result, nested up to depth more levels.
+func randomTxnResponse(r *rand.Rand, depth int) *etcdserverpb.TxnResponse {
+	bs := func() []byte {
+		if r.IntN(3) == 0 {
+			return nil
+		}
+		return []byte("key-" + string(rune('a'+r.IntN(26))))
+	}
+	header := func() *etcdserverpb.ResponseHeader {
+		if r.IntN(3) == 0 {
+			return nil
+		}
+		return &etcdserverpb.ResponseHeader{ClusterId: r.Uint64(), MemberId: r.Uint64(), Revision: r.Int64N(1 << 40), RaftTerm: r.Uint64N(100)}
+	}
+	kv := func() *mvccpb.KeyValue {
+		return &mvccpb.KeyValue{Key: bs(), CreateRevision: r.Int64N(1 << 30), ModRevision: r.Int64N(1 << 30),
+			Version: r.Int64N(9), Value: bs(), Lease: r.Int64()}
+	}
+	resp := &etcdserverpb.TxnResponse{Header: header(), Succeeded: r.IntN(2) == 0}
+	for range r.IntN(5) {
+		op := &etcdserverpb.ResponseOp{}
+		switch r.IntN(5) {
+		case 0:
+			rr := &etcdserverpb.RangeResponse{Header: header(), More: r.IntN(2) == 0, Count: r.Int64N(5)}
+			for range r.IntN(3) {
+				rr.Kvs = append(rr.Kvs, kv())
+			}
+			op.Response = &etcdserverpb.ResponseOp_ResponseRange{ResponseRange: rr}
+		case 1:
+			pr := &etcdserverpb.PutResponse{Header: header()}
+			if r.IntN(2) == 0 {
+				pr.PrevKv = kv()
+			}
+			op.Response = &etcdserverpb.ResponseOp_ResponsePut{ResponsePut: pr}
+		case 2:
+			dr := &etcdserverpb.DeleteRangeResponse{Header: header(), Deleted: r.Int64N(4)}
+			for range r.IntN(3) {
+				dr.PrevKvs = append(dr.PrevKvs, kv())
+			}
+			op.Response = &etcdserverpb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: dr}
+		case 3:
+			if depth > 0 {
+				op.Response = &etcdserverpb.ResponseOp_ResponseTxn{ResponseTxn: randomTxnResponse(r, depth-1)}
+			}
+		}
+		resp.Responses = append(resp.Responses, op)
+	}
+	return resp
+}
+
+// TestTxnCodecReadsWhatProtobufWrites: a response read through the codec equals the one
+// protobuf wrote, and appending to a key it read leaves the value after it alone.
+func TestTxnCodecReadsWhatProtobufWrites(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 3000 {
+		want := randomTxnResponse(r, 2)
+		b, err := deterministic.Marshal(want)
+		require.NoError(t, err)
+		got := &etcdserverpb.TxnResponse{Succeeded: true, Responses: []*etcdserverpb.ResponseOp{{}}} // reset first
+		require.NoError(t, etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got))
+		require.True(t, proto.Equal(want, got), "response %d:\nwant %v\n got %v", i, want, got)
+	}
+
+	want := &etcdserverpb.TxnResponse{Responses: []*etcdserverpb.ResponseOp{{Response: &etcdserverpb.ResponseOp_ResponseRange{
+		ResponseRange: &etcdserverpb.RangeResponse{Kvs: []*mvccpb.KeyValue{{Key: []byte("key"), Value: []byte("value")}}}}}}}
+	b, err := deterministic.Marshal(want)
+	require.NoError(t, err)
+	got := &etcdserverpb.TxnResponse{}
+	require.NoError(t, etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got))
+	read := got.Responses[0].GetResponseRange().Kvs[0]
+	_ = append(read.Key, "XXXXXXXXXXXX"...)
+	assert.Equal(t, "value", string(read.Value))
+}
+
+// TestTxnCodecLeavesOtherMessagesToProtobuf: a message other than a transaction is written and
+// read by gRPC's protobuf codec.
+func TestTxnCodecLeavesOtherMessagesToProtobuf(t *testing.T) {
+	req := &etcdserverpb.RangeRequest{Key: []byte("k"), Limit: 3}
+	data, err := etcdCodec.Marshal(req)
+	require.NoError(t, err)
+	want, err := encoding.GetCodecV2(grpcproto.Name).Marshal(req)
+	require.NoError(t, err)
+	assert.Equal(t, want.Materialize(), data.Materialize())
+
+	resp := &etcdserverpb.RangeResponse{Count: 4, Kvs: []*mvccpb.KeyValue{{Key: []byte("k")}}}
+	b, err := deterministic.Marshal(resp)
+	require.NoError(t, err)
+	got := &etcdserverpb.RangeResponse{}
+	require.NoError(t, etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got))
+	assert.True(t, proto.Equal(resp, got))
+	assert.Equal(t, grpcproto.Name, etcdCodec.Name())
+}
+
+// TestTxnCodecKnowsEveryFieldOfEtcdsMessages: the codec writes and reads every field of the
+// messages it handles. A field etcd adds fails here, rather than being lost.
+func TestTxnCodecKnowsEveryFieldOfEtcdsMessages(t *testing.T) {
+	known := map[proto.Message][]protoreflect.FieldNumber{
+		&etcdserverpb.TxnRequest{}:          {1, 2, 3},
+		&etcdserverpb.Compare{}:             {1, 2, 3, 4, 5, 6, 7, 8, 64},
+		&etcdserverpb.RequestOp{}:           {1, 2, 3, 4},
+		&etcdserverpb.RangeRequest{}:        {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},
+		&etcdserverpb.PutRequest{}:          {1, 2, 3, 4, 5, 6},
+		&etcdserverpb.DeleteRangeRequest{}:  {1, 2, 3},
+		&etcdserverpb.TxnResponse{}:         {1, 2, 3},
+		&etcdserverpb.ResponseHeader{}:      {1, 2, 3, 4},
+		&etcdserverpb.ResponseOp{}:          {1, 2, 3, 4},
+		&etcdserverpb.RangeResponse{}:       {1, 2, 3, 4},
+		&etcdserverpb.PutResponse{}:         {1, 2},
+		&etcdserverpb.DeleteRangeResponse{}: {1, 2, 3},
+		&mvccpb.KeyValue{}:                  {1, 2, 3, 4, 5, 6},
+	}
+	for m, want := range known {
+		fields := m.ProtoReflect().Descriptor().Fields()
+		var got []protoreflect.FieldNumber
+		for i := range fields.Len() {
+			got = append(got, fields.Get(i).Number())
+		}
+		slices.Sort(got)
+		assert.Equal(t, want, got, "fields of %s", m.ProtoReflect().Descriptor().FullName())
+	}
+}
+
+// withoutUnknown drops the unknown fields of m and of every message in it: the codec skips
+// them, as it has no use for them.
+func withoutUnknown(m protoreflect.Message) {
+	m.SetUnknown(nil)
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			for i := range v.List().Len() {
+				withoutUnknown(v.List().Get(i).Message())
+			}
+		case fd.Message() != nil && !fd.IsMap():
+			withoutUnknown(v.Message())
+		}
+		return true
+	})
+}
+
+// FuzzTxnCodecReadsAsProtobufReads: of any bytes, the codec refuses what protobuf refuses, and
+// reads the rest as protobuf does, but for the unknown fields it skips.
+func FuzzTxnCodecReadsAsProtobufReads(f *testing.F) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 20 {
+		b, err := deterministic.Marshal(randomTxnResponse(r, 2))
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	f.Add([]byte{0x1a, 0x02, 0x22, 0x00, 0x1a, 0x02, 0x0a, 0x00}) // a member, then another
+	f.Add([]byte{0x0a, 0x02, 0x18, 0x05, 0x0a, 0x02, 0x08, 0x01}) // the header twice, merged
+	f.Add([]byte{0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01})
+	f.Add([]byte{0x0b, 0x0c})       // an unknown group
+	f.Add([]byte{0x12, 0x01, 0x00}) // succeeded, as bytes: unknown
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want := &etcdserverpb.TxnResponse{}
+		wantErr := proto.Unmarshal(b, want)
+		got := &etcdserverpb.TxnResponse{}
+		gotErr := etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got)
+		require.Equal(t, wantErr == nil, gotErr == nil, "protobuf: %v; codec: %v", wantErr, gotErr)
+		if wantErr != nil {
+			return
+		}
+		withoutUnknown(want.ProtoReflect())
+		require.True(t, proto.Equal(want, got), "want %v\n got %v", want, got)
+	})
+}
+
+// BenchmarkTxnCodec writes a group commit of 64 creations and reads its response, with the
+// codec and with gRPC's protobuf codec.
+func BenchmarkTxnCodec(b *testing.B) {
+	batch := &etcdserverpb.TxnRequest{}
+	resp := &etcdserverpb.TxnResponse{Header: &etcdserverpb.ResponseHeader{ClusterId: 1, MemberId: 2, Revision: 1 << 20, RaftTerm: 3}, Succeeded: true}
+	for range 64 {
+		batch.Success = append(batch.Success, opTxn(storeTxns()[1]))
+		resp.Responses = append(resp.Responses, &etcdserverpb.ResponseOp{Response: &etcdserverpb.ResponseOp_ResponseTxn{
+			ResponseTxn: &etcdserverpb.TxnResponse{Header: &etcdserverpb.ResponseHeader{Revision: 1 << 20}, Succeeded: true,
+				Responses: []*etcdserverpb.ResponseOp{{Response: &etcdserverpb.ResponseOp_ResponsePut{
+					ResponsePut: &etcdserverpb.PutResponse{Header: &etcdserverpb.ResponseHeader{Revision: 1 << 20}}}}}}}})
+	}
+	wire, err := deterministic.Marshal(resp)
+	require.NoError(b, err)
+	for _, c := range []struct {
+		name  string
+		codec encoding.CodecV2
+	}{{"codec=txn", etcdCodec}, {"codec=protobuf", encoding.GetCodecV2(grpcproto.Name)}} {
+		b.Run(c.name+"/write", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				data, err := c.codec.Marshal(batch)
+				if err != nil {
+					b.Fatal(err)
+				}
+				data.Free()
+			}
+		})
+		b.Run(c.name+"/read", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(wire)}, &etcdserverpb.TxnResponse{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
