@@ -2,11 +2,15 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Record writes are built as etcd's wire messages directly. clientv3's Compare clones every
@@ -89,5 +93,55 @@ func (c *kvClient) txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse
 	if err != nil {
 		return nil, clientv3.ContextError(ctx, err)
 	}
+	if err := answers(req, resp); err != nil {
+		// It was read, yet it does not answer req: whether req was applied is unknown, as it
+		// is when an answer is lost, and the caller settles it the same way.
+		return nil, status.Errorf(codes.Internal, "etcd's answer to a transaction is malformed: %v", err)
+	}
 	return resp, nil
+}
+
+// answers checks that resp has the shape of an answer to req, which every reader of a
+// transaction's results relies on: a header, and for each operation of the branch it took a
+// result of that operation's kind, nested transactions included.
+func answers(req *pb.TxnRequest, resp *pb.TxnResponse) error {
+	if resp.GetHeader() == nil {
+		return errors.New("it has no header")
+	}
+	return answersBranch(req, resp)
+}
+
+func answersBranch(req *pb.TxnRequest, resp *pb.TxnResponse) error {
+	ops := req.GetSuccess()
+	if !resp.GetSucceeded() {
+		ops = req.GetFailure()
+	}
+	if len(resp.GetResponses()) != len(ops) {
+		return fmt.Errorf("it has %d results for %d operations", len(resp.GetResponses()), len(ops))
+	}
+	for i, op := range ops {
+		r := resp.Responses[i]
+		ok := false
+		switch o := op.GetRequest().(type) {
+		case *pb.RequestOp_RequestRange:
+			ok = r.GetResponseRange() != nil
+		case *pb.RequestOp_RequestPut:
+			ok = r.GetResponsePut() != nil
+		case *pb.RequestOp_RequestDeleteRange:
+			ok = r.GetResponseDeleteRange() != nil
+		case *pb.RequestOp_RequestTxn:
+			if sub := r.GetResponseTxn(); sub != nil {
+				if err := answersBranch(o.RequestTxn, sub); err != nil {
+					return fmt.Errorf("result %d: %w", i, err)
+				}
+				ok = true
+			}
+		default:
+			ok = true // an operation of no kind, which etcd refuses before it answers
+		}
+		if !ok {
+			return fmt.Errorf("result %d is not of its operation's kind", i)
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
@@ -117,6 +119,19 @@ func TestTxnCodecWritesWhatProtobufWrites(t *testing.T) {
 	for range 3000 {
 		txns = append(txns, randomTxnRequest(r, 2))
 	}
+	// Nil messages, elements and oneof members, which protobuf writes as empty or unset.
+	txns = append(txns, nil, &etcdserverpb.TxnRequest{
+		Compare: []*etcdserverpb.Compare{nil, {Key: []byte("k"), TargetUnion: (*etcdserverpb.Compare_Version)(nil)},
+			{TargetUnion: (*etcdserverpb.Compare_CreateRevision)(nil)}, {TargetUnion: (*etcdserverpb.Compare_ModRevision)(nil)},
+			{TargetUnion: (*etcdserverpb.Compare_Value)(nil)}, {TargetUnion: (*etcdserverpb.Compare_Lease)(nil)},
+			{TargetUnion: &etcdserverpb.Compare_Value{}}},
+		Success: []*etcdserverpb.RequestOp{nil, {}, opTxn(nil),
+			{Request: (*etcdserverpb.RequestOp_RequestRange)(nil)}, {Request: (*etcdserverpb.RequestOp_RequestPut)(nil)},
+			{Request: (*etcdserverpb.RequestOp_RequestDeleteRange)(nil)}, {Request: (*etcdserverpb.RequestOp_RequestTxn)(nil)},
+			{Request: &etcdserverpb.RequestOp_RequestRange{}}, {Request: &etcdserverpb.RequestOp_RequestPut{}},
+			{Request: &etcdserverpb.RequestOp_RequestDeleteRange{}}},
+		Failure: []*etcdserverpb.RequestOp{opTxn(&etcdserverpb.TxnRequest{Success: []*etcdserverpb.RequestOp{nil}})},
+	})
 	big := &etcdserverpb.TxnRequest{}
 	for range 2000 {
 		big.Success = append(big.Success, opTxn(storeTxns()[1]))
@@ -205,7 +220,9 @@ func TestTxnCodecReadsWhatProtobufWrites(t *testing.T) {
 	got := &etcdserverpb.TxnResponse{}
 	require.NoError(t, etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got))
 	read := got.Responses[0].GetResponseRange().Kvs[0]
-	_ = append(read.Key, "XXXXXXXXXXXX"...)
+	assert.Equal(t, len(read.Key), cap(read.Key), "a key's capacity ends with it")
+	assert.Equal(t, len(read.Value), cap(read.Value), "a value's capacity ends with it")
+	_ = append(read.Key, "XXXXX"...) // within the seven bytes that follow the key
 	assert.Equal(t, "value", string(read.Value))
 }
 
@@ -231,29 +248,47 @@ func TestTxnCodecLeavesOtherMessagesToProtobuf(t *testing.T) {
 // TestTxnCodecKnowsEveryFieldOfEtcdsMessages: the codec writes and reads every field of the
 // messages it handles. A field etcd adds fails here, rather than being lost.
 func TestTxnCodecKnowsEveryFieldOfEtcdsMessages(t *testing.T) {
-	known := map[proto.Message][]protoreflect.FieldNumber{
-		&etcdserverpb.TxnRequest{}:          {1, 2, 3},
-		&etcdserverpb.Compare{}:             {1, 2, 3, 4, 5, 6, 7, 8, 64},
-		&etcdserverpb.RequestOp{}:           {1, 2, 3, 4},
-		&etcdserverpb.RangeRequest{}:        {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13},
-		&etcdserverpb.PutRequest{}:          {1, 2, 3, 4, 5, 6},
-		&etcdserverpb.DeleteRangeRequest{}:  {1, 2, 3},
-		&etcdserverpb.TxnResponse{}:         {1, 2, 3},
-		&etcdserverpb.ResponseHeader{}:      {1, 2, 3, 4},
-		&etcdserverpb.ResponseOp{}:          {1, 2, 3, 4},
-		&etcdserverpb.RangeResponse{}:       {1, 2, 3, 4},
-		&etcdserverpb.PutResponse{}:         {1, 2},
-		&etcdserverpb.DeleteRangeResponse{}: {1, 2, 3},
-		&mvccpb.KeyValue{}:                  {1, 2, 3, 4, 5, 6},
+	// Each field as the codec writes or reads it: number, kind, and whether it is repeated or
+	// a oneof's member.
+	type field struct {
+		num      protoreflect.FieldNumber
+		kind     protoreflect.Kind
+		repeated bool
+		oneof    bool
 	}
-	for m, want := range known {
-		fields := m.ProtoReflect().Descriptor().Fields()
-		var got []protoreflect.FieldNumber
+	const (
+		b, m, i64, u64, en, bo = protoreflect.BytesKind, protoreflect.MessageKind, protoreflect.Int64Kind,
+			protoreflect.Uint64Kind, protoreflect.EnumKind, protoreflect.BoolKind
+	)
+	known := map[proto.Message][]field{
+		&etcdserverpb.TxnRequest{}: {{1, m, true, false}, {2, m, true, false}, {3, m, true, false}},
+		&etcdserverpb.Compare{}: {{1, en, false, false}, {2, en, false, false}, {3, b, false, false}, {4, i64, false, true},
+			{5, i64, false, true}, {6, i64, false, true}, {7, b, false, true}, {8, i64, false, true}, {64, b, false, false}},
+		&etcdserverpb.RequestOp{}: {{1, m, false, true}, {2, m, false, true}, {3, m, false, true}, {4, m, false, true}},
+		&etcdserverpb.RangeRequest{}: {{1, b, false, false}, {2, b, false, false}, {3, i64, false, false}, {4, i64, false, false},
+			{5, en, false, false}, {6, en, false, false}, {7, bo, false, false}, {8, bo, false, false}, {9, bo, false, false},
+			{10, i64, false, false}, {11, i64, false, false}, {12, i64, false, false}, {13, i64, false, false}},
+		&etcdserverpb.PutRequest{}: {{1, b, false, false}, {2, b, false, false}, {3, i64, false, false}, {4, bo, false, false},
+			{5, bo, false, false}, {6, bo, false, false}},
+		&etcdserverpb.DeleteRangeRequest{}:  {{1, b, false, false}, {2, b, false, false}, {3, bo, false, false}},
+		&etcdserverpb.TxnResponse{}:         {{1, m, false, false}, {2, bo, false, false}, {3, m, true, false}},
+		&etcdserverpb.ResponseHeader{}:      {{1, u64, false, false}, {2, u64, false, false}, {3, i64, false, false}, {4, u64, false, false}},
+		&etcdserverpb.ResponseOp{}:          {{1, m, false, true}, {2, m, false, true}, {3, m, false, true}, {4, m, false, true}},
+		&etcdserverpb.RangeResponse{}:       {{1, m, false, false}, {2, m, true, false}, {3, bo, false, false}, {4, i64, false, false}},
+		&etcdserverpb.PutResponse{}:         {{1, m, false, false}, {2, m, false, false}},
+		&etcdserverpb.DeleteRangeResponse{}: {{1, m, false, false}, {2, i64, false, false}, {3, m, true, false}},
+		&mvccpb.KeyValue{}: {{1, b, false, false}, {2, i64, false, false}, {3, i64, false, false}, {4, i64, false, false},
+			{5, b, false, false}, {6, i64, false, false}},
+	}
+	for msg, want := range known {
+		fields := msg.ProtoReflect().Descriptor().Fields()
+		var got []field
 		for i := range fields.Len() {
-			got = append(got, fields.Get(i).Number())
+			fd := fields.Get(i)
+			got = append(got, field{fd.Number(), fd.Kind(), fd.IsList(), fd.ContainingOneof() != nil})
 		}
-		slices.Sort(got)
-		assert.Equal(t, want, got, "fields of %s", m.ProtoReflect().Descriptor().FullName())
+		slices.SortFunc(got, func(x, y field) int { return int(x.num) - int(y.num) })
+		assert.Equal(t, want, got, "fields of %s", msg.ProtoReflect().Descriptor().FullName())
 	}
 }
 
@@ -283,8 +318,12 @@ func FuzzTxnCodecReadsAsProtobufReads(f *testing.F) {
 		require.NoError(f, err)
 		f.Add(b)
 	}
-	f.Add([]byte{0x1a, 0x02, 0x22, 0x00, 0x1a, 0x02, 0x0a, 0x00}) // a member, then another
-	f.Add([]byte{0x0a, 0x02, 0x18, 0x05, 0x0a, 0x02, 0x08, 0x01}) // the header twice, merged
+	f.Add([]byte{0x1a, 0x02, 0x22, 0x00, 0x1a, 0x02, 0x0a, 0x00})                               // two ResponseOps
+	f.Add([]byte{0x1a, 0x04, 0x22, 0x00, 0x0a, 0x00})                                           // a member, replaced by another
+	f.Add([]byte{0x1a, 0x08, 0x0a, 0x02, 0x18, 0x01, 0x0a, 0x02, 0x20, 0x07})                   // a member twice, merged
+	f.Add([]byte{0x1a, 0x0b, 0x12, 0x09, 0x12, 0x03, 0x0a, 0x01, 0x61, 0x12, 0x02, 0x30, 0x01}) // prev_kv twice, merged
+	f.Add([]byte{0x1a, 0x06, 0x0a, 0x04, 0x12, 0x02, 0x08, 0x05})                               // a key as a varint: unknown
+	f.Add([]byte{0x0a, 0x02, 0x18, 0x05, 0x0a, 0x02, 0x08, 0x01})                               // the header twice, merged
 	f.Add([]byte{0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01})
 	f.Add([]byte{0x0b, 0x0c})       // an unknown group
 	f.Add([]byte{0x12, 0x01, 0x00}) // succeeded, as bytes: unknown
@@ -337,6 +376,60 @@ func BenchmarkTxnCodec(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// answering is a KV client whose every transaction gets one answer, as read off the wire.
+type answering struct {
+	etcdserverpb.KVClient
+	resp *etcdserverpb.TxnResponse
+}
+
+func (a answering) Txn(context.Context, *etcdserverpb.TxnRequest, ...grpc.CallOption) (*etcdserverpb.TxnResponse, error) {
+	return a.resp, nil
+}
+
+// TestAMalformedAnswerToATransactionLeavesItsOutcomeUnknown: an answer that does not have the
+// shape of an answer to its transaction (no header, a result missing or of the wrong kind, at
+// any depth) fails the write as a lost answer does, to be settled, and never panics a reader.
+func TestAMalformedAnswerToATransactionLeavesItsOutcomeUnknown(t *testing.T) {
+	header := &etcdserverpb.ResponseHeader{Revision: 9}
+	put := &etcdserverpb.ResponseOp{Response: &etcdserverpb.ResponseOp_ResponsePut{ResponsePut: &etcdserverpb.PutResponse{}}}
+	rng := &etcdserverpb.ResponseOp{Response: &etcdserverpb.ResponseOp_ResponseRange{ResponseRange: &etcdserverpb.RangeResponse{}}}
+	sub := func(ok bool, ops ...*etcdserverpb.ResponseOp) *etcdserverpb.ResponseOp {
+		return &etcdserverpb.ResponseOp{Response: &etcdserverpb.ResponseOp_ResponseTxn{ResponseTxn: &etcdserverpb.TxnResponse{Succeeded: ok, Responses: ops}}}
+	}
+	reserve := storeTxns()[1] // then: a put; else: a range
+	batch := &etcdserverpb.TxnRequest{Success: []*etcdserverpb.RequestOp{opTxn(reserve), opTxn(reserve)}}
+	for _, c := range []struct {
+		name string
+		req  *etcdserverpb.TxnRequest
+		resp *etcdserverpb.TxnResponse
+		ok   bool
+	}{
+		{"won", reserve, &etcdserverpb.TxnResponse{Header: header, Succeeded: true, Responses: []*etcdserverpb.ResponseOp{put}}, true},
+		{"lost", reserve, &etcdserverpb.TxnResponse{Header: header, Responses: []*etcdserverpb.ResponseOp{rng}}, true},
+		{"a batch", batch, &etcdserverpb.TxnResponse{Header: header, Succeeded: true, Responses: []*etcdserverpb.ResponseOp{sub(true, put), sub(false, rng)}}, true},
+		{"no header", reserve, &etcdserverpb.TxnResponse{Succeeded: true, Responses: []*etcdserverpb.ResponseOp{put}}, false},
+		{"no result", reserve, &etcdserverpb.TxnResponse{Header: header, Responses: nil}, false},
+		{"a result too many", reserve, &etcdserverpb.TxnResponse{Header: header, Succeeded: true, Responses: []*etcdserverpb.ResponseOp{put, put}}, false},
+		{"a result of another kind", reserve, &etcdserverpb.TxnResponse{Header: header, Responses: []*etcdserverpb.ResponseOp{put}}, false},
+		{"an empty result", reserve, &etcdserverpb.TxnResponse{Header: header, Responses: []*etcdserverpb.ResponseOp{{}}}, false},
+		{"a batch short of a result", batch, &etcdserverpb.TxnResponse{Header: header, Succeeded: true, Responses: []*etcdserverpb.ResponseOp{sub(true, put)}}, false},
+		{"a nested result missing", batch, &etcdserverpb.TxnResponse{Header: header, Succeeded: true, Responses: []*etcdserverpb.ResponseOp{sub(true, put), sub(false)}}, false},
+		{"a nested result of another kind", batch, &etcdserverpb.TxnResponse{Header: header, Succeeded: true, Responses: []*etcdserverpb.ResponseOp{sub(true, put), sub(true, rng)}}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp, err := (&kvClient{kv: answering{resp: c.resp}}).txn(context.Background(), c.req)
+			if c.ok {
+				require.NoError(t, err)
+				assert.Same(t, c.resp, resp)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "malformed")
+			assert.True(t, ambiguous(err), "a malformed answer leaves the outcome unknown: %v", err)
 		})
 	}
 }
