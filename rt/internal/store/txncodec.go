@@ -391,18 +391,54 @@ func readMessage[M any](b []byte, m *M, depth int, read func([]byte, *M) error) 
 	return n, read(v, m)
 }
 
+// readHeader reads a response header field into *h, made if it is nil.
+func readHeader(v []byte, h **etcdserverpb.ResponseHeader, depth int) (int, error) {
+	if *h == nil {
+		*h = &etcdserverpb.ResponseHeader{}
+	}
+	return readMessage(v, *h, depth, readResponseHeader)
+}
+
+// readKeyValues reads an element of a repeated key-value field and appends it to *kvs.
+func readKeyValues(v []byte, kvs *[]*mvccpb.KeyValue, depth int) (int, error) {
+	kv := &mvccpb.KeyValue{}
+	*kvs = append(*kvs, kv)
+	return readMessage(v, kv, depth, readKeyValue)
+}
+
+// readInt reads a varint field's value into *x.
+func readInt[I ~int64 | ~uint64](v []byte, x *I) (int, error) {
+	u, n, err := consumeVarint(v)
+	*x = I(u)
+	return n, err
+}
+
+// readBytes reads a bytes field's value into *x: a slice of the bytes read, nil when empty.
+// Its capacity ends with it, so that appending to a key or value copies it rather than
+// writing over the bytes after it.
+func readBytes(v []byte, x *[]byte) (int, error) {
+	b, n, err := consumeBytes(v)
+	if len(b) == 0 {
+		b = nil
+	}
+	*x = b[:len(b):len(b)]
+	return n, err
+}
+
+// readBool reads a bool field's value into *x.
+func readBool(v []byte, x *bool) (int, error) {
+	u, n, err := consumeVarint(v)
+	*x = u != 0
+	return n, err
+}
+
 func readTxnResponse(b []byte, m *etcdserverpb.TxnResponse, depth int) error {
 	return readFields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			if m.Header == nil {
-				m.Header = &etcdserverpb.ResponseHeader{}
-			}
-			return readMessage(v, m.Header, depth+1, readResponseHeader)
+			return readHeader(v, &m.Header, depth+1)
 		case num == 2 && typ == protowire.VarintType:
-			x, n, err := consumeVarint(v)
-			m.Succeeded = x != 0
-			return n, err
+			return readBool(v, &m.Succeeded)
 		case num == 3 && typ == protowire.BytesType:
 			op := &etcdserverpb.ResponseOp{}
 			m.Responses = append(m.Responses, op)
@@ -414,21 +450,20 @@ func readTxnResponse(b []byte, m *etcdserverpb.TxnResponse, depth int) error {
 
 func readResponseHeader(b []byte, m *etcdserverpb.ResponseHeader) error {
 	return readFields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
-		if typ != protowire.VarintType || num < 1 || num > 4 {
+		if typ != protowire.VarintType {
 			return 0, nil
 		}
-		x, n, err := consumeVarint(v)
 		switch num {
 		case 1:
-			m.ClusterId = x
+			return readInt(v, &m.ClusterId)
 		case 2:
-			m.MemberId = x
+			return readInt(v, &m.MemberId)
 		case 3:
-			m.Revision = int64(x)
+			return readInt(v, &m.Revision)
 		case 4:
-			m.RaftTerm = x
+			return readInt(v, &m.RaftTerm)
 		}
-		return n, err
+		return 0, nil
 	})
 }
 
@@ -480,22 +515,13 @@ func readRangeResponse(b []byte, m *etcdserverpb.RangeResponse, depth int) error
 	return readFields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			if m.Header == nil {
-				m.Header = &etcdserverpb.ResponseHeader{}
-			}
-			return readMessage(v, m.Header, depth+1, readResponseHeader)
+			return readHeader(v, &m.Header, depth+1)
 		case num == 2 && typ == protowire.BytesType:
-			kv := &mvccpb.KeyValue{}
-			m.Kvs = append(m.Kvs, kv)
-			return readMessage(v, kv, depth+1, readKeyValue)
+			return readKeyValues(v, &m.Kvs, depth+1)
 		case num == 3 && typ == protowire.VarintType:
-			x, n, err := consumeVarint(v)
-			m.More = x != 0
-			return n, err
+			return readBool(v, &m.More)
 		case num == 4 && typ == protowire.VarintType:
-			x, n, err := consumeVarint(v)
-			m.Count = int64(x)
-			return n, err
+			return readInt(v, &m.Count)
 		}
 		return 0, nil
 	})
@@ -508,10 +534,7 @@ func readPutResponse(b []byte, m *etcdserverpb.PutResponse, depth int) error {
 		}
 		switch num {
 		case 1:
-			if m.Header == nil {
-				m.Header = &etcdserverpb.ResponseHeader{}
-			}
-			return readMessage(v, m.Header, depth+1, readResponseHeader)
+			return readHeader(v, &m.Header, depth+1)
 		case 2:
 			if m.PrevKv == nil {
 				m.PrevKv = &mvccpb.KeyValue{}
@@ -526,18 +549,11 @@ func readDeleteRangeResponse(b []byte, m *etcdserverpb.DeleteRangeResponse, dept
 	return readFields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			if m.Header == nil {
-				m.Header = &etcdserverpb.ResponseHeader{}
-			}
-			return readMessage(v, m.Header, depth+1, readResponseHeader)
+			return readHeader(v, &m.Header, depth+1)
 		case num == 2 && typ == protowire.VarintType:
-			x, n, err := consumeVarint(v)
-			m.Deleted = int64(x)
-			return n, err
+			return readInt(v, &m.Deleted)
 		case num == 3 && typ == protowire.BytesType:
-			kv := &mvccpb.KeyValue{}
-			m.PrevKvs = append(m.PrevKvs, kv)
-			return readMessage(v, kv, depth+1, readKeyValue)
+			return readKeyValues(v, &m.PrevKvs, depth+1)
 		}
 		return 0, nil
 	})
@@ -545,34 +561,25 @@ func readDeleteRangeResponse(b []byte, m *etcdserverpb.DeleteRangeResponse, dept
 
 func readKeyValue(b []byte, m *mvccpb.KeyValue) error {
 	return readFields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
-		switch {
-		case (num == 1 || num == 5) && typ == protowire.BytesType:
-			x, n, err := consumeBytes(v)
-			// Capped, so that appending to a key or value copies it rather than writing over
-			// the bytes after it.
-			x = x[:len(x):len(x)]
-			if len(x) == 0 {
-				x = nil
+		switch typ {
+		case protowire.BytesType:
+			switch num {
+			case 1:
+				return readBytes(v, &m.Key)
+			case 5:
+				return readBytes(v, &m.Value)
 			}
-			if num == 1 {
-				m.Key = x
-			} else {
-				m.Value = x
-			}
-			return n, err
-		case num >= 2 && num <= 6 && num != 5 && typ == protowire.VarintType:
-			x, n, err := consumeVarint(v)
+		case protowire.VarintType:
 			switch num {
 			case 2:
-				m.CreateRevision = int64(x)
+				return readInt(v, &m.CreateRevision)
 			case 3:
-				m.ModRevision = int64(x)
+				return readInt(v, &m.ModRevision)
 			case 4:
-				m.Version = int64(x)
+				return readInt(v, &m.Version)
 			case 6:
-				m.Lease = int64(x)
+				return readInt(v, &m.Lease)
 			}
-			return n, err
 		}
 		return 0, nil
 	})
