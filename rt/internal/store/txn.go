@@ -101,9 +101,9 @@ func (c *kvClient) txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse
 	return resp, nil
 }
 
-// answers checks that resp has the shape of an answer to req, which every reader of a
-// transaction's results relies on: a header, and for each operation of the branch it took a
-// result of that operation's kind, nested transactions included.
+// answers checks that resp has the shape of an answer to req, which every reader of the
+// results of a transaction sent through a kvClient relies on: a header, and for each operation
+// of the branch it took a result of that operation's kind, nested transactions included.
 func answers(req *pb.TxnRequest, resp *pb.TxnResponse) error {
 	if resp.GetHeader() == nil {
 		return errors.New("it has no header")
@@ -112,6 +112,11 @@ func answers(req *pb.TxnRequest, resp *pb.TxnResponse) error {
 }
 
 func answersBranch(req *pb.TxnRequest, resp *pb.TxnResponse) error {
+	if len(req.GetCompare()) == 0 && !resp.GetSucceeded() {
+		// etcd takes the success branch of a transaction without compares: a group commit's
+		// batch is one, and its readers take its results as such.
+		return errors.New("it failed a transaction that has no compares")
+	}
 	ops := req.GetSuccess()
 	if !resp.GetSucceeded() {
 		ops = req.GetFailure()
@@ -130,7 +135,7 @@ func answersBranch(req *pb.TxnRequest, resp *pb.TxnResponse) error {
 		case *pb.RequestOp_RequestDeleteRange:
 			ok = r.GetResponseDeleteRange() != nil
 		case *pb.RequestOp_RequestTxn:
-			if sub := r.GetResponseTxn(); sub != nil {
+			if sub := r.GetResponseTxn(); sub != nil && o != nil {
 				if err := answersBranch(o.RequestTxn, sub); err != nil {
 					return fmt.Errorf("result %d: %w", i, err)
 				}

@@ -418,6 +418,9 @@ func TestAMalformedAnswerToATransactionLeavesItsOutcomeUnknown(t *testing.T) {
 		{"an empty result", reserve, &etcdserverpb.TxnResponse{Header: header, Responses: []*etcdserverpb.ResponseOp{{}}}, false},
 		{"a batch short of a result", batch, &etcdserverpb.TxnResponse{Header: header, Succeeded: true, Responses: []*etcdserverpb.ResponseOp{sub(true, put)}}, false},
 		{"a nested result missing", batch, &etcdserverpb.TxnResponse{Header: header, Succeeded: true, Responses: []*etcdserverpb.ResponseOp{sub(true, put), sub(false)}}, false},
+		{"a batch not taken", batch, &etcdserverpb.TxnResponse{Header: header, Succeeded: false}, false},
+		{"a nested batch not taken", &etcdserverpb.TxnRequest{Success: []*etcdserverpb.RequestOp{opTxn(batch)}},
+			&etcdserverpb.TxnResponse{Header: header, Succeeded: true, Responses: []*etcdserverpb.ResponseOp{sub(false)}}, false},
 		{"a nested result of another kind", batch, &etcdserverpb.TxnResponse{Header: header, Succeeded: true, Responses: []*etcdserverpb.ResponseOp{sub(true, put), sub(true, rng)}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
