@@ -22,13 +22,9 @@ func (h *Host) UnhandledStats() mesh.UnhandledStats { return h.mesh.UnhandledSta
 // Fail puts the host in the Error state, as a failure it cannot recover from does.
 func (h *Host) Fail(err error) { h.fail(err) }
 
-// SeesServingPeer reports whether this node's view of the mesh holds peer as a relocation
-// would choose it: Serving, with room, and a Ready connection.
-func (h *Host) SeesServingPeer(peer sdk.NodeID) bool {
-	for _, n := range h.mesh.Members() {
-		if n.ID == peer {
-			return sdk.RuntimeState(n.Desc.GetState()) == sdk.RuntimeStateServing && h.mesh.HasRoom(n) && h.mesh.PeerReady(peer)
-		}
-	}
-	return false
+// RelocationTarget is the node a planned relocation of t, at this node's version, would move
+// it to now, as this node's view of the mesh chooses it; false when it has none.
+func (h *Host) RelocationTarget(t sdk.Target) (sdk.NodeID, bool) {
+	target, reason := h.chooseTarget(&relocationOp{version: h.cfg.ApplicationVersion}, unit{t: t}, nil)
+	return target.ID, reason == sdk.RelocationReasonNone
 }

@@ -282,9 +282,12 @@ func TestF3_AStoreThatDoesNotAnswerIsStoreUnavailable(t *testing.T) {
 	waitPeers(t, a, b.LocalNode())
 	_, err := record(b, openLedger("kept"), "kept-1", sdk.OnNode(a.LocalNode()))
 	require.NoError(t, err)
-	// a must know b as a target before etcd stops: its view of the mesh comes from etcd, and
-	// one without a Serving target would block the relocation for want of one.
-	require.Eventually(t, func() bool { return a.SeesServingPeer(b.LocalNode()) }, 30*time.Second, 20*time.Millisecond)
+	// a must know b as the target before etcd stops: its view of the mesh comes from etcd,
+	// and one without a Serving target would block the relocation for want of one.
+	require.Eventually(t, func() bool {
+		target, ok := a.RelocationTarget(openLedger("kept"))
+		return ok && target == b.LocalNode()
+	}, 30*time.Second, 20*time.Millisecond)
 	etcd.Pause()
 	res, err := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance, Deadline: 3 * time.Second})
 	etcd.Resume()
