@@ -322,23 +322,29 @@ func nestedJob(ctx context.Context) bool { return turnOf(ctx) != nil || nestedRe
 // valid when its turn comes (C1) and, for a request, its caller is still waiting. A one-way
 // message's handler gets a context that ends when the Spot ends; a request's, its caller's.
 func (k *call) Run() {
-	// A panic outside the handler (which invoke recovers) still ends the call: its caller gets
-	// an answer, and its permit and charge return. finish runs outside this guard, so a call
-	// is never finished twice, even when finish itself fails.
 	if k.actor != nil && !k.actor.mayRun(k) {
 		return // held to follow the Actor, or ended unrun
 	}
+	k.runThen(k.finish)
+}
+
+// runThen runs the turn and hands its outcome to finish, once. A panic outside the handler
+// (which invoke recovers) still ends the message with ErrHandlerPanicked, so that its permit
+// and charge return and a caller gets an answer; finish runs outside this guard, so that a
+// message is never finished twice, even when finish itself fails. What the error names is
+// read first: a finished message may be reused.
+func (m *message) runThen(finish func(proto.Message, error)) {
 	ran := false
-	_, typ, _ := k.object()
-	method := k.md.Name
+	_, typ, _ := m.object()
+	method := m.md.Name
 	defer func() {
 		if !ran {
-			k.finish(nil, fmt.Errorf("%w: %s.%s: the runtime failed around the handler", sdk.ErrHandlerPanicked, typ, method))
+			finish(nil, fmt.Errorf("%w: %s.%s: the runtime failed around the handler", sdk.ErrHandlerPanicked, typ, method))
 		}
 	}()
-	reply, err := k.run()
+	reply, err := m.run()
 	ran = true
-	k.finish(reply, err)
+	finish(reply, err)
 }
 
 // run runs the turn and returns its outcome.
@@ -495,17 +501,7 @@ type send struct{ message }
 
 // Run implements exec.Work: as a call's, the turn runs only if the Spot's owner lease is still
 // certainly valid (C1), and its handler gets a context that ends when the Spot ends.
-func (s *send) Run() {
-	ran := false
-	defer func() {
-		if !ran {
-			s.finish(fmt.Errorf("%w: %s.%s: the runtime failed around the handler", sdk.ErrHandlerPanicked, s.a.typ.desc.Name, s.md.Name))
-		}
-	}()
-	_, err := s.run()
-	ran = true
-	s.finish(err)
-}
+func (s *send) Run() { s.runThen(func(_ proto.Message, err error) { s.finish(err) }) }
 
 // Drop implements exec.Work.
 func (s *send) Drop(err error) { s.finish(err) }
