@@ -156,11 +156,11 @@ func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc
 	return await(ctx, k)
 }
 
-// send admits a one-way message to a's application lane, and reports whether it did. The
-// lease is checked now as well as when its turn comes, so that its sender still learns of a
-// refusal.
+// send admits a one-way message to a's application lane, and reports whether it did. A lease
+// known to be lost refuses it now, so that its sender learns of the refusal; the turn checks
+// the lease against the clock when it comes (C1).
 func (c *Catalog) send(ctx context.Context, a *activation, md *sdk.MethodDesc, req proto.Message) (bool, error) {
-	if !a.turnAllowed() {
+	if !a.admissionAllowed() {
 		return false, fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
 	}
 	it := exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(req)), Activity: true}
@@ -168,7 +168,7 @@ func (c *Catalog) send(ctx context.Context, a *activation, md *sdk.MethodDesc, r
 	if err != nil {
 		return false, err
 	}
-	s := &send{message{ctx: ctx, a: a, md: md, req: req, oneWay: true, reserved: reserved}}
+	s := &send{message: message{ctx: ctx, a: a, md: md, req: req, oneWay: true, reserved: reserved}}
 	if err := a.exec.Submit(it, s); err != nil {
 		c.cfg.Meter.Return(reserved)
 		return false, c.refusal(ctx, err, a, md)
@@ -325,15 +325,16 @@ func (k *call) Run() {
 	if k.actor != nil && !k.actor.mayRun(k) {
 		return // held to follow the Actor, or ended unrun
 	}
-	k.runThen(k.finish)
+	k.runThen(k.finish, nil)
 }
 
 // runThen runs the turn and hands its outcome to finish, once. A panic outside the handler
 // (which invoke recovers) still ends the message with ErrHandlerPanicked, so that its permit
 // and charge return and a caller gets an answer; finish runs outside this guard, so that a
 // message is never finished twice, even when finish itself fails. What the error names is
-// read first: a finished message may be reused.
-func (m *message) runThen(finish func(proto.Message, error)) {
+// read first: a finished message may be reused. own, if not nil, holds the turn's Spot context
+// (see run).
+func (m *message) runThen(finish func(proto.Message, error), own *spotCtx) {
 	ran := false
 	_, typ, _ := m.object()
 	method := m.md.Name
@@ -342,13 +343,15 @@ func (m *message) runThen(finish func(proto.Message, error)) {
 			finish(nil, fmt.Errorf("%w: %s.%s: the runtime failed around the handler", sdk.ErrHandlerPanicked, typ, method))
 		}
 	}()
-	reply, err := m.run()
+	reply, err := m.run(own)
 	ran = true
 	finish(reply, err)
 }
 
-// run runs the turn and returns its outcome.
-func (m *message) run() (proto.Message, error) {
+// run runs the turn and returns its outcome. A one-way message's turn gets a Spot context,
+// built in own if it is not nil: a record that is never reused, since a handler may keep its
+// context.
+func (m *message) run(own *spotCtx) (proto.Message, error) {
 	if !m.a.turnAllowed() {
 		return nil, m.a.errLeaseEnded()
 	}
@@ -358,7 +361,7 @@ func (m *message) run() (proto.Message, error) {
 	case m.oneWay, bare(ctx):
 		// A context of the Spot's own: it ends when the Spot ends, and a request made with it
 		// of the Spot itself is recognised.
-		ctx = m.a.spotContext(m.ctx)
+		ctx = m.a.spotContextIn(m.ctx, own)
 	default:
 		if err := ctx.Err(); err != nil {
 			return nil, err // the caller gave up while it was queued
@@ -495,13 +498,16 @@ func (k *call) finish(reply proto.Message, err error) {
 }
 
 // send is a one-way message from this node to one of its Spots, which holds a permit of the
-// job queue until its job ends: its record is the message alone (64 bytes), where a call's
-// (160 bytes) also answers requests, peers and Actors' moves.
-type send struct{ message }
+// job queue until its job ends: its record is the message and its turn's context (88 bytes),
+// where a call's (160 bytes) also answers requests, peers and Actors' moves.
+type send struct {
+	message
+	turn spotCtx // its turn's context, allocated with it
+}
 
 // Run implements exec.Work: as a call's, the turn runs only if the Spot's owner lease is still
 // certainly valid (C1), and its handler gets a context that ends when the Spot ends.
-func (s *send) Run() { s.runThen(func(_ proto.Message, err error) { s.finish(err) }) }
+func (s *send) Run() { s.runThen(func(_ proto.Message, err error) { s.finish(err) }, &s.turn) }
 
 // Drop implements exec.Work.
 func (s *send) Drop(err error) { s.finish(err) }

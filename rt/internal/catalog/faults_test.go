@@ -441,13 +441,15 @@ func TestF8_CallersSharingAContextAreNotTakenForTheTurn(t *testing.T) {
 }
 
 // C1: the context of a turn in progress ends when the Spot's owner lease ends, a one-way
-// message's too, so that a handler that watches it stops.
+// message's too, so that a handler that watches it stops. The one-way handler's context
+// carries its sender's values.
 func TestC1_RunningHandlersContextEndsWithTheLease(t *testing.T) {
 	n := newNode(t, nodeOpts{lease: shortLease()})
 	_, err := n.call("ctx", "Join", "x")
 	require.NoError(t, err)
-	require.NoError(t, n.cat.Send(ctx, room("ctx"), "AwaitEnd", str("")))
+	require.NoError(t, n.cat.Send(context.WithValue(ctx, senderKey{}, "sender's"), room("ctx"), "AwaitEnd", str("")))
 	assert.Equal(t, "awaitend:ctx", <-n.f.blocked)
+	assert.True(t, n.f.said1("ctx:value:sender's"), "the handler's context carries the sender's values")
 	_, err = n.store.Client().Revoke(ctx, clientv3LeaseID(n.reg.Owner().Lease))
 	require.NoError(t, err)
 	waitLost(t, n)

@@ -159,6 +159,9 @@ func (s *spot) OnClose(_ context.Context, r sdk.CloseReason) {
 
 func str(v string) *wrapperspb.StringValue { return wrapperspb.String(v) }
 
+// senderKey names a value that a sender's context carries to a one-way handler.
+type senderKey struct{}
+
 func method(name string, oneWay bool, fn func(s *spot, ctx context.Context, in string) (string, error)) sdk.MethodDesc {
 	return sdk.MethodDesc{
 		Name:       name,
@@ -231,6 +234,11 @@ var methods = []sdk.MethodDesc{
 		return fmt.Sprint(err), nil
 	}),
 	method("AwaitEnd", true, func(s *spot, ctx context.Context, in string) (string, error) {
+		if v, ok := ctx.Value(senderKey{}).(string); ok {
+			s.f.mu.Lock()
+			s.f.said = append(s.f.said, s.sc.ID()+":value:"+v)
+			s.f.mu.Unlock()
+		}
 		s.f.blocked <- "awaitend:" + s.sc.ID()
 		select {
 		case <-ctx.Done():

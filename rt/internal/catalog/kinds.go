@@ -111,6 +111,17 @@ func (a *activation) turnAllowed() bool {
 	return unfenced || a.guard.Valid()
 }
 
+// admissionAllowed reports whether a message may still be queued for a turn, without reading
+// the clock: it fails once the owner lease is known lost, which the keep-alive records when
+// the guard's deadline passes. A message admitted in the instant before that is refused at its
+// turn by turnAllowed, which reads the clock, so this check only tells a sender early.
+func (a *activation) admissionAllowed() bool {
+	if a.guard == nil {
+		return !a.cat.registration().Guard().Lost()
+	}
+	return unfenced || !a.guard.Lost()
+}
+
 // errLeaseEnded answers work that did not run because the owner lease ended first.
 func (a *activation) errLeaseEnded() error {
 	return fmt.Errorf("%w: %s/%q did not run: node %s's owner lease ended", sdk.ErrStaleRoute, a.typ.desc.Name, a.id, a.cat.cfg.Node)

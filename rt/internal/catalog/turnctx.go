@@ -47,8 +47,19 @@ func (c *spotCtx) AfterFunc(f func()) func() bool { return context.AfterFunc(c.a
 // every such turn when values carries nothing (a timer, a Send with a background context), so
 // that those turns allocate nothing.
 func (a *activation) spotContext(values context.Context) context.Context {
+	return a.spotContextIn(values, nil)
+}
+
+// spotContextIn is spotContext, built in own when values carries something and own is not nil:
+// a record that lives as long as the context may hold it, so that the turn allocates no
+// context of its own.
+func (a *activation) spotContextIn(values context.Context, own *spotCtx) context.Context {
 	if !bare(values) {
-		return &spotCtx{values: values, a: a}
+		if own == nil {
+			own = new(spotCtx)
+		}
+		*own = spotCtx{values: values, a: a}
+		return own
 	}
 	if sc := a.bare.Load(); sc != nil {
 		return sc

@@ -19,7 +19,8 @@ type entry struct {
 // lane is one FIFO lane: a ring of queued entries plus the reservation of everything admitted
 // and not yet completed (queued or running).
 type lane struct {
-	ring  []entry // its length is zero or a power of two
+	ring  []entry  // its length is zero or a power of two
+	box   *[]entry // ring's pooled box, so that returning ring to its pool allocates nothing
 	head  int
 	n     int // queued entries
 	count int // admitted and not completed: queued + running
@@ -51,21 +52,22 @@ func (l *lane) grow() {
 	if size == 0 {
 		size = minRing
 	}
-	ring := getRing(size)
+	box := getRing(size)
+	ring := *box
 	for i := range l.n {
 		ring[i] = l.ring[(l.head+i)&(len(l.ring)-1)]
 		l.ring[(l.head+i)&(len(l.ring)-1)] = entry{}
 	}
-	putRing(l.ring)
-	l.ring, l.head = ring, 0
+	putRing(l.box)
+	l.ring, l.box, l.head = ring, box, 0
 }
 
 // release returns the ring of an empty lane to the pool, so an idle activation keeps no
 // buffer and a busy one does not allocate one for every burst of work.
 func (l *lane) release() {
 	if l.n == 0 {
-		putRing(l.ring)
-		l.ring, l.head = nil, 0
+		putRing(l.box)
+		l.ring, l.box, l.head = nil, nil, 0
 	}
 }
 
@@ -76,21 +78,26 @@ var ringPools [12]sync.Pool
 
 func ringClass(size int) int { return bits.TrailingZeros(uint(size / minRing)) }
 
-// getRing returns an empty ring of size entries, a power of two of at least minRing.
-func getRing(size int) []entry {
+// getRing returns an empty ring of size entries, a power of two of at least minRing, in its
+// box.
+func getRing(size int) *[]entry {
 	if c := ringClass(size); c < len(ringPools) {
 		if r, ok := ringPools[c].Get().(*[]entry); ok {
-			return *r
+			return r
 		}
 	}
-	return make([]entry, size)
+	r := make([]entry, size)
+	return &r
 }
 
-// putRing pools a ring whose entries are all zero (popped), so it holds no work. A nil ring
-// or one beyond the classes falls outside them and is left to the collector.
-func putRing(r []entry) {
-	if c := ringClass(len(r)); c < len(ringPools) {
-		ringPools[c].Put(&r)
+// putRing pools the ring in box, whose entries are all zero (popped), so it holds no work. No
+// box, or a ring beyond the classes, falls outside them and is left to the collector.
+func putRing(box *[]entry) {
+	if box == nil {
+		return
+	}
+	if c := ringClass(len(*box)); c < len(ringPools) {
+		ringPools[c].Put(box)
 	}
 }
 

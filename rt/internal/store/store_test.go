@@ -371,6 +371,8 @@ func TestNodeIDInUseByLiveNode(t *testing.T) {
 	assert.NotEqual(t, reg.Owner().Lease, again.Owner().Lease, "a restarted node gets a new owner lease")
 }
 
+// C1: the guard trips before etcd expires the lease, and so does its lost flag, which the
+// keep-alive sets at the deadline: admission reads the flag alone, without the clock.
 func TestLeaseGuardTripsBeforeServerExpiry(t *testing.T) {
 	s := newStore(t)
 	// The node's own client: closing it stops the keep-alives, as a partition from etcd would.
@@ -390,14 +392,18 @@ func TestLeaseGuardTripsBeforeServerExpiry(t *testing.T) {
 	require.NoError(t, nodeClient.Close())
 	cutAt := time.Now()
 
-	var tripped time.Time
-	for tripped.IsZero() && time.Since(cutAt) < 10*time.Second {
-		if !reg.Guard().Valid() {
+	var tripped, lost time.Time
+	for (tripped.IsZero() || lost.IsZero()) && time.Since(cutAt) < 10*time.Second {
+		if tripped.IsZero() && !reg.Guard().Valid() {
 			tripped = time.Now()
+		}
+		if lost.IsZero() && reg.Guard().Lost() {
+			lost = time.Now()
 		}
 		time.Sleep(time.Millisecond)
 	}
 	require.False(t, tripped.IsZero(), "the guard never tripped")
+	require.False(t, lost.IsZero(), "the guard was never marked lost")
 	select {
 	case wr := <-watch:
 		require.NotEmpty(t, wr.Events)
@@ -405,6 +411,8 @@ func TestLeaseGuardTripsBeforeServerExpiry(t *testing.T) {
 		expired := time.Now()
 		assert.True(t, tripped.Before(expired), "guard tripped %v after the cut, the server expired the lease %v after it",
 			tripped.Sub(cutAt), expired.Sub(cutAt))
+		assert.True(t, lost.Before(expired), "guard marked lost %v after the cut, the server expired the lease %v after it",
+			lost.Sub(cutAt), expired.Sub(cutAt))
 	case <-time.After(10 * time.Second):
 		t.Fatal("the server never expired the lease")
 	}
