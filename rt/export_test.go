@@ -28,3 +28,14 @@ func (h *Host) RelocationTarget(t sdk.Target) (sdk.NodeID, bool) {
 	target, reason := h.chooseTarget(&relocationOp{version: h.cfg.ApplicationVersion}, unit{t: t}, nil)
 	return target.ID, reason == sdk.RelocationReasonNone
 }
+
+// HoldKeepAlive holds the keep-alive of the node's owner lease until release: its guard runs
+// out on the clock while the node has not noticed, as after a pause of the process.
+func (h *Host) HoldKeepAlive() (release func()) { return h.reg.Load().HoldKeepAlive() }
+
+// LeaseGuard returns whether the node's owner lease is certainly valid now, and whether the
+// node knows it lost it.
+func (h *Host) LeaseGuard() (valid, lost bool) {
+	g := h.reg.Load().Guard()
+	return g.Valid(), g.Lost()
+}

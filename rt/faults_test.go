@@ -220,6 +220,33 @@ func TestC1_LeaseLossIsNotPermanent(t *testing.T) {
 	assert.Equal(t, 2, c.factoryRuns("orphan"))
 }
 
+// C1: a one-way message that its node admits after its owner lease's guard ran out, before the
+// keep-alive noticed (as just after a pause of the process), never runs: its turn reads the
+// clock.
+func TestC1_AOneWayMessageAdmittedPastTheGuardsDeadlineNeverRuns(t *testing.T) {
+	c := newCluster(t, 1, func(_ int, cfg *rt.Config) {
+		cfg.LeaseTTL = 2 * time.Second
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	})
+	h := c.hosts[0]
+	_, err := record(h, openLedger("late"), "x")
+	require.NoError(t, err)
+
+	release := h.HoldKeepAlive()
+	defer release()
+	require.Eventually(t, func() bool { valid, _ := h.LeaseGuard(); return !valid }, 15*time.Second, time.Millisecond,
+		"the guard runs out on the clock")
+	_, lost := h.LeaseGuard()
+	require.False(t, lost, "the held keep-alive has not noticed")
+	require.NoError(t, h.Send(ctx, ledger("late"), rttest.LedgerNote, wrapperspb.String("late")),
+		"admission reads only what the keep-alive noticed")
+
+	release()
+	require.Eventually(t, func() bool { return c.runs.Count("closed:OwnerLost") == 1 }, 15*time.Second, 10*time.Millisecond,
+		"the node ends the Spot of the lease it lost")
+	assert.Zero(t, c.runs.Count("late"), "the message admitted past the deadline ran")
+}
+
 // C1: the owner of Spots with backlogs and periodic timers is paused (SIGSTOP) past its lease
 // TTL; another node re-creates the Spots; then the owner resumes. A journal outside the
 // runtime shows that the old owner started no turn after the new owner's first one.

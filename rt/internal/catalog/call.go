@@ -514,6 +514,7 @@ func (s *send) Drop(err error) { s.finish(err) }
 
 // finish returns the message's permit once its job ended; nobody waits for its outcome.
 func (s *send) finish(err error) {
+	s.req = nil // a handler that keeps its context keeps this record, but not the payload
 	s.a.cat.cfg.Meter.Return(s.reserved)
 	if err != nil {
 		s.logOneWayFailure(err)

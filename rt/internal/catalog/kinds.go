@@ -113,8 +113,9 @@ func (a *activation) turnAllowed() bool {
 
 // admissionAllowed reports whether a message may still be queued for a turn, without reading
 // the clock: it fails once the owner lease is known lost, which the keep-alive records when
-// the guard's deadline passes. A message admitted in the instant before that is refused at its
-// turn by turnAllowed, which reads the clock, so this check only tells a sender early.
+// the guard's deadline passes — after a pause of the process, only once its goroutine runs
+// again. A message admitted before that is refused at its turn by turnAllowed, which reads the
+// clock: this check only tells a sender early.
 func (a *activation) admissionAllowed() bool {
 	if a.guard == nil {
 		return !a.cat.registration().Guard().Lost()

@@ -133,6 +133,7 @@ type Registration struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	closed   atomic.Bool
+	held     atomic.Pointer[chan struct{}] // see HoldKeepAlive
 }
 
 // Register implements Store.
@@ -269,6 +270,9 @@ func (r *Registration) keepAlive(ctx context.Context) {
 	lease := clientv3.LeaseID(r.owner.Lease)
 	wait := r.opts.KeepAliveInterval
 	for {
+		if !r.waitWhileHeld(ctx) {
+			return
+		}
 		left := r.guard.left()
 		if left <= 0 {
 			r.end(ErrLeaseGuardExpired)
@@ -280,6 +284,9 @@ func (r *Registration) keepAlive(ctx context.Context) {
 			timer.Stop()
 			return
 		case <-timer.C:
+		}
+		if !r.waitWhileHeld(ctx) {
+			return
 		}
 		if !r.guard.Valid() {
 			r.end(ErrLeaseGuardExpired)
@@ -303,6 +310,34 @@ func (r *Registration) keepAlive(ctx context.Context) {
 			// Unreachable store: try again soon; the guard runs out on its own.
 			wait = r.opts.KeepAliveInterval / 4
 		}
+	}
+}
+
+// HoldKeepAlive holds the keep-alive loop until release is called: no keep-alive is sent, and
+// the end of the guard is not noticed, as in a process paused past the guard's deadline whose
+// keep-alive goroutine has not run yet. The guard still runs out on the clock. It exists for
+// fault tests.
+func (r *Registration) HoldKeepAlive() (release func()) {
+	held := make(chan struct{})
+	r.held.Store(&held)
+	return sync.OnceFunc(func() {
+		r.held.Store(nil)
+		close(held)
+	})
+}
+
+// waitWhileHeld waits for a hold of the keep-alive loop to be released, and reports false if
+// ctx ended first.
+func (r *Registration) waitWhileHeld(ctx context.Context) bool {
+	h := r.held.Load()
+	if h == nil {
+		return true
+	}
+	select {
+	case <-*h:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
