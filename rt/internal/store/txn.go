@@ -16,24 +16,47 @@ import (
 // Record writes are built as etcd's wire messages directly. clientv3's Compare clones every
 // compare through protobuf reflection and its Txn converts every op again; in a burst of
 // creations that was a fifth of a node's CPU.
+//
+// An op is three messages that point at each other (the op, its oneof member and the request),
+// and a compare two: each builder allocates them as one, and the key and value as one.
+
+type createCmp struct {
+	c pb.Compare
+	u pb.Compare_CreateRevision
+}
 
 func cmpCreateRevision(key string, rev int64) *pb.Compare {
-	return &pb.Compare{Key: []byte(key), Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL,
-		TargetUnion: &pb.Compare_CreateRevision{CreateRevision: rev}}
+	x := &createCmp{u: pb.Compare_CreateRevision{CreateRevision: rev}}
+	x.c = pb.Compare{Key: []byte(key), Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL, TargetUnion: &x.u}
+	return &x.c
+}
+
+type modCmp struct {
+	c pb.Compare
+	u pb.Compare_ModRevision
 }
 
 func cmpModRevision(key string, rev int64) *pb.Compare {
-	return &pb.Compare{Key: []byte(key), Target: pb.Compare_MOD, Result: pb.Compare_EQUAL,
-		TargetUnion: &pb.Compare_ModRevision{ModRevision: rev}}
+	x := &modCmp{u: pb.Compare_ModRevision{ModRevision: rev}}
+	x.c = pb.Compare{Key: []byte(key), Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &x.u}
+	return &x.c
+}
+
+type valueCmp struct {
+	c pb.Compare
+	u pb.Compare_Value
 }
 
 func cmpValue(key, value string) *pb.Compare {
-	return &pb.Compare{Key: []byte(key), Target: pb.Compare_VALUE, Result: pb.Compare_EQUAL,
-		TargetUnion: &pb.Compare_Value{Value: []byte(value)}}
+	k, v := keyValueBytes(key, value)
+	x := &valueCmp{u: pb.Compare_Value{Value: v}}
+	x.c = pb.Compare{Key: k, Target: pb.Compare_VALUE, Result: pb.Compare_EQUAL, TargetUnion: &x.u}
+	return &x.c
 }
 
-func opPutLease(key, value string, lease int64) *pb.RequestOp {
-	return &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(key), Value: []byte(value), Lease: lease}}}
+type leaseCmp struct {
+	c pb.Compare
+	u pb.Compare_Lease
 }
 
 // cmpLease holds when key's lease is lease (equal) or is not (!equal).
@@ -42,24 +65,73 @@ func cmpLease(key string, lease int64, equal bool) *pb.Compare {
 	if !equal {
 		result = pb.Compare_NOT_EQUAL
 	}
-	return &pb.Compare{Key: []byte(key), Target: pb.Compare_LEASE, Result: result,
-		TargetUnion: &pb.Compare_Lease{Lease: lease}}
+	x := &leaseCmp{u: pb.Compare_Lease{Lease: lease}}
+	x.c = pb.Compare{Key: []byte(key), Target: pb.Compare_LEASE, Result: result, TargetUnion: &x.u}
+	return &x.c
 }
 
-func opPut(key, value string) *pb.RequestOp {
-	return &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(key), Value: []byte(value)}}}
+type putOp struct {
+	op  pb.RequestOp
+	put pb.RequestOp_RequestPut
+	req pb.PutRequest
+}
+
+func opPutLease(key, value string, lease int64) *pb.RequestOp {
+	x := new(putOp)
+	x.req.Key, x.req.Value = keyValueBytes(key, value)
+	x.req.Lease = lease
+	x.put.RequestPut = &x.req
+	x.op.Request = &x.put
+	return &x.op
+}
+
+func opPut(key, value string) *pb.RequestOp { return opPutLease(key, value, 0) }
+
+type getOp struct {
+	op  pb.RequestOp
+	get pb.RequestOp_RequestRange
+	req pb.RangeRequest
 }
 
 func opGet(key string) *pb.RequestOp {
-	return &pb.RequestOp{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte(key)}}}
+	x := new(getOp)
+	x.req.Key = []byte(key)
+	x.get.RequestRange = &x.req
+	x.op.Request = &x.get
+	return &x.op
+}
+
+type deleteOp struct {
+	op  pb.RequestOp
+	del pb.RequestOp_RequestDeleteRange
+	req pb.DeleteRangeRequest
 }
 
 func opDelete(key string) *pb.RequestOp {
-	return &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: []byte(key)}}}
+	x := new(deleteOp)
+	x.req.Key = []byte(key)
+	x.del.RequestDeleteRange = &x.req
+	x.op.Request = &x.del
+	return &x.op
+}
+
+type txnOp struct {
+	op  pb.RequestOp
+	txn pb.RequestOp_RequestTxn
 }
 
 func opTxn(t *pb.TxnRequest) *pb.RequestOp {
-	return &pb.RequestOp{Request: &pb.RequestOp_RequestTxn{RequestTxn: t}}
+	x := &txnOp{txn: pb.RequestOp_RequestTxn{RequestTxn: t}}
+	x.op.Request = &x.txn
+	return &x.op
+}
+
+// keyValueBytes copies key and value into one allocation; neither can grow into the other.
+func keyValueBytes(key, value string) (k, v []byte) {
+	b := make([]byte, len(key)+len(value))
+	copy(b, key)
+	copy(b[len(key):], value)
+	return b[:len(key):len(key)], b[len(key):]
 }
 
 // txnCallOptions are clientv3's defaults for its own calls (wait for a connection, and its

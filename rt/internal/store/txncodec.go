@@ -50,7 +50,7 @@ func (c txnCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	resp.Reset()
 	// One copy the response owns: its keys and values are slices of it.
-	if err := readTxnResponse(data.Materialize(), resp, 0); err != nil {
+	if err := readTxnResponse(data.Materialize(), resp, nil, 0); err != nil {
 		return fmt.Errorf("reading etcd's transaction response: %w", err)
 	}
 	return nil
@@ -392,9 +392,12 @@ func readMessage[M any](b []byte, m *M, depth int, read func([]byte, *M) error) 
 }
 
 // readHeader reads a response header field into *h, made if it is nil.
-func readHeader(v []byte, h **etcdserverpb.ResponseHeader, depth int) (int, error) {
+func readHeader(v []byte, h **etcdserverpb.ResponseHeader, spare *etcdserverpb.ResponseHeader, depth int) (int, error) {
 	if *h == nil {
-		*h = &etcdserverpb.ResponseHeader{}
+		if spare == nil {
+			spare = &etcdserverpb.ResponseHeader{}
+		}
+		*h = spare
 	}
 	return readMessage(v, *h, depth, readResponseHeader)
 }
@@ -432,11 +435,11 @@ func readBool(v []byte, x *bool) (int, error) {
 	return n, err
 }
 
-func readTxnResponse(b []byte, m *etcdserverpb.TxnResponse, depth int) error {
+func readTxnResponse(b []byte, m *etcdserverpb.TxnResponse, spare *etcdserverpb.ResponseHeader, depth int) error {
 	return readFields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			return readHeader(v, &m.Header, depth+1)
+			return readHeader(v, &m.Header, spare, depth+1)
 		case num == 2 && typ == protowire.VarintType:
 			return readBool(v, &m.Succeeded)
 		case num == 3 && typ == protowire.BytesType:
@@ -467,55 +470,94 @@ func readResponseHeader(b []byte, m *etcdserverpb.ResponseHeader) error {
 	})
 }
 
+// A response's oneof member, the response it holds and that response's header, if it has one,
+// are allocated as one.
+type (
+	rangeResponseOp struct {
+		w etcdserverpb.ResponseOp_ResponseRange
+		r etcdserverpb.RangeResponse
+		h etcdserverpb.ResponseHeader
+	}
+	putResponseOp struct {
+		w etcdserverpb.ResponseOp_ResponsePut
+		r etcdserverpb.PutResponse
+		h etcdserverpb.ResponseHeader
+	}
+	deleteResponseOp struct {
+		w etcdserverpb.ResponseOp_ResponseDeleteRange
+		r etcdserverpb.DeleteRangeResponse
+		h etcdserverpb.ResponseHeader
+	}
+	txnResponseOp struct {
+		w etcdserverpb.ResponseOp_ResponseTxn
+		r etcdserverpb.TxnResponse
+		h etcdserverpb.ResponseHeader
+	}
+)
+
 func readResponseOp(b []byte, m *etcdserverpb.ResponseOp, depth int) error {
 	return readFields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
 		if typ != protowire.BytesType {
 			return 0, nil
 		}
-		// A member that comes again is merged into; another member replaces it.
+		// A member that comes again is merged into; another member replaces it. A new
+		// member's response gets its header from the member's allocation.
+		var spare *etcdserverpb.ResponseHeader
 		switch num {
 		case 1:
 			r, ok := m.Response.(*etcdserverpb.ResponseOp_ResponseRange)
 			if !ok || r.ResponseRange == nil {
-				r = &etcdserverpb.ResponseOp_ResponseRange{ResponseRange: &etcdserverpb.RangeResponse{}}
+				x := new(rangeResponseOp)
+				spare = &x.h
+				x.w.ResponseRange = &x.r
+				r = &x.w
 				m.Response = r
 			}
-			return readMessage(v, r.ResponseRange, depth+1, func(b []byte, m *etcdserverpb.RangeResponse) error { return readRangeResponse(b, m, depth+1) })
+			return readMessage(v, r.ResponseRange, depth+1, func(b []byte, m *etcdserverpb.RangeResponse) error { return readRangeResponse(b, m, spare, depth+1) })
 		case 2:
 			r, ok := m.Response.(*etcdserverpb.ResponseOp_ResponsePut)
 			if !ok || r.ResponsePut == nil {
-				r = &etcdserverpb.ResponseOp_ResponsePut{ResponsePut: &etcdserverpb.PutResponse{}}
+				x := new(putResponseOp)
+				spare = &x.h
+				x.w.ResponsePut = &x.r
+				r = &x.w
 				m.Response = r
 			}
-			return readMessage(v, r.ResponsePut, depth+1, func(b []byte, m *etcdserverpb.PutResponse) error { return readPutResponse(b, m, depth+1) })
+			return readMessage(v, r.ResponsePut, depth+1, func(b []byte, m *etcdserverpb.PutResponse) error { return readPutResponse(b, m, spare, depth+1) })
 		case 3:
 			r, ok := m.Response.(*etcdserverpb.ResponseOp_ResponseDeleteRange)
 			if !ok || r.ResponseDeleteRange == nil {
-				r = &etcdserverpb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: &etcdserverpb.DeleteRangeResponse{}}
+				x := new(deleteResponseOp)
+				spare = &x.h
+				x.w.ResponseDeleteRange = &x.r
+				r = &x.w
 				m.Response = r
 			}
 			return readMessage(v, r.ResponseDeleteRange, depth+1, func(b []byte, m *etcdserverpb.DeleteRangeResponse) error {
-				return readDeleteRangeResponse(b, m, depth+1)
+				return readDeleteRangeResponse(b, m, spare, depth+1)
 			})
 		case 4:
 			r, ok := m.Response.(*etcdserverpb.ResponseOp_ResponseTxn)
 			if !ok || r.ResponseTxn == nil {
-				r = &etcdserverpb.ResponseOp_ResponseTxn{ResponseTxn: &etcdserverpb.TxnResponse{}}
+				x := new(txnResponseOp)
+				spare = &x.h
+				x.w.ResponseTxn = &x.r
+				r = &x.w
 				m.Response = r
 			}
 			return readMessage(v, r.ResponseTxn, depth+1, func(b []byte, t *etcdserverpb.TxnResponse) error {
-				return readTxnResponse(b, t, depth+1)
+				return readTxnResponse(b, t, spare, depth+1)
 			})
 		}
 		return 0, nil
 	})
 }
 
-func readRangeResponse(b []byte, m *etcdserverpb.RangeResponse, depth int) error {
+func readRangeResponse(b []byte, m *etcdserverpb.RangeResponse, spare *etcdserverpb.ResponseHeader, depth int) error {
 	return readFields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			return readHeader(v, &m.Header, depth+1)
+			return readHeader(v, &m.Header, spare, depth+1)
 		case num == 2 && typ == protowire.BytesType:
 			return readKeyValues(v, &m.Kvs, depth+1)
 		case num == 3 && typ == protowire.VarintType:
@@ -527,14 +569,14 @@ func readRangeResponse(b []byte, m *etcdserverpb.RangeResponse, depth int) error
 	})
 }
 
-func readPutResponse(b []byte, m *etcdserverpb.PutResponse, depth int) error {
+func readPutResponse(b []byte, m *etcdserverpb.PutResponse, spare *etcdserverpb.ResponseHeader, depth int) error {
 	return readFields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
 		if typ != protowire.BytesType {
 			return 0, nil
 		}
 		switch num {
 		case 1:
-			return readHeader(v, &m.Header, depth+1)
+			return readHeader(v, &m.Header, spare, depth+1)
 		case 2:
 			if m.PrevKv == nil {
 				m.PrevKv = &mvccpb.KeyValue{}
@@ -545,11 +587,11 @@ func readPutResponse(b []byte, m *etcdserverpb.PutResponse, depth int) error {
 	})
 }
 
-func readDeleteRangeResponse(b []byte, m *etcdserverpb.DeleteRangeResponse, depth int) error {
+func readDeleteRangeResponse(b []byte, m *etcdserverpb.DeleteRangeResponse, spare *etcdserverpb.ResponseHeader, depth int) error {
 	return readFields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			return readHeader(v, &m.Header, depth+1)
+			return readHeader(v, &m.Header, spare, depth+1)
 		case num == 2 && typ == protowire.VarintType:
 			return readInt(v, &m.Deleted)
 		case num == 3 && typ == protowire.BytesType:

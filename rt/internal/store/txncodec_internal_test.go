@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -339,6 +341,99 @@ func FuzzTxnCodecReadsAsProtobufReads(f *testing.F) {
 		withoutUnknown(want.ProtoReflect())
 		require.True(t, proto.Equal(want, got), "want %v\n got %v", want, got)
 	})
+}
+
+// TestTxnCodecReadsMergedMembersAsProtobufDoes: a response op's member that comes twice is
+// merged, one that another member replaced starts afresh, and a header read into a member's
+// own allocation is never another response's, at any depth.
+func TestTxnCodecReadsMergedMembersAsProtobufDoes(t *testing.T) {
+	field := func(num protowire.Number, body ...[]byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), slices.Concat(body...))
+	}
+	varint := func(num protowire.Number, v uint64) []byte {
+		return protowire.AppendVarint(protowire.AppendTag(nil, num, protowire.VarintType), v)
+	}
+	header := func(rev uint64) []byte { return field(1, varint(3, rev)) }
+	op := func(body ...[]byte) []byte { return field(3, body...) }
+	cases := map[string][]byte{
+		"nested headers at every level": slices.Concat(header(1), op(field(4, header(2),
+			op(field(4, header(3), op(field(1, header(4))))), op(field(2, header(6)))))),
+		"a header only in a nested merged transaction": op(field(4, op(field(1))), field(4, header(7), op(field(1, header(8))))),
+	}
+	for member := protowire.Number(1); member <= 4; member++ {
+		other := member%4 + 1
+		name := func(what string) string { return fmt.Sprintf("member %d: %s", member, what) }
+		cases[name("no header")] = op(field(member))
+		cases[name("a header only in its second, merged occurrence")] = op(field(member), field(member, header(5)))
+		cases[name("a header in both occurrences")] = op(field(member, field(1, varint(1, 9))), field(member, header(5)))
+		cases[name("a header twice in one occurrence")] = op(field(member, field(1, varint(1, 9)), header(5)))
+		cases[name("replaced by another member, then back")] = op(field(member, header(1)), field(other, header(2)), field(member))
+		cases[name("two ops, each with a header")] = slices.Concat(op(field(member, header(1))), op(field(member, header(2))))
+	}
+	for name, b := range cases {
+		want := &etcdserverpb.TxnResponse{}
+		require.NoError(t, proto.Unmarshal(b, want), name)
+		got := &etcdserverpb.TxnResponse{}
+		require.NoError(t, etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got), name)
+		assert.True(t, proto.Equal(want, got), "%s:\nwant %v\n got %v", name, want, got)
+		seen := map[*etcdserverpb.ResponseHeader]bool{}
+		var walk func(*etcdserverpb.TxnResponse)
+		mark := func(h *etcdserverpb.ResponseHeader) {
+			if h != nil {
+				assert.False(t, seen[h], "%s: two responses share a header", name)
+				seen[h] = true
+			}
+		}
+		walk = func(r *etcdserverpb.TxnResponse) {
+			mark(r.Header)
+			for _, op := range r.Responses {
+				mark(op.GetResponseRange().GetHeader())
+				mark(op.GetResponsePut().GetHeader())
+				mark(op.GetResponseDeleteRange().GetHeader())
+				if nested := op.GetResponseTxn(); nested != nil {
+					walk(nested)
+				}
+			}
+		}
+		walk(got)
+	}
+}
+
+// TestRecordWriteBuildersBuildWhatTheyName: each builder of a record write's compares and ops,
+// whose messages share one allocation, builds the message it names, and a key that grows does
+// not write over its value.
+func TestRecordWriteBuildersBuildWhatTheyName(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		got, want proto.Message
+	}{
+		{"cmpCreateRevision", cmpCreateRevision("k", 3), &etcdserverpb.Compare{Key: []byte("k"), Target: etcdserverpb.Compare_CREATE,
+			TargetUnion: &etcdserverpb.Compare_CreateRevision{CreateRevision: 3}}},
+		{"cmpModRevision", cmpModRevision("k", 4), &etcdserverpb.Compare{Key: []byte("k"), Target: etcdserverpb.Compare_MOD,
+			TargetUnion: &etcdserverpb.Compare_ModRevision{ModRevision: 4}}},
+		{"cmpValue", cmpValue("key", "val"), &etcdserverpb.Compare{Key: []byte("key"), Target: etcdserverpb.Compare_VALUE,
+			TargetUnion: &etcdserverpb.Compare_Value{Value: []byte("val")}}},
+		{"cmpLease", cmpLease("k", 7, false), &etcdserverpb.Compare{Key: []byte("k"), Target: etcdserverpb.Compare_LEASE,
+			Result: etcdserverpb.Compare_NOT_EQUAL, TargetUnion: &etcdserverpb.Compare_Lease{Lease: 7}}},
+		{"opPutLease", opPutLease("key", "val", 9), &etcdserverpb.RequestOp{Request: &etcdserverpb.RequestOp_RequestPut{
+			RequestPut: &etcdserverpb.PutRequest{Key: []byte("key"), Value: []byte("val"), Lease: 9}}}},
+		{"opPut", opPut("key", "val"), &etcdserverpb.RequestOp{Request: &etcdserverpb.RequestOp_RequestPut{
+			RequestPut: &etcdserverpb.PutRequest{Key: []byte("key"), Value: []byte("val")}}}},
+		{"opGet", opGet("k"), &etcdserverpb.RequestOp{Request: &etcdserverpb.RequestOp_RequestRange{
+			RequestRange: &etcdserverpb.RangeRequest{Key: []byte("k")}}}},
+		{"opDelete", opDelete("k"), &etcdserverpb.RequestOp{Request: &etcdserverpb.RequestOp_RequestDeleteRange{
+			RequestDeleteRange: &etcdserverpb.DeleteRangeRequest{Key: []byte("k")}}}},
+		{"opTxn", opTxn(&etcdserverpb.TxnRequest{}), &etcdserverpb.RequestOp{Request: &etcdserverpb.RequestOp_RequestTxn{
+			RequestTxn: &etcdserverpb.TxnRequest{}}}},
+	} {
+		assert.True(t, proto.Equal(c.want, c.got), "%s: got %v, want %v", c.name, c.got, c.want)
+	}
+	put := opPut("key", "val").GetRequestPut()
+	_ = append(put.Key, '!')
+	assert.Equal(t, "val", string(put.Value), "the key grew into its value")
+	cmp := cmpValue("key", "val")
+	_ = append(cmp.Key, '!')
+	assert.Equal(t, "val", string(cmp.GetValue()), "the key grew into its value")
 }
 
 // BenchmarkTxnCodec writes a group commit of 64 creations and reads its response, with the
