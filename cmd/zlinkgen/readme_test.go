@@ -59,13 +59,15 @@ func TestReadmeWriteYourOwn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
-	// The checkout's module graph in the module cache, as building the checkout leaves it (no
-	// network when it is there already); the README's commands then run with the proxy off.
-	warm := exec.CommandContext(ctx, "go", "mod", "download")
+	// The checkout's whole module graph in the module cache (no network when it is there
+	// already): go mod tidy in the application reads the modules that its dependencies' tests
+	// import too, which building the checkout does not fetch. The README's commands then run
+	// with the proxy off.
+	warm := exec.CommandContext(ctx, "go", "mod", "download", "all")
 	warm.Dir = root
 	warm.Env = append(os.Environ(), "GOWORK=off")
 	out, err := warm.CombinedOutput()
-	require.NoError(t, err, "go mod download:\n%s", out)
+	require.NoError(t, err, "go mod download all:\n%s", out)
 
 	// The README writes ../myapp next to the checkout. Run it from a symbolic link to the
 	// checkout in a temporary directory: go (os.Getwd honours $PWD) and sh's cd resolve ".."
