@@ -35,6 +35,9 @@ type activation struct {
 	turn atomic.Uintptr
 
 	state atomic.Uint32 // activationState
+	// callers counts the requests waiting in deliver: more than one means that the callers a
+	// turn answers may wait for a processor behind one that runs its calls inline.
+	callers atomic.Int32
 
 	mu      sync.Mutex
 	log     *slog.Logger    // made on first use

@@ -11,6 +11,7 @@ package exec
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -143,6 +144,7 @@ type Executor struct {
 	running   bool
 	appGate   bool // application admission closed
 	closed    bool
+	inlined   uint8 // items run inline with company since the last yield (Item.Company)
 	closeErr  error
 	// lastActivity is when the last activity-counting application item finished, on the
 	// monotonic clock (nanoseconds since origin). It is read only while the executor is
@@ -198,6 +200,12 @@ type Item struct {
 	// InlineOnly, with Inline, makes Submit run the item at once or not at all: when the
 	// executor is busy it returns ErrNotInline and admits nothing.
 	InlineOnly bool
+	// Company, with Inline, says that other callers wait on this executor's work. A caller
+	// that finds it idle call after call never blocks, and so keeps its processor for the
+	// scheduler's whole time slice (10 ms or more) while the callers that a turn answered wait
+	// behind it; with company, every inlineYieldEvery-th item run inline yields the processor
+	// after it.
+	Company bool
 	// Unbounded admits the item whatever the lane's limits: work that was admitted once
 	// already, held while its Actor moved, and that must not be refused now (E5). It counts in
 	// the lane like any other item.
@@ -251,7 +259,16 @@ func (e *Executor) Submit(it Item, w Work) error {
 		p := runItem(ent)
 		e.mu.Lock()
 		e.complete(l, ent, p)
+		yield := false
+		if it.Company {
+			if e.inlined++; e.inlined == inlineYieldEvery {
+				e.inlined, yield = 0, true
+			}
+		}
 		e.continueOrStop()
+		if yield {
+			gosched()
+		}
 		return nil
 	}
 	if it.InlineOnly {
@@ -275,6 +292,13 @@ func (e *Executor) Submit(it Item, w Work) error {
 	e.mu.Unlock()
 	return nil
 }
+
+// inlineYieldEvery is how many items run inline with company (Item.Company) between yields
+// of the processor.
+const inlineYieldEvery = 16
+
+// gosched yields the processor; tests count the yields through it.
+var gosched = runtime.Gosched
 
 // continueOrStop is called with mu held after an inline run: it hands the queued work to a
 // runner, or marks the executor idle.

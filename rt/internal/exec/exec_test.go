@@ -265,6 +265,43 @@ func TestInlineRunsOnTheCallersGoroutineWhenIdle(t *testing.T) {
 	<-done
 }
 
+// A caller that runs item after item inline while other callers wait on the executor's work
+// yields its processor after every sixteenth, outside the executor's lock, so that the callers
+// a turn answered do not wait for the scheduler's time slice; a caller alone never yields.
+func TestInlineRunsWithCompanyYieldTheProcessor(t *testing.T) {
+	cfg := exec.DefaultConfig()
+	e := exec.New(&cfg, nil)
+	n := 0
+	defer exec.OnYield(func() {
+		n++
+		released := make(chan bool, 1)
+		go func() { released <- e.Quiescent() }() // blocks while the executor's lock is held
+		select {
+		case idle := <-released:
+			assert.True(t, idle, "yielded while the executor was busy")
+		case <-time.After(5 * time.Second):
+			t.Error("yielded while holding the executor's lock")
+		}
+	})()
+	yields := func() int { return n }
+	for range 64 {
+		require.NoError(t, e.Submit(exec.Item{Lane: sdk.LaneApplication, Inline: true}, fn{}))
+	}
+	assert.Zero(t, yields(), "a caller alone yielded")
+
+	company := exec.Item{Lane: sdk.LaneApplication, Inline: true, Company: true}
+	for range 15 {
+		require.NoError(t, e.Submit(company, fn{}))
+	}
+	assert.Zero(t, yields(), "yielded before the sixteenth run")
+	require.NoError(t, e.Submit(company, fn{}))
+	assert.Equal(t, 1, yields())
+	for range 16 {
+		require.NoError(t, e.Submit(company, fn{}))
+	}
+	assert.Equal(t, 2, yields())
+}
+
 func TestAnIdleExecutorHoldsNoGoroutine(t *testing.T) {
 	cfg := exec.DefaultConfig()
 	before := runtime.NumGoroutine()

@@ -1,0 +1,10 @@
+package exec
+
+import "runtime"
+
+// OnYield makes the executors call f instead of yielding the processor, until the returned
+// function restores them.
+func OnYield(f func()) (restore func()) {
+	gosched = f
+	return func() { gosched = runtime.Gosched }
+}
