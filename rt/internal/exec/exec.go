@@ -295,7 +295,7 @@ func (e *Executor) Submit(it Item, w Work) error {
 
 // inlineYieldEvery is how many items run inline with company (Item.Company) between yields
 // of the processor.
-const inlineYieldEvery = 16
+const inlineYieldEvery = 8
 
 // gosched yields the processor; tests count the yields through it.
 var gosched = runtime.Gosched

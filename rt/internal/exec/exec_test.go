@@ -266,7 +266,7 @@ func TestInlineRunsOnTheCallersGoroutineWhenIdle(t *testing.T) {
 }
 
 // A caller that runs item after item inline while other callers wait on the executor's work
-// yields its processor after every sixteenth, outside the executor's lock, so that the callers
+// yields its processor after every eighth, outside the executor's lock, so that the callers
 // a turn answered do not wait for the scheduler's time slice; a caller alone never yields.
 func TestInlineRunsWithCompanyYieldTheProcessor(t *testing.T) {
 	cfg := exec.DefaultConfig()
@@ -290,13 +290,13 @@ func TestInlineRunsWithCompanyYieldTheProcessor(t *testing.T) {
 	assert.Zero(t, yields(), "a caller alone yielded")
 
 	company := exec.Item{Lane: sdk.LaneApplication, Inline: true, Company: true}
-	for range 15 {
+	for range exec.InlineYieldEvery - 1 {
 		require.NoError(t, e.Submit(company, fn{}))
 	}
-	assert.Zero(t, yields(), "yielded before the sixteenth run")
+	assert.Zero(t, yields(), "yielded before the last run of the period")
 	require.NoError(t, e.Submit(company, fn{}))
 	assert.Equal(t, 1, yields())
-	for range 16 {
+	for range exec.InlineYieldEvery {
 		require.NoError(t, e.Submit(company, fn{}))
 	}
 	assert.Equal(t, 2, yields())

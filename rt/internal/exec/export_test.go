@@ -8,3 +8,6 @@ func OnYield(f func()) (restore func()) {
 	gosched = f
 	return func() { gosched = runtime.Gosched }
 }
+
+// InlineYieldEvery is how many items run inline with company between yields.
+const InlineYieldEvery = inlineYieldEvery
