@@ -37,9 +37,9 @@ func readmeBlock(t *testing.T, readme, heading string) string {
 
 // TestReadmeWriteYourOwn runs the commands of the README's "Write your own", verbatim, from
 // this checkout: scaffold with go run ./cmd/zlinkgen, tidy, generate and run the application.
-// Nothing is added to the scaffolded go.mod by hand, and the module proxy is off, so it proves
-// that a newcomer with only this checkout (and the module cache that building it fills) gets a
-// running first application.
+// Nothing is added to the scaffolded go.mod by hand, and the module proxy is off once the
+// checkout's module graph is in the module cache, so it proves that a newcomer with only this
+// checkout and the modules it names gets a running first application.
 func TestReadmeWriteYourOwn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a whole application")
@@ -59,11 +59,14 @@ func TestReadmeWriteYourOwn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
-	// The checkout's whole module graph in the module cache (no network when it is there
-	// already): go mod tidy in the application reads the modules that its dependencies' tests
-	// import too, which building the checkout does not fetch. The README's commands then run
-	// with the proxy off.
-	warm := exec.CommandContext(ctx, "go", "mod", "download", "all")
+	// The checkout's whole module graph in the module cache, as the newcomer's go mod tidy
+	// fetches it through the proxy (no network when it is there already): go mod tidy in the
+	// application reads the modules that its dependencies' tests import, which building the
+	// checkout does not fetch. go mod download all writes their sums into go.sum, so it runs
+	// on a copy of the checkout's go.mod and go.sum. The README's commands then run with the
+	// proxy off, so that nothing outside the module graph can be what makes them work.
+	modCopy := copyModFiles(t, root)
+	warm := exec.CommandContext(ctx, "go", "mod", "download", "-modfile="+modCopy, "all")
 	warm.Dir = root
 	warm.Env = append(os.Environ(), "GOWORK=off")
 	out, err := warm.CombinedOutput()
@@ -119,4 +122,16 @@ func TestReadmeWriteYourOwn(t *testing.T) {
 		"room: room-1 has 2 members and 1 message",
 		"room: room-1 closed",
 	}, lines[start+1:start+7])
+}
+
+// copyModFiles copies root's go.mod and go.sum into a temporary directory and returns the
+// copy of go.mod, for a go command that must not write the checkout's.
+func copyModFiles(t *testing.T, root string) string {
+	dir := t.TempDir()
+	for _, name := range []string{"go.mod", "go.sum"} {
+		data, err := os.ReadFile(filepath.Join(root, name))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
+	}
+	return filepath.Join(dir, "go.mod")
 }
