@@ -224,7 +224,7 @@ func (c *Catalog) DeliverActor(ctx context.Context, act *actor, method string, r
 		// As for a Spot: a request that finds the host idle runs at once on its caller's
 		// goroutine; nothing is queued before it, so it keeps its place among the Actor's
 		// messages.
-		it.Inline, it.InlineOnly = true, true
+		it.Inline, it.InlineOnly, it.Company = true, true, a.company(ctx)
 		err = a.exec.Submit(it, k)
 		if err == nil {
 			return await(ctx, k)
@@ -233,7 +233,9 @@ func (c *Catalog) DeliverActor(ctx context.Context, act *actor, method string, r
 			k.release()
 			return nil, false, c.actorRefusal(ctx, err, act, md)
 		}
-		it.Inline, it.InlineOnly = false, false
+		it.Inline, it.InlineOnly, it.Company = false, false, false
+		a.waiting.Add(1)
+		defer a.waiting.Add(-1)
 	}
 	reserved, perr := c.cfg.Meter.Acquire(ctx, nestedJob)
 	if perr != nil {

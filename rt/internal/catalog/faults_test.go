@@ -501,3 +501,60 @@ func TestG5_CreationsWaitForAnActivationSlot(t *testing.T) {
 	assert.Equal(t, sdk.CapacityScheduler, ce.Where)
 	close(n2.f.release)
 }
+
+// A request that finds its Spot busy counts among the Spot's waiting callers until it returns,
+// whether it ran or its caller gave up; while any wait, a request that runs inline on the
+// Spot has company and yields its processor now and then, unless it comes from a turn.
+func TestRequestsThatFindTheSpotBusyCountAsCompanyUntilTheyReturn(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	busy := room("busy")
+	for _, id := range []string{"busy", "prober"} {
+		_, err := n.call(id, "Join", "x")
+		require.NoError(t, err)
+	}
+	assert.Zero(t, n.cat.WaitingCallers(busy))
+	assert.False(t, n.cat.Company(ctx, busy), "nobody waits")
+
+	call := func(ctx context.Context, m string) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := n.cat.Call(ctx, busy, m, str(""))
+			done <- err
+		}()
+		return done
+	}
+	running := call(ctx, "Block")
+	assert.Equal(t, "busy", <-n.f.blocked)
+	assert.Zero(t, n.cat.WaitingCallers(busy), "a request that runs inline does not wait")
+	giveUp, cancel := context.WithCancel(ctx)
+	defer cancel()
+	abandoned := call(giveUp, "Join")
+	waiting := call(ctx, "Join")
+	require.Eventually(t, func() bool { return n.cat.WaitingCallers(busy) == 2 }, 10*time.Second, time.Millisecond)
+	assert.True(t, n.cat.Company(ctx, busy), "callers wait")
+
+	// From a turn, never: a request's, whether its caller's context is bare or not, and a
+	// one-way message's.
+	n.f.probe = func(ctx context.Context) string { return fmt.Sprint(n.cat.Company(ctx, busy)) }
+	got, err := n.call("prober", "Probe", "")
+	require.NoError(t, err)
+	assert.Equal(t, "false", got, "a request's turn has company")
+	bounded, stop := context.WithTimeout(ctx, time.Minute)
+	defer stop()
+	reply, err := n.cat.Call(bounded, room("prober"), "Probe", str(""))
+	require.NoError(t, err)
+	assert.Equal(t, "false", reply.(*wrapperspb.StringValue).GetValue(), "the turn of a request with a deadline has company")
+	require.NoError(t, n.cat.Send(ctx, room("prober"), "ProbeSend", str("")))
+	require.Eventually(t, func() bool { return n.f.said1("prober:probe:false") || n.f.said1("prober:probe:true") }, 10*time.Second, time.Millisecond)
+	assert.True(t, n.f.said1("prober:probe:false"), "a one-way turn has company")
+
+	cancel()
+	require.ErrorIs(t, <-abandoned, context.Canceled)
+	require.Eventually(t, func() bool { return n.cat.WaitingCallers(busy) == 1 }, 10*time.Second, time.Millisecond,
+		"a caller that gave up no longer waits")
+	close(n.f.release)
+	require.NoError(t, <-running)
+	require.NoError(t, <-waiting)
+	assert.Zero(t, n.cat.WaitingCallers(busy))
+	assert.False(t, n.cat.Company(ctx, busy))
+}

@@ -69,6 +69,8 @@ type fixture struct {
 	// outer is the node's own client, as a handler might capture it instead of using its
 	// SpotContext's.
 	outer sdk.Client
+	// probe is what the Probe handlers report of their turn's context.
+	probe func(ctx context.Context) string
 }
 
 func newFixture() *fixture {
@@ -258,6 +260,15 @@ var methods = []sdk.MethodDesc{
 	method("Fence", false, func(s *spot, _ context.Context, in string) (string, error) {
 		f := s.sc.Fence()
 		return fmt.Sprintf("%d/%d", f.Epoch, f.Lease), nil
+	}),
+	method("Probe", false, func(s *spot, ctx context.Context, in string) (string, error) {
+		return s.f.probe(ctx), nil
+	}),
+	method("ProbeSend", true, func(s *spot, ctx context.Context, in string) (string, error) {
+		s.f.mu.Lock()
+		s.f.said = append(s.f.said, s.sc.ID()+":probe:"+s.f.probe(ctx))
+		s.f.mu.Unlock()
+		return "", nil
 	}),
 	method("After", false, func(s *spot, _ context.Context, in string) (string, error) {
 		d, _ := time.ParseDuration(in)

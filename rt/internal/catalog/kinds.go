@@ -35,9 +35,10 @@ type activation struct {
 	turn atomic.Uintptr
 
 	state atomic.Uint32 // activationState
-	// callers counts the requests waiting in deliver: more than one means that the callers a
-	// turn answers may wait for a processor behind one that runs its calls inline.
-	callers atomic.Int32
+	// waiting counts the requests that found the Spot busy and wait for their turn's outcome
+	// (they count until they return): the callers that a turn answered may wait for a processor
+	// behind one that runs its calls inline.
+	waiting atomic.Int32
 
 	mu      sync.Mutex
 	log     *slog.Logger    // made on first use
@@ -162,6 +163,14 @@ func (a *activation) ownTurn(ctx context.Context) bool {
 		return true
 	}
 	return turnOf(ctx) == a
+}
+
+// company reports whether a request with ctx that runs inline on a should yield its processor
+// now and then (exec.Item.Company): callers that found a busy wait for their outcome, and ctx
+// is not a turn's. A caller inside a turn never yields, since its own Spot's callers would
+// wait with it.
+func (a *activation) company(ctx context.Context) bool {
+	return a.waiting.Load() > 0 && turnOf(ctx) == nil && requestTurnOf(ctx) == 0
 }
 
 // teardown stops the timers, ends the Actors still members (their records go with the

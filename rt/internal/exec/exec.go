@@ -203,8 +203,8 @@ type Item struct {
 	// Company, with Inline, says that other callers wait on this executor's work. A caller
 	// that finds it idle call after call never blocks, and so keeps its processor for the
 	// scheduler's whole time slice (10 ms or more) while the callers that a turn answered wait
-	// behind it; with company, every inlineYieldEvery-th item run inline yields the processor
-	// after it.
+	// behind it; every inlineYieldEvery-th item run inline with company on the executor,
+	// whichever caller runs it, yields the caller's processor after it.
 	Company bool
 	// Unbounded admits the item whatever the lane's limits: work that was admitted once
 	// already, held while its Actor moved, and that must not be refused now (E5). It counts in
