@@ -224,7 +224,9 @@ func (c *Catalog) DeliverActor(ctx context.Context, act *actor, method string, r
 		// As for a Spot: a request that finds the host idle runs at once on its caller's
 		// goroutine; nothing is queued before it, so it keeps its place among the Actor's
 		// messages.
-		it.Inline, it.InlineOnly, it.Company = true, true, a.company(ctx)
+		company := a.enter(ctx)
+		defer a.callers.Add(-1)
+		it.Inline, it.InlineOnly, it.Company = true, true, company
 		err = a.exec.Submit(it, k)
 		if err == nil {
 			return await(ctx, k)
@@ -234,8 +236,6 @@ func (c *Catalog) DeliverActor(ctx context.Context, act *actor, method string, r
 			return nil, false, c.actorRefusal(ctx, err, act, md)
 		}
 		it.Inline, it.InlineOnly, it.Company = false, false, false
-		a.waiting.Add(1)
-		defer a.waiting.Add(-1)
 	}
 	reserved, perr := c.cfg.Meter.Acquire(ctx, nestedJob)
 	if perr != nil {

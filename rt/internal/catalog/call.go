@@ -137,11 +137,11 @@ func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc
 	k.ctx, k.a, k.md, k.req, k.oneWay = ctx, a, md, req, false
 	// A request that finds the Spot idle runs at once on its caller's goroutine, never queued:
 	// it needs no permit of the job queue, which bounds the jobs that wait.
-	it := exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(req)), Activity: true, Inline: true, InlineOnly: true, Company: a.company(ctx)}
+	company := a.enter(ctx)
+	defer a.callers.Add(-1)
+	it := exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(req)), Activity: true, Inline: true, InlineOnly: true, Company: company}
 	err := a.exec.Submit(it, k)
 	if err == exec.ErrNotInline {
-		a.waiting.Add(1)
-		defer a.waiting.Add(-1)
 		reserved, perr := c.cfg.Meter.Acquire(ctx, nestedJob)
 		if perr != nil {
 			k.release()

@@ -502,18 +502,19 @@ func TestG5_CreationsWaitForAnActivationSlot(t *testing.T) {
 	close(n2.f.release)
 }
 
-// A request that finds its Spot busy counts among the Spot's waiting callers until it returns,
-// whether it ran or its caller gave up; while any wait, a request that runs inline on the
-// Spot has company and yields its processor now and then, unless it comes from a turn.
-func TestRequestsThatFindTheSpotBusyCountAsCompanyUntilTheyReturn(t *testing.T) {
+// A request counts among its Spot's callers from its delivery until it returns, whether it ran
+// inline, waited for the turn or its caller gave up; while another is there, a request that
+// runs inline on the Spot has company and yields its processor now and then, unless it comes
+// from a turn.
+func TestRequestsInASpotsDeliveryAreCompanyUntilTheyReturn(t *testing.T) {
 	n := newNode(t, nodeOpts{})
 	busy := room("busy")
 	for _, id := range []string{"busy", "prober"} {
 		_, err := n.call(id, "Join", "x")
 		require.NoError(t, err)
 	}
-	assert.Zero(t, n.cat.WaitingCallers(busy))
-	assert.False(t, n.cat.Company(ctx, busy), "nobody waits")
+	assert.Zero(t, n.cat.Callers(busy))
+	assert.False(t, n.cat.Company(ctx, busy), "nobody calls")
 
 	call := func(ctx context.Context, m string) <-chan error {
 		done := make(chan error, 1)
@@ -525,13 +526,13 @@ func TestRequestsThatFindTheSpotBusyCountAsCompanyUntilTheyReturn(t *testing.T) 
 	}
 	running := call(ctx, "Block")
 	assert.Equal(t, "busy", <-n.f.blocked)
-	assert.Zero(t, n.cat.WaitingCallers(busy), "a request that runs inline does not wait")
+	assert.Equal(t, int32(1), n.cat.Callers(busy), "the request that runs inline")
+	assert.True(t, n.cat.Company(ctx, busy), "a caller runs")
 	giveUp, cancel := context.WithCancel(ctx)
 	defer cancel()
 	abandoned := call(giveUp, "Join")
 	waiting := call(ctx, "Join")
-	require.Eventually(t, func() bool { return n.cat.WaitingCallers(busy) == 2 }, 10*time.Second, time.Millisecond)
-	assert.True(t, n.cat.Company(ctx, busy), "callers wait")
+	require.Eventually(t, func() bool { return n.cat.Callers(busy) == 3 }, 10*time.Second, time.Millisecond)
 
 	// From a turn, never: a request's, whether its caller's context is bare or not, and a
 	// one-way message's.
@@ -550,11 +551,11 @@ func TestRequestsThatFindTheSpotBusyCountAsCompanyUntilTheyReturn(t *testing.T) 
 
 	cancel()
 	require.ErrorIs(t, <-abandoned, context.Canceled)
-	require.Eventually(t, func() bool { return n.cat.WaitingCallers(busy) == 1 }, 10*time.Second, time.Millisecond,
-		"a caller that gave up no longer waits")
+	require.Eventually(t, func() bool { return n.cat.Callers(busy) == 2 }, 10*time.Second, time.Millisecond,
+		"a caller that gave up is gone")
 	close(n.f.release)
 	require.NoError(t, <-running)
 	require.NoError(t, <-waiting)
-	assert.Zero(t, n.cat.WaitingCallers(busy))
+	assert.Zero(t, n.cat.Callers(busy))
 	assert.False(t, n.cat.Company(ctx, busy))
 }

@@ -35,10 +35,11 @@ type activation struct {
 	turn atomic.Uintptr
 
 	state atomic.Uint32 // activationState
-	// waiting counts the requests that found the Spot busy and wait for their turn's outcome
-	// (they count until they return): the callers that a turn answered may wait for a processor
-	// behind one that runs its calls inline.
-	waiting atomic.Int32
+	// callers counts the requests of this node's callers in the Spot's delivery, from before
+	// they try to run inline until they return: running, queued, waiting for their outcome, or
+	// yielded after an inline run. More than one means that callers whose calls a turn
+	// answered may wait for a processor behind one that runs its calls inline.
+	callers atomic.Int32
 
 	mu      sync.Mutex
 	log     *slog.Logger    // made on first use
@@ -165,12 +166,18 @@ func (a *activation) ownTurn(ctx context.Context) bool {
 	return turnOf(ctx) == a
 }
 
-// company reports whether a request with ctx that runs inline on a should yield its processor
-// now and then (exec.Item.Company): callers that found a busy wait for their outcome, and ctx
-// is not a turn's. A caller inside a turn never yields, since its own Spot's callers would
-// wait with it.
-func (a *activation) company(ctx context.Context) bool {
-	return a.waiting.Load() > 0 && turnOf(ctx) == nil && requestTurnOf(ctx) == 0
+// enter counts a request with ctx among a's callers, which the caller ends with
+// a.callers.Add(-1) when it returns, and reports whether the request has company
+// (exec.Item.Company): other callers are in a's delivery, and ctx is not a turn's. A caller
+// inside a turn never yields, since its own Spot's callers would wait with it.
+func (a *activation) enter(ctx context.Context) (company bool) {
+	return hasCompany(a.callers.Add(1), ctx)
+}
+
+// hasCompany reports whether a request with ctx, one of n callers in a Spot's delivery, has
+// company.
+func hasCompany(n int32, ctx context.Context) bool {
+	return n > 1 && turnOf(ctx) == nil && requestTurnOf(ctx) == 0
 }
 
 // teardown stops the timers, ends the Actors still members (their records go with the
