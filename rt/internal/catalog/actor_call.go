@@ -225,7 +225,7 @@ func (c *Catalog) DeliverActor(ctx context.Context, act *actor, method string, r
 		// goroutine; nothing is queued before it, so it keeps its place among the Actor's
 		// messages.
 		company := a.enter(ctx)
-		defer a.callers.Add(-1)
+		defer a.leave()
 		it.Inline, it.InlineOnly, it.Company = true, true, company
 		err = a.exec.Submit(it, k)
 		if err == nil {

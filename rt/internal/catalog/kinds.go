@@ -166,13 +166,16 @@ func (a *activation) ownTurn(ctx context.Context) bool {
 	return turnOf(ctx) == a
 }
 
-// enter counts a request with ctx among a's callers, which the caller ends with
-// a.callers.Add(-1) when it returns, and reports whether the request has company
-// (exec.Item.Company): other callers are in a's delivery, and ctx is not a turn's. A caller
-// inside a turn never yields, since its own Spot's callers would wait with it.
+// enter counts a request with ctx among a's callers until it calls leave, and reports whether
+// the request has company (exec.Item.Company): other callers are in a's delivery, and ctx is
+// not a turn's. A caller inside a turn never yields, since its own Spot's callers would wait
+// with it.
 func (a *activation) enter(ctx context.Context) (company bool) {
 	return hasCompany(a.callers.Add(1), ctx)
 }
+
+// leave ends what enter began, when the request returns.
+func (a *activation) leave() { a.callers.Add(-1) }
 
 // hasCompany reports whether a request with ctx, one of n callers in a Spot's delivery, has
 // company.

@@ -283,25 +283,24 @@ func TestInlineRunsWithCompanyYieldTheProcessor(t *testing.T) {
 			t.Error("yielded while holding the executor's lock")
 		}
 	})()
-	yields := func() int { return n }
 	// Runs without company do not count towards the period either: one short of a period
 	// would make the first run with company yield.
 	for range 8*exec.InlineYieldEvery - 1 {
 		require.NoError(t, e.Submit(exec.Item{Lane: sdk.LaneApplication, Inline: true}, fn{}))
 	}
-	assert.Zero(t, yields(), "a caller alone yielded")
+	assert.Zero(t, n, "a caller alone yielded")
 
 	company := exec.Item{Lane: sdk.LaneApplication, Inline: true, Company: true}
 	for range exec.InlineYieldEvery - 1 {
 		require.NoError(t, e.Submit(company, fn{}))
 	}
-	assert.Zero(t, yields(), "yielded before the last run of the period")
+	assert.Zero(t, n, "yielded before the last run of the period")
 	require.NoError(t, e.Submit(company, fn{}))
-	assert.Equal(t, 1, yields())
+	assert.Equal(t, 1, n)
 	for range exec.InlineYieldEvery {
 		require.NoError(t, e.Submit(company, fn{}))
 	}
-	assert.Equal(t, 2, yields())
+	assert.Equal(t, 2, n)
 }
 
 func TestAnIdleExecutorHoldsNoGoroutine(t *testing.T) {

@@ -20,43 +20,29 @@ import (
 // An op is three messages that point at each other (the op, its oneof member and the request),
 // and a compare two: each builder allocates them as one, and the key and value as one.
 
-type createCmp struct {
+// compareOf is a compare with its target's oneof member U, allocated as one.
+type compareOf[U any] struct {
 	c pb.Compare
-	u pb.Compare_CreateRevision
+	u U
 }
 
 func cmpCreateRevision(key string, rev int64) *pb.Compare {
-	x := &createCmp{u: pb.Compare_CreateRevision{CreateRevision: rev}}
+	x := &compareOf[pb.Compare_CreateRevision]{u: pb.Compare_CreateRevision{CreateRevision: rev}}
 	x.c = pb.Compare{Key: []byte(key), Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL, TargetUnion: &x.u}
 	return &x.c
 }
 
-type modCmp struct {
-	c pb.Compare
-	u pb.Compare_ModRevision
-}
-
 func cmpModRevision(key string, rev int64) *pb.Compare {
-	x := &modCmp{u: pb.Compare_ModRevision{ModRevision: rev}}
+	x := &compareOf[pb.Compare_ModRevision]{u: pb.Compare_ModRevision{ModRevision: rev}}
 	x.c = pb.Compare{Key: []byte(key), Target: pb.Compare_MOD, Result: pb.Compare_EQUAL, TargetUnion: &x.u}
 	return &x.c
 }
 
-type valueCmp struct {
-	c pb.Compare
-	u pb.Compare_Value
-}
-
 func cmpValue(key, value string) *pb.Compare {
 	k, v := keyValueBytes(key, value)
-	x := &valueCmp{u: pb.Compare_Value{Value: v}}
+	x := &compareOf[pb.Compare_Value]{u: pb.Compare_Value{Value: v}}
 	x.c = pb.Compare{Key: k, Target: pb.Compare_VALUE, Result: pb.Compare_EQUAL, TargetUnion: &x.u}
 	return &x.c
-}
-
-type leaseCmp struct {
-	c pb.Compare
-	u pb.Compare_Lease
 }
 
 // cmpLease holds when key's lease is lease (equal) or is not (!equal).
@@ -65,64 +51,56 @@ func cmpLease(key string, lease int64, equal bool) *pb.Compare {
 	if !equal {
 		result = pb.Compare_NOT_EQUAL
 	}
-	x := &leaseCmp{u: pb.Compare_Lease{Lease: lease}}
+	x := &compareOf[pb.Compare_Lease]{u: pb.Compare_Lease{Lease: lease}}
 	x.c = pb.Compare{Key: []byte(key), Target: pb.Compare_LEASE, Result: result, TargetUnion: &x.u}
 	return &x.c
 }
 
-type putOp struct {
+// opOf is an op with its oneof member W and the request R that the member holds, allocated as
+// one.
+type opOf[W, R any] struct {
 	op  pb.RequestOp
-	put pb.RequestOp_RequestPut
-	req pb.PutRequest
+	w   W
+	req R
 }
 
 func opPutLease(key, value string, lease int64) *pb.RequestOp {
-	x := new(putOp)
+	x := new(opOf[pb.RequestOp_RequestPut, pb.PutRequest])
 	x.req.Key, x.req.Value = keyValueBytes(key, value)
 	x.req.Lease = lease
-	x.put.RequestPut = &x.req
-	x.op.Request = &x.put
+	x.w.RequestPut = &x.req
+	x.op.Request = &x.w
 	return &x.op
 }
 
 func opPut(key, value string) *pb.RequestOp { return opPutLease(key, value, 0) }
 
-type getOp struct {
-	op  pb.RequestOp
-	get pb.RequestOp_RequestRange
-	req pb.RangeRequest
-}
-
 func opGet(key string) *pb.RequestOp {
-	x := new(getOp)
+	x := new(opOf[pb.RequestOp_RequestRange, pb.RangeRequest])
 	x.req.Key = []byte(key)
-	x.get.RequestRange = &x.req
-	x.op.Request = &x.get
+	x.w.RequestRange = &x.req
+	x.op.Request = &x.w
 	return &x.op
-}
-
-type deleteOp struct {
-	op  pb.RequestOp
-	del pb.RequestOp_RequestDeleteRange
-	req pb.DeleteRangeRequest
 }
 
 func opDelete(key string) *pb.RequestOp {
-	x := new(deleteOp)
+	x := new(opOf[pb.RequestOp_RequestDeleteRange, pb.DeleteRangeRequest])
 	x.req.Key = []byte(key)
-	x.del.RequestDeleteRange = &x.req
-	x.op.Request = &x.del
+	x.w.RequestDeleteRange = &x.req
+	x.op.Request = &x.w
 	return &x.op
 }
 
+// txnOp is an op with its oneof member, allocated as one; the nested transaction is its
+// caller's.
 type txnOp struct {
-	op  pb.RequestOp
-	txn pb.RequestOp_RequestTxn
+	op pb.RequestOp
+	w  pb.RequestOp_RequestTxn
 }
 
 func opTxn(t *pb.TxnRequest) *pb.RequestOp {
-	x := &txnOp{txn: pb.RequestOp_RequestTxn{RequestTxn: t}}
-	x.op.Request = &x.txn
+	x := &txnOp{w: pb.RequestOp_RequestTxn{RequestTxn: t}}
+	x.op.Request = &x.w
 	return &x.op
 }
 

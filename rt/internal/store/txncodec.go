@@ -470,30 +470,13 @@ func readResponseHeader(b []byte, m *etcdserverpb.ResponseHeader) error {
 	})
 }
 
-// A response's oneof member, the response it holds and that response's header, if it has one,
-// are allocated as one.
-type (
-	rangeResponseOp struct {
-		w etcdserverpb.ResponseOp_ResponseRange
-		r etcdserverpb.RangeResponse
-		h etcdserverpb.ResponseHeader
-	}
-	putResponseOp struct {
-		w etcdserverpb.ResponseOp_ResponsePut
-		r etcdserverpb.PutResponse
-		h etcdserverpb.ResponseHeader
-	}
-	deleteResponseOp struct {
-		w etcdserverpb.ResponseOp_ResponseDeleteRange
-		r etcdserverpb.DeleteRangeResponse
-		h etcdserverpb.ResponseHeader
-	}
-	txnResponseOp struct {
-		w etcdserverpb.ResponseOp_ResponseTxn
-		r etcdserverpb.TxnResponse
-		h etcdserverpb.ResponseHeader
-	}
-)
+// responseOf is a response's oneof member W, the response R it holds and that response's
+// header, if it has one, allocated as one.
+type responseOf[W, R any] struct {
+	w W
+	r R
+	h etcdserverpb.ResponseHeader
+}
 
 func readResponseOp(b []byte, m *etcdserverpb.ResponseOp, depth int) error {
 	return readFields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
@@ -507,7 +490,7 @@ func readResponseOp(b []byte, m *etcdserverpb.ResponseOp, depth int) error {
 		case 1:
 			r, ok := m.Response.(*etcdserverpb.ResponseOp_ResponseRange)
 			if !ok || r.ResponseRange == nil {
-				x := new(rangeResponseOp)
+				x := new(responseOf[etcdserverpb.ResponseOp_ResponseRange, etcdserverpb.RangeResponse])
 				spare = &x.h
 				x.w.ResponseRange = &x.r
 				r = &x.w
@@ -517,7 +500,7 @@ func readResponseOp(b []byte, m *etcdserverpb.ResponseOp, depth int) error {
 		case 2:
 			r, ok := m.Response.(*etcdserverpb.ResponseOp_ResponsePut)
 			if !ok || r.ResponsePut == nil {
-				x := new(putResponseOp)
+				x := new(responseOf[etcdserverpb.ResponseOp_ResponsePut, etcdserverpb.PutResponse])
 				spare = &x.h
 				x.w.ResponsePut = &x.r
 				r = &x.w
@@ -527,7 +510,7 @@ func readResponseOp(b []byte, m *etcdserverpb.ResponseOp, depth int) error {
 		case 3:
 			r, ok := m.Response.(*etcdserverpb.ResponseOp_ResponseDeleteRange)
 			if !ok || r.ResponseDeleteRange == nil {
-				x := new(deleteResponseOp)
+				x := new(responseOf[etcdserverpb.ResponseOp_ResponseDeleteRange, etcdserverpb.DeleteRangeResponse])
 				spare = &x.h
 				x.w.ResponseDeleteRange = &x.r
 				r = &x.w
@@ -539,7 +522,7 @@ func readResponseOp(b []byte, m *etcdserverpb.ResponseOp, depth int) error {
 		case 4:
 			r, ok := m.Response.(*etcdserverpb.ResponseOp_ResponseTxn)
 			if !ok || r.ResponseTxn == nil {
-				x := new(txnResponseOp)
+				x := new(responseOf[etcdserverpb.ResponseOp_ResponseTxn, etcdserverpb.TxnResponse])
 				spare = &x.h
 				x.w.ResponseTxn = &x.r
 				r = &x.w
