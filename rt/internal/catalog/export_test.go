@@ -22,3 +22,14 @@ func (c *Catalog) Company(ctx context.Context, t sdk.Target) bool {
 	sp := c.spotAt(spotKey{t.Type(), t.ID()})
 	return sp != nil && hasCompany(sp.base().callers.Load()+1, ctx)
 }
+
+// NestsASpotContext reports whether ctx is a Spot context whose sender's values are a Spot
+// context themselves.
+func NestsASpotContext(ctx context.Context) bool {
+	sc, ok := ctx.(*spotCtx)
+	if !ok {
+		return false
+	}
+	_, nested := sc.values.(*spotCtx)
+	return nested
+}

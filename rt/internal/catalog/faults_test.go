@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -558,4 +559,26 @@ func TestRequestsInASpotsDeliveryAreCompanyUntilTheyReturn(t *testing.T) {
 	require.NoError(t, <-waiting)
 	assert.Zero(t, n.cat.Callers(busy))
 	assert.False(t, n.cat.Company(ctx, busy))
+}
+
+// A one-way handler that sends with its own context passes its sender's values on, not its
+// context: a chain of such sends does not nest one Spot context in the next, each keeping its
+// sender's record alive. The values still arrive.
+func TestAOneWaySentFromAOneWayTurnCarriesTheValuesNotTheTurn(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	n.f.probe = func(ctx context.Context) string {
+		v, _ := ctx.Value(senderKey{}).(string)
+		return fmt.Sprintf("nested=%v,value=%s", catalog.NestsASpotContext(ctx), v)
+	}
+	for _, id := range []string{"relay", "end"} {
+		_, err := n.call(id, "Join", "x")
+		require.NoError(t, err)
+	}
+	require.NoError(t, n.cat.Send(context.WithValue(ctx, senderKey{}, "first"), room("relay"), "Relay", str("end")))
+	require.Eventually(t, func() bool {
+		n.f.mu.Lock()
+		defer n.f.mu.Unlock()
+		return slices.ContainsFunc(n.f.said, func(s string) bool { return strings.HasPrefix(s, "end:probe:") })
+	}, 10*time.Second, time.Millisecond)
+	assert.True(t, n.f.said1("end:probe:nested=false,value=first"), "%v", n.f.said)
 }

@@ -264,6 +264,9 @@ var methods = []sdk.MethodDesc{
 	method("Probe", false, func(s *spot, ctx context.Context, in string) (string, error) {
 		return s.f.probe(ctx), nil
 	}),
+	method("Relay", true, func(s *spot, ctx context.Context, in string) (string, error) {
+		return "", s.sc.Client().Send(ctx, sdk.InstanceTarget(roomType, in), "ProbeSend", str(""))
+	}),
 	method("ProbeSend", true, func(s *spot, ctx context.Context, in string) (string, error) {
 		s.f.mu.Lock()
 		s.f.said = append(s.f.said, s.sc.ID()+":probe:"+s.f.probe(ctx))

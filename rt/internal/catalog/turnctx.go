@@ -53,7 +53,15 @@ func (a *activation) spotContext(values context.Context) context.Context {
 // spotContextIn is spotContext, built in own when values carries something and own is not nil:
 // a record that lives as long as the context may hold it, so that the turn allocates no
 // context of its own.
+//
+// A sender's context that is itself a Spot context (a one-way handler or a timer that sends
+// with its own) gives its values, not itself: a chain of such sends would otherwise nest one
+// context in the next, each keeping its sender's record alive and lengthening every lookup.
+// Nothing is lost, since a Spot context adds only its turn's mark, which the new one replaces.
 func (a *activation) spotContextIn(values context.Context, own *spotCtx) context.Context {
+	if sc, ok := values.(*spotCtx); ok {
+		values = sc.values
+	}
 	if !bare(values) {
 		if own == nil {
 			own = new(spotCtx)
