@@ -19,8 +19,10 @@ type entry struct {
 // lane is one FIFO lane: a ring of queued entries plus the reservation of everything admitted
 // and not yet completed (queued or running).
 type lane struct {
-	ring  []entry  // its length is zero or a power of two
-	box   *[]entry // ring's pooled box, so that returning ring to its pool allocates nothing
+	ring []entry // its length is zero or a power of two
+	// box is ring's pooled box, so that returning ring to its pool allocates nothing; ring is
+	// kept beside it so that push and pop take no second hop.
+	box   *[]entry
 	head  int
 	n     int // queued entries
 	count int // admitted and not completed: queued + running

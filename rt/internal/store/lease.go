@@ -316,7 +316,7 @@ func (r *Registration) keepAlive(ctx context.Context) {
 // HoldKeepAlive holds the keep-alive loop until release is called: no keep-alive is sent, and
 // the end of the guard is not noticed, as in a process paused past the guard's deadline whose
 // keep-alive goroutine has not run yet. The guard still runs out on the clock. It exists for
-// fault tests.
+// fault tests; holds must not overlap (a second replaces the first).
 func (r *Registration) HoldKeepAlive() (release func()) {
 	held := make(chan struct{})
 	r.held.Store(&held)

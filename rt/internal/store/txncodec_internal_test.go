@@ -365,6 +365,8 @@ func TestTxnCodecReadsMergedMembersAsProtobufDoes(t *testing.T) {
 		name := func(what string) string { return fmt.Sprintf("member %d: %s", member, what) }
 		cases[name("no header")] = op(field(member))
 		cases[name("a header only in its second, merged occurrence")] = op(field(member), field(member, header(5)))
+		// Both headers come from the reader's fallback, not from a member's allocation.
+		cases[name("a top-level header, and one only in a merged occurrence")] = slices.Concat(header(1), op(field(member), field(member, header(5))))
 		cases[name("a header in both occurrences")] = op(field(member, field(1, varint(1, 9))), field(member, header(5)))
 		cases[name("a header twice in one occurrence")] = op(field(member, field(1, varint(1, 9)), header(5)))
 		cases[name("replaced by another member, then back")] = op(field(member, header(1)), field(other, header(2)), field(member))
