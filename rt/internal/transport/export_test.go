@@ -6,3 +6,6 @@ func SetRegisteredHook(tr *Transport, f func()) { tr.hooks.registered = f }
 
 // CloseListener closes tr's listener under its server, as a failing network stack would.
 func CloseListener(tr *Transport) error { return tr.lis.Close() }
+
+// FlowWindow is the flow-control window of mesh streams and connections.
+const FlowWindow = flowWindow

@@ -43,6 +43,14 @@ const (
 // envelopeOverhead is the room a batch keeps beyond its payloads for envelope fields.
 const envelopeOverhead = 64 << 10
 
+// flowWindow is the HTTP/2 flow-control window of every mesh stream and connection, both
+// ways. gRPC's default window starts at 64 KiB and grows by probing the bandwidth-delay
+// product: a PING for each data frame received while none is outstanding, which for request
+// and reply is about one PING and its acknowledgement per call on each side. A fixed window
+// turns the probing off. It is at most what the probing grows to (16 MiB), and bounds the bytes
+// a peer can have sent into one connection before the node reads them.
+const flowWindow = 1 << 20
+
 // Config configures a Transport.
 type Config struct {
 	// Node is this node's ID; peers learn it when the stream opens.
@@ -222,6 +230,8 @@ func New(cfg Config, handler Handler) (*Transport, error) {
 		grpc.ConnectionTimeout(cfg.DialTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 4 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 5 * time.Second, Timeout: 5 * time.Second}),
+		grpc.InitialWindowSize(flowWindow),
+		grpc.InitialConnWindowSize(flowWindow),
 		grpc.ForceServerCodecV2(newWireCodec()),
 	}
 	if cfg.ServerTLS != nil {
@@ -269,6 +279,8 @@ func (t *Transport) dialOptions() []grpc.DialOption {
 			grpc.ForceCodecV2(newWireCodec()),
 		),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 5 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.WithInitialWindowSize(flowWindow),
+		grpc.WithInitialConnWindowSize(flowWindow),
 	}
 	if t.cfg.Dialer != nil {
 		opts = append(opts, grpc.WithContextDialer(t.cfg.Dialer))
