@@ -11,13 +11,17 @@ import (
 // charged, to its stream too, until its handler returns.
 type Charge struct {
 	n        int64
-	release  func(n int64) // returns the bytes to the meter and to the stream's share
+	to       Releaser // takes the bytes back: to the meter and to the stream's share
 	kept     atomic.Bool
 	returned atomic.Bool
 }
 
-// NewCharge returns the charge of n bytes that release returns, once.
-func NewCharge(n int64, release func(n int64)) *Charge { return &Charge{n: n, release: release} }
+// Releaser takes back the bytes of a charge that is released.
+type Releaser interface{ ReleaseCharge(n int64) }
+
+// Init makes c, unused until now, the charge of n bytes that to takes back, once. A charge is
+// a field of the value that lives as long as its request, rather than an allocation of its own.
+func (c *Charge) Init(n int64, to Releaser) { c.n, c.to = n, to }
 
 // Bytes is the charge's size.
 func (c *Charge) Bytes() int64 { return c.n }
@@ -39,7 +43,7 @@ func (c *Charge) Settle() {
 // Release returns the charge; only the first call does anything.
 func (c *Charge) Release() {
 	if c.returned.CompareAndSwap(false, true) {
-		c.release(c.n)
+		c.to.ReleaseCharge(c.n)
 	}
 }
 

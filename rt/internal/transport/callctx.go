@@ -26,8 +26,9 @@ type callCtx struct {
 	canceled atomic.Bool
 
 	// charge, when set, is the request's Core HWM charge, which Value answers for: the handler
-	// finds it without a value context around this one.
+	// finds it without a value context around this one. It is own, unless a test set another.
 	charge *capacity.Charge
+	own    capacity.Charge
 	// answered is set by the request's first reply; a later one is ignored.
 	answered atomic.Bool
 }
@@ -38,14 +39,22 @@ type madeCtx struct {
 	stop context.CancelFunc
 }
 
-// newCallCtx returns the context of a request whose caller's deadline is deadline (zero:
-// none), read at now, a reading of this process's clock.
-func newCallCtx(stream context.Context, deadline, now time.Time, charge *capacity.Charge) *callCtx {
-	c := &callCtx{stream: stream, deadline: deadline, charge: charge}
+// charged returns the context of a request whose Core HWM charge is n bytes, which to takes
+// back: one allocation for both. start begins it.
+func charged(n int64, to capacity.Releaser) *callCtx {
+	c := &callCtx{}
+	c.own.Init(n, to)
+	c.charge = &c.own
+	return c
+}
+
+// start begins the context of a request whose caller's deadline is deadline (zero: none), read
+// at now, a reading of this process's clock.
+func (c *callCtx) start(stream context.Context, deadline, now time.Time) {
+	c.stream, c.deadline = stream, deadline
 	if !deadline.IsZero() {
 		c.expires = now.Add(deadline.Sub(now))
 	}
-	return c
 }
 
 // Deadline implements context.Context.

@@ -15,9 +15,9 @@ import (
 func TestCallCtxEndsAtItsDeadline(t *testing.T) {
 	stream, stop := context.WithCancel(context.Background())
 	defer stop()
-	lazy := newCallCtx(stream, time.Now().Add(20*time.Millisecond), time.Now(), nil)
+	lazy := started(stream, time.Now().Add(20*time.Millisecond), time.Now())
 	defer lazy.cancel()
-	eager := newCallCtx(stream, time.Now().Add(20*time.Millisecond), time.Now(), nil)
+	eager := started(stream, time.Now().Add(20*time.Millisecond), time.Now())
 	defer eager.cancel()
 	done := eager.Done()
 	require.NoError(t, lazy.Err())
@@ -42,7 +42,7 @@ func TestCallCtxEndsAtItsDeadline(t *testing.T) {
 // from it ends with it.
 func TestCallCtxCancelAndStreamEnd(t *testing.T) {
 	stream, stop := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
-	before := newCallCtx(stream, time.Time{}, time.Time{}, nil)
+	before := started(stream, time.Time{}, time.Time{})
 	_, ok := before.Deadline()
 	assert.False(t, ok)
 	assert.Equal(t, "v", before.Value(ctxKey{}), "values come from the stream")
@@ -54,7 +54,7 @@ func TestCallCtxCancelAndStreamEnd(t *testing.T) {
 		t.Fatal("Done of a context cancelled before it was asked for is not closed")
 	}
 
-	after := newCallCtx(stream, time.Now().Add(time.Hour), time.Now(), nil)
+	after := started(stream, time.Now().Add(time.Hour), time.Now())
 	derived, cancelDerived := context.WithTimeout(after, time.Hour)
 	defer cancelDerived()
 	assert.Equal(t, "v", derived.Value(ctxKey{}))
@@ -62,7 +62,7 @@ func TestCallCtxCancelAndStreamEnd(t *testing.T) {
 	<-derived.Done()
 	assert.ErrorIs(t, derived.Err(), context.Canceled)
 
-	ended := newCallCtx(stream, time.Time{}, time.Time{}, nil)
+	ended := started(stream, time.Time{}, time.Time{})
 	defer ended.cancel()
 	stop()
 	assert.ErrorIs(t, ended.Err(), context.Canceled, "the stream ended")
@@ -78,9 +78,13 @@ func TestCallCtxCarriesTheCharge(t *testing.T) {
 	type key struct{}
 	stream, stop := context.WithCancel(context.WithValue(context.Background(), key{}, "stream's"))
 	defer stop()
-	charge := capacity.NewCharge(100, func(int64) {})
-	c := newCallCtx(stream, time.Time{}, time.Time{}, charge)
+	var back releaser
+	c := charged(100, &back)
+	c.start(stream, time.Time{}, time.Time{})
 	defer c.cancel()
+	charge := capacity.ChargeOf(c)
+	require.NotNil(t, charge)
+	assert.Equal(t, int64(100), charge.Bytes())
 	assert.Same(t, charge, capacity.ChargeOf(c))
 	assert.Equal(t, "stream's", c.Value(key{}))
 	_ = c.Done()
@@ -90,7 +94,23 @@ func TestCallCtxCarriesTheCharge(t *testing.T) {
 	assert.Same(t, charge, capacity.ChargeOf(derived))
 	assert.Equal(t, "stream's", derived.Value(key{}))
 
-	none := newCallCtx(stream, time.Time{}, time.Time{}, nil)
+	none := started(stream, time.Time{}, time.Time{})
 	defer none.cancel()
 	assert.Nil(t, capacity.ChargeOf(none))
+
+	charge.Settle()
+	charge.Release()
+	assert.Equal(t, []int64{100}, back.released, "the charge goes back once, to its releaser")
 }
+
+// started returns a started request context without a charge.
+func started(stream context.Context, deadline, now time.Time) *callCtx {
+	c := &callCtx{}
+	c.start(stream, deadline, now)
+	return c
+}
+
+// releaser records the charges released to it.
+type releaser struct{ released []int64 }
+
+func (r *releaser) ReleaseCharge(n int64) { r.released = append(r.released, n) }

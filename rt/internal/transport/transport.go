@@ -598,7 +598,7 @@ func (p *peerStream) admit(ctx context.Context, req *wire.Request) bool {
 	}
 	n := capacity.Request(len(req.Payload))
 	if m == nil {
-		p.dispatch(ctx, req, nil)
+		p.dispatch(ctx, req, &callCtx{})
 		return true
 	}
 	if held := p.held.Load(); held > 0 && held+n > p.share {
@@ -611,12 +611,12 @@ func (p *peerStream) admit(ctx context.Context, req *wire.Request) bool {
 		return m.WaitRoom(ctx, n) == nil
 	}
 	p.held.Add(n)
-	p.dispatch(ctx, req, capacity.NewCharge(n, p.release))
+	p.dispatch(ctx, req, charged(n, p))
 	return true
 }
 
-// release returns n bytes of a request's charge to the meter and to the stream's share.
-func (p *peerStream) release(n int64) {
+// ReleaseCharge returns n bytes of a request's charge to the meter and to the stream's share.
+func (p *peerStream) ReleaseCharge(n int64) {
 	p.t.cfg.Meter.Release(n)
 	p.freed(n)
 }
@@ -679,11 +679,12 @@ func (p *peerStream) answer(r *wire.Reply, charge *capacity.Charge) {
 	}
 }
 
-// dispatch runs req, under its charge (nil without a meter), with a context that ends at the
-// caller's deadline, when the caller cancels, or when the stream ends; its reply goes back on
-// the stream. The handler finds the charge in its context, to keep it for a one-way job.
-func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, charge *capacity.Charge) {
-	t, id := p.t, req.CallId
+// dispatch runs req in call, not yet started, which holds its charge (none without a meter): a
+// context that ends at the caller's deadline, when the caller cancels, or when the stream ends;
+// its reply goes back on the stream. The handler finds the charge in its context, to keep it
+// for a one-way job.
+func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, call *callCtx) {
+	t, id, charge := p.t, req.CallId, call.charge
 	if len(req.Payload) > t.cfg.MaxMessageSize {
 		p.answer(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: %d bytes from %s, over %s's limit of %d",
 			sdk.ErrMessageTooLarge, len(req.Payload), p.from, t.cfg.Node, t.cfg.MaxMessageSize))}, charge)
@@ -710,7 +711,7 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, charge *ca
 			return
 		}
 	}
-	call := newCallCtx(ctx, dl, now, charge)
+	call.start(ctx, dl, now)
 	if !p.add(id, call) {
 		p.answer(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: call ID %d from %s is still in flight",
 			sdk.ErrInvalidArgument, id, p.from))}, charge)
