@@ -26,7 +26,7 @@ type callCtx struct {
 	canceled atomic.Bool
 
 	// charge, when set, is the request's Core HWM charge, which Value answers for: the handler
-	// finds it without a value context around this one. It is own, unless a test set another.
+	// finds it without a value context around this one: &own when the node has a meter.
 	charge *capacity.Charge
 	own    capacity.Charge
 	// answered is set by the request's first reply; a later one is ignored.

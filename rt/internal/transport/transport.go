@@ -45,10 +45,16 @@ const envelopeOverhead = 64 << 10
 
 // flowWindow is the HTTP/2 flow-control window of every mesh stream and connection, both
 // ways. gRPC's default window starts at 64 KiB and grows by probing the bandwidth-delay
-// product: a PING for each data frame received while none is outstanding, which for request
-// and reply is about one PING and its acknowledgement per call on each side. A fixed window
-// turns the probing off. It is at most what the probing grows to (16 MiB), and bounds the bytes
-// a peer can have sent into one connection before the node reads them.
+// product: a PING and a connection window update for each data frame received while no probe
+// is outstanding, which for request and reply is about one of each per call on each side. A
+// fixed window turns the probing off.
+//
+// A stream's window bounds the bytes a peer can have sent on it before the node reads them
+// (a connection's window is given back as data arrives, whether read or not), so a connection
+// holds at most maxStreamsPerConn of them unread: at most what the probing let a stream grow
+// to (16 MiB). A stream carries at most a window per round trip, which a LAN, the mesh's
+// network, keeps far above what its messages need; a message larger than the window still
+// goes, as gRPC opens the window for a message it is reading.
 const flowWindow = 1 << 20
 
 // Config configures a Transport.
