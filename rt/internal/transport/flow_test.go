@@ -27,18 +27,20 @@ type tappedConn struct {
 
 func (c *tappedConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
-	c.mu.Lock()
-	c.written.Write(p[:n])
-	c.mu.Unlock()
+	c.keep(&c.written, p[:n])
 	return n, err
 }
 
 func (c *tappedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	c.mu.Lock()
-	c.read.Write(p[:n])
-	c.mu.Unlock()
+	c.keep(&c.read, p[:n])
 	return n, err
+}
+
+func (c *tappedConn) keep(into *bytes.Buffer, p []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	into.Write(p)
 }
 
 // frameCounts is what one side of a connection sent.
