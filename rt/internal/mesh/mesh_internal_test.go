@@ -54,7 +54,10 @@ func TestRouteCacheIsBoundedAndDropsByOwner(t *testing.T) {
 	assert.Zero(t, c.len())
 
 	t1 := sdk.InstanceTarget("T", "x")
+	c.put(t1, "b")
 	c.put(t1, "a")
+	c.put(t1, "a")
+	assert.Equal(t, 1, c.len(), "a route recorded again is one entry")
 	c.drop(t1, "b")
 	owner, ok := c.get(t1)
 	require.True(t, ok, "dropping for another owner keeps the route")

@@ -28,9 +28,18 @@ func (c *routeCache) get(t sdk.Target) (sdk.NodeID, bool) {
 	return owner, ok
 }
 
-// put records that owner holds t Ready. A full cache forgets an arbitrary entry.
+// put records that owner holds t Ready. A full cache forgets an arbitrary entry. Every reply
+// from a Spot's owner confirms its route, so a route already recorded is only read: callers of
+// one Spot do not queue for the write lock.
 func (c *routeCache) put(t sdk.Target, owner sdk.NodeID) {
 	k := routeKey{t.Type(), t.ID()}
+	c.mu.RLock()
+	cur, ok := c.m[k]
+	c.mu.RUnlock()
+	known := ok && cur == owner
+	if known {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[k]; !ok && len(c.m) >= c.max {
