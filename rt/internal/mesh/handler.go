@@ -311,14 +311,15 @@ func (m *Mesh) messageReply(out proto.Message, err error) *wire.Reply {
 	if err != nil {
 		return &wire.Reply{Error: wire.EncodeError(err)}
 	}
-	r := &wire.Reply{}
-	if out != nil && out.ProtoReflect().IsValid() {
-		b, merr := proto.Marshal(out)
-		if merr != nil {
-			return &wire.Reply{Error: wire.EncodeError(fmt.Errorf("%w: cannot encode the reply: %v", sdk.ErrInvalidArgument, merr))}
-		}
-		r.Payload = b
+	if out == nil || !out.ProtoReflect().IsValid() {
+		return wire.NewReply()
 	}
+	b, err := proto.Marshal(out)
+	if err != nil {
+		return &wire.Reply{Error: wire.EncodeError(fmt.Errorf("%w: cannot encode the reply: %v", sdk.ErrInvalidArgument, err))}
+	}
+	r := wire.NewReply()
+	r.Payload = b
 	return r
 }
 

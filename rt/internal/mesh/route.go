@@ -251,6 +251,10 @@ func (m *Mesh) send(ctx context.Context, t sdk.Target, h hop, method string, pay
 	req := requestFor(ctx, t, op, method, payload)
 	req.Generation, req.Follow = h.generation, h.held
 	r, err := m.call(ctx, h.node, req)
+	if err == nil {
+		// What the reply says is copied or decoded before it goes back.
+		defer wire.RecycleReply(r)
+	}
 	if err != nil {
 		// A full send queue says nothing of the route: dropping it would send the next callers
 		// to the store while the node is already loaded.

@@ -75,6 +75,10 @@ func (b *inBatch) decode(data []byte) error {
 		}
 		data = data[n:]
 		env := b.next()
+		if holdsReply(v) {
+			// Decoded into a reply given back by an earlier call, rather than a new one.
+			env.Reply = wire.NewReply()
+		}
 		if err := env.UnmarshalVT(v); err != nil {
 			return fmt.Errorf("transport: envelope %d of the batch: %w", i, err)
 		}
@@ -88,4 +92,11 @@ func (b *inBatch) decode(data []byte) error {
 		i++
 	}
 	return nil
+}
+
+// holdsReply reports whether the encoded envelope env begins with a reply (field 2). An
+// envelope holds one message; should it hold more, checkEnvelope refuses it.
+func holdsReply(env []byte) bool {
+	num, typ, n := protowire.ConsumeTag(env)
+	return n > 0 && num == 2 && typ == protowire.BytesType
 }

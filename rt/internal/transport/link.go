@@ -198,7 +198,9 @@ func (l *link) complete(r *wire.Reply) {
 	l.mu.Unlock()
 	if ok {
 		ch <- result{reply: r}
+		return
 	}
+	wire.RecycleReply(r) // its call gave up on it: no one else has it
 }
 
 // forget removes call id from pending and reports whether it was still there.

@@ -206,6 +206,7 @@ func (s *sender) run(ctx context.Context) error {
 				break
 			}
 			err := s.send(batch)
+			s.recycleReplies(batch)
 			s.mu.Lock()
 			s.sending, s.moved = false, time.Now()
 			s.mu.Unlock()
@@ -215,6 +216,20 @@ func (s *sender) run(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
+		}
+	}
+}
+
+// recycleReplies gives the replies of a batch that was sent, or failed to be, back for reuse:
+// the handlers that made them let go of them when they queued them (Handler), and the stream
+// encoded them before its send returned.
+func (s *sender) recycleReplies(b *wire.Batch) {
+	if !s.completion {
+		return
+	}
+	for _, env := range b.Envelopes {
+		if env.Reply != nil {
+			wire.RecycleReply(env.Reply)
 		}
 	}
 }

@@ -123,6 +123,8 @@ func (c Config) withDefaults() Config {
 type Handler interface {
 	// Handle runs req from peer from. It must call reply exactly once, now or later from any
 	// goroutine; ctx ends when the caller cancels, its deadline passes or the stream closes.
+	// The reply is the transport's once passed: it reuses it after sending it, so the handler
+	// must not keep it (wire.NewReply makes one that may be reused already).
 	Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, reply func(*wire.Reply))
 }
 
@@ -370,6 +372,9 @@ var ErrNotSent = errors.New("request not sent")
 // A payload over the smaller of the two nodes' MaxMessageSize fails with
 // sdk.ErrMessageTooLarge before it is sent. A lost connection ends the call with
 // sdk.ErrOwnerUnavailable: the request may or may not have run, and it is not retried (C3).
+//
+// The reply is the caller's alone: once done with it, the caller may give it back to
+// wire.RecycleReply.
 func (t *Transport) Call(ctx context.Context, peer sdk.NodeID, req *wire.Request) (*wire.Reply, error) {
 	if len(req.Payload) > t.cfg.MaxMessageSize {
 		// Refused without waiting for the link: the peer's limit can only make it smaller.
