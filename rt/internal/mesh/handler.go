@@ -101,37 +101,39 @@ func (m *Mesh) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, r
 }
 
 func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target, req *wire.Request, reply func(*wire.Reply)) {
-	oneWay := req.Op == wire.Op_OP_SEND
+	oneWay, method := req.Op == wire.Op_OP_SEND, req.Method
 	// A message this node knows no handler for is found here, before anything reads the
 	// store or a queue, and follows the node's policy (I1).
 	desc := m.cat.TypeDesc(t.Type())
 	if desc == nil {
-		m.refuseUnhandled(ctx, from, t, req.Method, oneWay,
+		m.refuseUnhandled(ctx, from, t, method, oneWay,
 			fmt.Errorf("%w: spot type %s is not registered on node %s", sdk.ErrUnhandled, t.Type(), m.cfg.Node), reply)
 		return
 	}
 	if (t.Kind() == sdk.KindActor) != (desc.Kind == sdk.KindActor) {
-		m.refuseUnhandled(ctx, from, t, req.Method, oneWay,
+		m.refuseUnhandled(ctx, from, t, method, oneWay,
 			fmt.Errorf("%w: type %s on node %s is %s, addressed as %s", sdk.ErrUnhandled, t.Type(), m.cfg.Node, desc.Kind, t.Kind()), reply)
 		return
 	}
 	if t.Kind() == sdk.KindEntry && desc.Kind != sdk.KindEntry {
-		m.refuseUnhandled(ctx, from, t, req.Method, oneWay,
+		m.refuseUnhandled(ctx, from, t, method, oneWay,
 			fmt.Errorf("%w: no Entry Spot type %s on node %s", sdk.ErrUnhandled, t.Type(), m.cfg.Node), reply)
 		return
 	}
-	md := desc.Method(req.Method)
+	md := desc.Method(method)
 	if md == nil {
-		m.refuseUnhandled(ctx, from, t, req.Method, oneWay,
-			fmt.Errorf("%w: spot type %s has no method %s", sdk.ErrUnhandled, t.Type(), req.Method), reply)
+		m.refuseUnhandled(ctx, from, t, method, oneWay,
+			fmt.Errorf("%w: spot type %s has no method %s", sdk.ErrUnhandled, t.Type(), method), reply)
 		return
 	}
 	msg := md.NewRequest()
 	if err := proto.Unmarshal(req.Payload, msg); err != nil {
-		reply(refusedReply(fmt.Errorf("%w: %s.%s: cannot decode the request: %v", sdk.ErrInvalidArgument, t.Type(), req.Method, err)))
+		reply(refusedReply(fmt.Errorf("%w: %s.%s: cannot decode the request: %v", sdk.ErrInvalidArgument, t.Type(), method, err)))
 		return
 	}
-	size := len(req.Payload)
+	size, gen, follow := len(req.Payload), req.Generation, req.Follow
+	// Nothing reads the request after this: what it said is copied or decoded.
+	wire.RecycleRequest(req)
 	done := func(out proto.Message, err error) { reply(m.messageReply(out, err)) }
 	if oneWay && t.Kind() == sdk.KindActor {
 		// Called only for a message a move held: one that ended unrun because the Actor left
@@ -148,7 +150,7 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 		}
 	}
 	if t.Kind() == sdk.KindActor {
-		err := m.cat.AdmitActor(ctx, t, req.Method, msg, size, oneWay, req.Follow, done)
+		err := m.cat.AdmitActor(ctx, t, method, msg, size, oneWay, follow, done)
 		if errors.Is(err, catalog.ErrClosing) {
 			// Its Spot is in a relocation unit: wait for its outcome off the stream's
 			// goroutine, then admit here or redirect to where the Actor went.
@@ -157,7 +159,7 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 					reply(refusedReply(err))
 					return
 				}
-				err := m.cat.AdmitActor(ctx, t, req.Method, msg, size, oneWay, req.Follow, done)
+				err := m.cat.AdmitActor(ctx, t, method, msg, size, oneWay, follow, done)
 				if errors.Is(err, catalog.ErrClosing) {
 					err = fmt.Errorf("%w: %v: its Spot is closing", sdk.ErrNotFound, t)
 				}
@@ -179,12 +181,12 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 		return
 	}
 	if !t.CreateIntent() || t.Kind() == sdk.KindEntry {
-		err := m.admit(ctx, t, req.Method, msg, size, oneWay, req.Generation, req.Follow, done)
+		err := m.admit(ctx, t, method, msg, size, oneWay, gen, follow, done)
 		if errors.Is(err, catalog.ErrClosing) || errors.Is(err, catalog.ErrCreating) {
 			// A close or a relocation of the Spot is being decided, or this node is creating it
 			// or receiving it (B7): wait for it off the stream's goroutine.
 			m.slow(ctx, reply, func() {
-				m.admitLater(ctx, t, req.Method, msg, size, oneWay, req.Generation, req.Follow, err, done, reply)
+				m.admitLater(ctx, t, method, msg, size, oneWay, gen, follow, err, done, reply)
 			})
 			return
 		}
@@ -196,7 +198,7 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 	// Create-intent: an active Spot here takes it at once; anything else resolves off the
 	// stream's goroutine.
 	if route, ok := m.cat.LocalSpot(t); ok {
-		err := m.cat.DeliverAsync(ctx, route, req.Method, msg, size, oneWay, done)
+		err := m.cat.DeliverAsync(ctx, route, method, msg, size, oneWay, done)
 		if !errors.Is(err, catalog.ErrClosing) {
 			if err != nil || oneWay {
 				reply(m.ownerReply(err))
@@ -215,7 +217,7 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 				reply(&wire.Reply{Redirect: string(route.Remote.Record.Owner.Node), Refused: true})
 				return
 			}
-			err = m.cat.DeliverAsync(ctx, route, req.Method, msg, size, oneWay, done)
+			err = m.cat.DeliverAsync(ctx, route, method, msg, size, oneWay, done)
 			if errors.Is(err, catalog.ErrClosing) {
 				// A close is being decided: wait for it, then the Spot serves on or is created
 				// again after the close (D4).

@@ -75,8 +75,11 @@ func (b *inBatch) decode(data []byte) error {
 		}
 		data = data[n:]
 		env := b.next()
-		if holdsReply(v) {
-			// Decoded into a reply given back by an earlier call, rather than a new one.
+		// Read into a message given back by an earlier call, rather than a new one.
+		switch first(v) {
+		case 1:
+			env.Request = wire.NewRequest()
+		case 2:
 			env.Reply = wire.NewReply()
 		}
 		if err := env.UnmarshalVT(v); err != nil {
@@ -94,9 +97,13 @@ func (b *inBatch) decode(data []byte) error {
 	return nil
 }
 
-// holdsReply reports whether the encoded envelope env begins with a reply (field 2). An
-// envelope holds one message; should it hold more, checkEnvelope refuses it.
-func holdsReply(env []byte) bool {
+// first is the field that the encoded envelope env begins with, if it is a message (1: a
+// request, 2: a reply), else 0. An envelope holds one message; should it hold more,
+// checkEnvelope refuses it.
+func first(env []byte) protowire.Number {
 	num, typ, n := protowire.ConsumeTag(env)
-	return n > 0 && num == 2 && typ == protowire.BytesType
+	if n < 0 || typ != protowire.BytesType {
+		return 0
+	}
+	return num
 }

@@ -176,31 +176,42 @@ func FuzzInBatchReadsAsTheCodecReads(f *testing.F) {
 	})
 }
 
-// TestRecycledRepliesCarryNothingIntoTheNextBatch: a reply is read into one that an earlier
-// call gave back; whatever that one held, the new reply holds only what the batch says, and an
-// envelope that begins with a reply and holds another message is refused as before.
-func TestRecycledRepliesCarryNothingIntoTheNextBatch(t *testing.T) {
-	full := &wire.Reply{CallId: 1, Payload: []byte{1, 2}, Owner: "n1", Redirect: "n2", Refused: true, Generation: 4, Held: true,
+// TestRecycledMessagesCarryNothingIntoTheNextBatch: a request or a reply is read into one
+// that an earlier call gave back; whatever that one held, the new one holds only what the
+// batch says, and an envelope that begins with a message and holds another is refused as
+// before.
+func TestRecycledMessagesCarryNothingIntoTheNextBatch(t *testing.T) {
+	fullReply := &wire.Reply{CallId: 1, Payload: []byte{1, 2}, Owner: "n1", Redirect: "n2", Refused: true, Generation: 4, Held: true,
 		Error: &wire.Error{Code: wire.Code_CODE_QUEUE_FULL, Message: "full"}}
-	bare := &wire.Reply{CallId: 2}
-	data, err := proto.Marshal(&wire.Batch{Envelopes: []*wire.Envelope{{Reply: full}, {Reply: bare}, {Reply: full}}})
+	bareReply := &wire.Reply{CallId: 2}
+	fullRequest := &wire.Request{CallId: 3, Op: wire.Op_OP_SEND, Kind: 2, Type: "T", Id: "i", Node: "n", Intent: true, Method: "M",
+		Payload: []byte{3}, TimeoutNanos: 5, DeadlineUnixNanos: 6, Traceparent: "tp", Tracestate: "ts", Follow: true, Generation: 7}
+	bareRequest := &wire.Request{CallId: 4}
+	sent := []*wire.Envelope{{Reply: fullReply}, {Request: fullRequest}, {Reply: bareReply}, {Request: bareRequest}, {Reply: fullReply}, {Request: fullRequest}}
+	data, err := proto.Marshal(&wire.Batch{Envelopes: sent})
 	require.NoError(t, err)
 	c := newWireCodec()
 	var b inBatch
 	for round := range 50 { // the pool may drop what it is given: many rounds see a reuse
 		require.NoError(t, c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, &b))
 		got := b.envelopes()
-		require.Len(t, got, 3)
-		for i, want := range []*wire.Reply{full, bare, full} {
-			assert.True(t, proto.Equal(want, got[i].Reply), "round %d, reply %d: %v", round, i, got[i].Reply)
-			wire.RecycleReply(got[i].Reply) // as the call that read it does
+		require.Len(t, got, len(sent))
+		for i, want := range sent {
+			assert.True(t, proto.Equal(want, got[i]), "round %d, envelope %d: %v", round, i, got[i])
+			if got[i].Reply != nil { // given back as the call that read it does
+				wire.RecycleReply(got[i].Reply)
+			} else {
+				wire.RecycleRequest(got[i].Request)
+			}
 		}
 		b.reset()
 	}
 
-	two := mustMarshalUnchecked(t, &wire.Envelope{Reply: bare, Cancel: &wire.Cancel{CallId: 2}})
-	require.True(t, holdsReply(two))
-	err = c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), two))}, &b)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "holds 2 messages")
+	for _, env := range []*wire.Envelope{{Reply: bareReply, Cancel: &wire.Cancel{CallId: 2}}, {Request: bareRequest, Reply: bareReply}} {
+		two := mustMarshalUnchecked(t, env)
+		require.NotZero(t, first(two))
+		err = c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), two))}, &b)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "holds 2 messages")
+	}
 }

@@ -124,7 +124,8 @@ type Handler interface {
 	// Handle runs req from peer from. It must call reply exactly once, now or later from any
 	// goroutine; ctx ends when the caller cancels, its deadline passes or the stream closes.
 	// The reply is the transport's once passed: it reuses it after sending it, so the handler
-	// must not keep it (wire.NewReply makes one that may be reused already).
+	// must not keep it (wire.NewReply makes one that may be reused already). req is the
+	// handler's: once nothing reads it, the handler may give it back to wire.RecycleRequest.
 	Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, reply func(*wire.Reply))
 }
 

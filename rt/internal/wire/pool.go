@@ -2,9 +2,22 @@ package wire
 
 import "sync"
 
-// replies holds Replies given back once their last reader is done, so that the replies of a
-// busy stream are made again without an allocation each.
-var replies = sync.Pool{New: func() any { return new(Reply) }}
+// requests and replies hold messages given back once their last reader is done, so that a
+// busy stream reads its messages without an allocation each.
+var (
+	requests = sync.Pool{New: func() any { return new(Request) }}
+	replies  = sync.Pool{New: func() any { return new(Reply) }}
+)
+
+// NewRequest returns an empty Request: one given back to RecycleRequest, or a new one.
+func NewRequest() *Request { return requests.Get().(*Request) }
+
+// RecycleRequest empties r and keeps it for NewRequest. Whoever calls it must hold the only
+// reference to r that anyone still reads or writes: r may belong to another call at once.
+func RecycleRequest(r *Request) {
+	r.Reset()
+	requests.Put(r)
+}
 
 // NewReply returns an empty Reply: one given back to RecycleReply, or a new one.
 func NewReply() *Reply { return replies.Get().(*Reply) }
