@@ -250,7 +250,7 @@ func (m *Mesh) send(ctx context.Context, t sdk.Target, h hop, method string, pay
 	}
 	req := requestFor(ctx, t, op, method, payload)
 	req.Generation, req.Follow = h.generation, h.held
-	r, err := m.call(ctx, h.node, req)
+	r, err := m.callOnce(ctx, h.node, req) // req is the transport's now
 	if err == nil {
 		// What the reply says is copied or decoded before it goes back.
 		defer wire.RecycleReply(r)

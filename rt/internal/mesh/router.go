@@ -79,14 +79,32 @@ func (m *Mesh) invoke(ctx context.Context, t sdk.Target, method string, req prot
 // registered moments ago and owns a Spot this node just looked up — is waited for instead of
 // refused; the request was not sent before, so sending it now is its only delivery.
 func (m *Mesh) call(ctx context.Context, node sdk.NodeID, req *wire.Request) (*wire.Reply, error) {
-	r, err := m.tr.Call(ctx, node, req)
-	if !errors.Is(err, transport.ErrNoLink) {
-		return r, err
+	return m.callVia(ctx, node, req, false)
+}
+
+// callOnce is call for a request that the transport reuses once it is sent
+// (transport.CallOnce): the caller must not touch req after it returns.
+func (m *Mesh) callOnce(ctx context.Context, node sdk.NodeID, req *wire.Request) (*wire.Reply, error) {
+	return m.callVia(ctx, node, req, true)
+}
+
+func (m *Mesh) callVia(ctx context.Context, node sdk.NodeID, req *wire.Request, once bool) (*wire.Reply, error) {
+	for waited := false; ; waited = true {
+		var r *wire.Reply
+		var err error
+		if once {
+			r, err = m.tr.CallOnce(ctx, node, req)
+		} else {
+			r, err = m.tr.Call(ctx, node, req)
+		}
+		if waited || !errors.Is(err, transport.ErrNoLink) {
+			return r, err
+		}
+		// ErrNoLink: req was never queued, and may be sent now.
+		if err := m.awaitMember(ctx, node); err != nil {
+			return nil, err
+		}
 	}
-	if err := m.awaitMember(ctx, node); err != nil {
-		return nil, err
-	}
-	return m.tr.Call(ctx, node, req)
 }
 
 // explainStale tells a caller whose route was stale whether the Spot still exists: a Spot
@@ -126,10 +144,9 @@ func (m *Mesh) decodeReply(t sdk.Target, method string, payload []byte) (proto.M
 
 // requestFor builds the request of an operation on t, with ctx's trace context (I5).
 func requestFor(ctx context.Context, t sdk.Target, op wire.Op, method string, payload []byte) *wire.Request {
-	r := &wire.Request{
-		Op: op, Kind: uint32(t.Kind()), Type: t.Type(), Id: t.ID(), Node: string(t.Node()),
-		Intent: t.CreateIntent(), Method: method, Payload: payload,
-	}
+	r := wire.NewRequest()
+	r.Op, r.Kind, r.Type, r.Id, r.Node = op, uint32(t.Kind()), t.Type(), t.ID(), string(t.Node())
+	r.Intent, r.Method, r.Payload = t.CreateIntent(), method, payload
 	telemetry.Inject(ctx, r)
 	return r
 }

@@ -250,7 +250,7 @@ func (l *link) register(ctx context.Context, size int, ch chan result) (*sender,
 	}
 }
 
-func (l *link) call(ctx context.Context, req *wire.Request) (*wire.Reply, error) {
+func (l *link) call(ctx context.Context, req *wire.Request, once bool) (*wire.Reply, error) {
 	if err := requestUTF8(req); err != nil {
 		// Refused here, where it fails this call alone: in a batch it would fail the stream.
 		return nil, fmt.Errorf("%w: %v", sdk.ErrInvalidArgument, err)
@@ -275,7 +275,9 @@ func (l *link) call(ctx context.Context, req *wire.Request) (*wire.Reply, error)
 		// arrives, and drops a request that arrives after the absolute deadline.
 		req.TimeoutNanos, req.DeadlineUnixNanos = int64(left), dl.UnixNano()
 	}
-	if ok, err := out.pushWait(ctx, queuedRequest(req)); !ok {
+	q := queuedRequest(req)
+	q.once = once
+	if ok, err := out.pushWait(ctx, q); !ok {
 		l.forget(id)
 		if err != nil {
 			// Not sent, yet not ErrNotSent: the caller's context has ended, so nothing is to

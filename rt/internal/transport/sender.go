@@ -38,7 +38,11 @@ type sender struct {
 	queue []queued // its backing array is kept: a busy stream queues without allocating
 	// envs are the envelopes of the batch being sent, reused from batch to batch: a queued
 	// message gets its envelope only as its batch is taken. Only run touches them.
-	envs    []wire.Envelope
+	envs []wire.Envelope
+	// reuse are the messages of the batch being sent that go back for reuse once it is sent:
+	// its replies (the handlers let go of them, Handler) and its requests queued once. Only
+	// run touches them.
+	reuse   []queued
 	bytes   int // of the queued envelopes
 	waiters int
 	room    chan struct{} // closed and replaced when envelopes leave the queue and someone waits
@@ -55,6 +59,9 @@ type queued struct {
 	reply  *wire.Reply
 	cancel *wire.Cancel
 	size   int
+	// once marks a request that its caller let go of when it queued it (Transport.CallOnce):
+	// the sender reuses it once it is sent.
+	once bool
 }
 
 func queuedRequest(r *wire.Request) queued { return queued{req: r, size: fieldSize(r.SizeVT())} }
@@ -206,7 +213,7 @@ func (s *sender) run(ctx context.Context) error {
 				break
 			}
 			err := s.send(batch)
-			s.recycleReplies(batch)
+			s.recycleSent()
 			s.mu.Lock()
 			s.sending, s.moved = false, time.Now()
 			s.mu.Unlock()
@@ -220,17 +227,20 @@ func (s *sender) run(ctx context.Context) error {
 	}
 }
 
-// recycleReplies gives the replies of a batch that was sent, or failed to be, back for reuse:
-// the handlers that made them let go of them when they queued them (Handler), and the stream
-// encoded them before its send returned.
-func (s *sender) recycleReplies(b *wire.Batch) {
-	if !s.completion {
-		return
-	}
-	for _, env := range b.Envelopes {
-		if env.Reply != nil {
-			wire.RecycleReply(env.Reply)
+// recycleSent gives back the messages of the batch just sent, or that failed to be, that no
+// one else holds (reuse): the stream encoded them before its send returned.
+func (s *sender) recycleSent() {
+	for _, q := range s.reuse {
+		if q.reply != nil {
+			wire.RecycleReply(q.reply)
+		} else {
+			wire.RecycleRequest(q.req)
 		}
+	}
+	clear(s.reuse)
+	s.reuse = s.reuse[:0]
+	if cap(s.reuse) > keptEnvelopes {
+		s.reuse = nil
 	}
 }
 
@@ -262,6 +272,9 @@ func (s *sender) take(b *wire.Batch) {
 		}
 		size, encoded = size+q.size, encoded+framed
 		s.meter.Queued(-int64(q.size), s.completion)
+		if (q.reply != nil && s.completion) || (q.req != nil && q.once) {
+			s.reuse = append(s.reuse, q)
+		}
 		n++
 	}
 	if cap(s.envs) < n {

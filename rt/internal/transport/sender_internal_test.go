@@ -11,11 +11,18 @@ import (
 	"github.com/zlink-go/zlink/rt/internal/wire"
 )
 
-// TestASentReplyIsRecycledAndARequestIsNot: once the stream has sent a batch, the replies in it
-// are emptied for reuse, since their handlers let go of them; the requests of a caller's
-// stream are left as they are, since their callers still hold them.
-func TestASentReplyIsRecycledAndARequestIsNot(t *testing.T) {
-	for _, completion := range []bool{true, false} {
+// TestASentMessageIsReusedOnlyIfNoOneHoldsIt: once the stream has sent a batch, the replies in
+// it are emptied for reuse, since their handlers let go of them, and so are the requests
+// queued once (CallOnce); a request queued by Call is left as it is, since its caller may
+// still read it or send it again.
+func TestASentMessageIsReusedOnlyIfNoOneHoldsIt(t *testing.T) {
+	for name, c := range map[string]struct {
+		completion, once, reused bool
+	}{
+		"a reply":                  {completion: true, reused: true},
+		"a request queued once":    {once: true, reused: true},
+		"a request queued by Call": {},
+	} {
 		sent := make(chan *wire.Batch)
 		done := make(chan struct{})
 		send := func(b *wire.Batch) error {
@@ -23,29 +30,37 @@ func TestASentReplyIsRecycledAndARequestIsNot(t *testing.T) {
 			<-done
 			return nil
 		}
-		s := newSender(send, 1<<20, nil, completion)
+		s := newSender(send, 1<<20, nil, c.completion)
 		ctx, cancel := context.WithCancel(context.Background())
 		stopped := make(chan error, 1)
 		go func() { stopped <- s.run(ctx) }()
 
-		reply := &wire.Reply{CallId: 1, Payload: []byte("out"), Owner: "n1"}
-		req := &wire.Request{CallId: 2, Method: "M", Payload: []byte("in")}
-		queued := queuedReply(reply)
-		if !completion {
-			queued = queuedRequest(req)
+		var msg, whole proto.Message
+		var q queued
+		if c.completion {
+			r := &wire.Reply{CallId: 1, Payload: []byte("out"), Owner: "n1"}
+			msg, whole, q = r, proto.CloneOf(r), queuedReply(r)
+		} else {
+			r := &wire.Request{CallId: 2, Method: "M", Payload: []byte("in")}
+			msg, whole, q = r, proto.CloneOf(r), queuedRequest(r)
+			q.once = c.once
 		}
-		require.Positive(t, s.push(queued))
+		require.Positive(t, s.push(q))
 		b := <-sent
 		require.Len(t, b.Envelopes, 1)
 		done <- struct{}{}
-		// The next batch goes out after the first one's send returned and its replies went back.
+		// The next batch goes out after the first one's send returned and its messages went back.
 		require.Positive(t, s.push(queuedCancel(&wire.Cancel{CallId: 3})))
 		<-sent
-		if completion {
-			assert.True(t, proto.Equal(&wire.Reply{CallId: 1, Payload: []byte("out"), Owner: "n1"}, b.Envelopes[0].Reply), "it was sent whole")
-			assert.True(t, proto.Equal(&wire.Reply{}, reply), "the reply was emptied for reuse: %v", reply)
+		var out proto.Message = b.Envelopes[0].GetRequest()
+		if c.completion {
+			out = b.Envelopes[0].GetReply()
+		}
+		assert.True(t, proto.Equal(whole, out), "%s: it was sent whole: %v", name, out)
+		if c.reused {
+			assert.True(t, proto.Equal(msg.ProtoReflect().Type().New().Interface(), msg), "%s: it was emptied for reuse: %v", name, msg)
 		} else {
-			assert.True(t, proto.Equal(&wire.Request{CallId: 2, Method: "M", Payload: []byte("in")}, req), "the request is its caller's: %v", req)
+			assert.True(t, proto.Equal(whole, msg), "%s: it is its caller's: %v", name, msg)
 		}
 		cancel()
 		done <- struct{}{}

@@ -70,6 +70,27 @@ func TestCallAndReply(t *testing.T) {
 	assert.Equal(t, sdk.PeerStateReady, a.PeerState("b"))
 }
 
+// TestCallOnceLetsGoOfItsRequest: a request given to CallOnce is answered as Call's is, from
+// a request of the pool or not; one refused for want of a link was never queued and is left as
+// it was, for the caller to send once the link exists.
+func TestCallOnceLetsGoOfItsRequest(t *testing.T) {
+	b := start(t, "b", handler{}, nil)
+	a := start(t, "a", handler{}, nil)
+	req := &wire.Request{Op: wire.Op_OP_CALL, Payload: []byte("hello")}
+	_, err := a.CallOnce(ctx, "b", req)
+	require.ErrorIs(t, err, transport.ErrNoLink)
+	assert.Equal(t, "hello", string(req.Payload), "a request never queued is the caller's")
+	a.Connect("b", b.Addr())
+	for i := range 200 {
+		req := wire.NewRequest()
+		req.Op, req.Payload = wire.Op_OP_CALL, []byte(fmt.Sprint(i))
+		r, err := a.CallOnce(ctx, "b", req)
+		require.NoError(t, err)
+		assert.Equal(t, fmt.Sprint(i), string(r.Payload))
+		wire.RecycleReply(r)
+	}
+}
+
 func TestEnvelopesAreBatchedUnderLoad(t *testing.T) {
 	b := start(t, "b", handler{}, nil)
 	a := start(t, "a", handler{}, nil)
