@@ -133,7 +133,7 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 	}
 	size, gen, follow := len(req.Payload), req.Generation, req.Follow
 	// Nothing reads the request after this: what it said is copied or decoded.
-	wire.RecycleRequest(req)
+	recycleRequest(req)
 	done := func(out proto.Message, err error) { reply(m.messageReply(out, err)) }
 	if oneWay && t.Kind() == sdk.KindActor {
 		// Called only for a message a move held: one that ended unrun because the Actor left
@@ -306,6 +306,9 @@ func (m *Mesh) slow(ctx context.Context, reply func(*wire.Reply), fn func()) {
 		fn()
 	})
 }
+
+// recycleRequest gives a peer's request back for reuse; tests see what goes back through it.
+var recycleRequest = wire.RecycleRequest
 
 // messageReply is the outcome of an admitted request: its reply, or its error, which is never a
 // refusal.

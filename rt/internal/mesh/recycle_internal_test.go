@@ -1,6 +1,8 @@
 package mesh
 
 import (
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,10 +17,20 @@ import (
 )
 
 // TestAPeersMessageIsGivenBackOnceDecoded: the node that runs a peer's message gives the
-// request back for reuse as soon as it has decoded it, on the path that admits it at once as
-// on the one that waits off the stream; the message runs as it was sent either way. A request
-// refused before it is decoded is left as it was.
+// request back for reuse once it has decoded it, on the path that admits it at once as on the
+// one that waits off the stream; the message runs as it was sent either way. A request refused
+// before it is decoded is not given back.
 func TestAPeersMessageIsGivenBackOnceDecoded(t *testing.T) {
+	var mu sync.Mutex
+	var back []*wire.Request
+	defer func(f func(*wire.Request)) { recycleRequest = f }(recycleRequest)
+	recycleRequest = func(r *wire.Request) { mu.Lock(); back = append(back, r); mu.Unlock() }
+	given := func(req *wire.Request) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(back, req)
+	}
+
 	endpoints, ctx := startEtcd(t)
 	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
 	_, err := caller.m.Call(ctx, sdk.InstanceIntent(rttest.LedgerType, "hot"), rttest.LedgerRecord, wrapperspb.String("m0"), sdk.CallOptions{Node: "owner"})
@@ -36,22 +48,30 @@ func TestAPeersMessageIsGivenBackOnceDecoded(t *testing.T) {
 			return nil
 		}
 	}
-	payload, err := proto.Marshal(wrapperspb.String("m1"))
-	require.NoError(t, err)
-	for name, req := range map[string]*wire.Request{
-		"admitted at once":   {CallId: 1, Op: wire.Op_OP_CALL, Kind: uint32(sdk.KindInstance), Type: rttest.LedgerType, Id: "hot", Method: rttest.LedgerRecord, Payload: payload},
-		"created off stream": {CallId: 2, Op: wire.Op_OP_CALL, Kind: uint32(sdk.KindInstance), Type: rttest.LedgerType, Id: "cold", Intent: true, Method: rttest.LedgerRecord, Payload: payload},
+	for name, c := range map[string]struct {
+		id     string
+		intent bool
+	}{
+		"admitted at once":   {id: "hot"},
+		"created off stream": {id: "cold", intent: true},
 	} {
+		payload, err := proto.Marshal(wrapperspb.String("sent to " + c.id))
+		require.NoError(t, err)
+		req := &wire.Request{CallId: 1, Op: wire.Op_OP_CALL, Kind: uint32(sdk.KindInstance), Type: rttest.LedgerType, Id: c.id,
+			Intent: c.intent, Method: rttest.LedgerRecord, Payload: payload}
 		r := handle(req)
-		assert.Nil(t, r.Error, "%s: %v", name, wire.DecodeError(r.Error))
-		assert.True(t, proto.Equal(&wire.Request{}, req), "%s: the request was given back: %v", name, req)
+		require.Nil(t, r.Error, "%s: %v", name, wire.DecodeError(r.Error))
+		var out wrapperspb.StringValue
+		require.NoError(t, proto.Unmarshal(r.Payload, &out))
+		assert.Equal(t, "sent to "+c.id, out.GetValue(), "%s: the Ledger ran the message as it was sent", name)
+		assert.True(t, given(req), "%s: the request was given back", name)
 	}
 	for id, want := range map[string]int64{"hot": 2, "cold": 1} {
 		assert.Equal(t, want, ledgerCount(t, ctx, caller.m, sdk.InstanceTarget(rttest.LedgerType, id).WithDesc(&rttest.LedgerDesc)), "the messages %s ran", id)
 	}
 
-	unknown := &wire.Request{CallId: 3, Op: wire.Op_OP_CALL, Kind: uint32(sdk.KindInstance), Type: rttest.LedgerType, Id: "hot", Method: "NoSuchMethod", Payload: payload}
+	unknown := &wire.Request{CallId: 3, Op: wire.Op_OP_CALL, Kind: uint32(sdk.KindInstance), Type: rttest.LedgerType, Id: "hot", Method: "NoSuchMethod"}
 	r := handle(unknown)
 	require.NotNil(t, r.Error)
-	assert.Equal(t, "NoSuchMethod", unknown.Method, "a refused request is left alone")
+	assert.False(t, given(unknown), "a request refused before it is decoded is not given back")
 }

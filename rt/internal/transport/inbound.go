@@ -10,7 +10,8 @@ import (
 
 // inBatch is what a stream reads into: the envelopes of one batch, in envelopes reused from
 // batch to batch, so that reading a request or a reply allocates no envelope for it. The
-// messages they hold are new for every batch.
+// requests and replies they hold are taken for every batch from those given back (wire.NewRequest,
+// wire.NewReply); once read, they are their calls', and a reset lets go of them.
 type inBatch struct {
 	envs []*wire.Envelope // envs[:n] are the batch's
 	n    int

@@ -228,13 +228,15 @@ func (s *sender) run(ctx context.Context) error {
 }
 
 // recycleSent gives back the messages of the batch just sent, or that failed to be, that no
-// one else holds (reuse): the stream encoded them before its send returned.
+// one else holds (reuse): the stream encoded them before its send returned. Nothing else on
+// the mesh's streams sees a sent message (no gRPC stats handler or tracing is set on them):
+// either would read it after its reuse.
 func (s *sender) recycleSent() {
 	for _, q := range s.reuse {
 		if q.reply != nil {
-			wire.RecycleReply(q.reply)
+			recycleReply(q.reply)
 		} else {
-			wire.RecycleRequest(q.req)
+			recycleRequest(q.req)
 		}
 	}
 	clear(s.reuse)
@@ -243,6 +245,10 @@ func (s *sender) recycleSent() {
 		s.reuse = nil
 	}
 }
+
+// recycleRequest and recycleReply give messages back for reuse; tests see what goes back
+// through them.
+var recycleRequest, recycleReply = wire.RecycleRequest, wire.RecycleReply
 
 // keptEnvelopes is the most envelopes a sender keeps for its next batches: a burst's larger
 // array goes to the collector.
