@@ -77,7 +77,8 @@ func (m *Mesh) closeActor(ctx context.Context, t sdk.Target) error {
 }
 
 // onActor runs an operation on the Actor t where it is: local on this node, else req to the
-// node its record names, following it as long as it moves.
+// node its record names, following it as long as it moves. Each attempt sends a copy of req:
+// a request is never queued twice, whatever an earlier attempt's reply said.
 func (m *Mesh) onActor(ctx context.Context, t sdk.Target, what string, local func(catalog.LocalActorRef) error, req *wire.Request) error {
 	for round := range maxRedirects * 4 {
 		if act, ok := m.cat.LocalActor(t); ok {
@@ -97,7 +98,7 @@ func (m *Mesh) onActor(ctx context.Context, t sdk.Target, what string, local fun
 			}
 			continue
 		}
-		r, err := m.call(ctx, node, req)
+		r, err := m.call(ctx, node, proto.CloneOf(req))
 		if err != nil {
 			return err
 		}
@@ -277,12 +278,13 @@ func (p actorPeers) Follow(ctx context.Context, node sdk.NodeID, actor sdk.Targe
 	if oneWay {
 		op = wire.Op_OP_SEND
 	}
-	req := requestFor(ctx, actor, op, method, payload)
-	req.Follow = true
 	// The message was admitted once, before the move: a refusal for want of room on the way
-	// (the receiver's inbound budget, this node's send queue) is waited out, within ctx.
+	// (the receiver's inbound budget, this node's send queue) is waited out, within ctx. Each
+	// attempt is a request of its own: one is never queued twice, whatever a reply said.
 	var r *wire.Reply
 	for {
+		req := requestFor(ctx, actor, op, method, payload)
+		req.Follow = true
 		r, err = p.m.call(ctx, node, req)
 		var ce *sdk.CapacityError
 		busy := errors.Is(err, sdk.ErrInboundBudget) || errors.As(err, &ce) && ce.Where == sdk.CapacitySendQueue

@@ -228,9 +228,10 @@ func (s *sender) run(ctx context.Context) error {
 }
 
 // recycleSent gives back the messages of the batch just sent, or that failed to be, that no
-// one else holds (reuse): the stream encoded them before its send returned. Nothing else on
-// the mesh's streams sees a sent message (no gRPC stats handler or tracing is set on them):
-// either would read it after its reuse.
+// one else holds (reuse): the stream encoded them before its send returned. gRPC lets a stats
+// handler or its tracing (grpc.EnableTracing) read a sent message later: the mesh's streams
+// have no stats handler, and a process that turns gRPC's tracing on would see its batches
+// reused already.
 func (s *sender) recycleSent() {
 	for _, q := range s.reuse {
 		if q.reply != nil {

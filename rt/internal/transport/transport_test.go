@@ -76,15 +76,17 @@ func TestCallAndReply(t *testing.T) {
 func TestCallOnceLetsGoOfItsRequest(t *testing.T) {
 	b := start(t, "b", handler{}, nil)
 	a := start(t, "a", handler{}, nil)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second) // a request emptied too soon is never answered
+	defer cancel()
 	req := &wire.Request{Op: wire.Op_OP_CALL, Payload: []byte("hello")}
-	_, err := a.CallOnce(ctx, "b", req)
+	_, err := a.CallOnce(cctx, "b", req)
 	require.ErrorIs(t, err, transport.ErrNoLink)
 	assert.Equal(t, "hello", string(req.Payload), "a request never queued is the caller's")
 	a.Connect("b", b.Addr())
 	for i := range 200 {
 		req := wire.NewRequest()
 		req.Op, req.Payload = wire.Op_OP_CALL, []byte(fmt.Sprint(i))
-		r, err := a.CallOnce(ctx, "b", req)
+		r, err := a.CallOnce(cctx, "b", req)
 		require.NoError(t, err)
 		assert.Equal(t, fmt.Sprint(i), string(r.Payload))
 		wire.RecycleReply(r)
