@@ -39,3 +39,15 @@ func (h *Host) LeaseGuard() (valid, lost bool) {
 	g := h.reg.Load().Guard()
 	return g.Valid(), g.Lost()
 }
+
+// ServingMembers is how many nodes this node's view of the mesh holds as Serving, itself
+// included.
+func (h *Host) ServingMembers() int {
+	n := 0
+	for _, m := range h.mesh.Members() {
+		if sdk.RuntimeState(m.Desc.GetState()) == sdk.RuntimeStateServing {
+			n++
+		}
+	}
+	return n
+}

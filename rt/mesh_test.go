@@ -39,12 +39,13 @@ func newCluster(t *testing.T, n int, mutate func(i int, cfg *rt.Config)) *cluste
 	for i := range n {
 		c.hosts = append(c.hosts, c.start(t, i, mutate))
 	}
-	// Every host sees every other as a Ready peer before the test begins.
+	// Every host sees every other as a Ready peer, and as Serving in its view of the mesh,
+	// before the test begins: placement and relocation choose among the nodes they see Serving.
 	for _, h := range c.hosts {
 		require.Eventually(t, func() bool {
 			st := h.MeshStatus()
-			return len(st.Peers) == n-1 && st.State == sdk.TopologyStateReady
-		}, 15*time.Second, 10*time.Millisecond, "mesh of %s never ready: %+v", h.LocalNode(), h.MeshStatus())
+			return len(st.Peers) == n-1 && st.State == sdk.TopologyStateReady && h.ServingMembers() == n
+		}, 15*time.Second, 10*time.Millisecond, "mesh of %s never ready: %+v, %d nodes Serving", h.LocalNode(), h.MeshStatus(), h.ServingMembers())
 	}
 	return c
 }
