@@ -251,10 +251,6 @@ func (m *Mesh) send(ctx context.Context, t sdk.Target, h hop, method string, pay
 	req := requestFor(ctx, t, op, method, payload)
 	req.Generation, req.Follow = h.generation, h.held
 	r, err := m.callOnce(ctx, h.node, req) // req is the transport's now
-	if err == nil {
-		// What the reply says is copied or decoded before it goes back.
-		defer wire.RecycleReply(r)
-	}
 	if err != nil {
 		// A full send queue says nothing of the route: dropping it would send the next callers
 		// to the store while the node is already loaded.
@@ -271,6 +267,8 @@ func (m *Mesh) send(ctx context.Context, t sdk.Target, h hop, method string, pay
 		}
 		return nil, nil, false, err
 	}
+	// What the reply says is copied or decoded before it goes back.
+	defer wire.RecycleReply(r)
 	if r.Redirect != "" {
 		// Refused unrun, with the node that holds the object now.
 		node := sdk.NodeID(r.Redirect)

@@ -89,22 +89,22 @@ func (m *Mesh) callOnce(ctx context.Context, node sdk.NodeID, req *wire.Request)
 }
 
 func (m *Mesh) callVia(ctx context.Context, node sdk.NodeID, req *wire.Request, once bool) (*wire.Reply, error) {
-	for waited := false; ; waited = true {
-		var r *wire.Reply
-		var err error
-		if once {
-			r, err = m.tr.CallOnce(ctx, node, req)
-		} else {
-			r, err = m.tr.Call(ctx, node, req)
-		}
-		if waited || !errors.Is(err, transport.ErrNoLink) {
-			return r, err
-		}
-		// ErrNoLink: req was never queued, and may be sent now.
-		if err := m.awaitMember(ctx, node); err != nil {
-			return nil, err
-		}
+	r, err := m.transportCall(ctx, node, req, once)
+	if !errors.Is(err, transport.ErrNoLink) {
+		return r, err
 	}
+	// req was never queued, and may be sent now.
+	if err := m.awaitMember(ctx, node); err != nil {
+		return nil, err
+	}
+	return m.transportCall(ctx, node, req, once)
+}
+
+func (m *Mesh) transportCall(ctx context.Context, node sdk.NodeID, req *wire.Request, once bool) (*wire.Reply, error) {
+	if once {
+		return m.tr.CallOnce(ctx, node, req)
+	}
+	return m.tr.Call(ctx, node, req)
 }
 
 // explainStale tells a caller whose route was stale whether the Spot still exists: a Spot

@@ -36,8 +36,7 @@ func (c *routeCache) put(t sdk.Target, owner sdk.NodeID) {
 	c.mu.RLock()
 	cur, ok := c.m[k]
 	c.mu.RUnlock()
-	known := ok && cur == owner
-	if known {
+	if ok && cur == owner {
 		return
 	}
 	c.mu.Lock()
