@@ -38,6 +38,10 @@ lower).
   with a bounded mailbox as Proto.Actor's own benchmarks configure it (faster here than the
   default mailbox with 64 callers). Both allocate a request and a reply per call, and every
   call of both is timed, so both pay the same two clock reads.
+  The latency floor under the table is a probe in the same ZLink run, right after it: the
+  same callers for the same time, each sending its request through a channel to one
+  goroutine that answers on the caller's own channel, timed the same way, with no runtime at
+  all. Both see the same stalls of the machine's processors in the same minute.
 - b. ZLink: Send of the //zlink:send method Tick; a full queue (sdk.ErrQueueFull) pushes back and
   the caller retries ("Every run" gives the push-backs per message). Proto.Actor:
   RootContext.Send to 64 actors with the default unbounded mailbox (faster here than a bounded
@@ -120,6 +124,11 @@ func (r Report) Markdown() string {
 	b.WriteString("\n")
 	if t := CeilingTable(r.Runs, r.Order, r.Params); t != "" {
 		b.WriteString("ZLink against what etcd allows for the same writes, measured in the same runs:\n\n")
+		b.WriteString(t)
+		b.WriteString("\n")
+	}
+	if t := FloorTable(r.Runs, r.Order, r.Params); t != "" {
+		b.WriteString("ZLink's latency tail against what bare Go allows for the same callers, measured in the same runs:\n\n")
 		b.WriteString(t)
 		b.WriteString("\n")
 	}

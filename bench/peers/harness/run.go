@@ -77,6 +77,9 @@ func latencyNote(r workload.Result) string {
 	if r.Ceiling > 0 {
 		note += fmt.Sprintf("  (etcd ceiling %s, ratio %.2f)", fmtRate(r.Ceiling), r.Rate()/r.Ceiling)
 	}
+	if f := r.Floor; f != nil {
+		note += fmt.Sprintf("  (floor p99.9 %s, max %s)", fmtDur(f.P999), fmtDur(f.Max))
+	}
 	return note
 }
 

@@ -184,6 +184,33 @@ func CeilingTable(runs Runs, order []workload.Name, params func(workload.Name) w
 	return b.String()
 }
 
+// FloorTable renders, for each workload whose ZLink runs measured a latency floor, the medians
+// of ZLink's p99.9 and maximum latency and of the floor's; "" when none did.
+func FloorTable(runs Runs, order []workload.Name, params func(workload.Name) workload.Params) string {
+	var b strings.Builder
+	for _, wl := range order {
+		var zl []workload.Result
+		for _, r := range runs[wl][ZLink] {
+			if r.Latency != nil && r.Floor != nil {
+				zl = append(zl, r)
+			}
+		}
+		if len(zl) == 0 {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("| Workload | ZLink p99.9 | floor p99.9 | ZLink max | floor max |\n| --- | ---: | ---: | ---: | ---: |\n")
+		}
+		of := func(f func(workload.Result) float64) string { return fmtDur(median(zl, f)) }
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", Label(wl, params(wl)),
+			of(func(r workload.Result) float64 { return r.Latency.P999 }),
+			of(func(r workload.Result) float64 { return r.Floor.P999 }),
+			of(func(r workload.Result) float64 { return r.Latency.Max }),
+			of(func(r workload.Result) float64 { return r.Floor.Max }))
+	}
+	return b.String()
+}
+
 func median(rs []workload.Result, f func(workload.Result) float64) float64 {
 	if len(rs) == 0 {
 		return 0

@@ -103,3 +103,22 @@ func TestNewRowsLabelsAndMetrics(t *testing.T) {
 	}, byLabel)
 	require.Equal(t, "d. calls to 10,000 active objects, 64 callers", Label(workload.Steady10k, workload.Defaults(workload.Steady10k)))
 }
+
+func TestFloorTableTakesMediansOfTheRunsThatMeasuredAFloor(t *testing.T) {
+	lat := func(p999, max float64) *workload.Latency { return &workload.Latency{P999: p999, Max: max} }
+	runs := Runs{
+		workload.LocalCall64: {ZLink: {
+			{Latency: lat(3e6, 9e6), Floor: lat(1e6, 4e6)},
+			{Latency: lat(1e6, 5e6), Floor: lat(2e5, 3e6)},
+			{Latency: lat(2e6, 7e6), Floor: lat(4e5, 8e6)},
+			{Latency: lat(50e6, 90e6)}, // no floor: not counted
+		}},
+		workload.OneWay64: {ZLink: {{Ops: 10, Seconds: 1}}},
+	}
+	got := FloorTable(runs, []workload.Name{workload.OneWay64, workload.LocalCall64}, workload.Defaults)
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	require.Len(t, lines, 3, got)
+	require.Contains(t, lines[2], Label(workload.LocalCall64, workload.Defaults(workload.LocalCall64)))
+	require.Contains(t, lines[2], "| 2.00 ms | 400 µs | 7.00 ms | 4.00 ms |")
+	require.Empty(t, FloorTable(Runs{workload.OneWay64: runs[workload.OneWay64]}, []workload.Name{workload.OneWay64}, workload.Defaults))
+}

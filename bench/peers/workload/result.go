@@ -20,6 +20,10 @@ type Result struct {
 	// activation: the same two writes per activation with ideal batching), in operations per
 	// second; 0 when not measured.
 	Ceiling float64 `json:"ceiling,omitempty"`
+	// Floor is what bare Go allows for the same calls, measured in the same run (ZLink local
+	// request/reply: the callers' requests through a channel to one goroutine); nil when not
+	// measured.
+	Floor *Latency `json:"floor,omitempty"`
 	// Memory is what a memory workload measured; Ops and Seconds are then its activations.
 	Memory *Memory `json:"memory,omitempty"`
 }

@@ -32,7 +32,10 @@ func Run(ctx context.Context, p workload.Params) (workload.Result, func() error,
 	var res workload.Result
 	switch p.Workload {
 	case workload.LocalCall1, workload.LocalCall64:
-		res, err = calls(ctx, node, p, "hot")
+		if res, err = calls(ctx, node, p, "hot"); err == nil {
+			// The same callers through bare Go in the same run: what the machine allows.
+			res.Floor, err = LatencyFloor(ctx, p.Callers, p.Warmup, p.Duration)
+		}
 	case workload.RemoteCall1, workload.RemoteCall64:
 		// The node is client-only, so placement puts the Spot on the server process.
 		res, err = calls(ctx, node, p, "far")

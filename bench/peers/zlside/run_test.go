@@ -77,4 +77,11 @@ func checkResult(t *testing.T, n workload.Name, res workload.Result) {
 	if n != workload.OneWay64 && n != workload.ColdActivation && n != workload.RemoteColdActivation && !n.Memory() {
 		require.NotNil(t, res.Latency, "latency")
 	}
+	if n == workload.LocalCall1 || n == workload.LocalCall64 {
+		require.NotNil(t, res.Floor, "latency floor")
+		require.Positive(t, res.Floor.P50)
+		require.GreaterOrEqual(t, res.Floor.Max, res.Floor.P999)
+	} else {
+		require.Nil(t, res.Floor, "a latency floor is measured for the local calls only")
+	}
 }
