@@ -77,8 +77,8 @@ func latencyNote(r workload.Result) string {
 	if r.Ceiling > 0 {
 		note += fmt.Sprintf("  (etcd ceiling %s, ratio %.2f)", fmtRate(r.Ceiling), r.Rate()/r.Ceiling)
 	}
-	if f := r.Floor; f != nil {
-		note += fmt.Sprintf("  (floor p99.9 %s, max %s)", fmtDur(f.P999), fmtDur(f.Max))
+	if f := r.Floor; f != nil && f.Latency != nil {
+		note += fmt.Sprintf("  (floor %s, p99.9 %s, max %s)", fmtRate(f.Rate), fmtDur(f.Latency.P999), fmtDur(f.Latency.Max))
 	}
 	return note
 }
@@ -115,7 +115,13 @@ func runOne(ctx context.Context, cfg Config, fw Framework, wl workload.Name, rou
 			if cfg.ProfileDir != "" {
 				args = append(args, "-cpuprofile", filepath.Join(cfg.ProfileDir, fmt.Sprintf("zlserver-%s-%d.pprof", wl, round)))
 			}
-			_, err = startDep(cfg.Bin.ZLServer, args...)
+			var ready string
+			if ready, err = startDep(cfg.Bin.ZLServer, args...); err == nil {
+				// "<node> <address of its bare gRPC echo>"
+				if f := strings.Fields(ready); len(f) == 2 {
+					p.Floor = f[1]
+				}
+			}
 		case wl.RemoteGrains():
 			_, err = startDep(cfg.Bin.PAServer, "-etcd", strings.Join(p.Etcd, ","))
 		default:

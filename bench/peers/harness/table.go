@@ -184,14 +184,14 @@ func CeilingTable(runs Runs, order []workload.Name, params func(workload.Name) w
 	return b.String()
 }
 
-// FloorTable renders, for each workload whose ZLink runs measured a latency floor, the medians
-// of ZLink's p99.9 and maximum latency and of the floor's; "" when none did.
+// FloorTable renders, for each workload whose ZLink runs measured a floor, the medians of
+// ZLink's rate, p99.9 and maximum latency and of the floor's; "" when none did.
 func FloorTable(runs Runs, order []workload.Name, params func(workload.Name) workload.Params) string {
 	var b strings.Builder
 	for _, wl := range order {
 		var zl []workload.Result
 		for _, r := range runs[wl][ZLink] {
-			if r.Latency != nil && r.Floor != nil {
+			if r.Latency != nil && r.Floor != nil && r.Floor.Latency != nil {
 				zl = append(zl, r)
 			}
 		}
@@ -199,14 +199,17 @@ func FloorTable(runs Runs, order []workload.Name, params func(workload.Name) wor
 			continue
 		}
 		if b.Len() == 0 {
-			b.WriteString("| Workload | ZLink p99.9 | floor p99.9 | ZLink max | floor max |\n| --- | ---: | ---: | ---: | ---: |\n")
+			b.WriteString("| Workload | ZLink | floor | ZLink ÷ floor | ZLink p99.9 | floor p99.9 | ZLink max | floor max |\n" +
+				"| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 		}
-		of := func(f func(workload.Result) float64) string { return fmtDur(median(zl, f)) }
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", Label(wl, params(wl)),
-			of(func(r workload.Result) float64 { return r.Latency.P999 }),
-			of(func(r workload.Result) float64 { return r.Floor.P999 }),
-			of(func(r workload.Result) float64 { return r.Latency.Max }),
-			of(func(r workload.Result) float64 { return r.Floor.Max }))
+		rate, floor := median(zl, workload.Result.Rate), median(zl, func(r workload.Result) float64 { return r.Floor.Rate })
+		dur := func(f func(workload.Result) float64) string { return fmtDur(median(zl, f)) }
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %s | %s | %s |\n", Label(wl, params(wl)),
+			fmtRate(rate), fmtRate(floor), rate/floor,
+			dur(func(r workload.Result) float64 { return r.Latency.P999 }),
+			dur(func(r workload.Result) float64 { return r.Floor.Latency.P999 }),
+			dur(func(r workload.Result) float64 { return r.Latency.Max }),
+			dur(func(r workload.Result) float64 { return r.Floor.Latency.Max }))
 	}
 	return b.String()
 }

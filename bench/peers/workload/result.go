@@ -20,13 +20,22 @@ type Result struct {
 	// activation: the same two writes per activation with ideal batching), in operations per
 	// second; 0 when not measured.
 	Ceiling float64 `json:"ceiling,omitempty"`
-	// Floor is what bare Go allows for the same calls, measured in the same run (ZLink local
-	// request/reply: the callers' requests through a channel to one goroutine); nil when not
-	// measured.
-	Floor *Latency `json:"floor,omitempty"`
+	// Floor is what the same calls reach with no runtime, measured in the same run (ZLink
+	// request/reply: locally through a channel to one goroutine, remotely over a bare gRPC
+	// stream to the server process); nil when not measured.
+	Floor *Floor `json:"floor,omitempty"`
 	// Memory is what a memory workload measured; Ops and Seconds are then its activations.
 	Memory *Memory `json:"memory,omitempty"`
 }
+
+// Floor is what a floor probe reached: its calls per second and their latency.
+type Floor struct {
+	Rate    float64  `json:"rate"`
+	Latency *Latency `json:"latency"`
+}
+
+// FloorOf is the floor that r, a floor probe's run, measured.
+func FloorOf(r Result) *Floor { return &Floor{Rate: r.Rate(), Latency: r.Latency} }
 
 // Rate is operations per second.
 func (r Result) Rate() float64 {

@@ -81,6 +81,9 @@ type Params struct {
 	Etcd []string
 	// Server is the address of the Proto.Actor server process (remote workloads).
 	Server string
+	// Floor is the address of the bare gRPC echo that the ZLink server process serves, which
+	// the remote request/reply runs measure their floor on; empty: not measured.
+	Floor string
 	// Timeout bounds every single call and every wait of the run.
 	Timeout time.Duration
 }

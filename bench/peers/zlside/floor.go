@@ -9,13 +9,13 @@ import (
 	"github.com/zlink-go/zlink/bench/peers/workload"
 )
 
-// LatencyFloor measures what Go allows on this machine for the structure of a call to one
+// LocalFloor measures what Go allows on this machine for the structure of a call to one
 // active object, with no runtime at all: callers send a request through a channel to one
 // goroutine, which answers each on its caller's own channel, for warmup and then duration, as
 // the ZLink run that it follows measured. Its latency summary is the floor that the local
 // request/reply rows are judged against: on a machine whose processors stall, part of every
 // tail is the machine's, and this probe sees the same stalls in the same run.
-func LatencyFloor(ctx context.Context, callers int, warmup, duration time.Duration) (*workload.Latency, error) {
+func LocalFloor(ctx context.Context, callers int, warmup, duration time.Duration) (*workload.Floor, error) {
 	type request struct {
 		seq   int64
 		reply chan int64
@@ -43,5 +43,5 @@ func LatencyFloor(ctx context.Context, callers int, warmup, duration time.Durati
 	if err != nil {
 		return nil, err
 	}
-	return res.Latency, nil
+	return workload.FloorOf(res), nil
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zlink-go/zlink/bench/peers/internal/grpcfloor"
 	"github.com/zlink-go/zlink/bench/peers/workload"
 	"github.com/zlink-go/zlink/bench/peers/zl"
 	"github.com/zlink-go/zlink/sdk"
@@ -34,11 +35,17 @@ func Run(ctx context.Context, p workload.Params) (workload.Result, func() error,
 	case workload.LocalCall1, workload.LocalCall64:
 		if res, err = calls(ctx, node, p, "hot"); err == nil {
 			// The same callers through bare Go in the same run: what the machine allows.
-			res.Floor, err = LatencyFloor(ctx, p.Callers, p.Warmup, p.Duration)
+			res.Floor, err = LocalFloor(ctx, p.Callers, p.Warmup, p.Duration)
 		}
 	case workload.RemoteCall1, workload.RemoteCall64:
 		// The node is client-only, so placement puts the Spot on the server process.
-		res, err = calls(ctx, node, p, "far")
+		if res, err = calls(ctx, node, p, "far"); err == nil && p.Floor != "" {
+			// The same callers to the same process over a bare gRPC stream, in the same run.
+			var floor workload.Result
+			if floor, err = grpcfloor.Measure(ctx, p.Floor, p.Callers, p.Warmup, p.Duration); err == nil {
+				res.Floor = workload.FloorOf(floor)
+			}
+		}
 	case workload.OneWay64:
 		res, err = oneWay(ctx, node, p)
 	case workload.ColdActivation:

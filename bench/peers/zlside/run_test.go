@@ -2,10 +2,12 @@ package zlside_test
 
 import (
 	"context"
+	"net"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/zlink-go/zlink/bench/peers/internal/grpcfloor"
 	"github.com/zlink-go/zlink/bench/peers/workload"
 	"github.com/zlink-go/zlink/bench/peers/zlside"
 	"github.com/zlink-go/zlink/rt/devetcd"
@@ -48,8 +50,12 @@ func TestRemoteInOneProcess(t *testing.T) {
 			srv, err := zlside.StartNode(ctx, etcd.Endpoints(), "server", zlside.NodeOptions{})
 			require.NoError(t, err)
 			defer srv.Close()
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			floor := grpcfloor.Serve(lis)
+			defer floor.Stop()
 			p := workload.Tiny(n)
-			p.Etcd = etcd.Endpoints()
+			p.Etcd, p.Floor = etcd.Endpoints(), lis.Addr().String()
 			res, stop, err := zlside.Run(ctx, p)
 			require.NoError(t, err)
 			require.NoError(t, stop())
@@ -77,11 +83,14 @@ func checkResult(t *testing.T, n workload.Name, res workload.Result) {
 	if n != workload.OneWay64 && n != workload.ColdActivation && n != workload.RemoteColdActivation && !n.Memory() {
 		require.NotNil(t, res.Latency, "latency")
 	}
-	if n == workload.LocalCall1 || n == workload.LocalCall64 {
-		require.NotNil(t, res.Floor, "latency floor")
-		require.Positive(t, res.Floor.P50)
-		require.GreaterOrEqual(t, res.Floor.Max, res.Floor.P999)
-	} else {
-		require.Nil(t, res.Floor, "a latency floor is measured for the local calls only")
+	switch n {
+	case workload.LocalCall1, workload.LocalCall64, workload.RemoteCall1, workload.RemoteCall64:
+		require.NotNil(t, res.Floor, "floor")
+		require.Positive(t, res.Floor.Rate)
+		require.NotNil(t, res.Floor.Latency)
+		require.Positive(t, res.Floor.Latency.P50)
+		require.GreaterOrEqual(t, res.Floor.Latency.Max, res.Floor.Latency.P999)
+	default:
+		require.Nil(t, res.Floor, "a floor is measured for request/reply to one object only")
 	}
 }

@@ -1,5 +1,6 @@
 // Command zlserver is the server process of the two-process ZLink workload: a node that hosts
-// the generated Echo Spot type on the given etcd. It prints "ready <node>" once it serves
+// the generated Echo Spot type on the given etcd, and the bare gRPC echo that the remote rows
+// measure their floor on. It prints "ready <node> <echo address>" once both serve
 // and stops when its standard input closes or it gets SIGTERM or SIGINT. With -cpuprofile it
 // writes a CPU profile of its whole run.
 package main
@@ -8,10 +9,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"runtime/pprof"
 	"strings"
 
+	"github.com/zlink-go/zlink/bench/peers/internal/grpcfloor"
 	"github.com/zlink-go/zlink/bench/peers/internal/stopwait"
 	"github.com/zlink-go/zlink/bench/peers/zlside"
 	"github.com/zlink-go/zlink/sdk"
@@ -36,8 +39,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "zlserver:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("ready %s\n", n.LocalNode())
+	// The bare gRPC echo that the remote request/reply runs measure their floor on.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		_ = n.Close()
+		fmt.Fprintln(os.Stderr, "zlserver:", err)
+		os.Exit(1)
+	}
+	floor := grpcfloor.Serve(lis)
+	fmt.Printf("ready %s %s\n", n.LocalNode(), lis.Addr())
 	wait()
+	floor.Stop()
 	if err := n.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "zlserver:", err)
 	}
