@@ -38,10 +38,11 @@ lower).
   with a bounded mailbox as Proto.Actor's own benchmarks configure it (faster here than the
   default mailbox with 64 callers). Both allocate a request and a reply per call, and every
   call of both is timed, so both pay the same two clock reads.
-  The floor under the table is a probe in the same ZLink run, right after it: the same
-  callers for the same time, each sending its request through a channel to one goroutine
-  that answers on the caller's own channel, timed the same way, with no runtime at all. Both
-  see the same stalls of the machine's processors in the same minute.
+  The floor under the table is a probe in the same ZLink run, always right after ZLink's
+  window: the same callers for the same time, each sending its request through a channel to
+  one goroutine that answers on the caller's own channel, timed the same way, with no runtime
+  at all. It meets the stalls of the machine's processors of the same minute, not the same
+  stalls; a maximum is one sample and may come out above ZLink's.
 - b. ZLink: Send of the //zlink:send method Tick; a full queue (sdk.ErrQueueFull) pushes back and
   the caller retries ("Every run" gives the push-backs per message). Proto.Actor:
   RootContext.Send to 64 actors with the default unbounded mailbox (faster here than a bounded
@@ -68,11 +69,13 @@ lower).
   Proto.Actor's remote benchmark) of the server process (cmd/paserver). Its cluster on the etcd
   provider is not measured: once a grain's PID is cached, a grain request takes the same remote
   send, plus the cluster context's own cost, which row d shows in-process.
-  The floor under the table is a probe in the same ZLink run, right after it: the same
-  callers for the same time, to the same server process over one bare gRPC bidi stream, with
-  the design that measured fastest here (a sender that yields once when woken, then sends
-  every queued request in one message; an echo that answers each message at once, on the
-  goroutine that read it), and no runtime, routing, queue bound or deadline.
+  The floor under the table is a probe in the same ZLink run, always right after ZLink's
+  window: the same callers for the same time, to the same server process over one bare gRPC
+  bidi stream, with the design that measured fastest here (a sender that yields once when
+  woken, then sends every queued request in one message; an echo that answers each message
+  at once, on the goroutine that read it), and no runtime, routing, queue bound or deadline.
+  Its rate is the most that the same calls reach on this machine and gRPC; the ratio is the
+  median of the two rates' ratio in each run.
 - f. (*) Two processes on 127.0.0.1 over gRPC, etcd in a third; the first request to each of
   the fresh IDs, one per ID, after one unmeasured activation that opens the connection. Not the
   same work, as in row c. ZLink: the client-only node sends the intent call to the node that

@@ -30,7 +30,7 @@ type Config struct {
 	Params func(workload.Name) workload.Params
 	// ProfileDir, when set, receives a CPU profile of every ZLink child,
 	// zlink-<workload>-<round>.pprof, and of the ZLink server process of the remote workloads,
-	// zlserver-<workload>-<round>.pprof.
+	// zlserver-<workload>-<round>.pprof; the runs then measure no floors (Result.Floor).
 	ProfileDir string
 	// Log receives one progress line per run.
 	Log io.Writer
@@ -78,7 +78,7 @@ func latencyNote(r workload.Result) string {
 		note += fmt.Sprintf("  (etcd ceiling %s, ratio %.2f)", fmtRate(r.Ceiling), r.Rate()/r.Ceiling)
 	}
 	if f := r.Floor; f != nil && f.Latency != nil {
-		note += fmt.Sprintf("  (floor %s, p99.9 %s, max %s)", fmtRate(f.Rate), fmtDur(f.Latency.P999), fmtDur(f.Latency.Max))
+		note += fmt.Sprintf("  (floor %s, p50 %s, p99 %s, max %s)", fmtRate(f.Rate), fmtDur(f.Latency.P50), fmtDur(f.Latency.P99), fmtDur(f.Latency.Max))
 	}
 	return note
 }
@@ -86,6 +86,8 @@ func latencyNote(r workload.Result) string {
 // runOne starts what the run needs, runs the child and stops everything again.
 func runOne(ctx context.Context, cfg Config, fw Framework, wl workload.Name, round int) (workload.Result, error) {
 	p := cfg.Params(wl)
+	// A profile holds ZLink's work only: the floors' gRPC frames would mix with its own.
+	p.NoFloor = p.NoFloor || cfg.ProfileDir != ""
 	var deps []*Proc
 	defer func() {
 		for i := len(deps) - 1; i >= 0; i-- {
@@ -117,10 +119,11 @@ func runOne(ctx context.Context, cfg Config, fw Framework, wl workload.Name, rou
 			}
 			var ready string
 			if ready, err = startDep(cfg.Bin.ZLServer, args...); err == nil {
-				// "<node> <address of its bare gRPC echo>"
-				if f := strings.Fields(ready); len(f) == 2 {
-					p.Floor = f[1]
+				f := strings.Fields(ready)
+				if len(f) != 2 {
+					return workload.Result{}, fmt.Errorf("zlserver's ready line %q is not \"<node> <echo address>\"", ready)
 				}
+				p.Floor = f[1]
 			}
 		case wl.RemoteGrains():
 			_, err = startDep(cfg.Bin.PAServer, "-etcd", strings.Join(p.Etcd, ","))
@@ -144,7 +147,7 @@ func runOne(ctx context.Context, cfg Config, fw Framework, wl workload.Name, rou
 		return workload.Result{}, err
 	}
 	defer child.Stop()
-	line, err := child.Expect(ctx, resultPrefix, p.Warmup+p.Duration+10*p.Timeout+time.Minute)
+	line, err := child.Expect(ctx, resultPrefix, time.Duration(p.Windows())*(p.Warmup+p.Duration)+10*p.Timeout+time.Minute)
 	if err != nil {
 		return workload.Result{}, err
 	}

@@ -184,14 +184,17 @@ func CeilingTable(runs Runs, order []workload.Name, params func(workload.Name) w
 	return b.String()
 }
 
-// FloorTable renders, for each workload whose ZLink runs measured a floor, the medians of
-// ZLink's rate, p99.9 and maximum latency and of the floor's; "" when none did.
+// FloorTable renders, for each workload whose ZLink runs measured a floor, the medians over
+// those runs of ZLink's rate, the floor's, the ratio of the two in each run, and the p99.9 and
+// maximum latency of both; "" when none did. A workload some of whose runs measured no floor
+// says how many did.
 func FloorTable(runs Runs, order []workload.Name, params func(workload.Name) workload.Params) string {
 	var b strings.Builder
 	for _, wl := range order {
+		all := runs[wl][ZLink]
 		var zl []workload.Result
-		for _, r := range runs[wl][ZLink] {
-			if r.Latency != nil && r.Floor != nil && r.Floor.Latency != nil {
+		for _, r := range all {
+			if r.Latency != nil && r.Floor != nil && r.Floor.Latency != nil && r.Floor.Rate > 0 {
 				zl = append(zl, r)
 			}
 		}
@@ -202,10 +205,15 @@ func FloorTable(runs Runs, order []workload.Name, params func(workload.Name) wor
 			b.WriteString("| Workload | ZLink | floor | ZLink ÷ floor | ZLink p99.9 | floor p99.9 | ZLink max | floor max |\n" +
 				"| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 		}
-		rate, floor := median(zl, workload.Result.Rate), median(zl, func(r workload.Result) float64 { return r.Floor.Rate })
+		label := Label(wl, params(wl))
+		if len(zl) < len(all) {
+			label += fmt.Sprintf(" (%d of %d runs)", len(zl), len(all))
+		}
 		dur := func(f func(workload.Result) float64) string { return fmtDur(median(zl, f)) }
-		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %s | %s | %s |\n", Label(wl, params(wl)),
-			fmtRate(rate), fmtRate(floor), rate/floor,
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %s | %s | %s |\n", label,
+			fmtRate(median(zl, workload.Result.Rate)),
+			fmtRate(median(zl, func(r workload.Result) float64 { return r.Floor.Rate })),
+			median(zl, func(r workload.Result) float64 { return r.Rate() / r.Floor.Rate }),
 			dur(func(r workload.Result) float64 { return r.Latency.P999 }),
 			dur(func(r workload.Result) float64 { return r.Floor.Latency.P999 }),
 			dur(func(r workload.Result) float64 { return r.Latency.Max }),

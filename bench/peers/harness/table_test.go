@@ -111,9 +111,11 @@ func TestFloorTableTakesMediansOfTheRunsThatMeasuredAFloor(t *testing.T) {
 	}
 	runs := Runs{
 		workload.LocalCall64: {ZLink: {
-			{Ops: 300, Seconds: 1, Latency: lat(3e6, 9e6), Floor: floor(1000, 1e6, 4e6)},
+			// Per-run ratios 0.5, 0.25 and 0.2: their median is 0.25, where the medians of the
+			// rates would give 200 ÷ 600.
+			{Ops: 300, Seconds: 1, Latency: lat(3e6, 9e6), Floor: floor(600, 1e6, 4e6)},
 			{Ops: 100, Seconds: 1, Latency: lat(1e6, 5e6), Floor: floor(400, 2e5, 3e6)},
-			{Ops: 200, Seconds: 1, Latency: lat(2e6, 7e6), Floor: floor(800, 4e5, 8e6)},
+			{Ops: 200, Seconds: 1, Latency: lat(2e6, 7e6), Floor: floor(1000, 4e5, 8e6)},
 			{Ops: 900, Seconds: 1, Latency: lat(50e6, 90e6)}, // no floor: not counted
 		}},
 		workload.OneWay64: {ZLink: {{Ops: 10, Seconds: 1}}},
@@ -122,6 +124,6 @@ func TestFloorTableTakesMediansOfTheRunsThatMeasuredAFloor(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(got), "\n")
 	require.Len(t, lines, 3, got)
 	require.Contains(t, lines[2], Label(workload.LocalCall64, workload.Defaults(workload.LocalCall64)))
-	require.Contains(t, lines[2], "| 200 /s | 800 /s | 0.25 | 2.00 ms | 400 µs | 7.00 ms | 4.00 ms |")
+	require.Contains(t, lines[2], " (3 of 4 runs) | 200 /s | 600 /s | 0.25 | 2.00 ms | 400 µs | 7.00 ms | 4.00 ms |")
 	require.Empty(t, FloorTable(Runs{workload.OneWay64: runs[workload.OneWay64]}, []workload.Name{workload.OneWay64}, workload.Defaults))
 }

@@ -28,9 +28,13 @@ type Result struct {
 	Memory *Memory `json:"memory,omitempty"`
 }
 
-// Floor is what a floor probe reached: its calls per second and their latency.
+// Floor is what a floor probe reached, in a window of its own right after ZLink's, in the same
+// run: its calls per second, the most the same callers reach there with no runtime, and their
+// latency.
 type Floor struct {
-	Rate    float64  `json:"rate"`
+	// Rate is the probe's calls per second.
+	Rate float64 `json:"rate"`
+	// Latency summarizes the probe's call latencies; FloorOf always sets it.
 	Latency *Latency `json:"latency"`
 }
 

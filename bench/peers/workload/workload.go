@@ -82,10 +82,30 @@ type Params struct {
 	// Server is the address of the Proto.Actor server process (remote workloads).
 	Server string
 	// Floor is the address of the bare gRPC echo that the ZLink server process serves, which
-	// the remote request/reply runs measure their floor on; empty: not measured.
+	// the remote request/reply runs measure their floor on.
 	Floor string
+	// NoFloor skips the floor probes: a profiled run then holds ZLink's work only.
+	NoFloor bool
 	// Timeout bounds every single call and every wait of the run.
 	Timeout time.Duration
+}
+
+// HasFloor reports whether a ZLink run of the workload measures a floor (Result.Floor).
+func (n Name) HasFloor() bool {
+	switch n {
+	case LocalCall1, LocalCall64, RemoteCall1, RemoteCall64:
+		return true
+	}
+	return false
+}
+
+// Windows is how many measured windows (Warmup and Duration) a run of p takes: two when a
+// floor is measured after ZLink's window.
+func (p Params) Windows() int {
+	if p.Workload.HasFloor() && !p.NoFloor {
+		return 2
+	}
+	return 1
 }
 
 // Defaults returns the full-size parameters of workload n.

@@ -117,3 +117,17 @@ func TestMeasureMemorySeesWhatIsHeld(t *testing.T) {
 	require.Greater(t, m.Resident, m.HeapInuse/2)
 	require.GreaterOrEqual(t, m.PeakResident, m.Resident)
 }
+
+func TestARunWithAFloorTakesTwoWindows(t *testing.T) {
+	for _, n := range All {
+		p := Defaults(n)
+		want := 1
+		if n == LocalCall1 || n == LocalCall64 || n == RemoteCall1 || n == RemoteCall64 {
+			want = 2
+		}
+		require.Equal(t, want == 2, n.HasFloor(), n)
+		require.Equal(t, want, p.Windows(), n)
+		p.NoFloor = true
+		require.Equal(t, 1, p.Windows(), "%s without its floor", n)
+	}
+}

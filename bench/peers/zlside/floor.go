@@ -12,9 +12,10 @@ import (
 // LocalFloor measures what Go allows on this machine for the structure of a call to one
 // active object, with no runtime at all: callers send a request through a channel to one
 // goroutine, which answers each on its caller's own channel, for warmup and then duration, as
-// the ZLink run that it follows measured. Its latency summary is the floor that the local
-// request/reply rows are judged against: on a machine whose processors stall, part of every
-// tail is the machine's, and this probe sees the same stalls in the same run.
+// the ZLink run that it follows measured. It is what the local request/reply rows are judged
+// against: on a machine whose processors stall, part of every tail is the machine's, and this
+// probe meets the stalls of the same minute (not the same ones: its window comes right after
+// ZLink's).
 func LocalFloor(ctx context.Context, callers int, warmup, duration time.Duration) (*workload.Floor, error) {
 	type request struct {
 		seq   int64

@@ -33,18 +33,14 @@ func Run(ctx context.Context, p workload.Params) (workload.Result, func() error,
 	var res workload.Result
 	switch p.Workload {
 	case workload.LocalCall1, workload.LocalCall64:
-		if res, err = calls(ctx, node, p, "hot"); err == nil {
-			// The same callers through bare Go in the same run: what the machine allows.
+		if res, err = calls(ctx, node, p, "hot"); err == nil && !p.NoFloor {
+			// The same callers through bare Go, right after: what the machine allows.
 			res.Floor, err = LocalFloor(ctx, p.Callers, p.Warmup, p.Duration)
 		}
 	case workload.RemoteCall1, workload.RemoteCall64:
 		// The node is client-only, so placement puts the Spot on the server process.
-		if res, err = calls(ctx, node, p, "far"); err == nil && p.Floor != "" {
-			// The same callers to the same process over a bare gRPC stream, in the same run.
-			var floor workload.Result
-			if floor, err = grpcfloor.Measure(ctx, p.Floor, p.Callers, p.Warmup, p.Duration); err == nil {
-				res.Floor = workload.FloorOf(floor)
-			}
+		if res, err = calls(ctx, node, p, "far"); err == nil && !p.NoFloor {
+			res.Floor, err = remoteFloor(ctx, p)
 		}
 	case workload.OneWay64:
 		res, err = oneWay(ctx, node, p)
@@ -70,7 +66,20 @@ func Run(ctx context.Context, p workload.Params) (workload.Result, func() error,
 
 // runBound bounds a whole run: every phase plus a generous margin.
 func runBound(p workload.Params) time.Duration {
-	return p.Warmup + p.Duration + 10*p.Timeout
+	return time.Duration(p.Windows())*(p.Warmup+p.Duration) + 10*p.Timeout
+}
+
+// remoteFloor measures the same callers calling the server process over a bare gRPC stream,
+// right after ZLink's window.
+func remoteFloor(ctx context.Context, p workload.Params) (*workload.Floor, error) {
+	if p.Floor == "" {
+		return nil, errors.New("no address of the server's bare gRPC echo to measure the floor on")
+	}
+	res, err := grpcfloor.Measure(ctx, p.Floor, p.Callers, p.Warmup, p.Duration)
+	if err != nil {
+		return nil, fmt.Errorf("floor: %w", err)
+	}
+	return workload.FloorOf(res), nil
 }
 
 // calls measures request/reply to one Spot, activated by an intent call first; the measured

@@ -59,6 +59,12 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 
 // Serve serves the echo on lis until the returned server is stopped.
 func Serve(lis net.Listener) *grpc.Server {
+	return serve(lis, func(f frame) []frame { return []frame{f} })
+}
+
+// serve serves on lis a stream that answers each frame it reads with the frames answer
+// returns for it.
+func serve(lis net.Listener, answer func(frame) []frame) *grpc.Server {
 	s := grpc.NewServer(grpc.ForceServerCodecV2(codec{}))
 	s.RegisterService(&grpc.ServiceDesc{
 		ServiceName: service,
@@ -71,8 +77,10 @@ func Serve(lis net.Listener) *grpc.Server {
 					if err := stream.RecvMsg(&f); err != nil {
 						return nil // the client went: nothing to answer
 					}
-					if err := stream.SendMsg(&f); err != nil {
-						return err
+					for _, out := range answer(f) {
+						if err := stream.SendMsg(&out); err != nil {
+							return err
+						}
 					}
 				}
 			},
@@ -97,7 +105,8 @@ type Client struct {
 	replies []chan int64 // by caller
 }
 
-// Dial opens the stream to the echo at addr for callers callers, numbered from 0.
+// Dial opens the stream to the echo at addr for callers callers, numbered from 0, for at most
+// ctx; the stream then lives until Close.
 func Dial(ctx context.Context, addr string, callers int) (*Client, error) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec{})))
@@ -105,7 +114,11 @@ func Dial(ctx context.Context, addr string, callers int) (*Client, error) {
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	opening := context.AfterFunc(ctx, cancel)
 	stream, err := conn.NewStream(sctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method)
+	if !opening() && err == nil {
+		err = ctx.Err() // ctx ended as the stream opened
+	}
 	if err != nil {
 		cancel()
 		_ = conn.Close()
@@ -121,7 +134,8 @@ func Dial(ctx context.Context, addr string, callers int) (*Client, error) {
 	return c, nil
 }
 
-// Call sends seq from caller and returns what the echo answered.
+// Call sends seq from caller and returns what the echo answered. A caller has one call at a
+// time; the late answer to a call whose ctx ended is dropped by its next call.
 func (c *Client) Call(ctx context.Context, caller int, seq int64) (int64, error) {
 	if caller < 0 || caller >= len(c.replies) {
 		return 0, fmt.Errorf("grpcfloor: caller %d of %d", caller, len(c.replies))
@@ -135,13 +149,18 @@ func (c *Client) Call(ctx context.Context, caller int, seq int64) (int64, error)
 	case c.wake <- struct{}{}:
 	default:
 	}
-	select {
-	case got := <-c.replies[caller]:
-		return got, nil
-	case <-c.done:
-		return 0, c.err
-	case <-ctx.Done():
-		return 0, ctx.Err()
+	for {
+		select {
+		case got := <-c.replies[caller]:
+			if got < seq {
+				continue // the answer to an earlier call of this caller that ended unanswered
+			}
+			return got, nil
+		case <-c.done:
+			return 0, c.err
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
 	}
 }
 
@@ -178,6 +197,22 @@ func (c *Client) send() {
 	}
 }
 
+// answer hands seq to a caller's channel, where an answer not taken yet can only be a stale
+// one (its call ended first, or the echo answered twice): the newest answer replaces it.
+func (c *Client) answer(ch chan int64, seq int64) {
+	for {
+		select {
+		case ch <- seq:
+			return
+		default:
+		}
+		select {
+		case <-ch:
+		default:
+		}
+	}
+}
+
 // receive answers each caller whose request came back, until the stream ends.
 func (c *Client) receive() {
 	defer close(c.done)
@@ -201,13 +236,7 @@ func (c *Client) receive() {
 				return
 			}
 			f = f[n+m+payloadSize:]
-			select {
-			case c.replies[caller] <- int64(seq):
-			default:
-				c.err = fmt.Errorf("grpcfloor: the echo answered caller %d twice", caller)
-				c.cancel()
-				return
-			}
+			c.answer(c.replies[caller], int64(seq))
 		}
 	}
 }

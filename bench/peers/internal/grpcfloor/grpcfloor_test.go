@@ -11,7 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func serve(t *testing.T) string {
+// echo serves the echo for the test and returns its address.
+func echo(t *testing.T) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -26,7 +27,7 @@ func TestEveryCallerGetsItsOwnAnswer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const callers, calls = 16, 500
-	c, err := Dial(ctx, serve(t), callers)
+	c, err := Dial(ctx, echo(t), callers)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	errs := make(chan error, callers)
@@ -80,10 +81,135 @@ func TestACallEndsWhenTheServerGoes(t *testing.T) {
 func TestMeasureReportsTheWindow(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := Measure(ctx, serve(t), 4, 20*time.Millisecond, 100*time.Millisecond)
+	res, err := Measure(ctx, echo(t), 4, 20*time.Millisecond, 100*time.Millisecond)
 	require.NoError(t, err)
 	require.Positive(t, res.Ops)
 	require.InDelta(t, 0.1, res.Seconds, 0.09)
 	require.NotNil(t, res.Latency)
 	require.Positive(t, res.Latency.P50)
+}
+
+// misbehaving serves an echo whose answers answer makes of each frame.
+func misbehaving(t *testing.T, answer func(frame) []frame) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := serve(lis, answer)
+	t.Cleanup(s.Stop)
+	return lis.Addr().String()
+}
+
+// TestGarbageEndsTheStream answers with bytes that are no request: the calls fail, naming it,
+// and Close still returns.
+func TestGarbageEndsTheStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for name, answer := range map[string]func(frame) []frame{
+		"unknown caller": func(frame) []frame { return []frame{{0x7f, 1}} },
+		"cut short":      func(f frame) []frame { return []frame{f[:len(f)-1]} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := Dial(ctx, misbehaving(t, answer), 2)
+			require.NoError(t, err)
+			_, err = c.Call(ctx, 0, 1)
+			require.ErrorContains(t, err, "grpcfloor: the echo answered a request")
+			_, err = c.Call(ctx, 1, 2)
+			require.Error(t, err, "the stream has ended")
+			require.NoError(t, c.Close())
+		})
+	}
+}
+
+// TestADuplicateAnswerIsDropped answers every frame twice: each call still gets its own
+// answer, and none waits for ever.
+func TestADuplicateAnswerIsDropped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, misbehaving(t, func(f frame) []frame { return []frame{f, f} }), 1)
+	require.NoError(t, err)
+	defer c.Close()
+	for seq := int64(1); seq <= 50; seq++ {
+		got, err := c.Call(ctx, 0, seq)
+		require.NoError(t, err)
+		require.Equal(t, seq, got)
+	}
+}
+
+// TestALateAnswerIsNotTakenForTheNext lets a call's context end before its answer comes: the
+// caller's next call gets its own answer, not the late one.
+func TestALateAnswerIsNotTakenForTheNext(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	hold := true
+	release := make(chan struct{})
+	c, err := Dial(ctx, misbehaving(t, func(f frame) []frame {
+		mu.Lock()
+		h := hold
+		hold = false
+		mu.Unlock()
+		if h {
+			<-release // the first answer comes only after its call gave up
+		}
+		return []frame{f}
+	}), 1)
+	require.NoError(t, err)
+	defer c.Close()
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = c.Call(short, 0, 1)
+	cancelShort()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	close(release)
+	for seq := int64(2); seq < 5; seq++ {
+		got, err := c.Call(ctx, 0, seq)
+		require.NoError(t, err)
+		require.Equal(t, seq, got)
+	}
+}
+
+// TestCloseEndsWaitingCalls closes a client while a call waits for an echo that never answers.
+func TestCloseEndsWaitingCalls(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Dial(ctx, misbehaving(t, func(frame) []frame { return nil }), 1)
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Call(ctx, 0, 1)
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, c.Close())
+	select {
+	case err := <-errc:
+		require.ErrorContains(t, err, "the stream ended")
+	case <-ctx.Done():
+		t.Fatal("the call still waits after Close")
+	}
+}
+
+// TestDialEndsWithItsContext dials a listener that accepts and never speaks gRPC: Dial returns
+// when its context ends.
+func TestDialEndsWithItsContext(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer lis.Close()
+	var conns sync.WaitGroup
+	defer conns.Wait()
+	conns.Go(func() {
+		for {
+			conn, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = Dial(ctx, lis.Addr().String(), 1)
+	require.Error(t, err)
+	require.Less(t, time.Since(start), 10*time.Second, "Dial outlived its context")
+	lis.Close()
 }
