@@ -33,7 +33,7 @@ func main() {
 	list := flag.String("workloads", "all", "comma-separated workloads, or all: "+names())
 	tiny := flag.Bool("tiny", false, "run every workload at smoke-test size")
 	out := flag.String("out", "../RESULTS.md", "write the results here (empty: do not write)")
-	profile := flag.String("profile", "", "write a CPU profile of every ZLink child into this directory")
+	profile := flag.String("profile", "", "write a CPU profile of every ZLink child and ZLink server process into this directory (such runs measure no floor)")
 	flag.Parse()
 
 	if *child {
