@@ -128,7 +128,14 @@ func TestADuplicateAnswerIsDropped(t *testing.T) {
 	c, err := Dial(ctx, misbehaving(t, func(f frame) []frame { return []frame{f, f} }), 1)
 	require.NoError(t, err)
 	defer c.Close()
-	for seq := int64(1); seq <= 50; seq++ {
+	callInOrder(ctx, t, c, 1, 50)
+}
+
+// callInOrder calls as caller 0 with the sequence numbers from to last: each call must get its
+// own answer.
+func callInOrder(ctx context.Context, t *testing.T, c *Client, from, last int64) {
+	t.Helper()
+	for seq := from; seq <= last; seq++ {
 		got, err := c.Call(ctx, 0, seq)
 		require.NoError(t, err)
 		require.Equal(t, seq, got)
@@ -143,6 +150,9 @@ func TestALateAnswerIsNotTakenForTheNext(t *testing.T) {
 	var mu sync.Mutex
 	hold := true
 	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	defer free() // a failing test leaves no answer held
 	c, err := Dial(ctx, misbehaving(t, func(f frame) []frame {
 		mu.Lock()
 		h := hold
@@ -159,12 +169,8 @@ func TestALateAnswerIsNotTakenForTheNext(t *testing.T) {
 	_, err = c.Call(short, 0, 1)
 	cancelShort()
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	close(release)
-	for seq := int64(2); seq < 5; seq++ {
-		got, err := c.Call(ctx, 0, seq)
-		require.NoError(t, err)
-		require.Equal(t, seq, got)
-	}
+	free()
+	callInOrder(ctx, t, c, 2, 4)
 }
 
 // TestCloseEndsWaitingCalls closes a client while a call waits for an echo that never answers.
