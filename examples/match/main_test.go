@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -178,6 +179,7 @@ func TestMatchAdminDashboardUnderPlay(t *testing.T) {
 	screen, stdout := io.Pipe()
 	defer screen.Close()
 	var transcript bytes.Buffer
+	var warnings syncBuffer // the runtime's and the game's warnings, for a failure's message
 	lines := make(chan string, 4096)
 	go func() {
 		defer close(lines)
@@ -191,7 +193,8 @@ func TestMatchAdminDashboardUnderPlay(t *testing.T) {
 	}()
 	done := make(chan error, 1)
 	go func() {
-		done <- runWith(ctx, []string{"-admin", "127.0.0.1:0", "-metrics", "-players", "160", "-play", "20s"}, strings.NewReader(""), io.MultiWriter(stdout, &transcript), io.Discard)
+		done <- runWith(ctx, []string{"-admin", "127.0.0.1:0", "-metrics", "-players", "160", "-play", "20s", "-log", "WARN"},
+			strings.NewReader(""), io.MultiWriter(stdout, &transcript), &warnings)
 		stdout.Close()
 	}()
 	expect := func(prefix string) string {
@@ -234,6 +237,24 @@ func TestMatchAdminDashboardUnderPlay(t *testing.T) {
 		for range lines { // the rest of the run
 		}
 	}()
-	require.NoError(t, <-done, transcript.String())
+	require.NoError(t, <-done, transcript.String()+"\nwarnings:\n"+warnings.String())
 	assert.Contains(t, transcript.String(), "(Relocated/None)")
+}
+
+// syncBuffer is a bytes.Buffer that the run's loggers may write from several goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

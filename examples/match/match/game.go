@@ -29,6 +29,13 @@ type gameState struct {
 	// Unsent are the rounds a Pawn refused unrun (its move under way): sent again first.
 	Unsent []*Round `json:"unsent,omitempty"`
 	To     []string `json:"to,omitempty"`
+	// Recording says the last round was played and the result is being recorded with each
+	// player; Unrecorded are the indexes of the players whose record was refused unrun (their
+	// session moving), recorded again at the next tick; Ratings are the players' ratings, as
+	// each record answered.
+	Recording  bool    `json:"recording,omitempty"`
+	Unrecorded []int   `json:"unrecorded,omitempty"`
+	Ratings    []int64 `json:"ratings,omitempty"`
 }
 
 // NewMatch makes a match, fresh or arriving with its state.
@@ -67,9 +74,14 @@ func (g *game) Start(ctx context.Context, spec *MatchSpec) (*Ack, error) {
 	return &Ack{}, nil
 }
 
-// round sends each Pawn its input; after the last round the match ends.
+// round sends each Pawn its input; after the last round the match records its result and
+// ends.
 func (g *game) round(ctx context.Context) {
 	if g.st.Finished || g.st.Spec == nil {
+		return
+	}
+	if g.st.Recording {
+		g.record(ctx)
 		return
 	}
 	unsent, to := g.st.Unsent, g.st.To
@@ -84,7 +96,12 @@ func (g *game) round(ctx context.Context) {
 		}
 	}
 	if g.st.Round >= g.st.Spec.GetRounds() && len(g.st.Unsent) == 0 {
-		g.finish(ctx)
+		g.st.Recording = true
+		g.st.Ratings = append([]int64(nil), g.st.Spec.GetRatings()...)
+		for i := range g.st.Spec.GetPlayers() {
+			g.st.Unrecorded = append(g.st.Unrecorded, i)
+		}
+		g.record(ctx)
 	}
 }
 
@@ -94,32 +111,53 @@ func (g *game) play(ctx context.Context, pawn string, r *Round) {
 	err := PawnOf(g.sc.Client(), pawn).Play(ctx, r)
 	switch {
 	case err == nil:
-	case errors.Is(err, sdk.ErrClosed) || errors.Is(err, sdk.ErrStaleRoute):
+	case refusedUnrun(err):
 		g.st.Unsent, g.st.To = append(g.st.Unsent, r), append(g.st.To, pawn)
 	default:
 		g.sc.Logger().Warn("a round did not reach a pawn", "pawn", pawn, "err", err)
 	}
 }
 
-// finish records the result with each player and on every leaderboard, sends the Pawns back
-// to this node's lobby and queues the players again.
-func (g *game) finish(ctx context.Context) {
-	g.st.Finished = true
+// refusedUnrun reports whether a message was turned away without running, because its target,
+// its node or this match is moving: the runtime never sends such a message again by itself,
+// and it is safe to send it again.
+func refusedUnrun(err error) bool {
+	return errors.Is(err, sdk.ErrClosed) || errors.Is(err, sdk.ErrStaleRoute) || errors.Is(err, sdk.ErrNotServing)
+}
+
+// record records the result with each player not recorded yet; a record refused unrun (the
+// player's session is moving) is tried again at the next tick. Once every player has it, the
+// match finishes.
+func (g *game) record(ctx context.Context) {
+	spec := g.st.Spec
+	winner := spec.GetPlayers()[pick(g.sc.ID(), len(spec.GetPlayers()))]
+	var again []int
+	for _, i := range g.st.Unrecorded {
+		p := spec.GetPlayers()[i]
+		out, err := PlayerOf(g.sc.Client(), p).Record(ctx, &Outcome{Match: g.sc.ID(), Won: p == winner, Rounds: spec.GetRounds()})
+		switch {
+		case err == nil:
+			g.st.Ratings[i] = out.GetN()
+		case refusedUnrun(err):
+			again = append(again, i)
+		default:
+			g.sc.Logger().Warn("a player's record missed a match", "player", p, "err", err)
+		}
+	}
+	g.st.Unrecorded = again
+	if len(again) == 0 {
+		g.finish(ctx, winner)
+	}
+}
+
+// finish publishes the result to every leaderboard, sends the Pawns back to this node's lobby
+// and queues the players again.
+func (g *game) finish(ctx context.Context, winner string) {
+	g.st.Finished, g.st.Recording = true, false
 	if g.timer != nil {
 		g.timer.Stop()
 	}
-	spec := g.st.Spec
-	winner := spec.GetPlayers()[pick(g.sc.ID(), len(spec.GetPlayers()))]
-	ratings := make([]int64, len(spec.GetPlayers()))
-	for i, p := range spec.GetPlayers() {
-		ratings[i] = spec.GetRatings()[i]
-		out, err := PlayerOf(g.sc.Client(), p).Record(ctx, &Outcome{Match: g.sc.ID(), Won: p == winner, Rounds: spec.GetRounds()})
-		if err != nil {
-			g.sc.Logger().Warn("a player's record missed a match", "player", p, "err", err)
-			continue
-		}
-		ratings[i] = out.GetN()
-	}
+	spec, ratings := g.st.Spec, g.st.Ratings
 	if err := ResultsPublisher(g.sc.Client()).Finished(ctx, &MatchResult{Match: g.sc.ID(), Winner: winner, Players: spec.GetPlayers(), Node: string(g.sc.Node())}); err != nil {
 		g.sc.Logger().Warn("a leaderboard missed a result", "err", err)
 	}
