@@ -30,11 +30,12 @@ type gameState struct {
 	Unsent []*Round `json:"unsent,omitempty"`
 	To     []string `json:"to,omitempty"`
 	// Recording says the last round was played and the result is being recorded with each
-	// player; Unrecorded are the indexes of the players whose record was refused unrun (their
-	// session moving), recorded again at the next tick; Ratings are the players' ratings, as
-	// each record answered.
+	// player; Unrecorded are the indexes of the players whose record was refused unrun (a node
+	// relocating, a session moving), recorded again at the next tick; Retries counts those
+	// ticks; Ratings are the players' ratings, as each record answered.
 	Recording  bool    `json:"recording,omitempty"`
 	Unrecorded []int   `json:"unrecorded,omitempty"`
+	Retries    int     `json:"retries,omitempty"`
 	Ratings    []int64 `json:"ratings,omitempty"`
 }
 
@@ -120,18 +121,24 @@ func (g *game) play(ctx context.Context, pawn string, r *Round) {
 
 // refusedUnrun reports whether a message was turned away without running, because its target,
 // its node or this match is moving: the runtime never sends such a message again by itself,
-// and it is safe to send it again.
+// and it is safe to send it again. (The runtime answers ErrClosed only for a message it did
+// not run: refused at admission, or dropped from a closing Spot's queue.)
 func refusedUnrun(err error) bool {
 	return errors.Is(err, sdk.ErrClosed) || errors.Is(err, sdk.ErrStaleRoute) || errors.Is(err, sdk.ErrNotServing)
 }
 
-// record records the result with each player not recorded yet; a record refused unrun (the
-// player's session is moving) is tried again at the next tick. Once every player has it, the
+// retryWarnEvery is how many ticks of records refused unrun pass between warnings: a match
+// that cannot finish says why.
+const retryWarnEvery = 20
+
+// record records the result with each player not recorded yet; a record refused unrun (a node
+// relocating, a session moving) is tried again at the next tick. Once every player has it, the
 // match finishes.
 func (g *game) record(ctx context.Context) {
 	spec := g.st.Spec
 	winner := spec.GetPlayers()[pick(g.sc.ID(), len(spec.GetPlayers()))]
 	var again []int
+	var refused error
 	for _, i := range g.st.Unrecorded {
 		p := spec.GetPlayers()[i]
 		out, err := PlayerOf(g.sc.Client(), p).Record(ctx, &Outcome{Match: g.sc.ID(), Won: p == winner, Rounds: spec.GetRounds()})
@@ -139,7 +146,7 @@ func (g *game) record(ctx context.Context) {
 		case err == nil:
 			g.st.Ratings[i] = out.GetN()
 		case refusedUnrun(err):
-			again = append(again, i)
+			again, refused = append(again, i), err
 		default:
 			g.sc.Logger().Warn("a player's record missed a match", "player", p, "err", err)
 		}
@@ -147,6 +154,10 @@ func (g *game) record(ctx context.Context) {
 	g.st.Unrecorded = again
 	if len(again) == 0 {
 		g.finish(ctx, winner)
+		return
+	}
+	if g.st.Retries++; g.st.Retries%retryWarnEvery == 0 {
+		g.sc.Logger().Warn("a match's result is still refused by some players; it tries again", "players", len(again), "ticks", g.st.Retries, "err", refused)
 	}
 }
 
