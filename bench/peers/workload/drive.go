@@ -22,12 +22,14 @@ func chunkFor(callers int) int {
 
 // ForDuration runs op on callers goroutines in a closed loop: each starts its next call when
 // the previous one answered. It warms up for warmup, then measures for duration: the calls that
-// complete in that window count, and their latencies are summarized. The first error stops the
-// run; ctx bounds it.
+// complete in that window count, and their latencies are summarized. A window in which no call
+// completed (the machine stalled the process throughout) goes on until one does, so that the
+// run measures a rate rather than nothing. The first error stops the run; ctx bounds it.
 func ForDuration(ctx context.Context, callers int, warmup, duration time.Duration, op Op) (Result, error) {
 	var (
 		seq       atomic.Int64
 		measuring atomic.Bool
+		completed atomic.Bool // a call completed in the window
 		stop      atomic.Bool
 		wg        sync.WaitGroup
 		errOnce   sync.Once
@@ -62,6 +64,9 @@ func ForDuration(ctx context.Context, callers int, warmup, duration time.Duratio
 					}
 					cur = append(cur, time.Since(start))
 					counts[c]++
+					if !completed.Load() { // read first: the line is written once
+						completed.Store(true)
+					}
 				}
 			}
 		})
@@ -70,6 +75,9 @@ func ForDuration(ctx context.Context, callers int, warmup, duration time.Duratio
 	measuring.Store(true)
 	begin := time.Now()
 	sleep(ctx, failed, duration)
+	for !completed.Load() && !stop.Load() && ctx.Err() == nil {
+		sleep(ctx, failed, time.Millisecond)
+	}
 	measuring.Store(false)
 	elapsed := time.Since(begin)
 	stop.Store(true)
