@@ -144,7 +144,7 @@ type Executor struct {
 	running   bool
 	appGate   bool // application admission closed
 	closed    bool
-	inlined   uint8 // items run inline with company since the last yield (Item.Company)
+	inlined   uint8 // items run with company since the last yield (Item.Company)
 	closeErr  error
 	// lastActivity is when the last activity-counting application item finished, on the
 	// monotonic clock (nanoseconds since origin). It is read only while the executor is
@@ -200,11 +200,15 @@ type Item struct {
 	// InlineOnly, with Inline, makes Submit run the item at once or not at all: when the
 	// executor is busy it returns ErrNotInline and admits nothing.
 	InlineOnly bool
-	// Company, with Inline, says that other callers wait on this executor's work. A caller
-	// that finds it idle call after call never blocks, and so keeps its processor for the
-	// scheduler's whole time slice (10 ms or more) while the callers that a turn answered wait
-	// behind it; every inlineYieldEvery-th item run inline with company on the executor,
-	// whichever caller runs it, yields the caller's processor after it.
+	// Company says that other callers wait on this executor's work. A goroutine that runs
+	// such items one after another never blocks, and so keeps its processor for the
+	// scheduler's whole time slice (10 ms or more) while the callers that its turns answered
+	// wait behind it on that processor: a caller that finds the executor idle call after call,
+	// or the runner of its queue. Every inlineYieldEvery-th item with company that the
+	// executor runs, inline or queued, yields the processor after it: an inline caller's
+	// always; the runner's while that many items or more are queued and they are a large
+	// share of the process's goroutines, since a yield waits behind every runnable goroutine
+	// and the queued callers wait with the runner.
 	Company bool
 	// Unbounded admits the item whatever the lane's limits: work that was admitted once
 	// already, held while its Actor moved, and that must not be refused now (E5). It counts in
@@ -248,7 +252,7 @@ func (e *Executor) Submit(it Item, w Work) error {
 		e.mu.Unlock()
 		return err
 	}
-	ent := entry{w: w, bytes: bytes, activity: it.Activity, afterApp: it.AfterApplication, lane: it.Lane}
+	ent := entry{w: w, bytes: bytes, activity: it.Activity, afterApp: it.AfterApplication, company: it.Company, lane: it.Lane}
 	if it.Inline && !e.running && e.app.empty() && e.life.empty() {
 		// Run at once on the caller's goroutine: it is never queued, so the shared gauges,
 		// which measure what waits in lanes, do not see it.
@@ -259,12 +263,7 @@ func (e *Executor) Submit(it Item, w Work) error {
 		p := runItem(ent)
 		e.mu.Lock()
 		e.complete(l, ent, p)
-		yield := false
-		if it.Company {
-			if e.inlined++; e.inlined == inlineYieldEvery {
-				e.inlined, yield = 0, true
-			}
-		}
+		yield := e.yieldDue(ent)
 		e.continueOrStop()
 		if yield {
 			gosched()
@@ -293,9 +292,22 @@ func (e *Executor) Submit(it Item, w Work) error {
 	return nil
 }
 
-// inlineYieldEvery is how many items run inline with company (Item.Company) between yields
-// of the processor.
+// inlineYieldEvery is how many items with company (Item.Company) run between yields of the
+// processor.
 const inlineYieldEvery = 8
+
+// yieldDue counts ent, which ran, and reports whether the processor is to be yielded after it;
+// e.mu is held.
+func (e *Executor) yieldDue(ent entry) bool {
+	if !ent.company {
+		return false
+	}
+	if e.inlined++; e.inlined == inlineYieldEvery {
+		e.inlined = 0
+		return true
+	}
+	return false
+}
 
 // gosched yields the processor; tests count the yields through it.
 var gosched = runtime.Gosched
@@ -313,10 +325,12 @@ func (e *Executor) continueOrStop() {
 	go e.drain()
 }
 
-// drain runs queued work until both lanes are empty. It owns e.running while it runs. One
-// critical section per item both completes the item that ran and takes the next.
+// drain runs queued work until both lanes are empty. It owns e.running while it runs, and
+// while it yields the processor (Item.Company) the executor's work waits for it. One critical
+// section per item both completes the item that ran and takes the next.
 func (e *Executor) drain() {
 	e.mu.Lock()
+	yield := false
 	for {
 		l := e.next()
 		if l == nil {
@@ -327,6 +341,17 @@ func (e *Executor) drain() {
 			e.mu.Unlock()
 			return
 		}
+		if yield && e.app.n >= inlineYieldEvery && e.app.n >= runtime.NumGoroutine()/4 {
+			// The callers that the last turns answered run before the runner goes on. The
+			// scheduler puts a yield behind every runnable goroutine, so the runner yields only
+			// while its queue is a large share of the process's goroutines: among many, the
+			// queued callers would wait for all the others with it.
+			yield = false
+			e.mu.Unlock()
+			gosched()
+			e.mu.Lock()
+			continue
+		}
 		ent := l.pop()
 		if g := e.gauges; g != nil && ent.lane == sdk.LaneApplication {
 			g.queued.Add(-1)
@@ -335,6 +360,7 @@ func (e *Executor) drain() {
 		p := runItem(ent)
 		e.mu.Lock()
 		e.complete(l, ent, p)
+		yield = e.yieldDue(ent)
 	}
 }
 

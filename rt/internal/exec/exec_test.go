@@ -303,6 +303,58 @@ func TestInlineRunsWithCompanyYieldTheProcessor(t *testing.T) {
 	assert.Equal(t, 2, n)
 }
 
+// The runner of a queue of items with company yields its processor after every eighth while
+// more is queued, outside the executor's lock, so that the callers its turns answered run
+// before it goes on; a short queue, items without company (one-way messages) and a queue that
+// is a small share of the process's goroutines never make it yield.
+func TestQueuedItemsWithCompanyYieldTheRunner(t *testing.T) {
+	company := exec.Item{Lane: sdk.LaneApplication, Company: true}
+	for _, tc := range []struct {
+		name   string
+		item   exec.Item
+		queued int
+		others int // goroutines parked beside the test's
+		yields int
+	}{
+		// After the 8th, 16th and 24th, with 24, 16 and 8 still queued; the 32nd is the last.
+		{name: "a long queue", item: company, queued: 32, yields: 3},
+		{name: "a short queue", item: company, queued: exec.InlineYieldEvery + 1},
+		{name: "no company", item: app(0), queued: 32},
+		{name: "among many goroutines", item: company, queued: 32, others: 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			park := make(chan struct{})
+			var parked sync.WaitGroup
+			for range tc.others {
+				parked.Go(func() { <-park })
+			}
+			defer parked.Wait()
+			defer close(park)
+
+			e, release := occupied(t, exec.DefaultConfig())
+			yields := 0
+			defer exec.OnYield(func() {
+				yields++
+				locked := make(chan struct{})
+				go func() { e.Quiescent(); close(locked) }() // blocks while the lock is held
+				select {
+				case <-locked:
+				case <-time.After(5 * time.Second):
+					t.Error("yielded while holding the executor's lock")
+				}
+			})()
+			var ran atomic.Int32
+			for range tc.queued {
+				require.NoError(t, e.Submit(tc.item, fn{run: func() { ran.Add(1) }}))
+			}
+			release()
+			waitQuiescent(t, e)
+			require.Equal(t, int32(tc.queued), ran.Load())
+			assert.Equal(t, tc.yields, yields)
+		})
+	}
+}
+
 func TestAnIdleExecutorHoldsNoGoroutine(t *testing.T) {
 	cfg := exec.DefaultConfig()
 	before := runtime.NumGoroutine()

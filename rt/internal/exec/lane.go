@@ -12,6 +12,7 @@ type entry struct {
 	bytes    int64
 	activity bool
 	afterApp bool
+	company  bool // Item.Company
 	gauged   bool // counted in the executor's shared gauges
 	lane     sdk.Lane
 }
