@@ -13,7 +13,7 @@ match:
 	@$(GO) run ./examples/match
 
 ## test: everything CI runs: formatting, vet, staticcheck, generated code up to date, then all
-## tests with the race detector.
+## tests with the race detector (bench/peers's Proto.Actor side without it, see unit).
 test: fmt-check vet staticcheck check-gen unit
 
 fmt-check:
@@ -32,9 +32,9 @@ staticcheck:
 	$(GO) run $(STATICCHECK) ./...
 	cd bench/peers && $(GO) run $(STATICCHECK) ./...
 
-## unit also runs bench/peers's tests, a module of its own. Its Proto.Actor side runs without
-## the race detector: protoactor-go's remote.Start sets gRPC's process-wide logger each time it
-## starts, which races with the logging of any gRPC server already running in the process.
+## unit: every test with the race detector, bench/peers's (a module of its own) included; its
+## Proto.Actor side runs without it: protoactor-go's remote.Start sets gRPC's process-wide
+## logger each time it starts, which races with the logging of any gRPC server already running.
 unit:
 	$(GO) test -race -count=1 -timeout 20m ./...
 	cd bench/peers && $(GO) test -race -count=1 -timeout 10m $$($(GO) list ./... | grep -v '/paside$$')

@@ -139,13 +139,13 @@ type Executor struct {
 	gauges *gaugeStripe // this executor's share of the shared totals, or nil
 	stripe uint32       // its index
 
-	mu        sync.Mutex
-	app, life lane
-	running   bool
-	appGate   bool // application admission closed
-	closed    bool
-	inlined   uint8 // items run with company since the last yield (Item.Company)
-	closeErr  error
+	mu         sync.Mutex
+	app, life  lane
+	running    bool
+	appGate    bool // application admission closed
+	closed     bool
+	sinceYield uint8 // items run with company since the last yield (Item.Company)
+	closeErr   error
 	// lastActivity is when the last activity-counting application item finished, on the
 	// monotonic clock (nanoseconds since origin). It is read only while the executor is
 	// quiescent, so it is stamped when a run of work ends rather than after every item.
@@ -200,15 +200,10 @@ type Item struct {
 	// InlineOnly, with Inline, makes Submit run the item at once or not at all: when the
 	// executor is busy it returns ErrNotInline and admits nothing.
 	InlineOnly bool
-	// Company says that other callers wait on this executor's work. A goroutine that runs
-	// such items one after another never blocks, and so keeps its processor for the
-	// scheduler's whole time slice (10 ms or more) while the callers that its turns answered
-	// wait behind it on that processor: a caller that finds the executor idle call after call,
-	// or the runner of its queue. Every inlineYieldEvery-th item with company that the
-	// executor runs, inline or queued, yields the processor after it: an inline caller's
-	// always; the runner's while that many items or more are queued and they are a large
-	// share of the process's goroutines, since a yield waits behind every runnable goroutine
-	// and the queued callers wait with the runner.
+	// Company says that other callers wait on this executor's work, and that the goroutine
+	// running it should not keep its processor for the scheduler's whole time slice while the
+	// callers its turns answered wait behind it: every yieldEvery-th such item, inline or
+	// queued, yields the processor after it (for the runner of the queue, see drain).
 	Company bool
 	// Unbounded admits the item whatever the lane's limits: work that was admitted once
 	// already, held while its Actor moved, and that must not be refused now (E5). It counts in
@@ -292,9 +287,12 @@ func (e *Executor) Submit(it Item, w Work) error {
 	return nil
 }
 
-// inlineYieldEvery is how many items with company (Item.Company) run between yields of the
+// yieldEvery is how many items with company (Item.Company) run between yields of the
 // processor.
-const inlineYieldEvery = 8
+const yieldEvery = 8
+
+// numGoroutine counts the process's goroutines; tests replace it.
+var numGoroutine = runtime.NumGoroutine
 
 // yieldDue counts ent, which ran, and reports whether the processor is to be yielded after it;
 // e.mu is held.
@@ -302,8 +300,8 @@ func (e *Executor) yieldDue(ent entry) bool {
 	if !ent.company {
 		return false
 	}
-	if e.inlined++; e.inlined == inlineYieldEvery {
-		e.inlined = 0
+	if e.sinceYield++; e.sinceYield == yieldEvery {
+		e.sinceYield = 0
 		return true
 	}
 	return false
@@ -326,8 +324,11 @@ func (e *Executor) continueOrStop() {
 }
 
 // drain runs queued work until both lanes are empty. It owns e.running while it runs, and
-// while it yields the processor (Item.Company) the executor's work waits for it. One critical
-// section per item both completes the item that ran and takes the next.
+// while it yields the processor (Item.Company) the executor's work waits for it. It yields
+// only while yieldEvery or more items are queued and they are a quarter or more of the
+// process's goroutines: a yield waits behind every runnable goroutine, and the queued callers
+// wait with it. Parked goroutines count too, so a process with many of them yields less. One
+// critical section per item both completes the item that ran and takes the next.
 func (e *Executor) drain() {
 	e.mu.Lock()
 	yield := false
@@ -341,11 +342,8 @@ func (e *Executor) drain() {
 			e.mu.Unlock()
 			return
 		}
-		if yield && e.app.n >= inlineYieldEvery && e.app.n >= runtime.NumGoroutine()/4 {
-			// The callers that the last turns answered run before the runner goes on. The
-			// scheduler puts a yield behind every runnable goroutine, so the runner yields only
-			// while its queue is a large share of the process's goroutines: among many, the
-			// queued callers would wait for all the others with it.
+		if yield && e.app.n >= yieldEvery && e.app.n >= numGoroutine()/4 {
+			// The callers that the last turns answered run before the runner goes on.
 			yield = false
 			e.mu.Unlock()
 			gosched()

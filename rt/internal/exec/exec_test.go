@@ -285,52 +285,47 @@ func TestInlineRunsWithCompanyYieldTheProcessor(t *testing.T) {
 	})()
 	// Runs without company do not count towards the period either: one short of a period
 	// would make the first run with company yield.
-	for range 8*exec.InlineYieldEvery - 1 {
+	for range 8*exec.YieldEvery - 1 {
 		require.NoError(t, e.Submit(exec.Item{Lane: sdk.LaneApplication, Inline: true}, fn{}))
 	}
 	assert.Zero(t, n, "a caller alone yielded")
 
 	company := exec.Item{Lane: sdk.LaneApplication, Inline: true, Company: true}
-	for range exec.InlineYieldEvery - 1 {
+	for range exec.YieldEvery - 1 {
 		require.NoError(t, e.Submit(company, fn{}))
 	}
 	assert.Zero(t, n, "yielded before the last run of the period")
 	require.NoError(t, e.Submit(company, fn{}))
 	assert.Equal(t, 1, n)
-	for range exec.InlineYieldEvery {
+	for range exec.YieldEvery {
 		require.NoError(t, e.Submit(company, fn{}))
 	}
 	assert.Equal(t, 2, n)
 }
 
 // The runner of a queue of items with company yields its processor after every eighth while
-// more is queued, outside the executor's lock, so that the callers its turns answered run
-// before it goes on; a short queue, items without company (one-way messages) and a queue that
-// is a small share of the process's goroutines never make it yield.
+// eight or more are queued and they are a quarter or more of the process's goroutines, outside
+// the executor's lock, so that the callers its turns answered run before it goes on; items
+// without company (one-way messages) never make it yield.
 func TestQueuedItemsWithCompanyYieldTheRunner(t *testing.T) {
 	company := exec.Item{Lane: sdk.LaneApplication, Company: true}
 	for _, tc := range []struct {
-		name   string
-		item   exec.Item
-		queued int
-		others int // goroutines parked beside the test's
-		yields int
+		name       string
+		item       exec.Item
+		queued     int
+		goroutines int // in the process, as the executor sees them
+		yields     int
 	}{
 		// After the 8th, 16th and 24th, with 24, 16 and 8 still queued; the 32nd is the last.
-		{name: "a long queue", item: company, queued: 32, yields: 3},
-		{name: "a short queue", item: company, queued: exec.InlineYieldEvery + 1},
-		{name: "no company", item: app(0), queued: 32},
-		{name: "among many goroutines", item: company, queued: 32, others: 200},
+		{name: "a long queue", item: company, queued: 32, goroutines: 4, yields: 3},
+		// After the 8th and 16th; at the 24th the 8 still queued are not a quarter of 64.
+		{name: "a queue of a quarter", item: company, queued: 32, goroutines: 64, yields: 2},
+		{name: "a short queue", item: company, queued: exec.YieldEvery + 1, goroutines: 4},
+		{name: "no company", item: app(0), queued: 32, goroutines: 4},
+		{name: "among many goroutines", item: company, queued: 32, goroutines: 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			park := make(chan struct{})
-			var parked sync.WaitGroup
-			for range tc.others {
-				parked.Go(func() { <-park })
-			}
-			defer parked.Wait()
-			defer close(park)
-
+			defer exec.OnNumGoroutine(tc.goroutines)()
 			e, release := occupied(t, exec.DefaultConfig())
 			yields := 0
 			defer exec.OnYield(func() {

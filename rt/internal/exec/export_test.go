@@ -9,5 +9,12 @@ func OnYield(f func()) (restore func()) {
 	return func() { gosched = runtime.Gosched }
 }
 
-// InlineYieldEvery is how many items run inline with company between yields.
-const InlineYieldEvery = inlineYieldEvery
+// YieldEvery is how many items with company run between yields.
+const YieldEvery = yieldEvery
+
+// OnNumGoroutine makes the executors see n goroutines in the process, until the returned
+// function restores them.
+func OnNumGoroutine(n int) (restore func()) {
+	numGoroutine = func() int { return n }
+	return func() { numGoroutine = runtime.NumGoroutine }
+}
