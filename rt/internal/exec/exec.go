@@ -202,8 +202,8 @@ type Item struct {
 	InlineOnly bool
 	// Company says that other callers wait on this executor's work, and that the goroutine
 	// running it should not keep its processor for the scheduler's whole time slice while the
-	// callers its turns answered wait behind it: every yieldEvery-th such item, inline or
-	// queued, yields the processor after it (for the runner of the queue, see drain).
+	// callers its turns answered wait behind it: an inline caller yields after every
+	// yieldEvery-th such item, the runner of the queue only while drain's condition holds.
 	Company bool
 	// Unbounded admits the item whatever the lane's limits: work that was admitted once
 	// already, held while its Actor moved, and that must not be refused now (E5). It counts in
@@ -325,8 +325,8 @@ func (e *Executor) continueOrStop() {
 
 // drain runs queued work until both lanes are empty. It owns e.running while it runs, and
 // while it yields the processor (Item.Company) the executor's work waits for it. It yields
-// only while yieldEvery or more items are queued and they are a quarter or more of the
-// process's goroutines: a yield waits behind every runnable goroutine, and the queued callers
+// only while yieldEvery or more application items are queued and they are a quarter or more
+// of the process's goroutines: a yield waits behind every runnable goroutine, and the queued callers
 // wait with it. Parked goroutines count too, so a process with many of them yields less. One
 // critical section per item both completes the item that ran and takes the next.
 func (e *Executor) drain() {
@@ -342,7 +342,7 @@ func (e *Executor) drain() {
 			e.mu.Unlock()
 			return
 		}
-		if yield && e.app.n >= yieldEvery && e.app.n >= numGoroutine()/4 {
+		if yield && e.app.n >= yieldEvery && 4*e.app.n >= numGoroutine() {
 			// The callers that the last turns answered run before the runner goes on.
 			yield = false
 			e.mu.Unlock()

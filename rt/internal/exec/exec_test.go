@@ -318,17 +318,20 @@ func TestQueuedItemsWithCompanyYieldTheRunner(t *testing.T) {
 	}{
 		// After the 8th, 16th and 24th, with 24, 16 and 8 still queued; the 32nd is the last.
 		{name: "a long queue", item: company, queued: 32, goroutines: 4, yields: 3},
-		// After the 8th and 16th; at the 24th the 8 still queued are not a quarter of 64.
+		// After the 8th and 16th (16 of 64 is a quarter); at the 24th, 8 are not.
 		{name: "a queue of a quarter", item: company, queued: 32, goroutines: 64, yields: 2},
+		// After the 8th; at the 16th, 16 are just under a quarter of 65.
+		{name: "a queue under a quarter", item: company, queued: 32, goroutines: 65, yields: 1},
 		{name: "a short queue", item: company, queued: exec.YieldEvery + 1, goroutines: 4},
 		{name: "no company", item: app(0), queued: 32, goroutines: 4},
 		{name: "among many goroutines", item: company, queued: 32, goroutines: 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			defer exec.OnNumGoroutine(tc.goroutines)()
-			e, release := occupied(t, exec.DefaultConfig())
+			// Restored after occupied's cleanup, which waits for the runner.
+			t.Cleanup(exec.OnNumGoroutine(tc.goroutines))
+			var e *exec.Executor
 			yields := 0
-			defer exec.OnYield(func() {
+			t.Cleanup(exec.OnYield(func() {
 				yields++
 				locked := make(chan struct{})
 				go func() { e.Quiescent(); close(locked) }() // blocks while the lock is held
@@ -337,7 +340,8 @@ func TestQueuedItemsWithCompanyYieldTheRunner(t *testing.T) {
 				case <-time.After(5 * time.Second):
 					t.Error("yielded while holding the executor's lock")
 				}
-			})()
+			}))
+			e, release := occupied(t, exec.DefaultConfig())
 			var ran atomic.Int32
 			for range tc.queued {
 				require.NoError(t, e.Submit(tc.item, fn{run: func() { ran.Add(1) }}))
