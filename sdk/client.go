@@ -96,6 +96,14 @@ type SpotContext interface {
 	// Fence identifies this activation for the application's own external side effects: a
 	// later activation of the same Spot, on any node, has a Fence that supersedes it.
 	Fence() Fence
+	// TurnStart is the instant the current turn was let start. Before every turn (a handler, a
+	// timer, the close callback) the runtime checks that this activation's owner lease, an
+	// Entry Spot's its node's, is certainly valid, and no turn starts once it may have ended.
+	// A record of the turn stamped with this instant, rather than with a clock reading of the
+	// handler's own, names an instant the lease certainly covered, even when the process was
+	// paused between that check and the handler's first line. It is the zero Time before the
+	// first turn; read outside a turn, it is the latest turn's.
+	TurnStart() time.Time
 	// AfterFunc runs fn once after d, as work on the Spot's own queue. The timer stops when the
 	// Spot closes.
 	AfterFunc(d time.Duration, fn func(ctx context.Context), opts ...TimerOption) Timer
@@ -130,6 +138,10 @@ type ActorContext interface {
 	Logger() *slog.Logger
 	// Client calls other objects.
 	Client() Client
+	// TurnStart is the instant the current turn was let start, after the runtime checked that
+	// the owner lease of the Spot the Actor is in was certainly valid (see
+	// [SpotContext.TurnStart]).
+	TurnStart() time.Time
 	// AfterFunc runs fn once after d, as work on the queue of the Spot the Actor is in. The
 	// timer stops when the Actor leaves that Spot or closes.
 	AfterFunc(d time.Duration, fn func(ctx context.Context), opts ...TimerOption) Timer

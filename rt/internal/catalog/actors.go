@@ -99,6 +99,9 @@ func (act *actor) ID() string { return act.id }
 // Host implements sdk.ActorContext.
 func (act *actor) Host() sdk.Target { return act.host.target() }
 
+// TurnStart implements sdk.ActorContext: an Actor's turns are its host Spot's.
+func (act *actor) TurnStart() time.Time { return act.host.TurnStart() }
+
 // Node implements sdk.ActorContext.
 func (act *actor) Node() sdk.NodeID { return act.cat.cfg.Node }
 

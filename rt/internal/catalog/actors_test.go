@@ -42,6 +42,9 @@ var pawnDesc = &sdk.SpotDesc{Name: pawnType, Kind: sdk.KindActor, Methods: []sdk
 		return fmt.Sprintf("%s hop %d in %v", in, p.hops, p.ac.Host()), nil
 	}),
 	oneWayActorMethod("Note", func(p *pawn) { p.hops++ }),
+	actorMethod("TurnStart", func(p *pawn, _ context.Context, in string) (string, error) {
+		return fmt.Sprint(p.ac.TurnStart().UnixNano()), nil
+	}),
 	actorMethod("Tick", func(p *pawn, _ context.Context, in string) (string, error) {
 		p.ac.Every(time.Millisecond, func(context.Context) { p.ticks.Add(1) })
 		return "ticking", nil
@@ -135,6 +138,12 @@ func TestActorSpawnAndCallOnItsSpot(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, `p1 hop 1 in Instance test.Room/"room-1"`, out)
 	assert.EqualValues(t, 1, n.cat.ActiveActors())
+	before := time.Now()
+	out, err = n.callT(pawnAt("p1"), "TurnStart", "")
+	require.NoError(t, err)
+	ns, err := strconv.ParseInt(out, 10, 64)
+	require.NoError(t, err)
+	assert.False(t, time.Unix(0, ns).Before(before), "an Actor's turn starts as its Spot's turns do (C1)")
 
 	require.ErrorIs(t, sp.get("room-2").Spawn(ctx, pawnDesc, "p1"), sdk.ErrAlreadyExists)
 	require.ErrorIs(t, sc.Spawn(ctx, nil, "p2"), sdk.ErrInvalidArgument)

@@ -354,7 +354,7 @@ func (m *message) runThen(finish func(proto.Message, error), own *spotCtx) {
 // built in own if it is not nil: a record that is never reused, since a handler may keep its
 // context.
 func (m *message) run(own *spotCtx) (proto.Message, error) {
-	if !m.a.turnAllowed() {
+	if !m.a.startTurn() {
 		return nil, m.a.errLeaseEnded()
 	}
 	ctx := m.ctx

@@ -514,7 +514,7 @@ func (w closeWork) Run() {
 		}
 	}()
 	reason := w.reason
-	if !w.a.turnAllowed() {
+	if !w.a.startTurn() {
 		// The owner lease ended while the close waited (a pause of the process): the callback
 		// must not save state as if it still owned the Spot.
 		reason = sdk.CloseOwnerLost

@@ -84,6 +84,7 @@ func TestC1_QueuedWorkDoesNotRunAfterLeaseLoss(t *testing.T) {
 		queued <- err
 	}()
 
+	revoked := time.Now()
 	_, err = n.store.Client().Revoke(ctx, clientv3LeaseID(n.reg.Owner().Lease))
 	require.NoError(t, err)
 	waitLost(t, n)
@@ -101,6 +102,72 @@ func TestC1_QueuedWorkDoesNotRunAfterLeaseLoss(t *testing.T) {
 	n.f.mu.Unlock()
 	assert.Equal(t, ticks, n.f.ticksOf("c1"), "no timer ran after the owner lease ended")
 	require.Eventually(t, func() bool { return n.cat.Stats().OwnerLost == 1 }, 10*time.Second, time.Millisecond)
+	assert.True(t, n.f.spotContext("c1").TurnStart().Before(revoked),
+		"the work refused at its turn, the closing callback's among it, did not count as a turn's start")
+}
+
+// C1: a turn's TurnStart is the instant the runtime found the owner lease valid and let the
+// turn start: after the turn ahead of it ended, not when it was queued; before the handler's
+// first line; a timer's when it fires; an Entry Spot's too. The factory runs before any turn.
+func TestC1_TurnStartIsTheInstantTheLeaseCheckLetTheTurnStart(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	turnStart := func(target sdk.Target) (start, handler time.Time) {
+		t.Helper()
+		out, err := n.callT(target, "TurnStart", "")
+		require.NoError(t, err)
+		var s, h int64
+		_, err = fmt.Sscan(out, &s, &h)
+		require.NoError(t, err)
+		return time.Unix(0, s), time.Unix(0, h)
+	}
+
+	before := time.Now()
+	start, handler := turnStart(sdk.InstanceIntent(roomType, "ts"))
+	after := time.Now()
+	n.f.mu.Lock()
+	assert.True(t, n.f.builtAtStart["ts"].IsZero(), "no turn before the factory")
+	n.f.mu.Unlock()
+	assert.False(t, start.Before(before), "%v is before the call at %v", start, before)
+	assert.False(t, handler.Before(start), "the handler at %v ran before its turn started at %v", handler, start)
+	assert.False(t, after.Before(handler))
+
+	require.NoError(t, n.cat.Send(ctx, room("ts"), "BlockSend", str("")))
+	assert.Equal(t, "ts", <-n.f.blocked)
+	queued := make(chan time.Time, 1)
+	go func() {
+		s, _ := turnStart(room("ts"))
+		queued <- s
+	}()
+	time.Sleep(50 * time.Millisecond) // the call is queued behind the blocked turn
+	released := time.Now()
+	close(n.f.release)
+	s := <-queued
+	assert.False(t, s.Before(released), "the queued turn's start %v is before the turn ahead of it ended at %v", s, released)
+
+	called := time.Now()
+	_, err := n.call("ts", "AfterStamp", "30ms")
+	require.NoError(t, err)
+	var stamp string
+	require.Eventually(t, func() bool {
+		n.f.mu.Lock()
+		defer n.f.mu.Unlock()
+		for _, said := range n.f.said {
+			if v, ok := strings.CutPrefix(said, "ts:timer:"); ok {
+				stamp = v
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, time.Millisecond)
+	var ns int64
+	_, err = fmt.Sscan(stamp, &ns)
+	require.NoError(t, err)
+	assert.False(t, time.Unix(0, ns).Before(called.Add(30*time.Millisecond)), "the timer's turn started when it fired")
+
+	before = time.Now()
+	start, handler = turnStart(sdk.EntryTarget(lobbyType, "node-a"))
+	assert.False(t, start.Before(before))
+	assert.False(t, handler.Before(start))
 }
 
 // C1: a node cut off from etcd stops owning its Spots when its lease guard runs out, before

@@ -71,6 +71,10 @@ type fixture struct {
 	outer sdk.Client
 	// probe is what the Probe handlers report of their turn's context.
 	probe func(ctx context.Context) string
+	// contexts: Spot ID -> the SpotContext of its latest activation, and what its TurnStart
+	// said in the factory.
+	contexts     map[string]sdk.SpotContext
+	builtAtStart map[string]time.Time
 }
 
 func newFixture() *fixture {
@@ -79,6 +83,7 @@ func newFixture() *fixture {
 		failWith: map[string]error{}, panicIn: map[string]bool{},
 		release: make(chan struct{}), blocked: make(chan string, 1024),
 		hangOnClose: map[string]bool{}, building: map[string]bool{}, tickOf: map[string]int{},
+		contexts: map[string]sdk.SpotContext{}, builtAtStart: map[string]time.Time{},
 	}
 }
 
@@ -111,6 +116,13 @@ func (f *fixture) said1(msg string) bool {
 		}
 	}
 	return false
+}
+
+// spotContext returns the SpotContext of the latest activation of the Spot id.
+func (f *fixture) spotContext(id string) sdk.SpotContext {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.contexts[id]
 }
 
 func (f *fixture) factoryRuns(id string) int {
@@ -261,6 +273,21 @@ var methods = []sdk.MethodDesc{
 		f := s.sc.Fence()
 		return fmt.Sprintf("%d/%d", f.Epoch, f.Lease), nil
 	}),
+	// TurnStart answers the turn's TurnStart and then the handler's own clock, in Unix
+	// nanoseconds.
+	method("TurnStart", false, func(s *spot, _ context.Context, in string) (string, error) {
+		return fmt.Sprint(s.sc.TurnStart().UnixNano(), " ", time.Now().UnixNano()), nil
+	}),
+	// AfterStamp schedules a timer, after the duration in, that says its turn's TurnStart.
+	method("AfterStamp", false, func(s *spot, _ context.Context, in string) (string, error) {
+		d, _ := time.ParseDuration(in)
+		s.sc.AfterFunc(d, func(context.Context) {
+			s.f.mu.Lock()
+			s.f.said = append(s.f.said, fmt.Sprint(s.sc.ID(), ":timer:", s.sc.TurnStart().UnixNano()))
+			s.f.mu.Unlock()
+		})
+		return "scheduled", nil
+	}),
 	method("Probe", false, func(s *spot, ctx context.Context, in string) (string, error) {
 		return s.f.probe(ctx), nil
 	}),
@@ -300,6 +327,8 @@ func factory(f *fixture) sdk.Factory {
 	return func(sc sdk.SpotContext) (any, error) {
 		f.mu.Lock()
 		f.factories[sc.ID()]++
+		f.contexts[sc.ID()] = sc
+		f.builtAtStart[sc.ID()] = sc.TurnStart()
 		err, panics, hang := f.failWith[sc.ID()], f.panicIn[sc.ID()], f.building[sc.ID()]
 		f.mu.Unlock()
 		if hang {

@@ -33,6 +33,9 @@ type activation struct {
 	fence sdk.Fence
 	// turn is the identity of the context of the request whose turn runs now, or 0.
 	turn atomic.Uintptr
+	// turnStart is the wall-clock instant, in Unix nanoseconds, at which the latest turn was
+	// let start (TurnStart); 0 before the first.
+	turnStart atomic.Int64
 
 	state atomic.Uint32 // activationState
 	// callers counts the requests of this node's callers in the Spot's delivery, from before
@@ -109,11 +112,34 @@ func (a *activation) Fence() sdk.Fence {
 // a certainly valid lease — after the node registers again it runs again, but never while
 // another process may hold the node's identity. The check reads the monotonic clock, so work
 // queued before a pause of the process does not run after it.
-func (a *activation) turnAllowed() bool {
+func (a *activation) turnAllowed() bool { return a.turnAllowedAt(time.Now()) }
+
+// turnAllowedAt is turnAllowed at now, a reading of time.Now.
+func (a *activation) turnAllowedAt(now time.Time) bool {
 	if a.guard == nil {
-		return a.cat.registration().Guard().Valid()
+		return a.cat.registration().Guard().ValidAt(now)
 	}
-	return unfenced || a.guard.Valid()
+	return unfenced || a.guard.ValidAt(now)
+}
+
+// startTurn reports whether a turn may start now, as turnAllowed does, and when it may,
+// records the instant of the check as the turn's start (TurnStart): the lease certainly held
+// then, even if the process pauses before the turn's first line.
+func (a *activation) startTurn() bool {
+	now := time.Now()
+	if !a.turnAllowedAt(now) {
+		return false
+	}
+	a.turnStart.Store(now.UnixNano())
+	return true
+}
+
+// TurnStart implements sdk.SpotContext.
+func (a *activation) TurnStart() time.Time {
+	if n := a.turnStart.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // admissionAllowed reports whether a message may still be queued for a turn, without reading

@@ -128,7 +128,8 @@ func (t *spotTimer) fire() {
 // Spot's timer stops for good once the owner lease has ended; an Entry Spot's skips the run
 // and fires again after its node registers again.
 func (t *spotTimer) Run() {
-	allowed := t.a.turnAllowed()
+	now := time.Now()
+	allowed := t.a.turnAllowedAt(now)
 	memberGone := false
 	if m := t.member; m != nil {
 		switch m.current() {
@@ -182,6 +183,7 @@ func (t *spotTimer) Run() {
 			t.a.cat.log.Error("spot timer panicked", "spot", t.a.typ.desc.Name, "id", t.a.id, "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
+	t.a.turnStart.Store(now.UnixNano())
 	t.fn(t.a.spotContext(context.Background()))
 }
 

@@ -61,7 +61,8 @@ func (r *Result) failf(format string, args ...any) {
 }
 
 // Execution is one turn a journal recorded: the operation it ran, where, under which
-// activation, and when it started.
+// activation, and when it started: the turn's TurnStart, the instant its lease check passed,
+// which a pause of the process before the handler's first line does not move.
 type Execution struct {
 	ID    string
 	Node  string

@@ -36,7 +36,7 @@ var WorkerDesc = sdk.SpotDesc{Name: WorkerType, Kind: sdk.KindInstance, Methods:
 		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
 		Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
 			w := impl.(*worker)
-			w.j.Record(w.sc.ID(), req.(*wrapperspb.StringValue).GetValue())
+			w.j.Record(w.sc.TurnStart(), w.sc.ID(), req.(*wrapperspb.StringValue).GetValue())
 			select {
 			case <-time.After(w.delay):
 			case <-ctx.Done():
@@ -51,7 +51,7 @@ var WorkerDesc = sdk.SpotDesc{Name: WorkerType, Kind: sdk.KindInstance, Methods:
 		Invoke: func(impl any, _ context.Context, req proto.Message) (proto.Message, error) {
 			w := impl.(*worker)
 			id := req.(*wrapperspb.StringValue).GetValue()
-			w.j.Record(w.sc.ID(), id)
+			w.j.Record(w.sc.TurnStart(), w.sc.ID(), id)
 			return wrapperspb.String(id), nil
 		},
 	},
@@ -59,8 +59,9 @@ var WorkerDesc = sdk.SpotDesc{Name: WorkerType, Kind: sdk.KindInstance, Methods:
 
 // Journal records the turns Workers start.
 type Journal interface {
-	// Record notes that the Spot spot started a turn for what, now.
-	Record(spot, what string)
+	// Record notes that the Spot spot started a turn for what at at: the turn's TurnStart, the
+	// instant the runtime found the Spot's owner lease valid and let the turn start.
+	Record(at time.Time, spot, what string)
 }
 
 type worker struct {
@@ -75,7 +76,7 @@ func RegisterWorker(r sdk.Registrar, j Journal, delay, tick time.Duration) error
 	return r.RegisterSpot(&WorkerDesc, func(sc sdk.SpotContext) (any, error) {
 		w := &worker{sc: sc, j: j, delay: delay}
 		if tick > 0 {
-			sc.Every(tick, func(context.Context) { j.Record(sc.ID(), "tick") })
+			sc.Every(tick, func(context.Context) { j.Record(sc.TurnStart(), sc.ID(), "tick") })
 		}
 		return w, nil
 	})
@@ -99,8 +100,8 @@ func OpenFileJournal(path, node string) (*FileJournal, error) {
 }
 
 // Record implements Journal.
-func (j *FileJournal) Record(spot, what string) {
-	line := strconv.FormatInt(time.Now().UnixNano(), 10) + " " + j.node + " " + spot + " " + what + "\n"
+func (j *FileJournal) Record(at time.Time, spot, what string) {
+	line := strconv.FormatInt(at.UnixNano(), 10) + " " + j.node + " " + spot + " " + what + "\n"
 	_, _ = j.f.WriteString(line)
 }
 

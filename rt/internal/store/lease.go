@@ -60,8 +60,12 @@ type LeaseGuard struct {
 func newLeaseGuard() *LeaseGuard { return &LeaseGuard{base: time.Now()} }
 
 // Valid reports whether the owner lease is certainly valid now.
-func (g *LeaseGuard) Valid() bool {
-	return !g.lost.Load() && int64(time.Since(g.base)) < g.until.Load()
+func (g *LeaseGuard) Valid() bool { return g.ValidAt(time.Now()) }
+
+// ValidAt reports whether the owner lease was certainly valid at now, a reading of the clock
+// that carries its monotonic part (time.Now's).
+func (g *LeaseGuard) ValidAt(now time.Time) bool {
+	return !g.lost.Load() && int64(now.Sub(g.base)) < g.until.Load()
 }
 
 // ValidUntil returns the instant until which the lease is certainly valid, as known now.
