@@ -96,13 +96,15 @@ type SpotContext interface {
 	// Fence identifies this activation for the application's own external side effects: a
 	// later activation of the same Spot, on any node, has a Fence that supersedes it.
 	Fence() Fence
-	// TurnStart is the instant the current turn was let start. Before every turn (a handler, a
-	// timer, the close callback) the runtime checks that this activation's owner lease, an
-	// Entry Spot's its node's, is certainly valid, and no turn starts once it may have ended.
-	// A record of the turn stamped with this instant, rather than with a clock reading of the
-	// handler's own, names an instant the lease certainly covered, even when the process was
-	// paused between that check and the handler's first line. It is the zero Time before the
-	// first turn; read outside a turn, it is the latest turn's.
+	// TurnStart is the instant the current turn was let start. Before every handler and timer
+	// turn the runtime checks that this activation's owner lease, an Entry Spot's its node's,
+	// is certainly valid, and no such turn starts once it may have ended; TurnStart is the
+	// clock reading of that check. A record of the turn stamped with it, rather than with a
+	// clock reading of the handler's own, names an instant the lease certainly covered, even
+	// when the process was paused between the check and the handler's first line. The closing
+	// callback is checked too: it runs with [CloseOwnerLost] when the lease has ended, and
+	// then TurnStart keeps the previous turn's instant. It is the zero Time before the first
+	// turn; read outside a turn, it is the latest turn's.
 	TurnStart() time.Time
 	// AfterFunc runs fn once after d, as work on the Spot's own queue. The timer stops when the
 	// Spot closes.
