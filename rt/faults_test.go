@@ -298,10 +298,13 @@ func TestC1_PausedOwnerRunsNothingAfterTheNewOwnersFirstTurn(t *testing.T) {
 	require.NoError(t, err)
 	newTurns, err := rttest.ReadJournal(journalOf("new-owner"))
 	require.NoError(t, err)
+	// Turns are judged by their starts: each must be its own lease check's.
+	assert.Empty(t, rttest.CheckTurnStarts(oldTurns))
+	assert.Empty(t, rttest.CheckTurnStarts(newTurns))
 	firstNew := map[string]time.Time{}
 	for _, tr := range newTurns {
-		if f, ok := firstNew[tr.Spot]; !ok || tr.At.Before(f) {
-			firstNew[tr.Spot] = tr.At
+		if f, ok := firstNew[tr.Spot]; !ok || tr.Start.Before(f) {
+			firstNew[tr.Spot] = tr.Start
 		}
 	}
 	require.Len(t, firstNew, spots, "every Spot ran on the new owner")
@@ -312,9 +315,9 @@ func TestC1_PausedOwnerRunsNothingAfterTheNewOwnersFirstTurn(t *testing.T) {
 			continue // the fresh Spot
 		}
 		ran++
-		if !tr.At.Before(f) {
+		if !tr.Start.Before(f) {
 			late++
-			t.Errorf("%s: the old owner started %q at %v, after the new owner's first turn at %v", tr.Spot, tr.What, tr.At, f)
+			t.Errorf("%s: the old owner started %q at %v, after the new owner's first turn at %v", tr.Spot, tr.What, tr.Start, f)
 		}
 	}
 	assert.Positive(t, ran, "the old owner ran the Spots before the pause")

@@ -98,13 +98,13 @@ type SpotContext interface {
 	Fence() Fence
 	// TurnStart is the instant the current turn was let start. Before every handler and timer
 	// turn the runtime checks that this activation's owner lease, an Entry Spot's its node's,
-	// is certainly valid, and no such turn starts once it may have ended; TurnStart is the
-	// clock reading of that check. A record of the turn stamped with it, rather than with a
-	// clock reading of the handler's own, names an instant the lease certainly covered, even
-	// when the process was paused between the check and the handler's first line. The closing
-	// callback is checked too: it runs with [CloseOwnerLost] when the lease has ended, and
-	// then TurnStart keeps the previous turn's instant. It is the zero Time before the first
-	// turn; read outside a turn, it is the latest turn's.
+	// is certainly valid, and no such turn starts once it may have ended; TurnStart is that
+	// check's clock reading. A record of the turn stamped with it, rather than with a clock
+	// reading of the handler's own, names an instant the lease certainly covered, even when the
+	// process was paused between the check and the handler's first line. The closing callback
+	// is checked too: it runs with [CloseOwnerLost] when the lease has ended, and TurnStart then
+	// keeps the previous turn's instant. Outside a turn (in the factory, in MarshalState, on
+	// another goroutine) it is the latest turn's, and the zero Time before the first.
 	TurnStart() time.Time
 	// AfterFunc runs fn once after d, as work on the Spot's own queue. The timer stops when the
 	// Spot closes.
@@ -140,9 +140,9 @@ type ActorContext interface {
 	Logger() *slog.Logger
 	// Client calls other objects.
 	Client() Client
-	// TurnStart is the instant the current turn was let start, after the runtime checked that
-	// the owner lease of the Spot the Actor is in was certainly valid (see
-	// [SpotContext.TurnStart]).
+	// TurnStart is the instant the current turn of the Spot the Actor is in was let start, when
+	// the runtime found that Spot's owner lease certainly valid: the Actor's handlers, timers
+	// and closing callback run as turns of that Spot (see [SpotContext.TurnStart]).
 	TurnStart() time.Time
 	// AfterFunc runs fn once after d, as work on the queue of the Spot the Actor is in. The
 	// timer stops when the Actor leaves that Spot or closes.

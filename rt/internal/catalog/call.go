@@ -350,12 +350,20 @@ func (m *message) runThen(finish func(proto.Message, error), own *spotCtx) {
 	finish(reply, err)
 }
 
+// turnChecked, when set, runs after a turn's lease check let it start and before anything
+// else of the turn: where a pause of the process would fall. Only tests set it.
+var turnChecked func()
+
 // run runs the turn and returns its outcome. A one-way message's turn gets a Spot context,
 // built in own if it is not nil: a record that is never reused, since a handler may keep its
 // context.
 func (m *message) run(own *spotCtx) (proto.Message, error) {
-	if !m.a.startTurn() {
+	checked, ok := m.a.checkTurn()
+	if !ok {
 		return nil, m.a.errLeaseEnded()
+	}
+	if turnChecked != nil {
+		turnChecked()
 	}
 	ctx := m.ctx
 	callers := false
@@ -370,6 +378,7 @@ func (m *message) run(own *spotCtx) (proto.Message, error) {
 		}
 		callers = true
 	}
+	m.a.beginTurn(checked)
 	// I3: the level is read once, as the turn starts; a change during the turn applies to the
 	// next one. Off costs this load and nothing else: the turn's context stays as it is.
 	if lvl := sdk.CurrentDiagnosticsLevel(); lvl != sdk.DiagnosticsLevelOff {

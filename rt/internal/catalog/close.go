@@ -514,7 +514,9 @@ func (w closeWork) Run() {
 		}
 	}()
 	reason := w.reason
-	if !w.a.startTurn() {
+	if checked, ok := w.a.checkTurn(); ok {
+		w.a.beginTurn(checked)
+	} else {
 		// The owner lease ended while the close waited (a pause of the process): the callback
 		// must not save state as if it still owned the Spot.
 		reason = sdk.CloseOwnerLost

@@ -33,3 +33,10 @@ func NestsASpotContext(ctx context.Context) bool {
 	_, nested := sc.values.(*spotCtx)
 	return nested
 }
+
+// OnTurnChecked makes fn run after every turn's lease check lets it start, before the rest of
+// the turn, until restore is called.
+func OnTurnChecked(fn func()) (restore func()) {
+	turnChecked = fn
+	return func() { turnChecked = nil }
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,6 +105,48 @@ func TestC1_QueuedWorkDoesNotRunAfterLeaseLoss(t *testing.T) {
 	require.Eventually(t, func() bool { return n.cat.Stats().OwnerLost == 1 }, 10*time.Second, time.Millisecond)
 	assert.True(t, n.f.spotContext("c1").TurnStart().Before(revoked),
 		"the work refused at its turn, the closing callback's among it, did not count as a turn's start")
+}
+
+// C1: a process can pause between a turn's lease check and its handler's first line, and the
+// handler then runs after the lease ended (a turn already let start is not stopped); its
+// TurnStart still names the instant of the check, which the lease covered.
+func TestC1_TurnStartIsTheChecksInstantWhenAPauseFollowsIt(t *testing.T) {
+	var hook atomic.Pointer[func()]
+	t.Cleanup(catalog.OnTurnChecked(func() {
+		if h := hook.Load(); h != nil {
+			(*h)()
+		}
+	}))
+	n := newNode(t, nodeOpts{lease: shortLease()})
+	_, err := n.call("pz", "Join", "x")
+	require.NoError(t, err)
+
+	paused, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	pause := func() { once.Do(func() { close(paused); <-resume }) }
+	hook.Store(&pause)
+	type outcome struct {
+		out string
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		out, err := n.callT(room("pz"), "TurnStart", "")
+		done <- outcome{out, err}
+	}()
+	<-paused
+	revoked := time.Now()
+	_, err = n.store.Client().Revoke(ctx, clientv3LeaseID(n.reg.Owner().Lease))
+	require.NoError(t, err)
+	waitLost(t, n)
+	close(resume)
+	got := <-done
+	require.NoError(t, got.err)
+	var start, handler int64
+	_, err = fmt.Sscan(got.out, &start, &handler)
+	require.NoError(t, err)
+	assert.True(t, time.Unix(0, start).Before(revoked), "the turn's start %v is its check's, before the lease ended at %v", time.Unix(0, start), revoked)
+	assert.True(t, time.Unix(0, handler).After(revoked), "the handler ran after the pause")
 }
 
 // C1: a turn's TurnStart is the instant the runtime found the owner lease valid and let the

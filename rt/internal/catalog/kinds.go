@@ -122,17 +122,17 @@ func (a *activation) turnAllowedAt(now time.Time) bool {
 	return unfenced || a.guard.ValidAt(now)
 }
 
-// startTurn reports whether a turn may start now, as turnAllowed does, and when it may,
-// records the instant of the check as the turn's start (TurnStart): the lease certainly held
-// then, even if the process pauses before the turn's first line.
-func (a *activation) startTurn() bool {
+// checkTurn is turnAllowed, which also returns its reading of the clock: the turn's start
+// (beginTurn) if it starts.
+func (a *activation) checkTurn() (time.Time, bool) {
 	now := time.Now()
-	if !a.turnAllowedAt(now) {
-		return false
-	}
-	a.turnStart.Store(now.UnixNano())
-	return true
+	return now, a.turnAllowedAt(now)
 }
+
+// beginTurn records at, the clock reading of the lease check that let a turn start, as the
+// turn's start (TurnStart): the lease certainly held then, even if the process paused before
+// the turn's first line.
+func (a *activation) beginTurn(at time.Time) { a.turnStart.Store(at.UnixNano()) }
 
 // TurnStart implements sdk.SpotContext.
 func (a *activation) TurnStart() time.Time {

@@ -128,8 +128,7 @@ func (t *spotTimer) fire() {
 // Spot's timer stops for good once the owner lease has ended; an Entry Spot's skips the run
 // and fires again after its node registers again.
 func (t *spotTimer) Run() {
-	now := time.Now()
-	allowed := t.a.turnAllowedAt(now)
+	checked, allowed := t.a.checkTurn()
 	memberGone := false
 	if m := t.member; m != nil {
 		switch m.current() {
@@ -183,7 +182,7 @@ func (t *spotTimer) Run() {
 			t.a.cat.log.Error("spot timer panicked", "spot", t.a.typ.desc.Name, "id", t.a.id, "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
-	t.a.turnStart.Store(now.UnixNano())
+	t.a.beginTurn(checked)
 	t.fn(t.a.spotContext(context.Background()))
 }
 

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -28,7 +26,8 @@ type Result struct {
 	// Lost: operations that answered success but never ran.
 	Lost int
 	// SplitBrain: turns that an activation started after a later activation of the same
-	// object had started one.
+	// object had started one, and turns whose journal line does not show a start of their own
+	// (rttest.CheckTurnStarts).
 	SplitBrain int
 	// Late: calls that ended more than a second after their deadline.
 	Late int
@@ -61,17 +60,17 @@ func (r *Result) failf(format string, args ...any) {
 }
 
 // Execution is one turn a journal recorded: the operation it ran, where, under which
-// activation, and when it started: the turn's TurnStart, the instant its lease check passed,
-// which a pause of the process before the handler's first line does not move.
+// activation, when the runtime let it start (Start: its lease check's instant, which a pause of
+// the process before the handler's first line does not move) and when its handler ran.
 type Execution struct {
-	ID    string
-	Node  string
-	Spot  string
-	Epoch int64
-	At    time.Time
+	ID         string
+	Node       string
+	Spot       string
+	Epoch      int64
+	Start, Ran time.Time
 }
 
-// ReadExecutions reads the registers' turns from the nodes' journals.
+// ReadExecutions reads the turns of the nodes' journals, each journal's in its order.
 func ReadExecutions(paths []string) ([]Execution, error) {
 	var out []Execution
 	for _, p := range paths {
@@ -80,15 +79,7 @@ func ReadExecutions(paths []string) ([]Execution, error) {
 			return nil, err
 		}
 		for _, t := range turns {
-			id, epoch, ok := strings.Cut(t.What, "@")
-			if !ok {
-				continue // a Worker's turn
-			}
-			e, err := strconv.ParseInt(epoch, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("chaos: %s: turn %q: %w", p, t.What, err)
-			}
-			out = append(out, Execution{ID: id, Node: t.Node, Spot: t.Spot, Epoch: e, At: t.At})
+			out = append(out, Execution{ID: t.What, Node: t.Node, Spot: t.Spot, Epoch: t.Epoch, Start: t.Start, Ran: t.Ran})
 		}
 	}
 	return out, nil
@@ -129,22 +120,34 @@ func CheckRuns(r *Result, ops []Op, execs []Execution) {
 		}
 	}
 	// Split brain: per object, a turn of an activation that started after a later activation
-	// of the object had started its first.
+	// of the object had started its first. A turn is judged by its Start, so each Start must
+	// be its own lease check's: a turn whose journal line cannot show that counts too.
+	turns := make([]rttest.Turn, len(execs))
+	for i, e := range execs {
+		turns[i] = rttest.Turn{Start: e.Start, Ran: e.Ran, Epoch: e.Epoch, Node: e.Node, Spot: e.Spot, What: e.ID}
+	}
+	for _, p := range rttest.CheckTurnStarts(turns) {
+		r.SplitBrain++
+		r.failf("%s", p)
+	}
 	first := map[string]map[int64]time.Time{}
 	for _, e := range execs {
+		if e.Start.IsZero() {
+			continue
+		}
 		if first[e.Spot] == nil {
 			first[e.Spot] = map[int64]time.Time{}
 		}
-		if f, ok := first[e.Spot][e.Epoch]; !ok || e.At.Before(f) {
-			first[e.Spot][e.Epoch] = e.At
+		if f, ok := first[e.Spot][e.Epoch]; !ok || e.Start.Before(f) {
+			first[e.Spot][e.Epoch] = e.Start
 		}
 	}
 	for _, e := range execs {
 		for epoch, f := range first[e.Spot] {
-			if epoch > e.Epoch && f.Before(e.At) {
+			if epoch > e.Epoch && f.Before(e.Start) {
 				r.SplitBrain++
-				r.failf("%s: %s ran %s under epoch %d at %v, after epoch %d began at %v",
-					e.Spot, e.Node, e.ID, e.Epoch, e.At.Format(time.StampMicro), epoch, f.Format(time.StampMicro))
+				r.failf("%s: %s ran %s under epoch %d, started at %v, after epoch %d began at %v",
+					e.Spot, e.Node, e.ID, e.Epoch, e.Start.Format(time.StampMicro), epoch, f.Format(time.StampMicro))
 				break
 			}
 		}

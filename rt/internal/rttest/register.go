@@ -60,7 +60,7 @@ func registerMethods() []sdk.MethodDesc {
 			Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
 				r := impl.(*register)
 				in := req.(*chaospb.Op)
-				r.j.Record(r.sc.TurnStart(), r.sc.ID(), in.GetId()+"@"+strconv.FormatInt(r.sc.Fence().Epoch, 10))
+				r.j.Record(r.sc, in.GetId())
 				return op(r, ctx, in)
 			},
 		}
@@ -81,7 +81,7 @@ func registerMethods() []sdk.MethodDesc {
 			NewRequest: func() proto.Message { return new(chaospb.Op) },
 			Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
 				r := impl.(*register)
-				r.j.Record(r.sc.TurnStart(), r.sc.ID(), req.(*chaospb.Op).GetId()+"@"+strconv.FormatInt(r.sc.Fence().Epoch, 10))
+				r.j.Record(r.sc, req.(*chaospb.Op).GetId())
 				select {
 				case <-time.After(TouchTakes):
 				case <-ctx.Done():

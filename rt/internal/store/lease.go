@@ -63,9 +63,11 @@ func newLeaseGuard() *LeaseGuard { return &LeaseGuard{base: time.Now()} }
 func (g *LeaseGuard) Valid() bool { return g.ValidAt(time.Now()) }
 
 // ValidAt reports whether the owner lease was certainly valid at now, a reading of the clock
-// that carries its monotonic part (time.Now's).
+// that carries its monotonic part (time.Now's). A reading from before the guard began is
+// refused: the guard knows nothing of that instant.
 func (g *LeaseGuard) ValidAt(now time.Time) bool {
-	return !g.lost.Load() && int64(now.Sub(g.base)) < g.until.Load()
+	since := now.Sub(g.base)
+	return !g.lost.Load() && since >= 0 && int64(since) < g.until.Load()
 }
 
 // ValidUntil returns the instant until which the lease is certainly valid, as known now.
