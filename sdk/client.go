@@ -24,8 +24,9 @@ type Client interface {
 	// Spot exists.
 	Create(ctx context.Context, t Target, opts ...CallOption) error
 	// CloseSpot explicitly closes the User or Instance Spot t, or the Actor t: admission
-	// stops, queued work finishes, the object's CloseHandler runs with CloseExplicit, then its
-	// location is released. Concurrent closes of one object share one close. The Spot an
+	// stops, queued work finishes, the object's CloseHandler runs with CloseExplicit (with
+	// CloseOwnerLost if its node's owner lease ended meanwhile), then its location is
+	// released. Concurrent closes of one object share one close. The Spot an
 	// Actor was a member of serves on.
 	CloseSpot(ctx context.Context, t Target, opts ...CallOption) error
 	// MoveActor moves the Actor actor into the User, Instance or Entry Spot to, on whatever

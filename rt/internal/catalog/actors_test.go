@@ -30,7 +30,25 @@ type pawn struct {
 	closes *atomic.Int64
 }
 
-func (p *pawn) OnClose(context.Context, sdk.CloseReason) { p.closes.Add(1) }
+func (p *pawn) OnClose(_ context.Context, r sdk.CloseReason) {
+	p.closes.Add(1)
+	pawnCloseReasons.Lock()
+	pawnCloseReasons.of[p.ac.ID()] = r
+	pawnCloseReasons.Unlock()
+}
+
+// pawnCloseReasons are the reasons of the pawns' OnClose calls, by pawn ID.
+var pawnCloseReasons = struct {
+	sync.Mutex
+	of map[string]sdk.CloseReason
+}{of: map[string]sdk.CloseReason{}}
+
+func pawnCloseReason(id string) (sdk.CloseReason, bool) {
+	pawnCloseReasons.Lock()
+	defer pawnCloseReasons.Unlock()
+	r, ok := pawnCloseReasons.of[id]
+	return r, ok
+}
 
 func (p *pawn) MarshalState(context.Context) ([]byte, error) {
 	return []byte(strconv.Itoa(p.hops)), nil
@@ -258,6 +276,46 @@ func TestHeldMessagesReturnPastTheLaneLimits(t *testing.T) {
 		return err == nil
 	}, 5*time.Second, time.Millisecond)
 	assert.Equal(t, `p1 hop 21 in Instance test.Room/"room-1"`, out, "every held message ran, in its Spot")
+}
+
+// C1: an Actor's closing callback is a turn of its Spot and checks the owner lease as the
+// Spot's does: an explicit close whose callback waited while the lease ended runs it with
+// CloseOwnerLost, and does not count as a turn's start.
+func TestC1_AnActorsClosingCallbackChecksTheLease(t *testing.T) {
+	var ticks atomic.Int64
+	n := newNode(t, nodeOpts{lease: shortLease(), register: func(ts *catalog.Types, f *fixture) {
+		must(ts.RegisterSpot(&sdk.SpotDesc{Name: lobbyType, Kind: sdk.KindEntry, Methods: methods}, factory(f)))
+		must(ts.RegisterActor(pawnDesc, func(ac sdk.ActorContext) (any, error) {
+			return &pawn{ac: ac, ticks: &ticks, closes: &pawnCloses}, nil
+		}))
+	}})
+	// An Entry Spot hosts the Actor: the end of the lease stops its turns and closes nothing.
+	lobby := sdk.EntryTarget(lobbyType, "node-a")
+	_, err := n.callT(lobby, "Join", "x")
+	require.NoError(t, err)
+	host := n.f.spotContext("")
+	require.NotNil(t, host)
+	require.NoError(t, host.Spawn(ctx, pawnDesc, "p-end"))
+
+	require.NoError(t, n.cat.Send(ctx, lobby, "BlockSend", str("")))
+	require.Equal(t, "", <-n.f.blocked)
+	lastTurn := host.TurnStart()
+	closed := make(chan error, 1)
+	go func() { closed <- n.cat.CloseTarget(ctx, pawnAt("p-end")) }()
+	time.Sleep(100 * time.Millisecond) // the callback queues behind the blocked turn
+	_, err = n.store.Client().Revoke(ctx, clientv3LeaseID(n.reg.Owner().Lease))
+	require.NoError(t, err)
+	waitLost(t, n)
+	close(n.f.release)
+	select {
+	case <-closed:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the close did not end")
+	}
+	r, ok := pawnCloseReason("p-end")
+	require.True(t, ok, "the closing callback ran")
+	assert.Equal(t, sdk.CloseOwnerLost, r)
+	assert.Equal(t, lastTurn, host.TurnStart(), "the refused check started no turn")
 }
 
 // An explicit close of an Actor and the close of its Spot race: its OnClose runs once, and

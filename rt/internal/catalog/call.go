@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/proto"
 
@@ -352,7 +353,7 @@ func (m *message) runThen(finish func(proto.Message, error), own *spotCtx) {
 
 // turnChecked, when set, runs after a turn's lease check let it start and before anything
 // else of the turn: where a pause of the process would fall. Only tests set it.
-var turnChecked func()
+var turnChecked atomic.Pointer[func()]
 
 // run runs the turn and returns its outcome. A one-way message's turn gets a Spot context,
 // built in own if it is not nil: a record that is never reused, since a handler may keep its
@@ -362,8 +363,8 @@ func (m *message) run(own *spotCtx) (proto.Message, error) {
 	if !ok {
 		return nil, m.a.errLeaseEnded()
 	}
-	if turnChecked != nil {
-		turnChecked()
+	if hook := turnChecked.Load(); hook != nil {
+		(*hook)()
 	}
 	ctx := m.ctx
 	callers := false

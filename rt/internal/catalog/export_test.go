@@ -37,6 +37,6 @@ func NestsASpotContext(ctx context.Context) bool {
 // OnTurnChecked makes fn run after every turn's lease check lets it start, before the rest of
 // the turn, until restore is called.
 func OnTurnChecked(fn func()) (restore func()) {
-	turnChecked = fn
-	return func() { turnChecked = nil }
+	prev := turnChecked.Swap(&fn)
+	return func() { turnChecked.Store(prev) }
 }

@@ -112,21 +112,23 @@ func (a *activation) Fence() sdk.Fence {
 // a certainly valid lease — after the node registers again it runs again, but never while
 // another process may hold the node's identity. The check reads the monotonic clock, so work
 // queued before a pause of the process does not run after it.
-func (a *activation) turnAllowed() bool { return a.turnAllowedAt(time.Now()) }
-
-// turnAllowedAt is turnAllowed at now, a reading of time.Now.
-func (a *activation) turnAllowedAt(now time.Time) bool {
-	if a.guard == nil {
-		return a.cat.registration().Guard().ValidAt(now)
-	}
-	return unfenced || a.guard.ValidAt(now)
+func (a *activation) turnAllowed() bool {
+	_, ok := a.checkTurn()
+	return ok
 }
 
 // checkTurn is turnAllowed, which also returns its reading of the clock: the turn's start
-// (beginTurn) if it starts.
+// (beginTurn) if it starts. The clock is read after the guard is chosen, so that the reading
+// is never older than an Entry Spot's guard of a registration made meanwhile (which refuses
+// it: LeaseGuard.ValidAt).
 func (a *activation) checkTurn() (time.Time, bool) {
+	if a.guard == nil {
+		g := a.cat.registration().Guard()
+		now := time.Now()
+		return now, g.ValidAt(now)
+	}
 	now := time.Now()
-	return now, a.turnAllowedAt(now)
+	return now, unfenced || a.guard.ValidAt(now)
 }
 
 // beginTurn records at, the clock reading of the lease check that let a turn start, as the

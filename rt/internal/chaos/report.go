@@ -26,13 +26,16 @@ CompareAndSet; every write goes through to etcd, fenced on the activation's Fenc
 the calls go through a Relay Entry Spot on a node, so that calls also start inside the mesh;
 now and then a caller sends a burst of 20 one-way Touch messages that queue behind each other.
 Six callers wait 2 s for each call, two wait 20 s. Every operation is numbered; every turn a
-register starts is written to a journal file of its node, outside the runtime. After the fault
+register starts is written to a journal file of its node, outside the runtime, with the instant
+the runtime's lease check let it start and the handler's own clock reading. After the fault
 is healed and the load stopped, the checks read the journals, the store and the callers' record:
 
 - **dup**: operations that ran more than once; **lost**: calls that answered success and never
   ran (a one-way message admitted to an owner that then lost its lease is dropped, so one-way
-  messages are not counted); **split**: turns an activation started after a later activation of
-  the same object had started one; **late**: calls that ended more than 1 s after their deadline;
+  messages are not counted); **split**: turns an activation started (its lease check passed)
+  after a later activation of the same object had started one, and turns whose journal line
+  shows no start of their own (none, one after the handler ran, or one not after the previous
+  turn of the activation ran); **late**: calls that ended more than 1 s after their deadline;
   **leaks**: records left Creating, Releasing or on an ended owner after recovery, and objects
   that did not answer again within the recovery bound. All must be 0.
 - **slowest**: the longest any call took to end with a reply or a typed error.

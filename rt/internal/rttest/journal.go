@@ -101,7 +101,10 @@ func ReadJournal(path string) ([]Turn, error) {
 // own, so that a check that judges turns by their Start cannot be fooled by a turn that started
 // without one: a turn with no Start, a Start after its handler ran, or, since an activation's
 // turns run one at a time, a Start not after the previous turn of the same activation ran (the
-// Start of an earlier turn, left over). turns are in journal order.
+// Start of an earlier turn, left over). turns are in journal order. Starts and handler readings
+// are wall-clock readings of one host, compared to the nanosecond: the check needs a clock
+// that does not step back during the run and resolves the microseconds between a turn's handler
+// and the next turn's check (Linux's does).
 func CheckTurnStarts(turns []Turn) []string {
 	type activation struct {
 		node, spot string
