@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -291,8 +292,32 @@ func (e *Executor) Submit(it Item, w Work) error {
 // processor.
 const yieldEvery = 8
 
-// numGoroutine counts the process's goroutines; tests replace it.
-var numGoroutine = runtime.NumGoroutine
+// runnableGoroutines counts the process's goroutines that are ready to run and wait for a
+// processor; tests replace it.
+var runnableGoroutines = readRunnableGoroutines
+
+// runnableMetric is the runtime's count of runnable goroutines: its run queues, read under the
+// scheduler's lock, approximate since the queues change as they are read.
+const runnableMetric = "/sched/goroutines/runnable:goroutines"
+
+// runnableSample is where readRunnableGoroutines reads the metric: one sample for the
+// process, so that a read allocates nothing.
+var runnableSample = struct {
+	sync.Mutex
+	s []metrics.Sample
+}{s: []metrics.Sample{{Name: runnableMetric}}}
+
+// readRunnableGoroutines reads runnableMetric; a runtime that does not offer it is answered
+// with the count of all goroutines.
+func readRunnableGoroutines() int {
+	runnableSample.Lock()
+	defer runnableSample.Unlock()
+	metrics.Read(runnableSample.s)
+	if v := runnableSample.s[0].Value; v.Kind() == metrics.KindUint64 {
+		return int(v.Uint64())
+	}
+	return runtime.NumGoroutine()
+}
 
 // yieldDue counts ent, which ran, and reports whether the processor is to be yielded after it;
 // e.mu is held.
@@ -326,9 +351,9 @@ func (e *Executor) continueOrStop() {
 // drain runs queued work until both lanes are empty. It owns e.running while it runs, and
 // while it yields the processor (Item.Company) the executor's work waits for it. It yields
 // only while yieldEvery or more application items are queued and they are a quarter or more
-// of the process's goroutines: a yield waits behind every runnable goroutine, and the queued callers
-// wait with it. Parked goroutines count too, so a process with many of them yields less. One
-// critical section per item both completes the item that ran and takes the next.
+// of the process's runnable goroutines: a yield waits behind every runnable goroutine, and the
+// queued callers wait with it. One critical section per item both completes the item that ran
+// and takes the next.
 func (e *Executor) drain() {
 	e.mu.Lock()
 	yield := false
@@ -342,7 +367,7 @@ func (e *Executor) drain() {
 			e.mu.Unlock()
 			return
 		}
-		if yield && e.app.n >= yieldEvery && 4*e.app.n >= numGoroutine() {
+		if yield && e.app.n >= yieldEvery && 4*e.app.n >= runnableGoroutines() {
 			// The callers that the last turns answered run before the runner goes on.
 			yield = false
 			e.mu.Unlock()

@@ -304,7 +304,7 @@ func TestInlineRunsWithCompanyYieldTheProcessor(t *testing.T) {
 }
 
 // The runner of a queue of items with company yields its processor after every eighth while
-// eight or more are queued and they are a quarter or more of the process's goroutines, outside
+// eight or more are queued and they are a quarter or more of the process's runnable goroutines, outside
 // the executor's lock, so that the callers its turns answered run before it goes on; items
 // without company (one-way messages) never make it yield.
 func TestQueuedItemsWithCompanyYieldTheRunner(t *testing.T) {
@@ -313,7 +313,7 @@ func TestQueuedItemsWithCompanyYieldTheRunner(t *testing.T) {
 		name       string
 		item       exec.Item
 		queued     int
-		goroutines int // in the process, as the executor sees them
+		goroutines int // runnable in the process, as the executor sees them
 		yields     int
 	}{
 		// After the 8th, 16th and 24th, with 24, 16 and 8 still queued; the 32nd is the last.
@@ -324,11 +324,11 @@ func TestQueuedItemsWithCompanyYieldTheRunner(t *testing.T) {
 		{name: "a queue under a quarter", item: company, queued: 32, goroutines: 65, yields: 1},
 		{name: "a short queue", item: company, queued: exec.YieldEvery + 1, goroutines: 4},
 		{name: "no company", item: app(0), queued: 32, goroutines: 4},
-		{name: "among many goroutines", item: company, queued: 32, goroutines: 200},
+		{name: "among many runnable goroutines", item: company, queued: 32, goroutines: 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Restored after occupied's cleanup, which waits for the runner.
-			t.Cleanup(exec.OnNumGoroutine(tc.goroutines))
+			t.Cleanup(exec.OnRunnableGoroutines(tc.goroutines))
 			var e *exec.Executor
 			yields := 0
 			t.Cleanup(exec.OnYield(func() {
@@ -352,6 +352,32 @@ func TestQueuedItemsWithCompanyYieldTheRunner(t *testing.T) {
 			assert.Equal(t, tc.yields, yields)
 		})
 	}
+}
+
+// The runner's rule counts the goroutines that wait for a processor, not the parked ones: a
+// process with many goroutines parked (a connection's reader, a Spot's idle timer) still has
+// its runner yield over a long queue.
+func TestParkedGoroutinesDoNotKeepTheRunnerFromYielding(t *testing.T) {
+	park := make(chan struct{})
+	var parked sync.WaitGroup
+	for range 1000 {
+		parked.Go(func() { <-park })
+	}
+	defer func() { close(park); parked.Wait() }()
+	// Until they have parked, they are runnable.
+	deadline := time.Now().Add(10 * time.Second)
+	for exec.RunnableGoroutines() >= exec.YieldEvery && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	var yields atomic.Int32
+	t.Cleanup(exec.OnYield(func() { yields.Add(1); runtime.Gosched() }))
+	e, release := occupied(t, exec.DefaultConfig())
+	for range 32 {
+		require.NoError(t, e.Submit(exec.Item{Lane: sdk.LaneApplication, Company: true}, fn{}))
+	}
+	release()
+	waitQuiescent(t, e)
+	assert.Positive(t, yields.Load(), "1,000 parked goroutines did not stop the yields")
 }
 
 func TestAnIdleExecutorHoldsNoGoroutine(t *testing.T) {

@@ -12,9 +12,12 @@ func OnYield(f func()) (restore func()) {
 // YieldEvery is how many items with company run between yields.
 const YieldEvery = yieldEvery
 
-// OnNumGoroutine makes the executors see n goroutines in the process, until the returned
-// function restores them.
-func OnNumGoroutine(n int) (restore func()) {
-	numGoroutine = func() int { return n }
-	return func() { numGoroutine = runtime.NumGoroutine }
+// OnRunnableGoroutines makes the executors see n runnable goroutines in the process, until
+// the returned function restores them.
+func OnRunnableGoroutines(n int) (restore func()) {
+	runnableGoroutines = func() int { return n }
+	return func() { runnableGoroutines = readRunnableGoroutines }
 }
+
+// RunnableGoroutines is what the executors see of the process's runnable goroutines.
+func RunnableGoroutines() int { return readRunnableGoroutines() }
