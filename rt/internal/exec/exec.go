@@ -367,11 +367,16 @@ func (e *Executor) drain() {
 			e.mu.Unlock()
 			return
 		}
-		if yield && e.app.n >= yieldEvery && 4*e.app.n >= runnableGoroutines() {
-			// The callers that the last turns answered run before the runner goes on.
+		if yield && e.app.n >= yieldEvery {
+			// The callers that the last turns answered run before the runner goes on. The
+			// count of runnable goroutines is read without the lock: the runtime's metrics
+			// lock may be held by a whole read of every metric elsewhere in the process.
 			yield = false
+			queued := e.app.n
 			e.mu.Unlock()
-			gosched()
+			if 4*queued >= runnableGoroutines() {
+				gosched()
+			}
 			e.mu.Lock()
 			continue
 		}

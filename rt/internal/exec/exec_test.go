@@ -377,7 +377,7 @@ func TestParkedGoroutinesDoNotKeepTheRunnerFromYielding(t *testing.T) {
 	}
 	release()
 	waitQuiescent(t, e)
-	assert.Positive(t, yields.Load(), "1,000 parked goroutines did not stop the yields")
+	assert.Positive(t, yields.Load(), "1,000 parked goroutines kept the runner from yielding")
 }
 
 func TestAnIdleExecutorHoldsNoGoroutine(t *testing.T) {
