@@ -630,14 +630,7 @@ func (w *actorEnd) Run() {
 				w.cat.log.Error("closing callback panicked", "actor", w.act.typ.desc.Name, "id", w.act.id, "panic", v, "stack", string(debug.Stack()))
 			}
 		}()
-		reason := sdk.CloseExplicit
-		if checked, ok := w.act.host.checkTurn(); ok {
-			w.act.host.beginTurn(checked)
-		} else {
-			// As a Spot's (closeWork): the owner lease ended while the close waited.
-			reason = sdk.CloseOwnerLost
-		}
-		h.OnClose(w.ctx, reason)
+		h.OnClose(w.ctx, w.act.host.closingReason(sdk.CloseExplicit))
 	})
 }
 

@@ -513,15 +513,7 @@ func (w closeWork) Run() {
 			w.a.cat.log.Error("closing callback panicked", "type", w.typ, "id", w.id, "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
-	reason := w.reason
-	if checked, ok := w.a.checkTurn(); ok {
-		w.a.beginTurn(checked)
-	} else {
-		// The owner lease ended while the close waited (a pause of the process): the callback
-		// must not save state as if it still owned the Spot.
-		reason = sdk.CloseOwnerLost
-	}
-	w.handler.OnClose(w.ctx, reason)
+	w.handler.OnClose(w.ctx, w.a.closingReason(w.reason))
 }
 
 func (w closeWork) Drop(error) { close(w.done) }

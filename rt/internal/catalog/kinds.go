@@ -136,6 +136,19 @@ func (a *activation) checkTurn() (time.Time, bool) {
 // the turn's first line.
 func (a *activation) beginTurn(at time.Time) { a.turnStart.Store(at.UnixNano()) }
 
+// closingReason is the reason a closing callback of a Spot or of one of its Actors gets when
+// its turn comes: reason while the owner lease holds, and the callback's turn starts then;
+// CloseOwnerLost once the lease may have ended (a pause of the process while the close
+// waited), so that the callback does not save state as if it still owned the object.
+func (a *activation) closingReason(reason sdk.CloseReason) sdk.CloseReason {
+	checked, ok := a.checkTurn()
+	if !ok {
+		return sdk.CloseOwnerLost
+	}
+	a.beginTurn(checked)
+	return reason
+}
+
 // TurnStart implements sdk.SpotContext.
 func (a *activation) TurnStart() time.Time {
 	if n := a.turnStart.Load(); n != 0 {
