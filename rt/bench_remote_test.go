@@ -23,7 +23,9 @@ import (
 // BenchmarkCall compares request/reply to a Ledger active on this node with the same call to
 // a Ledger on a node in another process, over gRPC on loopback, with 1 and 64 callers. It
 // reports throughput, p50 and p99 latency, the caller's allocations and, for the remote calls,
-// the processor time per call of each process (client-cpu-µs/op, server-cpu-µs/op).
+// the processor time per call of each process (client-cpu-µs/op, server-cpu-µs/op) and the
+// read and write system calls per call of each (client-rw-syscalls/op, server-rw-syscalls/op):
+// a batch of calls shares its socket's reads and writes.
 //
 //	go test -run '^$' -bench BenchmarkCall -benchmem -benchtime 5s ./rt/
 func BenchmarkCall(b *testing.B) {
@@ -70,6 +72,7 @@ func BenchmarkCall(b *testing.B) {
 				lat := make([]time.Duration, b.N+1)
 				b.ReportAllocs()
 				client, server, cpu := processCPU(os.Getpid()), processCPU(proc.Pid()), where == "remote"
+				clientRW, serverRW := processReadsWrites(os.Getpid()), processReadsWrites(proc.Pid())
 				rttest.RunCallers(b, callers, func(i int64) error {
 					start := time.Now()
 					_, err := h.Call(ctx, target, rttest.LedgerRecord, msg)
@@ -83,6 +86,10 @@ func BenchmarkCall(b *testing.B) {
 					}
 					b.ReportMetric(perCall(os.Getpid(), client), "client-cpu-µs/op")
 					b.ReportMetric(perCall(proc.Pid(), server), "server-cpu-µs/op")
+				}
+				if cpu && clientRW >= 0 && serverRW >= 0 {
+					b.ReportMetric(float64(processReadsWrites(os.Getpid())-clientRW)/float64(b.N), "client-rw-syscalls/op")
+					b.ReportMetric(float64(processReadsWrites(proc.Pid())-serverRW)/float64(b.N), "server-rw-syscalls/op")
 				}
 			})
 		}
@@ -119,4 +126,31 @@ func processCPU(pid int) time.Duration {
 		ticks += n
 	}
 	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
+// processReadsWrites is how many read and write system calls (the socket's reads and writes
+// among them) process pid has made so far, from /proc; -1 where there is no /proc to read.
+func processReadsWrites(pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return -1
+	}
+	var n int64
+	found := 0
+	for line := range strings.Lines(string(raw)) {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), ": ")
+		if !ok || (name != "syscr" && name != "syscw") {
+			continue
+		}
+		v, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return -1
+		}
+		n += v
+		found++
+	}
+	if found != 2 {
+		return -1
+	}
+	return n
 }
