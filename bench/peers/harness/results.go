@@ -33,6 +33,14 @@ runs start no etcd. The ratio is always ZLink ÷ Proto.Actor: above 1 is better 
 throughput rows (better: higher) and worse for ZLink on latency and memory rows (better:
 lower).
 
+The processor-time table gives, for the workloads that run in one process, the processor time
+(user and system, from getrusage) that the whole process used in the measured window divided
+by the operations completed: the callers' loops and the framework's goroutines alike, and the
+garbage collector. A rate depends on how busy the scheduler keeps both processors as much as
+on the work per operation: a run whose processors sat idle while goroutines waited to be
+woken shows a lower rate for the same time per operation. Below 1, ZLink spends less
+processor time per operation.
+
 - a. ZLink: an active Instance Spot on one node, called through the generated plain reference
   (EchoOf(...).Ping). Proto.Actor: one actor, RootContext.RequestFuture(pid, msg, timeout).Result(),
   with a bounded mailbox as Proto.Actor's own benchmarks configure it (faster here than the
@@ -137,6 +145,11 @@ func (r Report) Markdown() string {
 	}
 	if t := FloorTable(r.Runs, r.Order, r.Params); t != "" {
 		b.WriteString("ZLink against what the same calls reach with no runtime, measured in the same runs:\n\n")
+		b.WriteString(t)
+		b.WriteString("\n")
+	}
+	if t := CPUTable(r.Runs, r.Order, r.Params); t != "" {
+		b.WriteString("Processor time per operation, the whole process's (callers included), for the workloads that run in one process:\n\n")
 		b.WriteString(t)
 		b.WriteString("\n")
 	}

@@ -184,6 +184,29 @@ func CeilingTable(runs Runs, order []workload.Name, params func(workload.Name) w
 	return b.String()
 }
 
+// CPUTable renders, for each workload that runs in one process and whose runs of both
+// frameworks measured their processor time, the medians of the processor time per operation
+// and their ratio; "" when none did. The time is the whole process's, callers included: it
+// tells what each operation costs apart from how busy the scheduler kept the processors.
+func CPUTable(runs Runs, order []workload.Name, params func(workload.Name) workload.Params) string {
+	var b strings.Builder
+	for _, wl := range order {
+		if wl.Remote() || wl.Memory() || wl == workload.ColdActivation {
+			continue // another process does part of the work: etcd, or the server
+		}
+		zl := median(runs[wl][ZLink], workload.Result.CPUPerOp)
+		pa := median(runs[wl][ProtoActor], workload.Result.CPUPerOp)
+		if zl == 0 || pa == 0 {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("| Workload | ZLink | Proto.Actor | ZLink ÷ Proto.Actor |\n| --- | ---: | ---: | ---: |\n")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f |\n", Label(wl, params(wl)), fmtDur(zl*1e9), fmtDur(pa*1e9), zl/pa)
+	}
+	return b.String()
+}
+
 // FloorTable renders, for each workload whose ZLink runs measured a floor, the medians over
 // those runs of ZLink's rate, the floor's, the ratio of the two in each run, and the p99.9 and
 // maximum latency of both; "" when none did. A workload some of whose runs measured no floor

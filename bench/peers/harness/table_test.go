@@ -127,3 +127,25 @@ func TestFloorTableTakesMediansOfTheRunsThatMeasuredAFloor(t *testing.T) {
 	require.Contains(t, lines[2], " (3 of 4 runs) | 200 /s | 600 /s | 0.25 | 2.00 ms | 400 µs | 7.00 ms | 4.00 ms |")
 	require.Empty(t, FloorTable(Runs{workload.OneWay64: runs[workload.OneWay64]}, []workload.Name{workload.OneWay64}, workload.Defaults))
 }
+
+func TestCPUTableComparesTheProcessorTimePerOperationOfOneProcessWorkloads(t *testing.T) {
+	runs := Runs{
+		workload.OneWay64: {
+			// ZLink: 1.0, 1.5 and 2.0 µs per message, median 1.5; Proto.Actor 1.0 µs.
+			ZLink:      {{Ops: 1000, CPUSeconds: 1e-3}, {Ops: 1000, CPUSeconds: 2e-3}, {Ops: 2000, CPUSeconds: 3e-3}},
+			ProtoActor: {{Ops: 1000, CPUSeconds: 1e-3}},
+		},
+		// Two processes: the server's time is not in the figure, so the row is left out.
+		workload.RemoteCall64: {ZLink: {{Ops: 10, CPUSeconds: 1}}, ProtoActor: {{Ops: 10, CPUSeconds: 1}}},
+		// etcd does part of the work in its own process.
+		workload.ColdActivation: {ZLink: {{Ops: 10, CPUSeconds: 1}}, ProtoActor: {{Ops: 10, CPUSeconds: 1}}},
+		// Not measured on one side.
+		workload.LocalCall64: {ZLink: {{Ops: 10, CPUSeconds: 1}}, ProtoActor: {{Ops: 10}}},
+	}
+	order := []workload.Name{workload.LocalCall64, workload.OneWay64, workload.ColdActivation, workload.RemoteCall64}
+	got := CPUTable(runs, order, workload.Defaults)
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	require.Len(t, lines, 3, got)
+	require.Equal(t, "| "+Label(workload.OneWay64, workload.Defaults(workload.OneWay64))+" | 1.50 µs | 1.00 µs | 1.50 |", lines[2])
+	require.Empty(t, CPUTable(Runs{workload.LocalCall64: runs[workload.LocalCall64]}, order, workload.Defaults))
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -73,13 +74,13 @@ func ForDuration(ctx context.Context, callers int, warmup, duration time.Duratio
 	}
 	sleep(ctx, failed, warmup)
 	measuring.Store(true)
-	begin := time.Now()
+	begin, cpu := time.Now(), ProcessCPU()
 	sleep(ctx, failed, duration)
 	for !completed.Load() && !stop.Load() && ctx.Err() == nil {
 		sleep(ctx, failed, time.Millisecond)
 	}
 	measuring.Store(false)
-	elapsed := time.Since(begin)
+	elapsed, used := time.Since(begin), ProcessCPU()-cpu
 	stop.Store(true)
 	wg.Wait()
 	if firstErr != nil {
@@ -93,7 +94,7 @@ func ForDuration(ctx context.Context, callers int, warmup, duration time.Duratio
 			all = append(all, l...)
 		}
 	}
-	return Result{Ops: n, Seconds: elapsed.Seconds(), Latency: Summarize(all)}, nil
+	return Result{Ops: n, Seconds: elapsed.Seconds(), Latency: Summarize(all), CPUSeconds: used.Seconds()}, nil
 }
 
 // ForCount runs op count times in all on callers goroutines and returns how long that took.
@@ -105,7 +106,7 @@ func ForCount(ctx context.Context, callers int, count int64, op Op) (Result, err
 		errOnce  sync.Once
 		firstErr error
 	)
-	begin := time.Now()
+	begin, cpu := time.Now(), ProcessCPU()
 	for c := range callers {
 		wg.Go(func() {
 			for {
@@ -130,7 +131,17 @@ func ForCount(ctx context.Context, callers int, count int64, op Op) (Result, err
 	if firstErr != nil {
 		return Result{}, firstErr
 	}
-	return Result{Ops: count, Seconds: time.Since(begin).Seconds()}, nil
+	return Result{Ops: count, Seconds: time.Since(begin).Seconds(), CPUSeconds: (ProcessCPU() - cpu).Seconds()}, nil
+}
+
+// ProcessCPU is the processor time, user and system, that this process has used so far; 0
+// where the system does not tell it.
+func ProcessCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // WaitFor polls done every 100 µs until it reports true, and fails when ctx ends first.

@@ -26,6 +26,17 @@ type Result struct {
 	Floor *Floor `json:"floor,omitempty"`
 	// Memory is what a memory workload measured; Ops and Seconds are then its activations.
 	Memory *Memory `json:"memory,omitempty"`
+	// CPUSeconds is the processor time, user and system, that the whole process used in the
+	// measured window: the framework's goroutines and the callers' alike; 0 when not measured.
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+}
+
+// CPUPerOp is the processor time per operation in seconds, or 0 when it was not measured.
+func (r Result) CPUPerOp() float64 {
+	if r.Ops <= 0 || r.CPUSeconds <= 0 {
+		return 0
+	}
+	return r.CPUSeconds / float64(r.Ops)
 }
 
 // Floor is what a floor probe reached, in a window of its own right after ZLink's, in the same

@@ -142,3 +142,42 @@ func TestARunWithAFloorTakesTwoWindows(t *testing.T) {
 		require.Equal(t, 1, p.Windows(), "%s without its floor", n)
 	}
 }
+
+// work keeps a processor busy for a fixed amount of work, whatever the wall time it takes.
+func work() (sum uint64) {
+	for i := range uint64(20_000_000) {
+		sum += i * i
+	}
+	return sum
+}
+
+var sink atomic.Uint64
+
+func TestTheDriversMeasureTheProcessorTimeOfTheirWindow(t *testing.T) {
+	before := ProcessCPU()
+	sink.Add(work())
+	w := (ProcessCPU() - before).Seconds()
+	require.Positive(t, w)
+
+	// Work before the window does not count (ten times the work would break the upper bound);
+	// two operations of the same work do.
+	for range 10 {
+		sink.Add(work())
+	}
+	res, err := ForCount(context.Background(), 2, 2, func(int, int64) error {
+		sink.Add(work())
+		return nil
+	})
+	require.NoError(t, err)
+	require.Greater(t, res.CPUSeconds, w, "two operations of the work took %.4fs, one %.4fs", res.CPUSeconds, w)
+	require.Less(t, res.CPUSeconds, 4*w+0.02, "two operations of the work took %.4fs, one %.4fs", res.CPUSeconds, w)
+	require.InDelta(t, res.CPUSeconds/2, res.CPUPerOp(), 1e-12)
+
+	res, err = ForDuration(context.Background(), 1, 10*time.Millisecond, 20*time.Millisecond, func(int, int64) error {
+		sink.Add(work() % 7)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Positive(t, res.CPUSeconds)
+	require.Zero(t, Result{Ops: 5}.CPUPerOp())
+}
