@@ -80,16 +80,17 @@ func BenchmarkCall(b *testing.B) {
 					return err
 				})
 				reportLatency(b, lat[1:])
-				if cpu && client >= 0 && server >= 0 {
-					perCall := func(pid int, before time.Duration) float64 {
-						return float64((processCPU(pid) - before).Microseconds()) / float64(b.N)
-					}
-					b.ReportMetric(perCall(os.Getpid(), client), "client-cpu-µs/op")
-					b.ReportMetric(perCall(proc.Pid(), server), "server-cpu-µs/op")
+				if !cpu {
+					return
 				}
-				if cpu && clientRW >= 0 && serverRW >= 0 {
-					b.ReportMetric(float64(processReadsWrites(os.Getpid())-clientRW)/float64(b.N), "client-rw-syscalls/op")
-					b.ReportMetric(float64(processReadsWrites(proc.Pid())-serverRW)/float64(b.N), "server-rw-syscalls/op")
+				// A figure is reported only when both of its readings could be made.
+				if clientEnd, serverEnd := processCPU(os.Getpid()), processCPU(proc.Pid()); min(client, server, clientEnd, serverEnd) >= 0 {
+					b.ReportMetric(float64((clientEnd-client).Microseconds())/float64(b.N), "client-cpu-µs/op")
+					b.ReportMetric(float64((serverEnd-server).Microseconds())/float64(b.N), "server-cpu-µs/op")
+				}
+				if clientEnd, serverEnd := processReadsWrites(os.Getpid()), processReadsWrites(proc.Pid()); min(clientRW, serverRW, clientEnd, serverEnd) >= 0 {
+					b.ReportMetric(float64(clientEnd-clientRW)/float64(b.N), "client-rw-syscalls/op")
+					b.ReportMetric(float64(serverEnd-serverRW)/float64(b.N), "server-rw-syscalls/op")
 				}
 			})
 		}

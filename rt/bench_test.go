@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -153,7 +154,7 @@ func BenchmarkSendTo64Spots(b *testing.B) {
 	}
 	var refused atomic.Int64
 	b.ReportAllocs()
-	cpu, mutexWait := processCPU(os.Getpid()), readMutexWait()
+	cpu, lockWait := selfCPU(), readLockWait()
 	start := time.Now()
 	rttest.RunCallers(b, 64, func(i int64) error {
 		for {
@@ -174,22 +175,36 @@ func BenchmarkSendTo64Spots(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "handled/s")
 	b.ReportMetric(float64(refused.Load())/float64(b.N), "pushbacks/op")
-	// The processor time per message, the machine's every busy processor counted, tells the
-	// path's own cost apart from how the scheduler kept the processors busy in this run; the
-	// time goroutines spent blocked on locks shows contention.
-	if cpu >= 0 {
-		b.ReportMetric(float64((processCPU(os.Getpid())-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	// The process's processor time per message, summed over the processors, is the path's
+	// cost with the scheduler's and the collector's; the rate also depends on how busy the
+	// scheduler kept the processors. The time goroutines spent blocked on locks shows
+	// contention.
+	if end := selfCPU(); cpu >= 0 && end >= 0 {
+		b.ReportMetric(float64((end-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}
-	b.ReportMetric((readMutexWait()-mutexWait).Seconds()*1e9/float64(b.N), "lock-wait-ns/op")
+	if end := readLockWait(); lockWait >= 0 && end >= 0 {
+		b.ReportMetric(float64((end-lockWait).Nanoseconds())/float64(b.N), "lock-wait-ns/op")
+	}
 }
 
-// readMutexWait is the time the process's goroutines have spent blocked on sync.Mutex and
-// sync.RWMutex so far.
-func readMutexWait() time.Duration {
+// selfCPU is the processor time, user and system, that this process has used so far; -1
+// where the system does not tell it.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return -1
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// readLockWait is the approximate time the process's goroutines have spent blocked on
+// sync.Mutex, sync.RWMutex and the runtime's own locks so far; -1 where the runtime does not
+// tell it.
+func readLockWait() time.Duration {
 	s := []metrics.Sample{{Name: "/sync/mutex/wait/total:seconds"}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindFloat64 {
-		return 0
+		return -1
 	}
 	return time.Duration(s[0].Value.Float64() * float64(time.Second))
 }

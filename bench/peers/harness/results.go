@@ -33,13 +33,14 @@ runs start no etcd. The ratio is always ZLink ÷ Proto.Actor: above 1 is better 
 throughput rows (better: higher) and worse for ZLink on latency and memory rows (better:
 lower).
 
-The processor-time table gives, for the workloads that run in one process, the processor time
-(user and system, from getrusage) that the whole process used in the measured window divided
-by the operations completed: the callers' loops and the framework's goroutines alike, and the
-garbage collector. A rate depends on how busy the scheduler keeps both processors as much as
-on the work per operation: a run whose processors sat idle while goroutines waited to be
-woken shows a lower rate for the same time per operation. Below 1, ZLink spends less
-processor time per operation.
+The processor-time table gives, for the workloads whose measured window does no work in
+another process, the processor time (user and system, from getrusage) that the whole process
+used in the window divided by the operations completed: the callers' loops, the framework's
+goroutines, the scheduler's spinning and wake-ups and the garbage collector alike (and, in
+row b, ZLink's push-back retries). Throughput also depends on how busy the scheduler keeps
+the processors: a run whose processors sat idle while goroutines waited to be woken shows
+less throughput for the same time per operation. Below 1, ZLink spends less processor time
+per operation. A profiled run (-profile) keeps no ZLink figure: the profiler's time is in it.
 
 - a. ZLink: an active Instance Spot on one node, called through the generated plain reference
   (EchoOf(...).Ping). Proto.Actor: one actor, RootContext.RequestFuture(pid, msg, timeout).Result(),
@@ -149,7 +150,7 @@ func (r Report) Markdown() string {
 		b.WriteString("\n")
 	}
 	if t := CPUTable(r.Runs, r.Order, r.Params); t != "" {
-		b.WriteString("Processor time per operation, the whole process's (callers included), for the workloads that run in one process:\n\n")
+		b.WriteString("Processor time per operation, the whole process's (callers included), for the workloads whose window does no work in another process:\n\n")
 		b.WriteString(t)
 		b.WriteString("\n")
 	}

@@ -158,5 +158,8 @@ func runOne(ctx context.Context, cfg Config, fw Framework, wl workload.Name, rou
 	if err := child.Wait(30 * time.Second); err != nil {
 		return workload.Result{}, fmt.Errorf("child: %w; its stderr ends:\n%s", err, child.Stderr())
 	}
+	if cfg.ProfileDir != "" && fw == ZLink {
+		res.CPUSeconds = 0 // the profiler's own time is in it, and Proto.Actor runs unprofiled
+	}
 	return res, nil
 }

@@ -184,27 +184,43 @@ func CeilingTable(runs Runs, order []workload.Name, params func(workload.Name) w
 	return b.String()
 }
 
-// CPUTable renders, for each workload that runs in one process and whose runs of both
-// frameworks measured their processor time, the medians of the processor time per operation
-// and their ratio; "" when none did. The time is the whole process's, callers included: it
-// tells what each operation costs apart from how busy the scheduler kept the processors.
+// CPUTable renders, for each workload whose measured window does no work in another process
+// and whose runs of both frameworks measured their processor time, the medians over those
+// runs of the processor time per operation, and their ratio; "" when none did. A framework
+// some of whose runs measured none says how many did. The time is the whole process's,
+// callers and scheduler included.
 func CPUTable(runs Runs, order []workload.Name, params func(workload.Name) workload.Params) string {
 	var b strings.Builder
 	for _, wl := range order {
 		if wl.Remote() || wl.Memory() || wl == workload.ColdActivation {
 			continue // another process does part of the work: etcd, or the server
 		}
-		zl := median(runs[wl][ZLink], workload.Result.CPUPerOp)
-		pa := median(runs[wl][ProtoActor], workload.Result.CPUPerOp)
+		zl, zlNote := measuredCPU(runs[wl][ZLink])
+		pa, paNote := measuredCPU(runs[wl][ProtoActor])
 		if zl == 0 || pa == 0 {
 			continue
 		}
 		if b.Len() == 0 {
 			b.WriteString("| Workload | ZLink | Proto.Actor | ZLink ÷ Proto.Actor |\n| --- | ---: | ---: | ---: |\n")
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %.2f |\n", Label(wl, params(wl)), fmtDur(zl*1e9), fmtDur(pa*1e9), zl/pa)
+		fmt.Fprintf(&b, "| %s | %s%s | %s%s | %.2f |\n", Label(wl, params(wl)), fmtDur(zl*1e9), zlNote, fmtDur(pa*1e9), paNote, zl/pa)
 	}
 	return b.String()
+}
+
+// measuredCPU is the median processor time per operation of the runs that measured it, and a
+// note of how many did when some did not.
+func measuredCPU(all []workload.Result) (float64, string) {
+	var rs []workload.Result
+	for _, r := range all {
+		if r.CPUPerOp() > 0 {
+			rs = append(rs, r)
+		}
+	}
+	if len(rs) == 0 || len(rs) == len(all) {
+		return median(rs, workload.Result.CPUPerOp), ""
+	}
+	return median(rs, workload.Result.CPUPerOp), fmt.Sprintf(" (%d of %d runs)", len(rs), len(all))
 }
 
 // FloorTable renders, for each workload whose ZLink runs measured a floor, the medians over

@@ -141,11 +141,20 @@ func TestCPUTableComparesTheProcessorTimePerOperationOfOneProcessWorkloads(t *te
 		workload.ColdActivation: {ZLink: {{Ops: 10, CPUSeconds: 1}}, ProtoActor: {{Ops: 10, CPUSeconds: 1}}},
 		// Not measured on one side.
 		workload.LocalCall64: {ZLink: {{Ops: 10, CPUSeconds: 1}}, ProtoActor: {{Ops: 10}}},
+		// A memory workload measures no time per operation.
+		workload.Memory100k: {ZLink: {{Ops: 10, CPUSeconds: 1}}, ProtoActor: {{Ops: 10, CPUSeconds: 1}}},
+		// Some runs measured nothing: the median is of those that did (2 and 4 µs, not 0 and 2).
+		workload.ActorCall64: {
+			ZLink:      {{Ops: 1000}, {Ops: 1000, CPUSeconds: 2e-3}, {Ops: 1000, CPUSeconds: 4e-3}},
+			ProtoActor: {{Ops: 1000, CPUSeconds: 6e-3}},
+		},
 	}
-	order := []workload.Name{workload.LocalCall64, workload.OneWay64, workload.ColdActivation, workload.RemoteCall64}
+	order := []workload.Name{workload.LocalCall64, workload.OneWay64, workload.ColdActivation, workload.RemoteCall64,
+		workload.ActorCall64, workload.Memory100k}
 	got := CPUTable(runs, order, workload.Defaults)
 	lines := strings.Split(strings.TrimSpace(got), "\n")
-	require.Len(t, lines, 3, got)
+	require.Len(t, lines, 4, got)
 	require.Equal(t, "| "+Label(workload.OneWay64, workload.Defaults(workload.OneWay64))+" | 1.50 µs | 1.00 µs | 1.50 |", lines[2])
+	require.Equal(t, "| "+Label(workload.ActorCall64, workload.Defaults(workload.ActorCall64))+" | 3.00 µs (2 of 3 runs) | 6.00 µs | 0.50 |", lines[3])
 	require.Empty(t, CPUTable(Runs{workload.LocalCall64: runs[workload.LocalCall64]}, order, workload.Defaults))
 }

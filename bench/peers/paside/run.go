@@ -126,7 +126,7 @@ func oneWay(ctx context.Context, p workload.Params) (workload.Result, func() err
 	for i := range pids {
 		pids[i] = sys.Root.Spawn(EchoProps(handled))
 	}
-	begin, cpu := time.Now(), workload.ProcessCPU()
+	begin, cpu := time.Now(), workload.StartCPUWindow()
 	_, err := workload.ForCount(ctx, p.Callers, int64(p.Count), func(_ int, seq int64) error {
 		sys.Root.Send(pids[seq%int64(len(pids))], &zl.Tick{Seq: seq})
 		return nil
@@ -138,7 +138,7 @@ func oneWay(ctx context.Context, p workload.Params) (workload.Result, func() err
 	if err := workload.WaitFor(ctx, "every tick handled", func() bool { return handled.Load() >= want }); err != nil {
 		return workload.Result{}, stop, err
 	}
-	elapsed, used := time.Since(begin), workload.ProcessCPU()-cpu
+	elapsed, used := time.Since(begin), cpu.Seconds()
 	var sum int64
 	for _, pid := range pids {
 		reply, err := sys.Root.RequestFuture(pid, &zl.CountRequest{}, p.Timeout).Result()
@@ -154,5 +154,5 @@ func oneWay(ctx context.Context, p workload.Params) (workload.Result, func() err
 	if sum != want || handled.Load() != want {
 		return workload.Result{}, stop, fmt.Errorf("handled %d ticks (actors count %d), sent %d", handled.Load(), sum, want)
 	}
-	return workload.Result{Ops: want, Seconds: elapsed.Seconds(), CPUSeconds: used.Seconds()}, stop, nil
+	return workload.Result{Ops: want, Seconds: elapsed.Seconds(), CPUSeconds: used}, stop, nil
 }

@@ -74,13 +74,13 @@ func ForDuration(ctx context.Context, callers int, warmup, duration time.Duratio
 	}
 	sleep(ctx, failed, warmup)
 	measuring.Store(true)
-	begin, cpu := time.Now(), ProcessCPU()
+	begin, cpu := time.Now(), StartCPUWindow()
 	sleep(ctx, failed, duration)
 	for !completed.Load() && !stop.Load() && ctx.Err() == nil {
 		sleep(ctx, failed, time.Millisecond)
 	}
 	measuring.Store(false)
-	elapsed, used := time.Since(begin), ProcessCPU()-cpu
+	elapsed, used := time.Since(begin), cpu.Seconds()
 	stop.Store(true)
 	wg.Wait()
 	if firstErr != nil {
@@ -94,7 +94,7 @@ func ForDuration(ctx context.Context, callers int, warmup, duration time.Duratio
 			all = append(all, l...)
 		}
 	}
-	return Result{Ops: n, Seconds: elapsed.Seconds(), Latency: Summarize(all), CPUSeconds: used.Seconds()}, nil
+	return Result{Ops: n, Seconds: elapsed.Seconds(), Latency: Summarize(all), CPUSeconds: used}, nil
 }
 
 // ForCount runs op count times in all on callers goroutines and returns how long that took.
@@ -106,7 +106,7 @@ func ForCount(ctx context.Context, callers int, count int64, op Op) (Result, err
 		errOnce  sync.Once
 		firstErr error
 	)
-	begin, cpu := time.Now(), ProcessCPU()
+	begin, cpu := time.Now(), StartCPUWindow()
 	for c := range callers {
 		wg.Go(func() {
 			for {
@@ -131,17 +131,33 @@ func ForCount(ctx context.Context, callers int, count int64, op Op) (Result, err
 	if firstErr != nil {
 		return Result{}, firstErr
 	}
-	return Result{Ops: count, Seconds: time.Since(begin).Seconds(), CPUSeconds: (ProcessCPU() - cpu).Seconds()}, nil
+	return Result{Ops: count, Seconds: time.Since(begin).Seconds(), CPUSeconds: cpu.Seconds()}, nil
 }
 
-// ProcessCPU is the processor time, user and system, that this process has used so far; 0
+// ProcessCPU is the processor time, user and system, that this process has used so far; -1
 // where the system does not tell it.
 func ProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return -1
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// CPUWindow measures the processor time that this process uses in a window of a run.
+type CPUWindow struct{ start time.Duration }
+
+// StartCPUWindow starts a window now.
+func StartCPUWindow() CPUWindow { return CPUWindow{start: ProcessCPU()} }
+
+// Seconds is the processor time used since the window started, or 0 when the system did not
+// tell it (Result.CPUSeconds then says that it was not measured).
+func (w CPUWindow) Seconds() float64 {
+	end := ProcessCPU()
+	if w.start < 0 || end < 0 {
+		return 0
+	}
+	return (end - w.start).Seconds()
 }
 
 // WaitFor polls done every 100 µs until it reports true, and fails when ctx ends first.

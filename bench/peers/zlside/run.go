@@ -120,7 +120,7 @@ func oneWay(ctx context.Context, n *Node, p workload.Params) (workload.Result, e
 		return workload.Result{}, err
 	}
 	var pushbacks atomic.Int64
-	begin, cpu := time.Now(), workload.ProcessCPU()
+	begin, cpu := time.Now(), workload.StartCPUWindow()
 	_, err = workload.ForCount(ctx, p.Callers, int64(p.Count), func(_ int, seq int64) error {
 		ref := refs[seq%int64(len(refs))]
 		for {
@@ -139,7 +139,7 @@ func oneWay(ctx context.Context, n *Node, p workload.Params) (workload.Result, e
 	if err := workload.WaitFor(ctx, "every tick handled", func() bool { return n.Handled.Load() >= want }); err != nil {
 		return workload.Result{}, err
 	}
-	elapsed, used := time.Since(begin), workload.ProcessCPU()-cpu
+	elapsed, used := time.Since(begin), cpu.Seconds()
 	var sum int64
 	for _, ref := range refs {
 		c, err := ref.Count(ctx, &zl.CountRequest{})
@@ -151,7 +151,7 @@ func oneWay(ctx context.Context, n *Node, p workload.Params) (workload.Result, e
 	if sum != want || n.Handled.Load() != want {
 		return workload.Result{}, fmt.Errorf("handled %d ticks (Spots count %d), sent %d", n.Handled.Load(), sum, want)
 	}
-	return workload.Result{Ops: want, Seconds: elapsed.Seconds(), Pushbacks: pushbacks.Load(), CPUSeconds: used.Seconds()}, nil
+	return workload.Result{Ops: want, Seconds: elapsed.Seconds(), Pushbacks: pushbacks.Load(), CPUSeconds: used}, nil
 }
 
 // cold activates p.Count fresh Instance Spots with intent calls from p.Callers callers.
