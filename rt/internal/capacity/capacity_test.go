@@ -286,6 +286,49 @@ func TestJ3_AFullQueueMakesCallersWaitThenFailsWithScheduler(t *testing.T) {
 	assert.Zero(t, st.CapacityWaiters)
 }
 
+func TestJ3_PermitsReturnedTogetherWakeAWaiterEach(t *testing.T) {
+	m := newMeter(t, manual(3, 0, 0), mib)
+	for range 3 {
+		_, err := m.Acquire(context.Background(), notNested)
+		require.NoError(t, err)
+	}
+	got := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := m.Acquire(context.Background(), notNested)
+			got <- err
+		}()
+	}
+	require.Eventually(t, func() bool {
+		return m.Status(0, exec.DefaultConfig()).ApplicationJobQueue.CapacityWaiters == 3
+	}, 5*time.Second, time.Millisecond)
+
+	m.ReturnMany(2)
+	for range 2 {
+		select {
+		case err := <-got:
+			require.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("two permits returned together did not reach two waiters")
+		}
+	}
+	select {
+	case err := <-got:
+		t.Fatalf("a third waiter got a permit that was not returned: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	st := m.Status(0, exec.DefaultConfig()).ApplicationJobQueue
+	assert.Equal(t, uint64(3), st.PermitsInUse)
+	assert.Equal(t, uint64(1), st.CapacityWaiters)
+
+	m.ReturnMany(0) // nothing to return: nobody is woken
+	m.ReturnMany(4) // more than wait: the rest stay free
+	require.NoError(t, <-got)
+	require.Eventually(t, func() bool {
+		return m.Status(0, exec.DefaultConfig()).ApplicationJobQueue.PermitsInUse == 0
+	}, 5*time.Second, time.Millisecond)
+}
+
 func TestJ3_NestedJobsTakeReservedPermitsInsteadOfWaiting(t *testing.T) {
 	m := newMeter(t, manual(1, 0, 0), mib)
 	_, err := m.Acquire(context.Background(), notNested)

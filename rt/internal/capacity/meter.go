@@ -320,14 +320,16 @@ func (m *Meter) leaveQueue(wake chan struct{}) {
 
 // wakeOneLocked wakes the longest waiting job, if any; m.mu is held. Waking one waiter per
 // returned permit, rather than all of them, spares a full queue a stampede on every Return.
-func (m *Meter) wakeOneLocked() {
+// It reports whether there was one.
+func (m *Meter) wakeOneLocked() bool {
 	if len(m.jobQueue) == 0 {
-		return
+		return false
 	}
 	w := m.jobQueue[0]
 	m.jobQueue[0] = nil
 	m.jobQueue = m.jobQueue[1:]
 	w <- struct{}{} // buffered, and a waiter is queued at most once: never blocks
+	return true
 }
 
 // Return gives back a job's permit when the job ends.
@@ -338,10 +340,28 @@ func (m *Meter) Return(reserved bool) {
 	if reserved {
 		m.reserved.Add(-1)
 	}
-	n := m.inUse.Add(-1)
+	m.returnPermits(1)
+}
+
+// ReturnMany gives back the permits, none of them reserved, of n jobs that ended. A Spot's
+// runner returns the permits of the one-way jobs it ran together, so that every job writes the
+// shared count once rather than twice.
+func (m *Meter) ReturnMany(n int64) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.returnPermits(n)
+}
+
+func (m *Meter) returnPermits(k int64) {
+	n := m.inUse.Add(-k)
 	if m.jobWaiters.Load() > 0 {
 		m.mu.Lock()
-		m.wakeOneLocked()
+		for range k {
+			if !m.wakeOneLocked() {
+				break
+			}
+		}
 		m.mu.Unlock()
 	}
 	if n <= m.s.ResumeAt && m.paused.Load() {

@@ -522,17 +522,55 @@ type send struct {
 
 // Run implements exec.Work: as a call's, the turn runs only if the Spot's owner lease is still
 // certainly valid (C1), and its handler gets a context that ends when the Spot ends.
-func (s *send) Run() { s.runThen(func(_ proto.Message, err error) { s.finish(err) }, &s.turn) }
+func (s *send) Run() {
+	s.runThen(func(_ proto.Message, err error) {
+		s.a.jobEnded(s.reserved)
+		s.finish(err)
+	}, &s.turn)
+}
 
 // Drop implements exec.Work.
-func (s *send) Drop(err error) { s.finish(err) }
+func (s *send) Drop(err error) {
+	s.a.cat.cfg.Meter.Return(s.reserved)
+	s.finish(err)
+}
 
-// finish returns the message's permit once its job ended; nobody waits for its outcome.
+// finish ends the message once its job ended and its permit was returned or handed to the
+// runner; nobody waits for its outcome.
 func (s *send) finish(err error) {
 	s.req = nil // a handler that keeps its context keeps this record, but not the payload
-	s.a.cat.cfg.Meter.Return(s.reserved)
 	if err != nil {
 		s.logOneWayFailure(err)
+	}
+}
+
+// permitBatch is the most job permits that a Spot's runner holds back, of one-way jobs that
+// ended, to return them together.
+const permitBatch = 16
+
+// jobEnded returns the job permit of a one-way message whose turn ended on a's runner, or
+// holds it back to return it with the next ones: when the runner holds permitBatch of them,
+// and when it runs out of work. Each job then writes the node's count of permits in use, which
+// both processors write for every job, once rather than twice. A running Spot holds back at
+// most permitBatch-1 permits of jobs that ended: a handler that blocks holds them while it
+// blocks, beside the permits of the jobs queued behind it. Only the runner calls it.
+func (a *activation) jobEnded(reserved bool) {
+	m := a.cat.cfg.Meter
+	if reserved || m == nil {
+		m.Return(reserved)
+		return
+	}
+	if a.ended++; a.ended >= permitBatch {
+		a.returnEnded()
+	}
+}
+
+// returnEnded returns the permits that a's runner held back; the executor calls it when a run
+// of work ends (exec.Executor.SetRunEnd).
+func (a *activation) returnEnded() {
+	if a.ended > 0 {
+		a.cat.cfg.Meter.ReturnMany(a.ended)
+		a.ended = 0
 	}
 }
 

@@ -370,6 +370,7 @@ func (c *Catalog) Start(ctx context.Context) error {
 		}
 		e := &entrySpot{activation: activation{cat: c, typ: t, exec: exec.New(&c.cfg.Exec, c.cfg.Meter.Lanes())}}
 		e.exec.SetPanicHandler(c.execPanic)
+		e.exec.SetRunEnd(e.returnEnded)
 		octx, cancel := context.WithTimeout(ctx, c.cfg.OperationTimeout)
 		impl, err := c.build(octx, &e.activation, e, t, nil)
 		cancel()

@@ -674,6 +674,56 @@ func TestE8_SelfSendsTakeReservedPermitsAndGiveThemBack(t *testing.T) {
 	assert.GreaterOrEqual(t, st().PeakPermitsInUse, uint64(3), "reserved permits were taken beyond the 2")
 }
 
+// TestE8_ARunnerReturnsThePermitsOfEndedJobsTogether: a Spot's runner holds back fewer than
+// 16 permits of one-way jobs that ended, beside those of the running and the queued jobs, and
+// returns them all once it runs out of work.
+func TestE8_ARunnerReturnsThePermitsOfEndedJobsTogether(t *testing.T) {
+	meter := jobMeter(t, 100)
+	gates := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
+	entered := make(chan string, 2)
+	reg := func(ts *catalog.Types, f *fixture) {
+		registerAll(ts, f)
+		ms := []sdk.MethodDesc{
+			method("Gate", true, func(s *spot, ctx context.Context, in string) (string, error) {
+				entered <- in
+				<-gates[in]
+				return "", nil
+			}),
+			method("Hit", true, func(s *spot, ctx context.Context, in string) (string, error) { return "", nil }),
+			method("Ping", false, func(s *spot, ctx context.Context, in string) (string, error) { return "pong", nil }),
+		}
+		must(ts.RegisterSpot(&sdk.SpotDesc{Name: "test.Gated", Kind: sdk.KindInstance, Methods: ms}, factory(f)))
+	}
+	n := newNode(t, nodeOpts{register: reg, cfg: func(c *catalog.Config) { c.Meter = meter }})
+	permits := func() uint64 { return meter.Status(0, exec.DefaultConfig()).ApplicationJobQueue.PermitsInUse }
+	target := sdk.InstanceTarget("test.Gated", "g")
+	_, err := n.cat.Call(ctx, sdk.InstanceIntent("test.Gated", "g"), "Ping", str(""))
+	require.NoError(t, err)
+	send := func(method, in string) { require.NoError(t, n.cat.Send(ctx, target, method, str(in))) }
+
+	send("Gate", "a")
+	require.Equal(t, "a", <-entered)
+	for range 19 {
+		send("Hit", "")
+	}
+	send("Gate", "b")
+	for range 20 {
+		send("Hit", "")
+	}
+	require.Equal(t, uint64(41), permits(), "every admitted job holds a permit")
+
+	close(gates["a"])
+	require.Equal(t, "b", <-entered)
+	// 20 jobs ended; gate b runs with 20 jobs queued behind it.
+	inUse := permits()
+	require.GreaterOrEqual(t, inUse, uint64(21), "the running job and the queued ones hold theirs")
+	assert.LessOrEqual(t, inUse-21, uint64(15), "the runner returned the permits of ended jobs in batches")
+
+	close(gates["b"])
+	require.Eventually(t, func() bool { return permits() == 0 }, 5*time.Second, time.Millisecond,
+		"the runner returns what it held back when it runs out of work")
+}
+
 func TestCallerCancellationWhileQueued(t *testing.T) {
 	n := newNode(t, nodeOpts{})
 	_, err := n.call("cx", "Join", "x")

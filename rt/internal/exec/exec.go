@@ -153,6 +153,7 @@ type Executor struct {
 	lastActivity int64
 	active       bool // an activity-counting item ran since lastActivity was stamped
 	onPanic      func(v any, stack []byte)
+	runEnd       func()
 }
 
 // New returns an idle executor. cfg must have passed Validate and must not change afterwards;
@@ -174,6 +175,16 @@ func (e *Executor) Stripe() uint32 { return e.stripe }
 func (e *Executor) SetPanicHandler(fn func(v any, stack []byte)) {
 	e.mu.Lock()
 	e.onPanic = fn
+	e.mu.Unlock()
+}
+
+// SetRunEnd sets what runs after the last item of each run of queued work, before the
+// executor goes idle: on the goroutine that ran the work, outside the executor's lock, so
+// that it may keep state that only its items touch. Work admitted meanwhile runs after it, and
+// fn runs again after that work. Set it before the work that relies on it is submitted.
+func (e *Executor) SetRunEnd(fn func()) {
+	e.mu.Lock()
+	e.runEnd = fn
 	e.mu.Unlock()
 }
 
@@ -356,9 +367,16 @@ func (e *Executor) continueOrStop() {
 // and takes the next.
 func (e *Executor) drain() {
 	e.mu.Lock()
-	yield := false
+	yield, ran := false, false
 	for {
 		l := e.next()
+		if l == nil && ran && e.runEnd != nil {
+			ran = false
+			e.mu.Unlock()
+			e.runEnd()
+			e.mu.Lock()
+			continue
+		}
 		if l == nil {
 			e.running = false
 			e.stampActivity()
@@ -388,7 +406,7 @@ func (e *Executor) drain() {
 		p := runItem(ent)
 		e.mu.Lock()
 		e.complete(l, ent, p)
-		yield = e.yieldDue(ent)
+		yield, ran = e.yieldDue(ent), true
 	}
 }
 

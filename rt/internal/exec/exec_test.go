@@ -551,3 +551,68 @@ func TestGaugesSumEveryExecutorsShare(t *testing.T) {
 	assert.Zero(t, g.ApplicationBytes())
 	assert.Zero(t, g.LifecycleBytes())
 }
+
+func TestRunEndRunsOnTheRunnerAfterEachRunOfQueuedWork(t *testing.T) {
+	cfg := exec.DefaultConfig()
+	e, release := occupied(t, cfg)
+	// The hook and the items share state without a lock: the hook runs on the runner, after
+	// the items and before anything admitted later.
+	var log []string
+	ends := make(chan int, 4)
+	e.SetRunEnd(func() {
+		log = append(log, "end")
+		ends <- len(log)
+	})
+	for _, name := range []string{"a", "b"} {
+		require.NoError(t, e.Submit(app(0), fn{run: func() { log = append(log, name) }}))
+	}
+	release()
+	require.Equal(t, 3, receive(t, ends), "the run of a, b ends once, after both")
+	waitQuiescent(t, e)
+
+	// A later run ends again; an inline run, which runs on its caller, does not call it.
+	require.NoError(t, e.Submit(exec.Item{Lane: sdk.LaneApplication, Inline: true}, fn{run: func() { log = append(log, "inline") }}))
+	require.NoError(t, e.Submit(app(0), fn{run: func() { log = append(log, "c") }}))
+	require.Equal(t, 6, receive(t, ends))
+	waitQuiescent(t, e)
+	assert.Equal(t, []string{"a", "b", "end", "inline", "c", "end"}, log)
+}
+
+func TestWorkAdmittedDuringRunEndRunsAfterIt(t *testing.T) {
+	cfg := exec.DefaultConfig()
+	e := exec.New(&cfg, nil)
+	var order []string
+	var once sync.Once
+	done := make(chan struct{})
+	e.SetRunEnd(func() {
+		order = append(order, "end")
+		once.Do(func() {
+			// Admitted while the runner is in the hook: the executor is not idle yet, so
+			// this runs on the same runner, and the hook runs again after it.
+			assert.NoError(t, e.Submit(app(0), fn{run: func() { order = append(order, "late") }}))
+			assert.False(t, e.Quiescent())
+		})
+		if len(order) == 4 {
+			close(done)
+		}
+	})
+	require.NoError(t, e.Submit(app(0), fn{run: func() { order = append(order, "first") }}))
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the hook did not run after the late work")
+	}
+	waitQuiescent(t, e)
+	assert.Equal(t, []string{"first", "end", "late", "end"}, order)
+}
+
+func receive[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatal("nothing arrived in 5s")
+		panic("unreachable")
+	}
+}
