@@ -328,7 +328,18 @@ func (k *call) Run() {
 	if k.actor != nil && !k.actor.mayRun(k) {
 		return // held to follow the Actor, or ended unrun
 	}
-	k.runThen(k.finish, nil)
+	k.runThen(k.ranOnRunner, nil)
+}
+
+// ranOnRunner finishes a call whose turn ran. A call that holds a permit was queued, so it ran
+// on its Spot's runner, which takes the permit over (jobEnded); an Actor's message keeps its
+// own, since its Actor may have moved to another Spot's queue.
+func (k *call) ranOnRunner(reply proto.Message, err error) {
+	if k.permit && k.actor == nil {
+		k.a.jobEnded(k.reserved)
+		k.permit, k.reserved = false, false
+	}
+	k.finish(reply, err)
 }
 
 // runThen runs the turn and hands its outcome to finish, once. A panic outside the handler
@@ -544,11 +555,10 @@ func (s *send) finish(err error) {
 	}
 }
 
-// permitBatch is the most job permits that a Spot's runner holds back, of one-way jobs that
-// ended, to return them together.
+// permitBatch is how many job permits of ended jobs a Spot's runner returns together.
 const permitBatch = 16
 
-// jobEnded returns the job permit of a one-way message whose turn ended on a's runner, or
+// jobEnded returns the job permit of a message whose turn ended on a's runner, or
 // holds it back to return it with the next ones: when the runner holds permitBatch of them,
 // and when it runs out of work. Each job then writes the node's count of permits in use, which
 // both processors write for every job, once rather than twice. A running Spot holds back at

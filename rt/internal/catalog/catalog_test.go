@@ -674,13 +674,17 @@ func TestE8_SelfSendsTakeReservedPermitsAndGiveThemBack(t *testing.T) {
 	assert.GreaterOrEqual(t, st().PeakPermitsInUse, uint64(3), "reserved permits were taken beyond the 2")
 }
 
-// TestE8_ARunnerReturnsThePermitsOfEndedJobsTogether: a Spot's runner holds back fewer than
-// 16 permits of one-way jobs that ended, beside those of the running and the queued jobs, and
-// returns them all once it runs out of work.
+// TestE8_ARunnerReturnsThePermitsOfEndedJobsTogether: a Spot's runner takes over the job
+// permits of the one-way messages and queued requests whose turns ended and returns them in
+// batches, holding fewer than a batch back beside the permits of the running and queued jobs,
+// and returns all it holds once it runs out of work.
 func TestE8_ARunnerReturnsThePermitsOfEndedJobsTogether(t *testing.T) {
 	meter := jobMeter(t, 100)
-	gates := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{})}
-	entered := make(chan string, 2)
+	gates := map[string]chan struct{}{}
+	for _, g := range []string{"a", "b", "c", "d"} {
+		gates[g] = make(chan struct{})
+	}
+	entered := make(chan string, 4)
 	reg := func(ts *catalog.Types, f *fixture) {
 		registerAll(ts, f)
 		ms := []sdk.MethodDesc{
@@ -700,28 +704,45 @@ func TestE8_ARunnerReturnsThePermitsOfEndedJobsTogether(t *testing.T) {
 	_, err := n.cat.Call(ctx, sdk.InstanceIntent("test.Gated", "g"), "Ping", str(""))
 	require.NoError(t, err)
 	send := func(method, in string) { require.NoError(t, n.cat.Send(ctx, target, method, str(in))) }
+	const ended = 20 // jobs that end while the runner is held by the next gate
+	heldBack := uint64(ended % catalog.PermitBatch)
 
+	// One-way messages.
 	send("Gate", "a")
 	require.Equal(t, "a", <-entered)
-	for range 19 {
+	for range ended - 1 {
 		send("Hit", "")
 	}
 	send("Gate", "b")
 	for range 20 {
 		send("Hit", "")
 	}
-	require.Equal(t, uint64(41), permits(), "every admitted job holds a permit")
-
+	require.Equal(t, uint64(ended+1+20), permits(), "every admitted job holds a permit")
 	close(gates["a"])
 	require.Equal(t, "b", <-entered)
-	// 20 jobs ended; gate b runs with 20 jobs queued behind it.
-	inUse := permits()
-	require.GreaterOrEqual(t, inUse, uint64(21), "the running job and the queued ones hold theirs")
-	assert.LessOrEqual(t, inUse-21, uint64(15), "the runner returned the permits of ended jobs in batches")
-
+	assert.Equal(t, 1+20+heldBack, permits(), "gate b and the 20 queued behind it, and what the runner holds back")
 	close(gates["b"])
 	require.Eventually(t, func() bool { return permits() == 0 }, 5*time.Second, time.Millisecond,
 		"the runner returns what it held back when it runs out of work")
+
+	// Requests that were queued.
+	send("Gate", "c")
+	require.Equal(t, "c", <-entered)
+	var callers sync.WaitGroup
+	for range ended - 1 {
+		callers.Go(func() {
+			_, err := n.cat.Call(ctx, target, "Ping", str(""))
+			assert.NoError(t, err)
+		})
+	}
+	require.Eventually(t, func() bool { return permits() == ended }, 5*time.Second, time.Millisecond)
+	send("Gate", "d")
+	close(gates["c"])
+	require.Equal(t, "d", <-entered)
+	callers.Wait()
+	assert.Equal(t, 1+heldBack, permits(), "gate d, and what the runner holds back of the requests' permits")
+	close(gates["d"])
+	require.Eventually(t, func() bool { return permits() == 0 }, 5*time.Second, time.Millisecond)
 }
 
 func TestCallerCancellationWhileQueued(t *testing.T) {

@@ -6,6 +6,9 @@ import (
 	"github.com/zlink-go/zlink/sdk"
 )
 
+// PermitBatch is how many job permits of ended jobs a Spot's runner returns together.
+const PermitBatch = permitBatch
+
 // Callers is how many requests of this node's callers are in the delivery of the local Spot t;
 // -1 if t is not active here.
 func (c *Catalog) Callers(t sdk.Target) int32 {

@@ -43,8 +43,8 @@ type activation struct {
 	// yielded after an inline run. More than one means that callers whose calls a turn
 	// answered may wait for a processor behind one that runs its calls inline.
 	callers atomic.Int32
-	// ended is the job permits of one-way messages whose turns ended, held back by the Spot's
-	// runner to be returned together (jobEnded); only the runner touches it.
+	// ended is the job permits of messages whose turns ended, held back by the Spot's runner
+	// to be returned together (jobEnded); only the runner touches it.
 	ended int64
 
 	mu      sync.Mutex
