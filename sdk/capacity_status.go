@@ -180,7 +180,9 @@ type ApplicationJobQueueStatus struct {
 	// QueuedApplicationJobs is the jobs admitted to lanes and not started yet.
 	QueuedApplicationJobs uint64
 	// PermitsInUse and PeakPermitsInUse are the permits held now, reserved ones included, and
-	// at most.
+	// at most. A Spot that is running work returns the permits of the jobs it ran in batches:
+	// up to 15 of them may belong to jobs that already ended, and a job that waits for a permit
+	// has them returned within milliseconds.
 	PermitsInUse     uint64
 	PeakPermitsInUse uint64
 	// CapacityWaiters is the callers waiting for a permit now; CapacityWaitCount the waits

@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -322,11 +323,31 @@ func TestJ3_PermitsReturnedTogetherWakeAWaiterEach(t *testing.T) {
 	assert.Equal(t, uint64(1), st.CapacityWaiters)
 
 	m.ReturnMany(0) // nothing to return: nobody is woken
-	m.ReturnMany(4) // more than wait: the rest stay free
+	m.ReturnMany(3) // more than wait: the rest stay free
 	require.NoError(t, <-got)
-	require.Eventually(t, func() bool {
-		return m.Status(0, exec.DefaultConfig()).ApplicationJobQueue.PermitsInUse == 0
-	}, 5*time.Second, time.Millisecond)
+	st = m.Status(0, exec.DefaultConfig()).ApplicationJobQueue
+	assert.Equal(t, uint64(1), st.PermitsInUse, "the third waiter's")
+	assert.Zero(t, st.CapacityWaiters)
+	m.ReturnMany(1)
+	assert.Zero(t, m.Status(0, exec.DefaultConfig()).ApplicationJobQueue.PermitsInUse)
+}
+
+func TestJ3_AWaitingJobHasHeldPermitsReclaimed(t *testing.T) {
+	m := newMeter(t, manual(1, 0, 0), mib)
+	_, err := m.Acquire(context.Background(), notNested)
+	require.NoError(t, err)
+	var reclaims atomic.Int64
+	m.SetReclaim(func() {
+		if reclaims.Add(1) == 3 {
+			m.ReturnMany(1) // the third reclaim finds a permit held back
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = m.Acquire(ctx, notNested)
+	require.NoError(t, err, "the waiter has the meter reclaim every millisecond until a permit returns")
+	assert.Equal(t, int64(3), reclaims.Load())
+	m.Return(false)
 }
 
 func TestJ3_NestedJobsTakeReservedPermitsInsteadOfWaiting(t *testing.T) {

@@ -33,6 +33,11 @@ type Meter struct {
 	jobWaiters                atomic.Int64
 	paused                    atomic.Bool
 
+	// reclaim returns the permits that runners hold back for jobs that ended (SetReclaim);
+	// lastReclaim is when it last ran, in nanoseconds since reclaimOrigin.
+	reclaim     atomic.Pointer[func()]
+	lastReclaim atomic.Int64
+
 	lanes exec.Gauges
 
 	mu          sync.Mutex
@@ -206,11 +211,19 @@ func (m *Meter) WaitIntake(ctx context.Context) error {
 	}
 	m.block(1)
 	defer m.block(-1)
-	select {
-	case <-resumed:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	reclaim := m.reclaimTimer()
+	if reclaim != nil {
+		defer reclaim.Stop()
+	}
+	for {
+		select {
+		case <-resumed:
+			return nil
+		case <-timerC(reclaim):
+			m.reclaimHeld(reclaim)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
@@ -269,6 +282,53 @@ func (m *Meter) took(n int64) {
 	}
 }
 
+// reclaimAfter is how long a job waits for a permit, or a stream's reader for intake to resume,
+// before it has the meter reclaim the permits that runners hold back; the meter reclaims them
+// at most once in reclaimAfter.
+const reclaimAfter = time.Millisecond
+
+var reclaimOrigin = time.Now()
+
+// SetReclaim sets how the meter takes back the permits of jobs that ended which runners hold
+// back to return them together (ReturnMany): fn returns them. A handler that blocks would hold
+// them for as long; a job that waits for a permit, and a stream's reader that waits for intake
+// to resume, have them reclaimed after reclaimAfter, and every reclaimAfter while they wait.
+func (m *Meter) SetReclaim(fn func()) {
+	if m != nil {
+		m.reclaim.Store(&fn)
+	}
+}
+
+// reclaimTimer returns a timer that fires after reclaimAfter, or nil if nothing is reclaimed.
+func (m *Meter) reclaimTimer() *time.Timer {
+	if m.reclaim.Load() == nil {
+		return nil
+	}
+	return time.NewTimer(reclaimAfter)
+}
+
+// reclaimHeld has the permits that runners hold back returned, unless that was done less than
+// reclaimAfter ago, and arms t to fire again.
+func (m *Meter) reclaimHeld(t *time.Timer) {
+	t.Reset(reclaimAfter)
+	now := int64(time.Since(reclaimOrigin))
+	last := m.lastReclaim.Load()
+	if now-last < int64(reclaimAfter) || !m.lastReclaim.CompareAndSwap(last, now) {
+		return
+	}
+	if fn := m.reclaim.Load(); fn != nil {
+		(*fn)()
+	}
+}
+
+// timerC is t's channel, or nil (never ready) without a timer.
+func timerC(t *time.Timer) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
+}
+
 func (m *Meter) waitPermit(ctx context.Context) error {
 	// The waiter is counted and queued before it tries again: a Return that frees a permit
 	// after that try then sees it and wakes it, so no wakeup is lost.
@@ -282,6 +342,10 @@ func (m *Meter) waitPermit(ctx context.Context) error {
 		m.mu.Unlock()
 	}()
 	wake := make(chan struct{}, 1)
+	reclaim := m.reclaimTimer()
+	if reclaim != nil {
+		defer reclaim.Stop()
+	}
 	for {
 		m.mu.Lock()
 		m.jobQueue = append(m.jobQueue, wake)
@@ -290,12 +354,18 @@ func (m *Meter) waitPermit(ctx context.Context) error {
 			m.leaveQueue(wake)
 			return nil
 		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			m.leaveQueue(wake)
-			return fmt.Errorf("the node's application job queue stayed full (%d jobs queued or running) until the caller's context ended: %w (%w)",
-				m.s.MaxJobs, &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: m.s.MaxJobs}, ctx.Err())
+	wait:
+		for {
+			select {
+			case <-wake:
+				break wait
+			case <-timerC(reclaim):
+				m.reclaimHeld(reclaim) // wakes this waiter if it returns a permit
+			case <-ctx.Done():
+				m.leaveQueue(wake)
+				return fmt.Errorf("the node's application job queue stayed full (%d jobs queued or running) until the caller's context ended: %w (%w)",
+					m.s.MaxJobs, &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: m.s.MaxJobs}, ctx.Err())
+			}
 		}
 	}
 }
@@ -344,8 +414,8 @@ func (m *Meter) Return(reserved bool) {
 }
 
 // ReturnMany gives back the permits, none of them reserved, of n jobs that ended. A Spot's
-// runner returns the permits of the one-way jobs it ran together, so that every job writes the
-// shared count once rather than twice.
+// runner returns the permits of the jobs it ran together, so that every job writes the shared
+// count once rather than twice.
 func (m *Meter) ReturnMany(n int64) {
 	if m == nil || n <= 0 {
 		return

@@ -558,30 +558,76 @@ func (s *send) finish(err error) {
 // permitBatch is how many job permits of ended jobs a Spot's runner returns together.
 const permitBatch = 16
 
-// jobEnded returns the job permit of a message whose turn ended on a's runner, or
-// holds it back to return it with the next ones: when the runner holds permitBatch of them,
-// and when it runs out of work. Each job then writes the node's count of permits in use, which
-// both processors write for every job, once rather than twice. A running Spot holds back at
-// most permitBatch-1 permits of jobs that ended: a handler that blocks holds them while it
-// blocks, beside the permits of the jobs queued behind it. Only the runner calls it.
+// jobEnded takes over the job permit of a message whose turn ended on a's runner: the runner
+// returns such permits permitBatch at a time and when its run ends (runEnded), so that a job
+// writes the node's count of permits in use, which both processors write, once rather than
+// twice. A handler that blocks holds fewer than permitBatch of them back; a job that waits
+// for a permit meanwhile, or a stream's reader that waits for intake to resume, has the meter
+// reclaim them (reclaimHeld). Only the runner calls it.
 func (a *activation) jobEnded(reserved bool) {
 	m := a.cat.cfg.Meter
 	if reserved || m == nil {
 		m.Return(reserved)
 		return
 	}
-	if a.ended++; a.ended >= permitBatch {
-		a.returnEnded()
+	if a.ended.Add(1) >= permitBatch {
+		m.ReturnMany(a.ended.Swap(0))
 	}
 }
 
-// returnEnded returns the permits that a's runner held back; the executor calls it when a run
-// of work ends (exec.Executor.SetRunEnd).
-func (a *activation) returnEnded() {
-	if a.ended > 0 {
-		a.cat.cfg.Meter.ReturnMany(a.ended)
-		a.ended = 0
+// beforeItem lists a where the meter's reclaim finds it, when its runner is about to start an
+// item, which may block, while it holds permits back.
+func (a *activation) beforeItem() {
+	if !a.listed.Load() && a.ended.Load() > 0 {
+		a.cat.holders.add(a)
 	}
+}
+
+// runEnded returns the permits that a's runner held back, at the end of its run.
+func (a *activation) runEnded() {
+	if n := a.ended.Swap(0); n > 0 {
+		a.cat.cfg.Meter.ReturnMany(n)
+	}
+	if a.listed.Load() {
+		a.cat.holders.remove(a)
+	}
+}
+
+// holders are the activations whose runners may hold permits of ended jobs back while they
+// run an item.
+type holders struct {
+	mu  sync.Mutex
+	set map[*activation]struct{}
+}
+
+func (h *holders) add(a *activation) {
+	h.mu.Lock()
+	if h.set == nil {
+		h.set = make(map[*activation]struct{})
+	}
+	h.set[a] = struct{}{}
+	a.listed.Store(true)
+	h.mu.Unlock()
+}
+
+func (h *holders) remove(a *activation) {
+	h.mu.Lock()
+	delete(h.set, a)
+	a.listed.Store(false)
+	h.mu.Unlock()
+}
+
+// reclaimHeld returns the permits that runners hold back now, for the meter (SetReclaim): a
+// job waits for a permit, or a stream's reader for intake to resume, longer than a handler
+// should take, and the permits may be held by a runner whose handler blocks.
+func (c *Catalog) reclaimHeld() {
+	var n int64
+	c.holders.mu.Lock()
+	for a := range c.holders.set {
+		n += a.ended.Swap(0)
+	}
+	c.holders.mu.Unlock()
+	c.cfg.Meter.ReturnMany(n)
 }
 
 // logOneWayFailure reports a one-way message that failed or did not run: nobody waits for it.

@@ -289,6 +289,7 @@ type Catalog struct {
 
 	entries map[string]*entrySpot // by type name; fixed after Start
 	slots   shards[*slot]
+	holders holders // activations whose runners hold job permits of ended jobs back
 	// active counts User and Instance Spots that are active or being created (D6).
 	active atomic.Int64
 	// activating holds a place for each creation running now.
@@ -354,6 +355,7 @@ func New(cfg Config, st store.Store, reg *store.Registration, types *Types, clie
 	}
 	c.suspects.init()
 	c.reg.Store(reg)
+	cfg.Meter.SetReclaim(c.reclaimHeld)
 	c.stopGauge = c.tel.ObserveActiveSpots(c.ActiveOwned)
 	return c, nil
 }
@@ -370,7 +372,7 @@ func (c *Catalog) Start(ctx context.Context) error {
 		}
 		e := &entrySpot{activation: activation{cat: c, typ: t, exec: exec.New(&c.cfg.Exec, c.cfg.Meter.Lanes())}}
 		e.exec.SetPanicHandler(c.execPanic)
-		e.exec.SetRunEnd(e.returnEnded)
+		e.exec.SetHooks(exec.Hooks{BeforeItem: e.beforeItem, RunEnd: e.runEnded})
 		octx, cancel := context.WithTimeout(ctx, c.cfg.OperationTimeout)
 		impl, err := c.build(octx, &e.activation, e, t, nil)
 		cancel()

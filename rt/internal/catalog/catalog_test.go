@@ -735,13 +735,64 @@ func TestE8_ARunnerReturnsThePermitsOfEndedJobsTogether(t *testing.T) {
 			assert.NoError(t, err)
 		})
 	}
-	require.Eventually(t, func() bool { return permits() == ended }, 5*time.Second, time.Millisecond)
+	// The requests are in the lane (not only holding their permits) before gate d follows them.
+	require.Eventually(t, func() bool {
+		return meter.Status(0, exec.DefaultConfig()).ApplicationJobQueue.QueuedApplicationJobs == ended-1
+	}, 5*time.Second, time.Millisecond)
 	send("Gate", "d")
 	close(gates["c"])
 	require.Equal(t, "d", <-entered)
 	callers.Wait()
 	assert.Equal(t, 1+heldBack, permits(), "gate d, and what the runner holds back of the requests' permits")
 	close(gates["d"])
+	require.Eventually(t, func() bool { return permits() == 0 }, 5*time.Second, time.Millisecond)
+}
+
+// TestE8_PermitsHeldBackByABlockedRunnerAreReclaimedForAWaitingJob: a runner holds back the
+// permits of jobs that ended while its next handler blocks; a job that waits for a permit
+// meanwhile gets one of them back, instead of waiting for the handler.
+func TestE8_PermitsHeldBackByABlockedRunnerAreReclaimedForAWaitingJob(t *testing.T) {
+	meter := jobMeter(t, 6)
+	gates := map[string]chan struct{}{"z": make(chan struct{}), "a": make(chan struct{})}
+	entered := make(chan string, 2)
+	reg := func(ts *catalog.Types, f *fixture) {
+		registerAll(ts, f)
+		ms := []sdk.MethodDesc{
+			method("Gate", true, func(s *spot, ctx context.Context, in string) (string, error) {
+				entered <- in
+				<-gates[in]
+				return "", nil
+			}),
+			method("Hit", true, func(s *spot, ctx context.Context, in string) (string, error) { return "", nil }),
+			method("Ping", false, func(s *spot, ctx context.Context, in string) (string, error) { return "pong", nil }),
+		}
+		must(ts.RegisterSpot(&sdk.SpotDesc{Name: "test.Gated", Kind: sdk.KindInstance, Methods: ms}, factory(f)))
+	}
+	n := newNode(t, nodeOpts{register: reg, cfg: func(c *catalog.Config) { c.Meter = meter }})
+	permits := func() uint64 { return meter.Status(0, exec.DefaultConfig()).ApplicationJobQueue.PermitsInUse }
+	for _, id := range []string{"g", "h"} {
+		_, err := n.cat.Call(ctx, sdk.InstanceIntent("test.Gated", id), "Ping", str(""))
+		require.NoError(t, err)
+	}
+	g, h := sdk.InstanceTarget("test.Gated", "g"), sdk.InstanceTarget("test.Gated", "h")
+	require.NoError(t, n.cat.Send(ctx, g, "Gate", str("z")))
+	require.Equal(t, "z", <-entered)
+	for range 4 {
+		require.NoError(t, n.cat.Send(ctx, g, "Hit", str("")))
+	}
+	require.NoError(t, n.cat.Send(ctx, g, "Gate", str("a")))
+	require.Equal(t, uint64(6), permits(), "the queue is full")
+	close(gates["z"])
+	require.Equal(t, "a", <-entered)
+	require.Equal(t, uint64(6), permits(), "gate a runs; the runner holds back the permits of gate z and the four hits")
+
+	// Not a job made by a turn, so it waits for a permit: it gets one that the runner held back.
+	c, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	require.NoError(t, n.cat.Send(c, h, "Hit", str("")), "a job waiting for a permit has the held ones reclaimed")
+	require.Eventually(t, func() bool { return permits() == 1 }, 5*time.Second, time.Millisecond,
+		"all that was held back returned; gate a holds its own")
+	close(gates["a"])
 	require.Eventually(t, func() bool { return permits() == 0 }, 5*time.Second, time.Millisecond)
 }
 

@@ -44,8 +44,12 @@ type activation struct {
 	// answered may wait for a processor behind one that runs its calls inline.
 	callers atomic.Int32
 	// ended is the job permits of messages whose turns ended, held back by the Spot's runner
-	// to be returned together (jobEnded); only the runner touches it.
-	ended int64
+	// to be returned together (jobEnded). The runner adds to it; the runner, or the meter's
+	// reclaim (Catalog.reclaimHeld), takes it all. listed says that a is in the catalog's
+	// holders, where the reclaim finds it: the runner lists a before it starts an item while
+	// it holds permits back, and takes it out when its run ends.
+	ended  atomic.Int64
+	listed atomic.Bool
 
 	mu      sync.Mutex
 	log     *slog.Logger    // made on first use

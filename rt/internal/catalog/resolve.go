@@ -589,7 +589,7 @@ func (c *Catalog) newOwned(typ *spotType, id string, reg *store.Registration) ow
 	a := sp.base()
 	a.cat, a.typ, a.id, a.exec, a.guard = c, typ, id, exec.New(&c.cfg.Exec, c.cfg.Meter.Lanes()), reg.Guard()
 	a.exec.SetPanicHandler(c.execPanic)
-	a.exec.SetRunEnd(a.returnEnded)
+	a.exec.SetHooks(exec.Hooks{BeforeItem: a.beforeItem, RunEnd: a.runEnded})
 	return sp
 }
 

@@ -153,7 +153,7 @@ type Executor struct {
 	lastActivity int64
 	active       bool // an activity-counting item ran since lastActivity was stamped
 	onPanic      func(v any, stack []byte)
-	runEnd       func()
+	hooks        Hooks
 }
 
 // New returns an idle executor. cfg must have passed Validate and must not change afterwards;
@@ -178,13 +178,21 @@ func (e *Executor) SetPanicHandler(fn func(v any, stack []byte)) {
 	e.mu.Unlock()
 }
 
-// SetRunEnd sets what runs after the last item of each run of queued work, before the
-// executor goes idle: on the goroutine that ran the work, outside the executor's lock, so
-// that it may keep state that only its items touch. Work admitted meanwhile runs after it, and
-// fn runs again after that work. Set it before the work that relies on it is submitted.
-func (e *Executor) SetRunEnd(fn func()) {
+// Hooks are what an executor's runner calls beside its items: on the goroutine that runs the
+// items, outside the executor's lock, so that they may keep state that only the items touch.
+type Hooks struct {
+	// BeforeItem runs before each queued item.
+	BeforeItem func()
+	// RunEnd runs after the last item of each run of queued work, before the executor goes
+	// idle. Work admitted meanwhile runs after it, and RunEnd runs again after that work.
+	RunEnd func()
+}
+
+// SetHooks sets the runner's hooks. Set them before the work that relies on them is
+// submitted.
+func (e *Executor) SetHooks(h Hooks) {
 	e.mu.Lock()
-	e.runEnd = fn
+	e.hooks = h
 	e.mu.Unlock()
 }
 
@@ -370,10 +378,11 @@ func (e *Executor) drain() {
 	yield, ran := false, false
 	for {
 		l := e.next()
-		if l == nil && ran && e.runEnd != nil {
+		if l == nil && ran && e.hooks.RunEnd != nil {
 			ran = false
+			end := e.hooks.RunEnd
 			e.mu.Unlock()
-			e.runEnd()
+			end()
 			e.mu.Lock()
 			continue
 		}
@@ -402,7 +411,11 @@ func (e *Executor) drain() {
 		if g := e.gauges; g != nil && ent.lane == sdk.LaneApplication {
 			g.queued.Add(-1)
 		}
+		before := e.hooks.BeforeItem
 		e.mu.Unlock()
+		if before != nil {
+			before()
+		}
 		p := runItem(ent)
 		e.mu.Lock()
 		e.complete(l, ent, p)

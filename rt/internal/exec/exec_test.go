@@ -552,30 +552,33 @@ func TestGaugesSumEveryExecutorsShare(t *testing.T) {
 	assert.Zero(t, g.LifecycleBytes())
 }
 
-func TestRunEndRunsOnTheRunnerAfterEachRunOfQueuedWork(t *testing.T) {
+func TestHooksRunOnTheRunnerAroundQueuedWork(t *testing.T) {
 	cfg := exec.DefaultConfig()
 	e, release := occupied(t, cfg)
 	// The hook and the items share state without a lock: the hook runs on the runner, after
 	// the items and before anything admitted later.
 	var log []string
 	ends := make(chan int, 4)
-	e.SetRunEnd(func() {
-		log = append(log, "end")
-		ends <- len(log)
+	e.SetHooks(exec.Hooks{
+		BeforeItem: func() { log = append(log, "before") },
+		RunEnd: func() {
+			log = append(log, "end")
+			ends <- len(log)
+		},
 	})
 	for _, name := range []string{"a", "b"} {
 		require.NoError(t, e.Submit(app(0), fn{run: func() { log = append(log, name) }}))
 	}
 	release()
-	require.Equal(t, 3, receive(t, ends), "the run of a, b ends once, after both")
+	require.Equal(t, 5, receive(t, ends), "the run of a, b ends once, after both")
 	waitQuiescent(t, e)
 
-	// A later run ends again; an inline run, which runs on its caller, does not call it.
+	// A later run ends again; an inline run, which runs on its caller, calls neither hook.
 	require.NoError(t, e.Submit(exec.Item{Lane: sdk.LaneApplication, Inline: true}, fn{run: func() { log = append(log, "inline") }}))
 	require.NoError(t, e.Submit(app(0), fn{run: func() { log = append(log, "c") }}))
-	require.Equal(t, 6, receive(t, ends))
+	require.Equal(t, 9, receive(t, ends))
 	waitQuiescent(t, e)
-	assert.Equal(t, []string{"a", "b", "end", "inline", "c", "end"}, log)
+	assert.Equal(t, []string{"before", "a", "before", "b", "end", "inline", "before", "c", "end"}, log)
 }
 
 func TestWorkAdmittedDuringRunEndRunsAfterIt(t *testing.T) {
@@ -584,7 +587,7 @@ func TestWorkAdmittedDuringRunEndRunsAfterIt(t *testing.T) {
 	var order []string
 	var once sync.Once
 	done := make(chan struct{})
-	e.SetRunEnd(func() {
+	e.SetHooks(exec.Hooks{RunEnd: func() {
 		order = append(order, "end")
 		once.Do(func() {
 			// Admitted while the runner is in the hook: the executor is not idle yet, so
@@ -595,7 +598,7 @@ func TestWorkAdmittedDuringRunEndRunsAfterIt(t *testing.T) {
 		if len(order) == 4 {
 			close(done)
 		}
-	})
+	}})
 	require.NoError(t, e.Submit(app(0), fn{run: func() { order = append(order, "first") }}))
 	select {
 	case <-done:
