@@ -181,8 +181,9 @@ type ApplicationJobQueueStatus struct {
 	QueuedApplicationJobs uint64
 	// PermitsInUse and PeakPermitsInUse are the permits held now, reserved ones included, and
 	// at most. A Spot that is running work returns the permits of the jobs it ran in batches:
-	// up to 15 of them may belong to jobs that already ended, and a job that waits for a permit
-	// has them returned within milliseconds.
+	// up to 15 of them per running Spot may belong to jobs that already ended, and count here
+	// and toward the pause threshold until they return; a job that finds no permit free has
+	// them returned.
 	PermitsInUse     uint64
 	PeakPermitsInUse uint64
 	// CapacityWaiters is the callers waiting for a permit now; CapacityWaitCount the waits

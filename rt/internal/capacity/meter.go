@@ -34,9 +34,13 @@ type Meter struct {
 	paused                    atomic.Bool
 
 	// reclaim returns the permits that runners hold back for jobs that ended (SetReclaim);
-	// lastReclaim is when it last ran, in nanoseconds since reclaimOrigin.
+	// lastReclaim is when it last ran, in nanoseconds since reclaimOrigin. Of the goroutines
+	// that wait for a permit or for intake to resume, the one that holds pollToken reclaims
+	// them every reclaimAfter, with pollTimer, which only the token's holder touches.
 	reclaim     atomic.Pointer[func()]
 	lastReclaim atomic.Int64
+	pollToken   chan struct{}
+	pollTimer   *time.Timer
 
 	lanes exec.Gauges
 
@@ -57,10 +61,13 @@ type Meter struct {
 
 // New returns a meter for settings s.
 func New(s Settings) *Meter {
-	return &Meter{
+	m := &Meter{
 		s: s, room: make(chan struct{}),
 		epoch: 1, epochStart: time.Now(), changed: make(chan struct{}, 1),
+		pollToken: make(chan struct{}, 1),
 	}
+	m.pollToken <- struct{}{}
+	return m
 }
 
 // Settings returns the settings in force.
@@ -211,16 +218,17 @@ func (m *Meter) WaitIntake(ctx context.Context) error {
 	}
 	m.block(1)
 	defer m.block(-1)
-	reclaim := m.reclaimTimer()
-	if reclaim != nil {
-		defer reclaim.Stop()
-	}
+	m.reclaimHeld()
+	p := poller{m: m}
+	defer p.stop()
 	for {
 		select {
 		case <-resumed:
 			return nil
-		case <-timerC(reclaim):
-			m.reclaimHeld(reclaim)
+		case <-p.token():
+			p.start()
+		case <-p.tick():
+			p.poll()
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -244,6 +252,12 @@ func (m *Meter) Acquire(ctx context.Context, nested func(context.Context) bool) 
 	if m == nil {
 		return false, nil
 	}
+	if m.tryTake() {
+		return false, nil
+	}
+	// Permits that runners hold back may make room: they are taken back, at most once in
+	// reclaimAfter for the node, before a permit is taken beyond the size or waited for.
+	m.reclaimHeld()
 	if m.tryTake() {
 		return false, nil
 	}
@@ -282,51 +296,87 @@ func (m *Meter) took(n int64) {
 	}
 }
 
-// reclaimAfter is how long a job waits for a permit, or a stream's reader for intake to resume,
-// before it has the meter reclaim the permits that runners hold back; the meter reclaims them
-// at most once in reclaimAfter.
+// reclaimAfter is how often the permits that runners hold back are reclaimed while a job
+// waits for a permit or a stream's reader for intake to resume; a job that finds no permit
+// free, or a reader that starts to wait, reclaims them at once unless that was done less than
+// reclaimAfter ago.
 const reclaimAfter = time.Millisecond
 
 var reclaimOrigin = time.Now()
 
 // SetReclaim sets how the meter takes back the permits of jobs that ended which runners hold
 // back to return them together (ReturnMany): fn returns them. A handler that blocks would hold
-// them for as long; a job that waits for a permit, and a stream's reader that waits for intake
-// to resume, have them reclaimed after reclaimAfter, and every reclaimAfter while they wait.
+// them for as long; they are reclaimed when a job finds no permit free and while it waits, and
+// while a stream's reader waits for intake to resume.
 func (m *Meter) SetReclaim(fn func()) {
 	if m != nil {
 		m.reclaim.Store(&fn)
 	}
 }
 
-// reclaimTimer returns a timer that fires after reclaimAfter, or nil if nothing is reclaimed.
-func (m *Meter) reclaimTimer() *time.Timer {
-	if m.reclaim.Load() == nil {
-		return nil
-	}
-	return time.NewTimer(reclaimAfter)
-}
-
 // reclaimHeld has the permits that runners hold back returned, unless that was done less than
-// reclaimAfter ago, and arms t to fire again.
-func (m *Meter) reclaimHeld(t *time.Timer) {
-	t.Reset(reclaimAfter)
+// reclaimAfter ago.
+func (m *Meter) reclaimHeld() {
+	fn := m.reclaim.Load()
+	if fn == nil {
+		return
+	}
 	now := int64(time.Since(reclaimOrigin))
 	last := m.lastReclaim.Load()
 	if now-last < int64(reclaimAfter) || !m.lastReclaim.CompareAndSwap(last, now) {
 		return
 	}
-	if fn := m.reclaim.Load(); fn != nil {
-		(*fn)()
+	(*fn)()
+}
+
+// poller is one waiting goroutine's share in reclaiming the permits that runners hold back:
+// one waiter at a time polls, whichever takes the meter's token, so that many waiters do not
+// all wake every reclaimAfter.
+type poller struct {
+	m       *Meter
+	polling bool
+}
+
+// token is ready when this waiter may become the poller; nil (never ready) once it is, or
+// when nothing is reclaimed.
+func (p *poller) token() <-chan struct{} {
+	if p.polling || p.m.reclaim.Load() == nil {
+		return nil
+	}
+	return p.m.pollToken
+}
+
+// tick is ready when the poller is to reclaim.
+func (p *poller) tick() <-chan time.Time {
+	if !p.polling {
+		return nil
+	}
+	return p.m.pollTimer.C
+}
+
+// start makes this waiter the poller: it took the token.
+func (p *poller) start() {
+	p.polling = true
+	if p.m.pollTimer == nil {
+		p.m.pollTimer = time.NewTimer(reclaimAfter)
+	} else {
+		p.m.pollTimer.Reset(reclaimAfter)
 	}
 }
 
-// timerC is t's channel, or nil (never ready) without a timer.
-func timerC(t *time.Timer) <-chan time.Time {
-	if t == nil {
-		return nil
+// poll reclaims and arms the next tick.
+func (p *poller) poll() {
+	p.m.reclaimHeld()
+	p.m.pollTimer.Reset(reclaimAfter)
+}
+
+// stop hands the token on when this waiter stops waiting.
+func (p *poller) stop() {
+	if p.polling {
+		p.polling = false
+		p.m.pollTimer.Stop()
+		p.m.pollToken <- struct{}{} // the token's one place is free: it was taken
 	}
-	return t.C
 }
 
 func (m *Meter) waitPermit(ctx context.Context) error {
@@ -342,10 +392,8 @@ func (m *Meter) waitPermit(ctx context.Context) error {
 		m.mu.Unlock()
 	}()
 	wake := make(chan struct{}, 1)
-	reclaim := m.reclaimTimer()
-	if reclaim != nil {
-		defer reclaim.Stop()
-	}
+	p := poller{m: m}
+	defer p.stop()
 	for {
 		m.mu.Lock()
 		m.jobQueue = append(m.jobQueue, wake)
@@ -359,8 +407,10 @@ func (m *Meter) waitPermit(ctx context.Context) error {
 			select {
 			case <-wake:
 				break wait
-			case <-timerC(reclaim):
-				m.reclaimHeld(reclaim) // wakes this waiter if it returns a permit
+			case <-p.token():
+				p.start()
+			case <-p.tick():
+				p.poll() // wakes the first waiter if it returns a permit
 			case <-ctx.Done():
 				m.leaveQueue(wake)
 				return fmt.Errorf("the node's application job queue stayed full (%d jobs queued or running) until the caller's context ended: %w (%w)",

@@ -335,11 +335,16 @@ func (k *call) Run() {
 // on its Spot's runner, which takes the permit over (jobEnded); an Actor's message keeps its
 // own, since its Actor may have moved to another Spot's queue.
 func (k *call) ranOnRunner(reply proto.Message, err error) {
-	if k.permit && k.actor == nil {
-		k.a.jobEnded(k.reserved)
-		k.permit, k.reserved = false, false
+	if !k.permit || k.actor != nil {
+		k.finish(reply, err)
+		return
 	}
+	// The job keeps its permit until it is answered or logged, as a handler keeps its own
+	// while it runs; k may be reused once finished.
+	a, reserved := k.a, k.reserved
+	k.permit, k.reserved = false, false
 	k.finish(reply, err)
+	a.jobEnded(reserved)
 }
 
 // runThen runs the turn and hands its outcome to finish, once. A panic outside the handler
@@ -535,8 +540,10 @@ type send struct {
 // certainly valid (C1), and its handler gets a context that ends when the Spot ends.
 func (s *send) Run() {
 	s.runThen(func(_ proto.Message, err error) {
-		s.a.jobEnded(s.reserved)
 		s.finish(err)
+		// The job keeps its permit until its log is written, as a handler keeps its own
+		// while it runs: permits that the runner holds back are of jobs that ended.
+		s.a.jobEnded(s.reserved)
 	}, &s.turn)
 }
 
@@ -594,27 +601,39 @@ func (a *activation) runEnded() {
 }
 
 // holders are the activations whose runners may hold permits of ended jobs back while they
-// run an item.
+// run an item, in stripes by their executors' stripes, so that runners on different
+// processors seldom write the same lock.
 type holders struct {
+	stripes [16]holderStripe
+}
+
+type holderStripe struct {
 	mu  sync.Mutex
 	set map[*activation]struct{}
+	_   [128 - 16]byte // a stripe's own cache lines
+}
+
+func (h *holders) of(a *activation) *holderStripe {
+	return &h.stripes[a.exec.Stripe()%uint32(len(h.stripes))]
 }
 
 func (h *holders) add(a *activation) {
-	h.mu.Lock()
-	if h.set == nil {
-		h.set = make(map[*activation]struct{})
+	st := h.of(a)
+	st.mu.Lock()
+	if st.set == nil {
+		st.set = make(map[*activation]struct{})
 	}
-	h.set[a] = struct{}{}
+	st.set[a] = struct{}{}
 	a.listed.Store(true)
-	h.mu.Unlock()
+	st.mu.Unlock()
 }
 
 func (h *holders) remove(a *activation) {
-	h.mu.Lock()
-	delete(h.set, a)
+	st := h.of(a)
+	st.mu.Lock()
+	delete(st.set, a)
 	a.listed.Store(false)
-	h.mu.Unlock()
+	st.mu.Unlock()
 }
 
 // reclaimHeld returns the permits that runners hold back now, for the meter (SetReclaim): a
@@ -622,11 +641,14 @@ func (h *holders) remove(a *activation) {
 // should take, and the permits may be held by a runner whose handler blocks.
 func (c *Catalog) reclaimHeld() {
 	var n int64
-	c.holders.mu.Lock()
-	for a := range c.holders.set {
-		n += a.ended.Swap(0)
+	for i := range c.holders.stripes {
+		st := &c.holders.stripes[i]
+		st.mu.Lock()
+		for a := range st.set {
+			n += a.ended.Swap(0)
+		}
+		st.mu.Unlock()
 	}
-	c.holders.mu.Unlock()
 	c.cfg.Meter.ReturnMany(n)
 }
 
