@@ -397,6 +397,41 @@ func TestJ3_HeldPermitsAreReclaimedAtMostOnceAMillisecond(t *testing.T) {
 	m.Return(false)
 }
 
+func TestJ3_TheWaiterThatPollsHandsPollingOnWhenItLeaves(t *testing.T) {
+	m := newMeter(t, manual(1, 0, 0), mib)
+	_, err := m.Acquire(context.Background(), notNested)
+	require.NoError(t, err)
+	var reclaims atomic.Int64
+	var firstLeft atomic.Bool
+	m.SetReclaim(func() {
+		reclaims.Add(1)
+		if firstLeft.CompareAndSwap(true, false) {
+			m.ReturnMany(1) // a permit held back, found only after the first waiter left
+		}
+	})
+	first, cancelFirst := context.WithCancel(context.Background())
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := m.Acquire(first, notNested)
+		firstDone <- err
+	}()
+	// The first waiter alone polls.
+	require.Eventually(t, func() bool { return reclaims.Load() >= 3 }, 5*time.Second, time.Millisecond)
+	secondDone := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := m.Acquire(ctx, notNested)
+		secondDone <- err
+	}()
+	require.Eventually(t, func() bool { return m.QueuedJobWaiters() == 2 }, 5*time.Second, time.Millisecond)
+	cancelFirst()
+	require.ErrorIs(t, <-firstDone, context.Canceled)
+	firstLeft.Store(true)
+	require.NoError(t, <-secondDone, "the second waiter polls once the first has left, and gets the reclaimed permit")
+	m.Return(false)
+}
+
 func TestJ3_NestedJobsTakeReservedPermitsInsteadOfWaiting(t *testing.T) {
 	m := newMeter(t, manual(1, 0, 0), mib)
 	_, err := m.Acquire(context.Background(), notNested)

@@ -343,8 +343,8 @@ func (k *call) ranOnRunner(reply proto.Message, err error) {
 	// while it runs; k may be reused once finished.
 	a, reserved := k.a, k.reserved
 	k.permit, k.reserved = false, false
+	defer a.jobEnded(reserved) // even if finish panics
 	k.finish(reply, err)
-	a.jobEnded(reserved)
 }
 
 // runThen runs the turn and hands its outcome to finish, once. A panic outside the handler
@@ -540,10 +540,10 @@ type send struct {
 // certainly valid (C1), and its handler gets a context that ends when the Spot ends.
 func (s *send) Run() {
 	s.runThen(func(_ proto.Message, err error) {
-		s.finish(err)
 		// The job keeps its permit until its log is written, as a handler keeps its own
 		// while it runs: permits that the runner holds back are of jobs that ended.
-		s.a.jobEnded(s.reserved)
+		defer s.a.jobEnded(s.reserved)
+		s.finish(err)
 	}, &s.turn)
 }
 
