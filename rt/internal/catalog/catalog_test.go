@@ -674,17 +674,14 @@ func TestE8_SelfSendsTakeReservedPermitsAndGiveThemBack(t *testing.T) {
 	assert.GreaterOrEqual(t, st().PeakPermitsInUse, uint64(3), "reserved permits were taken beyond the 2")
 }
 
-// TestE8_ARunnerReturnsThePermitsOfEndedJobsTogether: a Spot's runner takes over the job
-// permits of the one-way messages and queued requests whose turns ended and returns them in
-// batches, holding fewer than a batch back beside the permits of the running and queued jobs,
-// and returns all it holds once it runs out of work.
-func TestE8_ARunnerReturnsThePermitsOfEndedJobsTogether(t *testing.T) {
-	meter := jobMeter(t, 100)
-	gates := map[string]chan struct{}{}
-	for _, g := range []string{"a", "b", "c", "d"} {
+// gatedNode is a node metered by meter with the Spot type test.Gated: its one-way Gate(name)
+// announces name on entered and runs until gates[name] is closed; Hit and Ping return at once.
+func gatedNode(t *testing.T, meter *capacity.Meter, names ...string) (*node, map[string]chan struct{}, <-chan string) {
+	gates := make(map[string]chan struct{}, len(names))
+	for _, g := range names {
 		gates[g] = make(chan struct{})
 	}
-	entered := make(chan string, 4)
+	entered := make(chan string, len(names))
 	reg := func(ts *catalog.Types, f *fixture) {
 		registerAll(ts, f)
 		ms := []sdk.MethodDesc{
@@ -699,6 +696,16 @@ func TestE8_ARunnerReturnsThePermitsOfEndedJobsTogether(t *testing.T) {
 		must(ts.RegisterSpot(&sdk.SpotDesc{Name: "test.Gated", Kind: sdk.KindInstance, Methods: ms}, factory(f)))
 	}
 	n := newNode(t, nodeOpts{register: reg, cfg: func(c *catalog.Config) { c.Meter = meter }})
+	return n, gates, entered
+}
+
+// TestE8_ARunnerReturnsThePermitsOfEndedJobsTogether: a Spot's runner takes over the job
+// permits of the one-way messages and queued requests whose turns ended and returns them in
+// batches, holding fewer than a batch back beside the permits of the running and queued jobs,
+// and returns all it holds once it runs out of work.
+func TestE8_ARunnerReturnsThePermitsOfEndedJobsTogether(t *testing.T) {
+	meter := jobMeter(t, 100)
+	n, gates, entered := gatedNode(t, meter, "a", "b", "c", "d")
 	permits := func() uint64 { return meter.Status(0, exec.DefaultConfig()).ApplicationJobQueue.PermitsInUse }
 	target := sdk.InstanceTarget("test.Gated", "g")
 	_, err := n.cat.Call(ctx, sdk.InstanceIntent("test.Gated", "g"), "Ping", str(""))
@@ -753,22 +760,7 @@ func TestE8_ARunnerReturnsThePermitsOfEndedJobsTogether(t *testing.T) {
 // meanwhile gets one of them back, instead of waiting for the handler.
 func TestE8_PermitsHeldBackByABlockedRunnerAreReclaimedForAWaitingJob(t *testing.T) {
 	meter := jobMeter(t, 6)
-	gates := map[string]chan struct{}{"z": make(chan struct{}), "a": make(chan struct{})}
-	entered := make(chan string, 2)
-	reg := func(ts *catalog.Types, f *fixture) {
-		registerAll(ts, f)
-		ms := []sdk.MethodDesc{
-			method("Gate", true, func(s *spot, ctx context.Context, in string) (string, error) {
-				entered <- in
-				<-gates[in]
-				return "", nil
-			}),
-			method("Hit", true, func(s *spot, ctx context.Context, in string) (string, error) { return "", nil }),
-			method("Ping", false, func(s *spot, ctx context.Context, in string) (string, error) { return "pong", nil }),
-		}
-		must(ts.RegisterSpot(&sdk.SpotDesc{Name: "test.Gated", Kind: sdk.KindInstance, Methods: ms}, factory(f)))
-	}
-	n := newNode(t, nodeOpts{register: reg, cfg: func(c *catalog.Config) { c.Meter = meter }})
+	n, gates, entered := gatedNode(t, meter, "z", "a")
 	permits := func() uint64 { return meter.Status(0, exec.DefaultConfig()).ApplicationJobQueue.PermitsInUse }
 	for _, id := range []string{"g", "h"} {
 		_, err := n.cat.Call(ctx, sdk.InstanceIntent("test.Gated", id), "Ping", str(""))
