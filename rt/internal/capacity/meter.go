@@ -34,7 +34,7 @@ type Meter struct {
 	paused                    atomic.Bool
 
 	// reclaim returns the permits that runners hold back for jobs that ended (SetReclaim);
-	// lastReclaim is when it last ran, in nanoseconds since reclaimOrigin. Of the goroutines
+	// lastReclaim is when it last ran, on exec.Now's clock. Of the goroutines
 	// that wait for a permit or for intake to resume, the one that holds pollToken reclaims
 	// them every reclaimAfter, with pollTimer, which only the token's holder touches.
 	reclaim     atomic.Pointer[func()]
@@ -221,18 +221,10 @@ func (m *Meter) WaitIntake(ctx context.Context) error {
 	m.reclaimHeld()
 	p := poller{m: m}
 	defer p.stop()
-	for {
-		select {
-		case <-resumed:
-			return nil
-		case <-p.token():
-			p.start()
-		case <-p.tick():
-			p.poll()
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if !p.await(ctx, resumed) {
+		return ctx.Err()
 	}
+	return nil
 }
 
 // Busy reports whether the application job queue holds as many permits as its resume
@@ -302,8 +294,6 @@ func (m *Meter) took(n int64) {
 // reclaimAfter ago.
 const reclaimAfter = time.Millisecond
 
-var reclaimOrigin = time.Now()
-
 // SetReclaim sets how the meter takes back the permits of jobs that ended which runners hold
 // back to return them together (ReturnMany): fn returns them. A handler that blocks would hold
 // them for as long; they are reclaimed when a job finds no permit free and while it waits, and
@@ -321,7 +311,7 @@ func (m *Meter) reclaimHeld() {
 	if fn == nil {
 		return
 	}
-	now := int64(time.Since(reclaimOrigin))
+	now := exec.Now()
 	last := m.lastReclaim.Load()
 	if now-last < int64(reclaimAfter) || !m.lastReclaim.CompareAndSwap(last, now) {
 		return
@@ -352,6 +342,23 @@ func (p *poller) tick() <-chan time.Time {
 		return nil
 	}
 	return p.m.pollTimer.C
+}
+
+// await waits until ready is, or ctx ends, and meanwhile takes its turn at polling; it reports
+// whether ready was.
+func (p *poller) await(ctx context.Context, ready <-chan struct{}) bool {
+	for {
+		select {
+		case <-ready:
+			return true
+		case <-p.token():
+			p.start()
+		case <-p.tick():
+			p.poll() // wakes the first waiting job if it returns a permit
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // start makes this waiter the poller: it took the token.
@@ -402,20 +409,10 @@ func (m *Meter) waitPermit(ctx context.Context) error {
 			m.leaveQueue(wake)
 			return nil
 		}
-	wait:
-		for {
-			select {
-			case <-wake:
-				break wait
-			case <-p.token():
-				p.start()
-			case <-p.tick():
-				p.poll() // wakes the first waiter if it returns a permit
-			case <-ctx.Done():
-				m.leaveQueue(wake)
-				return fmt.Errorf("the node's application job queue stayed full (%d jobs queued or running) until the caller's context ended: %w (%w)",
-					m.s.MaxJobs, &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: m.s.MaxJobs}, ctx.Err())
-			}
+		if !p.await(ctx, wake) {
+			m.leaveQueue(wake)
+			return fmt.Errorf("the node's application job queue stayed full (%d jobs queued or running) until the caller's context ended: %w (%w)",
+				m.s.MaxJobs, &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: m.s.MaxJobs}, ctx.Err())
 		}
 	}
 }
