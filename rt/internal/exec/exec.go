@@ -399,7 +399,7 @@ func (e *Executor) drain() {
 			// count of runnable goroutines is read without the lock: the runtime's metrics
 			// lock may be held by a whole read of every metric elsewhere in the process.
 			yield = false
-			queued := e.app.n
+			queued := int(e.app.n)
 			e.mu.Unlock()
 			if 4*queued >= runnableGoroutines() {
 				gosched()

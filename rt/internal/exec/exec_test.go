@@ -615,3 +615,33 @@ func receive[T any](t *testing.T, ch <-chan T) T {
 		panic("unreachable")
 	}
 }
+
+// A run of work takes a ring as large as the last run needed, and the runs after a burst
+// halve it back to the least size, so that a busy lane does not regrow its ring from four
+// entries at every run and one burst does not keep a large ring in use for good.
+func TestARunStartsWithTheRingTheLastRunNeeded(t *testing.T) {
+	cfg := exec.DefaultConfig()
+	e := exec.New(&cfg, nil)
+	// run queues a gate and behind it queued more items, and returns the ring's size while
+	// the gate runs: the ring the run took, and grew to hold them all.
+	run := func(queued int) int {
+		b := newBlocker()
+		require.NoError(t, e.Submit(app(0), b))
+		<-b.started
+		for range queued {
+			require.NoError(t, e.Submit(app(0), fn{}))
+		}
+		size := e.ApplicationRingSize()
+		close(b.release)
+		waitQuiescent(t, e)
+		assert.Zero(t, e.ApplicationRingSize(), "an idle lane keeps no ring")
+		return size
+	}
+	assert.Equal(t, 64, run(40), "a burst of 40 grows the ring to 64")
+	var sizes []int
+	for range 6 {
+		sizes = append(sizes, run(0))
+	}
+	assert.Equal(t, []int{64, 32, 16, 8, 4, 4}, sizes, "the next run starts at 64, and the quiet runs after it halve it")
+	assert.Equal(t, 32, run(20), "a run that needs more grows it as before")
+}

@@ -21,3 +21,10 @@ func OnRunnableGoroutines(n int) (restore func()) {
 
 // RunnableGoroutines is what the executors see of the process's runnable goroutines.
 func RunnableGoroutines() int { return readRunnableGoroutines() }
+
+// ApplicationRingSize is the size of the application lane's ring now (0 without one).
+func (e *Executor) ApplicationRingSize() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.app.ring)
+}

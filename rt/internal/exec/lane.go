@@ -23,9 +23,15 @@ type lane struct {
 	ring []entry // its length is zero or a power of two
 	// box is ring's pooled box, so that returning ring to its pool allocates nothing; ring is
 	// kept beside it so that push and pop take no second hop.
-	box   *[]entry
-	head  int
-	n     int // queued entries
+	box  *[]entry
+	head int32
+	n    int32 // queued entries
+	// peak is the most entries queued at once since the ring was taken, and start the size
+	// class of the ring that the next run of work takes: a lane that was busy starts where
+	// its last run needed, not from minRing, and a lane whose runs need less halves it per
+	// run. (The fields are narrow so that the lane stays on one cache line.)
+	peak  int32
+	start uint8
 	count int // admitted and not completed: queued + running
 	bytes int64
 }
@@ -35,17 +41,19 @@ func (l *lane) empty() bool { return l.n == 0 }
 func (l *lane) peek() *entry { return &l.ring[l.head] }
 
 func (l *lane) push(e entry) {
-	if l.n == len(l.ring) {
+	if int(l.n) == len(l.ring) {
 		l.grow()
 	}
-	l.ring[(l.head+l.n)&(len(l.ring)-1)] = e
-	l.n++
+	l.ring[int(l.head+l.n)&(len(l.ring)-1)] = e
+	if l.n++; l.n > l.peak {
+		l.peak = l.n
+	}
 }
 
 func (l *lane) pop() entry {
 	e := l.ring[l.head]
 	l.ring[l.head] = entry{}
-	l.head = (l.head + 1) & (len(l.ring) - 1)
+	l.head = (l.head + 1) & int32(len(l.ring)-1)
 	l.n--
 	return e
 }
@@ -53,26 +61,35 @@ func (l *lane) pop() entry {
 func (l *lane) grow() {
 	size := 2 * len(l.ring)
 	if size == 0 {
-		size = minRing
+		size = minRing << l.start
 	}
 	box := getRing(size)
 	ring := *box
 	for i := range l.n {
-		ring[i] = l.ring[(l.head+i)&(len(l.ring)-1)]
-		l.ring[(l.head+i)&(len(l.ring)-1)] = entry{}
+		ring[i] = l.ring[int(l.head+i)&(len(l.ring)-1)]
+		l.ring[int(l.head+i)&(len(l.ring)-1)] = entry{}
 	}
 	putRing(l.box)
 	l.ring, l.box, l.head = ring, box, 0
 }
 
 // release returns the ring of an empty lane to the pool, so an idle activation keeps no
-// buffer and a busy one does not allocate one for every burst of work.
+// buffer and a busy one does not allocate one for every burst of work. It remembers the size
+// the next run starts with: the least that held this run's peak, but no less than half the
+// ring's size, so that one burst costs the runs after it a few halvings and no regrowth
+// from minRing.
 func (l *lane) release() {
-	if l.n == 0 {
-		putRing(l.box)
-		l.ring, l.box, l.head = nil, nil, 0
+	if l.n != 0 || l.ring == nil {
+		return
 	}
+	need := ringClass(ceilPow2(max(int(l.peak), minRing)))
+	l.start = uint8(min(max(need, ringClass(len(l.ring))-1), len(ringPools)-1))
+	putRing(l.box)
+	l.ring, l.box, l.head, l.peak = nil, nil, 0, 0
 }
+
+// ceilPow2 is the least power of two of at least n, for n ≥ 1.
+func ceilPow2(n int) int { return 1 << bits.Len(uint(n-1)) }
 
 // Rings are pooled by size: minRing << class entries for class < len(ringPools).
 const minRing = 4
