@@ -104,9 +104,9 @@ func (s *gaugeStripe) laneBytes(l sdk.Lane) *atomic.Int64 {
 }
 
 // stripe assigns a new executor its stripe.
-func (g *Gauges) stripe() (*gaugeStripe, uint32) {
+func (g *Gauges) stripe() (*gaugeStripe, uint8) {
 	i := g.next.Add(1) % gaugeStripes
-	return &g.stripes[i], i
+	return &g.stripes[i], uint8(i)
 }
 
 // ApplicationBytes is the bytes reserved on the executors' application lanes by items that
@@ -135,23 +135,27 @@ func (g *Gauges) sum(of func(*gaugeStripe) int64) int64 {
 }
 
 // Executor runs the work of one activation serially. Its zero value is not usable: use New.
+//
+// A sender and the runner write the executor from different processors for every item, so
+// its layout counts: what Submit touches (the lock, the flags, the application lane, the
+// limits and the gauges) fills its first two cache lines, and the whole is 192 bytes, an
+// allocation class whose objects start on a line.
 type Executor struct {
-	cfg    *Config      // shared and read-only
-	gauges *gaugeStripe // this executor's share of the shared totals, or nil
-	stripe uint32       // its index
-
 	mu         sync.Mutex
-	app, life  lane
 	running    bool
 	appGate    bool // application admission closed
 	closed     bool
+	active     bool  // an activity-counting item ran since lastActivity was stamped
 	sinceYield uint8 // items run with company since the last yield (Item.Company)
-	closeErr   error
+	stripe     uint8 // the index of gauges
+	app        lane
+	cfg        *Config      // shared and read-only
+	gauges     *gaugeStripe // this executor's share of the shared totals, or nil
+	life       lane
 	// lastActivity is when the last activity-counting application item finished, on the
 	// monotonic clock (nanoseconds since origin). It is read only while the executor is
 	// quiescent, so it is stamped when a run of work ends rather than after every item.
 	lastActivity int64
-	active       bool // an activity-counting item ran since lastActivity was stamped
 	onPanic      func(v any, stack []byte)
 	hooks        Hooks
 }
@@ -169,7 +173,7 @@ func New(cfg *Config, g *Gauges) *Executor {
 // Stripe is the index of this executor's stripe of the shared gauges (0 without gauges): a
 // counter of its own that other totals may stripe by, so that the work of one executor keeps
 // to one cache line.
-func (e *Executor) Stripe() uint32 { return e.stripe }
+func (e *Executor) Stripe() uint32 { return uint32(e.stripe) }
 
 // SetPanicHandler sets what is told when a Run panics (the panic is contained either way).
 func (e *Executor) SetPanicHandler(fn func(v any, stack []byte)) {
@@ -198,8 +202,22 @@ func (e *Executor) SetHooks(h Hooks) {
 
 var origin = time.Now()
 
-// Now is the monotonic clock the executor measures activity on.
+// Now is the monotonic clock the executor measures activity on: nanoseconds since the
+// process's origin. A reading costs one read of the monotonic clock; time.Now reads the wall
+// clock as well.
 func Now() int64 { return int64(time.Since(origin)) }
+
+// Instant is the Time of Now's reading n, to compare with other Times that carry a monotonic
+// reading (Sub, Before and After use it). Its wall reading is the origin's plus n, which
+// falls behind any change of the wall clock since the origin: what is shown or kept is
+// WallTime's.
+func Instant(n int64) time.Time { return origin.Add(time.Duration(n)) }
+
+// WallTime is the Time of Now's reading n, on the wall clock as it reads now.
+func WallTime(n int64) time.Time {
+	now := time.Now()
+	return now.Add(-now.Sub(Instant(n)))
+}
 
 // Item describes one submission.
 type Item struct {
@@ -523,7 +541,7 @@ func (e *Executor) Close(err error) {
 		e.mu.Unlock()
 		return
 	}
-	e.closed, e.closeErr = true, err
+	e.closed = true
 	dropped := append(e.life.takeAll(), e.app.takeAll()...)
 	e.untrack(dropped)
 	e.mu.Unlock()
