@@ -274,9 +274,14 @@ var methods = []sdk.MethodDesc{
 		return fmt.Sprintf("%d/%d", f.Epoch, f.Lease), nil
 	}),
 	// TurnStart answers the turn's TurnStart and then the handler's own clock, in Unix
-	// nanoseconds.
+	// nanoseconds. It fails if TurnStart answers differently when asked again in the turn.
 	method("TurnStart", false, func(s *spot, _ context.Context, in string) (string, error) {
-		return fmt.Sprint(s.sc.TurnStart().UnixNano(), " ", time.Now().UnixNano()), nil
+		start := s.sc.TurnStart()
+		time.Sleep(time.Millisecond)
+		if again := s.sc.TurnStart(); again != start {
+			return "", fmt.Errorf("TurnStart said %v, then %v in the same turn", start, again)
+		}
+		return fmt.Sprint(start.UnixNano(), " ", time.Now().UnixNano()), nil
 	}),
 	// AfterStamp schedules a timer, after the duration in, that says its turn's TurnStart.
 	method("AfterStamp", false, func(s *spot, _ context.Context, in string) (string, error) {
