@@ -28,10 +28,15 @@ type Meter struct {
 	senders, receivers         atomic.Int64
 	roomWaiters                atomic.Int64
 
-	// The application job queue.
-	inUse, reserved, jobsPeak atomic.Int64
-	jobWaiters                atomic.Int64
-	paused                    atomic.Bool
+	// The application job queue. inUse is written for every job by senders and runners on
+	// every processor: it has a cache line of its own, apart from what a job only reads
+	// (paused, jobWaiters, jobsPeak while it stands).
+	_                  [64]byte
+	inUse              atomic.Int64
+	_                  [64]byte
+	reserved, jobsPeak atomic.Int64
+	jobWaiters         atomic.Int64
+	paused             atomic.Bool
 
 	// reclaim returns the permits that runners hold back for jobs that ended (SetReclaim);
 	// lastReclaim is when it last ran, on exec.Now's clock. Of the goroutines
