@@ -287,8 +287,9 @@ func (m *Mesh) send(ctx context.Context, t sdk.Target, h hop, method string, pay
 		}
 		return nil, nil, r.Refused, err
 	}
-	if t.Kind() != sdk.KindEntry {
-		// The node that ran it owns it: the route for the next message (B6).
+	if t.Kind() != sdk.KindEntry && !h.cached {
+		// The node that ran it owns it: the route for the next message (B6). A route read
+		// from the cache is there already, or has been replaced by a newer one since.
 		m.routes.put(t, h.node)
 	}
 	if oneWay {

@@ -99,7 +99,8 @@ func (c *callCtx) Err() error {
 	if err := c.stream.Err(); err != nil {
 		return err
 	}
-	if !c.expires.IsZero() && !time.Now().Before(c.expires) {
+	// Since reads only the monotonic clock, as expires holds a monotonic reading.
+	if !c.expires.IsZero() && time.Since(c.expires) >= 0 {
 		return context.DeadlineExceeded
 	}
 	return nil

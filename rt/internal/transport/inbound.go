@@ -28,7 +28,7 @@ func (b *inBatch) envelopes() []*wire.Envelope { return b.envs[:b.n] }
 // larger batch it keeps keptInEnvelopes envelopes.
 func (b *inBatch) reset() {
 	for _, env := range b.envs[:b.n] {
-		env.Reset()
+		*env = wire.Envelope{} // zeroed, not Reset: see wire.RecycleRequest
 	}
 	b.n = 0
 	if len(b.envs) > keptInEnvelopes {
@@ -90,7 +90,7 @@ func (b *inBatch) decode(data []byte) error {
 			return err
 		}
 		if envelopeHolds(env) == 0 {
-			env.Reset()
+			*env = wire.Envelope{}
 			b.n--
 		}
 		i++
