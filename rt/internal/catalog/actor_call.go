@@ -211,7 +211,7 @@ func (c *Catalog) DeliverActor(ctx context.Context, act *actor, method string, r
 	}
 	a := act.host
 	if !a.turnAllowed() {
-		return nil, false, fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
+		return nil, false, c.errLeaseNotValid()
 	}
 	if !oneWay && a.ownTurn(ctx) {
 		return nil, false, fmt.Errorf("%w: %s.%s on Actor %q is a request from a turn of its Spot %s/%q, which would wait for that turn to end: call it from elsewhere, or Send",
@@ -293,6 +293,9 @@ func (c *Catalog) AdmitActor(ctx context.Context, t sdk.Target, method string, r
 	if follow && act.current() == actorArriving && act.gate != nil {
 		// Its old node is still sending what it held: the arrival waits for it.
 		act.gate.Reset(2 * c.cfg.OperationTimeout)
+	}
+	if !act.host.turnAllowed() {
+		return c.errLeaseNotValid()
 	}
 	err = c.submit(ctx, act.host, act, md, req, size, oneWay, follow, done)
 	if errors.Is(err, exec.ErrAdmissionClosed) {

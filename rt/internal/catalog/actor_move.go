@@ -465,7 +465,7 @@ func (c *Catalog) prepare(actorT, hostT sdk.Target, state []byte, source *actor,
 		return store.Host{}, err
 	}
 	if !a.turnAllowed() {
-		return store.Host{}, fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
+		return store.Host{}, c.errLeaseNotValid()
 	}
 	host, err := c.storeHost(a)
 	if err != nil {

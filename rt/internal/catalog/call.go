@@ -164,7 +164,7 @@ func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc
 // the lease against the clock when it comes (C1).
 func (c *Catalog) send(ctx context.Context, a *activation, md *sdk.MethodDesc, req proto.Message) (bool, error) {
 	if !a.admissionAllowed() {
-		return false, fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
+		return false, c.errLeaseNotValid()
 	}
 	it := exec.Item{Lane: sdk.LaneApplication, Payload: int64(proto.Size(req)), Activity: true}
 	reserved, err := c.cfg.Meter.Acquire(ctx, nestedJob)
@@ -693,6 +693,9 @@ func (c *Catalog) admit(ctx context.Context, t sdk.Target, method string, req pr
 		if err != nil {
 			return err
 		}
+		if !e.turnAllowed() {
+			return c.errLeaseNotValid()
+		}
 		if err := c.submit(ctx, &e.activation, nil, md, req, size, oneWay, false, done); err != nil {
 			if errors.Is(err, exec.ErrAdmissionClosed) {
 				return c.errStopping() // an Entry Spot closes only with its node
@@ -728,7 +731,7 @@ func (c *Catalog) admit(ctx context.Context, t sdk.Target, method string, req pr
 		if _, err := c.beginClose(context.Background(), sp, sdk.CloseOwnerLost, false); err != nil && !errors.Is(err, errAlreadyClosed) {
 			c.log.Warn("a Spot of an ended owner lease could not be closed", "spot", key.typ, "id", key.id, "err", err)
 		}
-		return fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
+		return c.errLeaseNotValid()
 	}
 	switch a.current() {
 	case stateActive:
@@ -762,6 +765,9 @@ func (c *Catalog) DeliverAsync(ctx context.Context, route Route, method string, 
 	if err != nil {
 		return err
 	}
+	if !route.local.base().turnAllowed() {
+		return c.errLeaseNotValid()
+	}
 	err = c.submit(ctx, route.local.base(), nil, md, req, size, oneWay, false, done)
 	if errors.Is(err, exec.ErrAdmissionClosed) {
 		return ErrClosing
@@ -770,11 +776,10 @@ func (c *Catalog) DeliverAsync(ctx context.Context, route Route, method string, 
 }
 
 // submit admits one message with a completion callback; a refusal is returned as is. act, when
-// set, is the Actor of a the message is for; follow marks a message that follows it.
+// set, is the Actor of a the message is for; follow marks a message that follows it. Its caller
+// has just found the owner lease certainly valid (turnAllowed), so that a message is refused,
+// unrun, by a lease known to have ended; its turn checks the lease again (C1).
 func (c *Catalog) submit(ctx context.Context, a *activation, act *actor, md *sdk.MethodDesc, req proto.Message, size int, oneWay, follow bool, done func(proto.Message, error)) error {
-	if !a.turnAllowed() {
-		return fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
-	}
 	m := c.cfg.Meter
 	k := newCall(oneWay)
 	k.ctx, k.a, k.md, k.req, k.oneWay = ctx, a, md, req, oneWay

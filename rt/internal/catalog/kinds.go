@@ -199,6 +199,11 @@ func (a *activation) admissionAllowed() bool {
 	return unfenced || !a.guard.Lost()
 }
 
+// errLeaseNotValid refuses a message that a lease not certainly valid keeps from being queued.
+func (c *Catalog) errLeaseNotValid() error {
+	return fmt.Errorf("%w: node %s's owner lease is not certainly valid", sdk.ErrStaleRoute, c.cfg.Node)
+}
+
 // errLeaseEnded answers work that did not run because the owner lease ended first.
 func (a *activation) errLeaseEnded() error {
 	return fmt.Errorf("%w: %s/%q did not run: node %s's owner lease ended", sdk.ErrStaleRoute, a.typ.desc.Name, a.id, a.cat.cfg.Node)
