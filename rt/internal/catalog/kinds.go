@@ -33,12 +33,9 @@ type activation struct {
 	fence sdk.Fence
 	// turn is the identity of the context of the request whose turn runs now, or 0.
 	turn atomic.Uintptr
-	// turnStart is the instant at which the latest turn was let start (TurnStart), a reading
-	// of exec.Now; 0 before the first. turnWall is that instant on the wall clock, worked out
-	// when TurnStart is first asked for it, so that every answer for one turn is the same: a
-	// turn's lease check reads only the monotonic clock.
+	// turnStart is the wall-clock instant, in Unix nanoseconds, at which the latest turn was
+	// let start (TurnStart); 0 before the first.
 	turnStart atomic.Int64
-	turnWall  atomic.Pointer[wallReading]
 
 	state atomic.Uint32 // activationState
 	// callers counts the requests of this node's callers in the Spot's delivery, from before
@@ -51,12 +48,14 @@ type activation struct {
 	// reclaim (Catalog.reclaimHeld), takes it all. listed says that a is in the catalog's
 	// holders, where the reclaim finds it: the runner lists a before it starts an item while
 	// it holds permits back, and takes it out when its run ends.
-	ended atomic.Int64
+	ended  atomic.Int64
+	listed atomic.Bool
 
 	mu      sync.Mutex
 	log     *slog.Logger    // made on first use
 	ctx     context.Context // made on first use: cancelled at close
 	cancel  context.CancelFunc
+	torn    bool                    // teardown ran: the context is done for good
 	client  sdk.Client              // made on first use
 	bare    atomic.Pointer[spotCtx] // made on first use: the context of turns whose sender's carries nothing
 	timers  map[*spotTimer]struct{}
@@ -69,14 +68,6 @@ type activation struct {
 	// read by the idle scan (D2).
 	members     map[*actor]struct{}
 	memberCount atomic.Int32
-	listed      atomic.Bool // see ended
-	torn        bool        // teardown ran: the context is done for good; under mu
-}
-
-// wallReading is a reading of exec.Now and its instant on the wall clock.
-type wallReading struct {
-	mono int64
-	at   time.Time
 }
 
 type activationState uint32
@@ -133,25 +124,24 @@ func (a *activation) turnAllowed() bool {
 	return ok
 }
 
-// checkTurn is turnAllowed, which also returns its reading of the clock (exec.Now): the
-// turn's start (beginTurn) if it starts. The clock is read after the guard is chosen, so that
-// the reading is never older than an Entry Spot's guard of a registration made meanwhile
-// (which refuses it: LeaseGuard.ValidAt). Only the monotonic clock is read, on which the guard
-// measures; TurnStart places the reading on the wall clock when it is asked.
-func (a *activation) checkTurn() (int64, bool) {
+// checkTurn is turnAllowed, which also returns its reading of the clock: the turn's start
+// (beginTurn) if it starts. The clock is read after the guard is chosen, so that the reading
+// is never older than an Entry Spot's guard of a registration made meanwhile (which refuses
+// it: LeaseGuard.ValidAt).
+func (a *activation) checkTurn() (time.Time, bool) {
 	if a.guard == nil {
 		g := a.cat.registration().Guard()
-		now := exec.Now()
-		return now, g.ValidAt(exec.Instant(now))
+		now := time.Now()
+		return now, g.ValidAt(now)
 	}
-	now := exec.Now()
-	return now, unfenced || a.guard.ValidAt(exec.Instant(now))
+	now := time.Now()
+	return now, unfenced || a.guard.ValidAt(now)
 }
 
 // beginTurn records at, the clock reading of the lease check that let a turn start, as the
 // turn's start (TurnStart): the lease certainly held then, even if the process paused before
 // the turn's first line.
-func (a *activation) beginTurn(at int64) { a.turnStart.Store(max(at, 1)) }
+func (a *activation) beginTurn(at time.Time) { a.turnStart.Store(at.UnixNano()) }
 
 // closingReason is the reason a closing callback of a Spot or of one of its Actors gets when
 // its turn comes: reason while the owner lease holds, and the callback's turn starts then;
@@ -168,23 +158,10 @@ func (a *activation) closingReason(reason sdk.CloseReason) sdk.CloseReason {
 
 // TurnStart implements sdk.SpotContext.
 func (a *activation) TurnStart() time.Time {
-	n := a.turnStart.Load()
-	if n == 0 {
-		return time.Time{}
+	if n := a.turnStart.Load(); n != 0 {
+		return time.Unix(0, n)
 	}
-	w := a.turnWall.Load()
-	if w != nil && w.mono == n {
-		return w.at
-	}
-	next := &wallReading{mono: n, at: exec.WallTime(n)}
-	if a.turnWall.CompareAndSwap(w, next) {
-		return next.at
-	}
-	// Another caller placed a reading meanwhile: the same turn's is the answer already given.
-	if w := a.turnWall.Load(); w != nil && w.mono == n {
-		return w.at
-	}
-	return next.at
+	return time.Time{}
 }
 
 // admissionAllowed reports whether a message may still be queued for a turn, without reading

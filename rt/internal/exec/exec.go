@@ -207,18 +207,6 @@ var origin = time.Now()
 // clock as well.
 func Now() int64 { return int64(time.Since(origin)) }
 
-// Instant is the Time of Now's reading n, to compare with other Times that carry a monotonic
-// reading (Sub, Before and After use it). Its wall reading is the origin's plus n, which
-// falls behind any change of the wall clock since the origin: what is shown or kept is
-// WallTime's.
-func Instant(n int64) time.Time { return origin.Add(time.Duration(n)) }
-
-// WallTime is the Time of Now's reading n, on the wall clock as it reads now.
-func WallTime(n int64) time.Time {
-	now := time.Now()
-	return now.Add(-now.Sub(Instant(n)))
-}
-
 // Item describes one submission.
 type Item struct {
 	// Lane is LaneApplication or LaneLifecycle.
