@@ -644,4 +644,6 @@ func TestARunStartsWithTheRingTheLastRunNeeded(t *testing.T) {
 	}
 	assert.Equal(t, []int{64, 32, 16, 8, 4, 4}, sizes, "the next run starts at 64, and the quiet runs after it halve it")
 	assert.Equal(t, 32, run(20), "a run that needs more grows it as before")
+	assert.Equal(t, 1024, run(1000), "a burst of 1000 grows it to 1024")
+	assert.Equal(t, 64, run(0), "the run after a large burst starts at 64 entries, no more")
 }

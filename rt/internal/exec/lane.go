@@ -23,7 +23,9 @@ type lane struct {
 	ring []entry // its length is zero or a power of two
 	// box is ring's pooled box, so that returning ring to its pool allocates nothing; ring is
 	// kept beside it so that push and pop take no second hop.
-	box  *[]entry
+	box *[]entry
+	// head, n and peak are int32: a lane would wrap them only past 2³¹ queued entries, over
+	// 64 GiB of entries, far beyond any byte or count bound of a queue.
 	head int32
 	n    int32 // queued entries
 	// peak is the most entries queued at once since the ring was taken, and start the size
@@ -77,13 +79,14 @@ func (l *lane) grow() {
 // buffer and a busy one does not allocate one for every burst of work. It remembers the size
 // the next run starts with: the least that held this run's peak, but no less than half the
 // ring's size, so that one burst costs the runs after it a few halvings and no regrowth
-// from minRing.
+// from minRing; and no more than maxStartRing, so that a burst long ago does not make every
+// Spot's next single message take a large ring.
 func (l *lane) release() {
 	if l.n != 0 || l.ring == nil {
 		return
 	}
 	need := ringClass(ceilPow2(max(int(l.peak), minRing)))
-	l.start = uint8(min(max(need, ringClass(len(l.ring))-1), len(ringPools)-1))
+	l.start = uint8(min(max(need, ringClass(len(l.ring))-1), ringClass(maxStartRing)))
 	putRing(l.box)
 	l.ring, l.box, l.head, l.peak = nil, nil, 0, 0
 }
@@ -91,8 +94,12 @@ func (l *lane) release() {
 // ceilPow2 is the least power of two of at least n, for n ≥ 1.
 func ceilPow2(n int) int { return 1 << bits.Len(uint(n-1)) }
 
-// Rings are pooled by size: minRing << class entries for class < len(ringPools).
-const minRing = 4
+// Rings are pooled by size: minRing << class entries for class < len(ringPools). A run of
+// work starts with at most maxStartRing entries (2 KiB) and grows from there.
+const (
+	minRing      = 4
+	maxStartRing = 64
+)
 
 var ringPools [12]sync.Pool
 

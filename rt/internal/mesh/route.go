@@ -289,7 +289,8 @@ func (m *Mesh) send(ctx context.Context, t sdk.Target, h hop, method string, pay
 	}
 	if t.Kind() != sdk.KindEntry && !h.cached {
 		// The node that ran it owns it: the route for the next message (B6). A route read
-		// from the cache is there already, or has been replaced by a newer one since.
+		// from the cache is not written again: it is there still, or a newer one replaced it,
+		// or it was dropped or evicted and the next message resolves it from the store.
 		m.routes.put(t, h.node)
 	}
 	if oneWay {
