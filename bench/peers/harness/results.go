@@ -19,6 +19,11 @@ type Report struct {
 	Params   func(workload.Name) workload.Params
 	Runs     Runs
 	Versions string
+	// Stalls is the probe of the machine's stalls made before the runs, if one was.
+	Stalls *Stalls
+	// Steal is the share of the processors' time that the hypervisor gave to others over the
+	// whole run, if known.
+	Steal *float64
 }
 
 // Table is the report's one table.
@@ -124,8 +129,13 @@ per operation. A profiled run (-profile) keeps no ZLink figure: the profiler's t
   location records, is in a process of its own and not counted; Proto.Actor's cluster keeps
   nothing outside its process.
 - Latency rows are per call, from the call to its return on the caller's goroutine, over every call of the
-  measured window. With 64 callers on 2 cores, the max is a single call in millions and shows
-  Go scheduling as much as either framework; p99.9 and mean say more.
+  measured window. The longest calls are the machine's stalls (above): times in which the
+  kernel or the hypervisor ran something else on a processor that the process was using. In
+  rows a and g, 64 callers wait on one object, which serves one call at a time: a stall of the
+  thread that runs its turn holds all 64 calls at once, so p99.9 stays under the length of a
+  stall only while the stalls met in the window, times 64, are fewer than a thousandth of its
+  calls, and the max is the longest stall that met a turn (or two that met one call). The
+  floor's callers meet stalls of the same kind with more calls in the window.
 `
 
 // Markdown renders RESULTS.md.
@@ -136,6 +146,12 @@ func (r Report) Markdown() string {
 	fmt.Fprintf(&b, "- Date: %s\n", r.When.UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(&b, "- Machine: %s\n", r.Machine)
 	fmt.Fprintf(&b, "- Versions: %s\n", r.Versions)
+	if r.Stalls != nil {
+		fmt.Fprintf(&b, "- Stalls: %s, before the runs\n", r.Stalls)
+	}
+	if r.Steal != nil {
+		fmt.Fprintf(&b, "- Steal: the hypervisor gave %.2f%% of this machine's processor time to others over the whole run (/proc/stat)\n", 100**r.Steal)
+	}
 	fmt.Fprintf(&b, "- Wall time of the whole run: %s\n\n", r.Wall.Round(time.Second))
 	b.WriteString(r.Table())
 	b.WriteString("\n")

@@ -73,6 +73,9 @@ func runChild(framework, params, cpuProfile string) error {
 	return harness.RunChild(context.Background(), harness.Framework(framework), p, cpuProfile, os.Stdout)
 }
 
+// stallWindow is how long the probe of the machine's stalls spins before the runs.
+const stallWindow = 2 * time.Second
+
 func orchestrate(rounds int, list string, tiny bool, out, profile string) error {
 	if rounds < 1 {
 		return fmt.Errorf("-rounds must be at least 1")
@@ -107,6 +110,9 @@ func orchestrate(rounds int, list string, tiny bool, out, profile string) error 
 	}
 	defer cleanup()
 	fmt.Fprintf(os.Stderr, "peerbench: %d round(s) of %d workload(s); each run in a child process\n", rounds, len(order))
+	stalls := harness.ProbeStalls(stallWindow)
+	fmt.Fprintf(os.Stderr, "peerbench: stalls: %s\n", stalls)
+	cpuBefore, cpuOK := harness.ReadCPUTimes()
 	runs, err := harness.Run(ctx, harness.Config{
 		Bin: bin, Rounds: rounds, Workloads: order, Params: params, ProfileDir: profile, Log: os.Stderr,
 	})
@@ -115,7 +121,12 @@ func orchestrate(rounds int, list string, tiny bool, out, profile string) error 
 	}
 	report := harness.Report{
 		When: begin, Machine: harness.ThisMachine(), Rounds: rounds, Wall: time.Since(begin),
-		Order: order, Params: params, Runs: runs, Versions: versions(),
+		Order: order, Params: params, Runs: runs, Versions: versions(), Stalls: &stalls,
+	}
+	if cpuAfter, ok := harness.ReadCPUTimes(); ok && cpuOK {
+		if share, ok := harness.StealShare(cpuBefore, cpuAfter); ok {
+			report.Steal = &share
+		}
 	}
 	fmt.Println(report.Table())
 	fmt.Printf("ratio = ZLink ÷ Proto.Actor; (*) a ZLink activation includes a linearizable etcd write, a Proto.Actor one does not.\n")
