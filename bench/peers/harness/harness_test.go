@@ -39,12 +39,12 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("row %s %s has no figure: %+v", r.Workload, r.Metric, r)
 		}
 	}
-	for _, wl := range []workload.Name{workload.LocalCall1, workload.LocalCall64, workload.RemoteCall1, workload.RemoteCall64} {
+	for _, wl := range []workload.Name{workload.LocalCall1, workload.LocalCall64, workload.RemoteCall1, workload.RemoteCall64, workload.OneWay64} {
 		require.NotNil(t, runs[wl][ZLink][0].Floor, "%s: the ZLink run measured no floor", wl)
 	}
 	md := Report{Machine: ThisMachine(), Rounds: 1, Order: workload.All, Params: workload.Tiny, Runs: runs}.Markdown()
 	for _, want := range []string{"| a. local request/reply, 1 caller ", "linearizable etcd write", "cores",
-		"| f. remote cold activation of 100 IDs", "ZLink ÷ floor", "| j. memory with 1,000 active objects", "round-robin pool router"} {
+		"| f. remote cold activation of 100 IDs", "ZLink ÷ floor", "| — | — | — | — |", "| j. memory with 1,000 active objects", "round-robin pool router"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("RESULTS.md lacks %q", want)
 		}

@@ -61,7 +61,10 @@ per operation. A profiled run (-profile) keeps no ZLink figure: the profiler's t
   the caller retries ("Every run" gives the push-backs per message). Proto.Actor:
   RootContext.Send to 64 actors with the default unbounded mailbox (faster here than a bounded
   one; it never pushes back). Both count a message when its handler ran, and the run ends when
-  all have.
+  all have. The floor under the table is a probe in the same ZLink run, right after it: the
+  same callers send the same messages, allocated alike, round robin through buffered Go
+  channels of 1,024 to 64 goroutines that count them (a full channel blocks its sender), with
+  no runtime, permit, byte accounting, lease check or telemetry.
 - c. (*) Not the same work: a ZLink activation includes a linearizable etcd write (the Spot's
   location record: reserve, then Ready, group-committed, fsync on, etcd in its own process on
   the same cores), which makes the single activation survive failures and other nodes. A

@@ -79,6 +79,8 @@ func latencyNote(r workload.Result) string {
 	}
 	if f := r.Floor; f != nil && f.Latency != nil {
 		note += fmt.Sprintf("  (floor %s, p50 %s, p99 %s, max %s)", fmtRate(f.Rate), fmtDur(f.Latency.P50), fmtDur(f.Latency.P99), fmtDur(f.Latency.Max))
+	} else if f != nil {
+		note += fmt.Sprintf("  (floor %s)", fmtRate(f.Rate))
 	}
 	return note
 }

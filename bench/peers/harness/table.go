@@ -233,7 +233,8 @@ func FloorTable(runs Runs, order []workload.Name, params func(workload.Name) wor
 		all := runs[wl][ZLink]
 		var zl []workload.Result
 		for _, r := range all {
-			if r.Latency != nil && r.Floor != nil && r.Floor.Latency != nil && r.Floor.Rate > 0 {
+			// A one-way floor has no latencies, as its row has none.
+			if r.Floor != nil && r.Floor.Rate > 0 && (r.Latency == nil) == (r.Floor.Latency == nil) {
 				zl = append(zl, r)
 			}
 		}
@@ -248,7 +249,12 @@ func FloorTable(runs Runs, order []workload.Name, params func(workload.Name) wor
 		if len(zl) < len(all) {
 			label += fmt.Sprintf(" (%d of %d runs)", len(zl), len(all))
 		}
-		dur := func(f func(workload.Result) float64) string { return fmtDur(median(zl, f)) }
+		dur := func(f func(workload.Result) float64) string {
+			if zl[0].Latency == nil {
+				return "—"
+			}
+			return fmtDur(median(zl, f))
+		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %s | %s | %s |\n", label,
 			fmtRate(median(zl, workload.Result.Rate)),
 			fmtRate(median(zl, func(r workload.Result) float64 { return r.Floor.Rate })),

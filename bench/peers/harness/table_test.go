@@ -126,6 +126,17 @@ func TestFloorTableTakesMediansOfTheRunsThatMeasuredAFloor(t *testing.T) {
 	require.Contains(t, lines[2], Label(workload.LocalCall64, workload.Defaults(workload.LocalCall64)))
 	require.Contains(t, lines[2], " (3 of 4 runs) | 200 /s | 600 /s | 0.25 | 2.00 ms | 400 µs | 7.00 ms | 4.00 ms |")
 	require.Empty(t, FloorTable(Runs{workload.OneWay64: runs[workload.OneWay64]}, []workload.Name{workload.OneWay64}, workload.Defaults))
+
+	// A one-way run's floor has a rate and no latencies, as the run has none.
+	runs[workload.OneWay64] = map[Framework][]workload.Result{ZLink: {
+		{Ops: 10, Seconds: 1, Floor: &workload.Floor{Rate: 40}},
+		{Ops: 30, Seconds: 1, Floor: &workload.Floor{Rate: 60}},
+		{Ops: 20, Seconds: 1, Floor: &workload.Floor{Rate: 100}},
+	}}
+	got = FloorTable(runs, []workload.Name{workload.OneWay64}, workload.Defaults)
+	lines = strings.Split(strings.TrimSpace(got), "\n")
+	require.Len(t, lines, 3, got)
+	require.Contains(t, lines[2], Label(workload.OneWay64, workload.Defaults(workload.OneWay64))+" | 20.0 /s | 60.0 /s | 0.25 | — | — | — | — |")
 }
 
 func TestCPUTableComparesTheProcessorTimePerOperationOfOneProcessWorkloads(t *testing.T) {

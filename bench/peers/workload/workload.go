@@ -93,16 +93,17 @@ type Params struct {
 // HasFloor reports whether a ZLink run of the workload measures a floor (Result.Floor).
 func (n Name) HasFloor() bool {
 	switch n {
-	case LocalCall1, LocalCall64, RemoteCall1, RemoteCall64:
+	case LocalCall1, LocalCall64, RemoteCall1, RemoteCall64, OneWay64:
 		return true
 	}
 	return false
 }
 
 // Windows is how many measured windows (Warmup and Duration) a run of p takes: two when a
-// floor is measured after ZLink's window.
+// floor is measured for as long after ZLink's window. The one-way floor sends Count messages
+// instead.
 func (p Params) Windows() int {
-	if p.Workload.HasFloor() && !p.NoFloor {
+	if p.Workload.HasFloor() && !p.NoFloor && p.Workload != OneWay64 {
 		return 2
 	}
 	return 1

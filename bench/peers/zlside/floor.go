@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zlink-go/zlink/bench/peers/workload"
+	"github.com/zlink-go/zlink/bench/peers/zl"
 )
 
 // LocalFloor measures what Go allows on this machine for the structure of a call to one
@@ -45,4 +46,57 @@ func LocalFloor(ctx context.Context, callers int, warmup, duration time.Duration
 		return nil, err
 	}
 	return workload.FloorOf(res), nil
+}
+
+// oneWayQueue is how many messages each receiver of the one-way floor holds before its
+// senders block: a bounded queue, as a Spot's lane is.
+const oneWayQueue = 1024
+
+// OneWayFloor measures what Go allows on this machine for the structure of one-way sends to
+// objects, with no runtime at all: callers send count messages, each allocated as the ZLink
+// run's are, round robin through buffered channels to objects goroutines, each of which
+// counts what it receives; the run ends when every message was counted. A full channel
+// blocks its sender.
+func OneWayFloor(ctx context.Context, callers, objects, count int) (*workload.Floor, error) {
+	if objects < 1 {
+		return nil, fmt.Errorf("one-way floor: %d objects", objects)
+	}
+	queues := make([]chan *zl.Tick, objects)
+	counted := make([]int64, objects)
+	var receivers sync.WaitGroup
+	begin := time.Now()
+	for i := range queues {
+		queues[i] = make(chan *zl.Tick, oneWayQueue)
+		receivers.Go(func() {
+			for t := range queues[i] {
+				if t.GetSeq() > 0 {
+					counted[i]++
+				}
+			}
+		})
+	}
+	_, err := workload.ForCount(ctx, callers, int64(count), func(_ int, seq int64) error {
+		select {
+		case queues[seq%int64(objects)] <- &zl.Tick{Seq: seq}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	for _, q := range queues {
+		close(q)
+	}
+	receivers.Wait()
+	elapsed := time.Since(begin)
+	if err != nil {
+		return nil, fmt.Errorf("one-way floor: %w", err)
+	}
+	var sum int64
+	for _, n := range counted {
+		sum += n
+	}
+	if sum != int64(count) {
+		return nil, fmt.Errorf("one-way floor: counted %d of %d messages", sum, count)
+	}
+	return &workload.Floor{Rate: float64(count) / elapsed.Seconds()}, nil
 }

@@ -43,7 +43,10 @@ func Run(ctx context.Context, p workload.Params) (workload.Result, func() error,
 			res.Floor, err = remoteFloor(ctx, p)
 		}
 	case workload.OneWay64:
-		res, err = oneWay(ctx, node, p)
+		if res, err = oneWay(ctx, node, p); err == nil && !p.NoFloor {
+			// The same sends through bare Go channels, right after: what the machine allows.
+			res.Floor, err = OneWayFloor(ctx, p.Callers, p.Objects, p.Count)
+		}
 	case workload.ColdActivation:
 		res, err = cold(ctx, node, p)
 	case workload.RemoteColdActivation:
