@@ -74,6 +74,9 @@ func latencyNote(r workload.Result) string {
 	if r.Latency != nil {
 		note = fmt.Sprintf("  p50 %s  p99 %s  max %s", fmtDur(r.Latency.P50), fmtDur(r.Latency.P99), fmtDur(r.Latency.Max))
 	}
+	if c := r.CPUPerOp(); c > 0 {
+		note += fmt.Sprintf("  cpu %s/op", fmtDur(c*1e9))
+	}
 	if r.Ceiling > 0 {
 		note += fmt.Sprintf("  (etcd ceiling %s, ratio %.2f)", fmtRate(r.Ceiling), r.Rate()/r.Ceiling)
 	}

@@ -491,7 +491,7 @@ func (c *Catalog) prepare(actorT, hostT sdk.Target, state []byte, source *actor,
 	// A move whose source stopped before it settled is settled by the record.
 	act.gate = time.AfterFunc(2*c.cfg.OperationTimeout, func() { c.bg.goRun(func() { c.settleByRecord(act) }) })
 	sh := c.actors.of(key)
-	sh.mu.Lock()
+	sh.lock()
 	if cur, ok := sh.m[key]; ok && cur != source {
 		sh.mu.Unlock()
 		act.gate.Stop()
@@ -613,7 +613,7 @@ func (c *Catalog) dropArrival(act *actor) {
 		source.mu.Unlock()
 		if alive {
 			sh := c.actors.of(act.key())
-			sh.mu.Lock()
+			sh.lock()
 			if sh.m[act.key()] == act {
 				sh.m[act.key()] = source
 			}

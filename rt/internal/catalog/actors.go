@@ -322,7 +322,7 @@ func (c *Catalog) constructActor(act *actor) (err error) {
 func (c *Catalog) register(act *actor) error {
 	key := act.key()
 	sh := c.actors.of(key)
-	sh.mu.Lock()
+	sh.lock()
 	if _, dup := sh.m[key]; dup {
 		sh.mu.Unlock()
 		return fmt.Errorf("%w: actor %s/%q is already on node %s", sdk.ErrAlreadyExists, key.typ, key.id, c.cfg.Node)
@@ -341,7 +341,7 @@ func (c *Catalog) register(act *actor) error {
 func (c *Catalog) unregister(act *actor) {
 	key := act.key()
 	sh := c.actors.of(key)
-	sh.mu.Lock()
+	sh.lock()
 	if sh.m[key] == act {
 		delete(sh.m, key)
 	}

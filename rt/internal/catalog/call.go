@@ -709,7 +709,10 @@ func (c *Catalog) admit(ctx context.Context, t sdk.Target, method string, req pr
 		return err
 	}
 	key := spotKey{typ.desc.Name, t.ID()}
-	sp, creating := c.slotOf(key)
+	sp, creating := c.cachedSpotAt(key), false
+	if sp == nil {
+		sp, creating = c.slotOf(key)
+	}
 	if sp == nil && creating {
 		// B7: the creation here may have committed Ready already, and the peer routed by that
 		// record, before the activation was registered here. The message is not refused but
@@ -846,7 +849,7 @@ func (c *Catalog) LocalSpot(t sdk.Target) (Route, bool) {
 	if k != sdk.KindUser && k != sdk.KindInstance {
 		return Route{}, false
 	}
-	sp := c.spotAt(spotKey{t.Type(), t.ID()})
+	sp := c.cachedSpotAt(spotKey{t.Type(), t.ID()})
 	// The owner lease is not checked here: every turn checks it when it starts, and reading the
 	// clock twice per call costs more than a call that finds it ended.
 	if sp == nil || sp.Kind() != k || sp.base().current() != stateActive {

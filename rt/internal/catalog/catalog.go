@@ -289,7 +289,8 @@ type Catalog struct {
 
 	entries map[string]*entrySpot // by type name; fixed after Start
 	slots   shards[*slot]
-	holders holders // activations whose runners hold job permits of ended jobs back
+	cache   spotCache // of slots' Spots, for messages
+	holders holders   // activations whose runners hold job permits of ended jobs back
 	// active counts User and Instance Spots that are active or being created (D6).
 	active atomic.Int64
 	// activating holds a place for each creation running now.

@@ -116,6 +116,23 @@ func (c *Catalog) spotAt(key spotKey) ownedSpot {
 	return nil
 }
 
+// cachedSpotAt is spotAt through the Spot cache: the path of every message to a Spot.
+func (c *Catalog) cachedSpotAt(key spotKey) ownedSpot {
+	h := keyHash(key)
+	sh := c.slots.at(h)
+	if sp := c.cache.get(h, key, sh); sp != nil {
+		return sp
+	}
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	sl := sh.m[key]
+	if sl == nil || sl.spot == nil {
+		return nil
+	}
+	c.cache.fill(h, sl.spot, sh)
+	return sl.spot
+}
+
 // pendingClose returns a's close in progress, or nil.
 func (a *activation) pendingClose() *closeTxn {
 	a.mu.Lock()
@@ -396,11 +413,13 @@ func (c *Catalog) endActivation(ctx context.Context, sp ownedSpot, tx *closeTxn,
 func (c *Catalog) retire(sp ownedSpot, reason sdk.CloseReason) {
 	key := sp.storeKey()
 	sk := spotKey{key.Type, key.ID}
-	sh := c.slots.of(sk)
-	sh.mu.Lock()
+	h := keyHash(sk)
+	sh := c.slots.at(h)
+	sh.lock()
 	if sl := sh.m[sk]; sl != nil && sl.spot == sp {
 		delete(sh.m, sk)
 	}
+	c.cache.forget(h, sp)
 	sh.mu.Unlock()
 	if inst, ok := sp.(*instanceSpot); ok {
 		c.idle.remove(inst)

@@ -43,3 +43,47 @@ func OnTurnChecked(fn func()) (restore func()) {
 	prev := turnChecked.Swap(&fn)
 	return func() { turnChecked.Store(prev) }
 }
+
+// CachedSpot returns the Spot t that the Spot cache hands out now without reading the index,
+// if it does.
+func (c *Catalog) CachedSpot(t sdk.Target) (sdk.SpotContext, bool) {
+	key := spotKey{t.Type(), t.ID()}
+	h := keyHash(key)
+	sp := c.cache.get(h, key, c.slots.at(h))
+	return sp, sp != nil
+}
+
+// CacheHolds reports whether the Spot cache's entry of t holds a Spot of t's key, valid or not.
+func (c *Catalog) CacheHolds(t sdk.Target) bool {
+	key := spotKey{t.Type(), t.ID()}
+	o := c.cache.entry(keyHash(key)).Load()
+	return o != nil && o.id == key.id && o.typ.desc.Name == key.typ
+}
+
+// ChangeShardOf write-locks and unlocks the index's shard of t, as any change of a Spot of
+// the shard does.
+func (c *Catalog) ChangeShardOf(t sdk.Target) {
+	sh := c.slots.of(spotKey{t.Type(), t.ID()})
+	sh.lock()
+	sh.mu.Unlock()
+}
+
+// ShareACacheEntry reports whether the Spots typ/a and typ/b have the same Spot cache entry.
+func ShareACacheEntry(typ, a, b string) bool {
+	var c spotCache
+	return c.entry(keyHash(spotKey{typ, a})) == c.entry(keyHash(spotKey{typ, b}))
+}
+
+// Spot is the local Spot r goes to, or nil.
+func (r Route) Spot() sdk.SpotContext {
+	if r.local == nil {
+		return nil
+	}
+	return r.local
+}
+
+// IndexedSpot finds the Spot t as LocalSpot does, through the index only.
+func (c *Catalog) IndexedSpot(t sdk.Target) bool {
+	sp := c.spotAt(spotKey{t.Type(), t.ID()})
+	return sp != nil && sp.Kind() == t.Kind() && sp.base().current() == stateActive
+}

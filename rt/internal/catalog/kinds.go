@@ -274,6 +274,7 @@ type ownedSpot interface {
 	record() store.Record
 	setRecord(store.Record)
 	storeKey() store.SpotKey
+	own() *owned
 }
 
 // owned is what User and Instance Spots add to the activation base: their record.
@@ -281,9 +282,15 @@ type owned struct {
 	activation
 	recMu sync.Mutex
 	rec   store.Record
+	// self is the Spot this is the base of, which the Spot cache hands out; cachedAt is the
+	// version of its shard when the cache last took it from the index (spotCache).
+	self     ownedSpot
+	cachedAt atomic.Uint64
 }
 
 func (o *owned) base() *activation { return &o.activation }
+
+func (o *owned) own() *owned { return o }
 
 func (o *owned) record() store.Record {
 	o.recMu.Lock()

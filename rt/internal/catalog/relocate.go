@@ -523,7 +523,7 @@ func (c *Catalog) PrepareSpot(ctx context.Context, in Arrival) (store.Owner, err
 	}
 	key := spotKey{t.Type(), t.ID()}
 	sh := c.slots.of(key)
-	sh.mu.Lock()
+	sh.lock()
 	if _, busy := sh.m[key]; busy {
 		sh.mu.Unlock()
 		return store.Owner{}, fmt.Errorf("%w: %v is already active or being created on node %s", sdk.ErrAlreadyExists, t.Plain(), c.cfg.Node)
@@ -654,7 +654,7 @@ func (c *Catalog) settleSpotArrival(key spotKey, ar *arrival, rec store.Record) 
 	sp.base().fence = sdk.Fence{Epoch: rec.Revision, Lease: rec.Owner.Lease}
 	sp.base().exec.OpenApplication()
 	sh := c.slots.of(key)
-	sh.mu.Lock()
+	sh.lock()
 	if sl := sh.m[key]; sl != nil && sl.creating == ar.cr {
 		sl.creating, sl.spot = nil, sp
 	}
@@ -701,7 +701,7 @@ func (c *Catalog) dropSpotArrival(ar *arrival, err error) {
 	a.teardown()
 	key := spotKey{a.typ.desc.Name, a.id}
 	sh := c.slots.of(key)
-	sh.mu.Lock()
+	sh.lock()
 	if sl := sh.m[key]; sl != nil && sl.creating == ar.cr {
 		delete(sh.m, key)
 	}

@@ -345,7 +345,7 @@ func (c *Catalog) onUnavailable(ctx context.Context, key spotKey, mode Mode, res
 func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, *store.Resolution, error) {
 	key := spotKey{typ.desc.Name, id}
 	sh := c.slots.of(key)
-	sh.mu.Lock()
+	sh.lock()
 	if _, busy := sh.m[key]; busy {
 		sh.mu.Unlock()
 		return Route{}, nil, nil // raced another local caller: look again
@@ -389,7 +389,7 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 		if terr := c.activationTurn(octx, func(hold *slotHold) { sp, lost, err = c.runCreation(octx, typ, id, hold) }); terr != nil {
 			err = terr
 		}
-		sh.mu.Lock()
+		sh.lock()
 		if sp != nil {
 			// B7 step 2: the route enters this node's admission view in the same continuation
 			// as the Ready commit, before any waiter sends its first message.
@@ -409,7 +409,7 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 		}
 	})
 	if !started {
-		sh.mu.Lock()
+		sh.lock()
 		delete(sh.m, key)
 		sh.mu.Unlock()
 		c.active.Add(-1)
@@ -586,6 +586,7 @@ func (c *Catalog) newOwned(typ *spotType, id string, reg *store.Registration) ow
 	} else {
 		sp = &instanceSpot{idleIndex: -1}
 	}
+	sp.own().self = sp
 	a := sp.base()
 	a.cat, a.typ, a.id, a.exec, a.guard = c, typ, id, exec.New(&c.cfg.Exec, c.cfg.Meter.Lanes()), reg.Guard()
 	a.exec.SetPanicHandler(c.execPanic)
