@@ -97,12 +97,10 @@ func etcdForBench(b *testing.B) []string {
 
 var one = wrapperspb.Int64(1)
 
-// BenchmarkLocalCall measures a call to an active Spot on the caller's node, with diagnostics
-// Off and at Normal with the global OpenTelemetry providers (no-ops until an application installs
-// some). The level is a process global: it is restored afterwards.
 // BenchmarkLocalCall calls a Spot of the same node: diagnostics Off, Normal with the global
 // providers (no-ops until the application installs some), and Normal with the OpenTelemetry
-// API's no-op providers given in the config.
+// API's no-op providers given in the config. The level is a process global: it is restored
+// afterwards.
 func BenchmarkLocalCall(b *testing.B) {
 	noopProviders := func(c *rt.Config) {
 		c.TracerProvider, c.MeterProvider = tracenoop.NewTracerProvider(), metricnoop.NewMeterProvider()

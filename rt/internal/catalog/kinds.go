@@ -125,17 +125,14 @@ func (a *activation) turnAllowed() bool {
 }
 
 // checkTurn is turnAllowed, which also returns its reading of the clock: the turn's start
-// (beginTurn) if it starts. The clock is read after the guard is chosen, so that the reading
-// is never older than an Entry Spot's guard of a registration made meanwhile (which refuses
-// it: LeaseGuard.ValidAt).
+// (beginTurn) if it starts. The guard it checks reads the clock (LeaseGuard.ValidNow), so the
+// reading is never older than an Entry Spot's guard of a registration made meanwhile.
 func (a *activation) checkTurn() (time.Time, bool) {
 	if a.guard == nil {
-		g := a.cat.registration().Guard()
-		now := time.Now()
-		return now, g.ValidAt(now)
+		return a.cat.registration().Guard().ValidNow()
 	}
-	now := time.Now()
-	return now, unfenced || a.guard.ValidAt(now)
+	now, ok := a.guard.ValidNow()
+	return now, unfenced || ok
 }
 
 // beginTurn records at, the clock reading of the lease check that let a turn start, as the

@@ -60,7 +60,21 @@ type LeaseGuard struct {
 func newLeaseGuard() *LeaseGuard { return &LeaseGuard{base: time.Now()} }
 
 // Valid reports whether the owner lease is certainly valid now.
-func (g *LeaseGuard) Valid() bool { return g.ValidAt(time.Now()) }
+func (g *LeaseGuard) Valid() bool {
+	_, ok := g.ValidNow()
+	return ok
+}
+
+// ValidNow reads the clock and reports whether the owner lease is certainly valid at that
+// reading, which it returns. It reads only the monotonic clock, on which the guard measures
+// (time.Now reads the wall clock too, about as costly again): the reading is the guard's
+// beginning advanced by the monotonic time since, so its wall part is the wall clock's as it
+// was when the guard began, moved by that time, and a step of the wall clock since then does
+// not move it.
+func (g *LeaseGuard) ValidNow() (time.Time, bool) {
+	since := time.Since(g.base)
+	return g.base.Add(since), !g.lost.Load() && since >= 0 && int64(since) < g.until.Load()
+}
 
 // ValidAt reports whether the owner lease was certainly valid at now, a reading of the clock
 // that carries its monotonic part (time.Now's). A reading from before the guard began is

@@ -21,3 +21,31 @@ func TestC1_LeaseGuardIsValidOnlyFromItsBeginningToItsDeadline(t *testing.T) {
 	g.lose()
 	assert.False(t, g.ValidAt(g.base.Add(time.Second)), "a lost guard is valid at no instant")
 }
+
+// C1: ValidNow answers for a reading of the monotonic clock taken within the call, and the
+// reading it returns is that instant on the wall clock too; past the deadline, or once the
+// lease is lost, it answers invalid.
+func TestC1_LeaseGuardValidNowReturnsItsReadingOfTheClock(t *testing.T) {
+	g := newLeaseGuard()
+	g.extend(g.base, 10*time.Second, time.Second)
+	before := time.Now()
+	at, ok := g.ValidNow()
+	after := time.Now()
+	assert.True(t, ok)
+	assert.False(t, at.Before(before), "the reading is taken within the call")
+	assert.False(t, at.After(after), "the reading is taken within the call")
+	assert.InDelta(t, before.UnixNano(), at.UnixNano(), float64(time.Second), "its wall part is the wall clock's")
+	assert.True(t, g.ValidAt(at), "ValidAt agrees on the same reading")
+
+	short := newLeaseGuard()
+	short.extend(short.base, 2*time.Millisecond, time.Millisecond)
+	time.Sleep(5 * time.Millisecond)
+	at, ok = short.ValidNow()
+	assert.False(t, ok, "past the deadline")
+	assert.Greater(t, at.Sub(short.base), 5*time.Millisecond)
+
+	g.lose()
+	_, ok = g.ValidNow()
+	assert.False(t, ok, "a lost guard is valid at no instant")
+	assert.False(t, g.Valid())
+}
