@@ -32,7 +32,8 @@ func (m *Meter) Status(spots int, lanes exec.Config) sdk.HostCapacityStatus {
 
 	current, completion := nonNeg(m.current.Load()), nonNeg(m.completion.Load())
 	inLane := min(nonNeg(m.laneHeld.Load()), current)
-	appBytes, lifeBytes := nonNeg(m.lanes.ApplicationBytes()), nonNeg(m.lanes.LifecycleBytes())
+	queued := m.lanes.Totals()
+	appBytes, lifeBytes := nonNeg(queued.ApplicationBytes), nonNeg(queued.LifecycleBytes)
 	appApplied := uint64(spots) * uint64(lanes.Application.Bytes)
 	lifeApplied := uint64(spots) * uint64(lanes.Lifecycle.Bytes)
 	var ratio uint64
@@ -81,7 +82,7 @@ func (m *Meter) Status(spots int, lanes exec.Config) sdk.HostCapacityStatus {
 			PausePermitCount:                  uint64(s.PauseAt),
 			ResumePermitCount:                 uint64(s.ResumeAt),
 			ReservedSupplyPermits:             nonNeg(m.reserved.Load()),
-			QueuedApplicationJobs:             nonNeg(m.lanes.QueuedApplication()),
+			QueuedApplicationJobs:             nonNeg(queued.QueuedApplication),
 			PermitsInUse:                      inUse,
 			PeakPermitsInUse:                  nonNeg(m.jobsPeak.Load()),
 			CapacityWaiters:                   nonNeg(m.jobWaiters.Load()),

@@ -566,7 +566,7 @@ func (s *send) finish(err error) {
 const permitBatch = 16
 
 // jobEnded takes over the job permit of a message whose turn ended on a's runner: the runner
-// returns such permits permitBatch at a time and when its run ends (runEnded), so that a job
+// returns such permits permitBatch at a time and when its run ends (RunEnd), so that a job
 // writes the node's count of permits in use, which both processors write, once rather than
 // twice. A handler that blocks holds fewer than permitBatch of them back; a job that waits
 // for a permit meanwhile, or a stream's reader that waits for intake to resume, has the meter
@@ -582,16 +582,16 @@ func (a *activation) jobEnded(reserved bool) {
 	}
 }
 
-// beforeItem lists a where the meter's reclaim finds it, when its runner is about to start an
+// BeforeItem lists a where the meter's reclaim finds it, when its runner is about to start an
 // item, which may block, while it holds permits back.
-func (a *activation) beforeItem() {
+func (a *activation) BeforeItem() {
 	if !a.listed.Load() && a.ended.Load() > 0 {
 		a.cat.holders.add(a)
 	}
 }
 
-// runEnded returns the permits that a's runner held back, at the end of its run.
-func (a *activation) runEnded() {
+// RunEnd returns the permits that a's runner held back, at the end of its run.
+func (a *activation) RunEnd() {
 	if n := a.ended.Swap(0); n > 0 {
 		a.cat.cfg.Meter.ReturnMany(n)
 	}
@@ -599,6 +599,9 @@ func (a *activation) runEnded() {
 		a.cat.holders.remove(a)
 	}
 }
+
+// Panicked logs a panic of a's work, which its executor contained.
+func (a *activation) Panicked(v any, stack []byte) { a.cat.execPanic(v, stack) }
 
 // holders are the activations whose runners may hold permits of ended jobs back while they
 // run an item, in stripes by their executors' stripes, so that runners on different

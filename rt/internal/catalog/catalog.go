@@ -372,8 +372,7 @@ func (c *Catalog) Start(ctx context.Context) error {
 			continue
 		}
 		e := &entrySpot{activation: activation{cat: c, typ: t, exec: exec.New(&c.cfg.Exec, c.cfg.Meter.Lanes())}}
-		e.exec.SetPanicHandler(c.execPanic)
-		e.exec.SetHooks(exec.Hooks{BeforeItem: e.beforeItem, RunEnd: e.runEnded})
+		e.exec.SetOwner(&e.activation)
 		octx, cancel := context.WithTimeout(ctx, c.cfg.OperationTimeout)
 		impl, err := c.build(octx, &e.activation, e, t, nil)
 		cancel()

@@ -589,8 +589,7 @@ func (c *Catalog) newOwned(typ *spotType, id string, reg *store.Registration) ow
 	sp.own().self = sp
 	a := sp.base()
 	a.cat, a.typ, a.id, a.exec, a.guard = c, typ, id, exec.New(&c.cfg.Exec, c.cfg.Meter.Lanes()), reg.Guard()
-	a.exec.SetPanicHandler(c.execPanic)
-	a.exec.SetHooks(exec.Hooks{BeforeItem: a.beforeItem, RunEnd: a.runEnded})
+	a.exec.SetOwner(a)
 	return sp
 }
 

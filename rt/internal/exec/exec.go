@@ -78,60 +78,80 @@ type Work interface {
 // and for any work once the executor is closed.
 var ErrAdmissionClosed = errors.New("exec: admission closed")
 
-// Gauges are the totals of many executors, kept as they change so that reading them costs
-// nothing per executor: the bytes reserved on their lanes and the application items admitted
-// and not yet started. Each executor adds to one of several stripes, each two cache lines
-// apart, so that executors busy on different processors seldom write the same line; reading a
-// total sums the stripes.
+// Gauges are the totals of many executors: the bytes reserved on their lanes by items that
+// were queued, until they complete, and the application items admitted and not yet started.
+// Nothing outside an executor's own lock is written for each item: an executor lists itself
+// here when work is first queued on it and leaves the list when its lanes are empty and its
+// runner stops, so that reading the totals visits only the executors with queued work. The
+// lists are striped, each stripe two cache lines apart, so that executors that start and end
+// their runs on different processors seldom take the same lock.
 type Gauges struct {
 	_       [128]byte // off the cache lines of whatever it is embedded after
 	stripes [gaugeStripes]gaugeStripe
 	next    atomic.Uint32 // the stripe of the next executor
+
+	reading sync.Mutex
+	seen    []*Executor // the listed executors of the reading in progress, reused
 }
 
 const gaugeStripes = 16
 
 type gaugeStripe struct {
-	app, life, queued atomic.Int64
-	_                 [128 - 3*8]byte
-}
-
-func (s *gaugeStripe) laneBytes(l sdk.Lane) *atomic.Int64 {
-	if l == sdk.LaneLifecycle {
-		return &s.life
-	}
-	return &s.app
+	mu   sync.Mutex
+	busy map[*Executor]struct{}
+	_    [128 - 16]byte
 }
 
 // stripe assigns a new executor its stripe.
-func (g *Gauges) stripe() (*gaugeStripe, uint8) {
-	i := g.next.Add(1) % gaugeStripes
-	return &g.stripes[i], uint8(i)
+func (g *Gauges) stripe() uint8 {
+	return uint8(g.next.Add(1) % gaugeStripes)
 }
 
-// ApplicationBytes is the bytes reserved on the executors' application lanes by items that
-// were queued, until they complete.
-func (g *Gauges) ApplicationBytes() int64 {
-	return g.sum(func(s *gaugeStripe) int64 { return s.app.Load() })
+// Totals are the gauges' figures at one reading.
+type Totals struct {
+	// ApplicationBytes and LifecycleBytes are the bytes reserved on the executors' lanes by
+	// items that were queued, until they complete; an item that ran at once on its caller's
+	// goroutine (Item.Inline) was never queued and is left out.
+	ApplicationBytes, LifecycleBytes int64
+	// QueuedApplication is the application items admitted and not yet started.
+	QueuedApplication int64
 }
 
-// LifecycleBytes is the bytes reserved on the executors' lifecycle lanes by items that were
-// queued, until they complete.
-func (g *Gauges) LifecycleBytes() int64 {
-	return g.sum(func(s *gaugeStripe) int64 { return s.life.Load() })
-}
-
-// QueuedApplication is the application items admitted to the executors and not yet started.
-func (g *Gauges) QueuedApplication() int64 {
-	return g.sum(func(s *gaugeStripe) int64 { return s.queued.Load() })
-}
-
-func (g *Gauges) sum(of func(*gaugeStripe) int64) int64 {
-	var n int64
+// Totals reads the figures of every executor with queued work, each under its own lock: an
+// executor's figures are exact at the instant it is read, and the totals sum such instants.
+func (g *Gauges) Totals() Totals {
+	g.reading.Lock()
+	defer g.reading.Unlock()
+	// The stripes' locks are not held while an executor's is taken: an executor lists itself
+	// under its own lock.
+	seen := g.seen[:0]
 	for i := range g.stripes {
-		n += of(&g.stripes[i])
+		st := &g.stripes[i]
+		st.mu.Lock()
+		for e := range st.busy {
+			seen = append(seen, e)
+		}
+		st.mu.Unlock()
 	}
-	return n
+	var t Totals
+	for _, e := range seen {
+		e.mu.Lock()
+		if e.listed { // an executor that left the list since holds nothing queued
+			app, life := e.app.bytes, e.life.bytes
+			if e.inlineLife {
+				life -= e.inline
+			} else {
+				app -= e.inline
+			}
+			t.ApplicationBytes += app
+			t.LifecycleBytes += life
+			t.QueuedApplication += int64(e.app.n)
+		}
+		e.mu.Unlock()
+	}
+	clear(seen) // keep no executor alive
+	g.seen = seen[:0]
+	return t
 }
 
 // Executor runs the work of one activation serially. Its zero value is not usable: use New.
@@ -147,25 +167,29 @@ type Executor struct {
 	closed     bool
 	active     bool  // an activity-counting item ran since lastActivity was stamped
 	sinceYield uint8 // items run with company since the last yield (Item.Company)
-	stripe     uint8 // the index of gauges
+	stripe     uint8 // the index of gauges' stripe
+	listed     bool  // in the gauges' list of executors with queued work
+	inlineLife bool  // the item running inline now is lifecycle work
 	app        lane
-	cfg        *Config      // shared and read-only
-	gauges     *gaugeStripe // this executor's share of the shared totals, or nil
+	cfg        *Config // shared and read-only
+	gauges     *Gauges // the totals this executor counts in, or nil
 	life       lane
+	// inline is the reservation of the item running on its caller's goroutine now
+	// (Item.Inline), or 0: it is in a lane's bytes, and the gauges leave it out.
+	inline int64
 	// lastActivity is when the last activity-counting application item finished, on the
 	// monotonic clock (nanoseconds since origin). It is read only while the executor is
 	// quiescent, so it is stamped when a run of work ends rather than after every item.
 	lastActivity int64
-	onPanic      func(v any, stack []byte)
-	hooks        Hooks
+	owner        Owner
 }
 
 // New returns an idle executor. cfg must have passed Validate and must not change afterwards;
-// g, when not nil, receives the executor's share of the totals.
+// g, when not nil, counts the executor in its totals.
 func New(cfg *Config, g *Gauges) *Executor {
-	e := &Executor{cfg: cfg, lastActivity: Now()}
+	e := &Executor{cfg: cfg, gauges: g, lastActivity: Now(), owner: noOwner{}}
 	if g != nil {
-		e.gauges, e.stripe = g.stripe()
+		e.stripe = g.stripe()
 	}
 	return e
 }
@@ -175,28 +199,34 @@ func New(cfg *Config, g *Gauges) *Executor {
 // to one cache line.
 func (e *Executor) Stripe() uint32 { return uint32(e.stripe) }
 
-// SetPanicHandler sets what is told when a Run panics (the panic is contained either way).
-func (e *Executor) SetPanicHandler(fn func(v any, stack []byte)) {
-	e.mu.Lock()
-	e.onPanic = fn
-	e.mu.Unlock()
+// Owner is what an executor's runner tells beside its items: on the goroutine that runs the
+// items, outside the executor's lock, so that it may keep state that only the items touch.
+type Owner interface {
+	// BeforeItem is told before each queued item runs.
+	BeforeItem()
+	// RunEnd is told after the last item of each run of queued work, before the executor goes
+	// idle. Work admitted meanwhile runs after it, and RunEnd is told again after that work.
+	RunEnd()
+	// Panicked is told of a Run that panicked, with the stack where it did; the panic is
+	// contained either way. For an item that ran inline it is told on the caller's goroutine.
+	Panicked(v any, stack []byte)
 }
 
-// Hooks are what an executor's runner calls beside its items: on the goroutine that runs the
-// items, outside the executor's lock, so that they may keep state that only the items touch.
-type Hooks struct {
-	// BeforeItem runs before each queued item.
-	BeforeItem func()
-	// RunEnd runs after the last item of each run of queued work, before the executor goes
-	// idle. Work admitted meanwhile runs after it, and RunEnd runs again after that work.
-	RunEnd func()
-}
+// noOwner is the owner of an executor that was given none.
+type noOwner struct{}
 
-// SetHooks sets the runner's hooks. Set them before the work that relies on them is
-// submitted.
-func (e *Executor) SetHooks(h Hooks) {
+func (noOwner) BeforeItem()          {}
+func (noOwner) RunEnd()              {}
+func (noOwner) Panicked(any, []byte) {}
+
+// SetOwner sets what the runner tells beside the items (nil: nothing). Set it before the
+// work that relies on it is submitted.
+func (e *Executor) SetOwner(o Owner) {
+	if o == nil {
+		o = noOwner{}
+	}
 	e.mu.Lock()
-	e.hooks = h
+	e.owner = o
 	e.mu.Unlock()
 }
 
@@ -276,13 +306,15 @@ func (e *Executor) Submit(it Item, w Work) error {
 	ent := entry{w: w, bytes: bytes, activity: it.Activity, afterApp: it.AfterApplication, company: it.Company, lane: it.Lane}
 	if it.Inline && !e.running && e.app.empty() && e.life.empty() {
 		// Run at once on the caller's goroutine: it is never queued, so the shared gauges,
-		// which measure what waits in lanes, do not see it.
+		// which measure what waits in lanes, leave it out.
 		l.count++
 		l.bytes += bytes
 		e.running = true
+		e.inline, e.inlineLife = bytes, it.Lane == sdk.LaneLifecycle
 		e.mu.Unlock()
 		p := runItem(ent)
 		e.mu.Lock()
+		e.inline = 0
 		e.complete(l, ent, p)
 		yield := e.yieldDue(ent)
 		e.continueOrStop()
@@ -297,13 +329,9 @@ func (e *Executor) Submit(it Item, w Work) error {
 	}
 	l.count++
 	l.bytes += bytes
-	if g := e.gauges; g != nil {
-		g.laneBytes(it.Lane).Add(bytes)
-		ent.gauged = true
-	}
 	l.push(ent)
-	if g := e.gauges; g != nil && it.Lane == sdk.LaneApplication {
-		g.queued.Add(1)
+	if !e.listed && e.gauges != nil {
+		e.list()
 	}
 	if !e.running {
 		e.running = true
@@ -364,8 +392,7 @@ var gosched = runtime.Gosched
 // runner, or marks the executor idle.
 func (e *Executor) continueOrStop() {
 	if e.app.empty() && e.life.empty() {
-		e.running = false
-		e.stampActivity()
+		e.stop()
 		e.mu.Unlock()
 		return
 	}
@@ -384,17 +411,16 @@ func (e *Executor) drain() {
 	yield, ran := false, false
 	for {
 		l := e.next()
-		if l == nil && ran && e.hooks.RunEnd != nil {
+		if l == nil && ran {
 			ran = false
-			end := e.hooks.RunEnd
+			owner := e.owner
 			e.mu.Unlock()
-			end()
+			owner.RunEnd()
 			e.mu.Lock()
 			continue
 		}
 		if l == nil {
-			e.running = false
-			e.stampActivity()
+			e.stop()
 			e.app.release()
 			e.life.release()
 			e.mu.Unlock()
@@ -414,14 +440,9 @@ func (e *Executor) drain() {
 			continue
 		}
 		ent := l.pop()
-		if g := e.gauges; g != nil && ent.lane == sdk.LaneApplication {
-			g.queued.Add(-1)
-		}
-		before := e.hooks.BeforeItem
+		owner := e.owner
 		e.mu.Unlock()
-		if before != nil {
-			before()
-		}
+		owner.BeforeItem()
 		p := runItem(ent)
 		e.mu.Lock()
 		e.complete(l, ent, p)
@@ -463,16 +484,43 @@ func runItem(ent entry) (p *recovered) {
 func (e *Executor) complete(l *lane, ent entry, p *recovered) {
 	l.count--
 	l.bytes -= ent.bytes
-	if ent.gauged {
-		e.gauges.laneBytes(ent.lane).Add(-ent.bytes)
-	}
 	e.active = e.active || ent.activity
-	if p != nil && e.onPanic != nil {
-		h := e.onPanic
+	if p != nil {
+		owner := e.owner
 		e.mu.Unlock()
-		h(p.value, p.stack)
+		owner.Panicked(p.value, p.stack)
 		e.mu.Lock()
 	}
+}
+
+// stop marks the executor idle, its lanes empty; e.mu is held.
+func (e *Executor) stop() {
+	e.running = false
+	e.stampActivity()
+	if e.listed {
+		e.unlist()
+	}
+}
+
+// list enters the executor in its gauges' list of executors with queued work; e.mu is held.
+func (e *Executor) list() {
+	st := &e.gauges.stripes[e.stripe]
+	st.mu.Lock()
+	if st.busy == nil {
+		st.busy = make(map[*Executor]struct{})
+	}
+	st.busy[e] = struct{}{}
+	st.mu.Unlock()
+	e.listed = true
+}
+
+// unlist takes the executor off its gauges' list; e.mu is held.
+func (e *Executor) unlist() {
+	st := &e.gauges.stripes[e.stripe]
+	st.mu.Lock()
+	delete(st.busy, e)
+	st.mu.Unlock()
+	e.listed = false
 }
 
 // stampActivity records the end of a run of work that counted as activity; e.mu is held.
@@ -513,7 +561,6 @@ func (e *Executor) DropApplication(err error) int {
 	e.mu.Lock()
 	e.appGate = true
 	dropped := e.app.takeAll()
-	e.untrack(dropped)
 	e.mu.Unlock()
 	for _, ent := range dropped {
 		ent.w.Drop(err)
@@ -531,27 +578,9 @@ func (e *Executor) Close(err error) {
 	}
 	e.closed = true
 	dropped := append(e.life.takeAll(), e.app.takeAll()...)
-	e.untrack(dropped)
 	e.mu.Unlock()
 	for _, ent := range dropped {
 		ent.w.Drop(err)
-	}
-}
-
-// untrack removes queued entries that were taken off their lanes from the gauges; e.mu is
-// held.
-func (e *Executor) untrack(taken []entry) {
-	g := e.gauges
-	if g == nil {
-		return
-	}
-	for _, ent := range taken {
-		if ent.gauged {
-			g.laneBytes(ent.lane).Add(-ent.bytes)
-		}
-		if ent.lane == sdk.LaneApplication {
-			g.queued.Add(-1)
-		}
 	}
 }
 

@@ -177,7 +177,7 @@ func TestReservationReturnsOnErrorAndPanic(t *testing.T) {
 	cfg := exec.DefaultConfig()
 	e := exec.New(&cfg, nil)
 	var panics atomic.Int32
-	e.SetPanicHandler(func(any, []byte) { panics.Add(1) })
+	e.SetOwner(owner{panicked: func(any, []byte) { panics.Add(1) }})
 	var ran atomic.Int32
 	require.NoError(t, e.Submit(app(1000), fn{run: func() { ran.Add(1); panic("boom") }}))
 	require.NoError(t, e.Submit(app(1000), fn{run: func() { ran.Add(1) }}))
@@ -486,13 +486,15 @@ func (c counter) Run()       { c.n.Add(1) }
 func (c counter) Drop(error) {}
 
 // BenchmarkSubmitTo64Executors measures queued (not inline) work: 64 senders, each
-// submitting to one of 64 executors, and the runners that drain them.
+// submitting to one of 64 executors that count in shared gauges, as a node's do, and the
+// runners that drain them.
 func BenchmarkSubmitTo64Executors(b *testing.B) {
 	cfg := exec.DefaultConfig()
 	execs := make([]*exec.Executor, 64)
 	ran := make([]atomic.Int64, 64)
+	var g exec.Gauges
 	for i := range execs {
-		execs[i] = exec.New(&cfg, nil)
+		execs[i] = exec.New(&cfg, &g)
 	}
 	var next atomic.Int64
 	b.ReportAllocs()
@@ -530,9 +532,11 @@ func TestGaugesSumEveryExecutorsShare(t *testing.T) {
 		require.NoError(t, e.Submit(life(10), fn{}))
 		blockers, execs = append(blockers, b), append(execs, e)
 	}
-	assert.Equal(t, int64(40), g.QueuedApplication())
-	assert.Equal(t, int64(40*(0+exec.ItemOverhead+100+exec.ItemOverhead)), g.ApplicationBytes(), "the running blocker's bytes and the queued item's")
-	assert.Equal(t, int64(40*(10+exec.ItemOverhead)), g.LifecycleBytes())
+	assert.Equal(t, exec.Totals{
+		QueuedApplication: 40,
+		ApplicationBytes:  40 * (0 + exec.ItemOverhead + 100 + exec.ItemOverhead), // the running blocker's and the queued item's
+		LifecycleBytes:    40 * (10 + exec.ItemOverhead),
+	}, g.Totals())
 	for i, b := range blockers {
 		if i%2 == 0 {
 			execs[i].Close(sdk.ErrClosed)
@@ -547,21 +551,70 @@ func TestGaugesSumEveryExecutorsShare(t *testing.T) {
 		}
 		return true
 	}, 5*time.Second, time.Millisecond)
-	assert.Zero(t, g.QueuedApplication())
-	assert.Zero(t, g.ApplicationBytes())
-	assert.Zero(t, g.LifecycleBytes())
+	assert.Zero(t, g.Totals())
+	assert.Zero(t, g.Listed(), "an idle executor leaves the gauges' list")
 }
 
-func TestHooksRunOnTheRunnerAroundQueuedWork(t *testing.T) {
+// TestGaugesLeaveOutTheItemRunningInline: an item that runs on its caller's goroutine was
+// never queued; what is queued behind it counts, on either lane, until it completes.
+func TestGaugesLeaveOutTheItemRunningInline(t *testing.T) {
+	for _, lane := range []sdk.Lane{sdk.LaneApplication, sdk.LaneLifecycle} {
+		t.Run(lane.String(), func(t *testing.T) {
+			cfg := exec.DefaultConfig()
+			var g exec.Gauges
+			e := exec.New(&cfg, &g)
+			b := newBlocker()
+			done := make(chan error, 1)
+			go func() { done <- e.Submit(exec.Item{Lane: lane, Payload: 5000, Inline: true}, b) }()
+			<-b.started
+			assert.Zero(t, g.Totals(), "nothing queued: the inline item is not counted")
+			assert.Zero(t, g.Listed())
+			require.NoError(t, e.Submit(app(100), fn{}))
+			assert.Equal(t, exec.Totals{QueuedApplication: 1, ApplicationBytes: 100 + exec.ItemOverhead}, g.Totals())
+			assert.Equal(t, 1, g.Listed())
+			close(b.release)
+			require.NoError(t, receive(t, done))
+			waitQuiescent(t, e)
+			assert.Zero(t, g.Totals())
+			assert.Zero(t, g.Listed())
+		})
+	}
+}
+
+// owner hands what an executor tells its owner to the functions that are set.
+type owner struct {
+	beforeItem, runEnd func()
+	panicked           func(v any, stack []byte)
+}
+
+func (o owner) BeforeItem() {
+	if o.beforeItem != nil {
+		o.beforeItem()
+	}
+}
+
+func (o owner) RunEnd() {
+	if o.runEnd != nil {
+		o.runEnd()
+	}
+}
+
+func (o owner) Panicked(v any, stack []byte) {
+	if o.panicked != nil {
+		o.panicked(v, stack)
+	}
+}
+
+func TestOwnerIsToldOnTheRunnerAroundQueuedWork(t *testing.T) {
 	cfg := exec.DefaultConfig()
 	e, release := occupied(t, cfg)
-	// The hook and the items share state without a lock: the hook runs on the runner, after
+	// The owner and the items share state without a lock: it is told on the runner, after
 	// the items and before anything admitted later.
 	var log []string
 	ends := make(chan int, 4)
-	e.SetHooks(exec.Hooks{
-		BeforeItem: func() { log = append(log, "before") },
-		RunEnd: func() {
+	e.SetOwner(owner{
+		beforeItem: func() { log = append(log, "before") },
+		runEnd: func() {
 			log = append(log, "end")
 			ends <- len(log)
 		},
@@ -573,7 +626,7 @@ func TestHooksRunOnTheRunnerAroundQueuedWork(t *testing.T) {
 	require.Equal(t, 5, receive(t, ends), "the run of a, b ends once, after both")
 	waitQuiescent(t, e)
 
-	// A later run ends again; an inline run, which runs on its caller, calls neither hook.
+	// A later run ends again; an inline run, which runs on its caller, tells the owner nothing.
 	require.NoError(t, e.Submit(exec.Item{Lane: sdk.LaneApplication, Inline: true}, fn{run: func() { log = append(log, "inline") }}))
 	require.NoError(t, e.Submit(app(0), fn{run: func() { log = append(log, "c") }}))
 	require.Equal(t, 9, receive(t, ends))
@@ -587,11 +640,11 @@ func TestWorkAdmittedDuringRunEndRunsAfterIt(t *testing.T) {
 	var order []string
 	var once sync.Once
 	done := make(chan struct{})
-	e.SetHooks(exec.Hooks{RunEnd: func() {
+	e.SetOwner(owner{runEnd: func() {
 		order = append(order, "end")
 		once.Do(func() {
-			// Admitted while the runner is in the hook: the executor is not idle yet, so
-			// this runs on the same runner, and the hook runs again after it.
+			// Admitted while the runner is in RunEnd: the executor is not idle yet, so
+			// this runs on the same runner, and RunEnd is told again after it.
 			assert.NoError(t, e.Submit(app(0), fn{run: func() { order = append(order, "late") }}))
 			assert.False(t, e.Quiescent())
 		})
@@ -600,7 +653,7 @@ func TestWorkAdmittedDuringRunEndRunsAfterIt(t *testing.T) {
 		}
 	}})
 	require.NoError(t, e.Submit(app(0), fn{run: func() { order = append(order, "first") }}))
-	receive(t, done) // the hook ran after the late work
+	receive(t, done) // RunEnd was told after the late work
 	waitQuiescent(t, e)
 	assert.Equal(t, []string{"first", "end", "late", "end"}, order)
 }

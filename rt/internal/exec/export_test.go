@@ -28,3 +28,15 @@ func (e *Executor) ApplicationRingSize() int {
 	defer e.mu.Unlock()
 	return len(e.app.ring)
 }
+
+// Listed is how many executors are in the gauges' list of executors with queued work.
+func (g *Gauges) Listed() int {
+	n := 0
+	for i := range g.stripes {
+		st := &g.stripes[i]
+		st.mu.Lock()
+		n += len(st.busy)
+		st.mu.Unlock()
+	}
+	return n
+}

@@ -13,7 +13,6 @@ type entry struct {
 	activity bool
 	afterApp bool
 	company  bool // Item.Company
-	gauged   bool // counted in the executor's shared gauges
 	lane     sdk.Lane
 }
 
