@@ -171,8 +171,7 @@ func (c *Catalog) send(ctx context.Context, a *activation, md *sdk.MethodDesc, r
 	if err != nil {
 		return false, err
 	}
-	s := &send{message: message{ctx: ctx, a: a, md: md, req: req, oneWay: true, reserved: reserved}}
-	if err := a.exec.Submit(it, s); err != nil {
+	if err := a.exec.SubmitMessage(it, exec.Message{Ctx: ctx, Method: md, Req: req, Reserved: reserved}); err != nil {
 		c.cfg.Meter.Return(reserved)
 		return false, c.refusal(ctx, err, a, md)
 	}
@@ -526,37 +525,41 @@ func (k *call) finish(reply proto.Message, err error) {
 }
 
 // send is a one-way message from this node to one of its Spots, which holds a permit of the
-// job queue until its job ends: its record is the message and its turn's context (88 bytes),
-// where a call's (160 bytes) also answers requests, peers and Actors' moves.
+// job queue until its job ends. It travels by value in its Spot's lane (exec.Message), so that
+// sending one allocates nothing, and its runner makes it again on its own stack; a call's
+// record (160 bytes) also answers requests, peers and Actors' moves.
 type send struct {
 	message
-	// turn is its turn's context, allocated with it when the sender's context carries values.
-	// A bare sender's turn shares its Spot's context instead and leaves it unused: 24 bytes
-	// more per message, against a second record type.
-	turn spotCtx
 }
 
-// Run implements exec.Work: as a call's, the turn runs only if the Spot's owner lease is still
-// certainly valid (C1), and its handler gets a context that ends when the Spot ends.
-func (s *send) Run() {
+// sendOf makes the one-way message m to a again.
+func sendOf(a *activation, m *exec.Message) send {
+	return send{message{ctx: m.Ctx, a: a, md: m.Method, req: m.Req, oneWay: true, reserved: m.Reserved}}
+}
+
+// RunMessage implements exec.Owner: as a call's, a one-way message's turn runs only if the
+// Spot's owner lease is still certainly valid (C1), and its handler gets a context that ends
+// when the Spot ends.
+func (a *activation) RunMessage(m exec.Message) {
+	s := sendOf(a, &m)
 	s.runThen(func(_ proto.Message, err error) {
 		// The job keeps its permit until its log is written, as a handler keeps its own
 		// while it runs: permits that the runner holds back are of jobs that ended.
-		defer s.a.jobEnded(s.reserved)
+		defer a.jobEnded(s.reserved)
 		s.finish(err)
-	}, &s.turn)
+	}, nil)
 }
 
-// Drop implements exec.Work.
-func (s *send) Drop(err error) {
-	s.a.cat.cfg.Meter.Return(s.reserved)
+// DropMessage implements exec.Owner.
+func (a *activation) DropMessage(m exec.Message, err error) {
+	s := sendOf(a, &m)
+	a.cat.cfg.Meter.Return(s.reserved)
 	s.finish(err)
 }
 
 // finish ends the message once its job ended and its permit was returned or handed to the
 // runner; nobody waits for its outcome.
 func (s *send) finish(err error) {
-	s.req = nil // a handler that keeps its context keeps this record, but not the payload
 	if err != nil {
 		s.logOneWayFailure(err)
 	}

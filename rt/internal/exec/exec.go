@@ -9,6 +9,7 @@
 package exec
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/zlink-go/zlink/sdk"
+	"google.golang.org/protobuf/proto"
 )
 
 // ItemOverhead is the fixed retained cost that every work item reserves on top of its payload:
@@ -72,6 +74,20 @@ type Work interface {
 	Run()
 	// Drop completes the item without running it: the executor was closed with err.
 	Drop(err error)
+}
+
+// Message is an item carried by value in its lane: a one-way message, which needs no record of
+// its own, so that admitting one allocates nothing. The executor's Owner runs it.
+type Message struct {
+	// Ctx is the sender's context; its values reach the handler, its end does not.
+	Ctx context.Context
+	// Method is the handler to run.
+	Method *sdk.MethodDesc
+	// Req is the message.
+	Req proto.Message
+	// Reserved says that the message holds a reserved permit of the host's job queue rather
+	// than an ordinary one.
+	Reserved bool
 }
 
 // ErrAdmissionClosed is returned by Submit for application work while admission is closed,
@@ -158,7 +174,7 @@ func (g *Gauges) Totals() Totals {
 //
 // A sender and the runner write the executor from different processors for every item, so
 // its layout counts: what Submit touches (the lock, the flags, the application lane, the
-// limits and the gauges) fills its first two cache lines, and the whole is 192 bytes, an
+// limits, the gauges and the owner) fills its first two cache lines, and the whole is 192 bytes, an
 // allocation class whose objects start on a line.
 type Executor struct {
 	mu         sync.Mutex
@@ -173,6 +189,7 @@ type Executor struct {
 	app        lane
 	cfg        *Config // shared and read-only
 	gauges     *Gauges // the totals this executor counts in, or nil
+	owner      Owner
 	life       lane
 	// inline is the reservation of the item running on its caller's goroutine now
 	// (Item.Inline), or 0: it is in a lane's bytes, and the gauges leave it out.
@@ -181,7 +198,6 @@ type Executor struct {
 	// monotonic clock (nanoseconds since origin). It is read only while the executor is
 	// quiescent, so it is stamped when a run of work ends rather than after every item.
 	lastActivity int64
-	owner        Owner
 }
 
 // New returns an idle executor. cfg must have passed Validate and must not change afterwards;
@@ -210,14 +226,21 @@ type Owner interface {
 	// Panicked is told of a Run that panicked, with the stack where it did; the panic is
 	// contained either way. For an item that ran inline it is told on the caller's goroutine.
 	Panicked(v any, stack []byte)
+	// RunMessage runs a Message (SubmitMessage) on its turn, as Work.Run does an item's.
+	RunMessage(m Message)
+	// DropMessage completes a Message without running it: the executor was closed with err,
+	// or its queued application work was dropped.
+	DropMessage(m Message, err error)
 }
 
 // noOwner is the owner of an executor that was given none.
 type noOwner struct{}
 
-func (noOwner) BeforeItem()          {}
-func (noOwner) RunEnd()              {}
-func (noOwner) Panicked(any, []byte) {}
+func (noOwner) BeforeItem()                {}
+func (noOwner) RunEnd()                    {}
+func (noOwner) Panicked(any, []byte)       {}
+func (noOwner) RunMessage(Message)         {}
+func (noOwner) DropMessage(Message, error) {}
 
 // SetOwner sets what the runner tells beside the items (nil: nothing). Set it before the
 // work that relies on it is submitted.
@@ -274,6 +297,27 @@ var ErrNotInline = errors.New("exec: the executor is busy")
 // *sdk.QueueFullError naming the lane and the axis that was hit first (E3, E6); application
 // work while admission is closed, and any work after Close, get ErrAdmissionClosed.
 func (e *Executor) Submit(it Item, w Work) error {
+	if w == nil {
+		return fmt.Errorf("%w: nil work", sdk.ErrInvalidArgument)
+	}
+	return e.admit(it, entry{w: w})
+}
+
+// ErrNoOwner is SubmitMessage's answer on an executor that was given no Owner to run messages.
+var ErrNoOwner = errors.New("exec: no owner runs messages")
+
+// SubmitMessage admits m to its lane, as Submit does an item of work, or refuses it with
+// Submit's errors; the executor's Owner runs it (RunMessage) or drops it (DropMessage). A
+// message is never run inline.
+func (e *Executor) SubmitMessage(it Item, m Message) error {
+	if it.Inline {
+		return fmt.Errorf("%w: a message is never run inline", sdk.ErrInvalidArgument)
+	}
+	return e.admit(it, entry{msg: m})
+}
+
+// admit admits ent, which carries its work or its message, to the lane that it names.
+func (e *Executor) admit(it Item, ent entry) error {
 	if it.Payload < 0 {
 		return fmt.Errorf("%w: negative payload size %d", sdk.ErrInvalidArgument, it.Payload)
 	}
@@ -282,6 +326,10 @@ func (e *Executor) Submit(it Item, w Work) error {
 	if e.closed || (e.appGate && it.Lane == sdk.LaneApplication) {
 		e.mu.Unlock()
 		return ErrAdmissionClosed
+	}
+	if ent.w == nil && e.owner == (noOwner{}) {
+		e.mu.Unlock()
+		return ErrNoOwner
 	}
 	l, lim := &e.app, e.cfg.Application
 	if it.Lane == sdk.LaneLifecycle {
@@ -303,7 +351,8 @@ func (e *Executor) Submit(it Item, w Work) error {
 		e.mu.Unlock()
 		return err
 	}
-	ent := entry{w: w, bytes: bytes, activity: it.Activity, afterApp: it.AfterApplication, company: it.Company, lane: it.Lane}
+	ent.bytes, ent.lane = bytes, it.Lane
+	ent.activity, ent.afterApp, ent.company = it.Activity, it.AfterApplication, it.Company
 	if it.Inline && !e.running && e.app.empty() && e.life.empty() {
 		// Run at once on the caller's goroutine: it is never queued, so the shared gauges,
 		// which measure what waits in lanes, leave it out.
@@ -312,7 +361,7 @@ func (e *Executor) Submit(it Item, w Work) error {
 		e.running = true
 		e.inline, e.inlineLife = bytes, it.Lane == sdk.LaneLifecycle
 		e.mu.Unlock()
-		p := runItem(ent)
+		p := runItem(ent, nil)
 		e.mu.Lock()
 		e.inline = 0
 		e.complete(l, ent, p)
@@ -443,7 +492,7 @@ func (e *Executor) drain() {
 		owner := e.owner
 		e.mu.Unlock()
 		owner.BeforeItem()
-		p := runItem(ent)
+		p := runItem(ent, owner)
 		e.mu.Lock()
 		e.complete(l, ent, p)
 		yield, ran = e.yieldDue(ent), true
@@ -468,15 +517,31 @@ type recovered struct {
 	stack []byte
 }
 
-// runItem runs one item outside the lock; a panic is contained and returned.
-func runItem(ent entry) (p *recovered) {
+// runItem runs one item outside the lock, a message by its owner; a panic is contained and
+// returned.
+func runItem(ent entry, owner Owner) (p *recovered) {
 	defer func() {
 		if v := recover(); v != nil {
 			p = &recovered{value: v, stack: debug.Stack()}
 		}
 	}()
-	ent.w.Run()
+	if ent.w != nil {
+		ent.w.Run()
+	} else {
+		owner.RunMessage(ent.msg)
+	}
 	return nil
+}
+
+// drop completes items that were taken off their lanes without running them.
+func drop(taken []entry, owner Owner, err error) {
+	for _, ent := range taken {
+		if ent.w != nil {
+			ent.w.Drop(err)
+		} else {
+			owner.DropMessage(ent.msg, err)
+		}
+	}
 }
 
 // complete returns the reservation of an item whose Run has returned: its terminal completion.
@@ -560,11 +625,9 @@ func (e *Executor) OpenApplication() {
 func (e *Executor) DropApplication(err error) int {
 	e.mu.Lock()
 	e.appGate = true
-	dropped := e.app.takeAll()
+	dropped, owner := e.app.takeAll(), e.owner
 	e.mu.Unlock()
-	for _, ent := range dropped {
-		ent.w.Drop(err)
-	}
+	drop(dropped, owner, err)
 	return len(dropped)
 }
 
@@ -577,11 +640,9 @@ func (e *Executor) Close(err error) {
 		return
 	}
 	e.closed = true
-	dropped := append(e.life.takeAll(), e.app.takeAll()...)
+	dropped, owner := append(e.life.takeAll(), e.app.takeAll()...), e.owner
 	e.mu.Unlock()
-	for _, ent := range dropped {
-		ent.w.Drop(err)
-	}
+	drop(dropped, owner, err)
 }
 
 // Quiescent reports whether nothing is queued or running on either lane.

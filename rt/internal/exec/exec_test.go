@@ -1,6 +1,8 @@
 package exec_test
 
 import (
+	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/sdk"
@@ -585,6 +588,20 @@ func TestGaugesLeaveOutTheItemRunningInline(t *testing.T) {
 type owner struct {
 	beforeItem, runEnd func()
 	panicked           func(v any, stack []byte)
+	runMessage         func(exec.Message)
+	dropMessage        func(exec.Message, error)
+}
+
+func (o owner) RunMessage(m exec.Message) {
+	if o.runMessage != nil {
+		o.runMessage(m)
+	}
+}
+
+func (o owner) DropMessage(m exec.Message, err error) {
+	if o.dropMessage != nil {
+		o.dropMessage(m, err)
+	}
 }
 
 func (o owner) BeforeItem() {
@@ -603,6 +620,118 @@ func (o owner) Panicked(v any, stack []byte) {
 	if o.panicked != nil {
 		o.panicked(v, stack)
 	}
+}
+
+// msg is a message whose request carries n, so that a test can tell messages apart.
+func msg(n int64) exec.Message {
+	return exec.Message{Ctx: context.Background(), Method: &sdk.MethodDesc{Name: "M"}, Req: wrapperspb.Int64(n)}
+}
+
+func seqOf(m exec.Message) int64 { return m.Req.(*wrapperspb.Int64Value).GetValue() }
+
+// TestMessagesRunInOrderWithTheWorkAroundThem: messages carried by value share the lane, its
+// order and its reservations with the work around them, and their owner runs them.
+func TestMessagesRunInOrderWithTheWorkAroundThem(t *testing.T) {
+	cfg := exec.DefaultConfig()
+	var g exec.Gauges
+	e := exec.New(&cfg, &g)
+	var order []string
+	e.SetOwner(owner{runMessage: func(m exec.Message) {
+		order = append(order, fmt.Sprintf("m%d", seqOf(m)))
+	}})
+	b := newBlocker()
+	require.NoError(t, e.Submit(app(0), b))
+	<-b.started
+	require.NoError(t, e.SubmitMessage(app(10), msg(1)))
+	require.NoError(t, e.Submit(app(20), fn{run: func() { order = append(order, "w") }}))
+	require.NoError(t, e.SubmitMessage(app(30), msg(2)))
+	st := e.Stats()
+	assert.Equal(t, exec.LaneStats{Count: 4, Bytes: 0 + 10 + 20 + 30 + 4*exec.ItemOverhead}, st.Application)
+	assert.Equal(t, exec.Totals{QueuedApplication: 3, ApplicationBytes: st.Application.Bytes}, g.Totals())
+	close(b.release)
+	waitQuiescent(t, e)
+	assert.Equal(t, []string{"m1", "w", "m2"}, order)
+	assert.Equal(t, exec.Stats{}, e.Stats())
+	assert.Zero(t, g.Totals())
+}
+
+// TestQueuedMessagesAreDroppedByTheirOwner: a message taken off its lane unrun is handed to its
+// owner's DropMessage with the reason, as work's Drop is, and its reservation returns.
+func TestQueuedMessagesAreDroppedByTheirOwner(t *testing.T) {
+	for name, stop := range map[string]func(*exec.Executor){
+		"close":            func(e *exec.Executor) { e.Close(sdk.ErrClosed) },
+		"drop application": func(e *exec.Executor) { e.DropApplication(sdk.ErrClosed) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := exec.DefaultConfig()
+			e := exec.New(&cfg, nil)
+			var ran, dropped []int64
+			var mu sync.Mutex
+			e.SetOwner(owner{
+				runMessage: func(m exec.Message) { mu.Lock(); ran = append(ran, seqOf(m)); mu.Unlock() },
+				dropMessage: func(m exec.Message, err error) {
+					assert.ErrorIs(t, err, sdk.ErrClosed)
+					mu.Lock()
+					dropped = append(dropped, seqOf(m))
+					mu.Unlock()
+				},
+			})
+			b := newBlocker()
+			require.NoError(t, e.Submit(app(0), b))
+			<-b.started
+			for i := range int64(3) {
+				require.NoError(t, e.SubmitMessage(app(0), msg(i)))
+			}
+			stop(e)
+			close(b.release)
+			waitQuiescent(t, e)
+			mu.Lock()
+			defer mu.Unlock()
+			assert.Empty(t, ran)
+			assert.Equal(t, []int64{0, 1, 2}, dropped)
+			assert.Equal(t, exec.Stats{}, e.Stats())
+		})
+	}
+}
+
+// TestAMessageThatPanicsIsContained: a panic of the owner's RunMessage is told to Panicked,
+// the reservation returns and the executor serves on.
+func TestAMessageThatPanicsIsContained(t *testing.T) {
+	cfg := exec.DefaultConfig()
+	e := exec.New(&cfg, nil)
+	var panics atomic.Int32
+	var ran atomic.Int64
+	e.SetOwner(owner{
+		runMessage: func(m exec.Message) {
+			if ran.Add(1) == 1 {
+				panic("boom")
+			}
+		},
+		panicked: func(v any, _ []byte) { assert.Equal(t, "boom", v); panics.Add(1) },
+	})
+	require.NoError(t, e.SubmitMessage(app(100), msg(1)))
+	require.NoError(t, e.SubmitMessage(app(100), msg(2)))
+	waitQuiescent(t, e)
+	assert.Equal(t, int64(2), ran.Load())
+	assert.Equal(t, int32(1), panics.Load())
+	assert.Equal(t, exec.Stats{}, e.Stats())
+}
+
+// TestWrongSubmissionsAreRefusedAndAdmitNothing: a message with no owner to run it, a message
+// asked to run inline and nil work are refused with errors that say so.
+func TestWrongSubmissionsAreRefusedAndAdmitNothing(t *testing.T) {
+	cfg := exec.DefaultConfig()
+	e := exec.New(&cfg, nil)
+	require.ErrorIs(t, e.SubmitMessage(app(0), msg(1)), exec.ErrNoOwner)
+	e.SetOwner(owner{})
+	err := e.SubmitMessage(exec.Item{Lane: sdk.LaneApplication, Inline: true}, msg(1))
+	require.ErrorIs(t, err, sdk.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "never run inline")
+	err = e.Submit(app(0), nil)
+	require.ErrorIs(t, err, sdk.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "nil work")
+	assert.Equal(t, exec.Stats{}, e.Stats())
+	assert.True(t, e.Quiescent())
 }
 
 func TestOwnerIsToldOnTheRunnerAroundQueuedWork(t *testing.T) {

@@ -7,8 +7,10 @@ import (
 	"github.com/zlink-go/zlink/sdk"
 )
 
+// entry is a queued item: its work, or, without one, its message.
 type entry struct {
 	w        Work
+	msg      Message
 	bytes    int64
 	activity bool
 	afterApp bool

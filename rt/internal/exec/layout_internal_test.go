@@ -20,6 +20,7 @@ func TestSubmitTouchesTheFirstTwoCacheLines(t *testing.T) {
 		"app":     unsafe.Offsetof(e.app) + unsafe.Sizeof(e.app),
 		"cfg":     unsafe.Offsetof(e.cfg) + unsafe.Sizeof(e.cfg),
 		"gauges":  unsafe.Offsetof(e.gauges) + unsafe.Sizeof(e.gauges),
+		"owner":   unsafe.Offsetof(e.owner) + unsafe.Sizeof(e.owner),
 		"running": unsafe.Offsetof(e.running) + unsafe.Sizeof(e.running),
 	} {
 		assert.LessOrEqual(t, end, uintptr(128), name)
