@@ -524,44 +524,36 @@ func (k *call) finish(reply proto.Message, err error) {
 	k.done <- struct{}{}
 }
 
-// send is a one-way message from this node to one of its Spots, which holds a permit of the
-// job queue until its job ends. It travels by value in its Spot's lane (exec.Message), so that
-// sending one allocates nothing, and its runner makes it again on its own stack; a call's
-// record (160 bytes) also answers requests, peers and Actors' moves.
-type send struct {
-	message
-}
-
-// sendOf makes the one-way message m to a again.
-func sendOf(a *activation, m *exec.Message) send {
-	return send{message{ctx: m.Ctx, a: a, md: m.Method, req: m.Req, oneWay: true, reserved: m.Reserved}}
+// oneWayOf makes again the one-way message m to a: a local one-way message travels by value
+// in its Spot's lane (exec.Message), so that sending one allocates nothing, and its runner
+// holds it on its own stack while it runs; it holds a permit of the job queue until its job
+// ends. A call's record (160 bytes) also answers requests, peers and Actors' moves.
+func oneWayOf(a *activation, m *exec.Message) message {
+	return message{ctx: m.Ctx, a: a, md: m.Method, req: m.Req, oneWay: true, reserved: m.Reserved}
 }
 
 // RunMessage implements exec.Owner: as a call's, a one-way message's turn runs only if the
 // Spot's owner lease is still certainly valid (C1), and its handler gets a context that ends
-// when the Spot ends.
+// when the Spot ends. Nobody waits for its outcome: a failure is logged.
 func (a *activation) RunMessage(m exec.Message) {
-	s := sendOf(a, &m)
-	s.runThen(func(_ proto.Message, err error) {
+	msg := oneWayOf(a, &m)
+	msg.runThen(func(_ proto.Message, err error) {
 		// The job keeps its permit until its log is written, as a handler keeps its own
 		// while it runs: permits that the runner holds back are of jobs that ended.
-		defer a.jobEnded(s.reserved)
-		s.finish(err)
+		defer a.jobEnded(msg.reserved)
+		if err != nil {
+			msg.logOneWayFailure(err)
+		}
 	}, nil)
 }
 
-// DropMessage implements exec.Owner.
+// DropMessage implements exec.Owner: the message's permit returns and the reason it did not
+// run is logged.
 func (a *activation) DropMessage(m exec.Message, err error) {
-	s := sendOf(a, &m)
-	a.cat.cfg.Meter.Return(s.reserved)
-	s.finish(err)
-}
-
-// finish ends the message once its job ended and its permit was returned or handed to the
-// runner; nobody waits for its outcome.
-func (s *send) finish(err error) {
+	msg := oneWayOf(a, &m)
+	a.cat.cfg.Meter.Return(msg.reserved)
 	if err != nil {
-		s.logOneWayFailure(err)
+		msg.logOneWayFailure(err)
 	}
 }
 

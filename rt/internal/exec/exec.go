@@ -174,8 +174,8 @@ func (g *Gauges) Totals() Totals {
 //
 // A sender and the runner write the executor from different processors for every item, so
 // its layout counts: what Submit touches (the lock, the flags, the application lane, the
-// limits, the gauges and the owner) fills its first two cache lines, and the whole is 192 bytes, an
-// allocation class whose objects start on a line.
+// limits, the gauges and the owner) fills its first two cache lines, and the whole is 192
+// bytes, an allocation class whose objects start on a line.
 type Executor struct {
 	mu         sync.Mutex
 	running    bool
