@@ -520,6 +520,54 @@ func TestF8_RequestOfASpotToItselfIsRefused(t *testing.T) {
 	assert.Equal(t, "x joined me #1", out, "the refused request did not run")
 }
 
+// F8: a one-way message sent from a request's turn runs in a turn of its own; a request it
+// makes of the sender's Spot while that turn goes on waits for the turn and runs, never refused
+// as a request of the Spot to itself.
+func TestF8_AOneWayTurnIsNotItsSendersRequestTurn(t *testing.T) {
+	calling, answered := make(chan struct{}, 1), make(chan error, 1)
+	reg := func(ts *catalog.Types, f *fixture) {
+		registerAll(ts, f)
+		ms := []sdk.MethodDesc{
+			method("Start", false, func(s *spot, ctx context.Context, peer string) (string, error) {
+				if err := s.sc.Client().Send(ctx, sdk.InstanceIntent("test.Hop", peer), "Back", str(s.sc.ID())); err != nil {
+					return "", err
+				}
+				select {
+				case <-calling:
+					// The peer's request is on its way to this Spot while this turn goes on.
+					time.Sleep(50 * time.Millisecond)
+					return "started", nil
+				case <-time.After(5 * time.Second):
+					return "", errors.New("the one-way message did not run")
+				}
+			}),
+			method("Back", true, func(s *spot, ctx context.Context, sender string) (string, error) {
+				calling <- struct{}{}
+				c, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				_, err := s.sc.Client().Call(c, sdk.InstanceTarget("test.Hop", sender), "Ping", str(""))
+				answered <- err
+				return "", nil
+			}),
+			method("Ping", false, func(s *spot, ctx context.Context, in string) (string, error) { return "pong", nil }),
+		}
+		must(ts.RegisterSpot(&sdk.SpotDesc{Name: "test.Hop", Kind: sdk.KindInstance, Methods: ms}, factory(f)))
+	}
+	n := newNode(t, nodeOpts{register: reg})
+	// A caller's context with a deadline gives the request's turn an identity of its own.
+	c, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := n.cat.Call(c, sdk.InstanceIntent("test.Hop", "a"), "Start", str("b"))
+	require.NoError(t, err)
+	assert.Equal(t, "started", out.(*wrapperspb.StringValue).GetValue())
+	select {
+	case err := <-answered:
+		require.NoError(t, err, "the one-way turn's request waited for the sender's turn and ran")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the one-way turn's request did not return")
+	}
+}
+
 // F8: the turn of a request that found its Spot idle runs on its caller's goroutine; another
 // goroutine that shares the caller's context (an ordinary Go pattern) is an ordinary caller,
 // not the turn: it waits for the turn and runs, never refused as a request of the Spot to

@@ -31,10 +31,15 @@ func (c *spotCtx) Done() <-chan struct{} { return c.a.context().Done() }
 // Err implements context.Context.
 func (c *spotCtx) Err() error { return c.a.context().Err() }
 
-// Value implements context.Context.
+// Value implements context.Context. The sender's request turn, if it sent from one, is not
+// this turn's: that turn goes on without waiting for this one, so a request this turn makes
+// of the sender's Spot waits for it rather than being taken for a request of a Spot to itself.
 func (c *spotCtx) Value(key any) any {
-	if key == (turnKey{}) {
+	switch key {
+	case turnKey{}:
 		return c.a
+	case requestTurnKey{}:
+		return nil
 	}
 	return c.values.Value(key)
 }
