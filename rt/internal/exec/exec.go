@@ -300,7 +300,7 @@ func (e *Executor) Submit(it Item, w Work) error {
 	if w == nil {
 		return fmt.Errorf("%w: nil work", sdk.ErrInvalidArgument)
 	}
-	return e.admit(it, entry{w: w})
+	return e.admit(it, w, nil)
 }
 
 // ErrNoOwner is SubmitMessage's answer on an executor that was given no Owner to run messages.
@@ -313,13 +313,16 @@ func (e *Executor) SubmitMessage(it Item, m Message) error {
 	if it.Inline {
 		return fmt.Errorf("%w: a message is never run inline", sdk.ErrInvalidArgument)
 	}
-	return e.admit(it, entry{msg: m})
+	if m.Method == nil {
+		return fmt.Errorf("%w: a message without a method", sdk.ErrInvalidArgument)
+	}
+	return e.admit(it, nil, &m)
 }
 
-// admit admits ent, which carries its work or its message, to the lane that it names.
-func (e *Executor) admit(it Item, ent entry) error {
-	if it.Payload < 0 {
-		return fmt.Errorf("%w: negative payload size %d", sdk.ErrInvalidArgument, it.Payload)
+// admit admits the work w or, without it, the message m to the lane that it names.
+func (e *Executor) admit(it Item, w Work, m *Message) error {
+	if it.Payload < 0 || it.Payload > maxItemBytes-ItemOverhead {
+		return fmt.Errorf("%w: payload size %d is outside 0..%d", sdk.ErrInvalidArgument, it.Payload, maxItemBytes-ItemOverhead)
 	}
 	bytes := it.Payload + ItemOverhead
 	e.mu.Lock()
@@ -327,7 +330,7 @@ func (e *Executor) admit(it Item, ent entry) error {
 		e.mu.Unlock()
 		return ErrAdmissionClosed
 	}
-	if ent.w == nil && e.owner == (noOwner{}) {
+	if w == nil && e.owner == (noOwner{}) {
 		e.mu.Unlock()
 		return ErrNoOwner
 	}
@@ -351,8 +354,7 @@ func (e *Executor) admit(it Item, ent entry) error {
 		e.mu.Unlock()
 		return err
 	}
-	ent.bytes, ent.lane = bytes, it.Lane
-	ent.activity, ent.afterApp, ent.company = it.Activity, it.AfterApplication, it.Company
+	ent := entryOf(it, w, m, bytes)
 	if it.Inline && !e.running && e.app.empty() && e.life.empty() {
 		// Run at once on the caller's goroutine: it is never queued, so the shared gauges,
 		// which measure what waits in lanes, leave it out.
@@ -424,7 +426,7 @@ func readRunnableGoroutines() int {
 // yieldDue counts ent, which ran, and reports whether the processor is to be yielded after it;
 // e.mu is held.
 func (e *Executor) yieldDue(ent entry) bool {
-	if !ent.company {
+	if !ent.company() {
 		return false
 	}
 	if e.sinceYield++; e.sinceYield == yieldEvery {
@@ -502,7 +504,7 @@ func (e *Executor) drain() {
 // next picks the lane of the next item: lifecycle first, unless its head waits for the
 // application lane to empty.
 func (e *Executor) next() *lane {
-	if !e.life.empty() && (!e.life.peek().afterApp || e.app.empty()) {
+	if !e.life.empty() && (!e.life.peek().afterApp() || e.app.empty()) {
 		return &e.life
 	}
 	if !e.app.empty() {
@@ -528,7 +530,7 @@ func runItem(ent entry, owner Owner) (p *recovered) {
 	if ent.w != nil {
 		ent.w.Run()
 	} else {
-		owner.RunMessage(ent.msg)
+		owner.RunMessage(ent.message())
 	}
 	return nil
 }
@@ -539,7 +541,7 @@ func drop(taken []entry, owner Owner, err error) {
 		if ent.w != nil {
 			ent.w.Drop(err)
 		} else {
-			owner.DropMessage(ent.msg, err)
+			owner.DropMessage(ent.message(), err)
 		}
 	}
 }
@@ -548,8 +550,8 @@ func drop(taken []entry, owner Owner, err error) {
 // e.mu is held; it is released while the panic handler, if any, is told of p.
 func (e *Executor) complete(l *lane, ent entry, p *recovered) {
 	l.count--
-	l.bytes -= ent.bytes
-	e.active = e.active || ent.activity
+	l.bytes -= ent.bytes()
+	e.active = e.active || ent.activity()
 	if p != nil {
 		owner := e.owner
 		e.mu.Unlock()

@@ -3,6 +3,7 @@ package exec_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -636,24 +637,33 @@ func TestMessagesRunInOrderWithTheWorkAroundThem(t *testing.T) {
 	var g exec.Gauges
 	e := exec.New(&cfg, &g)
 	var order []string
+	var got []exec.Message
 	e.SetOwner(owner{runMessage: func(m exec.Message) {
 		order = append(order, fmt.Sprintf("m%d", seqOf(m)))
+		got = append(got, m)
 	}})
 	b := newBlocker()
 	require.NoError(t, e.Submit(app(0), b))
 	<-b.started
-	require.NoError(t, e.SubmitMessage(app(10), msg(1)))
+	first, second := msg(1), msg(2)
+	first.Ctx = context.WithValue(context.Background(), keyOf{}, "first")
+	second.Reserved = true
+	require.NoError(t, e.SubmitMessage(app(10), first))
 	require.NoError(t, e.Submit(app(20), fn{run: func() { order = append(order, "w") }}))
-	require.NoError(t, e.SubmitMessage(app(30), msg(2)))
+	require.NoError(t, e.SubmitMessage(app(30), second))
 	st := e.Stats()
 	assert.Equal(t, exec.LaneStats{Count: 4, Bytes: 0 + 10 + 20 + 30 + 4*exec.ItemOverhead}, st.Application)
 	assert.Equal(t, exec.Totals{QueuedApplication: 3, ApplicationBytes: st.Application.Bytes}, g.Totals())
 	close(b.release)
 	waitQuiescent(t, e)
 	assert.Equal(t, []string{"m1", "w", "m2"}, order)
+	assert.Equal(t, []exec.Message{first, second}, got, "each message reaches its owner as it was sent")
 	assert.Equal(t, exec.Stats{}, e.Stats())
 	assert.Zero(t, g.Totals())
 }
+
+// keyOf is a context key of the tests.
+type keyOf struct{}
 
 // TestQueuedMessagesAreDroppedByTheirOwner: a message taken off its lane unrun is handed to its
 // owner's DropMessage with the reason, as work's Drop is, and its reservation returns.
@@ -671,6 +681,7 @@ func TestQueuedMessagesAreDroppedByTheirOwner(t *testing.T) {
 				runMessage: func(m exec.Message) { mu.Lock(); ran = append(ran, seqOf(m)); mu.Unlock() },
 				dropMessage: func(m exec.Message, err error) {
 					assert.ErrorIs(t, err, sdk.ErrClosed)
+					assert.Equal(t, seqOf(m) == 1, m.Reserved, "its permit's kind is kept")
 					mu.Lock()
 					dropped = append(dropped, seqOf(m))
 					mu.Unlock()
@@ -680,7 +691,9 @@ func TestQueuedMessagesAreDroppedByTheirOwner(t *testing.T) {
 			require.NoError(t, e.Submit(app(0), b))
 			<-b.started
 			for i := range int64(3) {
-				require.NoError(t, e.SubmitMessage(app(0), msg(i)))
+				m := msg(i)
+				m.Reserved = i == 1
+				require.NoError(t, e.SubmitMessage(app(0), m))
 			}
 			stop(e)
 			close(b.release)
@@ -730,6 +743,16 @@ func TestWrongSubmissionsAreRefusedAndAdmitNothing(t *testing.T) {
 	err = e.Submit(app(0), nil)
 	require.ErrorIs(t, err, sdk.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "nil work")
+	noMethod := msg(1)
+	noMethod.Method = nil
+	err = e.SubmitMessage(app(0), noMethod)
+	require.ErrorIs(t, err, sdk.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "without a method")
+	for _, payload := range []int64{-1, 1 << 56, math.MaxInt64} {
+		err = e.Submit(app(payload), fn{})
+		require.ErrorIs(t, err, sdk.ErrInvalidArgument, "payload %d", payload)
+		assert.Contains(t, err.Error(), fmt.Sprintf("payload size %d is outside", payload))
+	}
 	assert.Equal(t, exec.Stats{}, e.Stats())
 	assert.True(t, e.Quiescent())
 }

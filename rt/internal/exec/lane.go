@@ -1,21 +1,67 @@
 package exec
 
 import (
+	"context"
 	"math/bits"
 	"sync"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/zlink-go/zlink/sdk"
 )
 
-// entry is a queued item: its work, or, without one, its message.
+// entry is a queued item: its work, or, without one, its message's context, request and
+// method. It is 64 bytes, one cache line, so that a sender's push and the runner's pop each
+// touch one line of the ring: the ring's allocation class starts it on a line.
 type entry struct {
-	w        Work
-	msg      Message
-	bytes    int64
-	activity bool
-	afterApp bool
-	company  bool // Item.Company
-	lane     sdk.Lane
+	w    Work
+	ctx  context.Context
+	req  proto.Message
+	md   *sdk.MethodDesc
+	meta meta
+}
+
+// meta is an entry's reserved bytes in its low bits and its flags in the top byte.
+type meta uint64
+
+const (
+	metaBytes    meta = 1<<56 - 1
+	metaActivity meta = 1 << 56
+	metaAfterApp meta = 1 << 57
+	metaCompany  meta = 1 << 58 // Item.Company
+	metaReserved meta = 1 << 59 // Message.Reserved
+)
+
+// maxItemBytes is the most bytes one item may reserve: what meta holds.
+const maxItemBytes = int64(metaBytes)
+
+// entryOf is the entry of an admitted item with work w or message m that reserves bytes.
+func entryOf(it Item, w Work, m *Message, bytes int64) entry {
+	mt := meta(bytes)
+	if it.Activity {
+		mt |= metaActivity
+	}
+	if it.AfterApplication {
+		mt |= metaAfterApp
+	}
+	if it.Company {
+		mt |= metaCompany
+	}
+	if w != nil {
+		return entry{w: w, meta: mt}
+	}
+	if m.Reserved {
+		mt |= metaReserved
+	}
+	return entry{ctx: m.Ctx, req: m.Req, md: m.Method, meta: mt}
+}
+
+func (e *entry) bytes() int64   { return int64(e.meta & metaBytes) }
+func (e *entry) activity() bool { return e.meta&metaActivity != 0 }
+func (e *entry) afterApp() bool { return e.meta&metaAfterApp != 0 }
+func (e *entry) company() bool  { return e.meta&metaCompany != 0 }
+func (e *entry) message() Message {
+	return Message{Ctx: e.ctx, Method: e.md, Req: e.req, Reserved: e.meta&metaReserved != 0}
 }
 
 // lane is one FIFO lane: a ring of queued entries plus the reservation of everything admitted
@@ -96,7 +142,7 @@ func (l *lane) release() {
 func ceilPow2(n int) int { return 1 << bits.Len(uint(n-1)) }
 
 // Rings are pooled by size: minRing << class entries for class < len(ringPools). A run of
-// work starts with at most maxStartRing entries (2 KiB) and grows from there.
+// work starts with at most maxStartRing entries (4 KiB) and grows from there.
 const (
 	minRing      = 4
 	maxStartRing = 64
@@ -135,7 +181,7 @@ func (l *lane) takeAll() []entry {
 	for l.n > 0 {
 		e := l.pop()
 		l.count--
-		l.bytes -= e.bytes
+		l.bytes -= e.bytes()
 		out = append(out, e)
 	}
 	l.release()

@@ -28,3 +28,8 @@ func TestSubmitTouchesTheFirstTwoCacheLines(t *testing.T) {
 	assert.LessOrEqual(t, unsafe.Offsetof(e.app)+unsafe.Offsetof(e.app.start)+unsafe.Sizeof(e.app.start), uintptr(64),
 		"the application lane's ring and its indexes share the lock's line")
 }
+
+// A queued entry is one cache line, so that a push and a pop each touch one line of the ring.
+func TestAnEntryIsOneCacheLine(t *testing.T) {
+	assert.Equal(t, uintptr(64), unsafe.Sizeof(entry{}))
+}
