@@ -243,7 +243,8 @@ func (noOwner) RunMessage(Message)         {}
 func (noOwner) DropMessage(Message, error) {}
 
 // SetOwner sets what the runner tells beside the items (nil: nothing). Set it before the
-// work that relies on it is submitted.
+// work that relies on it is submitted, and do not replace it while messages are queued: the
+// owner at their turn runs or drops them, and without one they would be lost.
 func (e *Executor) SetOwner(o Owner) {
 	if o == nil {
 		o = noOwner{}
