@@ -534,11 +534,16 @@ func TestF8_AOneWayTurnIsNotItsSendersRequestTurn(t *testing.T) {
 				}
 				select {
 				case <-calling:
-					// The peer's request is on its way to this Spot while this turn goes on.
-					time.Sleep(50 * time.Millisecond)
-					return "started", nil
 				case <-time.After(5 * time.Second):
 					return "", errors.New("the one-way message did not run")
+				}
+				// The peer's request is on its way to this Spot while this turn goes on: it
+				// must neither be refused nor run before the turn ends.
+				select {
+				case err := <-answered:
+					return "", fmt.Errorf("the peer's request was answered during this turn: %v", err)
+				case <-time.After(100 * time.Millisecond):
+					return "started", nil
 				}
 			}),
 			method("Back", true, func(s *spot, ctx context.Context, sender string) (string, error) {
@@ -563,6 +568,48 @@ func TestF8_AOneWayTurnIsNotItsSendersRequestTurn(t *testing.T) {
 	select {
 	case err := <-answered:
 		require.NoError(t, err, "the one-way turn's request waited for the sender's turn and ran")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the one-way turn's request did not return")
+	}
+}
+
+// F8: a request's turn that sends to another Spot and then waits for that Spot, whose
+// one-way turn meanwhile calls back, makes a cycle of requests: the caller's deadline ends it,
+// as it ends any such cycle, and then the other Spot's request runs.
+func TestF8_ACycleThroughAOneWayTurnEndsWithTheCallersDeadline(t *testing.T) {
+	pinged := make(chan error, 1)
+	reg := func(ts *catalog.Types, f *fixture) {
+		registerAll(ts, f)
+		ms := []sdk.MethodDesc{
+			method("Start", false, func(s *spot, ctx context.Context, peer string) (string, error) {
+				if err := s.sc.Client().Send(ctx, sdk.InstanceIntent("test.Cycle", peer), "Back", str(s.sc.ID())); err != nil {
+					return "", err
+				}
+				// Queued behind Back's turn, which waits for this one.
+				_, err := s.sc.Client().Call(ctx, sdk.InstanceTarget("test.Cycle", peer), "Ping", str(""))
+				return "", err
+			}),
+			method("Back", true, func(s *spot, ctx context.Context, sender string) (string, error) {
+				c, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				_, err := s.sc.Client().Call(c, sdk.InstanceTarget("test.Cycle", sender), "Ping", str(""))
+				pinged <- err
+				return "", nil
+			}),
+			method("Ping", false, func(s *spot, ctx context.Context, in string) (string, error) { return "pong", nil }),
+		}
+		must(ts.RegisterSpot(&sdk.SpotDesc{Name: "test.Cycle", Kind: sdk.KindInstance, Methods: ms}, factory(f)))
+	}
+	n := newNode(t, nodeOpts{register: reg})
+	c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err := n.cat.Call(c, sdk.InstanceIntent("test.Cycle", "a"), "Start", str("b"))
+	// The caller's wait or the handler's, whichever ends first, answers: the handler's error
+	// reaches the caller as a handler's error with its text.
+	require.ErrorContains(t, err, context.DeadlineExceeded.Error())
+	select {
+	case err := <-pinged:
+		require.NoError(t, err, "the one-way turn's request ran once the sender's turn ended")
 	case <-time.After(10 * time.Second):
 		t.Fatal("the one-way turn's request did not return")
 	}

@@ -32,8 +32,10 @@ func (c *spotCtx) Done() <-chan struct{} { return c.a.context().Done() }
 func (c *spotCtx) Err() error { return c.a.context().Err() }
 
 // Value implements context.Context. The sender's request turn, if it sent from one, is not
-// this turn's: that turn goes on without waiting for this one, so a request this turn makes
-// of the sender's Spot waits for it rather than being taken for a request of a Spot to itself.
+// this turn's: sending did not make it wait for this one, so a request this turn makes of the
+// sender's Spot waits for that turn rather than being taken for a request of a Spot to itself.
+// Should the sender's turn then wait for this one (a request of its own that queues behind
+// it), the two make a cycle of requests, which its caller's deadline ends as it ends any.
 func (c *spotCtx) Value(key any) any {
 	switch key {
 	case turnKey{}:
