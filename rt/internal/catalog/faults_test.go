@@ -525,52 +525,32 @@ func TestF8_RequestOfASpotToItselfIsRefused(t *testing.T) {
 // as a request of the Spot to itself.
 func TestF8_AOneWayTurnIsNotItsSendersRequestTurn(t *testing.T) {
 	calling, answered := make(chan struct{}, 1), make(chan error, 1)
-	reg := func(ts *catalog.Types, f *fixture) {
-		registerAll(ts, f)
-		ms := []sdk.MethodDesc{
-			method("Start", false, func(s *spot, ctx context.Context, peer string) (string, error) {
-				if err := s.sc.Client().Send(ctx, sdk.InstanceIntent("test.Hop", peer), "Back", str(s.sc.ID())); err != nil {
-					return "", err
-				}
-				select {
-				case <-calling:
-				case <-time.After(5 * time.Second):
-					return "", errors.New("the one-way message did not run")
-				}
-				// The peer's request is on its way to this Spot while this turn goes on: it
-				// must neither be refused nor run before the turn ends.
-				select {
-				case err := <-answered:
-					return "", fmt.Errorf("the peer's request was answered during this turn: %v", err)
-				case <-time.After(100 * time.Millisecond):
-					return "started", nil
-				}
-			}),
-			method("Back", true, func(s *spot, ctx context.Context, sender string) (string, error) {
-				calling <- struct{}{}
-				c, cancel := context.WithTimeout(ctx, 5*time.Second)
-				defer cancel()
-				_, err := s.sc.Client().Call(c, sdk.InstanceTarget("test.Hop", sender), "Ping", str(""))
-				answered <- err
-				return "", nil
-			}),
-			method("Ping", false, func(s *spot, ctx context.Context, in string) (string, error) { return "pong", nil }),
+	start := func(s *spot, ctx context.Context, peer string) (string, error) {
+		if err := s.sc.Client().Send(ctx, sdk.InstanceIntent("test.Hop", peer), "Back", str(s.sc.ID())); err != nil {
+			return "", err
 		}
-		must(ts.RegisterSpot(&sdk.SpotDesc{Name: "test.Hop", Kind: sdk.KindInstance, Methods: ms}, factory(f)))
+		select {
+		case <-calling:
+		case <-time.After(5 * time.Second):
+			return "", errors.New("the one-way message did not run")
+		}
+		// The peer's request is on its way to this Spot while this turn goes on: it must
+		// neither be refused nor run before the turn ends.
+		select {
+		case err := <-answered:
+			return "", fmt.Errorf("the peer's request was answered during this turn: %v", err)
+		case <-time.After(100 * time.Millisecond):
+			return "started", nil
+		}
 	}
-	n := newNode(t, nodeOpts{register: reg})
+	n := newNode(t, nodeOpts{register: callBackType("test.Hop", start, func() { calling <- struct{}{} }, 5*time.Second, answered)})
 	// A caller's context with a deadline gives the request's turn an identity of its own.
 	c, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	out, err := n.cat.Call(c, sdk.InstanceIntent("test.Hop", "a"), "Start", str("b"))
 	require.NoError(t, err)
 	assert.Equal(t, "started", out.(*wrapperspb.StringValue).GetValue())
-	select {
-	case err := <-answered:
-		require.NoError(t, err, "the one-way turn's request waited for the sender's turn and ran")
-	case <-time.After(10 * time.Second):
-		t.Fatal("the one-way turn's request did not return")
-	}
+	awaitCallBack(t, answered, "the one-way turn's request waited for the sender's turn and ran")
 }
 
 // F8: a request's turn that sends to another Spot and then waits for that Spot, whose
@@ -578,38 +558,56 @@ func TestF8_AOneWayTurnIsNotItsSendersRequestTurn(t *testing.T) {
 // as it ends any such cycle, and then the other Spot's request runs.
 func TestF8_ACycleThroughAOneWayTurnEndsWithTheCallersDeadline(t *testing.T) {
 	pinged := make(chan error, 1)
-	reg := func(ts *catalog.Types, f *fixture) {
-		registerAll(ts, f)
-		ms := []sdk.MethodDesc{
-			method("Start", false, func(s *spot, ctx context.Context, peer string) (string, error) {
-				if err := s.sc.Client().Send(ctx, sdk.InstanceIntent("test.Cycle", peer), "Back", str(s.sc.ID())); err != nil {
-					return "", err
-				}
-				// Queued behind Back's turn, which waits for this one.
-				_, err := s.sc.Client().Call(ctx, sdk.InstanceTarget("test.Cycle", peer), "Ping", str(""))
-				return "", err
-			}),
-			method("Back", true, func(s *spot, ctx context.Context, sender string) (string, error) {
-				c, cancel := context.WithTimeout(ctx, 10*time.Second)
-				defer cancel()
-				_, err := s.sc.Client().Call(c, sdk.InstanceTarget("test.Cycle", sender), "Ping", str(""))
-				pinged <- err
-				return "", nil
-			}),
-			method("Ping", false, func(s *spot, ctx context.Context, in string) (string, error) { return "pong", nil }),
+	start := func(s *spot, ctx context.Context, peer string) (string, error) {
+		if err := s.sc.Client().Send(ctx, sdk.InstanceIntent("test.Cycle", peer), "Back", str(s.sc.ID())); err != nil {
+			return "", err
 		}
-		must(ts.RegisterSpot(&sdk.SpotDesc{Name: "test.Cycle", Kind: sdk.KindInstance, Methods: ms}, factory(f)))
+		// Queued behind Back's turn, which waits for this one.
+		_, err := s.sc.Client().Call(ctx, sdk.InstanceTarget("test.Cycle", peer), "Ping", str(""))
+		return "", err
 	}
-	n := newNode(t, nodeOpts{register: reg})
+	n := newNode(t, nodeOpts{register: callBackType("test.Cycle", start, nil, 10*time.Second, pinged)})
 	c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	_, err := n.cat.Call(c, sdk.InstanceIntent("test.Cycle", "a"), "Start", str("b"))
 	// The caller's wait or the handler's, whichever ends first, answers: the handler's error
 	// reaches the caller as a handler's error with its text.
 	require.ErrorContains(t, err, context.DeadlineExceeded.Error())
+	awaitCallBack(t, pinged, "the one-way turn's request ran once the sender's turn ended")
+}
+
+// callBackType registers, beside the fixture's types, the Instance type name: its request
+// Start runs start; its one-way Back, sent the ID of the Spot that sent it, runs before (when
+// set) and then calls that Spot's Ping within bound, and reports the outcome to called; Ping
+// answers at once.
+func callBackType(name string, start func(*spot, context.Context, string) (string, error), before func(),
+	bound time.Duration, called chan<- error) func(*catalog.Types, *fixture) {
+	return func(ts *catalog.Types, f *fixture) {
+		registerAll(ts, f)
+		ms := []sdk.MethodDesc{
+			method("Start", false, start),
+			method("Back", true, func(s *spot, ctx context.Context, sender string) (string, error) {
+				if before != nil {
+					before()
+				}
+				c, cancel := context.WithTimeout(ctx, bound)
+				defer cancel()
+				_, err := s.sc.Client().Call(c, sdk.InstanceTarget(name, sender), "Ping", str(""))
+				called <- err
+				return "", nil
+			}),
+			method("Ping", false, func(s *spot, ctx context.Context, in string) (string, error) { return "pong", nil }),
+		}
+		must(ts.RegisterSpot(&sdk.SpotDesc{Name: name, Kind: sdk.KindInstance, Methods: ms}, factory(f)))
+	}
+}
+
+// awaitCallBack requires that the call back of a callBackType Spot returns, without an error.
+func awaitCallBack(t *testing.T, called <-chan error, why string) {
+	t.Helper()
 	select {
-	case err := <-pinged:
-		require.NoError(t, err, "the one-way turn's request ran once the sender's turn ended")
+	case err := <-called:
+		require.NoError(t, err, why)
 	case <-time.After(10 * time.Second):
 		t.Fatal("the one-way turn's request did not return")
 	}
