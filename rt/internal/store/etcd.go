@@ -94,10 +94,14 @@ func New(client *clientv3.Client, mesh string, opts ...Option) (*Etcd, error) {
 // write runs one record write, through the group commit when it is on, for at most ctx. A
 // write whose ctx has already ended is not sent.
 func (s *Etcd) write(ctx context.Context, key string, cmps []*pb.Compare, then, els []*pb.RequestOp) (txnResult, error) {
+	return s.writeTxn(ctx, key, &pb.TxnRequest{Compare: cmps, Success: then, Failure: els})
+}
+
+// writeTxn is write of a transaction built whole.
+func (s *Etcd) writeTxn(ctx context.Context, key string, txn *pb.TxnRequest) (txnResult, error) {
 	if err := ctx.Err(); err != nil {
 		return txnResult{}, notSent{err}
 	}
-	txn := &pb.TxnRequest{Compare: cmps, Success: then, Failure: els}
 	if s.batch != nil {
 		return s.batch.do(ctx, key, txn)
 	}
@@ -139,15 +143,22 @@ var marshal = proto.MarshalOptions{Deterministic: true}
 const maxWriteWidth = 5
 
 func encodeRecord(r *storepb.SpotRecord) (string, error) {
-	b, err := marshal.Marshal(r)
+	b, err := appendRecord(nil, r)
+	return string(b), err
+}
+
+// appendRecord appends r's encoding to b.
+func appendRecord(b []byte, r *storepb.SpotRecord) ([]byte, error) {
+	b, err := marshal.MarshalAppend(b, r)
 	if err != nil {
-		return "", fmt.Errorf("store: encode spot record: %w", err)
+		return nil, fmt.Errorf("store: encode spot record: %w", err)
 	}
-	return string(b), nil
+	return b, nil
 }
 
 // ownerFence holds while the record is still at revision and owner's lease still holds the
-// owner's node descriptor: every write an owner makes carries it (DESIGN §4).
+// owner's node descriptor: every write an owner makes carries it (DESIGN §4). readyTxn builds
+// the same fence into the Ready commit's transaction (TestB5_RecordTxnsAreTheFencedWritesTheyName).
 func (s *Etcd) ownerFence(spotKey string, revision int64, owner Owner) []*pb.Compare {
 	return []*pb.Compare{cmpModRevision(spotKey, revision), cmpLease(s.keys.node(owner.Node), owner.Lease, true)}
 }
@@ -182,7 +193,7 @@ func (s *Etcd) Reserve(ctx context.Context, key SpotKey, kind sdk.SpotKind, owne
 // fenced out by the owner's end fails with ErrFenced.
 func (s *Etcd) reserveOnce(ctx context.Context, key SpotKey, kind sdk.SpotKind, owner Owner, attempt uint64) (ReserveResult, error) {
 	spotKey := s.keys.spot(key)
-	rec, err := encodeRecord(&storepb.SpotRecord{
+	txn, err := s.reservationTxn(spotKey, owner, &storepb.SpotRecord{
 		Phase:      storepb.Phase_PHASE_CREATING,
 		Owner:      string(owner.Node),
 		OwnerLease: owner.Lease,
@@ -192,10 +203,7 @@ func (s *Etcd) reserveOnce(ctx context.Context, key SpotKey, kind sdk.SpotKind, 
 	if err != nil {
 		return ReserveResult{}, err
 	}
-	resp, err := s.write(ctx, spotKey,
-		[]*pb.Compare{cmpCreateRevision(spotKey, 0), cmpLease(s.keys.node(owner.Node), owner.Lease, true)},
-		[]*pb.RequestOp{opPut(spotKey, rec)},
-		[]*pb.RequestOp{opGet(spotKey)})
+	resp, err := s.writeTxn(ctx, spotKey, txn)
 	if err != nil {
 		return ReserveResult{}, err
 	}
@@ -283,13 +291,13 @@ func (s *Etcd) CommitReady(ctx context.Context, r Reservation) (Record, error) {
 		Generation: 1,
 		Kind:       uint32(r.Kind),
 	}
-	val, err := encodeRecord(rec)
+	txn, err := s.readyTxn(spotKey, r.Revision, r.Owner, rec)
 	if err != nil {
 		return Record{}, err
 	}
 	ready, err := fencedWrite(ctx, s,
 		func(ctx context.Context) (Record, bool, error) {
-			resp, err := s.write(ctx, spotKey, s.ownerFence(spotKey, r.Revision, r.Owner), []*pb.RequestOp{opPut(spotKey, val)}, nil)
+			resp, err := s.writeTxn(ctx, spotKey, txn)
 			if err != nil || !resp.Succeeded {
 				return Record{}, false, err
 			}

@@ -37,7 +37,10 @@ type keys struct {
 
 func newKeys(mesh string) keys { return keys{root: "/zlink/" + escape(mesh) + "/"} }
 
-func (k keys) nodesPrefix() string        { return k.root + "nodes/" }
+// nodesDir is the directory of node descriptors under the mesh's root.
+const nodesDir = "nodes/"
+
+func (k keys) nodesPrefix() string        { return k.root + nodesDir }
 func (k keys) node(rid sdk.NodeID) string { return k.nodesPrefix() + escape(string(rid)) }
 func (k keys) incarnationsPrefix() string { return k.root + "incarnations/" }
 func (k keys) spotsPrefix() string        { return k.root + "spots/" }
