@@ -155,3 +155,39 @@ func processReadsWrites(pid int) int64 {
 	}
 	return n
 }
+
+// BenchmarkRemoteCallBothSides is the remote request/reply of BenchmarkCall with 64 callers,
+// between two Hosts of this process over gRPC on loopback: its allocs/op and B/op count both
+// sides of a call, the caller's and the serving node's, which BenchmarkCall cannot see of a
+// node in another process.
+//
+//	go test -run '^$' -bench BenchmarkRemoteCallBothSides -benchmem ./rt/
+func BenchmarkRemoteCallBothSides(b *testing.B) {
+	eps := etcdForBench(b)
+	withLedger := func(node sdk.NodeID) func(*rt.Config) {
+		return func(cfg *rt.Config) {
+			cfg.NodeID = node
+			cfg.Register = func(r sdk.Registrar) error { return rttest.RegisterLedger(r, func(string, string) {}, nil) }
+		}
+	}
+	benchHostOn(b, eps, 0, withLedger("serving"))
+	h := benchHostOn(b, eps, 0, withLedger("calling"))
+	ctx := context.Background()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := h.Call(ctx, openLedger("far"), rttest.LedgerRecord, wrapperspb.String("warm"), sdk.OnNode("serving"))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	msg, target := wrapperspb.String("a message of some thirty-two bytes"), ledger("far")
+	b.ReportAllocs()
+	rttest.RunCallers(b, 64, func(int64) error {
+		_, err := h.Call(ctx, target, rttest.LedgerRecord, msg)
+		return err
+	})
+}
