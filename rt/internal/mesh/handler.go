@@ -9,6 +9,7 @@ import (
 
 	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/rt/internal/telemetry"
+	"github.com/zlink-go/zlink/rt/internal/transport"
 	"github.com/zlink-go/zlink/rt/internal/wire"
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -25,14 +26,14 @@ import (
 // A reply says apart a refusal — the request did not run and never will (Reply.Refused) — and
 // the outcome of a request that was admitted, so that the caller sends a request elsewhere only
 // when it was refused (C3).
-func (m *Mesh) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+func (m *Mesh) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, rep transport.Replier) {
 	if !m.started.Load() {
-		reply(refusedReply(fmt.Errorf("%w: node %s is starting", sdk.ErrNotServing, m.cfg.Node)))
+		rep.Reply(refusedReply(fmt.Errorf("%w: node %s is starting", sdk.ErrNotServing, m.cfg.Node)))
 		return
 	}
 	if len(req.Method) > maxMethodName {
 		// Refused before anything logs or counts it: a peer does not choose the size of our logs.
-		reply(refusedReply(fmt.Errorf("%w: a method name of %d bytes (at most %d)", sdk.ErrInvalidArgument, len(req.Method), maxMethodName)))
+		rep.Reply(refusedReply(fmt.Errorf("%w: a method name of %d bytes (at most %d)", sdk.ErrInvalidArgument, len(req.Method), maxMethodName)))
 		return
 	}
 	// The caller's trace continues here (I5): the turn's span, or the activation's, is a child
@@ -40,6 +41,22 @@ func (m *Mesh) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, r
 	if sdk.CurrentDiagnosticsLevel() != sdk.DiagnosticsLevelOff {
 		ctx = telemetry.Extract(ctx, req)
 	}
+	if req.Op == wire.Op_OP_CALL || req.Op == wire.Op_OP_SEND {
+		// A message, as every call is, answers through rep itself: no function is made to
+		// reply with.
+		t, err := targetOf(req)
+		if err != nil {
+			rep.Reply(refusedReply(err))
+			return
+		}
+		m.handleMessage(ctx, from, t, req, rep)
+		return
+	}
+	m.handleOp(ctx, from, req, rep.Reply)
+}
+
+// handleOp runs a request of any operation but a message's.
+func (m *Mesh) handleOp(ctx context.Context, from sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
 	switch req.Op {
 	case wire.Op_OP_CHANNEL_CALL, wire.Op_OP_CHANNEL_SEND, wire.Op_OP_PUBLISH:
 		if err := sdk.ValidateID("channel name", req.Type); err != nil {
@@ -59,8 +76,6 @@ func (m *Mesh) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, r
 		return
 	}
 	switch req.Op {
-	case wire.Op_OP_CALL, wire.Op_OP_SEND:
-		m.handleMessage(ctx, from, t, req, reply)
 	case wire.Op_OP_ACTOR_MOVE, wire.Op_OP_ACTOR_PREPARE, wire.Op_OP_ACTOR_SETTLE, wire.Op_OP_ACTOR_ABORT:
 		if t.Kind() != sdk.KindActor {
 			reply(refusedReply(fmt.Errorf("%w: %v is for an Actor, not %v", sdk.ErrInvalidArgument, req.Op, t)))
@@ -100,53 +115,53 @@ func (m *Mesh) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, r
 	}
 }
 
-func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target, req *wire.Request, reply func(*wire.Reply)) {
+func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target, req *wire.Request, rep transport.Replier) {
 	oneWay, method := req.Op == wire.Op_OP_SEND, req.Method
 	// A message this node knows no handler for is found here, before anything reads the
 	// store or a queue, and follows the node's policy (I1).
 	desc := m.cat.TypeDesc(t.Type())
 	if desc == nil {
 		m.refuseUnhandled(ctx, from, t, method, oneWay,
-			fmt.Errorf("%w: spot type %s is not registered on node %s", sdk.ErrUnhandled, t.Type(), m.cfg.Node), reply)
+			fmt.Errorf("%w: spot type %s is not registered on node %s", sdk.ErrUnhandled, t.Type(), m.cfg.Node), rep.Reply)
 		return
 	}
 	if (t.Kind() == sdk.KindActor) != (desc.Kind == sdk.KindActor) {
 		m.refuseUnhandled(ctx, from, t, method, oneWay,
-			fmt.Errorf("%w: type %s on node %s is %s, addressed as %s", sdk.ErrUnhandled, t.Type(), m.cfg.Node, desc.Kind, t.Kind()), reply)
+			fmt.Errorf("%w: type %s on node %s is %s, addressed as %s", sdk.ErrUnhandled, t.Type(), m.cfg.Node, desc.Kind, t.Kind()), rep.Reply)
 		return
 	}
 	if t.Kind() == sdk.KindEntry && desc.Kind != sdk.KindEntry {
 		m.refuseUnhandled(ctx, from, t, method, oneWay,
-			fmt.Errorf("%w: no Entry Spot type %s on node %s", sdk.ErrUnhandled, t.Type(), m.cfg.Node), reply)
+			fmt.Errorf("%w: no Entry Spot type %s on node %s", sdk.ErrUnhandled, t.Type(), m.cfg.Node), rep.Reply)
 		return
 	}
 	md := desc.Method(method)
 	if md == nil {
 		m.refuseUnhandled(ctx, from, t, method, oneWay,
-			fmt.Errorf("%w: spot type %s has no method %s", sdk.ErrUnhandled, t.Type(), method), reply)
+			fmt.Errorf("%w: spot type %s has no method %s", sdk.ErrUnhandled, t.Type(), method), rep.Reply)
 		return
 	}
 	msg := md.NewRequest()
 	if err := proto.Unmarshal(req.Payload, msg); err != nil {
-		reply(refusedReply(fmt.Errorf("%w: %s.%s: cannot decode the request: %v", sdk.ErrInvalidArgument, t.Type(), method, err)))
+		rep.Reply(refusedReply(fmt.Errorf("%w: %s.%s: cannot decode the request: %v", sdk.ErrInvalidArgument, t.Type(), method, err)))
 		return
 	}
 	size, gen, follow := len(req.Payload), req.Generation, req.Follow
 	// Nothing reads the request after this: what it said is copied or decoded.
 	recycleRequest(req)
-	done := func(out proto.Message, err error) { reply(m.messageReply(out, err)) }
+	done := func(out proto.Message, err error) { rep.Reply(m.messageReply(out, err)) }
 	if oneWay && t.Kind() == sdk.KindActor {
 		// Called only for a message a move held: one that ended unrun because the Actor left
 		// is refused, with a redirect to where it went when that is known.
 		done = func(_ proto.Message, err error) {
 			if !catalog.IsActorMoved(err) {
-				reply(m.messageReply(nil, err))
+				rep.Reply(m.messageReply(nil, err))
 				return
 			}
 			if node, moved := m.cat.Departed(t); moved {
 				err = &catalog.MovedError{Node: node}
 			}
-			reply(m.admitReply(err))
+			rep.Reply(m.admitReply(err))
 		}
 	}
 	if t.Kind() == sdk.KindActor {
@@ -154,9 +169,9 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 		if errors.Is(err, catalog.ErrClosing) {
 			// Its Spot is in a relocation unit: wait for its outcome off the stream's
 			// goroutine, then admit here or redirect to where the Actor went.
-			m.slow(ctx, reply, func() {
+			m.slow(ctx, rep.Reply, func() {
 				if err := m.cat.AwaitActorHost(ctx, t); err != nil {
-					reply(refusedReply(err))
+					rep.Reply(refusedReply(err))
 					return
 				}
 				err := m.cat.AdmitActor(ctx, t, method, msg, size, oneWay, follow, done)
@@ -167,7 +182,7 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 					return // its Actor moves: done answers once it is admitted where it runs
 				}
 				if err != nil || oneWay {
-					reply(m.admitReply(err))
+					rep.Reply(m.admitReply(err))
 				}
 			})
 			return
@@ -176,7 +191,7 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 			return // its Actor moves: done answers once it is admitted where it runs
 		}
 		if err != nil || oneWay {
-			reply(m.admitReply(err))
+			rep.Reply(m.admitReply(err))
 		}
 		return
 	}
@@ -185,13 +200,13 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 		if errors.Is(err, catalog.ErrClosing) || errors.Is(err, catalog.ErrCreating) {
 			// A close or a relocation of the Spot is being decided, or this node is creating it
 			// or receiving it (B7): wait for it off the stream's goroutine.
-			m.slow(ctx, reply, func() {
-				m.admitLater(ctx, t, method, msg, size, oneWay, gen, follow, err, done, reply)
+			m.slow(ctx, rep.Reply, func() {
+				m.admitLater(ctx, t, method, msg, size, oneWay, gen, follow, err, done, rep.Reply)
 			})
 			return
 		}
 		if err != nil || oneWay {
-			reply(m.admitReply(err))
+			rep.Reply(m.admitReply(err))
 		}
 		return
 	}
@@ -201,20 +216,20 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 		err := m.cat.DeliverAsync(ctx, route, method, msg, size, oneWay, done)
 		if !errors.Is(err, catalog.ErrClosing) {
 			if err != nil || oneWay {
-				reply(m.ownerReply(err))
+				rep.Reply(m.ownerReply(err))
 			}
 			return
 		}
 	}
-	m.slow(ctx, reply, func() {
+	m.slow(ctx, rep.Reply, func() {
 		for range maxRedirects {
 			route, err := m.cat.Resolve(ctx, t, catalog.Intent)
 			if err != nil {
-				reply(refusedReply(err))
+				rep.Reply(refusedReply(err))
 				return
 			}
 			if !route.Local() {
-				reply(&wire.Reply{Redirect: string(route.Remote.Record.Owner.Node), Refused: true})
+				rep.Reply(&wire.Reply{Redirect: string(route.Remote.Record.Owner.Node), Refused: true})
 				return
 			}
 			err = m.cat.DeliverAsync(ctx, route, method, msg, size, oneWay, done)
@@ -225,11 +240,11 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 				continue
 			}
 			if err != nil || oneWay {
-				reply(m.ownerReply(err))
+				rep.Reply(m.ownerReply(err))
 			}
 			return
 		}
-		reply(refusedReply(fmt.Errorf("%w: %v kept closing", sdk.ErrNotFound, t.Plain())))
+		rep.Reply(refusedReply(fmt.Errorf("%w: %v kept closing", sdk.ErrNotFound, t.Plain())))
 	})
 }
 

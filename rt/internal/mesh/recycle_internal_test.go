@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/zlink-go/zlink/rt/internal/rttest"
+	"github.com/zlink-go/zlink/rt/internal/transport"
 	"github.com/zlink-go/zlink/rt/internal/wire"
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -39,7 +40,7 @@ func TestAPeersMessageIsGivenBackOnceDecoded(t *testing.T) {
 	handle := func(req *wire.Request) *wire.Reply {
 		t.Helper()
 		replies := make(chan *wire.Reply, 1)
-		owner.m.Handle(ctx, "caller", req, func(r *wire.Reply) { replies <- proto.CloneOf(r) })
+		owner.m.Handle(ctx, "caller", req, transport.ReplyFunc(func(r *wire.Reply) { replies <- proto.CloneOf(r) }))
 		select {
 		case r := <-replies:
 			return r

@@ -7,30 +7,38 @@ import (
 	"time"
 
 	"github.com/zlink-go/zlink/rt/internal/capacity"
+	"github.com/zlink-go/zlink/rt/internal/wire"
 )
 
 // callCtx is the context of a peer's request: it ends at the caller's deadline, when the
 // caller cancels, or when the stream ends. The context package's own deadline context arms a
 // timer and registers with the stream's context for every request; most handlers never wait
 // on Done, so callCtx makes that context only when Done is first asked for (or a context is
-// derived from it), and until then answers Err by reading the clock and the stream.
+// derived from it), and until then answers Err by reading the clock and the stream. It is also
+// the request's Replier and holds its Core HWM charge: one allocation for all of a request's
+// state on the stream.
 type callCtx struct {
-	stream   context.Context
-	deadline time.Time // zero: none
-	// expires is the deadline on this process's monotonic clock, taken once as the context
-	// package's timer would be: a step of the wall clock later does not move it.
+	stream context.Context
+	// expires is the caller's deadline (zero: none) on this process's monotonic clock, taken
+	// once as the context package's timer would be: a step of the wall clock later does not
+	// move it. Its wall clock reading is the caller's deadline.
 	expires time.Time
 
 	mu       sync.Mutex // serializes materialize and cancel
 	made     atomic.Pointer[madeCtx]
 	canceled atomic.Bool
-
-	// charge, when set, is the request's Core HWM charge, which Value answers for: the handler
-	// finds it without a value context around this one: &own when the node has a meter.
-	charge *capacity.Charge
-	own    capacity.Charge
 	// answered is set by the request's first reply; a later one is ignored.
 	answered atomic.Bool
+
+	// charge is the request's Core HWM charge when the node has a meter, which Value answers
+	// for: the handler finds it without a value context around this one. Without a meter it is
+	// never Init'ed, and a request's charge is never 0 bytes (capacity.Request counts its
+	// envelope).
+	charge capacity.Charge
+
+	// p and id are the stream and the call ID that the reply goes back with.
+	p  *peerStream
+	id uint64
 }
 
 // madeCtx is the context Done reads, once made.
@@ -40,25 +48,37 @@ type madeCtx struct {
 }
 
 // charged returns the context of a request whose Core HWM charge is n bytes, which to takes
-// back: one allocation for both. start begins it.
+// back.
 func charged(n int64, to capacity.Releaser) *callCtx {
 	c := &callCtx{}
-	c.own.Init(n, to)
-	c.charge = &c.own
+	c.charge.Init(n, to)
 	return c
+}
+
+// heldCharge is the request's charge; nil without a meter.
+func (c *callCtx) heldCharge() *capacity.Charge {
+	if c.charge.Bytes() == 0 {
+		return nil
+	}
+	return &c.charge
 }
 
 // start begins the context of a request whose caller's deadline is deadline (zero: none), read
 // at now, a reading of this process's clock.
 func (c *callCtx) start(stream context.Context, deadline, now time.Time) {
-	c.stream, c.deadline = stream, deadline
+	c.stream = stream
 	if !deadline.IsZero() {
 		c.expires = now.Add(deadline.Sub(now))
 	}
 }
 
-// Deadline implements context.Context.
-func (c *callCtx) Deadline() (time.Time, bool) { return c.deadline, !c.deadline.IsZero() }
+// Reply answers the request with r, which the transport then owns; only the first reply goes
+// back.
+func (c *callCtx) Reply(r *wire.Reply) { c.p.replyTo(c, r) }
+
+// Deadline implements context.Context: the caller's deadline, which is expires on the wall
+// clock; compared with another time, it compares as the caller's deadline does.
+func (c *callCtx) Deadline() (time.Time, bool) { return c.expires.Round(0), !c.expires.IsZero() }
 
 // Done implements context.Context.
 func (c *callCtx) Done() <-chan struct{} { return c.materialize().Done() }
@@ -74,11 +94,11 @@ func (c *callCtx) materialize() context.Context {
 		return m.ctx
 	}
 	m := &madeCtx{}
-	if c.deadline.IsZero() {
+	if c.expires.IsZero() {
 		m.ctx, m.stop = context.WithCancel(c.stream)
 	} else {
-		// expires, not deadline: Done and Err keep to the one expiry Err has already been
-		// answering from, whatever the wall clock did meanwhile.
+		// Done and Err keep to the one expiry Err has already been answering from, whatever
+		// the wall clock did meanwhile.
 		m.ctx, m.stop = context.WithDeadline(c.stream, c.expires)
 	}
 	if c.canceled.Load() {
@@ -109,7 +129,7 @@ func (c *callCtx) Err() error {
 // Value implements context.Context. Once Done made the context it reads, values come from it,
 // so that a context derived from this one attaches to it as to any cancelable context.
 func (c *callCtx) Value(key any) any {
-	if v, ok := capacity.ChargeValue(key, c.charge); ok {
+	if v, ok := capacity.ChargeValue(key, c.heldCharge()); ok {
 		return v
 	}
 	if m := c.made.Load(); m != nil {

@@ -16,8 +16,8 @@ import (
 
 type echoHandler struct{}
 
-func (echoHandler) Handle(_ context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
-	reply(&wire.Reply{Payload: req.Payload})
+func (echoHandler) Handle(_ context.Context, _ sdk.NodeID, req *wire.Request, reply Replier) {
+	reply.Reply(&wire.Reply{Payload: req.Payload})
 }
 
 // TestCallOnceGivesBackItsRequestOnceSent: the request of a CallOnce goes back for reuse, once,

@@ -121,13 +121,27 @@ func (c Config) withDefaults() Config {
 
 // Handler runs the requests that peers send.
 type Handler interface {
-	// Handle runs req from peer from. It must call reply exactly once, now or later from any
-	// goroutine; ctx ends when the caller cancels, its deadline passes or the stream closes.
-	// The reply is the transport's once passed: it reuses it after sending it, so the handler
-	// must not keep it (wire.NewReply makes one that may be reused already). req is the
-	// handler's: once nothing reads it, the handler may give it back to wire.RecycleRequest.
-	Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, reply func(*wire.Reply))
+	// Handle runs req from peer from. It must answer it through reply exactly once, now or
+	// later from any goroutine; ctx ends when the caller cancels, its deadline passes or the
+	// stream closes. The reply is the transport's once passed: it reuses it after sending it,
+	// so the handler must not keep it (wire.NewReply makes one that may be reused already). req
+	// is the handler's: once nothing reads it, the handler may give it back to
+	// wire.RecycleRequest.
+	Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, reply Replier)
 }
+
+// Replier answers one peer's request. The transport's own is the request's context, so that a
+// request's reply costs no allocation of its own.
+type Replier interface {
+	// Reply answers the request with r; only the first reply goes back.
+	Reply(r *wire.Reply)
+}
+
+// ReplyFunc is a function that answers a request as a Replier.
+type ReplyFunc func(r *wire.Reply)
+
+// Reply calls f(r).
+func (f ReplyFunc) Reply(r *wire.Reply) { f(r) }
 
 // Transport is this node's side of the mesh's connections.
 type Transport struct {
@@ -707,7 +721,7 @@ func (p *peerStream) answer(r *wire.Reply, charge *capacity.Charge) {
 // its reply goes back on the stream. The handler finds the charge in its context, to keep it
 // for a one-way job.
 func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, call *callCtx) {
-	t, id, charge := p.t, req.CallId, call.charge
+	t, id, charge := p.t, req.CallId, call.heldCharge()
 	if len(req.Payload) > t.cfg.MaxMessageSize {
 		p.answer(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: %d bytes from %s, over %s's limit of %d",
 			sdk.ErrMessageTooLarge, len(req.Payload), p.from, t.cfg.Node, t.cfg.MaxMessageSize))}, charge)
@@ -740,19 +754,21 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, call *call
 			sdk.ErrInvalidArgument, id, p.from))}, charge)
 		return
 	}
-	t.handler.Handle(call, p.from, req, func(r *wire.Reply) { p.replyTo(call, id, r) })
+	call.p, call.id = p, id
+	t.handler.Handle(call, p.from, req, call)
 }
 
-// replyTo answers the request id, whose context is call, with r: the first reply only.
-func (p *peerStream) replyTo(call *callCtx, id uint64, r *wire.Reply) {
+// replyTo answers the request whose context is call with r: the first reply only.
+func (p *peerStream) replyTo(call *callCtx, r *wire.Reply) {
 	if !call.answered.CompareAndSwap(false, true) {
 		return
 	}
+	id := call.id
 	p.done(id)
 	r.CallId = id
 	if lim := p.lim; len(r.Payload) > lim.max() {
 		r = &wire.Reply{CallId: id, Error: wire.EncodeError(fmt.Errorf("%w: the reply to %s is %d bytes, over the limit of %d (%s accepts %d, %s accepts %d)",
 			sdk.ErrMessageTooLarge, p.from, len(r.Payload), lim.max(), p.t.cfg.Node, lim.own, p.from, lim.peer))}
 	}
-	p.answer(r, call.charge)
+	p.answer(r, call.heldCharge())
 }

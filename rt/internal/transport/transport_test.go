@@ -33,12 +33,12 @@ type handler struct {
 	fn func(ctx context.Context, from sdk.NodeID, req *wire.Request, reply func(*wire.Reply))
 }
 
-func (h handler) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+func (h handler) Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, reply transport.Replier) {
 	if h.fn != nil {
-		h.fn(ctx, from, req, reply)
+		h.fn(ctx, from, req, reply.Reply)
 		return
 	}
-	reply(&wire.Reply{Payload: req.Payload, Owner: string(from)})
+	reply.Reply(&wire.Reply{Payload: req.Payload, Owner: string(from)})
 }
 
 func start(t testing.TB, node string, h transport.Handler, mutate func(*transport.Config)) *transport.Transport {
