@@ -322,8 +322,9 @@ func (m *Mesh) slow(ctx context.Context, reply func(*wire.Reply), fn func()) {
 	})
 }
 
-// recycleRequest gives a peer's request back for reuse; tests see what goes back through it.
-var recycleRequest = wire.RecycleRequest
+// recycleRequest gives a peer's request, which the transport decoded, back for reuse with its
+// payload's array; tests see what goes back through it.
+var recycleRequest = wire.RecycleInboundRequest
 
 // messageReply is the outcome of an admitted request: its reply, or its error, which is never a
 // refusal.
@@ -334,11 +335,12 @@ func (m *Mesh) messageReply(out proto.Message, err error) *wire.Reply {
 	if out == nil || !out.ProtoReflect().IsValid() {
 		return wire.NewReply()
 	}
-	b, err := proto.Marshal(out)
+	// Encoded into the array of a reply sent before, which the transport gave back.
+	r := wire.NewReply()
+	b, err := proto.MarshalOptions{}.MarshalAppend(r.Payload[:0], out)
 	if err != nil {
 		return &wire.Reply{Error: wire.EncodeError(fmt.Errorf("%w: cannot encode the reply: %v", sdk.ErrInvalidArgument, err))}
 	}
-	r := wire.NewReply()
 	r.Payload = b
 	return r
 }

@@ -267,8 +267,9 @@ func (m *Mesh) send(ctx context.Context, t sdk.Target, h hop, method string, pay
 		}
 		return nil, nil, false, err
 	}
-	// What the reply says is copied or decoded before it goes back.
-	defer wire.RecycleReply(r)
+	// What the reply says is copied or decoded before it goes back, with its payload's array:
+	// the transport decoded it.
+	defer wire.RecycleInboundReply(r)
 	if r.Redirect != "" {
 		// Refused unrun, with the node that holds the object now.
 		node := sdk.NodeID(r.Redirect)

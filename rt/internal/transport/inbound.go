@@ -10,8 +10,9 @@ import (
 
 // inBatch is what a stream reads into: the envelopes of one batch, in envelopes reused from
 // batch to batch, so that reading a request or a reply allocates no envelope for it. The
-// requests and replies they hold are taken for every batch from those given back (wire.NewRequest,
-// wire.NewReply); once read, they are their calls', and a reset lets go of them.
+// requests and replies they hold are taken for every batch from those given back
+// (wire.NewInboundRequest, wire.NewInboundReply), and read into their payloads' arrays; once
+// read, they are their calls', and a reset lets go of them.
 type inBatch struct {
 	envs []*wire.Envelope // envs[:n] are the batch's
 	n    int
@@ -79,9 +80,9 @@ func (b *inBatch) decode(data []byte) error {
 		// Read into a message given back by an earlier call, rather than a new one.
 		switch first(v) {
 		case 1:
-			env.Request = wire.NewRequest()
+			env.Request = wire.NewInboundRequest()
 		case 2:
-			env.Reply = wire.NewReply()
+			env.Reply = wire.NewInboundReply()
 		}
 		if err := env.UnmarshalVT(v); err != nil {
 			return fmt.Errorf("transport: envelope %d of the batch: %w", i, err)

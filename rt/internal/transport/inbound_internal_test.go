@@ -218,15 +218,18 @@ func TestRecycledMessagesCarryNothingIntoTheNextBatch(t *testing.T) {
 }
 
 // TestReadingGivenBackMessagesAllocatesNone: a stream that reads batches of requests and
-// replies, whose calls give them back, reads them into those given back: a batch without
-// payloads or strings is read without an allocation per message.
+// replies, whose calls give them back, reads them into those given back, and their payloads
+// into the arrays of the payloads given back: a batch without strings is read without an
+// allocation per message.
 func TestReadingGivenBackMessagesAllocatesNone(t *testing.T) {
 	if proctest.RaceEnabled {
 		t.Skip("the race detector makes the pool drop what it is given at random")
 	}
 	var envs []*wire.Envelope
+	payload := make([]byte, 100)
 	for i := range 16 {
-		envs = append(envs, &wire.Envelope{Reply: &wire.Reply{CallId: uint64(i)}}, &wire.Envelope{Request: &wire.Request{CallId: uint64(i), Op: wire.Op_OP_CALL}})
+		envs = append(envs, &wire.Envelope{Reply: &wire.Reply{CallId: uint64(i), Payload: payload}},
+			&wire.Envelope{Request: &wire.Request{CallId: uint64(i), Op: wire.Op_OP_CALL, Payload: payload}})
 	}
 	data, err := proto.Marshal(&wire.Batch{Envelopes: envs})
 	require.NoError(t, err)
@@ -235,9 +238,9 @@ func TestReadingGivenBackMessagesAllocatesNone(t *testing.T) {
 		require.NoError(t, b.decode(data))
 		for _, env := range b.envelopes() {
 			if env.Reply != nil {
-				wire.RecycleReply(env.Reply)
+				wire.RecycleInboundReply(env.Reply)
 			} else {
-				wire.RecycleRequest(env.Request)
+				wire.RecycleInboundRequest(env.Request)
 			}
 		}
 		b.reset()

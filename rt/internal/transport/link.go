@@ -200,7 +200,7 @@ func (l *link) complete(r *wire.Reply) {
 		ch <- result{reply: r}
 		return
 	}
-	recycleReply(r) // its call gave up on it: no one else has it
+	wire.RecycleInboundReply(r) // its call gave up on it: no one else has it, nor its payload
 }
 
 // forget removes call id from pending and reports whether it was still there.

@@ -123,10 +123,11 @@ func (c Config) withDefaults() Config {
 type Handler interface {
 	// Handle runs req from peer from. It must answer it through reply exactly once, now or
 	// later from any goroutine; ctx ends when the caller cancels, its deadline passes or the
-	// stream closes. The reply is the transport's once passed: it reuses it after sending it,
-	// so the handler must not keep it (wire.NewReply makes one that may be reused already). req
-	// is the handler's: once nothing reads it, the handler may give it back to
-	// wire.RecycleRequest.
+	// stream closes. The reply and its payload are the transport's once passed: it reuses
+	// both after sending them, so the handler must not keep either, nor give a payload that
+	// anything else refers to (wire.NewReply makes a reply that may be reused already). req
+	// is the handler's, read from the stream into an array of its own: once nothing reads it or
+	// its payload, the handler may give it back to wire.RecycleInboundRequest.
 	Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, reply Replier)
 }
 
@@ -388,8 +389,8 @@ var ErrNotSent = errors.New("request not sent")
 // sdk.ErrMessageTooLarge before it is sent. A lost connection ends the call with
 // sdk.ErrOwnerUnavailable: the request may or may not have run, and it is not retried (C3).
 //
-// The reply is the caller's alone: once done with it, the caller may give it back to
-// wire.RecycleReply.
+// The reply is the caller's alone, and read from the stream into an array of its own: once
+// done with it and its payload, the caller may give it back to wire.RecycleInboundReply.
 func (t *Transport) Call(ctx context.Context, peer sdk.NodeID, req *wire.Request) (*wire.Reply, error) {
 	return t.call(ctx, peer, req, false)
 }

@@ -4,9 +4,14 @@ import "sync"
 
 // requests and replies hold messages given back once their last reader is done, so that a
 // busy stream reads its messages without an allocation each.
+// inboundRequests and inboundReplies hold the messages read from streams apart, with their
+// payloads' arrays; replies keeps the arrays of the replies sent. A request built to be sent
+// takes its payload from its caller, which may send it again elsewhere, so requests keeps none.
 var (
-	requests = sync.Pool{New: func() any { return new(Request) }}
-	replies  = sync.Pool{New: func() any { return new(Reply) }}
+	requests        = sync.Pool{New: func() any { return new(Request) }}
+	replies         = sync.Pool{New: func() any { return new(Reply) }}
+	inboundRequests = sync.Pool{New: func() any { return new(Request) }}
+	inboundReplies  = sync.Pool{New: func() any { return new(Reply) }}
 )
 
 // NewRequest returns an empty Request: one given back to RecycleRequest, or a new one.
@@ -22,12 +27,55 @@ func RecycleRequest(r *Request) {
 	requests.Put(r)
 }
 
-// NewReply returns an empty Reply: one given back to RecycleReply, or a new one.
+// NewInboundRequest returns an empty Request to read a request from a stream into: one given
+// back to RecycleInboundRequest, whose payload's array the request's payload is read into.
+func NewInboundRequest() *Request { return inboundRequests.Get().(*Request) }
+
+// RecycleInboundRequest empties r, which NewInboundRequest returned and a stream's request was
+// read into, and keeps it for NewInboundRequest with its payload's array, when that is at most
+// keptPayloadBytes. Whoever calls it must hold the only reference to r and to its payload that
+// anyone still reads or writes.
+func RecycleInboundRequest(r *Request) {
+	p := r.Payload
+	*r = Request{} // zeroed, as in RecycleRequest
+	r.Payload = kept(p)
+	inboundRequests.Put(r)
+}
+
+// NewReply returns an empty Reply: one given back to RecycleReply, or a new one. Its Payload,
+// empty, may hold the array of the payload of the reply given back, for the reply's payload to
+// be encoded into (proto.MarshalOptions.MarshalAppend).
 func NewReply() *Reply { return replies.Get().(*Reply) }
 
-// RecycleReply empties r and keeps it for NewReply. Whoever calls it must hold the only
-// reference to r that anyone still reads or writes: r may belong to another call at once.
+// RecycleReply empties r and keeps it for NewReply, with its payload's array when that is at
+// most keptPayloadBytes. Whoever calls it must hold the only reference to r and to its payload
+// that anyone still reads or writes: r may belong to another call at once.
 func RecycleReply(r *Reply) {
+	p := r.Payload
 	*r = Reply{} // zeroed, as in RecycleRequest
+	r.Payload = kept(p)
 	replies.Put(r)
+}
+
+// NewInboundReply is NewInboundRequest for a reply.
+func NewInboundReply() *Reply { return inboundReplies.Get().(*Reply) }
+
+// RecycleInboundReply is RecycleInboundRequest for a reply that NewInboundReply returned.
+func RecycleInboundReply(r *Reply) {
+	p := r.Payload
+	*r = Reply{} // zeroed, as in RecycleRequest
+	r.Payload = kept(p)
+	inboundReplies.Put(r)
+}
+
+// keptPayloadBytes is the largest payload array that a recycled message keeps: the arrays of
+// a burst of large messages go to the collector.
+const keptPayloadBytes = 1 << 10
+
+// kept is what a recycled message keeps of its payload p: an empty slice of its array, or nil.
+func kept(p []byte) []byte {
+	if cap(p) > keptPayloadBytes {
+		return nil
+	}
+	return p[:0]
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/zlink-go/zlink/internal/proctest"
 	"github.com/zlink-go/zlink/rt/internal/wire"
 )
 
@@ -26,5 +27,57 @@ func TestARecycledMessageComesBackEmpty(t *testing.T) {
 		r.CallId, r.Payload, r.Owner, r.Redirect, r.Refused, r.Generation, r.Held = 7, []byte("x"), "o", "n", true, 3, true
 		r.Error = &wire.Error{Message: "m"}
 		wire.RecycleReply(r)
+	}
+}
+
+// TestARecycledMessageKeepsItsPayloadsArray: a reply sent and given back, and a request or
+// reply read from a stream and given back, keep their payload's array for the next one to be
+// encoded or read into, up to 1 KiB; a request built to be sent keeps none, as its caller may
+// send its payload again elsewhere. Each comes back empty, from its own pool.
+func TestARecycledMessageKeepsItsPayloadsArray(t *testing.T) {
+	if proctest.RaceEnabled {
+		t.Skip("the race detector makes the pool drop what it is given at random")
+	}
+	small, large := make([]byte, 100), make([]byte, 1<<10+1)
+	for _, c := range []struct {
+		name      string
+		roundTrip func(payload []byte) (cap int, empty bool)
+		keeps     bool
+	}{
+		{"reply", func(p []byte) (int, bool) {
+			_ = wire.NewReply() // empties this processor's slot of the pool, for what is given next
+			wire.RecycleReply(&wire.Reply{CallId: 1, Payload: p})
+			r := wire.NewReply()
+			return cap(r.Payload), proto.Equal(&wire.Reply{}, r)
+		}, true},
+		{"inbound request", func(p []byte) (int, bool) {
+			_ = wire.NewInboundRequest() // empties this processor's slot of the pool, for what is given next
+			wire.RecycleInboundRequest(&wire.Request{CallId: 1, Method: "M", Payload: p})
+			r := wire.NewInboundRequest()
+			return cap(r.Payload), proto.Equal(&wire.Request{}, r)
+		}, true},
+		{"inbound reply", func(p []byte) (int, bool) {
+			_ = wire.NewInboundReply() // empties this processor's slot of the pool, for what is given next
+			wire.RecycleInboundReply(&wire.Reply{CallId: 1, Owner: "o", Payload: p})
+			r := wire.NewInboundReply()
+			return cap(r.Payload), proto.Equal(&wire.Reply{}, r)
+		}, true},
+		{"request", func(p []byte) (int, bool) {
+			_ = wire.NewRequest() // empties this processor's slot of the pool, for what is given next
+			wire.RecycleRequest(&wire.Request{CallId: 1, Payload: p})
+			r := wire.NewRequest()
+			return cap(r.Payload), proto.Equal(&wire.Request{}, r)
+		}, false},
+	} {
+		n, empty := c.roundTrip(small)
+		assert.True(t, empty, c.name)
+		if c.keeps {
+			assert.Equal(t, cap(small), n, "%s: a small payload's array is kept", c.name)
+		} else {
+			assert.Zero(t, n, "%s: no array is kept", c.name)
+		}
+		n, empty = c.roundTrip(large)
+		assert.True(t, empty, c.name)
+		assert.Zero(t, n, "%s: a payload's array over 1 KiB is not kept", c.name)
 	}
 }
