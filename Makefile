@@ -61,7 +61,7 @@ proto:
 	done
 	$(GO) build -o $(VTPROTO_BIN) github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto
 	cd rt/internal/wire && protoc --plugin=protoc-gen-go-vtproto=$(VTPROTO_BIN) \
-		--go-vtproto_out=. --go-vtproto_opt=paths=source_relative,features=marshal+unmarshal+size wire.proto
+		--go-vtproto_out=. --go-vtproto_opt=paths=source_relative,features=marshal+unmarshal+unmarshal_unsafe+size wire.proto
 
 ## bench: ZLink and Proto.Actor Go side by side on the same workloads (bench/peers, a module of
 ## its own): medians of 3 alternating runs each, one table, written to bench/RESULTS.md. Takes

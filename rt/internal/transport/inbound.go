@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -14,8 +15,9 @@ import (
 // (wire.NewInboundRequest, wire.NewInboundReply), and read into their payloads' arrays; once
 // read, they are their calls', and a reset lets go of them.
 type inBatch struct {
-	envs []*wire.Envelope // envs[:n] are the batch's
-	n    int
+	envs  []*wire.Envelope // envs[:n] are the batch's
+	n     int
+	names names
 }
 
 // keptInEnvelopes is the most envelopes an inBatch keeps for the next batch: a burst's larger
@@ -77,6 +79,19 @@ func (b *inBatch) decode(data []byte) error {
 		}
 		data = data[n:]
 		env := b.next()
+		if body, ok := onlyRequest(v); ok {
+			// As every request's envelope is: read without a copy of the names it repeats.
+			r, err := b.readRequest(body)
+			if err != nil {
+				return fmt.Errorf("transport: envelope %d of the batch: %w", i, err)
+			}
+			env.Request = r
+			if err := checkEnvelope(i, env); err != nil {
+				return err
+			}
+			i++
+			continue
+		}
 		// Read into a message given back by an earlier call, rather than a new one.
 		switch first(v) {
 		case 1:
@@ -97,6 +112,68 @@ func (b *inBatch) decode(data []byte) error {
 		i++
 	}
 	return nil
+}
+
+// onlyRequest returns the encoded request that the encoded envelope env holds, if env is that
+// request's field alone.
+func onlyRequest(env []byte) ([]byte, bool) {
+	num, typ, n := protowire.ConsumeTag(env)
+	if n < 0 || num != 1 || typ != protowire.BytesType {
+		return nil, false
+	}
+	body, m := protowire.ConsumeBytes(env[n:])
+	if m < 0 || n+m != len(env) {
+		return nil, false
+	}
+	return body, true
+}
+
+// readRequest reads the encoded request body into a request given back by an earlier call,
+// and its payload into that request's array. Its type, method and node names are the stream's
+// copies of names it read before (names); its other strings are copies of their own: nothing of
+// it refers to body, which gRPC reuses.
+func (b *inBatch) readRequest(body []byte) (*wire.Request, error) {
+	r := wire.NewInboundRequest()
+	payload := r.Payload
+	// Its strings and payload point into body until they are copied below.
+	if err := r.UnmarshalVTUnsafe(body); err != nil {
+		*r = wire.Request{}
+		return nil, err
+	}
+	r.Type, r.Method, r.Node = b.names.of(r.Type), b.names.of(r.Method), b.names.of(r.Node)
+	r.Id, r.Traceparent, r.Tracestate = strings.Clone(r.Id), strings.Clone(r.Traceparent), strings.Clone(r.Tracestate)
+	r.Payload = append(payload[:0], r.Payload...)
+	return r, nil
+}
+
+// names holds copies of the names that a stream's requests repeat, each its own key: a name
+// read again is not copied again. It keeps at most maxNames names of at most maxNameBytes each,
+// so that a peer that sends a new name with every request costs the node no more than a copy
+// of each.
+type names map[string]string
+
+// Bounds of a stream's names: far more than the types, methods and nodes of a mesh.
+const (
+	maxNames     = 256
+	maxNameBytes = 128
+)
+
+// of returns a copy of s that refers to no bytes of the caller's.
+func (n *names) of(s string) string {
+	if s == "" {
+		return ""
+	}
+	if kept, ok := (*n)[s]; ok {
+		return kept
+	}
+	kept := strings.Clone(s)
+	if len(kept) <= maxNameBytes && len(*n) < maxNames {
+		if *n == nil {
+			*n = make(names)
+		}
+		(*n)[kept] = kept
+	}
+	return kept
 }
 
 // first is the field that the encoded envelope env begins with, if it is a message (1: a

@@ -1,14 +1,18 @@
 package transport
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/zlink-go/zlink/internal/proctest"
 	"github.com/zlink-go/zlink/rt/internal/wire"
@@ -247,4 +251,74 @@ func TestReadingGivenBackMessagesAllocatesNone(t *testing.T) {
 	}
 	read()
 	assert.Less(t, testing.AllocsPerRun(100, read), 4.0, "a batch of %d messages", len(envs))
+}
+
+// TestARequestReadKeepsNothingOfTheBatchBytes: a request is read from the batch's bytes without
+// copying each name, yet once read nothing of it refers to those bytes, which gRPC reuses: every
+// field of a request, whatever fields it gains, reads the same after the bytes are overwritten.
+// Its names are the stream's copies, the same for every request that repeats them.
+func TestARequestReadKeepsNothingOfTheBatchBytes(t *testing.T) {
+	sent := &wire.Request{}
+	fields := sent.ProtoReflect().Descriptor().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		var v protoreflect.Value
+		switch fd.Kind() {
+		case protoreflect.StringKind:
+			v = protoreflect.ValueOfString(fmt.Sprintf("%s of the request", fd.Name()))
+		case protoreflect.BytesKind:
+			v = protoreflect.ValueOfBytes([]byte(fmt.Sprintf("%s of the request", fd.Name())))
+		case protoreflect.BoolKind:
+			v = protoreflect.ValueOfBool(true)
+		case protoreflect.EnumKind:
+			v = protoreflect.ValueOfEnum(1)
+		case protoreflect.Uint32Kind:
+			v = protoreflect.ValueOfUint32(uint32(fd.Number()))
+		case protoreflect.Uint64Kind:
+			v = protoreflect.ValueOfUint64(uint64(fd.Number()))
+		case protoreflect.Int64Kind:
+			v = protoreflect.ValueOfInt64(int64(fd.Number()))
+		default:
+			t.Fatalf("field %s of kind %v: give it a value here", fd.Name(), fd.Kind())
+		}
+		sent.ProtoReflect().Set(fd, v)
+	}
+	batch := &wire.Batch{Envelopes: []*wire.Envelope{{Request: sent}, {Request: sent}}}
+	var b inBatch
+	var read []*wire.Request
+	for range 2 {
+		data, err := proto.Marshal(batch)
+		require.NoError(t, err)
+		require.NoError(t, b.decode(data))
+		for i := range data {
+			data[i] = 0xA5
+		}
+		for _, env := range b.envelopes() {
+			require.NotNil(t, env.Request)
+			assert.True(t, proto.Equal(sent, env.Request), "read %v, sent %v", env.Request, sent)
+			read = append(read, env.Request)
+		}
+	}
+	for _, r := range read[1:] {
+		assert.Same(t, unsafe.StringData(read[0].Type), unsafe.StringData(r.Type), "a type read again is the stream's copy")
+		assert.Same(t, unsafe.StringData(read[0].Method), unsafe.StringData(r.Method), "a method read again is the stream's copy")
+		assert.Same(t, unsafe.StringData(read[0].Node), unsafe.StringData(r.Node), "a node read again is the stream's copy")
+	}
+}
+
+// TestAStreamKeepsBoundedNames: a peer that sends a new name with every request, or names of
+// any length, leaves the stream at most maxNames names of at most maxNameBytes each; every
+// request still reads as it was sent.
+func TestAStreamKeepsBoundedNames(t *testing.T) {
+	var b inBatch
+	long := strings.Repeat("n", maxNameBytes+1)
+	for i := range 2 * maxNames {
+		sent := &wire.Request{CallId: uint64(i), Type: fmt.Sprintf("type-%d", i), Method: long}
+		data, err := proto.Marshal(&wire.Batch{Envelopes: []*wire.Envelope{{Request: sent}}})
+		require.NoError(t, err)
+		require.NoError(t, b.decode(data))
+		require.True(t, proto.Equal(sent, b.envelopes()[0].Request))
+	}
+	assert.Len(t, b.names, maxNames)
+	assert.NotContains(t, b.names, long)
 }
