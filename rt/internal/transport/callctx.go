@@ -24,11 +24,13 @@ type callCtx struct {
 	// move it. Its wall clock reading is the caller's deadline.
 	expires time.Time
 
-	mu       sync.Mutex // serializes materialize and cancel
-	made     atomic.Pointer[madeCtx]
-	canceled atomic.Bool
-	// answered is set by the request's first reply; a later one is ignored.
-	answered atomic.Bool
+	mu   sync.Mutex // serializes materialize and cancel
+	made atomic.Pointer[madeCtx]
+	// flags holds callCanceled and callAnswered.
+	flags atomic.Uint32
+	// wallDeadline says the deadline came as a wall clock time alone (the caller's absolute
+	// deadline), which Deadline answers as it came.
+	wallDeadline bool
 
 	// charge is the request's Core HWM charge when the node has a meter, which Value answers
 	// for: the handler finds it without a value context around this one. Without a meter it is
@@ -40,6 +42,18 @@ type callCtx struct {
 	p  *peerStream
 	id uint64
 }
+
+// The flags of a callCtx.
+const (
+	callCanceled = 1 << iota // the caller gave up, or the call is done
+	callAnswered             // set by the request's first reply; a later one is ignored
+)
+
+// canceled reports whether cancel was called.
+func (c *callCtx) canceled() bool { return c.flags.Load()&callCanceled != 0 }
+
+// answer reports whether this is the request's first reply, which alone goes back.
+func (c *callCtx) answer() bool { return c.flags.Or(callAnswered)&callAnswered == 0 }
 
 // madeCtx is the context Done reads, once made.
 type madeCtx struct {
@@ -69,6 +83,8 @@ func (c *callCtx) start(stream context.Context, deadline, now time.Time) {
 	c.stream = stream
 	if !deadline.IsZero() {
 		c.expires = now.Add(deadline.Sub(now))
+		// Round(0) takes a monotonic reading away: the same time when there was none.
+		c.wallDeadline = deadline.Round(0) == deadline
 	}
 }
 
@@ -76,9 +92,14 @@ func (c *callCtx) start(stream context.Context, deadline, now time.Time) {
 // back.
 func (c *callCtx) Reply(r *wire.Reply) { c.p.replyTo(c, r) }
 
-// Deadline implements context.Context: the caller's deadline, which is expires on the wall
-// clock; compared with another time, it compares as the caller's deadline does.
-func (c *callCtx) Deadline() (time.Time, bool) { return c.expires.Round(0), !c.expires.IsZero() }
+// Deadline implements context.Context: the caller's deadline as it came, a wall clock time
+// alone or expires itself.
+func (c *callCtx) Deadline() (time.Time, bool) {
+	if c.wallDeadline {
+		return c.expires.Round(0), true
+	}
+	return c.expires, !c.expires.IsZero()
+}
 
 // Done implements context.Context.
 func (c *callCtx) Done() <-chan struct{} { return c.materialize().Done() }
@@ -101,7 +122,7 @@ func (c *callCtx) materialize() context.Context {
 		// the wall clock did meanwhile.
 		m.ctx, m.stop = context.WithDeadline(c.stream, c.expires)
 	}
-	if c.canceled.Load() {
+	if c.canceled() {
 		m.stop()
 	}
 	c.made.Store(m)
@@ -113,7 +134,7 @@ func (c *callCtx) Err() error {
 	if m := c.made.Load(); m != nil {
 		return m.ctx.Err()
 	}
-	if c.canceled.Load() {
+	if c.canceled() {
 		return context.Canceled
 	}
 	if err := c.stream.Err(); err != nil {
@@ -141,7 +162,7 @@ func (c *callCtx) Value(key any) any {
 // cancel ends the context: the caller gave up, or the call is done.
 func (c *callCtx) cancel() {
 	c.mu.Lock()
-	c.canceled.Store(true)
+	c.flags.Or(callCanceled)
 	m := c.made.Load()
 	c.mu.Unlock()
 	if m != nil {

@@ -114,3 +114,19 @@ func started(stream context.Context, deadline, now time.Time) *callCtx {
 type releaser struct{ released []int64 }
 
 func (r *releaser) ReleaseCharge(n int64) { r.released = append(r.released, n) }
+
+// A request's context answers the caller's deadline as it came: the timeout's, from this
+// process's clock with its monotonic reading, so that a call it makes measures what is left
+// on that clock; or the caller's absolute deadline, a wall clock time alone.
+func TestCallCtxDeadlineIsTheCallersAsItCame(t *testing.T) {
+	now := time.Now()
+	byTimeout := now.Add(time.Second)
+	dl, ok := started(context.Background(), byTimeout, now).Deadline()
+	require.True(t, ok)
+	assert.Equal(t, byTimeout, dl, "with its monotonic reading")
+
+	absolute := time.Unix(0, now.Add(time.Second).UnixNano())
+	dl, ok = started(context.Background(), absolute, now).Deadline()
+	require.True(t, ok)
+	assert.Equal(t, absolute, dl, "a wall clock time alone")
+}

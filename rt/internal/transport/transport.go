@@ -761,7 +761,7 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, call *call
 
 // replyTo answers the request whose context is call with r: the first reply only.
 func (p *peerStream) replyTo(call *callCtx, r *wire.Reply) {
-	if !call.answered.CompareAndSwap(false, true) {
+	if !call.answer() {
 		return
 	}
 	id := call.id

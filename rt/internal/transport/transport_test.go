@@ -89,7 +89,7 @@ func TestCallOnceLetsGoOfItsRequest(t *testing.T) {
 		r, err := a.CallOnce(cctx, "b", req)
 		require.NoError(t, err)
 		assert.Equal(t, fmt.Sprint(i), string(r.Payload))
-		wire.RecycleReply(r)
+		wire.RecycleInboundReply(r)
 	}
 }
 

@@ -46,19 +46,22 @@ func TestARecycledMessageKeepsItsPayloadsArray(t *testing.T) {
 	}{
 		{"reply", func(p []byte) (int, bool) {
 			_ = wire.NewReply() // empties this processor's slot of the pool, for what is given next
-			wire.RecycleReply(&wire.Reply{CallId: 1, Payload: p})
+			wire.RecycleReply(&wire.Reply{CallId: 1, Payload: p, Owner: "o", Redirect: "n", Refused: true, Generation: 3, Held: true,
+				Error: &wire.Error{Message: "m"}})
 			r := wire.NewReply()
 			return cap(r.Payload), proto.Equal(&wire.Reply{}, r)
 		}, true},
 		{"inbound request", func(p []byte) (int, bool) {
 			_ = wire.NewInboundRequest() // empties this processor's slot of the pool, for what is given next
-			wire.RecycleInboundRequest(&wire.Request{CallId: 1, Method: "M", Payload: p})
+			wire.RecycleInboundRequest(&wire.Request{CallId: 1, Op: wire.Op_OP_SEND, Kind: 2, Type: "T", Id: "i", Node: "n", Intent: true,
+				Method: "M", Payload: p, TimeoutNanos: 5, DeadlineUnixNanos: 6, Traceparent: "tp", Tracestate: "ts", Follow: true, Generation: 7})
 			r := wire.NewInboundRequest()
 			return cap(r.Payload), proto.Equal(&wire.Request{}, r)
 		}, true},
 		{"inbound reply", func(p []byte) (int, bool) {
 			_ = wire.NewInboundReply() // empties this processor's slot of the pool, for what is given next
-			wire.RecycleInboundReply(&wire.Reply{CallId: 1, Owner: "o", Payload: p})
+			wire.RecycleInboundReply(&wire.Reply{CallId: 1, Payload: p, Owner: "o", Redirect: "n", Refused: true, Generation: 3, Held: true,
+				Error: &wire.Error{Message: "m"}})
 			r := wire.NewInboundReply()
 			return cap(r.Payload), proto.Equal(&wire.Reply{}, r)
 		}, true},
