@@ -2,6 +2,7 @@ package rt_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -288,10 +289,15 @@ func TestC1_PausedOwnerRunsNothingAfterTheNewOwnersFirstTurn(t *testing.T) {
 		}, 60*time.Second, 20*time.Millisecond, "Spot %d: %v", i, err)
 	}
 	owner.Resume()
-	// The old owner notices its lease is gone and registers again.
+	// The old owner notices its lease is gone and registers again; until its new lease is
+	// granted it refuses to create anything, and its connection may still be up meanwhile.
 	waitPeers(t, caller, "old-owner")
-	_, err := caller.Call(ctx, sdk.InstanceIntent(rttest.WorkerType, "fresh").WithDesc(&rttest.WorkerDesc), rttest.WorkerPing,
-		wrapperspb.String("x"), sdk.OnNode("old-owner"))
+	var err error
+	require.Eventually(t, func() bool {
+		_, err = caller.Call(ctx, sdk.InstanceIntent(rttest.WorkerType, "fresh").WithDesc(&rttest.WorkerDesc), rttest.WorkerPing,
+			wrapperspb.String("x"), sdk.OnNode("old-owner"))
+		return !errors.Is(err, sdk.ErrNotServing)
+	}, 30*time.Second, 20*time.Millisecond)
 	require.NoError(t, err, "the resumed node owns objects again")
 
 	oldTurns, err := rttest.ReadJournal(journalOf("old-owner"))
