@@ -47,17 +47,7 @@ func BenchmarkCall(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = h.Close() })
 	ctx := context.Background()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		_, err := h.Call(ctx, openLedger("far"), rttest.LedgerRecord, wrapperspb.String("warm"), sdk.OnNode("remote"))
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	warmLedger(b, h, "far", "remote")
 	if _, err := h.Call(ctx, openLedger("near"), rttest.LedgerRecord, wrapperspb.String("warm"), sdk.OnNode("caller")); err != nil {
 		b.Fatal(err)
 	}
@@ -94,6 +84,23 @@ func BenchmarkCall(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// warmLedger activates the Ledger id on node through h, trying for a minute while node joins
+// the mesh.
+func warmLedger(b *testing.B, h *rt.Host, id string, node sdk.NodeID) {
+	b.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := h.Call(context.Background(), openLedger(id), rttest.LedgerRecord, wrapperspb.String("warm"), sdk.OnNode(node))
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -173,17 +180,7 @@ func BenchmarkRemoteCallBothSides(b *testing.B) {
 	benchHostOn(b, eps, 0, withLedger("serving"))
 	h := benchHostOn(b, eps, 0, withLedger("calling"))
 	ctx := context.Background()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		_, err := h.Call(ctx, openLedger("far"), rttest.LedgerRecord, wrapperspb.String("warm"), sdk.OnNode("serving"))
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	warmLedger(b, h, "far", "serving")
 	msg, target := wrapperspb.String("a message of some thirty-two bytes"), ledger("far")
 	b.ReportAllocs()
 	rttest.RunCallers(b, 64, func(int64) error {

@@ -79,27 +79,7 @@ func (b *inBatch) decode(data []byte) error {
 		}
 		data = data[n:]
 		env := b.next()
-		if body, ok := onlyRequest(v); ok {
-			// As every request's envelope is: read without a copy of the names it repeats.
-			r, err := b.readRequest(body)
-			if err != nil {
-				return fmt.Errorf("transport: envelope %d of the batch: %w", i, err)
-			}
-			env.Request = r
-			if err := checkEnvelope(i, env); err != nil {
-				return err
-			}
-			i++
-			continue
-		}
-		// Read into a message given back by an earlier call, rather than a new one.
-		switch first(v) {
-		case 1:
-			env.Request = wire.NewInboundRequest()
-		case 2:
-			env.Reply = wire.NewInboundReply()
-		}
-		if err := env.UnmarshalVT(v); err != nil {
+		if err := b.readEnvelope(env, v); err != nil {
 			return fmt.Errorf("transport: envelope %d of the batch: %w", i, err)
 		}
 		if err := checkEnvelope(i, env); err != nil {
@@ -112,6 +92,24 @@ func (b *inBatch) decode(data []byte) error {
 		i++
 	}
 	return nil
+}
+
+// readEnvelope reads the encoded envelope v into env, empty, and its message into one given
+// back by an earlier call, rather than a new one.
+func (b *inBatch) readEnvelope(env *wire.Envelope, v []byte) error {
+	if body, ok := onlyRequest(v); ok {
+		// As every request's envelope is: read without a copy of the names it repeats.
+		r, err := b.readRequest(body)
+		env.Request = r
+		return err
+	}
+	switch first(v) {
+	case 1:
+		env.Request = wire.NewInboundRequest()
+	case 2:
+		env.Reply = wire.NewInboundReply()
+	}
+	return env.UnmarshalVT(v)
 }
 
 // onlyRequest returns the encoded request that the encoded envelope env holds, if env is that

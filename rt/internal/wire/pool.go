@@ -3,10 +3,10 @@ package wire
 import "sync"
 
 // requests and replies hold messages given back once their last reader is done, so that a
-// busy stream reads its messages without an allocation each.
-// inboundRequests and inboundReplies hold the messages read from streams apart, with their
-// payloads' arrays; replies keeps the arrays of the replies sent. A request built to be sent
-// takes its payload from its caller, which may send it again elsewhere, so requests keeps none.
+// busy stream reads its messages without an allocation each. inboundRequests and
+// inboundReplies hold the messages read from streams apart, with their payloads' arrays;
+// replies keeps the arrays of the replies sent. A request built to be sent takes its payload
+// from its caller, which may send it again elsewhere, so requests keeps none.
 var (
 	requests        = sync.Pool{New: func() any { return new(Request) }}
 	replies         = sync.Pool{New: func() any { return new(Reply) }}
@@ -42,6 +42,14 @@ func RecycleInboundRequest(r *Request) {
 	inboundRequests.Put(r)
 }
 
+// emptied empties r but for its payload's array, if it keeps it (kept), and returns it.
+func emptied(r *Reply) *Reply {
+	p := r.Payload
+	*r = Reply{} // zeroed, as in RecycleRequest
+	r.Payload = kept(p)
+	return r
+}
+
 // NewReply returns an empty Reply: one given back to RecycleReply, or a new one. Its Payload,
 // empty, may hold the array of the payload of the reply given back, for the reply's payload to
 // be encoded into (proto.MarshalOptions.MarshalAppend).
@@ -50,23 +58,13 @@ func NewReply() *Reply { return replies.Get().(*Reply) }
 // RecycleReply empties r and keeps it for NewReply, with its payload's array when that is at
 // most keptPayloadBytes. Whoever calls it must hold the only reference to r and to its payload
 // that anyone still reads or writes: r may belong to another call at once.
-func RecycleReply(r *Reply) {
-	p := r.Payload
-	*r = Reply{} // zeroed, as in RecycleRequest
-	r.Payload = kept(p)
-	replies.Put(r)
-}
+func RecycleReply(r *Reply) { replies.Put(emptied(r)) }
 
 // NewInboundReply is NewInboundRequest for a reply.
 func NewInboundReply() *Reply { return inboundReplies.Get().(*Reply) }
 
 // RecycleInboundReply is RecycleInboundRequest for a reply that NewInboundReply returned.
-func RecycleInboundReply(r *Reply) {
-	p := r.Payload
-	*r = Reply{} // zeroed, as in RecycleRequest
-	r.Payload = kept(p)
-	inboundReplies.Put(r)
-}
+func RecycleInboundReply(r *Reply) { inboundReplies.Put(emptied(r)) }
 
 // keptPayloadBytes is the largest payload array that a recycled message keeps: the arrays of
 // a burst of large messages go to the collector.

@@ -38,40 +38,28 @@ func TestARecycledMessageKeepsItsPayloadsArray(t *testing.T) {
 	if proctest.RaceEnabled {
 		t.Skip("the race detector makes the pool drop what it is given at random")
 	}
-	small, large := make([]byte, 100), make([]byte, 1<<10+1)
+	request := func(p []byte) *wire.Request {
+		return &wire.Request{CallId: 1, Op: wire.Op_OP_SEND, Kind: 2, Type: "T", Id: "i", Node: "n", Intent: true, Method: "M",
+			Payload: p, TimeoutNanos: 5, DeadlineUnixNanos: 6, Traceparent: "tp", Tracestate: "ts", Follow: true, Generation: 7}
+	}
+	reply := func(p []byte) *wire.Reply {
+		return &wire.Reply{CallId: 1, Payload: p, Owner: "o", Redirect: "n", Refused: true, Generation: 3, Held: true, Error: &wire.Error{Message: "m"}}
+	}
 	for _, c := range []struct {
 		name      string
 		roundTrip func(payload []byte) (cap int, empty bool)
 		keeps     bool
 	}{
-		{"reply", func(p []byte) (int, bool) {
-			_ = wire.NewReply() // empties this processor's slot of the pool, for what is given next
-			wire.RecycleReply(&wire.Reply{CallId: 1, Payload: p, Owner: "o", Redirect: "n", Refused: true, Generation: 3, Held: true,
-				Error: &wire.Error{Message: "m"}})
-			r := wire.NewReply()
-			return cap(r.Payload), proto.Equal(&wire.Reply{}, r)
-		}, true},
+		{"reply", func(p []byte) (int, bool) { return giveAndTake(wire.RecycleReply, wire.NewReply, reply(p)) }, true},
 		{"inbound request", func(p []byte) (int, bool) {
-			_ = wire.NewInboundRequest() // empties this processor's slot of the pool, for what is given next
-			wire.RecycleInboundRequest(&wire.Request{CallId: 1, Op: wire.Op_OP_SEND, Kind: 2, Type: "T", Id: "i", Node: "n", Intent: true,
-				Method: "M", Payload: p, TimeoutNanos: 5, DeadlineUnixNanos: 6, Traceparent: "tp", Tracestate: "ts", Follow: true, Generation: 7})
-			r := wire.NewInboundRequest()
-			return cap(r.Payload), proto.Equal(&wire.Request{}, r)
+			return giveAndTake(wire.RecycleInboundRequest, wire.NewInboundRequest, request(p))
 		}, true},
 		{"inbound reply", func(p []byte) (int, bool) {
-			_ = wire.NewInboundReply() // empties this processor's slot of the pool, for what is given next
-			wire.RecycleInboundReply(&wire.Reply{CallId: 1, Payload: p, Owner: "o", Redirect: "n", Refused: true, Generation: 3, Held: true,
-				Error: &wire.Error{Message: "m"}})
-			r := wire.NewInboundReply()
-			return cap(r.Payload), proto.Equal(&wire.Reply{}, r)
+			return giveAndTake(wire.RecycleInboundReply, wire.NewInboundReply, reply(p))
 		}, true},
-		{"request", func(p []byte) (int, bool) {
-			_ = wire.NewRequest() // empties this processor's slot of the pool, for what is given next
-			wire.RecycleRequest(&wire.Request{CallId: 1, Payload: p})
-			r := wire.NewRequest()
-			return cap(r.Payload), proto.Equal(&wire.Request{}, r)
-		}, false},
+		{"request", func(p []byte) (int, bool) { return giveAndTake(wire.RecycleRequest, wire.NewRequest, request(p)) }, false},
 	} {
+		small, large := make([]byte, 100), make([]byte, 1<<10+1)
 		n, empty := c.roundTrip(small)
 		assert.True(t, empty, c.name)
 		if c.keeps {
@@ -83,4 +71,16 @@ func TestARecycledMessageKeepsItsPayloadsArray(t *testing.T) {
 		assert.True(t, empty, c.name)
 		assert.Zero(t, n, "%s: a payload's array over 1 KiB is not kept", c.name)
 	}
+}
+
+// giveAndTake gives m back to a pool and takes the message the pool then gives: the capacity
+// of its payload, and whether it is empty.
+func giveAndTake[M interface {
+	proto.Message
+	GetPayload() []byte
+}](give func(M), take func() M, m M) (int, bool) {
+	_ = take() // empties this processor's slot of the pool, for what is given next
+	give(m)
+	r := take()
+	return cap(r.GetPayload()), proto.Size(r) == 0
 }
