@@ -335,9 +335,10 @@ func (m *Mesh) messageReply(out proto.Message, err error) *wire.Reply {
 	if out == nil || !out.ProtoReflect().IsValid() {
 		return wire.NewReply()
 	}
-	// Encoded into the array of a reply sent before, which the transport gave back.
+	// Encoded into the array of a reply sent before, which the transport gave back, when it
+	// fits; the size taken here is the one the encoding then uses.
 	r := wire.NewReply()
-	b, err := proto.MarshalOptions{}.MarshalAppend(r.Payload[:0], out)
+	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(wire.PayloadArray(r.Payload, proto.Size(out)), out)
 	if err != nil {
 		return &wire.Reply{Error: wire.EncodeError(fmt.Errorf("%w: cannot encode the reply: %v", sdk.ErrInvalidArgument, err))}
 	}

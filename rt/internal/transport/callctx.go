@@ -78,13 +78,13 @@ func (c *callCtx) heldCharge() *capacity.Charge {
 }
 
 // start begins the context of a request whose caller's deadline is deadline (zero: none), read
-// at now, a reading of this process's clock.
-func (c *callCtx) start(stream context.Context, deadline, now time.Time) {
+// at now, a reading of this process's clock; wall says deadline is the caller's absolute
+// deadline, a wall clock time alone.
+func (c *callCtx) start(stream context.Context, deadline time.Time, wall bool, now time.Time) {
 	c.stream = stream
 	if !deadline.IsZero() {
 		c.expires = now.Add(deadline.Sub(now))
-		// Round(0) takes a monotonic reading away: the same time when there was none.
-		c.wallDeadline = deadline.Round(0) == deadline
+		c.wallDeadline = wall
 	}
 }
 

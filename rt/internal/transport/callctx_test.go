@@ -80,7 +80,7 @@ func TestCallCtxCarriesTheCharge(t *testing.T) {
 	defer stop()
 	var back releaser
 	c := charged(100, &back)
-	c.start(stream, time.Time{}, time.Time{})
+	c.start(stream, time.Time{}, false, time.Time{})
 	defer c.cancel()
 	charge := capacity.ChargeOf(c)
 	require.NotNil(t, charge)
@@ -103,10 +103,11 @@ func TestCallCtxCarriesTheCharge(t *testing.T) {
 	assert.Equal(t, []int64{100}, back.released, "the charge goes back once, to its releaser")
 }
 
-// started returns a started request context without a charge.
+// started returns a started request context without a charge, whose deadline is its caller's
+// timeout.
 func started(stream context.Context, deadline, now time.Time) *callCtx {
 	c := &callCtx{}
-	c.start(stream, deadline, now)
+	c.start(stream, deadline, false, now)
 	return c
 }
 
@@ -126,7 +127,9 @@ func TestCallCtxDeadlineIsTheCallersAsItCame(t *testing.T) {
 	assert.Equal(t, byTimeout, dl, "with its monotonic reading")
 
 	absolute := time.Unix(0, now.Add(time.Second).UnixNano())
-	dl, ok = started(context.Background(), absolute, now).Deadline()
+	c := &callCtx{}
+	c.start(context.Background(), absolute, true, now)
+	dl, ok = c.Deadline()
 	require.True(t, ok)
 	assert.Equal(t, absolute, dl, "a wall clock time alone")
 }

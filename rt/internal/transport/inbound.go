@@ -140,7 +140,7 @@ func (b *inBatch) readRequest(body []byte) (*wire.Request, error) {
 	}
 	r.Type, r.Method, r.Node = b.names.of(r.Type), b.names.of(r.Method), b.names.of(r.Node)
 	r.Id, r.Traceparent, r.Tracestate = strings.Clone(r.Id), strings.Clone(r.Traceparent), strings.Clone(r.Tracestate)
-	r.Payload = append(payload[:0], r.Payload...)
+	r.Payload = append(wire.PayloadArray(payload, len(r.Payload)), r.Payload...)
 	return r, nil
 }
 

@@ -729,6 +729,7 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, call *call
 		return
 	}
 	var dl, now time.Time
+	wall := false // dl is the caller's absolute deadline
 	if req.TimeoutNanos > 0 || req.DeadlineUnixNanos > 0 {
 		// The earlier of the caller's absolute deadline and the timeout from now: the timeout
 		// alone would start again for a request that waited in a sender or a TCP buffer.
@@ -738,7 +739,7 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, call *call
 		}
 		if req.DeadlineUnixNanos > 0 {
 			if abs := time.Unix(0, req.DeadlineUnixNanos); dl.IsZero() || abs.Before(dl) {
-				dl = abs
+				dl, wall = abs, true
 			}
 		}
 		if !dl.After(now) {
@@ -749,13 +750,13 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, call *call
 			return
 		}
 	}
-	call.start(ctx, dl, now)
+	call.p, call.id = p, id
+	call.start(ctx, dl, wall, now)
 	if !p.add(id, call) {
 		p.answer(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: call ID %d from %s is still in flight",
 			sdk.ErrInvalidArgument, id, p.from))}, charge)
 		return
 	}
-	call.p, call.id = p, id
 	t.handler.Handle(call, p.from, req, call)
 }
 

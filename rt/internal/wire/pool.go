@@ -66,6 +66,17 @@ func NewInboundReply() *Reply { return inboundReplies.Get().(*Reply) }
 // RecycleInboundReply is RecycleInboundRequest for a reply that NewInboundReply returned.
 func RecycleInboundReply(r *Reply) { inboundReplies.Put(emptied(r)) }
 
+// PayloadArray returns an empty slice to encode or read a payload of n bytes into: of kept, the
+// array a recycled message kept, when it holds n bytes and at most twice as many, else of a new
+// array of n bytes. A payload so holds at most twice the bytes that its message is charged and
+// queued for, whatever arrays the pool holds.
+func PayloadArray(kept []byte, n int) []byte {
+	if c := cap(kept); c >= n && c <= 2*n {
+		return kept[:0]
+	}
+	return make([]byte, 0, n)
+}
+
 // keptPayloadBytes is the largest payload array that a recycled message keeps: the arrays of
 // a burst of large messages go to the collector.
 const keptPayloadBytes = 1 << 10

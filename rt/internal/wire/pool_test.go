@@ -84,3 +84,22 @@ func giveAndTake[M interface {
 	r := take()
 	return cap(r.GetPayload()), proto.Size(r) == 0
 }
+
+// TestAPayloadHoldsAtMostTwiceItsBytes: a payload is encoded or read into the array a recycled
+// message kept only when that array holds it and at most twice its bytes, so that a small
+// payload does not hold a large array that its message is not charged for.
+func TestAPayloadHoldsAtMostTwiceItsBytes(t *testing.T) {
+	kept := make([]byte, 7, 100)
+	for _, c := range []struct {
+		n     int
+		reuse bool
+	}{{100, true}, {50, true}, {60, true}, {49, false}, {1, false}, {101, false}, {0, false}} {
+		b := wire.PayloadArray(kept, c.n)
+		assert.Zero(t, len(b), "n=%d", c.n)
+		if c.reuse {
+			assert.Same(t, &kept[:1][0], &b[:1][0], "n=%d: the kept array", c.n)
+		} else {
+			assert.Equal(t, c.n, cap(b), "n=%d: a new array of n bytes", c.n)
+		}
+	}
+}
