@@ -274,7 +274,10 @@ func (s *Etcd) spawnOnce(ctx context.Context, key ActorKey, host Host, attempt u
 	if resp.Succeeded {
 		return spawned{loc: locationAt(key, stored, resp.Revision, resp.Revision)}, nil
 	}
-	kvs := resp.Responses[0].GetResponseRange().Kvs
+	kvs, err := resp.read()
+	if err != nil {
+		return spawned{}, err
+	}
 	if len(kvs) == 0 {
 		return spawned{}, fmt.Errorf("the owner fence of %s failed: %w", host.HostRef, ErrFenced)
 	}

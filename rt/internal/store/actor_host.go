@@ -46,8 +46,16 @@ func fenceReads(fence []*pb.Compare) []*pb.RequestOp {
 	return ops
 }
 
-// fenceHolds evaluates fence, a list of single-key compares, on the reads of fenceReads.
-func fenceHolds(fence []*pb.Compare, reads []*pb.ResponseOp) bool {
+// fenceHolds evaluates fence, a list of single-key compares, on the reads of fenceReads: the
+// results of res, a write that failed.
+func fenceHolds(fence []*pb.Compare, res txnResult) (bool, error) {
+	reads, err := res.Responses()
+	if err != nil {
+		return false, err
+	}
+	if len(reads) < len(fence) {
+		return false, malformed(fmt.Errorf("it has %d reads for %d compares", len(reads), len(fence)))
+	}
 	for i, c := range fence {
 		kv := &mvccpb.KeyValue{} // a missing key compares as zero
 		if kvs := reads[i].GetResponseRange().GetKvs(); len(kvs) > 0 {
@@ -64,7 +72,7 @@ func fenceHolds(fence []*pb.Compare, reads []*pb.ResponseOp) bool {
 		case pb.Compare_VERSION:
 			have, want = kv.Version, c.GetVersion()
 		default:
-			return false
+			return false, nil
 		}
 		var ok bool
 		switch c.Result {
@@ -78,10 +86,10 @@ func fenceHolds(fence []*pb.Compare, reads []*pb.ResponseOp) bool {
 			ok = have < want
 		}
 		if !ok {
-			return false
+			return false, nil
 		}
 	}
-	return true
+	return true, nil
 }
 
 // writeAlone sends one transaction apart from the group commit: one too wide to nest in a
@@ -90,11 +98,11 @@ func (s *Etcd) writeAlone(ctx context.Context, txn *pb.TxnRequest) (txnResult, e
 	if err := ctx.Err(); err != nil {
 		return txnResult{}, notSent{err}
 	}
-	resp, err := s.kv.txn(ctx, txn)
+	reply, err := s.kv.txn(ctx, txn)
 	if err != nil {
 		return txnResult{}, err
 	}
-	return txnResult{Succeeded: resp.Succeeded, Responses: resp.Responses, Revision: resp.Header.Revision}, nil
+	return reply.result(), nil
 }
 
 // deleteHostRecord deletes the Spot record at key, rec, fenced by fence, with every Actor of
@@ -109,8 +117,9 @@ func (s *Etcd) deleteHostRecord(ctx context.Context, key SpotKey, rec Record, fe
 		return false, err
 	case resp.Succeeded:
 		return true, nil
-	case !fenceHolds(fence, resp.Responses):
-		return false, nil
+	}
+	if holds, err := fenceHolds(fence, resp); err != nil || !holds {
+		return false, err
 	}
 	// The fence holds, so the host has Actors.
 	return s.removeMembers(ctx, host, fence, opDelete(spotKey))
@@ -156,8 +165,10 @@ func (s *Etcd) removeMembers(ctx context.Context, host HostRef, fence []*pb.Comp
 			return false, err
 		case tresp.Succeeded && final:
 			return true, nil
-		case !tresp.Succeeded && !fenceHolds(fence, tresp.Responses):
-			return false, nil
+		case !tresp.Succeeded:
+			if holds, err := fenceHolds(fence, tresp); err != nil || !holds {
+				return false, err
+			}
 		}
 		// A chunk is done, or an Actor left meanwhile: read the index again.
 	}

@@ -12,14 +12,6 @@ import (
 // ErrStoreClosed is returned for a write submitted after Close.
 var ErrStoreClosed = errors.New("store: closed")
 
-// txnResult is the outcome of one (possibly nested) transaction.
-type txnResult struct {
-	Succeeded bool
-	Responses []*pb.ResponseOp
-	// Revision is the store revision after the transaction: the ModRevision of its writes.
-	Revision int64
-}
-
 // txnReq is one write waiting for the group commit.
 type txnReq struct {
 	ctx  context.Context
@@ -149,11 +141,11 @@ func (b *batcher) sendOne(ctx context.Context, txn *pb.TxnRequest) (txnResult, e
 		ctx, cancel = context.WithTimeout(ctx, b.timeout)
 		defer cancel()
 	}
-	resp, err := b.kv.txn(ctx, txn)
+	reply, err := b.kv.txn(ctx, txn)
 	if err != nil {
 		return txnResult{}, err
 	}
-	return txnResult{Succeeded: resp.Succeeded, Responses: resp.Responses, Revision: resp.Header.Revision}, nil
+	return reply.result(), nil
 }
 
 // lingerMax is the longest a write waits for others to share a transaction while one is in
@@ -286,14 +278,19 @@ func (b *batcher) send(batch []*txnReq) {
 	for i, r := range batch {
 		ops[i] = opTxn(r.txn)
 	}
-	resp, err := b.kv.txn(ctx, &pb.TxnRequest{Success: ops})
-	for i, r := range batch {
-		switch {
-		case err != nil:
-			r.err = err
-		default:
-			sub := resp.Responses[i].GetResponseTxn()
-			r.res = txnResult{Succeeded: sub.GetSucceeded(), Responses: sub.GetResponses(), Revision: resp.Header.Revision}
+	reply, err := b.kv.txn(ctx, &pb.TxnRequest{Success: ops})
+	if err == nil {
+		if err = reply.eachNested(func(i int, res txnResult) {
+			if i < len(batch) {
+				batch[i].res = res
+			}
+		}); err != nil {
+			err = malformed(err)
+		}
+	}
+	for _, r := range batch {
+		if err != nil {
+			r.res, r.err = txnResult{}, err
 		}
 		close(r.done)
 	}

@@ -105,11 +105,11 @@ func (s *Etcd) writeTxn(ctx context.Context, key string, txn *pb.TxnRequest) (tx
 	if s.batch != nil {
 		return s.batch.do(ctx, key, txn)
 	}
-	resp, err := s.kv.txn(ctx, txn)
+	reply, err := s.kv.txn(ctx, txn)
 	if err != nil {
 		return txnResult{}, err
 	}
-	return txnResult{Succeeded: resp.Succeeded, Responses: resp.Responses, Revision: resp.Header.Revision}, nil
+	return reply.result(), nil
 }
 
 // Mesh returns the mesh name whose keys the store reads and writes.
@@ -214,7 +214,10 @@ func (s *Etcd) reserveOnce(ctx context.Context, key SpotKey, kind sdk.SpotKind, 
 			Key: key, Kind: kind, Owner: owner, Attempt: attempt, Revision: rev, Incarnation: rev,
 		}}, nil
 	}
-	kvs := resp.Responses[0].GetResponseRange().Kvs
+	kvs, err := resp.read()
+	if err != nil {
+		return ReserveResult{}, err
+	}
 	if len(kvs) == 0 {
 		return ReserveResult{}, fmt.Errorf("owner lease of %s has ended: %w", owner.Node, ErrFenced)
 	}

@@ -121,7 +121,7 @@ func (f *faults) sent() int {
 	return n
 }
 
-func (f *faults) txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
+func (f *faults) txn(ctx context.Context, req *pb.TxnRequest) (*txnReply, error) {
 	f.mu.Lock()
 	st := step{fault: f.always}
 	if len(f.plan) > 0 {
@@ -129,7 +129,7 @@ func (f *faults) txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, 
 	}
 	f.calls++
 	f.mu.Unlock()
-	var resp *pb.TxnResponse
+	var resp *txnReply
 	var err error
 	switch st.fault {
 	case loseAnswer:
@@ -170,7 +170,7 @@ func newStall(next txnSender) *stall {
 	return &stall{next: next, open: make(chan struct{}), given: make(chan struct{}, 1024)}
 }
 
-func (s *stall) txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
+func (s *stall) txn(ctx context.Context, req *pb.TxnRequest) (*txnReply, error) {
 	dl, _ := ctx.Deadline()
 	writes := 1
 	if len(req.Compare) == 0 && len(req.Success) > 0 && req.Success[0].GetRequestTxn() != nil {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // Record writes are built as etcd's wire messages directly. clientv3's Compare clones every
@@ -125,69 +126,82 @@ var txnCallOptions = []grpc.CallOption{
 // that internal tests can lose a transaction's answer, or fail it without sending it, and prove
 // that the store settles what it cannot know.
 type txnSender interface {
-	txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error)
+	txn(ctx context.Context, req *pb.TxnRequest) (*txnReply, error)
 }
 
 // kvClient sends transactions on the connection of an etcd client, through the interceptors
 // (retries, authentication) that client installed on it.
-type kvClient struct{ kv pb.KVClient }
+type kvClient struct{ conn grpc.ClientConnInterface }
 
 func newKVClient(c *clientv3.Client) *kvClient {
-	return &kvClient{kv: pb.NewKVClient(c.ActiveConnection())}
+	return &kvClient{conn: c.ActiveConnection()}
 }
 
 // txn sends one transaction. Its errors read as clientv3's do: an etcd server error as that
 // error, a call that ended with ctx as ctx's error.
-func (c *kvClient) txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, error) {
-	resp, err := c.kv.Txn(ctx, req, txnCallOptions...)
-	if err != nil {
+func (c *kvClient) txn(ctx context.Context, req *pb.TxnRequest) (*txnReply, error) {
+	reply := &txnReply{}
+	if err := c.conn.Invoke(ctx, pb.KV_Txn_FullMethodName, req, reply, txnCallOptions...); err != nil {
 		return nil, clientv3.ContextError(ctx, err)
 	}
-	if err := answers(req, resp); err != nil {
-		// It was read, yet it does not answer req: whether req was applied is unknown, as it
-		// is when an answer is lost, and the caller settles it the same way.
-		return nil, status.Errorf(codes.Internal, "etcd's answer to a transaction is malformed: %v", err)
+	if err := answers(req, reply); err != nil {
+		return nil, malformed(err)
 	}
-	return resp, nil
+	return reply, nil
 }
 
-// answers checks that resp has the shape of an answer to req, which every reader of the
-// results of a transaction sent through a kvClient relies on: a header, and for each operation
-// of the branch it took a result of that operation's kind, nested transactions included.
-func answers(req *pb.TxnRequest, resp *pb.TxnResponse) error {
-	if resp.GetHeader() == nil {
+// malformed is the error of an answer that was read, yet does not answer its transaction:
+// whether the transaction was applied is unknown, as it is when an answer is lost, and the
+// caller settles it the same way.
+func malformed(err error) error {
+	return status.Errorf(codes.Internal, "etcd's answer to a transaction is malformed: %v", err)
+}
+
+// answers checks that r has the shape of an answer to req, which every reader of the results
+// of a transaction sent through a kvClient relies on: a header, and for each operation of the
+// branch it took a result of that operation's kind, nested transactions included. It reads
+// the results' kinds, not their contents.
+func answers(req *pb.TxnRequest, r *txnReply) error {
+	if !r.header {
 		return errors.New("it has no header")
 	}
-	return answersBranch(req, resp)
+	return answersBranch(req, r.body, 1)
 }
 
-func answersBranch(req *pb.TxnRequest, resp *pb.TxnResponse) error {
-	if len(req.GetCompare()) == 0 && !resp.GetSucceeded() {
+// answersBranch checks the TxnResponse encoded in body, at nesting level depth, against req.
+func answersBranch(req *pb.TxnRequest, body []byte, depth int) error {
+	succeeded, err := readSucceeded(body)
+	if err != nil {
+		return err
+	}
+	if len(req.GetCompare()) == 0 && !succeeded {
 		// etcd takes the success branch of a transaction without compares: a group commit's
 		// batch is one, and its readers take its results as such.
 		return errors.New("it failed a transaction that has no compares")
 	}
 	ops := req.GetSuccess()
-	if !resp.GetSucceeded() {
+	if !succeeded {
 		ops = req.GetFailure()
 	}
-	if len(resp.GetResponses()) != len(ops) {
-		return fmt.Errorf("it has %d results for %d operations", len(resp.GetResponses()), len(ops))
-	}
-	for i, op := range ops {
-		r := resp.Responses[i]
+	i := 0
+	err = eachResult(body, depth, func(member protowire.Number, result []byte) error {
+		n := i
+		i++
+		if n >= len(ops) {
+			return nil // counted below
+		}
 		ok := false
-		switch o := op.GetRequest().(type) {
+		switch o := ops[n].GetRequest().(type) {
 		case *pb.RequestOp_RequestRange:
-			ok = r.GetResponseRange() != nil
+			ok = member == responseRange
 		case *pb.RequestOp_RequestPut:
-			ok = r.GetResponsePut() != nil
+			ok = member == responsePut
 		case *pb.RequestOp_RequestDeleteRange:
-			ok = r.GetResponseDeleteRange() != nil
+			ok = member == responseDeleteRange
 		case *pb.RequestOp_RequestTxn:
-			if sub := r.GetResponseTxn(); sub != nil && o != nil {
-				if err := answersBranch(o.RequestTxn, sub); err != nil {
-					return fmt.Errorf("result %d: %w", i, err)
+			if member == responseTxn && o != nil {
+				if err := answersBranch(o.RequestTxn, result, depth+1); err != nil {
+					return fmt.Errorf("result %d: %w", n, err)
 				}
 				ok = true
 			}
@@ -195,8 +209,15 @@ func answersBranch(req *pb.TxnRequest, resp *pb.TxnResponse) error {
 			ok = true // an operation of no kind, which etcd refuses before it answers
 		}
 		if !ok {
-			return fmt.Errorf("result %d is not of its operation's kind", i)
+			return fmt.Errorf("result %d is not of its operation's kind", n)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if i != len(ops) {
+		return fmt.Errorf("it has %d results for %d operations", i, len(ops))
 	}
 	return nil
 }

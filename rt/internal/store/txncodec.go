@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// txnCodec writes etcd's TxnRequest and reads its TxnResponse by hand, and leaves every other
-// message to gRPC's protobuf codec. etcd's messages have no generated methods of their own, so
+// txnCodec writes etcd's TxnRequest and reads its TxnResponse (as a txnReply) by hand, and
+// leaves every other message to gRPC's protobuf codec. etcd's messages have no generated methods of their own, so
 // protobuf's generic, table-driven code walks their nested transactions and oneofs; in a burst
 // of creations that was a tenth of a node's CPU. The bytes are protobuf's (TestTxnCodecWritesWhatProtobufWrites),
 // and it reads what protobuf reads (FuzzTxnCodecReadsAsProtobufReads). The fields it knows are
@@ -44,13 +44,12 @@ func (c txnCodec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 func (c txnCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	resp, ok := v.(*etcdserverpb.TxnResponse)
+	reply, ok := v.(*txnReply)
 	if !ok {
 		return c.fallback.Unmarshal(data, v)
 	}
-	resp.Reset()
-	// One copy the response owns: its keys and values are slices of it.
-	if err := readTxnResponse(data.Materialize(), resp, nil, 0); err != nil {
+	// One copy the reply owns: its results, and their keys and values, are slices of it.
+	if err := readTxnReply(data.Materialize(), reply); err != nil {
 		return fmt.Errorf("reading etcd's transaction response: %w", err)
 	}
 	return nil

@@ -22,6 +22,33 @@ import (
 
 var deterministic = proto.MarshalOptions{Deterministic: true}
 
+// readThroughCodec reads a TxnResponse's encoding as the store does: the codec reads the reply,
+// then its results are read on demand (txnResult.Responses). It returns the whole message so
+// read, after checking that what the reply read at once (its header, revision and outcome)
+// agrees with it.
+func readThroughCodec(b []byte) (*etcdserverpb.TxnResponse, error) {
+	reply := &txnReply{}
+	if err := etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, reply); err != nil {
+		return nil, err
+	}
+	whole := &etcdserverpb.TxnResponse{}
+	if err := readTxnResponse(reply.body, whole, nil, 0); err != nil {
+		return nil, err
+	}
+	if reply.header != (whole.Header != nil) || reply.Revision != whole.GetHeader().GetRevision() || reply.Succeeded != whole.Succeeded {
+		return nil, fmt.Errorf("the reply read header %v, revision %d, succeeded %v; the whole message %v",
+			reply.header, reply.Revision, reply.Succeeded, whole)
+	}
+	results, err := reply.result().Responses()
+	if err != nil {
+		return nil, err
+	}
+	if !slices.EqualFunc(results, whole.Responses, func(a, b *etcdserverpb.ResponseOp) bool { return proto.Equal(a, b) }) {
+		return nil, fmt.Errorf("the results read on demand differ from the whole message's: %v", results)
+	}
+	return whole, nil
+}
+
 // randomTxnRequest is a transaction with every kind of compare and op, each field set or left
 // zero at random, nested up to depth more levels.
 func randomTxnRequest(r *rand.Rand, depth int) *etcdserverpb.TxnRequest {
@@ -210,8 +237,8 @@ func TestTxnCodecReadsWhatProtobufWrites(t *testing.T) {
 		want := randomTxnResponse(r, 2)
 		b, err := deterministic.Marshal(want)
 		require.NoError(t, err)
-		got := &etcdserverpb.TxnResponse{Succeeded: true, Responses: []*etcdserverpb.ResponseOp{{}}} // reset first
-		require.NoError(t, etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got))
+		got, err := readThroughCodec(b)
+		require.NoError(t, err)
 		require.True(t, proto.Equal(want, got), "response %d:\nwant %v\n got %v", i, want, got)
 	}
 
@@ -219,8 +246,8 @@ func TestTxnCodecReadsWhatProtobufWrites(t *testing.T) {
 		ResponseRange: &etcdserverpb.RangeResponse{Kvs: []*mvccpb.KeyValue{{Key: []byte("key"), Value: []byte("value")}}}}}}}
 	b, err := deterministic.Marshal(want)
 	require.NoError(t, err)
-	got := &etcdserverpb.TxnResponse{}
-	require.NoError(t, etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got))
+	got, err := readThroughCodec(b)
+	require.NoError(t, err)
 	read := got.Responses[0].GetResponseRange().Kvs[0]
 	assert.Equal(t, len(read.Key), cap(read.Key), "a key's capacity ends with it")
 	assert.Equal(t, len(read.Value), cap(read.Value), "a value's capacity ends with it")
@@ -332,15 +359,55 @@ func FuzzTxnCodecReadsAsProtobufReads(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		want := &etcdserverpb.TxnResponse{}
 		wantErr := proto.Unmarshal(b, want)
-		got := &etcdserverpb.TxnResponse{}
-		gotErr := etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got)
+		got, gotErr := readThroughCodec(b)
 		require.Equal(t, wantErr == nil, gotErr == nil, "protobuf: %v; codec: %v", wantErr, gotErr)
 		if wantErr != nil {
 			return
 		}
 		withoutUnknown(want.ProtoReflect())
 		require.True(t, proto.Equal(want, got), "want %v\n got %v", want, got)
+		requireResultsAsProtobufReads(t, b, want)
 	})
+}
+
+// requireResultsAsProtobufReads: the results of the TxnResponse encoded in b, as eachResult
+// walks them without reading them (a member and its encoding, merged occurrences joined),
+// are want's, read by protobuf, at every depth; and so is a nested transaction's outcome, as
+// readSucceeded reads it.
+func requireResultsAsProtobufReads(t *testing.T, b []byte, want *etcdserverpb.TxnResponse) {
+	t.Helper()
+	ok, err := readSucceeded(b)
+	require.NoError(t, err)
+	require.Equal(t, want.Succeeded, ok, "succeeded")
+	i := 0
+	require.NoError(t, eachResult(b, 1, func(member protowire.Number, body []byte) error {
+		require.Less(t, i, len(want.Responses), "a result too many")
+		w := want.Responses[i]
+		i++
+		var got, wantMember proto.Message
+		switch member {
+		case 0:
+			require.Nil(t, w.Response, "a result with no member")
+			return nil
+		case responseRange:
+			got, wantMember = &etcdserverpb.RangeResponse{}, w.GetResponseRange()
+		case responsePut:
+			got, wantMember = &etcdserverpb.PutResponse{}, w.GetResponsePut()
+		case responseDeleteRange:
+			got, wantMember = &etcdserverpb.DeleteRangeResponse{}, w.GetResponseDeleteRange()
+		case responseTxn:
+			got, wantMember = &etcdserverpb.TxnResponse{}, w.GetResponseTxn()
+		}
+		require.NotNil(t, wantMember, "result %d holds member %d; protobuf read %v", i-1, member, w)
+		require.NoError(t, proto.Unmarshal(body, got))
+		withoutUnknown(got.ProtoReflect())
+		require.True(t, proto.Equal(wantMember, got), "result %d:\nwant %v\n got %v", i-1, wantMember, got)
+		if nested, ok := wantMember.(*etcdserverpb.TxnResponse); ok {
+			requireResultsAsProtobufReads(t, body, nested)
+		}
+		return nil
+	}))
+	require.Equal(t, len(want.Responses), i, "results")
 }
 
 // TestTxnCodecReadsMergedMembersAsProtobufDoes: a response op's member that comes twice is
@@ -375,9 +442,10 @@ func TestTxnCodecReadsMergedMembersAsProtobufDoes(t *testing.T) {
 	for name, b := range cases {
 		want := &etcdserverpb.TxnResponse{}
 		require.NoError(t, proto.Unmarshal(b, want), name)
-		got := &etcdserverpb.TxnResponse{}
-		require.NoError(t, etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got), name)
+		got, err := readThroughCodec(b)
+		require.NoError(t, err, name)
 		assert.True(t, proto.Equal(want, got), "%s:\nwant %v\n got %v", name, want, got)
+		requireResultsAsProtobufReads(t, b, want)
 		seen := map[*etcdserverpb.ResponseHeader]bool{}
 		var walk func(*etcdserverpb.TxnResponse)
 		mark := func(h *etcdserverpb.ResponseHeader) {
@@ -469,6 +537,20 @@ func BenchmarkTxnCodec(b *testing.B) {
 		b.Run(c.name+"/read", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
+				if c.codec == etcdCodec {
+					// As the group commit reads it: the reply, then each write's outcome.
+					reply := &txnReply{}
+					if err := c.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(wire)}, reply); err != nil {
+						b.Fatal(err)
+					}
+					if err := answers(batch, reply); err != nil {
+						b.Fatal(err)
+					}
+					if err := reply.eachNested(func(int, txnResult) {}); err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
 				if err := c.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(wire)}, &etcdserverpb.TxnResponse{}); err != nil {
 					b.Fatal(err)
 				}
@@ -477,14 +559,19 @@ func BenchmarkTxnCodec(b *testing.B) {
 	}
 }
 
-// answering is a KV client whose every transaction gets one answer, as read off the wire.
+// answering is a connection whose every transaction gets one answer, written by protobuf and
+// read by the codec, as off the wire.
 type answering struct {
-	etcdserverpb.KVClient
+	grpc.ClientConnInterface
 	resp *etcdserverpb.TxnResponse
 }
 
-func (a answering) Txn(context.Context, *etcdserverpb.TxnRequest, ...grpc.CallOption) (*etcdserverpb.TxnResponse, error) {
-	return a.resp, nil
+func (a answering) Invoke(_ context.Context, _ string, _, reply any, _ ...grpc.CallOption) error {
+	b, err := deterministic.Marshal(a.resp)
+	if err != nil {
+		return err
+	}
+	return etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, reply)
 }
 
 // TestAMalformedAnswerToATransactionLeavesItsOutcomeUnknown: an answer that does not have the
@@ -521,10 +608,14 @@ func TestAMalformedAnswerToATransactionLeavesItsOutcomeUnknown(t *testing.T) {
 		{"a nested result of another kind", batch, &etcdserverpb.TxnResponse{Header: header, Succeeded: true, Responses: []*etcdserverpb.ResponseOp{sub(true, put), sub(true, rng)}}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			resp, err := (&kvClient{kv: answering{resp: c.resp}}).txn(context.Background(), c.req)
+			reply, err := (&kvClient{conn: answering{resp: c.resp}}).txn(context.Background(), c.req)
 			if c.ok {
 				require.NoError(t, err)
-				assert.Same(t, c.resp, resp)
+				assert.Equal(t, c.resp.Succeeded, reply.Succeeded)
+				assert.Equal(t, c.resp.Header.Revision, reply.Revision)
+				results, err := reply.result().Responses()
+				require.NoError(t, err)
+				assert.True(t, slices.EqualFunc(c.resp.Responses, results, func(a, b *etcdserverpb.ResponseOp) bool { return proto.Equal(a, b) }))
 				return
 			}
 			require.Error(t, err)
@@ -532,4 +623,78 @@ func TestAMalformedAnswerToATransactionLeavesItsOutcomeUnknown(t *testing.T) {
 			assert.True(t, ambiguous(err), "a malformed answer leaves the outcome unknown: %v", err)
 		})
 	}
+}
+
+// TestABatchsAnswerGivesEachWriteItsOwnOutcome: each nested transaction of a group commit's
+// answer is read out as its write's outcome, with the batch's revision, and its results read on
+// demand are the ones etcd wrote.
+func TestABatchsAnswerGivesEachWriteItsOwnOutcome(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for i := range 300 {
+		want := &etcdserverpb.TxnResponse{Header: &etcdserverpb.ResponseHeader{Revision: r.Int64N(1 << 40)}, Succeeded: true}
+		for range 1 + r.IntN(40) {
+			want.Responses = append(want.Responses, &etcdserverpb.ResponseOp{
+				Response: &etcdserverpb.ResponseOp_ResponseTxn{ResponseTxn: randomTxnResponse(r, 1)}})
+		}
+		b, err := deterministic.Marshal(want)
+		require.NoError(t, err)
+		reply := &txnReply{}
+		require.NoError(t, etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, reply))
+		n := 0
+		require.NoError(t, reply.eachNested(func(j int, res txnResult) {
+			require.Equal(t, n, j)
+			n++
+			nested := want.Responses[j].GetResponseTxn()
+			assert.Equal(t, nested.Succeeded, res.Succeeded, "answer %d, write %d", i, j)
+			assert.Equal(t, want.Header.Revision, res.Revision, "answer %d, write %d", i, j)
+			results, err := res.Responses()
+			require.NoError(t, err)
+			assert.True(t, slices.EqualFunc(nested.Responses, results, func(a, b *etcdserverpb.ResponseOp) bool { return proto.Equal(a, b) }),
+				"answer %d, write %d:\nwant %v\n got %v", i, j, nested.Responses, results)
+		}))
+		assert.Equal(t, len(want.Responses), n)
+	}
+
+	notATxn := &etcdserverpb.TxnResponse{Header: &etcdserverpb.ResponseHeader{}, Succeeded: true, Responses: []*etcdserverpb.ResponseOp{
+		{Response: &etcdserverpb.ResponseOp_ResponsePut{ResponsePut: &etcdserverpb.PutResponse{}}}}}
+	b, err := deterministic.Marshal(notATxn)
+	require.NoError(t, err)
+	reply := &txnReply{}
+	require.NoError(t, etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, reply))
+	require.Error(t, reply.eachNested(func(int, txnResult) { t.Fatal("a write's outcome from a result that is not a transaction's") }))
+}
+
+// TestAResultMalformedWithinLeavesItsWritesOutcomeUnknown: a result that etcd's answer holds
+// in the right place but that cannot be read is found when a reader asks for it, and reads as
+// a malformed answer, whose outcome is settled, never as a result or a panic.
+func TestAResultMalformedWithinLeavesItsWritesOutcomeUnknown(t *testing.T) {
+	field := func(num protowire.Number, body ...[]byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), slices.Concat(body...))
+	}
+	// A range result whose key-value says it is longer than it is.
+	badRange := field(3, field(responseRange, []byte{0x12, 0x05, 0x0a, 0x01}))
+	b := slices.Concat(field(1), badRange)
+	reserve := storeTxns()[1] // then: a put; else: a range
+	reply, err := (&kvClient{conn: rawAnswer(b)}).txn(context.Background(), reserve)
+	require.NoError(t, err, "the shape of the answer is right: a range for the failure branch's read")
+	assert.False(t, reply.Succeeded)
+	_, err = reply.result().Responses()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "malformed")
+	assert.True(t, ambiguous(err), "a malformed result leaves the outcome unknown: %v", err)
+	_, err = reply.result().read()
+	require.Error(t, err)
+	_, err = fenceHolds([]*etcdserverpb.Compare{cmpModRevision("k", 1)}, reply.result())
+	require.Error(t, err)
+}
+
+// rawAnswer is a connection whose every transaction gets the answer encoded in it.
+type rawAnswer []byte
+
+func (a rawAnswer) Invoke(_ context.Context, _ string, _, reply any, _ ...grpc.CallOption) error {
+	return etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(a)}, reply)
+}
+
+func (rawAnswer) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	return nil, fmt.Errorf("rawAnswer only answers transactions")
 }
