@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -280,11 +281,17 @@ func (b *batcher) send(batch []*txnReq) {
 	}
 	reply, err := b.kv.txn(ctx, &pb.TxnRequest{Success: ops})
 	if err == nil {
-		if err = reply.eachNested(func(i int, res txnResult) {
+		n := 0
+		err = reply.eachNested(func(i int, res txnResult) {
 			if i < len(batch) {
 				batch[i].res = res
 			}
-		}); err != nil {
+			n++
+		})
+		if err == nil && n != len(batch) {
+			err = fmt.Errorf("it has %d results for %d writes", n, len(batch))
+		}
+		if err != nil {
 			err = malformed(err)
 		}
 	}

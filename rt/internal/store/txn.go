@@ -116,6 +116,7 @@ func keyValueBytes(key, value string) (k, v []byte) {
 // txnCallOptions are clientv3's defaults for its own calls (wait for a connection, and its
 // message size limits), and the codec that writes and reads transactions without reflection.
 var txnCallOptions = []grpc.CallOption{
+	grpc.StaticMethod(), // as etcd's generated client says: the method's name is a constant
 	grpc.WaitForReady(true),
 	grpc.MaxCallSendMsgSize(2 << 20),
 	grpc.MaxCallRecvMsgSize(math.MaxInt32),
@@ -165,7 +166,7 @@ func answers(req *pb.TxnRequest, r *txnReply) error {
 	if !r.header {
 		return errors.New("it has no header")
 	}
-	return answersBranch(req, r.body, 1)
+	return answersBranch(req, r.body, 0)
 }
 
 // answersBranch checks the TxnResponse encoded in body, at nesting level depth, against req.
@@ -200,7 +201,8 @@ func answersBranch(req *pb.TxnRequest, body []byte, depth int) error {
 			ok = member == responseDeleteRange
 		case *pb.RequestOp_RequestTxn:
 			if member == responseTxn && o != nil {
-				if err := answersBranch(o.RequestTxn, result, depth+1); err != nil {
+				// The nested TxnResponse is two levels down: in a member of a ResponseOp.
+				if err := answersBranch(o.RequestTxn, result, depth+2); err != nil {
 					return fmt.Errorf("result %d: %w", n, err)
 				}
 				ok = true

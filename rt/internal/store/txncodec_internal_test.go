@@ -12,9 +12,11 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -354,16 +356,25 @@ func FuzzTxnCodecReadsAsProtobufReads(f *testing.F) {
 	f.Add([]byte{0x1a, 0x06, 0x0a, 0x04, 0x12, 0x02, 0x08, 0x05})                               // a key as a varint: unknown
 	f.Add([]byte{0x0a, 0x02, 0x18, 0x05, 0x0a, 0x02, 0x08, 0x01})                               // the header twice, merged
 	f.Add([]byte{0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01})
-	f.Add([]byte{0x0b, 0x0c})       // an unknown group
-	f.Add([]byte{0x12, 0x01, 0x00}) // succeeded, as bytes: unknown
+	f.Add([]byte{0x0b, 0x0c})                                                 // an unknown group
+	f.Add([]byte{0x12, 0x01, 0x00})                                           // succeeded, as bytes: unknown
+	f.Add([]byte{0x10, 0x01, 0x10, 0x00})                                     // succeeded twice: the last counts
+	f.Add([]byte{0x10, 0x00, 0x10, 0x01})                                     // succeeded twice: the last counts
+	f.Add([]byte{0x1a, 0x06, 0x22, 0x04, 0x10, 0x01, 0x10, 0x00})             // a nested transaction's, twice
+	f.Add([]byte{0x1a, 0x06, 0x22, 0x04, 0x10, 0x00, 0x10, 0x01})             // a nested transaction's, twice
+	f.Add([]byte{0x1a, 0x07, 0x22, 0x01, 0x10, 0x22, 0x02, 0x01, 0x1a})       // a member cut in two: refused
+	f.Add([]byte{0x1a, 0x08, 0x22, 0x02, 0x10, 0x01, 0x22, 0x02, 0x10, 0x00}) // a member twice, merged
 	f.Fuzz(func(t *testing.T, b []byte) {
 		want := &etcdserverpb.TxnResponse{}
 		wantErr := proto.Unmarshal(b, want)
-		got, gotErr := readThroughCodec(b)
+		// The codec alone decides, as it does for the store, which reads results only later.
+		gotErr := etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &txnReply{})
 		require.Equal(t, wantErr == nil, gotErr == nil, "protobuf: %v; codec: %v", wantErr, gotErr)
 		if wantErr != nil {
 			return
 		}
+		got, err := readThroughCodec(b)
+		require.NoError(t, err, "an answer the codec took reads whole")
 		withoutUnknown(want.ProtoReflect())
 		require.True(t, proto.Equal(want, got), "want %v\n got %v", want, got)
 		requireResultsAsProtobufReads(t, b, want)
@@ -380,7 +391,7 @@ func requireResultsAsProtobufReads(t *testing.T, b []byte, want *etcdserverpb.Tx
 	require.NoError(t, err)
 	require.Equal(t, want.Succeeded, ok, "succeeded")
 	i := 0
-	require.NoError(t, eachResult(b, 1, func(member protowire.Number, body []byte) error {
+	require.NoError(t, eachResult(b, 0, func(member protowire.Number, body []byte) error {
 		require.Less(t, i, len(want.Responses), "a result too many")
 		w := want.Responses[i]
 		i++
@@ -427,6 +438,18 @@ func TestTxnCodecReadsMergedMembersAsProtobufDoes(t *testing.T) {
 			op(field(4, header(3), op(field(1, header(4))))), op(field(2, header(6)))))),
 		"a header only in a nested merged transaction": op(field(4, op(field(1))), field(4, header(7), op(field(1, header(8))))),
 	}
+	succeeded := func(v ...uint64) []byte {
+		var b []byte
+		for _, x := range v {
+			b = append(b, varint(2, x)...)
+		}
+		return b
+	}
+	cases["succeeded twice, true last"] = succeeded(0, 1)
+	cases["succeeded twice, false last"] = succeeded(1, 0)
+	cases["a nested transaction's succeeded twice, true last"] = op(field(4, succeeded(0, 1)))
+	cases["a nested transaction's succeeded twice, false last"] = op(field(4, succeeded(1, 0)))
+	cases["a nested transaction's succeeded in two merged occurrences"] = op(field(4, succeeded(1)), field(4, succeeded(0)))
 	for member := protowire.Number(1); member <= 4; member++ {
 		other := member%4 + 1
 		name := func(what string) string { return fmt.Sprintf("member %d: %s", member, what) }
@@ -571,7 +594,7 @@ func (a answering) Invoke(_ context.Context, _ string, _, reply any, _ ...grpc.C
 	if err != nil {
 		return err
 	}
-	return etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, reply)
+	return unmarshalAsGRPC(b, reply)
 }
 
 // TestAMalformedAnswerToATransactionLeavesItsOutcomeUnknown: an answer that does not have the
@@ -664,35 +687,55 @@ func TestABatchsAnswerGivesEachWriteItsOwnOutcome(t *testing.T) {
 	require.Error(t, reply.eachNested(func(int, txnResult) { t.Fatal("a write's outcome from a result that is not a transaction's") }))
 }
 
-// TestAResultMalformedWithinLeavesItsWritesOutcomeUnknown: a result that etcd's answer holds
-// in the right place but that cannot be read is found when a reader asks for it, and reads as
-// a malformed answer, whose outcome is settled, never as a result or a panic.
-func TestAResultMalformedWithinLeavesItsWritesOutcomeUnknown(t *testing.T) {
+// TestAnAnswerMalformedWithinLeavesItsOutcomeUnknown: an answer that protobuf cannot read
+// anywhere within, in a result no reader would ask for included, is refused as it is read, and
+// the write's outcome is unknown (to be settled), never read in part as an outcome. Two
+// occurrences of a member that are each cut off, yet whose bytes joined would read, are refused
+// as protobuf refuses them.
+func TestAnAnswerMalformedWithinLeavesItsOutcomeUnknown(t *testing.T) {
 	field := func(num protowire.Number, body ...[]byte) []byte {
 		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), slices.Concat(body...))
 	}
-	// A range result whose key-value says it is longer than it is.
-	badRange := field(3, field(responseRange, []byte{0x12, 0x05, 0x0a, 0x01}))
-	b := slices.Concat(field(1), badRange)
+	header := field(1, []byte{0x18, 77})
 	reserve := storeTxns()[1] // then: a put; else: a range
-	reply, err := (&kvClient{conn: rawAnswer(b)}).txn(context.Background(), reserve)
-	require.NoError(t, err, "the shape of the answer is right: a range for the failure branch's read")
-	assert.False(t, reply.Succeeded)
-	_, err = reply.result().Responses()
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "malformed")
-	assert.True(t, ambiguous(err), "a malformed result leaves the outcome unknown: %v", err)
-	_, err = reply.result().read()
-	require.Error(t, err)
-	_, err = fenceHolds([]*etcdserverpb.Compare{cmpModRevision("k", 1)}, reply.result())
-	require.Error(t, err)
+	batch := &etcdserverpb.TxnRequest{Success: []*etcdserverpb.RequestOp{opTxn(reserve)}}
+	for _, c := range []struct {
+		name   string
+		req    *etcdserverpb.TxnRequest
+		answer []byte
+	}{
+		{"a range result's key-value cut off", reserve, slices.Concat(header, field(3, field(responseRange, []byte{0x12, 0x05, 0x0a, 0x01})))},
+		{"a put result's header cut off", reserve, slices.Concat(header, []byte{0x10, 0x01}, field(3, field(responsePut, []byte{0x0a, 0x05})))},
+		{"a nested transaction's result cut off", batch, slices.Concat(header, []byte{0x10, 0x01},
+			field(3, field(responseTxn, []byte{0x10, 0x01}, field(3, field(responsePut, []byte{0x0a, 0x05})))))},
+		{"a nested transaction in two occurrences, each cut off", batch, slices.Concat(header, []byte{0x10, 0x01},
+			field(3, field(responseTxn, []byte{0x10}), field(responseTxn, []byte{0x01}, field(3, field(responsePut)))))},
+		{"a result in two occurrences of a member, each cut off", reserve, slices.Concat(header, []byte{0x10, 0x01},
+			field(3, field(responsePut, []byte{0x0a}), field(responsePut, []byte{0x00})))},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			require.Error(t, proto.Unmarshal(c.answer, &etcdserverpb.TxnResponse{}), "protobuf refuses it")
+			_, err := (&kvClient{conn: rawAnswer(c.answer)}).txn(context.Background(), c.req)
+			require.Error(t, err)
+			assert.True(t, ambiguous(err), "an answer that cannot be read leaves the outcome unknown: %v", err)
+		})
+	}
 }
 
 // rawAnswer is a connection whose every transaction gets the answer encoded in it.
 type rawAnswer []byte
 
 func (a rawAnswer) Invoke(_ context.Context, _ string, _, reply any, _ ...grpc.CallOption) error {
-	return etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(a)}, reply)
+	return unmarshalAsGRPC(a, reply)
+}
+
+// unmarshalAsGRPC reads b into reply through the codec, and fails as gRPC fails a call whose
+// answer its codec cannot read.
+func unmarshalAsGRPC(b []byte, reply any) error {
+	if err := etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, reply); err != nil {
+		return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
+	}
+	return nil
 }
 
 func (rawAnswer) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {

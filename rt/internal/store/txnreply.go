@@ -25,23 +25,36 @@ type txnReply struct {
 }
 
 // readTxnReply reads a TxnResponse's header and Succeeded from b, and keeps b for its results.
-// Merged occurrences of the header, and a Succeeded that comes more than once, read as protobuf
-// reads them.
+// It refuses what protobuf refuses, having checked every message b holds as protobuf would read
+// it (checkMessage), so that an answer that cannot be read is refused here, and its outcome
+// left unknown, rather than read in part. Merged occurrences of the header, and a Succeeded
+// that comes more than once, read as protobuf reads them.
 func readTxnReply(b []byte, r *txnReply) error {
-	var h pb.ResponseHeader
-	*r = txnReply{body: b}
-	err := readFields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
+	*r = txnReply{}
+	if err := checkMessage(b, txnResponseFields, 0); err != nil {
+		return err
+	}
+	r.body = b
+	return readFields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
 		switch {
 		case num == 1 && typ == protowire.BytesType:
+			// The header: its revision, read from each occurrence that has one.
 			r.header = true
-			return readMessage(v, &h, 1, readResponseHeader)
+			h, n, err := consumeBytes(v)
+			if err != nil {
+				return 0, err
+			}
+			return n, readFields(h, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
+				if num == 3 && typ == protowire.VarintType {
+					return readInt(v, &r.Revision)
+				}
+				return 0, nil
+			})
 		case num == 2 && typ == protowire.VarintType:
 			return readBool(v, &r.Succeeded)
 		}
 		return 0, nil
 	})
-	r.Revision = h.Revision
-	return err
 }
 
 // txnResult is the outcome of one write: a transaction sent alone, or one of a batch's nested
@@ -86,7 +99,7 @@ func (r txnResult) read() ([]*mvccpb.KeyValue, error) {
 // reply's shape was checked against the batch (answers).
 func (r *txnReply) eachNested(f func(i int, res txnResult)) error {
 	i := 0
-	return eachResult(r.body, 1, func(member protowire.Number, body []byte) error {
+	return eachResult(r.body, 0, func(member protowire.Number, body []byte) error {
 		if member != responseTxn {
 			return fmt.Errorf("result %d is not a transaction's", i)
 		}
@@ -163,5 +176,76 @@ func eachResult(b []byte, depth int, f func(member protowire.Number, body []byte
 			body = joined
 		}
 		return n, f(member, body)
+	})
+}
+
+// messageFields is, for one of the messages of a TxnResponse, the kind of each of its fields
+// that is a message; its other fields are scalars or bytes.
+type messageFields func(num protowire.Number) messageFields
+
+// The messages of a TxnResponse, as their message fields (TestTxnCodecKnowsEveryFieldOfEtcdsMessages
+// holds the readers to etcd's descriptors; checkMessage's fuzz holds this table to protobuf).
+func txnResponseFields(num protowire.Number) messageFields {
+	switch num {
+	case 1:
+		return noMessageFields // header
+	case 3:
+		return responseOpFields
+	}
+	return nil
+}
+
+func responseOpFields(num protowire.Number) messageFields {
+	switch num {
+	case responseRange, responsePut:
+		return rangeOrPutResponseFields
+	case responseDeleteRange:
+		return deleteRangeResponseFields
+	case responseTxn:
+		return txnResponseFields
+	}
+	return nil
+}
+
+// A range or put response's message fields are its header and its key-values (a put's
+// previous one); a delete's, its header and its previous key-values. A header and a KeyValue
+// have none.
+func rangeOrPutResponseFields(num protowire.Number) messageFields {
+	if num == 1 || num == 2 {
+		return noMessageFields
+	}
+	return nil
+}
+
+func deleteRangeResponseFields(num protowire.Number) messageFields {
+	if num == 1 || num == 3 {
+		return noMessageFields
+	}
+	return nil
+}
+
+func noMessageFields(protowire.Number) messageFields { return nil }
+
+// checkMessage checks that b, a message whose message fields are fields, at nesting level
+// depth, is what protobuf reads without error: every field well formed, and every occurrence
+// of a message field a well-formed message of its kind, within the recursion limit. It builds
+// nothing.
+func checkMessage(b []byte, fields messageFields, depth int) error {
+	return readFields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
+		if typ != protowire.BytesType {
+			return 0, nil
+		}
+		inner := fields(num)
+		if inner == nil {
+			return 0, nil
+		}
+		m, n, err := consumeBytes(v)
+		if err != nil {
+			return 0, err
+		}
+		if depth+1 >= protowire.DefaultRecursionLimit {
+			return 0, errors.New("messages nest too deep")
+		}
+		return n, checkMessage(m, inner, depth+1)
 	})
 }
