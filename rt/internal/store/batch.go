@@ -21,10 +21,26 @@ type txnReq struct {
 	size int // encoded size as a nested transaction, measured once at submit
 	res  txnResult
 	err  error
+	// done gets one token when res and err are set: room 1, so that the sender never waits
+	// for a writer that has gone.
 	done chan struct{}
 	// queued is when the write was queued.
 	queued time.Time
 	sent   bool // guarded by batcher.mu
+}
+
+// txnReqs holds txnReqs for reuse, each with its done channel. One goes back only when
+// nothing can touch it any more: its writer took its token, or withdrew it from the queue
+// before it was sent.
+var txnReqs = sync.Pool{New: func() any { return &txnReq{done: make(chan struct{}, 1)} }}
+
+// finish tells r's writer that res and err are set. The sender does not touch r after it.
+func (r *txnReq) finish() { r.done <- struct{}{} }
+
+// recycle gives r back for reuse.
+func (r *txnReq) recycle() {
+	*r = txnReq{done: r.done}
+	txnReqs.Put(r)
 }
 
 // notSent is the error of a write abandoned before it was sent: definitely not applied.
@@ -111,24 +127,28 @@ func (b *batcher) do(ctx context.Context, key string, txn *pb.TxnRequest) (txnRe
 		b.release(1)
 		return res, err
 	}
-	r := &txnReq{ctx: ctx, key: key, txn: txn, size: sizeTxnRequest(txn) + nestOverhead, done: make(chan struct{}), queued: time.Now()}
+	r := txnReqs.Get().(*txnReq)
+	r.ctx, r.key, r.txn, r.size, r.queued = ctx, key, txn, sizeTxnRequest(txn)+nestOverhead, time.Now()
 	b.queue = append(b.queue, r)
 	b.mu.Unlock()
 	b.poke()
 	select {
 	case <-r.done:
-		return r.res, r.err
+		res, err := r.res, r.err
+		r.recycle()
+		return res, err
 	case <-ctx.Done():
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if r.sent {
-		// The batch answers without us: r.res and r.err are the sender's from now on.
+		// The batch answers without us: r is the sender's from now on.
 		return txnResult{}, ctx.Err()
 	}
 	for i, q := range b.queue {
 		if q == r {
 			b.queue = append(b.queue[:i], b.queue[i+1:]...)
+			r.recycle() // no one else holds it now
 			break
 		}
 	}
@@ -272,7 +292,7 @@ func (b *batcher) send(batch []*txnReq) {
 	if len(batch) == 1 {
 		r := batch[0]
 		r.res, r.err = b.sendOne(ctx, r.txn)
-		close(r.done)
+		r.finish()
 		return
 	}
 	ops := make([]*pb.RequestOp, len(batch))
@@ -299,7 +319,7 @@ func (b *batcher) send(batch []*txnReq) {
 		if err != nil {
 			r.res, r.err = txnResult{}, err
 		}
-		close(r.done)
+		r.finish()
 	}
 }
 
@@ -309,7 +329,7 @@ func (b *batcher) failQueued(err error) {
 	b.closed = true
 	for _, r := range b.queue {
 		r.err = err
-		close(r.done)
+		r.finish()
 	}
 	b.queue = nil
 }

@@ -231,3 +231,92 @@ func TestB5_GroupCommitBoundsBatchesByBytes(t *testing.T) {
 	slices.Sort(widths)
 	assert.Equal(t, []int{1, 1, 3, 3}, widths)
 }
+
+// TestB5_AReusedWriteNeverCarriesAnothersOutcome: the group commit reuses a write's state once
+// its writer has its outcome or withdrew it; writes withdrawn before they were sent, writes
+// abandoned in a batch in flight and writes that reuse their state each get their own outcome,
+// whether their compare held or not.
+func TestB5_AReusedWriteNeverCarriesAnothersOutcome(t *testing.T) {
+	b, st, free := newStalledBatcher(t, time.Minute)
+	// The keys of odd writes exist, so their compare fails and they read the key instead.
+	for i := 1; i < 60; i += 2 {
+		_, err := st.next.txn(ctx, putTxn(fmt.Sprint("/reuse/", i), fmt.Sprint("existing-", i)))
+		require.NoError(t, err)
+	}
+	create := func(i int) *pb.TxnRequest {
+		k := fmt.Sprint("/reuse/", i)
+		return &pb.TxnRequest{Compare: []*pb.Compare{cmpCreateRevision(k, 0)},
+			Success: []*pb.RequestOp{opPut(k, "new")}, Failure: []*pb.RequestOp{opGet(k)}}
+	}
+	type write struct {
+		i      int
+		cancel context.CancelFunc
+		out    chan doResult
+	}
+	start := func(i int) write {
+		cctx, cancel := context.WithCancel(ctx)
+		out := make(chan doResult, 1)
+		go func() {
+			res, err := b.do(cctx, fmt.Sprint("/reuse/", i), create(i))
+			out <- doResult{res, err}
+		}()
+		return write{i, cancel, out}
+	}
+	check := func(w write) {
+		t.Helper()
+		r := await(t, w.out)
+		require.NoError(t, r.err, "write %d", w.i)
+		require.Equal(t, w.i%2 == 0, r.res.Succeeded, "write %d", w.i)
+		if !r.res.Succeeded {
+			kvs, err := r.res.read()
+			require.NoError(t, err)
+			require.Len(t, kvs, 1)
+			assert.Equal(t, fmt.Sprint("/reuse/", w.i), string(kvs[0].Key))
+			assert.Equal(t, fmt.Sprint("existing-", w.i), string(kvs[0].Value))
+		}
+	}
+
+	// Ten queued writes; five are withdrawn, and five more take their places.
+	var writes []write
+	for i := range 10 {
+		writes = append(writes, start(i))
+		queued(t, b, i+1)
+	}
+	for _, w := range writes[5:] {
+		w.cancel()
+		r := await(t, w.out)
+		require.True(t, errors.As(r.err, new(notSent)), "write %d: %v", w.i, r.err)
+	}
+	writes = writes[:5]
+	for i := 10; i < 15; i++ {
+		writes = append(writes, start(i))
+	}
+	queued(t, b, 10)
+	// They go as one batch, which stalls; three of them are abandoned in it.
+	free(0)
+	st.waitGiven(t, 1)
+	queued(t, b, 0)
+	for _, w := range writes[:3] {
+		w.cancel()
+		r := await(t, w.out)
+		require.ErrorIs(t, r.err, context.Canceled, "write %d", w.i)
+		assert.True(t, ambiguous(r.err), "write %d: a sent write's outcome is unknown", w.i)
+	}
+	// More writes queue behind it, reusing what the withdrawn ones left.
+	for i := 15; i < 40; i++ {
+		writes = append(writes, start(i))
+	}
+	queued(t, b, 25)
+	st.release()
+	for _, w := range writes[3:] {
+		check(w)
+	}
+	// And once more with nothing stalled: state reused from every path above.
+	var more []write
+	for i := 40; i < 60; i++ {
+		more = append(more, start(i))
+	}
+	for _, w := range more {
+		check(w)
+	}
+}
