@@ -35,7 +35,14 @@ type txnReq struct {
 var txnReqs = sync.Pool{New: func() any { return &txnReq{done: make(chan struct{}, 1)} }}
 
 // finish tells r's writer that res and err are set. The sender does not touch r after it.
-func (r *txnReq) finish() { r.done <- struct{}{} }
+// A write is finished once; were it finished again, the token already there says as much, and
+// the sender does not wait (it may hold b.mu) for a writer that will not take a second one.
+func (r *txnReq) finish() {
+	select {
+	case r.done <- struct{}{}:
+	default:
+	}
+}
 
 // recycle gives r back for reuse.
 func (r *txnReq) recycle() {

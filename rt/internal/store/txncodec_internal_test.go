@@ -362,7 +362,7 @@ func FuzzTxnCodecReadsAsProtobufReads(f *testing.F) {
 	f.Add([]byte{0x10, 0x00, 0x10, 0x01})                                     // succeeded twice: the last counts
 	f.Add([]byte{0x1a, 0x06, 0x22, 0x04, 0x10, 0x01, 0x10, 0x00})             // a nested transaction's, twice
 	f.Add([]byte{0x1a, 0x06, 0x22, 0x04, 0x10, 0x00, 0x10, 0x01})             // a nested transaction's, twice
-	f.Add([]byte{0x1a, 0x07, 0x22, 0x01, 0x10, 0x22, 0x02, 0x01, 0x1a})       // a member cut in two: refused
+	f.Add([]byte{0x1a, 0x06, 0x22, 0x01, 0x10, 0x22, 0x01, 0x01})             // a member cut in two, whole joined: refused
 	f.Add([]byte{0x1a, 0x08, 0x22, 0x02, 0x10, 0x01, 0x22, 0x02, 0x10, 0x00}) // a member twice, merged
 	f.Fuzz(func(t *testing.T, b []byte) {
 		want := &etcdserverpb.TxnResponse{}
@@ -740,4 +740,22 @@ func unmarshalAsGRPC(b []byte, reply any) error {
 
 func (rawAnswer) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
 	return nil, fmt.Errorf("rawAnswer only answers transactions")
+}
+
+// TestTxnCodecRefusesAnswersNestedAsDeepAsProtobufDoes: an answer of transactions nested
+// around protobuf's recursion limit is refused exactly where protobuf refuses it.
+func TestTxnCodecRefusesAnswersNestedAsDeepAsProtobufDoes(t *testing.T) {
+	field := func(num protowire.Number, body []byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), body)
+	}
+	for _, pairs := range []int{4997, 4998, 4999, 5000, 5001} {
+		// Each pair is a ResponseOp holding a nested TxnResponse: two levels.
+		b := []byte{0x10, 0x01}
+		for range pairs {
+			b = field(3, field(responseTxn, b))
+		}
+		wantErr := proto.Unmarshal(b, &etcdserverpb.TxnResponse{})
+		gotErr := etcdCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &txnReply{})
+		assert.Equal(t, wantErr == nil, gotErr == nil, "%d levels: protobuf %v; codec %v", 2*pairs, wantErr, gotErr)
+	}
 }
