@@ -139,6 +139,15 @@ per operation. A profiled run (-profile) keeps no ZLink figure: the profiler's t
   stall only while the stalls met in the window, times 64, are fewer than a thousandth of its
   calls, and the max is the longest stall that met a turn (or two that met one call). The
   floor's callers meet stalls of the same kind with more calls in the window.
+  In rows d and h the longest calls are not stalls but Go's scheduler. A ZLink call there
+  finds its object idle, or its channel's server free, and runs on the caller's goroutine, so
+  a caller never waits and never gives up its processor; Go takes the processor from it only
+  when its time slice of 10 ms ends. A call caught then waits until the other runnable
+  callers (63 of them, with 64 callers on 2 processors) have had their slices: some hundreds
+  of milliseconds, which is the max of those rows. Proto.Actor's max in those rows is of the
+  same size. When each caller yields its processor once in 16 calls, between two timed calls,
+  the max of rows d and h falls to a few milliseconds for both frameworks, with p99
+  unchanged; the table keeps callers that never yield.
 `
 
 // Markdown renders RESULTS.md.

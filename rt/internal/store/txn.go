@@ -166,11 +166,12 @@ func answers(req *pb.TxnRequest, r *txnReply) error {
 	if !r.header {
 		return errors.New("it has no header")
 	}
-	return answersBranch(req, r.body, 0)
+	return answersBranch(req, r.body)
 }
 
-// answersBranch checks the TxnResponse encoded in body, at nesting level depth, against req.
-func answersBranch(req *pb.TxnRequest, body []byte, depth int) error {
+// answersBranch checks the TxnResponse encoded in body against req. It recurses as deep as
+// req nests, which this node built.
+func answersBranch(req *pb.TxnRequest, body []byte) error {
 	succeeded, err := readSucceeded(body)
 	if err != nil {
 		return err
@@ -185,7 +186,7 @@ func answersBranch(req *pb.TxnRequest, body []byte, depth int) error {
 		ops = req.GetFailure()
 	}
 	i := 0
-	err = eachResult(body, depth, func(member protowire.Number, result []byte) error {
+	err = eachResult(body, func(member protowire.Number, result []byte) error {
 		n := i
 		i++
 		if n >= len(ops) {
@@ -201,8 +202,7 @@ func answersBranch(req *pb.TxnRequest, body []byte, depth int) error {
 			ok = member == responseDeleteRange
 		case *pb.RequestOp_RequestTxn:
 			if member == responseTxn && o != nil {
-				// The nested TxnResponse is two levels down: in a member of a ResponseOp.
-				if err := answersBranch(o.RequestTxn, result, depth+2); err != nil {
+				if err := answersBranch(o.RequestTxn, result); err != nil {
 					return fmt.Errorf("result %d: %w", n, err)
 				}
 				ok = true

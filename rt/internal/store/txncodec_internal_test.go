@@ -391,7 +391,7 @@ func requireResultsAsProtobufReads(t *testing.T, b []byte, want *etcdserverpb.Tx
 	require.NoError(t, err)
 	require.Equal(t, want.Succeeded, ok, "succeeded")
 	i := 0
-	require.NoError(t, eachResult(b, 0, func(member protowire.Number, body []byte) error {
+	require.NoError(t, eachResult(b, func(member protowire.Number, body []byte) error {
 		require.Less(t, i, len(want.Responses), "a result too many")
 		w := want.Responses[i]
 		i++

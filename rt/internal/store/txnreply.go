@@ -99,7 +99,7 @@ func (r txnResult) read() ([]*mvccpb.KeyValue, error) {
 // reply's shape was checked against the batch (answers).
 func (r *txnReply) eachNested(f func(i int, res txnResult)) error {
 	i := 0
-	return eachResult(r.body, 0, func(member protowire.Number, body []byte) error {
+	return eachResult(r.body, func(member protowire.Number, body []byte) error {
 		if member != responseTxn {
 			return fmt.Errorf("result %d is not a transaction's", i)
 		}
@@ -136,11 +136,10 @@ func readSucceeded(b []byte) (bool, error) {
 // eachResult calls f for each result (ResponseOp) of the TxnResponse encoded in b, in order,
 // with the member the result holds (0 for none) and that member's encoding, as protobuf reads
 // a oneof: a member that comes again is merged into (its encodings joined), another replaces
-// it. depth is the nesting level of b's message.
-func eachResult(b []byte, depth int, f func(member protowire.Number, body []byte) error) error {
-	if depth >= protowire.DefaultRecursionLimit {
-		return errors.New("messages nest too deep")
-	}
+// it. It does not descend into the members: b is part of an answer that checkMessage read
+// whole, within protobuf's nesting limit, and its callers recurse only as deep as their own
+// request nests.
+func eachResult(b []byte, f func(member protowire.Number, body []byte) error) error {
 	return readFields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
 		if num != 3 || typ != protowire.BytesType {
 			return 0, nil
