@@ -136,9 +136,10 @@ func readSucceeded(b []byte) (bool, error) {
 // eachResult calls f for each result (ResponseOp) of the TxnResponse encoded in b, in order,
 // with the member the result holds (0 for none) and that member's encoding, as protobuf reads
 // a oneof: a member that comes again is merged into (its encodings joined), another replaces
-// it. It does not descend into the members: b is part of an answer that checkMessage read
-// whole, within protobuf's nesting limit, and its callers recurse only as deep as their own
-// request nests.
+// it. It does not descend into the members. b comes from an answer that checkMessage read
+// whole, within protobuf's nesting limit: a slice of it, or a join of occurrences of one
+// member, each checked on its own (joining whole messages nests nothing deeper). Its callers
+// recurse only as deep as their own request nests.
 func eachResult(b []byte, f func(member protowire.Number, body []byte) error) error {
 	return readFields(b, func(num protowire.Number, typ protowire.Type, v []byte) (int, error) {
 		if num != 3 || typ != protowire.BytesType {
