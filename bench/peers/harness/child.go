@@ -62,6 +62,7 @@ func Execute(ctx context.Context, fw Framework, p workload.Params) (workload.Res
 		res workload.Result
 		err error
 	)
+	workload.SetPeers(p.Peers)
 	switch fw {
 	case ZLink:
 		res, _, err = zlside.Run(ctx, p)

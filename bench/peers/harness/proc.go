@@ -74,6 +74,9 @@ func Start(path string, args ...string) (*Proc, error) {
 	return p, nil
 }
 
+// Pid is the process's ID.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
 // Expect waits up to within for an output line that starts with prefix and returns the rest.
 // It gives up early when ctx ends.
 func (p *Proc) Expect(ctx context.Context, prefix string, within time.Duration) (string, error) {

@@ -47,6 +47,18 @@ the processors: a run whose processors sat idle while goroutines waited to be wo
 less throughput for the same time per operation. Below 1, ZLink spends less processor time
 per operation. A profiled run (-profile) keeps no ZLink figure: the profiler's time is in it.
 
+The table of every process's time covers the workloads whose window does work in other
+processes: the server process of rows e and f and the etcd process of ZLink's runs and of
+Proto.Actor's in row f. Each cell is the total over the run's processes, then the run's own
+process's part (the callers, and the client node or Proto.Actor client) and the other
+processes' part, taken from one run, the one whose total is the median. Processor time is
+user and system time (getrusage for the run's own process, /proc/<pid>/stat for the others,
+to 10 ms in windows of seconds). The system calls are those of the read and write families
+(/proc/<pid>/io: syscr and syscw), which on a socket are its reads and writes; polls and
+wake-ups (epoll_wait, futex) are not among them. The floor's figures are of its own window in
+the same ZLink run, with the same server process and etcd. Below 1, ZLink's processes spend
+less processor time per operation than Proto.Actor's.
+
 - a. ZLink: an active Instance Spot on one node, called through the generated plain reference
   (EchoOf(...).Ping). Proto.Actor: one actor, RootContext.RequestFuture(pid, msg, timeout).Result(),
   with a bounded mailbox as Proto.Actor's own benchmarks configure it (faster here than the
@@ -179,6 +191,11 @@ func (r Report) Markdown() string {
 	}
 	if t := CPUTable(r.Runs, r.Order, r.Params); t != "" {
 		b.WriteString("Processor time per operation, the whole process's (callers included), for the workloads whose window does no work in another process:\n\n")
+		b.WriteString(t)
+		b.WriteString("\n")
+	}
+	if t := ProcessesTable(r.Runs, r.Order, r.Params); t != "" {
+		b.WriteString("Processor time and read/write system calls per operation of every process of the run, for the workloads whose window does work in other processes, each as total (the run's own process + the others):\n\n")
 		b.WriteString(t)
 		b.WriteString("\n")
 	}

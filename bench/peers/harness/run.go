@@ -139,6 +139,9 @@ func runOne(ctx context.Context, cfg Config, fw Framework, wl workload.Name, rou
 			return workload.Result{}, err
 		}
 	}
+	for _, d := range deps {
+		p.Peers = append(p.Peers, d.Pid())
+	}
 	params, err := json.Marshal(p)
 	if err != nil {
 		return workload.Result{}, err
@@ -164,7 +167,8 @@ func runOne(ctx context.Context, cfg Config, fw Framework, wl workload.Name, rou
 		return workload.Result{}, fmt.Errorf("child: %w; its stderr ends:\n%s", err, child.Stderr())
 	}
 	if cfg.ProfileDir != "" && fw == ZLink {
-		res.CPUSeconds = 0 // the profiler's own time is in it, and Proto.Actor runs unprofiled
+		// The profilers' own time is in them, and Proto.Actor runs unprofiled.
+		res.CPUSeconds, res.Processes = 0, nil
 	}
 	return res, nil
 }

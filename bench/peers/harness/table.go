@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -206,6 +207,91 @@ func CPUTable(runs Runs, order []workload.Name, params func(workload.Name) workl
 		fmt.Fprintf(&b, "| %s | %s%s | %s%s | %.2f |\n", Label(wl, params(wl)), fmtDur(zl*1e9), zlNote, fmtDur(pa*1e9), paNote, zl/pa)
 	}
 	return b.String()
+}
+
+// ProcessesTable renders, for each workload whose window counts work of other processes
+// (etcd; a remote workload's server), the processor time and the read and write system calls
+// per operation of every process of the run, for both frameworks and, where measured, the
+// floor: each as the total, then the run's own process's and the others' parts in parentheses.
+// Each cell is of the run whose total is the median (of an even number, the lower of the two in
+// the middle), so that its parts add up; "" when no workload measured any.
+func ProcessesTable(runs Runs, order []workload.Name, params func(workload.Name) workload.Params) string {
+	var b strings.Builder
+	for _, wl := range order {
+		if !wl.Remote() && wl != workload.ColdActivation {
+			continue
+		}
+		var zl, pa, floor []perOp
+		for _, r := range runs[wl][ZLink] {
+			zl = appendPerOp(zl, r.Processes, r.Ops)
+			if r.Floor != nil {
+				floor = appendPerOp(floor, r.Floor.Processes, r.Floor.Ops)
+			}
+		}
+		for _, r := range runs[wl][ProtoActor] {
+			pa = appendPerOp(pa, r.Processes, r.Ops)
+		}
+		if len(zl) == 0 || len(pa) == 0 {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("| Workload | ZLink | Proto.Actor | ZLink ÷ Proto.Actor | ZLink read/write calls | Proto.Actor read/write calls | floor | floor read/write calls |\n" +
+				"| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		}
+		zt, zc := medianPerOp(zl, perOp.cpuTotal), medianPerOp(zl, perOp.callsTotal)
+		pt, pc := medianPerOp(pa, perOp.cpuTotal), medianPerOp(pa, perOp.callsTotal)
+		ft, fc := "—", "—"
+		if len(floor) > 0 {
+			ft, fc = medianPerOp(floor, perOp.cpuTotal).cpuCell(), medianPerOp(floor, perOp.callsTotal).callsCell()
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %.2f | %s | %s | %s | %s |\n", Label(wl, params(wl)),
+			zt.cpuCell(), pt.cpuCell(), zt.cpuTotal()/pt.cpuTotal(), zc.callsCell(), pc.callsCell(), ft, fc)
+	}
+	return b.String()
+}
+
+// perOp is what the processes of one run used per operation: processor time in seconds and
+// read and write system calls, each of the run's own process and of the others.
+type perOp struct{ cpu, peerCPU, calls, peerCalls float64 }
+
+func (p perOp) cpuTotal() float64   { return p.cpu + p.peerCPU }
+func (p perOp) callsTotal() float64 { return p.calls + p.peerCalls }
+
+func (p perOp) cpuCell() string {
+	return fmt.Sprintf("%s (%s + %s)", fmtDur(p.cpuTotal()*1e9), fmtDur(p.cpu*1e9), fmtDur(p.peerCPU*1e9))
+}
+
+func (p perOp) callsCell() string {
+	return fmt.Sprintf("%s (%s + %s)", fmtCalls(p.callsTotal()), fmtCalls(p.calls), fmtCalls(p.peerCalls))
+}
+
+// fmtCalls renders a count per operation with three digits below 10, where it is usually a
+// fraction (calls shared by a batch of operations).
+func fmtCalls(v float64) string {
+	switch {
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case v >= 1:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+// appendPerOp appends what procs measured over ops operations, if it measured anything.
+func appendPerOp(to []perOp, procs *workload.Processes, ops int64) []perOp {
+	cpu, peerCPU, calls, peerCalls, ok := procs.PerOp(ops)
+	if !ok || cpu+peerCPU <= 0 {
+		return to
+	}
+	return append(to, perOp{cpu, peerCPU, calls, peerCalls})
+}
+
+// medianPerOp is the run of rs whose by is the median; of an even number, the lower of the two
+// in the middle; of equal ones, the earlier. rs is not empty.
+func medianPerOp(rs []perOp, by func(perOp) float64) perOp {
+	sorted := slices.Clone(rs)
+	slices.SortStableFunc(sorted, func(a, b perOp) int { return cmp.Compare(by(a), by(b)) })
+	return sorted[(len(sorted)-1)/2]
 }
 
 // measuredCPU is the median processor time per operation of the runs that measured it, and a

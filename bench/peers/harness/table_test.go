@@ -169,3 +169,41 @@ func TestCPUTableComparesTheProcessorTimePerOperationOfOneProcessWorkloads(t *te
 	require.Equal(t, "| "+Label(workload.ActorCall64, workload.Defaults(workload.ActorCall64))+" | 3.00 µs (2 of 3 runs) | 6.00 µs | 0.50 |", lines[3])
 	require.Empty(t, CPUTable(Runs{workload.LocalCall64: runs[workload.LocalCall64]}, order, workload.Defaults))
 }
+
+func TestProcessesTableShowsTheMedianRunOfEveryProcessOfTheRemoteAndEtcdWorkloads(t *testing.T) {
+	procs := func(cpu, peerCPU float64, calls, peerCalls int64) *workload.Processes {
+		return &workload.Processes{CPUSeconds: cpu, PeerCPUSeconds: peerCPU, Syscalls: calls, PeerSyscalls: peerCalls}
+	}
+	runs := Runs{
+		workload.RemoteCall64: {
+			// Totals per call of 10, 12 and 11 µs: the median run is the third, whose parts
+			// are shown, not the medians of each part (6 µs for the own process).
+			ZLink: {
+				{Ops: 1000, Processes: procs(6e-3, 4e-3, 100, 100),
+					Floor: &workload.Floor{Ops: 2000, Processes: procs(6e-3, 4e-3, 100, 90)}},
+				{Ops: 1000, Processes: procs(4e-3, 8e-3, 200, 200)},
+				{Ops: 1000, Processes: procs(7e-3, 4e-3, 110, 90)},
+			},
+			// Two runs: the lower of the two in the middle, 20 µs.
+			ProtoActor: {{Ops: 1000, Processes: procs(12e-3, 10e-3, 400, 400)}, {Ops: 1000, Processes: procs(10e-3, 10e-3, 300, 300)}},
+		},
+		// Measured by one framework only: left out.
+		workload.RemoteCall1: {ZLink: {{Ops: 10, Processes: procs(1, 1, 1, 1)}}, ProtoActor: {{Ops: 10}}},
+		// Etcd does ZLink's writes; Proto.Actor's run has no other process.
+		workload.ColdActivation: {
+			ZLink:      {{Ops: 100, Processes: procs(5e-3, 10e-3, 50, 250)}},
+			ProtoActor: {{Ops: 100, Processes: procs(3e-3, 0, 1, 0)}},
+		},
+		// One process: the processor-time table has it.
+		workload.LocalCall64: {ZLink: {{Ops: 10, Processes: procs(1, 1, 1, 1)}}, ProtoActor: {{Ops: 10, Processes: procs(1, 1, 1, 1)}}},
+	}
+	order := []workload.Name{workload.LocalCall64, workload.ColdActivation, workload.RemoteCall1, workload.RemoteCall64}
+	got := ProcessesTable(runs, order, workload.Defaults)
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	require.Len(t, lines, 4, got)
+	require.Equal(t, "| "+Label(workload.ColdActivation, workload.Defaults(workload.ColdActivation))+
+		" | 150 µs (50.0 µs + 100 µs) | 30.0 µs (30.0 µs + 0 ns) | 5.00 | 3.00 (0.500 + 2.50) | 0.010 (0.010 + 0.000) | — | — |", lines[2])
+	require.Equal(t, "| "+Label(workload.RemoteCall64, workload.Defaults(workload.RemoteCall64))+
+		" | 11.0 µs (7.00 µs + 4.00 µs) | 20.0 µs (10.0 µs + 10.0 µs) | 0.55 | 0.200 (0.110 + 0.090) | 0.600 (0.300 + 0.300) | 5.00 µs (3.00 µs + 2.00 µs) | 0.095 (0.050 + 0.045) |", lines[3])
+	require.Empty(t, ProcessesTable(Runs{workload.LocalCall64: runs[workload.LocalCall64]}, order, workload.Defaults))
+}

@@ -138,7 +138,8 @@ func oneWay(ctx context.Context, p workload.Params) (workload.Result, func() err
 	if err := workload.WaitFor(ctx, "every tick handled", func() bool { return handled.Load() >= want }); err != nil {
 		return workload.Result{}, stop, err
 	}
-	elapsed, used := time.Since(begin), cpu.Seconds()
+	elapsed := time.Since(begin)
+	used, procs := cpu.End()
 	var sum int64
 	for _, pid := range pids {
 		reply, err := sys.Root.RequestFuture(pid, &zl.CountRequest{}, p.Timeout).Result()
@@ -154,5 +155,5 @@ func oneWay(ctx context.Context, p workload.Params) (workload.Result, func() err
 	if sum != want || handled.Load() != want {
 		return workload.Result{}, stop, fmt.Errorf("handled %d ticks (actors count %d), sent %d", handled.Load(), sum, want)
 	}
-	return workload.Result{Ops: want, Seconds: elapsed.Seconds(), CPUSeconds: used}, stop, nil
+	return workload.Result{Ops: want, Seconds: elapsed.Seconds(), CPUSeconds: used, Processes: procs}, stop, nil
 }

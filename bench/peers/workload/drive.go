@@ -80,7 +80,8 @@ func ForDuration(ctx context.Context, callers int, warmup, duration time.Duratio
 		sleep(ctx, failed, time.Millisecond)
 	}
 	measuring.Store(false)
-	elapsed, used := time.Since(begin), cpu.Seconds()
+	elapsed := time.Since(begin)
+	used, procs := cpu.End()
 	stop.Store(true)
 	wg.Wait()
 	if firstErr != nil {
@@ -94,7 +95,7 @@ func ForDuration(ctx context.Context, callers int, warmup, duration time.Duratio
 			all = append(all, l...)
 		}
 	}
-	return Result{Ops: n, Seconds: elapsed.Seconds(), Latency: Summarize(all), CPUSeconds: used}, nil
+	return Result{Ops: n, Seconds: elapsed.Seconds(), Latency: Summarize(all), CPUSeconds: used, Processes: procs}, nil
 }
 
 // ForCount runs op count times in all on callers goroutines and returns how long that took.
@@ -131,7 +132,9 @@ func ForCount(ctx context.Context, callers int, count int64, op Op) (Result, err
 	if firstErr != nil {
 		return Result{}, firstErr
 	}
-	return Result{Ops: count, Seconds: time.Since(begin).Seconds(), CPUSeconds: cpu.Seconds()}, nil
+	elapsed := time.Since(begin)
+	used, procs := cpu.End()
+	return Result{Ops: count, Seconds: elapsed.Seconds(), CPUSeconds: used, Processes: procs}, nil
 }
 
 // ProcessCPU is the processor time, user and system, that this process has used so far; -1
@@ -144,11 +147,34 @@ func ProcessCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// CPUWindow measures the processor time that this process uses in a window of a run.
-type CPUWindow struct{ start time.Duration }
+// CPUWindow measures the processor time that this process uses in a window of a run, and what
+// every process of the run uses: this one and its peers (SetPeers).
+type CPUWindow struct {
+	start time.Duration
+	procs usage
+	read  bool // procs was read
+}
 
 // StartCPUWindow starts a window now.
-func StartCPUWindow() CPUWindow { return CPUWindow{start: ProcessCPU()} }
+func StartCPUWindow() CPUWindow {
+	w := CPUWindow{start: ProcessCPU()}
+	w.procs, w.read = readUsage()
+	return w
+}
+
+// End ends the window: the processor time this process used in it, as Seconds, and what
+// every process of the run used, or nil when one of them could not be read.
+func (w CPUWindow) End() (float64, *Processes) {
+	own := w.Seconds()
+	if !w.read {
+		return own, nil
+	}
+	u, ok := readUsage()
+	if !ok {
+		return own, nil
+	}
+	return own, u.since(w.procs)
+}
 
 // Seconds is the processor time used since the window started, or 0 when the system did not
 // tell it (Result.CPUSeconds then says that it was not measured).

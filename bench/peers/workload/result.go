@@ -29,6 +29,9 @@ type Result struct {
 	// CPUSeconds is the processor time, user and system, that the whole process used in the
 	// measured window: the framework's goroutines and the callers' alike; 0 when not measured.
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
+	// Processes is what every process of the run used in the measured window: its own and
+	// its peers (SetPeers); nil when not measured.
+	Processes *Processes `json:"processes,omitempty"`
 }
 
 // CPUPerOp is the processor time per operation in seconds, or 0 when it was not measured.
@@ -47,10 +50,27 @@ type Floor struct {
 	Rate float64 `json:"rate"`
 	// Latency summarizes the probe's call latencies; FloorOf always sets it.
 	Latency *Latency `json:"latency"`
+	// Ops is the probe's calls in its window, and Processes what the run's processes used
+	// in it (Result.Processes), when measured.
+	Ops       int64      `json:"ops,omitempty"`
+	Processes *Processes `json:"processes,omitempty"`
 }
 
 // FloorOf is the floor that r, a floor probe's run, measured.
-func FloorOf(r Result) *Floor { return &Floor{Rate: r.Rate(), Latency: r.Latency} }
+func FloorOf(r Result) *Floor {
+	return &Floor{Rate: r.Rate(), Latency: r.Latency, Ops: r.Ops, Processes: r.Processes}
+}
+
+// PerOp is the processor time and the read and write system calls per operation of every
+// process of a run that made ops operations: each as the run's own process's plus the
+// others'. ok is false when p or ops is zero.
+func (p *Processes) PerOp(ops int64) (cpu, peerCPU, syscalls, peerSyscalls float64, ok bool) {
+	if p == nil || ops <= 0 {
+		return 0, 0, 0, 0, false
+	}
+	n := float64(ops)
+	return p.CPUSeconds / n, p.PeerCPUSeconds / n, float64(p.Syscalls) / n, float64(p.PeerSyscalls) / n, true
+}
 
 // Rate is operations per second.
 func (r Result) Rate() float64 {

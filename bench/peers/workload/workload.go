@@ -88,6 +88,9 @@ type Params struct {
 	NoFloor bool
 	// Timeout bounds every single call and every wait of the run.
 	Timeout time.Duration
+	// Peers are the process IDs of the run's other processes (etcd, the server process),
+	// whose work its measured windows count too (Result.Processes).
+	Peers []int
 }
 
 // HasFloor reports whether a ZLink run of the workload measures a floor (Result.Floor).

@@ -142,7 +142,8 @@ func oneWay(ctx context.Context, n *Node, p workload.Params) (workload.Result, e
 	if err := workload.WaitFor(ctx, "every tick handled", func() bool { return n.Handled.Load() >= want }); err != nil {
 		return workload.Result{}, err
 	}
-	elapsed, used := time.Since(begin), cpu.Seconds()
+	elapsed := time.Since(begin)
+	used, procs := cpu.End()
 	var sum int64
 	for _, ref := range refs {
 		c, err := ref.Count(ctx, &zl.CountRequest{})
@@ -154,7 +155,7 @@ func oneWay(ctx context.Context, n *Node, p workload.Params) (workload.Result, e
 	if sum != want || n.Handled.Load() != want {
 		return workload.Result{}, fmt.Errorf("handled %d ticks (Spots count %d), sent %d", n.Handled.Load(), sum, want)
 	}
-	return workload.Result{Ops: want, Seconds: elapsed.Seconds(), Pushbacks: pushbacks.Load(), CPUSeconds: used}, nil
+	return workload.Result{Ops: want, Seconds: elapsed.Seconds(), Pushbacks: pushbacks.Load(), CPUSeconds: used, Processes: procs}, nil
 }
 
 // cold activates p.Count fresh Instance Spots with intent calls from p.Callers callers.

@@ -129,6 +129,9 @@ func orchestrate(rounds int, list string, tiny bool, out, profile string) error 
 		}
 	}
 	fmt.Println(report.Table())
+	if t := harness.ProcessesTable(runs, order, params); t != "" {
+		fmt.Printf("processor time and read/write system calls per operation, every process of the run: total (own + others)\n%s\n", t)
+	}
 	fmt.Printf("ratio = ZLink ÷ Proto.Actor; (*) a ZLink activation includes a linearizable etcd write, a Proto.Actor one does not.\n")
 	fmt.Printf("medians of %d runs each; %s; wall time %s\n", rounds, report.Machine, report.Wall.Round(time.Second))
 	if out != "" {
