@@ -152,9 +152,27 @@ func BenchmarkLocalCall(b *testing.B) {
 	}
 }
 
+// BenchmarkSendTo64Spots sends one-way messages from 64 callers to 64 Spots of one node and
+// counts them handled: with a sender's context that carries nothing, and with one that carries
+// a value, as an application's request context does, which the Spot's turn context then carries
+// too.
 func BenchmarkSendTo64Spots(b *testing.B) {
+	for _, run := range []struct {
+		name string
+		ctx  context.Context
+	}{
+		{"sender-ctx=background", context.Background()},
+		{"sender-ctx=values", context.WithValue(context.Background(), benchKey{}, "request")},
+	} {
+		b.Run(run.name, func(b *testing.B) { sendTo64Spots(b, run.ctx) })
+	}
+}
+
+// benchKey is the key of a value that a sender's context carries.
+type benchKey struct{}
+
+func sendTo64Spots(b *testing.B, ctx context.Context) {
 	h := benchHost(b, 128)
-	ctx := context.Background()
 	targets := make([]sdk.Target, 64)
 	for i := range targets {
 		targets[i] = sdk.InstanceTarget(sinkDesc.Name, fmt.Sprint("s", i))

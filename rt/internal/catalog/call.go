@@ -327,7 +327,7 @@ func (k *call) Run() {
 	if k.actor != nil && !k.actor.mayRun(k) {
 		return // held to follow the Actor, or ended unrun
 	}
-	k.runThen(k.ranOnRunner, nil)
+	k.runThen(k.ranOnRunner)
 }
 
 // ranOnRunner finishes a call whose turn ran. A call that holds a permit was queued, so it ran
@@ -350,9 +350,8 @@ func (k *call) ranOnRunner(reply proto.Message, err error) {
 // (which invoke recovers) still ends the message with ErrHandlerPanicked, so that its permit
 // and charge return and a caller gets an answer; finish runs outside this guard, so that a
 // message is never finished twice, even when finish itself fails. What the error names is
-// read first: a finished message may be reused. own, if not nil, holds the turn's Spot context
-// (see run).
-func (m *message) runThen(finish func(proto.Message, error), own *spotCtx) {
+// read first: a finished message may be reused.
+func (m *message) runThen(finish func(proto.Message, error)) {
 	ran := false
 	_, typ, _ := m.object()
 	method := m.md.Name
@@ -361,7 +360,7 @@ func (m *message) runThen(finish func(proto.Message, error), own *spotCtx) {
 			finish(nil, fmt.Errorf("%w: %s.%s: the runtime failed around the handler", sdk.ErrHandlerPanicked, typ, method))
 		}
 	}()
-	reply, err := m.run(own)
+	reply, err := m.run()
 	ran = true
 	finish(reply, err)
 }
@@ -370,10 +369,8 @@ func (m *message) runThen(finish func(proto.Message, error), own *spotCtx) {
 // else of the turn: where a pause of the process would fall. Only tests set it.
 var turnChecked atomic.Pointer[func()]
 
-// run runs the turn and returns its outcome. A one-way message's turn gets a Spot context,
-// built in own if it is not nil: a record that is never reused, since a handler may keep its
-// context.
-func (m *message) run(own *spotCtx) (proto.Message, error) {
+// run runs the turn and returns its outcome. A one-way message's turn gets a Spot context.
+func (m *message) run() (proto.Message, error) {
 	checked, ok := m.a.checkTurn()
 	if !ok {
 		return nil, m.a.errLeaseEnded()
@@ -387,7 +384,7 @@ func (m *message) run(own *spotCtx) (proto.Message, error) {
 	case m.oneWay, bare(ctx):
 		// A context of the Spot's own: it ends when the Spot ends, and a request made with it
 		// of the Spot itself is recognised.
-		ctx = m.a.spotContextIn(m.ctx, own)
+		ctx = m.a.turnContext(m.ctx)
 	default:
 		if err := ctx.Err(); err != nil {
 			return nil, err // the caller gave up while it was queued
@@ -544,7 +541,7 @@ func (a *activation) RunMessage(m exec.Message) {
 		if err != nil {
 			msg.logOneWayFailure(err)
 		}
-	}, nil)
+	})
 }
 
 // DropMessage implements exec.Owner: the message's permit returns and the reason it did not
@@ -585,8 +582,10 @@ func (a *activation) BeforeItem() {
 	}
 }
 
-// RunEnd returns the permits that a's runner held back, at the end of its run.
+// RunEnd returns the permits that a's runner held back, at the end of its run, and lets go of
+// the last sender's context.
 func (a *activation) RunEnd() {
+	a.sent = nil
 	if n := a.ended.Swap(0); n > 0 {
 		a.cat.cfg.Meter.ReturnMany(n)
 	}

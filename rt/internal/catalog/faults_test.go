@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -784,4 +786,71 @@ func TestAOneWaySentFromAOneWayTurnCarriesTheValuesNotTheTurn(t *testing.T) {
 		return slices.ContainsFunc(n.f.said, func(s string) bool { return strings.HasPrefix(s, "end:probe:") })
 	}, 10*time.Second, time.Millisecond)
 	assert.True(t, n.f.said1("end:probe:nested=false,value=first"), "%v", n.f.said)
+}
+
+// One-way turns of one run share a turn context while their senders' context is the same: a
+// turn still sees its own sender's values when senders alternate, and a handler that keeps its
+// turn's context keeps the values it ran with, whatever runs after it.
+func TestOneWayTurnsSeeTheirOwnSendersValuesWhenSendersAlternate(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	var kept []context.Context
+	n.f.probe = func(ctx context.Context) string {
+		kept = append(kept, ctx) // turns of one Spot run one at a time
+		v, _ := ctx.Value(senderKey{}).(string)
+		return v
+	}
+	_, err := n.call("mixed", "Join", "x")
+	require.NoError(t, err)
+	// A blocked turn holds the run, so that the sends below queue behind it and run in one run.
+	require.NoError(t, n.cat.Send(ctx, room("mixed"), "BlockSend", str("")))
+	require.Equal(t, "mixed", <-n.f.blocked)
+	a, b := context.WithValue(ctx, senderKey{}, "a"), context.WithValue(ctx, senderKey{}, "b")
+	order := []context.Context{a, a, b, a, b, b, a}
+	for _, sender := range order {
+		require.NoError(t, n.cat.Send(sender, room("mixed"), "ProbeSend", str("")))
+	}
+	close(n.f.release)
+	var want []string
+	for _, sender := range order {
+		want = append(want, "mixed:probe:"+sender.Value(senderKey{}).(string))
+	}
+	require.Eventually(t, func() bool {
+		n.f.mu.Lock()
+		defer n.f.mu.Unlock()
+		return len(n.f.said) >= len(order)
+	}, 10*time.Second, time.Millisecond)
+	n.f.mu.Lock()
+	assert.Equal(t, want, n.f.said)
+	n.f.mu.Unlock()
+	require.Len(t, kept, len(order))
+	for i, sender := range order {
+		assert.Equal(t, sender.Value(senderKey{}), kept[i].Value(senderKey{}), "turn %d's kept context", i)
+		assert.NoError(t, kept[i].Err(), "turn %d's kept context ends with the Spot, not with its turn", i)
+	}
+}
+
+// bulky stands for what a sender's context may hold: a request's values.
+type bulky struct{ _ [1 << 16]byte }
+
+// A Spot whose run has ended keeps none of its senders' contexts: the last sender's values are
+// collected once nothing else holds them.
+func TestAnIdleSpotKeepsNoSendersContext(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	n.f.probe = func(context.Context) string { return "ran" }
+	_, err := n.call("idle", "Join", "x")
+	require.NoError(t, err)
+	held := sendWithBulkyValue(t, n, "idle")
+	require.Eventually(t, func() bool { return n.f.said1("idle:probe:ran") }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool {
+		runtime.GC()
+		return held.Value() == nil
+	}, 10*time.Second, 10*time.Millisecond, "the Spot still holds its last sender's context")
+}
+
+// sendWithBulkyValue sends a one-way message to the Spot id with a context that holds a value
+// of its own, and returns a weak pointer to that value.
+func sendWithBulkyValue(t *testing.T, n *node, id string) weak.Pointer[bulky] {
+	v := new(bulky)
+	require.NoError(t, n.cat.Send(context.WithValue(ctx, senderKey{}, v), room(id), "ProbeSend", str("")))
+	return weak.Make(v)
 }

@@ -50,6 +50,11 @@ type activation struct {
 	// it holds permits back, and takes it out when its run ends.
 	ended  atomic.Int64
 	listed atomic.Bool
+	// sent is the Spot context of the last turn whose sender's context carried something: the
+	// next one-way message of the same sender context takes it again instead of a new one (it
+	// never changes once made, so a handler may keep it). Only turns touch it, one at a time,
+	// and the run's end drops it (RunEnd), so that an idle Spot keeps no sender's context.
+	sent *spotCtx
 
 	mu      sync.Mutex
 	log     *slog.Logger    // made on first use

@@ -53,34 +53,45 @@ func (c *spotCtx) AfterFunc(f func()) func() bool { return context.AfterFunc(c.a
 // spotContext is the context for a turn of a whose sender's context is values: one shared by
 // every such turn when values carries nothing (a timer, a Send with a background context), so
 // that those turns allocate nothing.
-func (a *activation) spotContext(values context.Context) context.Context {
-	return a.spotContextIn(values, nil)
-}
-
-// spotContextIn is spotContext, built in own when values carries something and own is not nil:
-// a record that lives as long as the context may hold it, so that the turn allocates no
-// context of its own.
 //
 // A sender's context that is itself a Spot context (a one-way handler or a timer that sends
 // with its own) gives its values, not itself: a chain of such sends would otherwise nest one
 // context in the next, each keeping its sender's record alive and lengthening every lookup.
 // Nothing is lost, since a Spot context adds only its turn's mark, which the new one replaces.
-func (a *activation) spotContextIn(values context.Context, own *spotCtx) context.Context {
-	if sc, ok := values.(*spotCtx); ok {
-		values = sc.values
-	}
+func (a *activation) spotContext(values context.Context) context.Context {
+	values = sendersValues(values)
 	if !bare(values) {
-		if own == nil {
-			own = new(spotCtx)
-		}
-		*own = spotCtx{values: values, a: a}
-		return own
+		return &spotCtx{values: values, a: a}
 	}
 	if sc := a.bare.Load(); sc != nil {
 		return sc
 	}
 	a.bare.CompareAndSwap(nil, &spotCtx{values: context.Background(), a: a})
 	return a.bare.Load()
+}
+
+// turnContext is spotContext for a message's turn, which runs on a's serial queue: the turns
+// of one run whose senders' context is the same share one (activation.sent), so that a burst
+// of one sender's messages allocates none.
+func (a *activation) turnContext(values context.Context) context.Context {
+	values = sendersValues(values)
+	if bare(values) {
+		return a.spotContext(values)
+	}
+	if c := a.sent; c != nil && c.values == values {
+		return c
+	}
+	a.sent = &spotCtx{values: values, a: a}
+	return a.sent
+}
+
+// sendersValues is the context whose values a turn sent with ctx carries: ctx, or the values
+// of the Spot context ctx is.
+func sendersValues(ctx context.Context) context.Context {
+	if sc, ok := ctx.(*spotCtx); ok {
+		return sc.values
+	}
+	return ctx
 }
 
 // turnOf returns the activation whose Spot context ctx is, or derives from, if any.
