@@ -823,6 +823,8 @@ func TestOneWayTurnsSeeTheirOwnSendersValuesWhenSendersAlternate(t *testing.T) {
 	assert.Equal(t, want, n.f.said)
 	n.f.mu.Unlock()
 	require.Len(t, kept, len(order))
+	assert.Same(t, kept[0], kept[1], "the second message of the same sender shares the first's turn context")
+	assert.NotSame(t, kept[1], kept[2], "another sender's message gets a turn context of its own")
 	for i, sender := range order {
 		assert.Equal(t, sender.Value(senderKey{}), kept[i].Value(senderKey{}), "turn %d's kept context", i)
 		assert.NoError(t, kept[i].Err(), "turn %d's kept context ends with the Spot, not with its turn", i)
@@ -853,4 +855,37 @@ func sendWithBulkyValue(t *testing.T, n *node, id string) weak.Pointer[bulky] {
 	v := new(bulky)
 	require.NoError(t, n.cat.Send(context.WithValue(ctx, senderKey{}, v), room(id), "ProbeSend", str("")))
 	return weak.Make(v)
+}
+
+// taggedCtx is a sender's context of a value type that == cannot compare: it holds a slice.
+type taggedCtx struct {
+	context.Context
+	tags []string
+}
+
+// A sender's context of a value type that cannot be compared runs its one-way messages as any
+// other: two of them in one run do not make the second's turn fail.
+func TestOneWayTurnsRunForSendersContextsThatCannotBeCompared(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	n.f.probe = func(ctx context.Context) string {
+		v, _ := ctx.Value(senderKey{}).(string)
+		return v
+	}
+	_, err := n.call("tagged", "Join", "x")
+	require.NoError(t, err)
+	require.NoError(t, n.cat.Send(ctx, room("tagged"), "BlockSend", str("")))
+	require.Equal(t, "tagged", <-n.f.blocked)
+	for _, v := range []string{"one", "two", "two"} {
+		sender := taggedCtx{context.WithValue(ctx, senderKey{}, v), []string{v}}
+		require.NoError(t, n.cat.Send(sender, room("tagged"), "ProbeSend", str("")))
+	}
+	close(n.f.release)
+	require.Eventually(t, func() bool {
+		n.f.mu.Lock()
+		defer n.f.mu.Unlock()
+		return len(n.f.said) >= 3
+	}, 10*time.Second, time.Millisecond)
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	assert.Equal(t, []string{"tagged:probe:one", "tagged:probe:two", "tagged:probe:two"}, n.f.said)
 }

@@ -53,7 +53,9 @@ type activation struct {
 	// sent is the Spot context of the last turn whose sender's context carried something: the
 	// next one-way message of the same sender context takes it again instead of a new one (it
 	// never changes once made, so a handler may keep it). Only turns touch it, one at a time,
-	// and the run's end drops it (RunEnd), so that an idle Spot keeps no sender's context.
+	// and the end of the run drops it (RunEnd), so that an idle Spot keeps no sender's context.
+	// A run that never ends, under steady load, keeps the last one-way sender's context (a
+	// remote sender's holds its stream) until it does: one context per busy Spot.
 	sent *spotCtx
 
 	mu      sync.Mutex

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"reflect"
 	"time"
 	"unsafe"
 )
@@ -71,8 +72,8 @@ func (a *activation) spotContext(values context.Context) context.Context {
 }
 
 // turnContext is spotContext for a message's turn, which runs on a's serial queue: the turns
-// of one run whose senders' context is the same share one (activation.sent), so that a burst
-// of one sender's messages allocates none.
+// of one run whose senders' context is the same pointer share one (activation.sent), so that
+// a burst of one sender's messages allocates none.
 func (a *activation) turnContext(values context.Context) context.Context {
 	values = sendersValues(values)
 	if bare(values) {
@@ -80,6 +81,11 @@ func (a *activation) turnContext(values context.Context) context.Context {
 	}
 	if c := a.sent; c != nil && c.values == values {
 		return c
+	}
+	if reflect.TypeOf(values).Kind() != reflect.Pointer {
+		// A context of a value type may not be comparable (a struct that holds a slice), and
+		// == on two of its values would panic: only pointers are kept, which == compares.
+		return &spotCtx{values: values, a: a}
 	}
 	a.sent = &spotCtx{values: values, a: a}
 	return a.sent
