@@ -265,16 +265,13 @@ func (p perOp) callsCell() string {
 	return fmt.Sprintf("%s (%s + %s)", fmtCalls(p.callsTotal()), fmtCalls(p.calls), fmtCalls(p.peerCalls))
 }
 
-// fmtCalls renders a count per operation with three digits below 10, where it is usually a
-// fraction (calls shared by a batch of operations).
+// fmtCalls renders a count per operation as sig3 does, with three decimals below 1, where it
+// is usually a fraction (calls shared by a batch of operations).
 func fmtCalls(v float64) string {
-	switch {
-	case v >= 10:
-		return fmt.Sprintf("%.1f", v)
-	case v >= 1:
-		return fmt.Sprintf("%.2f", v)
+	if v < 1 {
+		return fmt.Sprintf("%.3f", v)
 	}
-	return fmt.Sprintf("%.3f", v)
+	return sig3(v)
 }
 
 // appendPerOp appends what procs measured over ops operations, if it measured anything.

@@ -794,34 +794,16 @@ func TestAOneWaySentFromAOneWayTurnCarriesTheValuesNotTheTurn(t *testing.T) {
 func TestOneWayTurnsSeeTheirOwnSendersValuesWhenSendersAlternate(t *testing.T) {
 	n := newNode(t, nodeOpts{})
 	var kept []context.Context
-	n.f.probe = func(ctx context.Context) string {
-		kept = append(kept, ctx) // turns of one Spot run one at a time
-		v, _ := ctx.Value(senderKey{}).(string)
-		return v
-	}
-	_, err := n.call("mixed", "Join", "x")
-	require.NoError(t, err)
-	// A blocked turn holds the run, so that the sends below queue behind it and run in one run.
-	require.NoError(t, n.cat.Send(ctx, room("mixed"), "BlockSend", str("")))
-	require.Equal(t, "mixed", <-n.f.blocked)
 	a, b := context.WithValue(ctx, senderKey{}, "a"), context.WithValue(ctx, senderKey{}, "b")
 	order := []context.Context{a, a, b, a, b, b, a}
-	for _, sender := range order {
-		require.NoError(t, n.cat.Send(sender, room("mixed"), "ProbeSend", str("")))
-	}
-	close(n.f.release)
+	said := sendInOneRun(t, n, "mixed", order, func(ctx context.Context) {
+		kept = append(kept, ctx) // turns of one Spot run one at a time
+	})
 	var want []string
 	for _, sender := range order {
 		want = append(want, "mixed:probe:"+sender.Value(senderKey{}).(string))
 	}
-	require.Eventually(t, func() bool {
-		n.f.mu.Lock()
-		defer n.f.mu.Unlock()
-		return len(n.f.said) >= len(order)
-	}, 10*time.Second, time.Millisecond)
-	n.f.mu.Lock()
-	assert.Equal(t, want, n.f.said)
-	n.f.mu.Unlock()
+	assert.Equal(t, want, said)
 	require.Len(t, kept, len(order))
 	assert.Same(t, kept[0], kept[1], "the second message of the same sender shares the first's turn context")
 	assert.NotSame(t, kept[1], kept[2], "another sender's message gets a turn context of its own")
@@ -829,6 +811,37 @@ func TestOneWayTurnsSeeTheirOwnSendersValuesWhenSendersAlternate(t *testing.T) {
 		assert.Equal(t, sender.Value(senderKey{}), kept[i].Value(senderKey{}), "turn %d's kept context", i)
 		assert.NoError(t, kept[i].Err(), "turn %d's kept context ends with the Spot, not with its turn", i)
 	}
+}
+
+// sendInOneRun sends the Spot id one ProbeSend from each of senders, queued behind a blocked
+// turn so that all of them run in one run of the Spot, and returns what the turns said once
+// all have run: each its sender's value. turn, if not nil, sees each turn's context.
+func sendInOneRun(t *testing.T, n *node, id string, senders []context.Context, turn func(context.Context)) []string {
+	t.Helper()
+	n.f.probe = func(ctx context.Context) string {
+		if turn != nil {
+			turn(ctx)
+		}
+		v, _ := ctx.Value(senderKey{}).(string)
+		return v
+	}
+	_, err := n.call(id, "Join", "x")
+	require.NoError(t, err)
+	// A blocked turn holds the run, so that the sends below queue behind it and run in one run.
+	require.NoError(t, n.cat.Send(ctx, room(id), "BlockSend", str("")))
+	require.Equal(t, id, <-n.f.blocked)
+	for _, sender := range senders {
+		require.NoError(t, n.cat.Send(sender, room(id), "ProbeSend", str("")))
+	}
+	close(n.f.release)
+	require.Eventually(t, func() bool {
+		n.f.mu.Lock()
+		defer n.f.mu.Unlock()
+		return len(n.f.said) >= len(senders)
+	}, 10*time.Second, time.Millisecond)
+	n.f.mu.Lock()
+	defer n.f.mu.Unlock()
+	return slices.Clone(n.f.said)
 }
 
 // bulky stands for what a sender's context may hold: a request's values.
@@ -867,25 +880,10 @@ type taggedCtx struct {
 // other: two of them in one run do not make the second's turn fail.
 func TestOneWayTurnsRunForSendersContextsThatCannotBeCompared(t *testing.T) {
 	n := newNode(t, nodeOpts{})
-	n.f.probe = func(ctx context.Context) string {
-		v, _ := ctx.Value(senderKey{}).(string)
-		return v
-	}
-	_, err := n.call("tagged", "Join", "x")
-	require.NoError(t, err)
-	require.NoError(t, n.cat.Send(ctx, room("tagged"), "BlockSend", str("")))
-	require.Equal(t, "tagged", <-n.f.blocked)
+	var senders []context.Context
 	for _, v := range []string{"one", "two", "two"} {
-		sender := taggedCtx{context.WithValue(ctx, senderKey{}, v), []string{v}}
-		require.NoError(t, n.cat.Send(sender, room("tagged"), "ProbeSend", str("")))
+		senders = append(senders, taggedCtx{context.WithValue(ctx, senderKey{}, v), []string{v}})
 	}
-	close(n.f.release)
-	require.Eventually(t, func() bool {
-		n.f.mu.Lock()
-		defer n.f.mu.Unlock()
-		return len(n.f.said) >= 3
-	}, 10*time.Second, time.Millisecond)
-	n.f.mu.Lock()
-	defer n.f.mu.Unlock()
-	assert.Equal(t, []string{"tagged:probe:one", "tagged:probe:two", "tagged:probe:two"}, n.f.said)
+	said := sendInOneRun(t, n, "tagged", senders, nil)
+	assert.Equal(t, []string{"tagged:probe:one", "tagged:probe:two", "tagged:probe:two"}, said)
 }
