@@ -313,7 +313,7 @@ func (m *Mesh) slow(ctx context.Context, reply func(*wire.Reply), fn func()) {
 		reply(refusedReply(fmt.Errorf("node %s is busy: %w", m.cfg.Node, &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: int64(cap(m.slowSlots))})))
 		return
 	case <-m.ctx.Done():
-		reply(refusedReply(fmt.Errorf("%w: node %s is closing", sdk.ErrClosed, m.cfg.Node)))
+		reply(refusedReply(fmt.Errorf("%w: node %s is closing", sdk.ErrNotServing, m.cfg.Node)))
 		return
 	}
 	m.wg.Go(func() {

@@ -465,8 +465,9 @@ func (m *Mesh) Rebind(reg *store.Registration) {
 func (m *Mesh) Close() error {
 	m.closeOnce.Do(func() {
 		m.cancel()
-		// Closing the transport ends the streams' contexts, which ends the requests still
-		// being resolved.
+		// Requests that wait for a slot to be resolved are refused now; the transport answers
+		// what its streams took in, for a second at most, and then ends the streams' contexts,
+		// which ends the requests still being resolved.
 		_ = m.tr.Close()
 		m.wg.Wait()
 	})

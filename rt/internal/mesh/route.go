@@ -278,6 +278,13 @@ func (m *Mesh) send(ctx context.Context, t sdk.Target, h hop, method string, pay
 	}
 	if r.Error != nil {
 		err := wire.DecodeError(r.Error)
+		if h.cached && r.Refused && errors.Is(err, sdk.ErrNotServing) {
+			// The cached owner did not run it: it is closing, or not yet serving. The store
+			// says where the object is now, as for a message that never left.
+			m.routes.drop(t, h.node)
+			first := m.firstHop(t, false)
+			return nil, &first, false, nil
+		}
 		// Handler errors arrive as application errors, so these are the runtime's own answers.
 		if errors.Is(err, sdk.ErrStaleRoute) || errors.Is(err, sdk.ErrOwnerUnavailable) {
 			// The owner changed or is gone: forget the route; the message is not sent again (C3).

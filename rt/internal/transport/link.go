@@ -167,8 +167,10 @@ func (l *link) session() error {
 				return
 			}
 			for _, env := range b.envelopes() {
-				if env.Reply != nil {
-					l.complete(env.Reply)
+				if r := env.Reply; r != nil && r.CallId == closingNotice {
+					l.peerClosing(out, r, func() { _ = stream.CloseSend() })
+				} else if r != nil {
+					l.complete(r)
 				}
 			}
 			b.reset()
@@ -183,6 +185,21 @@ func (l *link) session() error {
 		<-recvErr
 	}
 	return err
+}
+
+// peerClosing takes the peer's notice r that it closes the session whose sender is out: new
+// calls fail at once as not sent, what out holds is still sent, and then the session's stream
+// is half-closed (closeSend), which tells the peer that nothing more comes. The calls the
+// peer took in are answered on the session until it ends.
+func (l *link) peerClosing(out *sender, r *wire.Reply, closeSend func()) {
+	err := wire.DecodeError(r.Error)
+	wire.RecycleInboundReply(r)
+	l.mu.Lock()
+	if l.out == out {
+		l.setStateLocked(sdk.PeerStateNotConnected, nil, limits{}, err)
+	}
+	l.mu.Unlock()
+	out.finish(closeSend)
 }
 
 // result is the end of one call: the peer's reply, or the link's failure.

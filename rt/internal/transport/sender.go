@@ -47,6 +47,9 @@ type sender struct {
 	waiters int
 	room    chan struct{} // closed and replaced when envelopes leave the queue and someone waits
 	closed  bool
+	// ending, once set (finish), refuses new messages; run calls it once what is queued has
+	// been sent.
+	ending  func()
 	sending bool          // a batch is being sent
 	moved   time.Time     // the last sign of progress: a send completed, or work arrived at an idle queue
 	wake    chan struct{} // buffered 1
@@ -87,10 +90,10 @@ func newSender(send func(*wire.Batch) error, maxMessage int, meter *capacity.Met
 }
 
 // push queues q at once, however full the queue is, and returns its size: 0 when the stream
-// is gone, and with it what it would carry.
+// is gone or finishing, and with it what it would carry.
 func (s *sender) push(q queued) int {
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || s.ending != nil {
 		s.mu.Unlock()
 		return 0
 	}
@@ -101,10 +104,10 @@ func (s *sender) push(q queued) int {
 }
 
 // pushWait queues q once the queue has room, and reports false if ctx ended first or the
-// stream ended: q was not queued.
+// stream ended or is finishing: q was not queued.
 func (s *sender) pushWait(ctx context.Context, q queued) (ok bool, ctxErr error) {
 	s.mu.Lock()
-	if err := s.awaitRoomLocked(ctx); err != nil || s.closed {
+	if err := s.awaitRoomLocked(ctx); err != nil || s.closed || s.ending != nil {
 		s.mu.Unlock()
 		return false, err
 	}
@@ -125,7 +128,7 @@ func (s *sender) waitRoom(ctx context.Context) error {
 // error if ctx ends first. s.mu is held when it is called and when it returns, and released
 // while it waits.
 func (s *sender) awaitRoomLocked(ctx context.Context) error {
-	for s.fullLocked() && !s.closed {
+	for s.fullLocked() && !s.closed && s.ending == nil {
 		room := s.room
 		s.waiters++
 		s.mu.Unlock()
@@ -186,6 +189,42 @@ func (s *sender) close() {
 	close(s.room)
 }
 
+// finish ends the queue for new messages: what it holds is still sent, and then run calls end,
+// on the goroutine that sends. Whoever waits for room gives up.
+func (s *sender) finish(end func()) {
+	s.mu.Lock()
+	if s.closed || s.ending != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.ending = end
+	if s.waiters > 0 {
+		close(s.room)
+		s.room = make(chan struct{})
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+// takeEnd returns the function that finish set, once, when nothing is left to send.
+func (s *sender) takeEnd() func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	end := s.ending
+	if end == nil || len(s.queue) > 0 {
+		return nil
+	}
+	s.ending = func() {} // still finishing: nothing more is queued
+	return end
+}
+
+// idle reports whether nothing is queued or being sent.
+func (s *sender) idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue) == 0 && !s.sending
+}
+
 // stalled reports whether the sender has had work, queued or being sent, and completed no
 // send for longer than d: the stream does not take what it sends.
 func (s *sender) stalled(d time.Duration) bool {
@@ -223,6 +262,9 @@ func (s *sender) run(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
+		}
+		if end := s.takeEnd(); end != nil {
+			end()
 		}
 	}
 }

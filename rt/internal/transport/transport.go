@@ -152,9 +152,12 @@ type Transport struct {
 	lis     net.Listener
 	server  *grpc.Server
 
-	ctx    context.Context // ends at Close: every link and stream stops
+	ctx    context.Context // ends at Close: every link stops
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// closing is closed when Close begins: the served streams refuse the requests they read
+	// from then on and end once they have answered the ones they took in (closeGrace).
+	closing chan struct{}
+	wg      sync.WaitGroup
 
 	mu     sync.Mutex
 	links  map[sdk.NodeID]*link
@@ -240,7 +243,7 @@ func New(cfg Config, handler Handler) (*Transport, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Transport{
 		cfg: cfg, log: cfg.Logger.With("node", string(cfg.Node)), handler: handler, lis: lis,
-		ctx: ctx, cancel: cancel, links: make(map[sdk.NodeID]*link),
+		ctx: ctx, cancel: cancel, closing: make(chan struct{}), links: make(map[sdk.NodeID]*link),
 		maxMessage: strconv.Itoa(cfg.MaxMessageSize),
 	}
 	// What one peer, or anyone who reaches the port, may hold of the server: a node opens one
@@ -417,7 +420,16 @@ func (t *Transport) call(ctx context.Context, peer sdk.NodeID, req *wire.Request
 	return l.call(ctx, req, once)
 }
 
-// Close stops serving and closes every link; pending calls fail. Safe to call more than once.
+// closeGrace bounds how long Close waits for the peers' streams to end well: each peer has
+// stopped sending, and every request its stream took in has been answered and the answer sent.
+// A peer that stops reading, or a handler that does not answer, holds the close no longer: the
+// calls still open then end with the stream, and their callers cannot know whether they ran.
+const closeGrace = time.Second
+
+// Close stops serving and closes every link; pending calls fail. First each peer's stream
+// tells the peer that it closes, refuses unrun (sdk.ErrNotServing) what arrives from then on,
+// and answers the requests it took in, until the peer has stopped sending and every answer is
+// sent: for a second at most, two if a peer stops reading. Safe to call more than once.
 func (t *Transport) Close() error {
 	t.mu.Lock()
 	if t.closed {
@@ -428,6 +440,7 @@ func (t *Transport) Close() error {
 	links := t.links
 	t.links = map[sdk.NodeID]*link{}
 	t.mu.Unlock()
+	close(t.closing)
 	t.cancel()
 	for _, l := range links {
 		l.close()
@@ -439,7 +452,7 @@ func (t *Transport) Close() error {
 	}()
 	select {
 	case <-stopped:
-	case <-time.After(2 * time.Second):
+	case <-time.After(closeGrace + time.Second):
 		t.server.Stop()
 		<-stopped
 	}
@@ -477,9 +490,11 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(s.Context())
+	intake, stopIntake := context.WithCancel(ctx)
+	defer stopIntake()
 	p := &peerStream{
 		t: t, from: from, lim: limits{own: t.cfg.MaxMessageSize, peer: peerMax},
-		calls: make(map[uint64]*callCtx), freedCh: make(chan struct{}, 1),
+		calls: make(map[uint64]*callCtx), freedCh: make(chan struct{}, 1), intake: intake,
 	}
 	if m := t.cfg.Meter; m != nil {
 		budget := m.Settings().Budget
@@ -498,9 +513,10 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 			cancel()
 		}
 	})
-	// The stream ends when the peer half-closes or goes, or when this transport closes: the
-	// handler returns then, which tears the stream down and ends a RecvMsg or SendMsg still
-	// blocked in it (a peer that stopped reading holds the sender in SendMsg).
+	// The stream ends when the peer half-closes or goes, or once this transport closes and the
+	// stream has answered what it took in: the handler returns then, which tears the stream
+	// down and ends a RecvMsg or SendMsg still blocked in it (a peer that stopped reading holds
+	// the sender in SendMsg).
 	recvDone := make(chan struct{})
 	t.wg.Go(func() {
 		defer close(recvDone)
@@ -539,7 +555,8 @@ wait:
 			break wait
 		case <-senderDone:
 			break wait
-		case <-t.ctx.Done():
+		case <-t.closing:
+			p.drain(stopIntake, recvDone, senderDone)
 			break wait
 		case <-stallCheck.C:
 			if !p.out.stalled(t.cfg.StallTimeout) {
@@ -578,6 +595,16 @@ type peerStream struct {
 	share   int64
 	waiting atomic.Bool
 	freedCh chan struct{}
+
+	// intake ends with the stream or when the transport closes: the waits of a request being
+	// taken in end with it.
+	intake context.Context
+	// closing is set when the transport closes: requests read from then on are refused unrun.
+	closing atomic.Bool
+	// admits counts the requests' admissions begun and ended, so it is odd while one is under
+	// way: a closing stream reads it around its other checks to know that none began or ended
+	// between them. Only the stream's reader writes it.
+	admits atomic.Uint64
 }
 
 // streamShareDivisor sets a stream's share of the Core HWM: a quarter of the budget, and at
@@ -627,12 +654,18 @@ func (p *peerStream) cancel(id uint64) {
 // while the replies queued for the peer are at their bound, then charges req to the Core HWM
 // and to the stream's share of it, and dispatches it. A request that does not fit is refused
 // with sdk.ErrInboundBudget, and the stream is not read again until there is room for one like
-// it, so that gRPC's flow control holds the peer's further requests on its side. It reports
-// false when ctx ended while it waited.
+// it, so that gRPC's flow control holds the peer's further requests on its side. Once the
+// transport closes, req is refused unrun instead (refuseClosing), and so is a request whose
+// wait the close ended. It reports false when ctx, the stream's, ended while it waited.
 func (p *peerStream) admit(ctx context.Context, req *wire.Request) bool {
+	p.admits.Add(1)
+	defer p.admits.Add(1)
+	if p.closing.Load() {
+		return p.refuseClosing(ctx, req)
+	}
 	m := p.t.cfg.Meter
-	if m.WaitIntake(ctx) != nil || p.out.waitRoom(ctx) != nil {
-		return false
+	if m.WaitIntake(p.intake) != nil || p.out.waitRoom(p.intake) != nil {
+		return p.refuseClosing(ctx, req)
 	}
 	n := capacity.Request(len(req.Payload))
 	if m == nil {
@@ -642,15 +675,93 @@ func (p *peerStream) admit(ctx context.Context, req *wire.Request) bool {
 	if held := p.held.Load(); held > 0 && held+n > p.share {
 		p.refuse(req, fmt.Sprintf("its requests and replies to %s hold %d bytes, that stream's share of the budget of %d is %d",
 			p.from, held, m.Settings().Budget, p.share))
-		return p.awaitFreed(ctx, n)
+		return p.awaitFreed(p.intake, n) || ctx.Err() == nil
 	}
 	if !m.Charge(n) {
 		p.refuse(req, fmt.Sprintf("it holds as many bytes of its peers' requests as its budget of %d allows", m.Settings().Budget))
-		return m.WaitRoom(ctx, n) == nil
+		return m.WaitRoom(p.intake, n) == nil || ctx.Err() == nil
 	}
 	p.held.Add(n)
 	p.dispatch(ctx, req, charged(n, p))
 	return true
+}
+
+// refuseClosing refuses req unrun because the transport is closing, once the replies queued
+// for the peer leave room: a peer that stops reading is not answered without bound. It reports
+// false when ctx, the stream's, ended first.
+func (p *peerStream) refuseClosing(ctx context.Context, req *wire.Request) bool {
+	if ctx.Err() != nil || p.out.waitRoom(ctx) != nil {
+		return false
+	}
+	p.reply(&wire.Reply{CallId: req.CallId, Refused: true, Error: wire.EncodeError(fmt.Errorf(
+		"%w: node %s is closing its connections and did not run the request from %s", sdk.ErrNotServing, p.t.cfg.Node, p.from))})
+	return true
+}
+
+// drain is the end of the stream as its transport closes. It tells the peer that the stream
+// closes (closingNotice): the peer sends nothing more on it and half-closes it once it has sent
+// what it had queued. The requests read from now on are refused unrun. Once the peer has
+// half-closed the stream and every request taken in is answered and every answer sent, the
+// stream may end: every request the peer sent got its outcome or a refusal. drain waits for that
+// for closeGrace at most, or until the sender fails.
+func (p *peerStream) drain(stopIntake context.CancelFunc, recvDone, senderDone <-chan struct{}) {
+	p.closing.Store(true)
+	stopIntake()
+	p.reply(&wire.Reply{CallId: closingNotice, Refused: true, Error: wire.EncodeError(fmt.Errorf(
+		"%w: node %s is closing its connections", sdk.ErrNotServing, p.t.cfg.Node))})
+	grace := time.NewTimer(closeGrace)
+	defer grace.Stop()
+	poll := time.NewTicker(drainPoll)
+	defer poll.Stop()
+	// After a pause of this process the grace has passed before anything else ran: the
+	// sender gets two more polls to send what is queued.
+	late := -1
+	for !p.peerDone(recvDone) || !p.answeredAll() {
+		select {
+		case <-poll.C:
+			if late >= 0 {
+				if late++; late > 2 {
+					return
+				}
+			}
+		case <-grace.C:
+			late = 0
+		case <-senderDone:
+			return
+		}
+	}
+}
+
+// closingNotice is the call ID of the reply that tells a peer that the stream closes: no call
+// has it (a link numbers its calls from 1).
+const closingNotice = 0
+
+// peerDone reports whether the peer has half-closed its stream, or the stream failed: no
+// request will be read any more.
+func (p *peerStream) peerDone(recvDone <-chan struct{}) bool {
+	select {
+	case <-recvDone:
+		return true
+	default:
+		return false
+	}
+}
+
+// drainPoll is how often a closing stream looks whether it has answered everything.
+const drainPoll = 2 * time.Millisecond
+
+// answeredAll reports whether every request the stream took in has been answered and every
+// answer sent: no admission under way or made meanwhile, no call running, nothing queued or
+// being sent. A call's answer is queued before it leaves the calls (replyTo).
+func (p *peerStream) answeredAll() bool {
+	before := p.admits.Load()
+	if before%2 != 0 {
+		return false
+	}
+	p.mu.Lock()
+	running := len(p.calls)
+	p.mu.Unlock()
+	return running == 0 && p.out.idle() && p.admits.Load() == before
 }
 
 // ReleaseCharge returns n bytes of a request's charge to the meter and to the stream's share.
@@ -766,11 +877,13 @@ func (p *peerStream) replyTo(call *callCtx, r *wire.Reply) {
 		return
 	}
 	id := call.id
-	p.done(id)
 	r.CallId = id
 	if lim := p.lim; len(r.Payload) > lim.max() {
 		r = &wire.Reply{CallId: id, Error: wire.EncodeError(fmt.Errorf("%w: the reply to %s is %d bytes, over the limit of %d (%s accepts %d, %s accepts %d)",
 			sdk.ErrMessageTooLarge, p.from, len(r.Payload), lim.max(), p.t.cfg.Node, lim.own, p.from, lim.peer))}
 	}
+	// Queued before the call leaves the stream's calls: a closing stream that finds no call
+	// running finds every answer queued or sent (answeredAll).
 	p.answer(r, call.heldCharge())
+	p.done(id)
 }

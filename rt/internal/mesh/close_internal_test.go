@@ -1,0 +1,91 @@
+package mesh
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/zlink-go/zlink/rt/internal/rttest"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// F8: a node that closes answers the requests it took in; a message for an object that moved
+// from it, whose caller's cached route still names it, goes where the store says: the caller
+// sees neither the close nor a lost connection.
+func TestF8_AClosingNodeAnswersWhatItTookInAndItsCallersFindTheOwner(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	factoryHeld := make(chan struct{})
+	letGo := make(chan struct{})
+	release := sync.OnceFunc(func() { close(letGo) })
+	defer release()
+	old := registerTestNodeWith(t, endpoints, "old", testNodeOpts{built: func(id string) {
+		if id == "holds-the-close" {
+			close(factoryHeld)
+			<-letGo
+		}
+	}})
+	require.NoError(t, old.m.Start(ctx, old.st, old.reg, old.cat, serving))
+	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
+	awaitPeerState(t, ctx, caller.m, "old", sdk.PeerStateReady)
+
+	moved := sdk.InstanceIntent(rttest.LedgerType, "moved").WithDesc(&rttest.LedgerDesc)
+	_, err := caller.m.Call(ctx, moved, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: owner.m.cfg.Node})
+	require.NoError(t, err)
+	// The caller's route is stale: it names the closing node.
+	caller.m.routes.put(moved, "old")
+
+	// A creation on the old node holds its close open: the node answers what it took in.
+	creation := make(chan error, 1)
+	go func() {
+		_, err := caller.m.Call(ctx, sdk.InstanceIntent(rttest.LedgerType, "holds-the-close").WithDesc(&rttest.LedgerDesc),
+			rttest.LedgerRecord, wrapperspb.String("m"), sdk.CallOptions{Node: "old"})
+		creation <- err
+	}()
+	awaitChan(t, ctx, factoryHeld, "the creation on the old node")
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		assert.NoError(t, old.m.Close())
+	}()
+	// The old node tells its peers that it closes: the caller's link sends nothing more.
+	for caller.m.tr.PeerState("old") == sdk.PeerStateReady {
+		require.NoError(t, ctx.Err())
+		time.Sleep(time.Millisecond)
+	}
+
+	_, err = caller.m.Call(ctx, moved.Plain(), rttest.LedgerRecord, wrapperspb.String("m2"), sdk.CallOptions{})
+	require.NoError(t, err, "the message went to the owner the store names")
+	route, ok := caller.m.routes.get(moved)
+	require.True(t, ok)
+	assert.Equal(t, owner.m.cfg.Node, route, "the route names the owner now")
+	assert.Equal(t, int64(2), ledgerCount(t, ctx, caller.m, moved), "each message ran once, on the owner")
+
+	release()
+	require.NoError(t, <-creation, "the creation the old node took in before it closed was answered")
+	awaitChan(t, ctx, closed, "the old node's close")
+}
+
+// C3: a message sent on a cached route to a node that refuses it unrun because it does not
+// serve (here: it is starting) goes where the store says, once.
+func TestC3_AMessageANotServingCachedOwnerRefusedGoesWhereTheStoreSays(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	registerTestNode(t, endpoints, "starting") // registered and listening, its mesh not started
+	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
+	awaitPeerState(t, ctx, caller.m, "starting", sdk.PeerStateReady)
+
+	moved := sdk.InstanceIntent(rttest.LedgerType, "elsewhere").WithDesc(&rttest.LedgerDesc)
+	_, err := caller.m.Call(ctx, moved, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: owner.m.cfg.Node})
+	require.NoError(t, err)
+	caller.m.routes.put(moved, "starting")
+
+	_, err = caller.m.Call(ctx, moved.Plain(), rttest.LedgerRecord, wrapperspb.String("m2"), sdk.CallOptions{})
+	require.NoError(t, err, "the message went to the owner the store names")
+	route, ok := caller.m.routes.get(moved)
+	require.True(t, ok)
+	assert.Equal(t, owner.m.cfg.Node, route, "the route names the owner now")
+	assert.Equal(t, int64(2), ledgerCount(t, ctx, caller.m, moved), "each message ran once, on the owner")
+}

@@ -1,0 +1,255 @@
+package transport_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zlink-go/zlink/rt/internal/transport"
+	"github.com/zlink-go/zlink/rt/internal/wire"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// closeAsync closes tr on a goroutine of its own; the channel is closed when Close returned.
+func closeAsync(t *testing.T, tr *transport.Transport) <-chan struct{} {
+	t.Helper()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		assert.NoError(t, tr.Close())
+	}()
+	return closed
+}
+
+// awaitClosed fails the test if Close has not returned within a bound far above its own (a
+// second's grace, then gRPC's stop): a liveness check, not a measure of time.
+func awaitClosed(t *testing.T, closed <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close never returned")
+	}
+}
+
+// TestF8_CloseAnswersTheRequestsItTookIn: a request that a node took in before it closes gets
+// the answer its handler gives while the node closes, not a lost connection whose outcome the
+// caller cannot know.
+func TestF8_CloseAnswersTheRequestsItTookIn(t *testing.T) {
+	running := make(chan struct{})
+	finish := make(chan struct{})
+	release := sync.OnceFunc(func() { close(finish) })
+	var handlers sync.WaitGroup
+	defer handlers.Wait()
+	defer release() // a failed test lets its handler go
+	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+		handlers.Go(func() {
+			close(running)
+			<-finish
+			reply(&wire.Reply{Payload: req.Payload})
+		})
+	}}, nil)
+	a := start(t, "a", handler{}, nil)
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+
+	type outcome struct {
+		r   *wire.Reply
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := a.Call(ctx, "b", &wire.Request{Payload: []byte("taken in")})
+		done <- outcome{r, err}
+	}()
+	<-running
+	closed := closeAsync(t, b)
+	select {
+	case <-closed:
+		t.Fatal("Close returned before the request it took in was answered or its grace passed")
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	o := <-done
+	require.NoError(t, o.err, "the answer given while the node closed reaches the caller")
+	assert.Equal(t, "taken in", string(o.r.Payload))
+	awaitClosed(t, closed)
+}
+
+// TestF8_RequestsThatArriveWhileANodeClosesAreRefusedUnrun: once a node closes, a request its
+// stream reads is refused unrun with ErrNotServing, so its caller may send it elsewhere; the
+// request it took in before is still answered.
+func TestF8_RequestsThatArriveWhileANodeClosesAreRefusedUnrun(t *testing.T) {
+	finish := make(chan struct{})
+	release := sync.OnceFunc(func() { close(finish) })
+	running := make(chan struct{})
+	var handlers sync.WaitGroup
+	defer handlers.Wait()
+	defer release() // a failed test lets its handler go
+	var ran sync.Map
+	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+		ran.Store(req.CallId, true)
+		if req.CallId == 1 {
+			handlers.Go(func() {
+				close(running)
+				<-finish
+				reply(&wire.Reply{Payload: []byte("first")})
+			})
+			return
+		}
+		reply(&wire.Reply{Payload: []byte("ran")})
+	}}, nil)
+	s := rawStream(t, b.Addr(), "x")
+	sendRequests(t, s, &wire.Request{CallId: 1})
+	<-running
+	closed := closeAsync(t, b)
+
+	// Requests sent after Close began are answered, as they were, until the stream sees the
+	// close; from then on they are refused.
+	var refused *wire.Reply
+	for id := uint64(2); id < 500 && refused == nil; id++ {
+		sendRequests(t, s, &wire.Request{CallId: id})
+		r := recvReply(t, s, id)
+		if r.Refused {
+			refused = r
+			_, didRun := ran.Load(id)
+			assert.False(t, didRun, "a refused request never reaches the handler")
+			break
+		}
+		assert.Equal(t, "ran", string(r.Payload))
+		time.Sleep(2 * time.Millisecond)
+	}
+	require.NotNil(t, refused, "no request was refused while the node closed")
+	err := wire.DecodeError(refused.Error)
+	assert.ErrorIs(t, err, sdk.ErrNotServing)
+	assert.Contains(t, err.Error(), "node b is closing its connections and did not run the request from x")
+	// The peer has been told that the stream closes (the reply to no call), before the refusal.
+	require.NoError(t, s.CloseSend(), "the peer sends nothing more")
+
+	release()
+	r := recvReply(t, s, 1)
+	assert.False(t, r.Refused)
+	assert.Equal(t, "first", string(r.Payload), "the request taken in before the close is answered")
+	awaitClosed(t, closed)
+}
+
+// TestF8_EveryCallToAClosingNodeGetsItsOutcomeOrIsKnownUnrun: callers that keep calling a node
+// while it closes each get, for every call, the handler's answer, a refusal unrun, or an error
+// that says the request never left; never a lost connection whose outcome is unknown. Every
+// request that ran was answered.
+func TestF8_EveryCallToAClosingNodeGetsItsOutcomeOrIsKnownUnrun(t *testing.T) {
+	var handlers sync.WaitGroup
+	defer handlers.Wait()
+	var ran atomic.Int64
+	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+		ran.Add(1)
+		if delay := time.Duration(req.Payload[0]%4) * 5 * time.Millisecond; delay > 0 {
+			handlers.Go(func() {
+				time.Sleep(delay)
+				reply(&wire.Reply{Payload: req.Payload})
+			})
+			return
+		}
+		reply(&wire.Reply{Payload: req.Payload})
+	}}, nil)
+	a := start(t, "a", handler{}, nil)
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+
+	var answered, refused atomic.Int64
+	var mu sync.Mutex
+	var unknown []error
+	var callers sync.WaitGroup
+	for c := range 8 {
+		callers.Go(func() {
+			for i := range 100_000 {
+				r, err := a.Call(ctx, "b", &wire.Request{Payload: []byte{byte(c + i)}})
+				switch {
+				case err == nil && r.Refused:
+					assert.ErrorIs(t, wire.DecodeError(r.Error), sdk.ErrNotServing)
+					refused.Add(1)
+				case err == nil:
+					answered.Add(1)
+				case errors.Is(err, transport.ErrNotSent):
+					return // the node has closed: this call never left
+				default:
+					mu.Lock()
+					unknown = append(unknown, err)
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	require.Eventually(t, func() bool { return answered.Load() >= 200 }, 10*time.Second, time.Millisecond)
+	awaitClosed(t, closeAsync(t, b))
+	callers.Wait()
+	t.Logf("answered %d, refused unrun %d", answered.Load(), refused.Load())
+	assert.Empty(t, unknown, "no call ended without its outcome")
+	assert.Equal(t, ran.Load(), answered.Load(), "every request that ran was answered")
+}
+
+// TestF8_ALinkToAClosingNodeSendsNothingMore: once a node tells its peer that it closes, the
+// peer's new calls fail at once as never sent, and its link is no longer Ready.
+func TestF8_ALinkToAClosingNodeSendsNothingMore(t *testing.T) {
+	running := make(chan struct{})
+	finish := make(chan struct{})
+	release := sync.OnceFunc(func() { close(finish) })
+	var handlers sync.WaitGroup
+	defer handlers.Wait()
+	defer release() // a failed test lets its handler go
+	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
+		handlers.Go(func() {
+			close(running)
+			<-finish
+			reply(&wire.Reply{Payload: []byte("answered")})
+		})
+	}}, nil)
+	a := start(t, "a", handler{}, nil)
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+	held := make(chan error, 1)
+	go func() {
+		_, err := a.Call(ctx, "b", &wire.Request{})
+		held <- err
+	}()
+	<-running
+	closed := closeAsync(t, b)
+	require.Eventually(t, func() bool { return a.PeerState("b") != sdk.PeerStateReady }, 10*time.Second, time.Millisecond,
+		"the closing node's notice reached the link")
+	_, err := a.Call(ctx, "b", &wire.Request{})
+	require.ErrorIs(t, err, transport.ErrNotSent)
+	assert.ErrorIs(t, err, sdk.ErrOwnerUnavailable)
+	assert.ErrorContains(t, err, "node b is closing its connections")
+	release()
+	require.NoError(t, <-held, "the call the node took in is answered on the closing stream")
+	awaitClosed(t, closed)
+}
+
+// TestF8_APeerThatStopsReadingDoesNotHoldTheClose: a peer that sends requests and takes none of
+// their answers holds a closing node no longer than the close's grace; its calls end with the
+// stream.
+func TestF8_APeerThatStopsReadingDoesNotHoldTheClose(t *testing.T) {
+	big := make([]byte, 1<<20)
+	var answered atomic.Int64
+	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
+		reply(&wire.Reply{Payload: big})
+		answered.Add(1)
+	}}, nil)
+	s := rawStream(t, b.Addr(), "x")
+	// More answers than the stream's flow-control windows and the send queue's bound hold.
+	for id := range uint64(64) {
+		sendRequests(t, s, &wire.Request{CallId: id + 1})
+	}
+	// Answers wait in the node's send queue that the peer does not take.
+	require.Eventually(t, func() bool { return answered.Load() >= 8 }, 10*time.Second, time.Millisecond)
+	before := time.Now()
+	awaitClosed(t, closeAsync(t, b))
+	t.Logf("closed in %v", time.Since(before))
+}
