@@ -28,7 +28,8 @@ func closeAsync(t *testing.T, tr *transport.Transport) <-chan struct{} {
 }
 
 // awaitClosed fails the test if Close has not returned within a bound far above its own (a
-// second's grace, then gRPC's stop): a liveness check, not a measure of time.
+// second's grace, then gRPC's stop), and far below longGrace: a liveness check, not a measure
+// of time.
 func awaitClosed(t *testing.T, closed <-chan struct{}) {
 	t.Helper()
 	select {
@@ -37,6 +38,10 @@ func awaitClosed(t *testing.T, closed <-chan struct{}) {
 		t.Fatal("Close never returned")
 	}
 }
+
+// longGrace is a close's grace that no test waits for: a close that returns has ended by the
+// peers' half-close and every answer sent, not by its grace.
+func longGrace(c *transport.Config) { c.CloseGrace = time.Minute }
 
 // TestF8_CloseAnswersTheRequestsItTookIn: a request that a node took in before it closes gets
 // the answer its handler gives while the node closes, not a lost connection whose outcome the
@@ -54,7 +59,7 @@ func TestF8_CloseAnswersTheRequestsItTookIn(t *testing.T) {
 			<-finish
 			reply(&wire.Reply{Payload: req.Payload})
 		})
-	}}, nil)
+	}}, longGrace)
 	a := start(t, "a", handler{}, nil)
 	a.Connect("b", b.Addr())
 	waitReady(t, a, "b")
@@ -104,7 +109,7 @@ func TestF8_RequestsThatArriveWhileANodeClosesAreRefusedUnrun(t *testing.T) {
 			return
 		}
 		reply(&wire.Reply{Payload: []byte("ran")})
-	}}, nil)
+	}}, longGrace)
 	s := rawStream(t, b.Addr(), "x")
 	sendRequests(t, s, &wire.Request{CallId: 1})
 	<-running
@@ -112,11 +117,26 @@ func TestF8_RequestsThatArriveWhileANodeClosesAreRefusedUnrun(t *testing.T) {
 
 	// Requests sent after Close began are answered, as they were, until the stream sees the
 	// close; from then on they are refused.
-	var refused *wire.Reply
+	var refused, notice *wire.Reply
 	for id := uint64(2); id < 500 && refused == nil; id++ {
 		sendRequests(t, s, &wire.Request{CallId: id})
-		r := recvReply(t, s, id)
+		var r *wire.Reply
+		for r == nil {
+			var batch wire.Batch
+			require.NoError(t, s.RecvMsg(&batch))
+			for _, env := range batch.Envelopes {
+				switch got := env.GetReply(); {
+				case got.GetCallId() == 0:
+					notice = got
+				case got.GetCallId() == id:
+					r = got
+				}
+			}
+		}
 		if r.Refused {
+			require.NotNil(t, notice, "the notice that the stream closes came first")
+			assert.True(t, notice.Refused)
+			assert.ErrorIs(t, wire.DecodeError(notice.Error), sdk.ErrNotServing)
 			refused = r
 			_, didRun := ran.Load(id)
 			assert.False(t, didRun, "a refused request never reaches the handler")
@@ -129,7 +149,6 @@ func TestF8_RequestsThatArriveWhileANodeClosesAreRefusedUnrun(t *testing.T) {
 	err := wire.DecodeError(refused.Error)
 	assert.ErrorIs(t, err, sdk.ErrNotServing)
 	assert.Contains(t, err.Error(), "node b is closing its connections and did not run the request from x")
-	// The peer has been told that the stream closes (the reply to no call), before the refusal.
 	require.NoError(t, s.CloseSend(), "the peer sends nothing more")
 
 	release()
@@ -157,7 +176,7 @@ func TestF8_EveryCallToAClosingNodeGetsItsOutcomeOrIsKnownUnrun(t *testing.T) {
 			return
 		}
 		reply(&wire.Reply{Payload: req.Payload})
-	}}, nil)
+	}}, longGrace)
 	a := start(t, "a", handler{}, nil)
 	a.Connect("b", b.Addr())
 	waitReady(t, a, "b")
@@ -210,7 +229,7 @@ func TestF8_ALinkToAClosingNodeSendsNothingMore(t *testing.T) {
 			<-finish
 			reply(&wire.Reply{Payload: []byte("answered")})
 		})
-	}}, nil)
+	}}, longGrace)
 	a := start(t, "a", handler{}, nil)
 	a.Connect("b", b.Addr())
 	waitReady(t, a, "b")
@@ -252,4 +271,50 @@ func TestF8_APeerThatStopsReadingDoesNotHoldTheClose(t *testing.T) {
 	before := time.Now()
 	awaitClosed(t, closeAsync(t, b))
 	t.Logf("closed in %v", time.Since(before))
+}
+
+// TestF8_ACancelAfterTheNoticeReachesTheClosingNode: a caller that gives up on a call after the
+// closing node's notice still tells the node, whose handler's context ends, so the call does
+// not hold the close.
+func TestF8_ACancelAfterTheNoticeReachesTheClosingNode(t *testing.T) {
+	running := make(chan struct{})
+	ended := make(chan error, 1)
+	giveUp := make(chan struct{})
+	var handlers sync.WaitGroup
+	defer handlers.Wait()
+	defer close(giveUp) // a failed test lets its handler go
+	b := start(t, "b", handler{fn: func(ctx context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
+		handlers.Go(func() {
+			close(running)
+			select {
+			case <-ctx.Done():
+			case <-giveUp:
+			}
+			ended <- ctx.Err()
+			reply(&wire.Reply{})
+		})
+	}}, longGrace)
+	a := start(t, "a", handler{}, nil)
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := a.Call(cctx, "b", &wire.Request{})
+		gaveUp <- err
+	}()
+	<-running
+	closed := closeAsync(t, b)
+	require.Eventually(t, func() bool { return a.PeerState("b") != sdk.PeerStateReady }, 10*time.Second, time.Millisecond,
+		"the closing node's notice reached the link")
+	cancel()
+	require.ErrorIs(t, <-gaveUp, context.Canceled)
+	select {
+	case err := <-ended:
+		assert.ErrorIs(t, err, context.Canceled, "the cancel reached the handler")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler's context did not end")
+	}
+	awaitClosed(t, closed)
 }

@@ -35,14 +35,22 @@ type link struct {
 	pending map[uint64]chan result
 	high    int // the most entries pending had since it was made
 	nextID  uint64
+	// finishing is the session's sender once the peer said that it closes the session: it
+	// half-closes the stream once pending is empty, and is woken when pending empties.
+	finishing *sender
 }
 
 // removeLocked deletes call id from pending, and makes pending anew when it empties after it
 // grew large; l.mu is held.
 func (l *link) removeLocked(id uint64) {
 	delete(l.pending, id)
-	if len(l.pending) == 0 && l.high > shrinkAfter {
-		l.pending, l.high = make(map[uint64]chan result), 0
+	if len(l.pending) == 0 {
+		if l.high > shrinkAfter {
+			l.pending, l.high = make(map[uint64]chan result), 0
+		}
+		if l.finishing != nil {
+			l.finishing.signal()
+		}
 	}
 }
 
@@ -83,7 +91,24 @@ func (l *link) end(err error) {
 	for _, ch := range l.pending {
 		ch <- failure // never blocks: each channel has room for its one result
 	}
-	l.pending, l.high = make(map[uint64]chan result), 0
+	l.pending, l.high, l.finishing = make(map[uint64]chan result), 0, nil
+}
+
+// failUnsent fails the calls whose requests, by call ID, the session's end dropped unsent.
+func (l *link) failUnsent(ids []uint64) {
+	if len(ids) == 0 {
+		return
+	}
+	failure := result{err: fmt.Errorf("%w: the connection to node %s ended before the request was sent (%w)",
+		sdk.ErrOwnerUnavailable, l.peer, ErrNotSent)}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range ids {
+		if ch, ok := l.pending[id]; ok {
+			l.removeLocked(id)
+			ch <- failure // never blocks: each channel has room for its one result
+		}
+	}
 }
 
 func (l *link) close() {
@@ -153,7 +178,9 @@ func (l *link) session() error {
 	}
 	lim := limits{own: l.t.cfg.MaxMessageSize, peer: peerMax}
 	out := newSender(l.t.counted(func(b *wire.Batch) error { return stream.SendMsg(b) }), lim.max(), l.t.cfg.Meter, false)
-	defer out.close()
+	// Once both of the session's goroutines have ended: the requests still queued were never
+	// sent, and their calls may go elsewhere.
+	defer func() { l.failUnsent(out.close()) }()
 	defer l.t.cfg.Meter.StreamOpened(false)()
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- out.run(sctx) }()
@@ -188,18 +215,33 @@ func (l *link) session() error {
 }
 
 // peerClosing takes the peer's notice r that it closes the session whose sender is out: new
-// calls fail at once as not sent, what out holds is still sent, and then the session's stream
-// is half-closed (closeSend), which tells the peer that nothing more comes. The calls the
-// peer took in are answered on the session until it ends.
+// calls fail at once as not sent; what out holds is still sent, and so are the cancels of the
+// calls still open, whose answers come on the session. Once none is open and the queue is
+// empty, the session's stream is half-closed (closeSend), which tells the peer that nothing
+// more comes.
 func (l *link) peerClosing(out *sender, r *wire.Reply, closeSend func()) {
 	err := wire.DecodeError(r.Error)
+	if err == nil {
+		err = fmt.Errorf("%w: node %s is closing its connections", sdk.ErrNotServing, l.peer)
+	}
 	wire.RecycleInboundReply(r)
 	l.mu.Lock()
-	if l.out == out {
-		l.setStateLocked(sdk.PeerStateNotConnected, nil, limits{}, err)
+	if l.out != out {
+		l.mu.Unlock()
+		return
 	}
+	l.setStateLocked(sdk.PeerStateNotConnected, nil, limits{}, err)
+	l.finishing = out
 	l.mu.Unlock()
-	out.finish(closeSend)
+	out.finish(closeSend, l.noneOpen)
+}
+
+// noneOpen reports whether no call waits for its answer. Once the link is no longer Ready no
+// call registers, so the answer stays true.
+func (l *link) noneOpen() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.pending) == 0
 }
 
 // result is the end of one call: the peer's reply, or the link's failure.
@@ -227,6 +269,17 @@ func (l *link) forget(id uint64) bool {
 	l.removeLocked(id)
 	l.mu.Unlock()
 	return ok
+}
+
+// cancelCall removes call id from pending and, if it was still there, queues its cancel on out
+// first: a finishing session half-closes once pending is empty, after what is queued then.
+func (l *link) cancelCall(out *sender, id uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.pending[id]; ok {
+		out.push(queuedCancel(&wire.Cancel{CallId: id}))
+		l.removeLocked(id)
+	}
 }
 
 // register waits until the link is Ready and, in the critical section that sees it Ready,
@@ -318,9 +371,7 @@ func (l *link) call(ctx context.Context, req *wire.Request, once bool) (*wire.Re
 		}
 		return r.reply, r.err
 	case <-ctx.Done():
-		if l.forget(id) {
-			out.push(queuedCancel(&wire.Cancel{CallId: id}))
-		}
+		l.cancelCall(out, id)
 		return nil, ctx.Err()
 	}
 }

@@ -47,9 +47,11 @@ type sender struct {
 	waiters int
 	room    chan struct{} // closed and replaced when envelopes leave the queue and someone waits
 	closed  bool
-	// ending, once set (finish), refuses new messages; run calls it once what is queued has
-	// been sent.
+	// ending, once set (finish), refuses new requests; run calls it once what is queued has
+	// been sent and mayEnd agrees, and from then on (ended) nothing is queued.
 	ending  func()
+	mayEnd  func() bool
+	ended   bool
 	sending bool          // a batch is being sent
 	moved   time.Time     // the last sign of progress: a send completed, or work arrived at an idle queue
 	wake    chan struct{} // buffered 1
@@ -90,10 +92,10 @@ func newSender(send func(*wire.Batch) error, maxMessage int, meter *capacity.Met
 }
 
 // push queues q at once, however full the queue is, and returns its size: 0 when the stream
-// is gone or finishing, and with it what it would carry.
+// is gone or ended (finish), and with it what it would carry.
 func (s *sender) push(q queued) int {
 	s.mu.Lock()
-	if s.closed || s.ending != nil {
+	if s.closed || s.ended {
 		s.mu.Unlock()
 		return 0
 	}
@@ -170,16 +172,19 @@ func (s *sender) signal() {
 }
 
 // close ends the queue with its stream: what it holds is dropped and whoever waits for room
-// gives up.
-func (s *sender) close() {
+// gives up. It returns the call IDs of the requests it dropped, which were never sent.
+func (s *sender) close() (unsent []uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return
+		return nil
 	}
 	s.closed = true
 	for _, q := range s.queue {
 		s.meter.Queued(-int64(q.size), s.completion)
+		if q.req != nil {
+			unsent = append(unsent, q.req.CallId)
+		}
 	}
 	if s.taken != nil && s.bytes > 0 {
 		s.taken(s.bytes)
@@ -187,17 +192,21 @@ func (s *sender) close() {
 	clear(s.queue)
 	s.queue, s.bytes = s.queue[:0], 0
 	close(s.room)
+	return unsent
 }
 
-// finish ends the queue for new messages: what it holds is still sent, and then run calls end,
-// on the goroutine that sends. Whoever waits for room gives up.
-func (s *sender) finish(end func()) {
+// finish ends the queue for new requests (pushWait); what it holds is still sent, and so are
+// the cancels and replies pushed until it ends. It ends once it is empty and mayEnd, which
+// must stay true once it is, reports true; whoever makes it true then wakes the sender
+// (signal). Then run calls end, on the goroutine that sends, and nothing is queued any more.
+// Whoever waits for room gives up.
+func (s *sender) finish(end func(), mayEnd func() bool) {
 	s.mu.Lock()
 	if s.closed || s.ending != nil {
 		s.mu.Unlock()
 		return
 	}
-	s.ending = end
+	s.ending, s.mayEnd = end, mayEnd
 	if s.waiters > 0 {
 		close(s.room)
 		s.room = make(chan struct{})
@@ -209,13 +218,18 @@ func (s *sender) finish(end func()) {
 // takeEnd returns the function that finish set, once, when nothing is left to send.
 func (s *sender) takeEnd() func() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	end := s.ending
-	if end == nil || len(s.queue) > 0 {
+	may := s.mayEnd
+	s.mu.Unlock()
+	if may == nil || !may() { // called without s.mu: it may take its owner's lock
 		return nil
 	}
-	s.ending = func() {} // still finishing: nothing more is queued
-	return end
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ending == nil || s.ended || len(s.queue) > 0 {
+		return nil
+	}
+	s.ended = true
+	return s.ending
 }
 
 // idle reports whether nothing is queued or being sent.

@@ -3,7 +3,9 @@ package transport
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -83,4 +85,98 @@ func TestASentMessageIsReusedOnlyIfNoOneHoldsIt(t *testing.T) {
 		done <- struct{}{}
 		assert.ErrorIs(t, <-stopped, context.Canceled)
 	}
+}
+
+// TestAFinishingSenderSendsWhatItHoldsThenEnds: once finished, a sender takes no new request,
+// still sends what it holds and the cancels pushed meanwhile, then calls its end on the sending
+// goroutine, after its last send; then it queues nothing.
+func TestAFinishingSenderSendsWhatItHoldsThenEnds(t *testing.T) {
+	sent := make(chan *wire.Batch, 8)
+	release := make(chan struct{})
+	var sending sync.Mutex // held while a send is under way: end must not overlap one
+	send := func(b *wire.Batch) error {
+		sending.Lock()
+		defer sending.Unlock()
+		sent <- proto.CloneOf(b)
+		<-release
+		return nil
+	}
+	s := newSender(send, 1<<20, nil, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.run(ctx) }()
+
+	ok, err := s.pushWait(ctx, queuedRequest(&wire.Request{CallId: 1}))
+	require.True(t, ok)
+	require.NoError(t, err)
+	<-sent // the first request is being sent
+	ok, _ = s.pushWait(ctx, queuedRequest(&wire.Request{CallId: 2}))
+	require.True(t, ok)
+	ended := make(chan struct{})
+	var open atomic.Bool // a call waits for its answer
+	open.Store(true)
+	s.finish(func() {
+		assert.True(t, sending.TryLock(), "end runs after the last send, not during it")
+		sending.Unlock()
+		assert.False(t, open.Load(), "end runs once no call is open")
+		close(ended)
+	}, func() bool { return !open.Load() })
+	ok, err = s.pushWait(ctx, queuedRequest(&wire.Request{CallId: 3}))
+	assert.False(t, ok, "a request after finish is refused")
+	assert.NoError(t, err)
+	assert.Positive(t, s.push(queuedCancel(&wire.Cancel{CallId: 1})), "a cancel is still queued")
+
+	close(release)
+	b := <-sent
+	var ids []uint64
+	for _, e := range b.Envelopes {
+		if r := e.GetRequest(); r != nil {
+			ids = append(ids, r.CallId)
+		} else {
+			ids = append(ids, e.GetCancel().GetCallId())
+		}
+	}
+	assert.Equal(t, []uint64{2, 1}, ids, "the request held and the cancel went out")
+	select {
+	case <-ended:
+		t.Fatal("it ended while a call was open")
+	case <-time.After(20 * time.Millisecond):
+	}
+	open.Store(false)
+	s.signal()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("end never ran")
+	}
+	assert.Zero(t, s.push(queuedCancel(&wire.Cancel{CallId: 2})), "nothing is queued once ended")
+	assert.Empty(t, s.close(), "nothing was left unsent")
+	cancel()
+	assert.ErrorIs(t, <-stopped, context.Canceled)
+}
+
+// TestAClosedSenderNamesTheRequestsItNeverSent: the requests still queued when a sender closes
+// were never sent, and close names them; the one being sent is not among them.
+func TestAClosedSenderNamesTheRequestsItNeverSent(t *testing.T) {
+	sent := make(chan struct{}, 1)
+	release := make(chan struct{})
+	s := newSender(func(*wire.Batch) error {
+		sent <- struct{}{}
+		<-release
+		return nil
+	}, 1<<20, nil, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.run(ctx) }()
+	s.push(queuedRequest(&wire.Request{CallId: 7}))
+	<-sent
+	s.push(queuedRequest(&wire.Request{CallId: 8}))
+	s.push(queuedCancel(&wire.Cancel{CallId: 7}))
+	s.push(queuedRequest(&wire.Request{CallId: 9}))
+	assert.Equal(t, []uint64{8, 9}, s.close())
+	assert.Nil(t, s.close(), "a second close names nothing")
+	cancel()
+	close(release)
+	<-stopped
 }

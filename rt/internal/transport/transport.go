@@ -92,6 +92,10 @@ type Config struct {
 	// StallTimeout closes a peer's stream whose replies have waited this long without the peer
 	// taking any (default 30 s): the calls on it fail and the replies it holds are freed.
 	StallTimeout time.Duration
+	// CloseGrace bounds how long Close waits for each peer's stream to end well (default 1 s):
+	// the peer has stopped sending, and every request the stream took in has been answered and
+	// the answer sent. It counts the time this process runs: a pause does not use it up.
+	CloseGrace time.Duration
 	// OnServeFailure, when set, is told once that the server stopped serving for another reason
 	// than Close (its listener failed): the node can no longer be reached by its peers.
 	OnServeFailure func(error)
@@ -112,6 +116,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StallTimeout <= 0 {
 		c.StallTimeout = 30 * time.Second
+	}
+	if c.CloseGrace <= 0 {
+		c.CloseGrace = time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -155,7 +162,7 @@ type Transport struct {
 	ctx    context.Context // ends at Close: every link stops
 	cancel context.CancelFunc
 	// closing is closed when Close begins: the served streams refuse the requests they read
-	// from then on and end once they have answered the ones they took in (closeGrace).
+	// from then on and end once they have answered the ones they took in (Config.CloseGrace).
 	closing chan struct{}
 	wg      sync.WaitGroup
 
@@ -420,16 +427,13 @@ func (t *Transport) call(ctx context.Context, peer sdk.NodeID, req *wire.Request
 	return l.call(ctx, req, once)
 }
 
-// closeGrace bounds how long Close waits for the peers' streams to end well: each peer has
-// stopped sending, and every request its stream took in has been answered and the answer sent.
-// A peer that stops reading, or a handler that does not answer, holds the close no longer: the
-// calls still open then end with the stream, and their callers cannot know whether they ran.
-const closeGrace = time.Second
-
 // Close stops serving and closes every link; pending calls fail. First each peer's stream
 // tells the peer that it closes, refuses unrun (sdk.ErrNotServing) what arrives from then on,
 // and answers the requests it took in, until the peer has stopped sending and every answer is
-// sent: for a second at most, two if a peer stops reading. Safe to call more than once.
+// sent: for Config.CloseGrace at most, a second more if a peer stops reading. A peer that stops
+// reading, or a handler that does not answer, holds the close no longer: the calls still open
+// then end with the stream, and their callers cannot know whether they ran. Safe to call more
+// than once.
 func (t *Transport) Close() error {
 	t.mu.Lock()
 	if t.closed {
@@ -450,14 +454,39 @@ func (t *Transport) Close() error {
 		t.server.GracefulStop()
 		close(stopped)
 	}()
-	select {
-	case <-stopped:
-	case <-time.After(closeGrace + time.Second):
+	// The streams end by themselves within the grace; gRPC's stop cuts those that do not a
+	// second later, a second of this process's running time.
+	if !runFor(t.cfg.CloseGrace+time.Second, stopped) {
 		t.server.Stop()
 		<-stopped
 	}
 	t.wg.Wait()
 	return nil
+}
+
+// closePoll is the step in which the waits of a close count time.
+const closePoll = 2 * time.Millisecond
+
+// runFor waits until done is closed, for d of this process's running time at most, and
+// reports whether it was. It counts the ticks of a ticker, which drops the ticks it could not
+// deliver: after a pause of the process the wait goes on, rather than ending at once before
+// what the pause held up has run.
+func runFor(d time.Duration, done <-chan struct{}) bool {
+	tick := time.NewTicker(closePoll)
+	defer tick.Stop()
+	for range d / closePoll {
+		select {
+		case <-done:
+			return true
+		case <-tick.C:
+		}
+	}
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }
 
 // serveStream runs one peer's stream: requests in, replies out.
@@ -601,10 +630,6 @@ type peerStream struct {
 	intake context.Context
 	// closing is set when the transport closes: requests read from then on are refused unrun.
 	closing atomic.Bool
-	// admits counts the requests' admissions begun and ended, so it is odd while one is under
-	// way: a closing stream reads it around its other checks to know that none began or ended
-	// between them. Only the stream's reader writes it.
-	admits atomic.Uint64
 }
 
 // streamShareDivisor sets a stream's share of the Core HWM: a quarter of the budget, and at
@@ -658,8 +683,6 @@ func (p *peerStream) cancel(id uint64) {
 // transport closes, req is refused unrun instead (refuseClosing), and so is a request whose
 // wait the close ended. It reports false when ctx, the stream's, ended while it waited.
 func (p *peerStream) admit(ctx context.Context, req *wire.Request) bool {
-	p.admits.Add(1)
-	defer p.admits.Add(1)
 	if p.closing.Load() {
 		return p.refuseClosing(ctx, req)
 	}
@@ -700,32 +723,25 @@ func (p *peerStream) refuseClosing(ctx context.Context, req *wire.Request) bool 
 
 // drain is the end of the stream as its transport closes. It tells the peer that the stream
 // closes (closingNotice): the peer sends nothing more on it and half-closes it once it has sent
-// what it had queued. The requests read from now on are refused unrun. Once the peer has
-// half-closed the stream and every request taken in is answered and every answer sent, the
-// stream may end: every request the peer sent got its outcome or a refusal. drain waits for that
-// for closeGrace at most, or until the sender fails.
+// what it had queued. The requests read from then on are refused unrun. Once the peer has
+// half-closed the stream (the reader has ended: no request is being taken in, and none will
+// be) and every request taken in is answered and every answer sent, the stream may end: every
+// request the peer sent got its outcome or a refusal. drain waits for that for the grace at
+// most, or until the sender fails.
 func (p *peerStream) drain(stopIntake context.CancelFunc, recvDone, senderDone <-chan struct{}) {
 	p.closing.Store(true)
 	stopIntake()
 	p.reply(&wire.Reply{CallId: closingNotice, Refused: true, Error: wire.EncodeError(fmt.Errorf(
 		"%w: node %s is closing its connections", sdk.ErrNotServing, p.t.cfg.Node))})
-	grace := time.NewTimer(closeGrace)
-	defer grace.Stop()
-	poll := time.NewTicker(drainPoll)
-	defer poll.Stop()
-	// After a pause of this process the grace has passed before anything else ran: the
-	// sender gets two more polls to send what is queued.
-	late := -1
-	for !p.peerDone(recvDone) || !p.answeredAll() {
+	// The grace counts ticks, as runFor does: a pause of the process does not use it up.
+	tick := time.NewTicker(closePoll)
+	defer tick.Stop()
+	for left := p.t.cfg.CloseGrace / closePoll; !p.answeredAll(recvDone); left-- {
+		if left <= 0 {
+			return
+		}
 		select {
-		case <-poll.C:
-			if late >= 0 {
-				if late++; late > 2 {
-					return
-				}
-			}
-		case <-grace.C:
-			late = 0
+		case <-tick.C:
 		case <-senderDone:
 			return
 		}
@@ -736,32 +752,20 @@ func (p *peerStream) drain(stopIntake context.CancelFunc, recvDone, senderDone <
 // has it (a link numbers its calls from 1).
 const closingNotice = 0
 
-// peerDone reports whether the peer has half-closed its stream, or the stream failed: no
-// request will be read any more.
-func (p *peerStream) peerDone(recvDone <-chan struct{}) bool {
+// answeredAll reports whether the peer has half-closed the stream (or it failed), so that no
+// request is read any more, and every request read has been answered and every answer sent: no
+// call running, nothing queued or being sent. A call's answer is queued before it leaves the
+// calls (replyTo).
+func (p *peerStream) answeredAll(recvDone <-chan struct{}) bool {
 	select {
 	case <-recvDone:
-		return true
 	default:
-		return false
-	}
-}
-
-// drainPoll is how often a closing stream looks whether it has answered everything.
-const drainPoll = 2 * time.Millisecond
-
-// answeredAll reports whether every request the stream took in has been answered and every
-// answer sent: no admission under way or made meanwhile, no call running, nothing queued or
-// being sent. A call's answer is queued before it leaves the calls (replyTo).
-func (p *peerStream) answeredAll() bool {
-	before := p.admits.Load()
-	if before%2 != 0 {
 		return false
 	}
 	p.mu.Lock()
 	running := len(p.calls)
 	p.mu.Unlock()
-	return running == 0 && p.out.idle() && p.admits.Load() == before
+	return running == 0 && p.out.idle()
 }
 
 // ReleaseCharge returns n bytes of a request's charge to the meter and to the stream's share.
