@@ -3,6 +3,8 @@ package transport_test
 import (
 	"context"
 	"errors"
+	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/zlink-go/zlink/rt/internal/transport"
 	"github.com/zlink-go/zlink/rt/internal/wire"
@@ -317,4 +321,67 @@ func TestF8_ACancelAfterTheNoticeReachesTheClosingNode(t *testing.T) {
 		t.Fatal("the handler's context did not end")
 	}
 	awaitClosed(t, closed)
+}
+
+// TestARequestStillQueuedWhenTheStreamEndsFailsAsNeverSent: a peer that takes in no request
+// (it never reads) ends its stream; the calls whose requests were still queued on this node
+// fail as never sent, so they may go elsewhere; only those that left may have run.
+func TestARequestStillQueuedWhenTheStreamEndsFailsAsNeverSent(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	end := make(chan struct{})
+	endOnce := sync.OnceFunc(func() { close(end) })
+	defer endOnce()
+	srv := grpc.NewServer()
+	srv.RegisterService(&grpc.ServiceDesc{
+		ServiceName: "zlink.wire.v1.Mesh",
+		HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{{
+			StreamName: "Stream", ServerStreams: true, ClientStreams: true,
+			Handler: func(_ any, s grpc.ServerStream) error {
+				if err := s.SendHeader(metadata.Pairs("zlink-max-message", strconv.Itoa(transport.DefaultMaxMessageSize))); err != nil {
+					return err
+				}
+				<-end // reads nothing, then ends the stream
+				return nil
+			},
+		}},
+	}, nil)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(lis)
+	}()
+	defer func() { srv.Stop(); <-served }()
+
+	a := start(t, "a", handler{}, nil)
+	a.Connect("silent", lis.Addr().String())
+	waitReady(t, a, "silent")
+	const calls = 12
+	errs := make(chan error, calls)
+	for range calls {
+		go func() {
+			_, err := a.Call(ctx, "silent", &wire.Request{Payload: make([]byte, 1<<20)})
+			errs <- err
+		}()
+	}
+	// The stream's flow-control window holds about one request; the batch being sent waits for
+	// it, and the rest wait in the queue.
+	time.Sleep(200 * time.Millisecond)
+	endOnce()
+	notSent := 0
+	for range calls {
+		err := <-errs
+		require.ErrorIs(t, err, sdk.ErrOwnerUnavailable)
+		if errors.Is(err, transport.ErrNotSent) {
+			notSent++
+		} else {
+			assert.ErrorContains(t, err, "may or may not have run")
+		}
+	}
+	t.Logf("%d of %d failed as never sent", notSent, calls)
+	// A batch carries up to 4 MiB: the first ones left or were being sent when the stream
+	// ended; the others were still queued.
+	assert.Positive(t, notSent, "the requests still queued failed as never sent")
+	assert.Less(t, notSent, calls, "the requests being sent may have run")
 }

@@ -92,9 +92,10 @@ type Config struct {
 	// StallTimeout closes a peer's stream whose replies have waited this long without the peer
 	// taking any (default 30 s): the calls on it fail and the replies it holds are freed.
 	StallTimeout time.Duration
-	// CloseGrace bounds how long Close waits for each peer's stream to end well (default 1 s):
-	// the peer has stopped sending, and every request the stream took in has been answered and
-	// the answer sent. It counts the time this process runs: a pause does not use it up.
+	// CloseGrace bounds how long Close waits for each peer's stream to end well (default 1 s,
+	// at most an hour): the peer has stopped sending, and every request the stream took in has
+	// been answered and the answer sent. It counts the time this process runs: a pause does not
+	// use it up.
 	CloseGrace time.Duration
 	// OnServeFailure, when set, is told once that the server stopped serving for another reason
 	// than Close (its listener failed): the node can no longer be reached by its peers.
@@ -120,6 +121,7 @@ func (c Config) withDefaults() Config {
 	if c.CloseGrace <= 0 {
 		c.CloseGrace = time.Second
 	}
+	c.CloseGrace = min(c.CloseGrace, maxCloseGrace)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -464,6 +466,9 @@ func (t *Transport) Close() error {
 	return nil
 }
 
+// maxCloseGrace bounds Config.CloseGrace.
+const maxCloseGrace = time.Hour
+
 // closePoll is the step in which the waits of a close count time.
 const closePoll = 2 * time.Millisecond
 
@@ -729,14 +734,15 @@ func (p *peerStream) refuseClosing(ctx context.Context, req *wire.Request) bool 
 // request the peer sent got its outcome or a refusal. drain waits for that for the grace at
 // most, or until the sender fails.
 func (p *peerStream) drain(stopIntake context.CancelFunc, recvDone, senderDone <-chan struct{}) {
-	p.closing.Store(true)
-	stopIntake()
+	// The notice goes first: a request read meanwhile is taken in and answered as before.
 	p.reply(&wire.Reply{CallId: closingNotice, Refused: true, Error: wire.EncodeError(fmt.Errorf(
 		"%w: node %s is closing its connections", sdk.ErrNotServing, p.t.cfg.Node))})
+	p.closing.Store(true)
+	stopIntake()
 	// The grace counts ticks, as runFor does: a pause of the process does not use it up.
 	tick := time.NewTicker(closePoll)
 	defer tick.Stop()
-	for left := p.t.cfg.CloseGrace / closePoll; !p.answeredAll(recvDone); left-- {
+	for left := max(1, p.t.cfg.CloseGrace/closePoll); !p.answeredAll(recvDone); left-- {
 		if left <= 0 {
 			return
 		}
