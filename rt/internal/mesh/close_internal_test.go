@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -32,11 +33,7 @@ func TestF8_AClosingNodeAnswersWhatItTookInAndItsCallersFindTheOwner(t *testing.
 	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
 	awaitPeerState(t, ctx, caller.m, "old", sdk.PeerStateReady)
 
-	moved := sdk.InstanceIntent(rttest.LedgerType, "moved").WithDesc(&rttest.LedgerDesc)
-	_, err := caller.m.Call(ctx, moved, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: owner.m.cfg.Node})
-	require.NoError(t, err)
-	// The caller's route is stale: it names the closing node.
-	caller.m.routes.put(moved, "old")
+	moved := staleRoute(t, ctx, caller, owner, "moved", "old")
 
 	// A creation on the old node holds its close open: the node answers what it took in.
 	creation := make(chan error, 1)
@@ -57,12 +54,7 @@ func TestF8_AClosingNodeAnswersWhatItTookInAndItsCallersFindTheOwner(t *testing.
 		time.Sleep(time.Millisecond)
 	}
 
-	_, err = caller.m.Call(ctx, moved.Plain(), rttest.LedgerRecord, wrapperspb.String("m2"), sdk.CallOptions{})
-	require.NoError(t, err, "the message went to the owner the store names")
-	route, ok := caller.m.routes.get(moved)
-	require.True(t, ok)
-	assert.Equal(t, owner.m.cfg.Node, route, "the route names the owner now")
-	assert.Equal(t, int64(2), ledgerCount(t, ctx, caller.m, moved), "each message ran once, on the owner")
+	requireRunsOnOwner(t, ctx, caller, owner, moved)
 
 	release()
 	require.NoError(t, <-creation, "the creation the old node took in before it closed was answered")
@@ -77,15 +69,29 @@ func TestC3_AMessageANotServingCachedOwnerRefusedGoesWhereTheStoreSays(t *testin
 	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
 	awaitPeerState(t, ctx, caller.m, "starting", sdk.PeerStateReady)
 
-	moved := sdk.InstanceIntent(rttest.LedgerType, "elsewhere").WithDesc(&rttest.LedgerDesc)
-	_, err := caller.m.Call(ctx, moved, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: owner.m.cfg.Node})
-	require.NoError(t, err)
-	caller.m.routes.put(moved, "starting")
+	moved := staleRoute(t, ctx, caller, owner, "elsewhere", "starting")
+	requireRunsOnOwner(t, ctx, caller, owner, moved)
+}
 
-	_, err = caller.m.Call(ctx, moved.Plain(), rttest.LedgerRecord, wrapperspb.String("m2"), sdk.CallOptions{})
+// staleRoute creates the Ledger id on owner through caller, whose cached route then names
+// stale instead, and returns its target.
+func staleRoute(t *testing.T, ctx context.Context, caller, owner *testNode, id string, stale sdk.NodeID) sdk.Target {
+	t.Helper()
+	target := sdk.InstanceIntent(rttest.LedgerType, id).WithDesc(&rttest.LedgerDesc)
+	_, err := caller.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: owner.m.cfg.Node})
+	require.NoError(t, err)
+	caller.m.routes.put(target, stale)
+	return target
+}
+
+// requireRunsOnOwner sends a second message to target through caller's stale route: it runs
+// once, on owner, which the caller's route names afterwards.
+func requireRunsOnOwner(t *testing.T, ctx context.Context, caller, owner *testNode, target sdk.Target) {
+	t.Helper()
+	_, err := caller.m.Call(ctx, target.Plain(), rttest.LedgerRecord, wrapperspb.String("m2"), sdk.CallOptions{})
 	require.NoError(t, err, "the message went to the owner the store names")
-	route, ok := caller.m.routes.get(moved)
+	route, ok := caller.m.routes.get(target)
 	require.True(t, ok)
 	assert.Equal(t, owner.m.cfg.Node, route, "the route names the owner now")
-	assert.Equal(t, int64(2), ledgerCount(t, ctx, caller.m, moved), "each message ran once, on the owner")
+	assert.Equal(t, int64(2), ledgerCount(t, ctx, caller.m, target), "each message ran once, on the owner")
 }

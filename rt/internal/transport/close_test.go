@@ -43,6 +43,36 @@ func awaitClosed(t *testing.T, closed <-chan struct{}) {
 	}
 }
 
+// heldAnswers holds a handler's answers until the test lets them go.
+type heldAnswers struct {
+	running  chan struct{} // closed when the first answer is held
+	finish   chan struct{}
+	first    sync.Once
+	release  func() // lets every answer go
+	handlers sync.WaitGroup
+}
+
+func newHeldAnswers() *heldAnswers {
+	h := &heldAnswers{running: make(chan struct{}), finish: make(chan struct{})}
+	h.release = sync.OnceFunc(func() { close(h.finish) })
+	return h
+}
+
+// answer sends r through reply once the test releases it.
+func (h *heldAnswers) answer(reply func(*wire.Reply), r *wire.Reply) {
+	h.handlers.Go(func() {
+		h.first.Do(func() { close(h.running) })
+		<-h.finish
+		reply(r)
+	})
+}
+
+// end lets every held answer go and waits for them: deferred, it lets a failed test end.
+func (h *heldAnswers) end() {
+	h.release()
+	h.handlers.Wait()
+}
+
 // longGrace is a close's grace that no test waits for: a close that returns has ended by the
 // peers' half-close and every answer sent, not by its grace.
 func longGrace(c *transport.Config) { c.CloseGrace = time.Minute }
@@ -51,18 +81,10 @@ func longGrace(c *transport.Config) { c.CloseGrace = time.Minute }
 // the answer its handler gives while the node closes, not a lost connection whose outcome the
 // caller cannot know.
 func TestF8_CloseAnswersTheRequestsItTookIn(t *testing.T) {
-	running := make(chan struct{})
-	finish := make(chan struct{})
-	release := sync.OnceFunc(func() { close(finish) })
-	var handlers sync.WaitGroup
-	defer handlers.Wait()
-	defer release() // a failed test lets its handler go
+	held := newHeldAnswers()
+	defer held.end()
 	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
-		handlers.Go(func() {
-			close(running)
-			<-finish
-			reply(&wire.Reply{Payload: req.Payload})
-		})
+		held.answer(reply, &wire.Reply{Payload: req.Payload})
 	}}, longGrace)
 	a := start(t, "a", handler{}, nil)
 	a.Connect("b", b.Addr())
@@ -77,14 +99,14 @@ func TestF8_CloseAnswersTheRequestsItTookIn(t *testing.T) {
 		r, err := a.Call(ctx, "b", &wire.Request{Payload: []byte("taken in")})
 		done <- outcome{r, err}
 	}()
-	<-running
+	<-held.running
 	closed := closeAsync(t, b)
 	select {
 	case <-closed:
 		t.Fatal("Close returned before the request it took in was answered or its grace passed")
 	case <-time.After(100 * time.Millisecond):
 	}
-	release()
+	held.release()
 	o := <-done
 	require.NoError(t, o.err, "the answer given while the node closed reaches the caller")
 	assert.Equal(t, "taken in", string(o.r.Payload))
@@ -95,28 +117,20 @@ func TestF8_CloseAnswersTheRequestsItTookIn(t *testing.T) {
 // stream reads is refused unrun with ErrNotServing, so its caller may send it elsewhere; the
 // request it took in before is still answered.
 func TestF8_RequestsThatArriveWhileANodeClosesAreRefusedUnrun(t *testing.T) {
-	finish := make(chan struct{})
-	release := sync.OnceFunc(func() { close(finish) })
-	running := make(chan struct{})
-	var handlers sync.WaitGroup
-	defer handlers.Wait()
-	defer release() // a failed test lets its handler go
+	held := newHeldAnswers()
+	defer held.end()
 	var ran sync.Map
 	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
 		ran.Store(req.CallId, true)
 		if req.CallId == 1 {
-			handlers.Go(func() {
-				close(running)
-				<-finish
-				reply(&wire.Reply{Payload: []byte("first")})
-			})
+			held.answer(reply, &wire.Reply{Payload: []byte("first")})
 			return
 		}
 		reply(&wire.Reply{Payload: []byte("ran")})
 	}}, longGrace)
 	s := rawStream(t, b.Addr(), "x")
 	sendRequests(t, s, &wire.Request{CallId: 1})
-	<-running
+	<-held.running
 	closed := closeAsync(t, b)
 
 	// Requests sent after Close began are answered, as they were, until the stream sees the
@@ -155,7 +169,7 @@ func TestF8_RequestsThatArriveWhileANodeClosesAreRefusedUnrun(t *testing.T) {
 	assert.Contains(t, err.Error(), "node b is closing its connections and did not run the request from x")
 	require.NoError(t, s.CloseSend(), "the peer sends nothing more")
 
-	release()
+	held.release()
 	r := recvReply(t, s, 1)
 	assert.False(t, r.Refused)
 	assert.Equal(t, "first", string(r.Payload), "the request taken in before the close is answered")
@@ -221,28 +235,20 @@ func TestF8_EveryCallToAClosingNodeGetsItsOutcomeOrIsKnownUnrun(t *testing.T) {
 // TestF8_ALinkToAClosingNodeSendsNothingMore: once a node tells its peer that it closes, the
 // peer's new calls fail at once as never sent, and its link is no longer Ready.
 func TestF8_ALinkToAClosingNodeSendsNothingMore(t *testing.T) {
-	running := make(chan struct{})
-	finish := make(chan struct{})
-	release := sync.OnceFunc(func() { close(finish) })
-	var handlers sync.WaitGroup
-	defer handlers.Wait()
-	defer release() // a failed test lets its handler go
+	held := newHeldAnswers()
+	defer held.end()
 	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
-		handlers.Go(func() {
-			close(running)
-			<-finish
-			reply(&wire.Reply{Payload: []byte("answered")})
-		})
+		held.answer(reply, &wire.Reply{Payload: []byte("answered")})
 	}}, longGrace)
 	a := start(t, "a", handler{}, nil)
 	a.Connect("b", b.Addr())
 	waitReady(t, a, "b")
-	held := make(chan error, 1)
+	open := make(chan error, 1)
 	go func() {
 		_, err := a.Call(ctx, "b", &wire.Request{})
-		held <- err
+		open <- err
 	}()
-	<-running
+	<-held.running
 	closed := closeAsync(t, b)
 	require.Eventually(t, func() bool { return a.PeerState("b") != sdk.PeerStateReady }, 10*time.Second, time.Millisecond,
 		"the closing node's notice reached the link")
@@ -250,8 +256,8 @@ func TestF8_ALinkToAClosingNodeSendsNothingMore(t *testing.T) {
 	require.ErrorIs(t, err, transport.ErrNotSent)
 	assert.ErrorIs(t, err, sdk.ErrOwnerUnavailable)
 	assert.ErrorContains(t, err, "node b is closing its connections")
-	release()
-	require.NoError(t, <-held, "the call the node took in is answered on the closing stream")
+	held.release()
+	require.NoError(t, <-open, "the call the node took in is answered on the closing stream")
 	awaitClosed(t, closed)
 }
 

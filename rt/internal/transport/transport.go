@@ -458,7 +458,7 @@ func (t *Transport) Close() error {
 	}()
 	// The streams end by themselves within the grace; gRPC's stop cuts those that do not a
 	// second later, a second of this process's running time.
-	if !runFor(t.cfg.CloseGrace+time.Second, stopped) {
+	if !runFor(t.cfg.CloseGrace+time.Second, func() bool { return isClosed(stopped) }, stopped) {
 		t.server.Stop()
 		<-stopped
 	}
@@ -472,22 +472,30 @@ const maxCloseGrace = time.Hour
 // closePoll is the step in which the waits of a close count time.
 const closePoll = 2 * time.Millisecond
 
-// runFor waits until done is closed, for d of this process's running time at most, and
-// reports whether it was. It counts the ticks of a ticker, which drops the ticks it could not
-// deliver: after a pause of the process the wait goes on, rather than ending at once before
-// what the pause held up has run.
-func runFor(d time.Duration, done <-chan struct{}) bool {
+// runFor waits until ready reports true, for d of this process's running time at most, and
+// reports whether it did; once stop is closed it answers ready at once. It counts the ticks
+// of a ticker, which drops the ticks it could not deliver: after a pause of the process the
+// wait goes on, rather than ending at once before what the pause held up has run.
+func runFor(d time.Duration, ready func() bool, stop <-chan struct{}) bool {
 	tick := time.NewTicker(closePoll)
 	defer tick.Stop()
-	for range d / closePoll {
+	for left := max(1, d/closePoll); !ready(); left-- {
+		if left <= 0 {
+			return false
+		}
 		select {
-		case <-done:
-			return true
 		case <-tick.C:
+		case <-stop:
+			return ready()
 		}
 	}
+	return true
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
 	select {
-	case <-done:
+	case <-ch:
 		return true
 	default:
 		return false
@@ -739,19 +747,7 @@ func (p *peerStream) drain(stopIntake context.CancelFunc, recvDone, senderDone <
 		"%w: node %s is closing its connections", sdk.ErrNotServing, p.t.cfg.Node))})
 	p.closing.Store(true)
 	stopIntake()
-	// The grace counts ticks, as runFor does: a pause of the process does not use it up.
-	tick := time.NewTicker(closePoll)
-	defer tick.Stop()
-	for left := max(1, p.t.cfg.CloseGrace/closePoll); !p.answeredAll(recvDone); left-- {
-		if left <= 0 {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-senderDone:
-			return
-		}
-	}
+	runFor(p.t.cfg.CloseGrace, func() bool { return p.answeredAll(recvDone) }, senderDone)
 }
 
 // closingNotice is the call ID of the reply that tells a peer that the stream closes: no call
@@ -763,9 +759,7 @@ const closingNotice = 0
 // call running, nothing queued or being sent. A call's answer is queued before it leaves the
 // calls (replyTo).
 func (p *peerStream) answeredAll(recvDone <-chan struct{}) bool {
-	select {
-	case <-recvDone:
-	default:
+	if !isClosed(recvDone) {
 		return false
 	}
 	p.mu.Lock()
