@@ -32,33 +32,27 @@ type link struct {
 	// pending holds the calls registered while Ready, by call ID. Registering (register) and
 	// the session's end (end) each check or change the state in the same critical section as
 	// pending, so a reply or the end of the session it was sent on ends every call.
-	pending map[uint64]chan result
-	high    int // the most entries pending had since it was made
+	pending callTable[chan result]
 	nextID  uint64
 	// finishing is the session's sender once the peer said that it closes the session: it
 	// half-closes the stream once pending is empty, and is woken when pending empties.
 	finishing *sender
 }
 
-// removeLocked deletes call id from pending, and makes pending anew when it empties after it
-// grew large; l.mu is held.
-func (l *link) removeLocked(id uint64) {
-	delete(l.pending, id)
-	if len(l.pending) == 0 {
-		if l.high > shrinkAfter {
-			l.pending, l.high = make(map[uint64]chan result), 0
-		}
-		if l.finishing != nil {
-			l.finishing.signal()
-		}
+// removeLocked deletes call id from pending and returns its channel; l.mu is held.
+func (l *link) removeLocked(id uint64) (chan result, bool) {
+	ch, ok := l.pending.remove(id)
+	if ok && l.pending.len() == 0 && l.finishing != nil {
+		l.finishing.signal()
 	}
+	return ch, ok
 }
 
 func newLink(t *Transport, peer sdk.NodeID, endpoint string) *link {
 	ctx, cancel := context.WithCancel(t.ctx)
 	return &link{
 		t: t, peer: peer, endpoint: endpoint, ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		st: sdk.PeerStateConnecting, changed: make(chan struct{}), pending: make(map[uint64]chan result),
+		st: sdk.PeerStateConnecting, changed: make(chan struct{}),
 	}
 }
 
@@ -88,10 +82,10 @@ func (l *link) end(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.setStateLocked(sdk.PeerStateNotConnected, nil, limits{}, err)
-	for _, ch := range l.pending {
+	l.pending.each(func(_ uint64, ch chan result) {
 		ch <- failure // never blocks: each channel has room for its one result
-	}
-	l.pending, l.high, l.finishing = make(map[uint64]chan result), 0, nil
+	})
+	l.pending, l.finishing = callTable[chan result]{}, nil
 }
 
 // failUnsent fails the calls whose requests, by call ID, the session's end dropped unsent.
@@ -104,8 +98,7 @@ func (l *link) failUnsent(ids []uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, id := range ids {
-		if ch, ok := l.pending[id]; ok {
-			l.removeLocked(id)
+		if ch, ok := l.removeLocked(id); ok {
 			ch <- failure // never blocks: each channel has room for its one result
 		}
 	}
@@ -241,7 +234,7 @@ func (l *link) peerClosing(out *sender, r *wire.Reply, closeSend func()) {
 func (l *link) noneOpen() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.pending) == 0
+	return l.pending.len() == 0
 }
 
 // result is the end of one call: the peer's reply, or the link's failure.
@@ -252,8 +245,7 @@ type result struct {
 
 func (l *link) complete(r *wire.Reply) {
 	l.mu.Lock()
-	ch, ok := l.pending[r.CallId]
-	l.removeLocked(r.CallId)
+	ch, ok := l.removeLocked(r.CallId)
 	l.mu.Unlock()
 	if ok {
 		ch <- result{reply: r}
@@ -265,8 +257,7 @@ func (l *link) complete(r *wire.Reply) {
 // forget removes call id from pending and reports whether it was still there.
 func (l *link) forget(id uint64) bool {
 	l.mu.Lock()
-	_, ok := l.pending[id]
-	l.removeLocked(id)
+	_, ok := l.removeLocked(id)
 	l.mu.Unlock()
 	return ok
 }
@@ -276,7 +267,7 @@ func (l *link) forget(id uint64) bool {
 func (l *link) cancelCall(out *sender, id uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.pending[id]; ok {
+	if _, ok := l.pending.get(id); ok {
 		out.push(queuedCancel(&wire.Cancel{CallId: id}))
 		l.removeLocked(id)
 	}
@@ -297,8 +288,7 @@ func (l *link) register(ctx context.Context, size int, ch chan result) (*sender,
 			}
 			l.nextID++
 			id, out := l.nextID, l.out
-			l.pending[id] = ch
-			l.high = max(l.high, len(l.pending))
+			l.pending.put(id, ch) // a new ID: never in
 			l.mu.Unlock()
 			return out, id, nil
 		case l.st == sdk.PeerStateNotConnected, l.lastErr != nil:

@@ -536,7 +536,7 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	defer stopIntake()
 	p := &peerStream{
 		t: t, from: from, lim: limits{own: t.cfg.MaxMessageSize, peer: peerMax},
-		calls: make(map[uint64]*callCtx), freedCh: make(chan struct{}, 1), intake: intake,
+		freedCh: make(chan struct{}, 1), intake: intake,
 	}
 	if m := t.cfg.Meter; m != nil {
 		budget := m.Settings().Budget
@@ -627,8 +627,7 @@ type peerStream struct {
 	out  *sender
 
 	mu    sync.Mutex
-	calls map[uint64]*callCtx // the calls still running, to cancel them
-	high  int                 // the most entries calls had since it was made
+	calls callTable[*callCtx] // the calls still running, to cancel them
 
 	// held is the Core HWM charge of this stream's requests not yet answered; share is the
 	// most it may hold, so that one peer that floods the node leaves room for the others.
@@ -649,8 +648,8 @@ type peerStream struct {
 // least two of the largest requests.
 const streamShareDivisor = 4
 
-// shrinkAfter is the size past which an idle per-call map is made anew when it empties: a Go
-// map keeps the memory of its largest size.
+// shrinkAfter is the size past which a table of calls is made anew when it empties, so that
+// it does not keep the memory of a burst.
 const shrinkAfter = 1024
 
 // add enters a call; a call ID still in flight on this stream is refused, so that one call's
@@ -658,21 +657,12 @@ const shrinkAfter = 1024
 func (p *peerStream) add(id uint64, c *callCtx) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, busy := p.calls[id]; busy {
-		return false
-	}
-	p.calls[id] = c
-	p.high = max(p.high, len(p.calls))
-	return true
+	return p.calls.put(id, c)
 }
 
 func (p *peerStream) done(id uint64) {
 	p.mu.Lock()
-	c := p.calls[id]
-	delete(p.calls, id)
-	if len(p.calls) == 0 && p.high > shrinkAfter {
-		p.calls, p.high = make(map[uint64]*callCtx), 0
-	}
+	c, _ := p.calls.remove(id)
 	p.mu.Unlock()
 	if c != nil {
 		c.cancel()
@@ -681,7 +671,7 @@ func (p *peerStream) done(id uint64) {
 
 func (p *peerStream) cancel(id uint64) {
 	p.mu.Lock()
-	c := p.calls[id]
+	c, _ := p.calls.get(id)
 	p.mu.Unlock()
 	if c != nil {
 		c.cancel()
@@ -763,7 +753,7 @@ func (p *peerStream) answeredAll(recvDone <-chan struct{}) bool {
 		return false
 	}
 	p.mu.Lock()
-	running := len(p.calls)
+	running := p.calls.len()
 	p.mu.Unlock()
 	return running == 0 && p.out.idle()
 }
