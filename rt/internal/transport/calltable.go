@@ -79,6 +79,10 @@ func (t *callTable[V]) get(id uint64) (V, bool) {
 			return s.v, true
 		}
 	}
+	if len(t.extra) == 0 {
+		var none V
+		return none, false
+	}
 	v, ok := t.extra[id]
 	return v, ok
 }
@@ -94,7 +98,7 @@ func (t *callTable[V]) remove(id uint64) (V, bool) {
 			*s = callSlot[V]{}
 		}
 	}
-	if !ok {
+	if !ok && len(t.extra) > 0 {
 		if v, ok = t.extra[id]; ok {
 			delete(t.extra, id)
 		}
