@@ -26,9 +26,11 @@ const (
 	// minCallSlots is the size of a table's first slots: room for the calls of a few dozen
 	// callers at once without growing.
 	minCallSlots = 64
-	// maxCallSlots bounds the slots (24 bytes each); beyond, a call whose slot is held goes to
-	// the map.
+	// maxCallSlots bounds the slots; beyond, a call whose slot is held goes to the map.
 	maxCallSlots = 1 << 14
+	// shrinkAfter is the most entries past which a table is made anew when it empties, so
+	// that it does not keep the memory of a burst.
+	shrinkAfter = 1024
 )
 
 // len is the number of entries.

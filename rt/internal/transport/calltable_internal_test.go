@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -27,6 +28,12 @@ func TestCallTableAgreesWithAMapWhateverTheIDs(t *testing.T) {
 		"consecutive": func(_ *rand.Rand, i int) uint64 { return uint64(i + 1) },
 		"one slot":    func(_ *rand.Rand, i int) uint64 { return uint64(i) * minCallSlots },
 		"random":      func(r *rand.Rand, _ int) uint64 { return r.Uint64N(1 << 12) },
+		"edges": func(r *rand.Rand, _ int) uint64 { // near 0 and near the largest ID
+			if r.IntN(2) == 0 {
+				return r.Uint64N(256)
+			}
+			return math.MaxUint64 - r.Uint64N(256)
+		},
 	}
 	for name, next := range patterns {
 		t.Run(name, func(t *testing.T) {

@@ -648,10 +648,6 @@ type peerStream struct {
 // least two of the largest requests.
 const streamShareDivisor = 4
 
-// shrinkAfter is the size past which a table of calls is made anew when it empties, so that
-// it does not keep the memory of a burst.
-const shrinkAfter = 1024
-
 // add enters a call; a call ID still in flight on this stream is refused, so that one call's
 // reply can never end another's context.
 func (p *peerStream) add(id uint64, c *callCtx) bool {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"runtime"
 	"sync"
@@ -141,6 +142,44 @@ func TestMaxMessageSizeOnSendAndReceive(t *testing.T) {
 	rerr := wire.DecodeError(recvReply(t, s, 1).Error)
 	require.ErrorIs(t, rerr, sdk.ErrMessageTooLarge, "refused on receive")
 	assert.Contains(t, rerr.Error(), "over b's limit of 1024")
+}
+
+// A peer chooses its call IDs: one still in flight is refused without reaching the handler,
+// and the call that holds it keeps it, whatever the ID's size or the slot it shares.
+func TestACallIDStillInFlightIsRefusedAndItsCallKeepsIt(t *testing.T) {
+	const id = math.MaxUint64 - 63
+	held := newHeldAnswers()
+	defer held.end()
+	var runs atomic.Int32
+	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+		runs.Add(1)
+		if req.CallId == id && string(req.Payload) == "first" {
+			held.answer(reply, &wire.Reply{Payload: []byte("first")})
+			return
+		}
+		reply(&wire.Reply{Payload: req.Payload})
+	}}, nil)
+	s := rawStream(t, b.Addr(), "x")
+	sendRequests(t, s, &wire.Request{CallId: id, Payload: []byte("first")})
+	<-held.running
+
+	sendRequests(t, s, &wire.Request{CallId: id, Payload: []byte("second")})
+	r := recvReply(t, s, id)
+	require.True(t, r.Refused)
+	err := wire.DecodeError(r.Error)
+	assert.ErrorIs(t, err, sdk.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "call ID 18446744073709551552 from x is still in flight")
+	assert.EqualValues(t, 1, runs.Load(), "the refused call never reached the handler")
+
+	for _, other := range []uint64{0, 64, 1 << 40} { // IDs that share the held call's slot
+		sendRequests(t, s, &wire.Request{CallId: other, Payload: []byte("other")})
+		assert.Equal(t, "other", string(recvReply(t, s, other).Payload), "call %d", other)
+	}
+
+	held.release()
+	assert.Equal(t, "first", string(recvReply(t, s, id).Payload), "the first call kept its ID")
+	sendRequests(t, s, &wire.Request{CallId: id, Payload: []byte("again")})
+	assert.Equal(t, "again", string(recvReply(t, s, id).Payload), "an ID is free once its call ended")
 }
 
 func TestOversizedReplyIsRefused(t *testing.T) {
