@@ -2,7 +2,7 @@ package transport
 
 // callTable holds the calls in flight on one stream by call ID. A link numbers its calls 1, 2,
 // 3, ..., so a call's slot is its ID modulo the table's size: no hashing, and a call's entry
-// and its removal touch one slot, where a map's took a fifth of a remote call's bookkeeping. A
+// and its removal touch one slot, where a map churned with an insert and a delete per call. A
 // peer chooses the IDs it sends, though, and any pattern must work in bounded memory: the
 // slots grow with the calls in flight, not with the IDs, and an ID whose slot another call
 // holds goes into a map beside them.
@@ -74,38 +74,37 @@ func (t *callTable[V]) grow() {
 	}
 }
 
-// get returns the entry under id.
-func (t *callTable[V]) get(id uint64) (V, bool) {
-	if t.slots != nil {
-		if s := &t.slots[id&uint64(len(t.slots)-1)]; s.used && s.id == id {
-			return s.v, true
-		}
+// at returns the slot that holds id, or nil.
+func (t *callTable[V]) at(id uint64) *callSlot[V] {
+	if t.slots == nil {
+		return nil
 	}
-	if len(t.extra) == 0 {
-		var none V
-		return none, false
+	if s := &t.slots[id&uint64(len(t.slots)-1)]; s.used && s.id == id {
+		return s
 	}
-	v, ok := t.extra[id]
+	return nil
+}
+
+// get returns the entry under id. Every new call's ID is looked up (put): the map is read only
+// when it holds calls.
+func (t *callTable[V]) get(id uint64) (v V, ok bool) {
+	if s := t.at(id); s != nil {
+		return s.v, true
+	}
+	if len(t.extra) > 0 {
+		v, ok = t.extra[id]
+	}
 	return v, ok
 }
 
 // remove deletes the entry under id and returns it. A table that empties after it grew large
 // is made anew, so that a burst long ago does not keep its memory.
-func (t *callTable[V]) remove(id uint64) (V, bool) {
-	var v V
-	ok := false
-	if t.slots != nil {
-		if s := &t.slots[id&uint64(len(t.slots)-1)]; s.used && s.id == id {
-			v, ok = s.v, true
-			*s = callSlot[V]{}
-		}
-	}
-	if !ok && len(t.extra) > 0 {
-		if v, ok = t.extra[id]; ok {
-			delete(t.extra, id)
-		}
-	}
-	if !ok {
+func (t *callTable[V]) remove(id uint64) (v V, ok bool) {
+	if s := t.at(id); s != nil {
+		v, *s = s.v, callSlot[V]{}
+	} else if v, ok = t.extra[id]; ok {
+		delete(t.extra, id)
+	} else {
 		return v, false
 	}
 	t.n--
