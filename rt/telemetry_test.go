@@ -58,6 +58,9 @@ func probeMethod(name string, invoke func(p *probe, ctx context.Context, in stri
 	}
 }
 
+// probeKey is the key of a value a probe's handler puts in a context it derives.
+type probeKey struct{}
+
 var probeDesc = &sdk.SpotDesc{Name: probeType, Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{
 	probeMethod("Echo", func(_ *probe, _ context.Context, in string) (string, error) { return in, nil }),
 	probeMethod("Fail", func(_ *probe, _ context.Context, _ string) (string, error) {
@@ -71,9 +74,14 @@ var probeDesc = &sdk.SpotDesc{Name: probeType, Kind: sdk.KindInstance, Methods: 
 		return out.(*wrapperspb.StringValue).GetValue(), nil
 	}),
 	probeMethod("Self", func(p *probe, ctx context.Context, _ string) (string, error) {
-		_, err := p.sc.Client().Call(ctx, sdk.InstanceTarget(probeType, p.sc.ID()), "Echo", wrapperspb.String("me"))
-		if !errors.Is(err, sdk.ErrInvalidArgument) {
-			return "", fmt.Errorf("a request of the Spot to itself answered %v", err)
+		// With the turn's context, and with one derived from it.
+		derived, cancel := context.WithTimeout(context.WithValue(ctx, probeKey{}, "derived"), 10*time.Second)
+		defer cancel()
+		for _, c := range []context.Context{ctx, derived} {
+			_, err := p.sc.Client().Call(c, sdk.InstanceTarget(probeType, p.sc.ID()), "Echo", wrapperspb.String("me"))
+			if !errors.Is(err, sdk.ErrInvalidArgument) {
+				return "", fmt.Errorf("a request of the Spot to itself answered %v", err)
+			}
 		}
 		return "refused", nil
 	}),
@@ -569,6 +577,36 @@ func TestI5_TracedTurnStillRecognisesARequestOfTheSpotToItself(t *testing.T) {
 	out, err := h.Call(cctx, sdk.InstanceTarget(probeType, "p"), "Self", wrapperspb.String(""))
 	require.NoError(t, err, "the handler's own request is refused at once, not left waiting for its turn")
 	assert.Equal(t, "refused", out.(*wrapperspb.StringValue).GetValue())
+}
+
+// F8: the turn of a request from another node recognises a request of its Spot to itself, made
+// with the turn's context, whether the request came untraced (the turn runs with the
+// request's own context) or traced (its context carries the caller's span).
+func TestF8_ARemoteRequestsTurnRecognisesARequestOfTheSpotToItself(t *testing.T) {
+	eps := etcdForTelemetry(t)
+	o := newObserved(t)
+	a := startProbeNode(t, eps, "node-a", o, newGate(), nil)
+	b := startProbeNode(t, eps, "node-b", o, newGate(), nil)
+	require.Eventually(t, func() bool {
+		return a.MeshStatus().ReadyPeerCount == 1 && b.MeshStatus().ReadyPeerCount == 1
+	}, 15*time.Second, 10*time.Millisecond)
+	_, err := call(a, sdk.InstanceIntent(probeType, "p"), "Echo", "create", sdk.OnNode("node-b"))
+	require.NoError(t, err)
+	for _, level := range []sdk.DiagnosticsLevel{sdk.DiagnosticsLevelOff, sdk.DiagnosticsLevelNormal} {
+		t.Run(level.String(), func(t *testing.T) {
+			setLevel(t, level)
+			for range 3 {
+				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				out, err := a.Call(cctx, sdk.InstanceTarget(probeType, "p"), "Self", wrapperspb.String(""))
+				cancel()
+				require.NoError(t, err, "the handler's own request is refused at once, not left waiting for its turn")
+				assert.Equal(t, "refused", out.(*wrapperspb.StringValue).GetValue())
+			}
+			out, err := call(a, sdk.InstanceTarget(probeType, "p"), "Echo", "after")
+			require.NoError(t, err)
+			assert.Equal(t, "after", out, "the Spot serves on")
+		})
+	}
 }
 
 func TestI2_SampleRateAppliesToTracesNotMetrics(t *testing.T) {

@@ -278,7 +278,7 @@ func (c *Catalog) DeliverActor(ctx context.Context, act *actor, method string, r
 // lease. An Actor that moved from here lately is refused with *MovedError naming its new node;
 // one this node does not hold, with sdk.ErrStaleRoute. follow marks a message that follows the
 // Actor from its old Spot, which an Actor arriving here takes before any other.
-func (c *Catalog) AdmitActor(ctx context.Context, t sdk.Target, method string, req proto.Message, size int, oneWay, follow bool, done func(proto.Message, error)) error {
+func (c *Catalog) AdmitActor(ctx context.Context, t sdk.Target, method string, req proto.Message, size int, oneWay, follow bool, done Answer) error {
 	act, ok := c.LocalActor(t)
 	if !ok {
 		if node, moved := c.Departed(t); moved {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 
@@ -237,7 +238,22 @@ type message struct {
 	actor    *actor // set for a message to an Actor; a's queue is its host Spot's
 	oneWay   bool
 	reserved bool
+	// ownCtx says ctx is the context of the peer's request this message is: its turn's
+	// identity lives in it (requestTurn).
+	ownCtx bool
 }
+
+// Answer receives the outcome of a message that a peer sent: the handler's reply, or the error
+// the message ended with.
+type Answer interface {
+	Answer(reply proto.Message, err error)
+}
+
+// AnswerFunc is a function that receives a message's outcome as an Answer.
+type AnswerFunc func(reply proto.Message, err error)
+
+// Answer calls f(reply, err).
+func (f AnswerFunc) Answer(reply proto.Message, err error) { f(reply, err) }
 
 // call is one request or one-way message on a Spot's queue, with what answers it.
 type call struct {
@@ -246,7 +262,7 @@ type call struct {
 	err   error
 	done  chan struct{} // buffered: Run never blocks
 	// onDone, when set, receives the outcome instead of done (a request from a peer).
-	onDone func(proto.Message, error)
+	onDone Answer
 	// permit says the call holds a permit of the application job queue (a reserved supply
 	// permit if message.reserved) until it ends; inbound is the Core HWM charge of a peer's
 	// message while it is in the lane, which the call keeps until it ends for a one-way message
@@ -290,7 +306,7 @@ func (k *call) release() {
 	}
 	k.settle()
 	k.ctx, k.a, k.md, k.req, k.reply, k.err, k.onDone, k.actor = nil, nil, nil, nil, nil, nil, nil, nil
-	k.seq, k.counted, k.follow, k.ackHeld, k.ack = 0, false, false, false, nil
+	k.seq, k.counted, k.follow, k.ackHeld, k.ack, k.ownCtx = 0, false, false, false, nil, false
 	if k.done != nil {
 		callPool.Put(k)
 	}
@@ -398,15 +414,14 @@ func (m *message) run() (proto.Message, error) {
 		return m.runObserved(ctx, lvl, callers)
 	}
 	if callers {
-		// The turn gets an identity of its own, by which a request made with its context (or
-		// one derived from it) of its own Spot is recognised. While the job queue is busy, the
-		// jobs it makes are known as nested: they never wait for permits it holds itself.
-		rc, id := newRequestTurn(ctx, m.a.cat.cfg.Meter.Busy())
-		ctx = rc
-		m.a.turn.Store(id)
+		// The turn gets an identity, by which a request made with its context (or one derived
+		// from it) of its own Spot is recognised. While the job queue is busy, the jobs it
+		// makes are known as nested: they never wait for permits it holds itself.
+		ctx, turn := requestTurn(ctx, m.a.cat.cfg.Meter.Busy(), m.ownCtx)
+		m.a.turn.Store(uintptr(unsafe.Pointer(turn)))
 		reply, err := m.invoke(ctx)
 		m.a.turn.Store(0)
-		runtime.KeepAlive(rc) // its address is the turn's identity until here
+		runtime.KeepAlive(turn) // its address is the turn's identity until here
 		return reply, err
 	}
 	return m.invoke(ctx)
@@ -421,10 +436,10 @@ func (m *message) runObserved(ctx context.Context, lvl sdk.DiagnosticsLevel, cal
 	if callers {
 		// The handler's calls get client spans, contexts derived from its own, which carry
 		// the turn's identity (see run).
-		rc, turn := newRequestTurn(traced, a.cat.cfg.Meter.Busy())
-		traced = rc
-		a.turn.Store(turn)
-		defer runtime.KeepAlive(rc) // its address is the turn's identity until the Store(0)
+		var turn *exec.RequestTurn
+		traced, turn = requestTurn(traced, a.cat.cfg.Meter.Busy(), m.ownCtx)
+		a.turn.Store(uintptr(unsafe.Pointer(turn)))
+		defer runtime.KeepAlive(turn) // its address is the turn's identity until the Store(0)
 	}
 	req := m.req
 	reply, err := m.invoke(traced)
@@ -492,7 +507,7 @@ func (k *call) detachAnswer() func(error) {
 	k.ackHeld = false
 	if done := k.onDone; done != nil {
 		k.onDone = nil
-		return func(err error) { done(nil, err) }
+		return func(err error) { done.Answer(nil, err) }
 	}
 	if ack := k.ack; ack != nil {
 		k.ack = nil
@@ -507,7 +522,7 @@ func (k *call) finish(reply proto.Message, err error) {
 	if k.onDone != nil && !k.oneWay {
 		done := k.onDone
 		k.release()
-		done(reply, err)
+		done.Answer(reply, err)
 		return
 	}
 	if k.oneWay {
@@ -678,13 +693,13 @@ func (c *Catalog) Create(ctx context.Context, t sdk.Target) error {
 // is a refusal: the message did not run. ErrClosing says a close of the Spot is being decided:
 // wait for it with AwaitClose, then admit again. ErrCreating says this node is creating the
 // Spot: wait for the creation with AwaitCreation, then admit again; Admit itself never waits.
-func (c *Catalog) Admit(ctx context.Context, t sdk.Target, method string, req proto.Message, size int, oneWay bool, done func(proto.Message, error)) error {
+func (c *Catalog) Admit(ctx context.Context, t sdk.Target, method string, req proto.Message, size int, oneWay bool, done Answer) error {
 	return c.admit(ctx, t, method, req, size, oneWay, false, done)
 }
 
 // admit is Admit; follow marks a message that the relocation of the Spot held, which enters the
 // lane without the lane's limits and without a job permit (E5).
-func (c *Catalog) admit(ctx context.Context, t sdk.Target, method string, req proto.Message, size int, oneWay, follow bool, done func(proto.Message, error)) error {
+func (c *Catalog) admit(ctx context.Context, t sdk.Target, method string, req proto.Message, size int, oneWay, follow bool, done Answer) error {
 	if t.Kind() == sdk.KindEntry {
 		e, md, err := c.entryMethod(t, method, oneWay)
 		if err != nil {
@@ -757,7 +772,7 @@ func (c *Catalog) admit(ctx context.Context, t sdk.Target, method string, req pr
 // DeliverAsync runs method on the local Spot of route like Deliver, but reports a request's
 // outcome to done instead of waiting; a one-way message is acknowledged by its return. Every
 // error it returns is a refusal: the message did not run.
-func (c *Catalog) DeliverAsync(ctx context.Context, route Route, method string, req proto.Message, size int, oneWay bool, done func(proto.Message, error)) error {
+func (c *Catalog) DeliverAsync(ctx context.Context, route Route, method string, req proto.Message, size int, oneWay bool, done Answer) error {
 	if !route.Local() {
 		return ErrRemoteOwner
 	}
@@ -779,7 +794,7 @@ func (c *Catalog) DeliverAsync(ctx context.Context, route Route, method string, 
 // set, is the Actor of a the message is for; follow marks a message that follows it. Its caller
 // has just found the owner lease certainly valid (turnAllowed), so that a message is refused,
 // unrun, by a lease known to have ended; its turn checks the lease again (C1).
-func (c *Catalog) submit(ctx context.Context, a *activation, act *actor, md *sdk.MethodDesc, req proto.Message, size int, oneWay, follow bool, done func(proto.Message, error)) error {
+func (c *Catalog) submit(ctx context.Context, a *activation, act *actor, md *sdk.MethodDesc, req proto.Message, size int, oneWay, follow bool, done Answer) error {
 	m := c.cfg.Meter
 	k := newCall(oneWay)
 	k.ctx, k.a, k.md, k.req, k.oneWay = ctx, a, md, req, oneWay
@@ -795,7 +810,7 @@ func (c *Catalog) submit(ctx context.Context, a *activation, act *actor, md *sdk
 	}
 	// A one-way message's done answers its sender only if its Actor's move holds it
 	// (acknowledge); otherwise the sender is answered as soon as this returns.
-	k.onDone = done
+	k.onDone, k.ownCtx = done, done != nil && ownContext(ctx, done)
 	if m != nil {
 		inbound := capacity.Request(size)
 		if ch := capacity.ChargeOf(ctx); oneWay && ch != nil {

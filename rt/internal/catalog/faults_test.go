@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/zlink-go/zlink/rt/internal/catalog"
+	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -386,9 +387,9 @@ func TestB8_PeerMessageForALeakedRecordReleasesIt(t *testing.T) {
 	require.NoError(t, err)
 	_, err = n.store.CommitReady(ctx, r.Reservation)
 	require.NoError(t, err)
-	err = n.cat.Admit(ctx, room("leak"), "Join", str("x"), 1, false, func(proto.Message, error) {
+	err = n.cat.Admit(ctx, room("leak"), "Join", str("x"), 1, false, catalog.AnswerFunc(func(proto.Message, error) {
 		t.Error("a message ran without an activation")
-	})
+	}))
 	require.ErrorIs(t, err, sdk.ErrStaleRoute)
 	// The record goes before the release's answer comes back and is counted.
 	require.Eventually(t, func() bool {
@@ -410,10 +411,10 @@ func TestB7_AdmitDuringCreationAnswersErrCreating(t *testing.T) {
 	require.Equal(t, "factory:b7", <-n.f.blocked)
 	ran := make(chan string, 1)
 	admit := func() error {
-		return n.cat.Admit(ctx, room("b7"), "Join", str("peer"), 1, false, func(out proto.Message, err error) {
+		return n.cat.Admit(ctx, room("b7"), "Join", str("peer"), 1, false, catalog.AnswerFunc(func(out proto.Message, err error) {
 			assert.NoError(t, err)
 			ran <- out.(*wrapperspb.StringValue).GetValue()
-		})
+		}))
 	}
 	require.ErrorIs(t, admit(), catalog.ErrCreating)
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
@@ -644,6 +645,105 @@ func TestF8_CallersSharingAContextAreNotTakenForTheTurn(t *testing.T) {
 	close(n.f.release)
 	require.NoError(t, <-first)
 	require.NoError(t, <-second, "the second caller ran after the turn")
+}
+
+// peerCtx stands for the context of a peer's request, as the transport makes it: made for that
+// request alone, it answers the request and can carry its turn's identity.
+type peerCtx struct {
+	context.Context
+	turn    exec.RequestTurn
+	outcome chan string
+}
+
+func newPeerCtx(parent context.Context) *peerCtx {
+	return &peerCtx{Context: parent, outcome: make(chan string, 1)}
+}
+
+func (c *peerCtx) RequestTurn() *exec.RequestTurn { return &c.turn }
+
+func (c *peerCtx) Value(key any) any {
+	if v, ok := exec.RequestTurnValue(key, &c.turn); ok {
+		return v
+	}
+	return c.Context.Value(key)
+}
+
+func (c *peerCtx) Answer(out proto.Message, err error) {
+	if err != nil {
+		c.outcome <- "error: " + err.Error()
+		return
+	}
+	c.outcome <- out.(*wrapperspb.StringValue).GetValue()
+}
+
+// turnType registers, beside the fixture's types, the Instance type test.Turn: Self asks its
+// own Spot with its context and with one derived from it, and answers whether its context is a
+// peer's request's and what the two requests met; Relay asks the Spot it is sent the ID of to
+// run Self, with its own context.
+func turnType(ts *catalog.Types, f *fixture) {
+	registerAll(ts, f)
+	self := func(s *spot, ctx context.Context, _ string) (string, error) {
+		_, err := s.sc.Client().Call(ctx, sdk.InstanceTarget("test.Turn", s.sc.ID()), "Self", str(""))
+		derived, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err2 := s.sc.Client().Call(derived, sdk.InstanceTarget("test.Turn", s.sc.ID()), "Self", str(""))
+		_, own := ctx.(*peerCtx)
+		return fmt.Sprintf("peer's context: %v; refused as a request to itself: %v, %v", own,
+			errors.Is(err, sdk.ErrInvalidArgument) && strings.Contains(err.Error(), "to itself"),
+			errors.Is(err2, sdk.ErrInvalidArgument) && strings.Contains(err2.Error(), "to itself")), nil
+	}
+	relay := func(s *spot, ctx context.Context, id string) (string, error) {
+		out, err := s.sc.Client().Call(ctx, sdk.InstanceIntent("test.Turn", id), "Self", str(""))
+		if err != nil {
+			return "", err
+		}
+		return out.(*wrapperspb.StringValue).GetValue(), nil
+	}
+	must(ts.RegisterSpot(&sdk.SpotDesc{Name: "test.Turn", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{
+		method("Self", false, self), method("Relay", false, relay),
+	}}, factory(f)))
+}
+
+// F8: the turn of a peer's request runs with the request's own context, which names the turn:
+// the turn's requests of its own Spot, with that context or one derived from it, are refused
+// as requests to itself. A context that is not the request's own, or whose request is not the
+// one the turn runs (a request the turn makes of another Spot with it), gets a context of its
+// own around it, which names that turn alone.
+func TestF8_APeersRequestTurnIsNamedByTheRequestsOwnContext(t *testing.T) {
+	n := newNode(t, nodeOpts{register: turnType})
+	for _, id := range []string{"p", "q"} {
+		_, err := n.cat.Call(ctx, sdk.InstanceIntent("test.Turn", id), "Self", str(""))
+		require.NoError(t, err)
+	}
+	admit := func(c context.Context, method, in string, done catalog.Answer) {
+		t.Helper()
+		require.NoError(t, n.cat.Admit(c, sdk.InstanceTarget("test.Turn", "p"), method, str(in), len(in), false, done))
+	}
+	await := func(c *peerCtx) string {
+		t.Helper()
+		select {
+		case out := <-c.outcome:
+			return out
+		case <-time.After(10 * time.Second):
+			t.Fatal("the request was not answered: a request of a Spot to itself waited for its own turn")
+			return ""
+		}
+	}
+
+	own := newPeerCtx(ctx)
+	admit(own, "Self", "", own)
+	assert.Equal(t, "peer's context: true; refused as a request to itself: true, true", await(own))
+
+	// The same kind of context, answered by another: its own turn gets a context of its own.
+	other, answer := newPeerCtx(ctx), newPeerCtx(ctx)
+	admit(other, "Self", "", answer)
+	assert.Equal(t, "peer's context: false; refused as a request to itself: true, true", await(answer))
+
+	// p's turn holds its request's context; q's turn, asked with it, is named apart: q's
+	// requests of itself are refused, and q's turn is not taken for p's.
+	relayed := newPeerCtx(ctx)
+	admit(relayed, "Relay", "q", relayed)
+	assert.Equal(t, "peer's context: false; refused as a request to itself: true, true", await(relayed))
 }
 
 // C1: the context of a turn in progress ends when the Spot's owner lease ends, a one-way

@@ -781,7 +781,7 @@ func (c *Catalog) endArrivals() {
 // one (the one place a generation is checked, C2). One that the relocation held (held) enters
 // the lane without the lane's limits and without a job permit (E5). One still arriving answers
 // ErrCreating: wait with AwaitCreation, then admit again.
-func (c *Catalog) AdmitFollow(ctx context.Context, t sdk.Target, gen uint64, held bool, method string, req proto.Message, size int, oneWay bool, done func(proto.Message, error)) error {
+func (c *Catalog) AdmitFollow(ctx context.Context, t sdk.Target, gen uint64, held bool, method string, req proto.Message, size int, oneWay bool, done Answer) error {
 	if err := c.checkFollow(t, gen); err != nil {
 		return err
 	}

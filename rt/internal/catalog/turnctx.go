@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"time"
 	"unsafe"
+
+	"github.com/zlink-go/zlink/rt/internal/exec"
 )
 
 // turnKey marks a context as a Spot's own: its value is the activation.
@@ -38,11 +40,11 @@ func (c *spotCtx) Err() error { return c.a.context().Err() }
 // Should the sender's turn then wait for this one (a request of its own that queues behind
 // it), the two make a cycle of requests, which its caller's deadline ends as it ends any.
 func (c *spotCtx) Value(key any) any {
-	switch key {
-	case turnKey{}:
+	if key == (turnKey{}) {
 		return c.a
-	case requestTurnKey{}:
-		return nil
+	}
+	if v, ok := exec.RequestTurnValue(key, nil); ok {
+		return v
 	}
 	return c.values.Value(key)
 }
@@ -109,57 +111,66 @@ func turnOf(ctx context.Context) *activation {
 	return a
 }
 
-// requestTurnKey is the key under which a request's turn context names itself, so that a
-// context derived from it (a client span, a timeout the handler adds) is known as the turn's.
-type requestTurnKey struct{}
-
-// requestCtx is the context of a request's turn: its caller's context — values, deadline and
+// requestCtx is the context of a request's turn made with a context that cannot carry the
+// turn's identity itself (see requestTurn): its caller's context — values, deadline and
 // cancellation — under an identity of its own. A request of the Spot to itself made with it,
 // or with a context derived from it, would wait for the turn that makes it, and is recognised
 // by that identity; another goroutine that shares the caller's context is not mistaken for the
 // turn.
 type requestCtx struct {
 	context.Context
-	// nested says the jobs the turn makes never wait for a job permit: the job queue was busy
-	// when the turn began, and the turn may hold permits its jobs would wait for.
-	nested bool
+	turn exec.RequestTurn
 }
+
+// RequestTurn implements exec.TurnCarrier.
+func (c *requestCtx) RequestTurn() *exec.RequestTurn { return &c.turn }
 
 // Value implements context.Context.
 func (c *requestCtx) Value(key any) any {
-	if key == (requestTurnKey{}) {
-		return c
+	if v, ok := exec.RequestTurnValue(key, &c.turn); ok {
+		return v
 	}
 	return c.Context.Value(key)
 }
 
-// newRequestTurn returns the context of a request's turn made with ctx, and its identity; the
-// caller keeps it alive (runtime.KeepAlive) until the activation no longer holds the identity.
-func newRequestTurn(ctx context.Context, nested bool) (*requestCtx, uintptr) {
-	rc := &requestCtx{Context: ctx, nested: nested}
-	return rc, uintptr(unsafe.Pointer(rc))
+// requestTurn returns the context of a request's turn made with ctx, and the turn's identity,
+// begun nested or not. The context of a peer's request, made for that request alone, carries
+// the identity itself when the turn is that request's (own): no goroutine but the turn's
+// makes requests with it. Any other context gets one of its own around it. The caller keeps
+// the identity alive (runtime.KeepAlive) until the activation no longer holds its address.
+func requestTurn(ctx context.Context, nested, own bool) (context.Context, *exec.RequestTurn) {
+	if own {
+		if c, ok := ctx.(exec.TurnCarrier); ok && c.RequestTurn().Begin(nested) {
+			return ctx, c.RequestTurn()
+		}
+	}
+	rc := &requestCtx{Context: ctx}
+	rc.turn.Begin(nested)
+	return rc, &rc.turn
 }
 
-// nestedRequestTurn reports whether ctx is, or derives from, the context of a request's turn
-// that began while the job queue was busy.
-func nestedRequestTurn(ctx context.Context) bool {
-	rc, ok := ctx.(*requestCtx)
+// ownContext reports whether ctx is the context of the very request that done answers: a
+// peer's request, whose context can carry its turn's identity (requestTurn).
+func ownContext(ctx context.Context, done Answer) bool {
+	c, ok := ctx.(exec.TurnCarrier)
 	if !ok {
-		rc, ok = ctx.Value(requestTurnKey{}).(*requestCtx)
+		return false
 	}
-	return ok && rc.nested
+	d, ok := done.(exec.TurnCarrier)
+	return ok && d.RequestTurn() == c.RequestTurn()
 }
 
-// requestTurnOf returns the identity of the request turn whose context ctx is or derives from,
-// or 0.
+// nestedRequestTurn reports whether ctx names, or derives from a context that names, a
+// request's turn that began while the job queue was busy.
+func nestedRequestTurn(ctx context.Context) bool {
+	t := exec.RequestTurnOf(ctx)
+	return t != nil && t.Nested()
+}
+
+// requestTurnOf returns the identity of the request turn that ctx names or derives from, or
+// 0.
 func requestTurnOf(ctx context.Context) uintptr {
-	if rc, ok := ctx.(*requestCtx); ok {
-		return uintptr(unsafe.Pointer(rc))
-	}
-	if rc, ok := ctx.Value(requestTurnKey{}).(*requestCtx); ok {
-		return uintptr(unsafe.Pointer(rc))
-	}
-	return 0
+	return uintptr(unsafe.Pointer(exec.RequestTurnOf(ctx)))
 }
 
 // bare reports whether ctx carries nothing: no values, no deadline, no cancellation.

@@ -524,7 +524,7 @@ func (m *Mesh) handleChannel(ctx context.Context, from sdk.NodeID, req *wire.Req
 	if !m.cfg.Channels.Go(func() {
 		out, err := srv.Invoke(ctx, m.log, md, msg)
 		srv.Done(size)
-		reply(m.messageReply(out, err))
+		reply(wire.MessageReply(out, err))
 	}) {
 		srv.Done(size)
 		reply(refusedReply(fmt.Errorf("%w: node %s is closing", sdk.ErrNotServing, m.cfg.Node)))

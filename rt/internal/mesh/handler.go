@@ -149,20 +149,21 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 	size, gen, follow := len(req.Payload), req.Generation, req.Follow
 	// Nothing reads the request after this: what it said is copied or decoded.
 	recycleRequest(req)
-	done := func(out proto.Message, err error) { rep.Reply(m.messageReply(out, err)) }
+	// The transport's Replier answers a message's outcome itself: no function is made for it.
+	var done catalog.Answer = rep
 	if oneWay && t.Kind() == sdk.KindActor {
 		// Called only for a message a move held: one that ended unrun because the Actor left
 		// is refused, with a redirect to where it went when that is known.
-		done = func(_ proto.Message, err error) {
+		done = catalog.AnswerFunc(func(_ proto.Message, err error) {
 			if !catalog.IsActorMoved(err) {
-				rep.Reply(m.messageReply(nil, err))
+				rep.Answer(nil, err)
 				return
 			}
 			if node, moved := m.cat.Departed(t); moved {
 				err = &catalog.MovedError{Node: node}
 			}
 			rep.Reply(m.admitReply(err))
-		}
+		})
 	}
 	if t.Kind() == sdk.KindActor {
 		err := m.cat.AdmitActor(ctx, t, method, msg, size, oneWay, follow, done)
@@ -253,7 +254,7 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 // and the message is refused unrun. A creation here (B7): the Spot is Ready and takes it, or the
 // creation failed and the message is refused unrun. The caller's deadline bounds each wait.
 func (m *Mesh) admitLater(ctx context.Context, t sdk.Target, method string, msg proto.Message, size int, oneWay bool, gen uint64, held bool,
-	refused error, done func(proto.Message, error), reply func(*wire.Reply)) {
+	refused error, done catalog.Answer, reply func(*wire.Reply)) {
 	for range maxRedirects {
 		var err error
 		if errors.Is(refused, catalog.ErrCreating) {
@@ -284,7 +285,7 @@ func (m *Mesh) admitLater(ctx context.Context, t sdk.Target, method string, msg 
 // admit admits a message along a route; one that follows a relocated Spot (gen > 0) only
 // where the Spot holds that generation or a later one (C2), and one its relocation held
 // without the lane's limits.
-func (m *Mesh) admit(ctx context.Context, t sdk.Target, method string, msg proto.Message, size int, oneWay bool, gen uint64, held bool, done func(proto.Message, error)) error {
+func (m *Mesh) admit(ctx context.Context, t sdk.Target, method string, msg proto.Message, size int, oneWay bool, gen uint64, held bool, done catalog.Answer) error {
 	if gen > 0 && t.Kind() != sdk.KindEntry {
 		return m.cat.AdmitFollow(ctx, t, gen, held, method, msg, size, oneWay, done)
 	}
@@ -325,26 +326,6 @@ func (m *Mesh) slow(ctx context.Context, reply func(*wire.Reply), fn func()) {
 // recycleRequest gives a peer's request, which the transport decoded, back for reuse with its
 // payload's array; tests see what goes back through it.
 var recycleRequest = wire.RecycleInboundRequest
-
-// messageReply is the outcome of an admitted request: its reply, or its error, which is never a
-// refusal.
-func (m *Mesh) messageReply(out proto.Message, err error) *wire.Reply {
-	if err != nil {
-		return &wire.Reply{Error: wire.EncodeError(err)}
-	}
-	if out == nil || !out.ProtoReflect().IsValid() {
-		return wire.NewReply()
-	}
-	// Encoded into the array of a reply sent before, which the transport gave back, when it
-	// fits; the size taken here is the one the encoding then uses.
-	r := wire.NewReply()
-	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(wire.PayloadArray(r.Payload, proto.Size(out)), out)
-	if err != nil {
-		return &wire.Reply{Error: wire.EncodeError(fmt.Errorf("%w: cannot encode the reply: %v", sdk.ErrInvalidArgument, err))}
-	}
-	r.Payload = b
-	return r
-}
 
 // ownerReply answers a request that this node admitted (err nil) or refused unrun.
 func (m *Mesh) ownerReply(err error) *wire.Reply {

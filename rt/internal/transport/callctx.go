@@ -6,7 +6,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/zlink-go/zlink/rt/internal/capacity"
+	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/rt/internal/wire"
 )
 
@@ -37,6 +40,8 @@ type callCtx struct {
 	// never Init'ed, and a request's charge is never 0 bytes (capacity.Request counts its
 	// envelope).
 	charge capacity.Charge
+	// turn is the identity of the request's turn, once it begins (exec.TurnCarrier).
+	turn exec.RequestTurn
 
 	// p and id are the stream and the call ID that the reply goes back with.
 	p  *peerStream
@@ -91,6 +96,12 @@ func (c *callCtx) start(stream context.Context, deadline time.Time, wall bool, n
 // Reply answers the request with r, which the transport then owns; only the first reply goes
 // back.
 func (c *callCtx) Reply(r *wire.Reply) { c.p.replyTo(c, r) }
+
+// Answer answers an admitted message with its outcome, as Reply does.
+func (c *callCtx) Answer(out proto.Message, err error) { c.p.replyTo(c, wire.MessageReply(out, err)) }
+
+// RequestTurn implements exec.TurnCarrier: the request's turn needs no context of its own.
+func (c *callCtx) RequestTurn() *exec.RequestTurn { return &c.turn }
 
 // Deadline implements context.Context: the caller's deadline as it came, a wall clock time
 // alone or expires itself.
@@ -151,6 +162,9 @@ func (c *callCtx) Err() error {
 // so that a context derived from this one attaches to it as to any cancelable context.
 func (c *callCtx) Value(key any) any {
 	if v, ok := capacity.ChargeValue(key, c.heldCharge()); ok {
+		return v
+	}
+	if v, ok := exec.RequestTurnValue(key, &c.turn); ok {
 		return v
 	}
 	if m := c.made.Load(); m != nil {

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/wire"
@@ -145,6 +146,9 @@ type Handler interface {
 type Replier interface {
 	// Reply answers the request with r; only the first reply goes back.
 	Reply(r *wire.Reply)
+	// Answer answers a message that was admitted with its outcome, the handler's reply or
+	// the error it ended with (wire.MessageReply), as Reply does.
+	Answer(out proto.Message, err error)
 }
 
 // ReplyFunc is a function that answers a request as a Replier.
@@ -152,6 +156,9 @@ type ReplyFunc func(r *wire.Reply)
 
 // Reply calls f(r).
 func (f ReplyFunc) Reply(r *wire.Reply) { f(r) }
+
+// Answer calls f with the reply to an admitted message's outcome.
+func (f ReplyFunc) Answer(out proto.Message, err error) { f(wire.MessageReply(out, err)) }
 
 // Transport is this node's side of the mesh's connections.
 type Transport struct {
