@@ -414,16 +414,22 @@ func (m *message) run() (proto.Message, error) {
 		return m.runObserved(ctx, lvl, callers)
 	}
 	if callers {
-		// The turn gets an identity, by which a request made with its context (or one derived
-		// from it) of its own Spot is recognised. While the job queue is busy, the jobs it
-		// makes are known as nested: they never wait for permits it holds itself.
-		ctx, turn := requestTurn(ctx, m.a.cat.cfg.Meter.Busy(), m.ownCtx)
-		m.a.turn.Store(uintptr(unsafe.Pointer(turn)))
-		reply, err := m.invoke(ctx)
+		return m.invokeAsRequestTurn(ctx)
+	}
+	return m.invoke(ctx)
+}
+
+// invokeAsRequestTurn runs a request's handler with ctx under the turn's identity, by which a
+// request made with its context (or one derived from it) of its own Spot is recognised. While
+// the job queue is busy, the jobs the turn makes are known as nested: they never wait for
+// permits it holds itself. The identity leaves the activation however the turn ends.
+func (m *message) invokeAsRequestTurn(ctx context.Context) (proto.Message, error) {
+	ctx, turn := requestTurn(ctx, m.a.cat.cfg.Meter.Busy(), m.ownCtx)
+	m.a.turn.Store(uintptr(unsafe.Pointer(turn)))
+	defer func() {
 		m.a.turn.Store(0)
 		runtime.KeepAlive(turn) // its address is the turn's identity until here
-		return reply, err
-	}
+	}()
 	return m.invoke(ctx)
 }
 
@@ -433,18 +439,15 @@ func (m *message) runObserved(ctx context.Context, lvl sdk.DiagnosticsLevel, cal
 	a := m.a
 	kind, typ, id := m.object()
 	traced, span := a.cat.tel.StartTurn(ctx, lvl, kind, typ, id, m.md.Name, m.oneWay)
+	req := m.req
+	var reply proto.Message
+	var err error
 	if callers {
 		// The handler's calls get client spans, contexts derived from its own, which carry
-		// the turn's identity (see run).
-		var turn *exec.RequestTurn
-		traced, turn = requestTurn(traced, a.cat.cfg.Meter.Busy(), m.ownCtx)
-		a.turn.Store(uintptr(unsafe.Pointer(turn)))
-		defer runtime.KeepAlive(turn) // its address is the turn's identity until the Store(0)
-	}
-	req := m.req
-	reply, err := m.invoke(traced)
-	if callers {
-		a.turn.Store(0)
+		// the turn's identity.
+		reply, err = m.invokeAsRequestTurn(traced)
+	} else {
+		reply, err = m.invoke(traced)
 	}
 	span.EndTurn(err, req, reply)
 	return reply, err
@@ -810,7 +813,7 @@ func (c *Catalog) submit(ctx context.Context, a *activation, act *actor, md *sdk
 	}
 	// A one-way message's done answers its sender only if its Actor's move holds it
 	// (acknowledge); otherwise the sender is answered as soon as this returns.
-	k.onDone, k.ownCtx = done, done != nil && ownContext(ctx, done)
+	k.onDone, k.ownCtx = done, !oneWay && done != nil && ownContext(ctx, done)
 	if m != nil {
 		inbound := capacity.Request(size)
 		if ch := capacity.ChargeOf(ctx); oneWay && ch != nil {

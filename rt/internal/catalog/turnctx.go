@@ -19,7 +19,7 @@ type turnKey struct{}
 // Spot, which would wait for the turn itself, is refused instead of hanging.
 //
 // A request's turn runs with its caller's context instead, which bounds it, under an identity
-// of its own (requestCtx) by which a request of the Spot to itself is recognised.
+// of the turn's (requestTurn) by which a request of the Spot to itself is recognised.
 type spotCtx struct {
 	values context.Context
 	a      *activation

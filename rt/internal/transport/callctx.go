@@ -18,8 +18,10 @@ import (
 // timer and registers with the stream's context for every request; most handlers never wait
 // on Done, so callCtx makes that context only when Done is first asked for (or a context is
 // derived from it), and until then answers Err by reading the clock and the stream. It is also
-// the request's Replier and holds its Core HWM charge: one allocation for all of a request's
-// state on the stream.
+// the request's Replier and holds its Core HWM charge, and it carries the identity of the
+// request's turn (exec.TurnCarrier): one allocation for all of a request's state on the stream.
+// It is never pooled, and after admission only the request's turn makes requests with it: the
+// identity, begun once, names that turn alone, and a handler may keep the context.
 type callCtx struct {
 	stream context.Context
 	// expires is the caller's deadline (zero: none) on this process's monotonic clock, taken
