@@ -252,8 +252,12 @@ type Answer interface {
 // AnswerFunc is a function that receives a message's outcome as an Answer.
 type AnswerFunc func(reply proto.Message, err error)
 
-// Answer calls f(reply, err).
-func (f AnswerFunc) Answer(reply proto.Message, err error) { f(reply, err) }
+// Answer calls f(reply, err); a nil f drops the outcome.
+func (f AnswerFunc) Answer(reply proto.Message, err error) {
+	if f != nil {
+		f(reply, err)
+	}
+}
 
 // call is one request or one-way message on a Spot's queue, with what answers it.
 type call struct {
