@@ -1,10 +1,7 @@
 package mesh
 
 import (
-	"context"
-	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,55 +75,4 @@ func TestAPeersMessageIsGivenBackOnceDecoded(t *testing.T) {
 	r := handle(unknown)
 	require.NotNil(t, r.Error)
 	assert.False(t, given(unknown), "a request refused before it is decoded is not given back")
-}
-
-// TestACallersPayloadIsGivenBackOnlyOnceNothingReadsIt: a remote call that returns while its
-// caller's context is live gives its encoded message back for the next one to be encoded into;
-// one whose context ended while it waited does not, since its request may still be queued.
-// Every message runs as it was sent, whatever arrays were reused.
-func TestACallersPayloadIsGivenBackOnlyOnceNothingReadsIt(t *testing.T) {
-	var mu sync.Mutex
-	var back []string // what each payload held as it was given back
-	defer func(f func(*wire.Payload)) { recyclePayload = f }(recyclePayload)
-	recyclePayload = func(p *wire.Payload) {
-		var m wrapperspb.StringValue
-		if proto.Unmarshal(p.Bytes(), &m) == nil {
-			mu.Lock()
-			back = append(back, m.GetValue())
-			mu.Unlock()
-		}
-		p.Recycle()
-	}
-	given := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(back)
-	}
-
-	endpoints, ctx := startEtcd(t)
-	_, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
-	ledger := sdk.InstanceTarget(rttest.LedgerType, "far").WithDesc(&rttest.LedgerDesc)
-	_, err := caller.m.Call(ctx, sdk.InstanceIntent(rttest.LedgerType, "far"), rttest.LedgerRecord, wrapperspb.String("created"), sdk.CallOptions{Node: "owner"})
-	require.NoError(t, err)
-	assert.Equal(t, []string{"created"}, given(), "the creating call's payload went back once it was answered")
-
-	// Messages of growing and shrinking sizes, so that arrays given back are encoded into.
-	var sent []string
-	for i := range 40 {
-		msg := strings.Repeat("m", (i*37)%300) + fmt.Sprint(i)
-		out, err := caller.m.Call(ctx, ledger, rttest.LedgerRecord, wrapperspb.String(msg), sdk.CallOptions{})
-		require.NoError(t, err)
-		assert.Equal(t, msg, out.(*wrapperspb.StringValue).GetValue(), "the message ran as it was sent")
-		sent = append(sent, msg)
-	}
-	assert.Equal(t, append([]string{"created"}, sent...), given(), "each payload went back once, after its call")
-
-	// The caller gives up before the answer: its context ends first, since the owner's
-	// handler ends only with the cancel that follows.
-	cancelled, cancel := context.WithCancel(ctx)
-	defer cancel()
-	time.AfterFunc(100*time.Millisecond, cancel)
-	_, err = caller.m.Call(cancelled, ledger, rttest.LedgerSleep, wrapperspb.Int64(10_000), sdk.CallOptions{})
-	require.ErrorIs(t, err, context.Canceled)
-	assert.Len(t, given(), 1+len(sent), "a call whose context ended keeps its payload from reuse")
 }

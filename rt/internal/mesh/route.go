@@ -61,23 +61,9 @@ type hop struct {
 // reached in practice.
 const maxHops = 16
 
-// recyclePayload gives a message's encoding back once nothing reads it; tests see what goes
-// back through it.
-var recyclePayload = (*wire.Payload).Recycle
-
 // route takes a valid target's message from its first hop to its outcome.
 func (m *Mesh) route(ctx context.Context, t sdk.Target, method string, req proto.Message, oneWay bool, opts sdk.CallOptions) (proto.Message, error) {
-	var payload *wire.Payload
-	defer func() {
-		// A sender reads a request's payload until it writes the request. A send that
-		// returned with the caller's context still live returned with its reply or with the
-		// link's failure, which comes once the link's sender has stopped, or it was never
-		// queued: nothing reads the payload any more. One whose context ended may still be
-		// queued, and its payload is left to the collector.
-		if payload != nil && ctx.Err() == nil {
-			recyclePayload(payload)
-		}
-	}()
+	var payload []byte
 	var full []sdk.NodeID // nodes that refused to create at their activation cap
 	h := m.firstHop(t, true)
 	for round := 0; round < maxHops+3*len(full); round++ {
@@ -126,13 +112,13 @@ func (m *Mesh) route(ctx context.Context, t sdk.Target, method string, req proto
 				continue
 			}
 			if payload == nil {
-				p, err := wire.EncodePayload(req)
+				b, err := proto.Marshal(req)
 				if err != nil {
 					return nil, fmt.Errorf("%w: %v %s: cannot encode the message: %v", sdk.ErrInvalidArgument, t, method, err)
 				}
-				payload = p
+				payload = b
 			}
-			reply, next, refused, err := m.send(ctx, t, h, method, payload.Bytes(), oneWay)
+			reply, next, refused, err := m.send(ctx, t, h, method, payload, oneWay)
 			switch {
 			case next != nil:
 				h = *next

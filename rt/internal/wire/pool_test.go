@@ -1,13 +1,10 @@
 package wire_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/zlink-go/zlink/internal/proctest"
 	"github.com/zlink-go/zlink/rt/internal/wire"
@@ -105,39 +102,4 @@ func TestAPayloadHoldsAtMostTwiceItsBytes(t *testing.T) {
 			assert.Equal(t, c.n, cap(b), "n=%d: a new array of n bytes", c.n)
 		}
 	}
-}
-
-// TestAPayloadIsEncodedIntoTheArrayOfOneGivenBack: a message's encoding reads back as the
-// message; once given back, its array takes the next message that fits in it and is at least
-// half its size, up to 1 KiB; a message protobuf cannot encode is an error.
-func TestAPayloadIsEncodedIntoTheArrayOfOneGivenBack(t *testing.T) {
-	encode := func(s string) *wire.Payload {
-		t.Helper()
-		p, err := wire.EncodePayload(wrapperspb.String(s))
-		require.NoError(t, err)
-		var m wrapperspb.StringValue
-		require.NoError(t, proto.Unmarshal(p.Bytes(), &m))
-		require.Equal(t, s, m.GetValue())
-		return p
-	}
-	if !proctest.RaceEnabled { // the race detector makes the pool drop what it is given at random
-		p := encode(strings.Repeat("a", 200))
-		array := &p.Bytes()[:1][0]
-		p.Recycle()
-		q := encode(strings.Repeat("b", 150))
-		assert.Same(t, array, &q.Bytes()[:1][0], "a message that fits is encoded into the array given back")
-		q.Recycle()
-		r := encode("c")
-		assert.NotSame(t, array, &r.Bytes()[:1][0], "a message under half the array's size gets one of its own")
-		r.Recycle()
-
-		large := encode(strings.Repeat("d", 2000))
-		array = &large.Bytes()[:1][0]
-		large.Recycle()
-		again := encode(strings.Repeat("e", 1990))
-		assert.NotSame(t, array, &again.Bytes()[:1][0], "an array over 1 KiB is not kept")
-		again.Recycle()
-	}
-	_, err := wire.EncodePayload(wrapperspb.String("\xff"))
-	assert.Error(t, err, "a string that is not UTF-8 cannot be encoded")
 }
