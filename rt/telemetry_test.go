@@ -146,6 +146,19 @@ func startProbeNode(t *testing.T, endpoints []string, node string, o *observed, 
 	return h
 }
 
+// startProbePair starts probe nodes node-a and node-b on one etcd, both recording into o, and
+// waits until each has the other as a Ready peer.
+func startProbePair(t *testing.T, o *observed) (a, b *rt.Host) {
+	t.Helper()
+	eps := etcdForTelemetry(t)
+	a = startProbeNode(t, eps, "node-a", o, newGate(), nil)
+	b = startProbeNode(t, eps, "node-b", o, newGate(), nil)
+	require.Eventually(t, func() bool {
+		return a.MeshStatus().ReadyPeerCount == 1 && b.MeshStatus().ReadyPeerCount == 1
+	}, 15*time.Second, 10*time.Millisecond)
+	return a, b
+}
+
 func setLevel(t *testing.T, level sdk.DiagnosticsLevel) {
 	t.Helper()
 	was := sdk.CurrentDiagnosticsLevel()
@@ -448,13 +461,8 @@ func TestI3_LevelChangeAppliesToNextMessage(t *testing.T) {
 
 func TestI5_OneTraceAcrossTwoNodes(t *testing.T) {
 	setLevel(t, sdk.DiagnosticsLevelNormal)
-	eps := etcdForTelemetry(t)
 	o := newObserved(t) // both nodes record into it; zlink.node tells them apart
-	a := startProbeNode(t, eps, "node-a", o, newGate(), nil)
-	b := startProbeNode(t, eps, "node-b", o, newGate(), nil)
-	require.Eventually(t, func() bool {
-		return a.MeshStatus().ReadyPeerCount == 1 && b.MeshStatus().ReadyPeerCount == 1
-	}, 15*time.Second, 10*time.Millisecond)
+	a, _ := startProbePair(t, o)
 	// x lives on b, y on a: a calls x.Relay, whose handler calls y.Echo back on a.
 	_, err := call(a, sdk.InstanceIntent(probeType, "x"), "Echo", "create", sdk.OnNode("node-b"))
 	require.NoError(t, err)
@@ -583,13 +591,7 @@ func TestI5_TracedTurnStillRecognisesARequestOfTheSpotToItself(t *testing.T) {
 // with the turn's context, whether the request came untraced (the turn runs with the
 // request's own context) or traced (its context carries the caller's span).
 func TestF8_ARemoteRequestsTurnRecognisesARequestOfTheSpotToItself(t *testing.T) {
-	eps := etcdForTelemetry(t)
-	o := newObserved(t)
-	a := startProbeNode(t, eps, "node-a", o, newGate(), nil)
-	b := startProbeNode(t, eps, "node-b", o, newGate(), nil)
-	require.Eventually(t, func() bool {
-		return a.MeshStatus().ReadyPeerCount == 1 && b.MeshStatus().ReadyPeerCount == 1
-	}, 15*time.Second, 10*time.Millisecond)
+	a, _ := startProbePair(t, newObserved(t))
 	_, err := call(a, sdk.InstanceIntent(probeType, "p"), "Echo", "create", sdk.OnNode("node-b"))
 	require.NoError(t, err)
 	for _, level := range []sdk.DiagnosticsLevel{sdk.DiagnosticsLevelOff, sdk.DiagnosticsLevelNormal} {
