@@ -25,13 +25,14 @@ func main() {
 	node := flag.String("node", "server", "node ID")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	stopProfile := func() {}
 	if *cpuProfile != "" {
 		stop, err := startProfile(*cpuProfile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "zlserver:", err)
 			os.Exit(1)
 		}
-		defer stop()
+		stopProfile = stop
 	}
 	wait := stopwait.Arm()
 	n, err := zlside.StartNode(context.Background(), strings.Split(*etcd, ","), sdk.NodeID(*node), zlside.NodeOptions{})
@@ -49,6 +50,9 @@ func main() {
 	floor := grpcfloor.Serve(lis)
 	fmt.Printf("ready %s %s\n", n.LocalNode(), lis.Addr())
 	wait()
+	// The profile is written before the node stops: the harness may have stopped etcd
+	// already, and a node that cannot reach it takes longer to close than the harness waits.
+	stopProfile()
 	floor.Stop()
 	if err := n.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "zlserver:", err)
