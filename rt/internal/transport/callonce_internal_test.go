@@ -57,9 +57,11 @@ func TestCallOnceGivesBackItsRequestOnceSent(t *testing.T) {
 		cancel()
 		require.NoError(t, err)
 		assert.Equal(t, "x", string(r.Payload))
-		a.mu.Lock()
-		out := a.links["b"].out
-		a.mu.Unlock()
+		l, ok := a.link("b")
+		require.True(t, ok)
+		l.mu.Lock()
+		out := l.out
+		l.mu.Unlock()
 		// Idle: the batch's send returned, and what it gives back went back before sending was
 		// cleared.
 		require.Eventually(t, func() bool {

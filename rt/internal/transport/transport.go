@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"strconv"
 	"sync"
@@ -175,8 +176,10 @@ type Transport struct {
 	closing chan struct{}
 	wg      sync.WaitGroup
 
-	mu     sync.Mutex
-	links  map[sdk.NodeID]*link
+	mu sync.Mutex
+	// links is replaced whole, under mu, when a link is added or removed, so that a call finds
+	// its link without taking mu: every remote call reads it, links change with membership.
+	links  atomic.Pointer[map[sdk.NodeID]*link]
 	closed bool
 
 	batches, envelopes atomic.Int64 // sent, for Stats
@@ -259,9 +262,10 @@ func New(cfg Config, handler Handler) (*Transport, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &Transport{
 		cfg: cfg, log: cfg.Logger.With("node", string(cfg.Node)), handler: handler, lis: lis,
-		ctx: ctx, cancel: cancel, closing: make(chan struct{}), links: make(map[sdk.NodeID]*link),
+		ctx: ctx, cancel: cancel, closing: make(chan struct{}),
 		maxMessage: strconv.Itoa(cfg.MaxMessageSize),
 	}
+	t.links.Store(&map[sdk.NodeID]*link{})
 	// What one peer, or anyone who reaches the port, may hold of the server: a node opens one
 	// stream to each peer, so a few streams per connection are plenty; a handshake and headers
 	// are bounded; pings more often than the nodes' own are a protocol error.
@@ -339,14 +343,14 @@ func (t *Transport) Connect(peer sdk.NodeID, endpoint string) {
 	if t.closed {
 		return
 	}
-	if l, ok := t.links[peer]; ok {
+	if l, ok := t.link(peer); ok {
 		if l.endpoint == endpoint {
 			return
 		}
 		l.close()
 	}
 	l := newLink(t, peer, endpoint)
-	t.links[peer] = l
+	t.setLinkLocked(peer, l)
 	t.wg.Go(func() {
 		l.run()
 	})
@@ -355,19 +359,37 @@ func (t *Transport) Connect(peer sdk.NodeID, endpoint string) {
 // Disconnect closes the link to peer; its pending calls fail.
 func (t *Transport) Disconnect(peer sdk.NodeID) {
 	t.mu.Lock()
-	l, ok := t.links[peer]
-	delete(t.links, peer)
+	l, ok := t.link(peer)
+	if ok {
+		t.setLinkLocked(peer, nil)
+	}
 	t.mu.Unlock()
 	if ok {
 		l.close()
 	}
 }
 
+// link is the link to peer, if there is one.
+func (t *Transport) link(peer sdk.NodeID) (*link, bool) {
+	l, ok := (*t.links.Load())[peer]
+	return l, ok
+}
+
+// setLinkLocked makes l the link to peer, or removes peer's when l is nil, in a copy of the
+// links that replaces them; t.mu is held.
+func (t *Transport) setLinkLocked(peer sdk.NodeID, l *link) {
+	links := maps.Clone(*t.links.Load())
+	if l == nil {
+		delete(links, peer)
+	} else {
+		links[peer] = l
+	}
+	t.links.Store(&links)
+}
+
 // PeerState reports the link to peer: Connecting, Ready or NotConnected (G2).
 func (t *Transport) PeerState(peer sdk.NodeID) sdk.PeerState {
-	t.mu.Lock()
-	l, ok := t.links[peer]
-	t.mu.Unlock()
+	l, ok := t.link(peer)
 	if !ok {
 		return sdk.PeerStateNotConnected
 	}
@@ -377,9 +399,7 @@ func (t *Transport) PeerState(peer sdk.NodeID) sdk.PeerState {
 // Settled reports whether the link to peer has made its first connection attempt: it is
 // Ready, or it failed once. A node that starts waits for its peers to settle before it serves.
 func (t *Transport) Settled(peer sdk.NodeID) bool {
-	t.mu.Lock()
-	l, ok := t.links[peer]
-	t.mu.Unlock()
+	l, ok := t.link(peer)
 	if !ok {
 		return true
 	}
@@ -427,9 +447,7 @@ func (t *Transport) call(ctx context.Context, peer sdk.NodeID, req *wire.Request
 		return nil, fmt.Errorf("%w: %d bytes to %s, over the limit of %d (%s accepts %d)",
 			sdk.ErrMessageTooLarge, len(req.Payload), peer, t.cfg.MaxMessageSize, t.cfg.Node, t.cfg.MaxMessageSize)
 	}
-	t.mu.Lock()
-	l, ok := t.links[peer]
-	t.mu.Unlock()
+	l, ok := t.link(peer)
 	if !ok {
 		return nil, fmt.Errorf("%w: %w to node %s", sdk.ErrOwnerUnavailable, ErrNoLink, peer)
 	}
@@ -450,8 +468,8 @@ func (t *Transport) Close() error {
 		return nil
 	}
 	t.closed = true
-	links := t.links
-	t.links = map[sdk.NodeID]*link{}
+	links := *t.links.Load()
+	t.links.Store(&map[sdk.NodeID]*link{})
 	t.mu.Unlock()
 	close(t.closing)
 	t.cancel()
