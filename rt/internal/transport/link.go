@@ -181,6 +181,7 @@ func (l *link) session() error {
 	recvErr := make(chan error, 1)
 	go func() {
 		var b inBatch
+		var answered []answer // reused from batch to batch
 		for {
 			if err := stream.RecvMsg(&b); err != nil {
 				recvErr <- err
@@ -188,11 +189,14 @@ func (l *link) session() error {
 			}
 			for _, env := range b.envelopes() {
 				if r := env.Reply; r != nil && r.CallId == closingNotice {
+					// The replies before the notice reach their calls first, as they came.
+					answered = l.complete(answered)
 					l.peerClosing(out, r, func() { _ = stream.CloseSend() })
 				} else if r != nil {
-					l.complete(r)
+					answered = append(answered, answer{reply: r})
 				}
 			}
+			answered = l.complete(answered)
 			b.reset()
 		}
 	}()
@@ -243,15 +247,36 @@ type result struct {
 	err   error
 }
 
-func (l *link) complete(r *wire.Reply) {
-	l.mu.Lock()
-	ch, ok := l.removeLocked(r.CallId)
-	l.mu.Unlock()
-	if ok {
-		ch <- result{reply: r}
-		return
+// answer is a reply read from the peer and the channel of the call it answers, nil once its
+// call has given up on it.
+type answer struct {
+	reply *wire.Reply
+	ch    chan result
+}
+
+// complete hands the replies of batch to their calls, taking the link's lock once for them
+// all, and returns batch emptied for reuse.
+func (l *link) complete(batch []answer) []answer {
+	if len(batch) == 0 {
+		return batch
 	}
-	wire.RecycleInboundReply(r) // its call gave up on it: no one else has it, nor its payload
+	l.mu.Lock()
+	for i := range batch {
+		batch[i].ch, _ = l.removeLocked(batch[i].reply.CallId)
+	}
+	l.mu.Unlock()
+	for _, a := range batch {
+		if a.ch != nil {
+			a.ch <- result{reply: a.reply}
+		} else {
+			wire.RecycleInboundReply(a.reply) // its call gave up on it: no one else has it, nor its payload
+		}
+	}
+	clear(batch)
+	if cap(batch) > keptEnvelopes {
+		return nil // a burst's array goes to the collector
+	}
+	return batch[:0]
 }
 
 // forget removes call id from pending and reports whether it was still there.

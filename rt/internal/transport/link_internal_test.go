@@ -1,0 +1,42 @@
+package transport
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zlink-go/zlink/rt/internal/wire"
+)
+
+// The replies of one batch reach their calls in one pass over the pending calls: each waiting
+// call gets its own reply once; a reply for a call that is no longer pending (it gave up, or a
+// peer answered it twice) reaches no one; the call not answered stays pending; and the batch
+// comes back emptied for reuse.
+func TestABatchsRepliesReachTheirCallsOnce(t *testing.T) {
+	l := &link{}
+	calls := map[uint64]chan result{}
+	for id := uint64(1); id <= 3; id++ {
+		calls[id] = make(chan result, 2) // room for a second result, were one wrongly sent
+		require.True(t, l.pending.put(id, calls[id]))
+	}
+	batch := []answer{
+		{reply: &wire.Reply{CallId: 2}},
+		{reply: &wire.Reply{CallId: 9}}, // no such call
+		{reply: &wire.Reply{CallId: 1}},
+		{reply: &wire.Reply{CallId: 2}}, // answered twice
+	}
+	rest := l.complete(batch)
+	assert.Empty(t, rest)
+	assert.Equal(t, cap(batch), cap(rest), "the batch's array is kept for the next batch")
+	assert.Equal(t, make([]answer, len(batch)), batch, "the batch holds no reply once completed")
+	for _, id := range []uint64{1, 2} {
+		require.Len(t, calls[id], 1, "call %d gets one result", id)
+		r := <-calls[id]
+		require.NoError(t, r.err)
+		assert.Equal(t, id, r.reply.GetCallId(), "call %d gets its own reply", id)
+	}
+	assert.Empty(t, calls[3], "the call not answered gets nothing")
+	assert.Equal(t, 1, l.pending.len(), "the call not answered is still pending")
+	assert.Empty(t, l.complete(nil))
+}
