@@ -152,6 +152,26 @@ func TestE1_CoreHwmChargesAndRefusesBeyondTheBudget(t *testing.T) {
 	assert.Zero(t, st.CompletionPendingMessageCount)
 }
 
+func TestE1_ABatchLeavingASendQueueIsCountedAsItsEnvelopes(t *testing.T) {
+	m := newMeter(t, sdk.InboundDispatchOptions{CoreHwmBudgetBytes: ptr(10_000)}, 1000)
+	for _, n := range []int64{100, 200, 300} {
+		m.Queued(n, true)
+	}
+	m.Queued(50, false)
+	m.Left(300, 2, true) // the first two replies were taken in one batch
+	m.Left(0, 0, true)   // an empty batch changes nothing
+	st := m.Status(0, exec.DefaultConfig()).CoreHwm
+	assert.Equal(t, uint64(300), st.CompletionCurrentAccountedBytes)
+	assert.Equal(t, uint64(1), st.CompletionPendingMessageCount)
+	assert.Equal(t, uint64(350), st.CoreQueueAccountedBytes)
+	m.Left(50, 1, false) // a request: not a completion
+	m.Left(300, 1, true)
+	st = m.Status(0, exec.DefaultConfig()).CoreHwm
+	assert.Zero(t, st.CompletionCurrentAccountedBytes)
+	assert.Zero(t, st.CompletionPendingMessageCount)
+	assert.Zero(t, st.CoreQueueAccountedBytes)
+}
+
 func TestE1_TheFirstRequestIsAdmittedWhateverItsSize(t *testing.T) {
 	m := newMeter(t, sdk.InboundDispatchOptions{CoreHwmBudgetBytes: ptr(2000)}, 1000)
 	assert.True(t, m.Charge(5000), "nothing is held: one message always gets through")

@@ -151,6 +151,20 @@ func (m *Meter) Queued(n int64, completion bool) {
 	m.completionCount.Add(-1)
 }
 
+// Left counts count envelopes of n bytes in all leaving a send queue at once: a batch taken
+// to be sent, or what a closed stream dropped. It is Queued(-size) for each of them, in one
+// add per counter instead of one per envelope.
+func (m *Meter) Left(n, count int64, completion bool) {
+	if m == nil || count == 0 {
+		return
+	}
+	m.coreQueue.Add(-n)
+	if completion {
+		m.completion.Add(-n)
+		m.completionCount.Add(-count)
+	}
+}
+
 // StreamOpened counts a stream whose sender and receiver run now; served says that this node
 // sends the completions on it (a peer's stream). The returned func counts its end.
 func (m *Meter) StreamOpened(served bool) (closed func()) {

@@ -181,11 +181,11 @@ func (s *sender) close() (unsent []uint64) {
 	}
 	s.closed = true
 	for _, q := range s.queue {
-		s.meter.Queued(-int64(q.size), s.completion)
 		if q.req != nil {
 			unsent = append(unsent, q.req.CallId)
 		}
 	}
+	s.meter.Left(int64(s.bytes), int64(len(s.queue)), s.completion)
 	if s.taken != nil && s.bytes > 0 {
 		s.taken(s.bytes)
 	}
@@ -334,7 +334,6 @@ func (s *sender) take(b *wire.Batch) {
 			break
 		}
 		size, encoded = size+q.size, encoded+framed
-		s.meter.Queued(-int64(q.size), s.completion)
 		if (q.reply != nil && s.completion) || (q.req != nil && q.once) {
 			s.reuse = append(s.reuse, q)
 		}
@@ -353,6 +352,7 @@ func (s *sender) take(b *wire.Batch) {
 	s.queue = s.queue[:rest]
 	s.bytes -= size
 	if n > 0 {
+		s.meter.Left(int64(size), int64(n), s.completion)
 		s.sending = true
 		if s.taken != nil {
 			s.taken(size)

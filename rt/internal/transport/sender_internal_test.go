@@ -11,7 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/zlink-go/zlink/rt/internal/capacity"
+	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/rt/internal/wire"
+	"github.com/zlink-go/zlink/sdk"
 )
 
 // TestASentMessageIsReusedOnlyIfNoOneHoldsIt: once the stream has sent a batch, the replies in
@@ -176,6 +179,58 @@ func TestAClosedSenderNamesTheRequestsItNeverSent(t *testing.T) {
 	s.push(queuedRequest(&wire.Request{CallId: 9}))
 	assert.Equal(t, []uint64{8, 9}, s.close())
 	assert.Nil(t, s.close(), "a second close names nothing")
+	cancel()
+	close(release)
+	<-stopped
+}
+
+// TestASenderCountsWhatLeavesItsQueue: the node's meter sees a completion queue's replies while
+// they wait, and none once they were taken in a batch or dropped with the stream.
+func TestASenderCountsWhatLeavesItsQueue(t *testing.T) {
+	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{}, 1<<20)
+	require.NoError(t, err)
+	meter := capacity.New(settings)
+	queued := func() (bytes, count uint64) {
+		st := meter.Status(0, exec.DefaultConfig()).CoreHwm
+		assert.Equal(t, st.CompletionCurrentAccountedBytes, st.CoreQueueAccountedBytes, "only replies were queued")
+		return st.CompletionCurrentAccountedBytes, st.CompletionPendingMessageCount
+	}
+	sent := make(chan int)
+	release := make(chan struct{})
+	s := newSender(func(b *wire.Batch) error {
+		sent <- len(b.Envelopes)
+		<-release
+		return nil
+	}, 1<<20, meter, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.run(ctx) }()
+
+	first := s.push(queuedReply(&wire.Reply{CallId: 1, Payload: []byte("one")}))
+	require.Equal(t, 1, <-sent)
+	bytes, count := queued()
+	assert.Zero(t, bytes, "the reply being sent left the queue")
+	assert.Zero(t, count)
+	total := 0
+	for id := range uint64(3) {
+		total += s.push(queuedReply(&wire.Reply{CallId: 2 + id, Payload: []byte("three more")}))
+	}
+	bytes, count = queued()
+	assert.Equal(t, uint64(total), bytes, "three replies wait")
+	assert.Equal(t, uint64(3), count)
+	release <- struct{}{}
+	require.Equal(t, 3, <-sent, "the three went in one batch")
+	bytes, count = queued()
+	assert.Zero(t, bytes)
+	assert.Zero(t, count)
+	assert.Positive(t, first)
+
+	s.push(queuedReply(&wire.Reply{CallId: 9, Payload: []byte("dropped")}))
+	s.push(queuedReply(&wire.Reply{CallId: 10, Payload: []byte("dropped")}))
+	s.close()
+	bytes, count = queued()
+	assert.Zero(t, bytes, "a closed stream's replies are no longer held")
+	assert.Zero(t, count)
 	cancel()
 	close(release)
 	<-stopped
