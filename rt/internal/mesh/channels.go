@@ -279,7 +279,7 @@ func (m *Mesh) CallChannel(ctx context.Context, desc *sdk.ChannelDesc, method st
 			return nil, nil
 		}
 		reply := md.NewReply()
-		if err := proto.Unmarshal(r.Payload, reply); err != nil {
+		if err := decodeNew(r.Payload, reply); err != nil {
 			return nil, fmt.Errorf("%w: channel %s.%s: cannot decode the reply: %v", sdk.ErrInvalidArgument, desc.Name, method, err)
 		}
 		return reply, nil
@@ -481,7 +481,7 @@ func (m *Mesh) handleChannel(ctx context.Context, from sdk.NodeID, req *wire.Req
 		return
 	}
 	msg := md.NewRequest()
-	if err := proto.Unmarshal(req.Payload, msg); err != nil {
+	if err := decodeNew(req.Payload, msg); err != nil {
 		reply(refusedReply(fmt.Errorf("%w: channel %s.%s: cannot decode the request: %v", sdk.ErrInvalidArgument, req.Type, req.Method, err)))
 		return
 	}
@@ -728,7 +728,7 @@ func (m *Mesh) handlePublish(ctx context.Context, from sdk.NodeID, req *wire.Req
 		return
 	}
 	msg := md.NewRequest()
-	if err := proto.Unmarshal(req.Payload, msg); err != nil {
+	if err := decodeNew(req.Payload, msg); err != nil {
 		reply(refusedReply(fmt.Errorf("%w: channel %s.%s: cannot decode the publication: %v", sdk.ErrInvalidArgument, req.Type, req.Method, err)))
 		return
 	}

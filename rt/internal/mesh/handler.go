@@ -142,7 +142,7 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 		return
 	}
 	msg := md.NewRequest()
-	if err := proto.Unmarshal(req.Payload, msg); err != nil {
+	if err := decodeNew(req.Payload, msg); err != nil {
 		rep.Reply(refusedReply(fmt.Errorf("%w: %s.%s: cannot decode the request: %v", sdk.ErrInvalidArgument, t.Type(), method, err)))
 		return
 	}

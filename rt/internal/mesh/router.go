@@ -136,10 +136,16 @@ func (m *Mesh) decodeReply(t sdk.Target, method string, payload []byte) (proto.M
 		return nil, errNoDecoder(t, method)
 	}
 	out := md.NewReply()
-	if err := proto.Unmarshal(payload, out); err != nil {
+	if err := decodeNew(payload, out); err != nil {
 		return nil, fmt.Errorf("%w: %v %s: cannot decode the reply: %v", sdk.ErrInvalidArgument, t, method, err)
 	}
 	return out, nil
+}
+
+// decodeNew decodes b into m, a message its descriptor has just made: empty, so proto.Unmarshal's
+// first step, clearing m through reflection, is skipped.
+func decodeNew(b []byte, m proto.Message) error {
+	return proto.UnmarshalOptions{Merge: true}.Unmarshal(b, m)
 }
 
 // requestFor builds the request of an operation on t, with ctx's trace context (I5).
