@@ -96,7 +96,7 @@ type Params struct {
 // HasFloor reports whether a ZLink run of the workload measures a floor (Result.Floor).
 func (n Name) HasFloor() bool {
 	switch n {
-	case LocalCall1, LocalCall64, RemoteCall1, RemoteCall64, OneWay64:
+	case LocalCall1, LocalCall64, RemoteCall1, RemoteCall64, OneWay64, ChannelCall64:
 		return true
 	}
 	return false

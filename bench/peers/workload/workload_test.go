@@ -133,7 +133,7 @@ func TestARunWithAFloorTakesTwoWindows(t *testing.T) {
 	for _, n := range All {
 		p := Defaults(n)
 		want := 1
-		if n == LocalCall1 || n == LocalCall64 || n == RemoteCall1 || n == RemoteCall64 {
+		if n == LocalCall1 || n == LocalCall64 || n == RemoteCall1 || n == RemoteCall64 || n == ChannelCall64 {
 			want = 2
 		}
 		require.Equal(t, want == 2 || n == OneWay64, n.HasFloor(), n)

@@ -48,6 +48,27 @@ func LocalFloor(ctx context.Context, callers int, warmup, duration time.Duration
 	return workload.FloorOf(res), nil
 }
 
+// ChannelFloor measures what Go allows on this machine for a stateless server's calls that run
+// on their callers' goroutines, with no runtime at all: callers call the Service server's
+// handler directly, for warmup and then duration, as the ZLink run that it follows measured.
+// Neither it nor the ZLink run blocks its callers, so both share the processors by Go's
+// preemption of running goroutines: a call under way when its goroutine is preempted waits
+// for that goroutine's next turn, and the tails of both show it.
+func ChannelFloor(ctx context.Context, callers int, warmup, duration time.Duration) (*workload.Floor, error) {
+	srv := service{}
+	res, err := workload.ForDuration(ctx, callers, warmup, duration, func(_ int, seq int64) error {
+		reply, err := srv.Ping(ctx, &zl.Ping{Seq: seq})
+		if err != nil {
+			return err
+		}
+		return workload.CheckSeq(seq, reply.GetSeq())
+	})
+	if err != nil {
+		return nil, err
+	}
+	return workload.FloorOf(res), nil
+}
+
 // oneWayQueue is how many messages each receiver of the one-way floor holds before its
 // senders block: a bounded queue, as a Spot's lane is.
 const oneWayQueue = 1024

@@ -3,6 +3,7 @@ package zlside
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -22,4 +23,13 @@ func TestOneWayFloorRefusesNoObjectsAndStopsWithItsContext(t *testing.T) {
 	cancel()
 	_, err = OneWayFloor(ctx, 8, 4, 10_000)
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestChannelFloorTimesEveryCallOfItsWindow(t *testing.T) {
+	f, err := ChannelFloor(context.Background(), 4, 10*time.Millisecond, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.Positive(t, f.Rate)
+	require.NotNil(t, f.Latency)
+	require.Positive(t, f.Ops)
+	require.LessOrEqual(t, f.Latency.P50, f.Latency.Max)
 }

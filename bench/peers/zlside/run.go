@@ -56,7 +56,10 @@ func Run(ctx context.Context, p workload.Params) (workload.Result, func() error,
 	case workload.ActorCall64:
 		res, err = actorCalls(ctx, node, p)
 	case workload.ChannelCall64:
-		res, err = channelCalls(ctx, node, p)
+		if res, err = channelCalls(ctx, node, p); err == nil && !p.NoFloor {
+			// The same callers calling the handler itself, right after.
+			res.Floor, err = ChannelFloor(ctx, p.Callers, p.Warmup, p.Duration)
+		}
 	case workload.IdleFootprint, workload.Memory100k:
 		res, err = memory(ctx, node, p)
 	}
