@@ -128,11 +128,9 @@ less processor time per operation than Proto.Actor's.
   that no request waits behind another at a routee (2 and 8 routees measured the same within
   the noise); the router's process puts each request straight into the next routee's mailbox.
   The floor under the table is a probe in the same ZLink run, right after ZLink's window: the
-  same callers for the same time call the server's handler directly, with no runtime. Neither
-  blocks its callers, so 64 running goroutines share 2 processors by Go's preemption (a
-  goroutine runs for up to 10 ms before the others get their turn): a call under way when its
-  goroutine is preempted waits for that goroutine's next turn, which makes the maximum
-  latency of both hundreds of milliseconds, while their p99.9 stays in microseconds.
+  same callers for the same time call the server's handler directly, with no runtime. Its
+  callers never yield either, and its max is of the same size as ZLink's (the latency rows
+  below say why).
 - i. The heap that each idle active object holds, everything the process keeps for it, the
   application's object included (the same two fields on both sides): live heap (HeapAlloc)
   and heap spans in use (HeapInuse), each read after two collections before the first
