@@ -1,12 +1,17 @@
 package transport
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/zlink-go/zlink/rt/internal/wire"
+	"github.com/zlink-go/zlink/sdk"
 )
 
 // The replies of one batch reach their calls in one pass over the pending calls: each waiting
@@ -39,4 +44,36 @@ func TestABatchsRepliesReachTheirCallsOnce(t *testing.T) {
 	assert.Empty(t, calls[3], "the call not answered gets nothing")
 	assert.Equal(t, 1, l.pending.len(), "the call not answered is still pending")
 	assert.Empty(t, l.complete(nil))
+}
+
+// TestACallWhileAPeersLinkIsReplacedGoesToTheNewLink: once Connect has a peer's new endpoint,
+// a call made while the old link closes waits for the new link and is answered there, instead
+// of failing as never sent on the link being closed.
+func TestACallWhileAPeersLinkIsReplacedGoesToTheNewLink(t *testing.T) {
+	mk := func(node string) *Transport {
+		tr, err := New(Config{Node: sdk.NodeID(node), Logger: slog.New(slog.DiscardHandler), DialTimeout: 2 * time.Second}, echoHandler{})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tr.Close() })
+		return tr
+	}
+	first, second, a := mk("b"), mk("b"), mk("a")
+	a.Connect("b", first.Addr())
+	call := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r, err := a.Call(ctx, "b", &wire.Request{Op: wire.Op_OP_CALL, Payload: []byte("x")})
+		if err == nil && string(r.Payload) != "x" {
+			err = fmt.Errorf("answered %q", r.Payload)
+		}
+		return err
+	}
+	require.NoError(t, call())
+	var during error
+	a.hooks.replacing = func() { during = call() }
+	a.Connect("b", second.Addr())
+	require.NoError(t, during, "a call made while the old link closes")
+	l, ok := a.link("b")
+	require.True(t, ok)
+	assert.Equal(t, second.Addr(), l.endpoint)
+	require.NoError(t, call())
 }

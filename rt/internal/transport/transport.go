@@ -193,6 +193,9 @@ type testHooks struct {
 	// registered runs in every call once it is registered on a Ready link, before its request
 	// is sent: a test breaks the link there.
 	registered func()
+	// replacing runs in Connect when it replaces a peer's link at another endpoint, after the
+	// new link is in the table, while the old one is closing.
+	replacing func()
 }
 
 // Stats counts what the transport sent.
@@ -339,21 +342,29 @@ func (t *Transport) dialOptions() []grpc.DialOption {
 // reconnects after failures until Disconnect or Close.
 func (t *Transport) Connect(peer sdk.NodeID, endpoint string) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.closed {
+		t.mu.Unlock()
 		return
 	}
-	if l, ok := t.link(peer); ok {
-		if l.endpoint == endpoint {
-			return
-		}
-		l.close()
+	old, had := t.link(peer)
+	if had && old.endpoint == endpoint {
+		t.mu.Unlock()
+		return
 	}
+	// The new link is in the table before the old one closes: a call reads the table without
+	// t.mu, and one that came while the old link closed would fail as never sent instead of
+	// waiting for the new link's first connection.
 	l := newLink(t, peer, endpoint)
 	t.setLinkLocked(peer, l)
-	t.wg.Go(func() {
-		l.run()
-	})
+	t.wg.Go(l.run)
+	t.mu.Unlock()
+	if had {
+		old.cancel()
+		if h := t.hooks.replacing; h != nil {
+			h()
+		}
+		<-old.done // old.close, with the tests' seam between its two steps
+	}
 }
 
 // Disconnect closes the link to peer; its pending calls fail.
