@@ -40,9 +40,11 @@ type MethodDesc struct {
 	Name string
 	// OneWay marks a `//zlink:send` method: no reply is sent.
 	OneWay bool
-	// NewRequest returns an empty request message, to decode a remote call into.
+	// NewRequest returns a new, empty request message on each call, which a remote call is
+	// decoded into as it is.
 	NewRequest func() proto.Message
-	// NewReply returns an empty reply message, to decode a remote reply into (nil when OneWay).
+	// NewReply returns a new, empty reply message on each call, which a remote reply is decoded
+	// into as it is (nil when OneWay).
 	NewReply func() proto.Message
 	// Invoke calls the method on impl, the object the type's factory made.
 	Invoke func(impl any, ctx context.Context, req proto.Message) (proto.Message, error)
