@@ -171,6 +171,9 @@ func (l *link) session() error {
 	}
 	lim := limits{own: l.t.cfg.MaxMessageSize, peer: peerMax}
 	out := newSender(l.t.counted(func(b *wire.Batch) error { return stream.SendMsg(b) }), lim.max(), l.t.cfg.Meter, false)
+	if h := l.t.hooks.hold; h > 0 {
+		out.hold = h
+	}
 	// Once both of the session's goroutines have ended: the requests still queued were never
 	// sent, and their calls may go elsewhere.
 	defer func() { l.failUnsent(out.close()) }()
@@ -190,13 +193,13 @@ func (l *link) session() error {
 			for _, env := range b.envelopes() {
 				if r := env.Reply; r != nil && r.CallId == closingNotice {
 					// The replies before the notice reach their calls first, as they came.
-					answered = l.complete(answered)
+					answered = l.complete(answered, out)
 					l.peerClosing(out, r, func() { _ = stream.CloseSend() })
 				} else if r != nil {
 					answered = append(answered, answer{reply: r})
 				}
 			}
-			answered = l.complete(answered)
+			answered = l.complete(answered, out)
 			b.reset()
 		}
 	}()
@@ -241,10 +244,13 @@ func (l *link) noneOpen() bool {
 	return l.pending.len() == 0
 }
 
-// result is the end of one call: the peer's reply, or the link's failure.
+// result is the end of one call: the peer's reply, or the link's failure. woke is the sender
+// that counted the call among the callers its reply woke (sender.wokeCallers), whom the call
+// tells once it has the result.
 type result struct {
 	reply *wire.Reply
 	err   error
+	woke  *sender
 }
 
 // answer is a reply read from the peer and the channel of the call it answers, nil once its
@@ -255,19 +261,24 @@ type answer struct {
 }
 
 // complete hands the replies of batch to their calls, taking the link's lock once for them
-// all, and returns batch emptied for reuse.
-func (l *link) complete(batch []answer) []answer {
+// all, and returns batch emptied for reuse. out, the session's sender, holds its next batch
+// until the callers it wakes have taken their replies.
+func (l *link) complete(batch []answer, out *sender) []answer {
 	if len(batch) == 0 {
 		return batch
 	}
+	woken := 0
 	l.mu.Lock()
 	for i := range batch {
-		batch[i].ch, _ = l.removeLocked(batch[i].reply.CallId)
+		if batch[i].ch, _ = l.removeLocked(batch[i].reply.CallId); batch[i].ch != nil {
+			woken++
+		}
 	}
 	l.mu.Unlock()
+	out.wokeCallers(woken)
 	for _, a := range batch {
 		if a.ch != nil {
-			a.ch <- result{reply: a.reply}
+			a.ch <- result{reply: a.reply, woke: out}
 		} else {
 			wire.RecycleInboundReply(a.reply) // its call gave up on it: no one else has it, nor its payload
 		}
@@ -374,6 +385,9 @@ func (l *link) call(ctx context.Context, req *wire.Request, once bool) (*wire.Re
 	}
 	select {
 	case r := <-ch:
+		if r.woke != nil {
+			r.woke.tookReply()
+		}
 		// Its one result is taken and it is out of pending: it is empty for good.
 		resultChans.Put(ch)
 		if r.err == nil && r.reply.Error != nil {

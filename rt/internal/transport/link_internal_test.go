@@ -17,7 +17,8 @@ import (
 // The replies of one batch reach their calls in one pass over the pending calls: each waiting
 // call gets its own reply once; a reply for a call that is no longer pending (it gave up, or a
 // peer answered it twice) reaches no one; the call not answered stays pending; and the batch
-// comes back emptied for reuse.
+// comes back emptied for reuse. The session's sender counts the callers woken, and each of
+// them learns which sender to tell once it has its reply.
 func TestABatchsRepliesReachTheirCallsOnce(t *testing.T) {
 	l := &link{}
 	calls := map[uint64]chan result{}
@@ -31,7 +32,8 @@ func TestABatchsRepliesReachTheirCallsOnce(t *testing.T) {
 		{reply: &wire.Reply{CallId: 1}},
 		{reply: &wire.Reply{CallId: 2}}, // answered twice
 	}
-	rest := l.complete(batch)
+	out := newSender(nil, 1<<20, nil, false)
+	rest := l.complete(batch, out)
 	assert.Empty(t, rest)
 	assert.Equal(t, cap(batch), cap(rest), "the batch's array is kept for the next batch")
 	assert.Equal(t, make([]answer, len(batch)), batch, "the batch holds no reply once completed")
@@ -40,10 +42,13 @@ func TestABatchsRepliesReachTheirCallsOnce(t *testing.T) {
 		r := <-calls[id]
 		require.NoError(t, r.err)
 		assert.Equal(t, id, r.reply.GetCallId(), "call %d gets its own reply", id)
+		assert.Same(t, out, r.woke, "call %d tells the sender that counted it", id)
 	}
+	assert.Equal(t, int64(2), out.woken.Load(), "two callers were woken")
 	assert.Empty(t, calls[3], "the call not answered gets nothing")
 	assert.Equal(t, 1, l.pending.len(), "the call not answered is still pending")
-	assert.Empty(t, l.complete(nil))
+	assert.Empty(t, l.complete(nil, out))
+	assert.Equal(t, int64(2), out.woken.Load())
 }
 
 // TestACallWhileAPeersLinkIsReplacedGoesToTheNewLink: once Connect has a peer's new endpoint,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -55,7 +56,27 @@ type sender struct {
 	sending bool          // a batch is being sent
 	moved   time.Time     // the last sign of progress: a send completed, or work arrived at an idle queue
 	wake    chan struct{} // buffered 1
+
+	// woken counts the callers that a batch of replies woke (wokeCallers) and that have not
+	// taken their replies yet (tookReply). Callers usually call again once they have their
+	// reply, so the sender holds its next batch until every one of them has (holdForCallers):
+	// their next requests then share one batch, one write and one read and one wake-up on each
+	// side, rather than leaving in a batch of their own each as the first of them call.
+	woken    atomic.Int64
+	caughtUp chan struct{} // buffered 1: woken fell to 0, a batch's worth is queued, or finish
+	// hold bounds one hold: a woken caller that does not get a processor soon delays the
+	// requests queued meanwhile by no more than that.
+	hold time.Duration
 }
+
+// holdForWokenCallers is the longest a sender holds its batch for callers that a batch of
+// replies woke. Longer holds gather more of them into one batch, but between two processes of
+// a machine the calls then move in one batch that each process takes in turn, and a processor
+// idles while its process waits; 50 µs lets most of a few dozen callers join and leaves the
+// rest for the next batch, so that two batches are under way (remote request/reply with 64
+// callers, make bench's row e: at 200 µs, 0.13 system calls per call and fewer calls a
+// second; at 50 µs, 0.17 and as many as without a hold, with less processor time per call).
+const holdForWokenCallers = 50 * time.Microsecond
 
 // queued is one message of the queue, a request, a reply or a cancel, and its encoded size as
 // an envelope, measured by the pusher outside the lock.
@@ -88,6 +109,7 @@ func newSender(send func(*wire.Batch) error, maxMessage int, meter *capacity.Met
 	return &sender{
 		send: send, maxBytes: maxMessage + envelopeOverhead/2, meter: meter, completion: completion,
 		fullBytes: max(sendQueueMinBytes, 4*maxMessage), room: make(chan struct{}), wake: make(chan struct{}, 1),
+		caughtUp: make(chan struct{}, 1), hold: holdForWokenCallers,
 	}
 }
 
@@ -99,8 +121,11 @@ func (s *sender) push(q queued) int {
 		s.mu.Unlock()
 		return 0
 	}
-	s.enqueue(q)
+	batchWorth := s.enqueue(q)
 	s.mu.Unlock()
+	if batchWorth {
+		s.notifyCaughtUp()
+	}
 	s.signal()
 	return q.size
 }
@@ -113,8 +138,11 @@ func (s *sender) pushWait(ctx context.Context, q queued) (ok bool, ctxErr error)
 		s.mu.Unlock()
 		return false, err
 	}
-	s.enqueue(q)
+	batchWorth := s.enqueue(q)
 	s.mu.Unlock()
+	if batchWorth {
+		s.notifyCaughtUp()
+	}
 	s.signal()
 	return true, nil
 }
@@ -155,13 +183,16 @@ func (s *sender) fullLocked() bool {
 	return len(s.queue) > 0 && (s.bytes >= s.fullBytes || len(s.queue) >= sendQueueMaxCount)
 }
 
-func (s *sender) enqueue(q queued) {
+// enqueue queues q and reports whether the queue now holds a batch's worth of envelopes, for
+// which no hold waits; s.mu is held.
+func (s *sender) enqueue(q queued) (batchWorth bool) {
 	if len(s.queue) == 0 && !s.sending {
 		s.moved = time.Now()
 	}
 	s.queue = append(s.queue, q)
 	s.bytes += q.size
 	s.meter.Queued(int64(q.size), s.completion)
+	return s.bytes >= s.maxBytes
 }
 
 func (s *sender) signal() {
@@ -169,6 +200,72 @@ func (s *sender) signal() {
 	case s.wake <- struct{}{}:
 	default:
 	}
+}
+
+// wokeCallers counts n callers that a batch of replies is about to wake; it is called before
+// any of them can run.
+func (s *sender) wokeCallers(n int) { s.woken.Add(int64(n)) }
+
+// tookReply tells that one of the callers counted by wokeCallers has taken its reply. A hold
+// that ran out reset the count, so a caller may find it at 0: it is never taken below.
+func (s *sender) tookReply() {
+	for {
+		n := s.woken.Load()
+		if n <= 0 {
+			return
+		}
+		if s.woken.CompareAndSwap(n, n-1) {
+			if n == 1 {
+				s.notifyCaughtUp()
+			}
+			return
+		}
+	}
+}
+
+func (s *sender) notifyCaughtUp() {
+	select {
+	case s.caughtUp <- struct{}{}:
+	default:
+	}
+}
+
+// holdForCallers waits until every caller that replies woke has taken its reply (woken is 0),
+// a batch's worth is queued, the queue is finishing, ctx ends, or the hold's time runs out;
+// then the count starts again from 0, so that a caller that never took its reply (its
+// context ended as the reply came) holds no later batch. hold is the timer it waits with,
+// made at its first hold.
+func (s *sender) holdForCallers(ctx context.Context, hold **time.Timer) {
+	if s.woken.Load() <= 0 {
+		return
+	}
+	if *hold == nil {
+		*hold = time.NewTimer(s.hold)
+	} else {
+		(*hold).Reset(s.hold)
+	}
+	defer (*hold).Stop()
+	for s.woken.Load() > 0 {
+		select {
+		case <-s.caughtUp:
+			if s.batchWorthOrEnding() {
+				return
+			}
+		case <-(*hold).C:
+			s.woken.Store(0)
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// batchWorthOrEnding reports whether the queue holds a batch's worth of envelopes or is
+// finishing: a hold no longer waits.
+func (s *sender) batchWorthOrEnding() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes >= s.maxBytes || s.ending != nil || s.closed
 }
 
 // close ends the queue with its stream: what it holds is dropped and whoever waits for room
@@ -212,6 +309,7 @@ func (s *sender) finish(end func(), mayEnd func() bool) {
 		s.room = make(chan struct{})
 	}
 	s.mu.Unlock()
+	s.notifyCaughtUp()
 	s.signal()
 }
 
@@ -251,6 +349,7 @@ func (s *sender) stalled(d time.Duration) bool {
 // message before its send returns.
 func (s *sender) run(ctx context.Context) error {
 	batch := &wire.Batch{}
+	var hold *time.Timer
 	for {
 		select {
 		case <-ctx.Done():
@@ -258,8 +357,9 @@ func (s *sender) run(ctx context.Context) error {
 		case <-s.wake:
 		}
 		// Let the goroutines that are about to push do so: under load the batch grows, and an
-		// idle stream loses only a yield.
+		// idle stream loses only a yield. Callers that replies woke are waited for.
 		runtime.Gosched()
+		s.holdForCallers(ctx, &hold)
 		for {
 			s.take(batch)
 			if len(batch.Envelopes) == 0 {

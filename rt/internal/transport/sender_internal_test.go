@@ -235,3 +235,84 @@ func TestASenderCountsWhatLeavesItsQueue(t *testing.T) {
 	close(release)
 	<-stopped
 }
+
+// runSender runs s until the test ends, and returns the sizes of the batches it sends.
+func runSender(t *testing.T, s *sender) <-chan int {
+	t.Helper()
+	sent := make(chan int, 16)
+	s.send = func(b *wire.Batch) error { sent <- len(b.Envelopes); return nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.run(ctx) }()
+	t.Cleanup(func() { cancel(); <-stopped; s.close() })
+	return sent
+}
+
+// nothingSent fails if s sends a batch within a while: what a held sender does.
+func nothingSent(t *testing.T, sent <-chan int, why string) {
+	t.Helper()
+	select {
+	case n := <-sent:
+		t.Fatalf("a batch of %d left %s", n, why)
+	case <-time.After(20 * time.Millisecond):
+	}
+}
+
+// TestASenderHoldsItsBatchForTheCallersRepliesWoke: callers that a batch of replies woke
+// usually call again, so the sender holds the requests queued meanwhile until every one of
+// them has taken its reply, and they leave in one batch. A caller that takes a reply no one
+// counted does not take the count below 0.
+func TestASenderHoldsItsBatchForTheCallersRepliesWoke(t *testing.T) {
+	s := newSender(nil, 1<<20, nil, false)
+	s.hold = time.Minute
+	sent := runSender(t, s)
+	s.wokeCallers(3)
+	s.push(queuedRequest(&wire.Request{CallId: 1}))
+	nothingSent(t, sent, "while three callers had their replies to take")
+	s.tookReply()
+	s.push(queuedRequest(&wire.Request{CallId: 2}))
+	s.tookReply()
+	s.push(queuedRequest(&wire.Request{CallId: 3}))
+	nothingSent(t, sent, "while one caller had its reply to take")
+	s.tookReply()
+	assert.Equal(t, 3, <-sent, "the three requests leave together once the last caller took its reply")
+	s.tookReply()
+	assert.Zero(t, s.woken.Load())
+	s.push(queuedRequest(&wire.Request{CallId: 4}))
+	assert.Equal(t, 1, <-sent, "no caller to wait for: a request leaves at once")
+}
+
+// TestAHoldEnds: a sender holds its batch for woken callers no longer than its bound, after
+// which it forgets them; nor once a batch's worth is queued, nor once its queue finishes.
+func TestAHoldEnds(t *testing.T) {
+	t.Run("at its bound", func(t *testing.T) {
+		s := newSender(nil, 1<<20, nil, false)
+		s.hold = 5 * time.Millisecond
+		sent := runSender(t, s)
+		s.wokeCallers(2)
+		s.push(queuedRequest(&wire.Request{CallId: 1}))
+		assert.Equal(t, 1, <-sent)
+		assert.Zero(t, s.woken.Load(), "the callers that never took their replies hold no later batch")
+	})
+	t.Run("once a batch's worth is queued", func(t *testing.T) {
+		s := newSender(nil, 64, nil, false)
+		s.hold = time.Minute
+		sent := runSender(t, s)
+		s.wokeCallers(2)
+		s.push(queuedRequest(&wire.Request{CallId: 1}))
+		nothingSent(t, sent, "with room left in the batch")
+		s.push(queuedRequest(&wire.Request{CallId: 2, Payload: make([]byte, 2*s.maxBytes)}))
+		assert.Equal(t, 1, <-sent, "the first request fills its batch")
+		assert.Equal(t, 1, <-sent)
+	})
+	t.Run("once its queue finishes", func(t *testing.T) {
+		s := newSender(nil, 1<<20, nil, false)
+		s.hold = time.Minute
+		sent := runSender(t, s)
+		s.wokeCallers(2)
+		s.push(queuedRequest(&wire.Request{CallId: 1}))
+		nothingSent(t, sent, "before the queue finished")
+		s.finish(func() {}, func() bool { return false })
+		assert.Equal(t, 1, <-sent)
+	})
+}

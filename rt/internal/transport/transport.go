@@ -196,6 +196,9 @@ type testHooks struct {
 	// replacing runs in Connect when it replaces a peer's link at another endpoint, after the
 	// new link is in the table, while the old one is closing.
 	replacing func()
+	// hold, when set, replaces the longest time a link's sender holds its batch for the
+	// callers that replies woke.
+	hold time.Duration
 }
 
 // Stats counts what the transport sent.

@@ -119,6 +119,38 @@ func TestEnvelopesAreBatchedUnderLoad(t *testing.T) {
 	t.Logf("caller: %d envelopes in %d batches; receiver: %+v", st.Envelopes, st.Batches, b.Stats())
 }
 
+// TestCallersTellTheSenderOnceTheyHaveTheirReplies: every caller that a batch of replies woke
+// tells its link's sender once it has its reply, so a sender that would hold its batch for a
+// minute for such callers never holds a closed loop of callers: each call is answered long
+// before. The closed loop's requests share batches.
+func TestCallersTellTheSenderOnceTheyHaveTheirReplies(t *testing.T) {
+	b := start(t, "b", handler{}, nil)
+	a := start(t, "a", handler{}, nil)
+	transport.SetHold(a, time.Minute)
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+	const callers, calls = 16, 100
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			for i := range calls {
+				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				payload := fmt.Sprint(c, "/", i)
+				r, err := a.Call(cctx, "b", &wire.Request{Payload: []byte(payload)})
+				cancel()
+				if !assert.NoError(t, err) {
+					return
+				}
+				assert.Equal(t, payload, string(r.Payload))
+			}
+		})
+	}
+	wg.Wait()
+	st := a.Stats()
+	assert.Equal(t, int64(callers*calls), st.Envelopes)
+	t.Logf("%d requests went in %d batches", st.Envelopes, st.Batches)
+}
+
 func TestMaxMessageSizeOnSendAndReceive(t *testing.T) {
 	b := start(t, "b", handler{}, func(c *transport.Config) { c.MaxMessageSize = 1024 })
 	a := start(t, "a", handler{}, func(c *transport.Config) { c.MaxMessageSize = 4096 })
