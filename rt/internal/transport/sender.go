@@ -183,8 +183,8 @@ func (s *sender) fullLocked() bool {
 	return len(s.queue) > 0 && (s.bytes >= s.fullBytes || len(s.queue) >= sendQueueMaxCount)
 }
 
-// enqueue queues q and reports whether the queue now holds a batch's worth of envelopes, for
-// which no hold waits; s.mu is held.
+// enqueue queues q and reports whether the queue now holds a batch's worth of envelopes or is
+// full, for which no hold waits; s.mu is held.
 func (s *sender) enqueue(q queued) (batchWorth bool) {
 	if len(s.queue) == 0 && !s.sending {
 		s.moved = time.Now()
@@ -192,7 +192,7 @@ func (s *sender) enqueue(q queued) (batchWorth bool) {
 	s.queue = append(s.queue, q)
 	s.bytes += q.size
 	s.meter.Queued(int64(q.size), s.completion)
-	return s.bytes >= s.maxBytes
+	return s.bytes >= s.maxBytes || s.fullLocked()
 }
 
 func (s *sender) signal() {
@@ -231,7 +231,7 @@ func (s *sender) notifyCaughtUp() {
 }
 
 // holdForCallers waits until every caller that replies woke has taken its reply (woken is 0),
-// a batch's worth is queued, the queue is finishing, ctx ends, or the hold's time runs out;
+// a batch's worth is queued or the queue is full, the queue is finishing, ctx ends, or the hold's time runs out;
 // then the count starts again from 0, so that a caller that never took its reply (its
 // context ended as the reply came) holds no later batch. hold is the timer it waits with,
 // made at its first hold.
@@ -260,12 +260,12 @@ func (s *sender) holdForCallers(ctx context.Context, hold **time.Timer) {
 	}
 }
 
-// batchWorthOrEnding reports whether the queue holds a batch's worth of envelopes or is
-// finishing: a hold no longer waits.
+// batchWorthOrEnding reports whether the queue holds a batch's worth of envelopes, is full
+// (requests wait for room) or is finishing: a hold no longer waits.
 func (s *sender) batchWorthOrEnding() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.bytes >= s.maxBytes || s.ending != nil || s.closed
+	return s.bytes >= s.maxBytes || s.fullLocked() || s.ending != nil || s.closed
 }
 
 // close ends the queue with its stream: what it holds is dropped and whoever waits for room

@@ -283,7 +283,8 @@ func TestASenderHoldsItsBatchForTheCallersRepliesWoke(t *testing.T) {
 }
 
 // TestAHoldEnds: a sender holds its batch for woken callers no longer than its bound, after
-// which it forgets them; nor once a batch's worth is queued, nor once its queue finishes.
+// which it forgets them; nor once a batch's worth is queued or its queue is full, nor once
+// its queue finishes.
 func TestAHoldEnds(t *testing.T) {
 	t.Run("at its bound", func(t *testing.T) {
 		s := newSender(nil, 1<<20, nil, false)
@@ -304,6 +305,20 @@ func TestAHoldEnds(t *testing.T) {
 		s.push(queuedRequest(&wire.Request{CallId: 2, Payload: make([]byte, 2*s.maxBytes)}))
 		assert.Equal(t, 1, <-sent, "the first request fills its batch")
 		assert.Equal(t, 1, <-sent)
+	})
+	t.Run("once its queue is full", func(t *testing.T) {
+		s := newSender(nil, 1<<20, nil, false)
+		s.hold = time.Minute
+		sent := runSender(t, s)
+		s.wokeCallers(2)
+		for id := range uint64(sendQueueMaxCount) {
+			s.push(queuedRequest(&wire.Request{CallId: id + 1}))
+		}
+		n := 0
+		for n < sendQueueMaxCount {
+			n += <-sent
+		}
+		assert.Equal(t, sendQueueMaxCount, n, "a full queue leaves without the callers")
 	})
 	t.Run("once its queue finishes", func(t *testing.T) {
 		s := newSender(nil, 1<<20, nil, false)
