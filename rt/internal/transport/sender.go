@@ -236,7 +236,7 @@ func (s *sender) notifyCaughtUp() {
 // context ended as the reply came) holds no later batch. hold is the timer it waits with,
 // made at its first hold.
 func (s *sender) holdForCallers(ctx context.Context, hold **time.Timer) {
-	if s.woken.Load() <= 0 {
+	if s.woken.Load() <= 0 || s.batchWorthOrEnding() {
 		return
 	}
 	if *hold == nil {
@@ -360,6 +360,11 @@ func (s *sender) run(ctx context.Context) error {
 		// idle stream loses only a yield. Callers that replies woke are waited for.
 		runtime.Gosched()
 		s.holdForCallers(ctx, &hold)
+		if err := ctx.Err(); err != nil {
+			// The stream ended during the hold: what is queued stays queued, and close
+			// names its requests as never sent.
+			return err
+		}
 		for {
 			s.take(batch)
 			if len(batch.Envelopes) == 0 {

@@ -331,3 +331,23 @@ func TestAHoldEnds(t *testing.T) {
 		assert.Equal(t, 1, <-sent)
 	})
 }
+
+// TestAStreamThatEndsDuringAHoldSendsNothing: requests held for woken callers when the
+// stream's context ends are not sent on the ended stream: close names them as never sent, so
+// their calls may go elsewhere.
+func TestAStreamThatEndsDuringAHoldSendsNothing(t *testing.T) {
+	s := newSender(nil, 1<<20, nil, false)
+	s.hold = time.Minute
+	var sends atomic.Int32
+	s.send = func(*wire.Batch) error { sends.Add(1); return nil }
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.run(ctx) }()
+	s.wokeCallers(1)
+	s.push(queuedRequest(&wire.Request{CallId: 5}))
+	time.Sleep(20 * time.Millisecond) // the sender is woken and holds
+	cancel()
+	require.ErrorIs(t, <-stopped, context.Canceled)
+	assert.Zero(t, sends.Load(), "nothing is sent on an ended stream")
+	assert.Equal(t, []uint64{5}, s.close())
+}
