@@ -65,8 +65,10 @@ type sender struct {
 	woken    atomic.Int64
 	caughtUp chan struct{} // buffered 1: woken fell to 0, a batch's worth is queued, or finish
 	// hold bounds one hold: a woken caller that does not get a processor soon delays the
-	// requests queued meanwhile by no more than that.
-	hold time.Duration
+	// requests queued meanwhile by no more than that. holdTimer times it, made at the first
+	// hold; only run touches it.
+	hold      time.Duration
+	holdTimer *time.Timer
 }
 
 // holdForWokenCallers is the longest a sender holds its batch for callers that a batch of
@@ -233,25 +235,24 @@ func (s *sender) notifyCaughtUp() {
 // holdForCallers waits until every caller that replies woke has taken its reply (woken is 0),
 // a batch's worth is queued or the queue is full, the queue is finishing, ctx ends, or the hold's time runs out;
 // then the count starts again from 0, so that a caller that never took its reply (its
-// context ended as the reply came) holds no later batch. hold is the timer it waits with,
-// made at its first hold.
-func (s *sender) holdForCallers(ctx context.Context, hold **time.Timer) {
+// context ended as the reply came) holds no later batch.
+func (s *sender) holdForCallers(ctx context.Context) {
 	if s.woken.Load() <= 0 || s.batchWorthOrEnding() {
 		return
 	}
-	if *hold == nil {
-		*hold = time.NewTimer(s.hold)
+	if s.holdTimer == nil {
+		s.holdTimer = time.NewTimer(s.hold)
 	} else {
-		(*hold).Reset(s.hold)
+		s.holdTimer.Reset(s.hold)
 	}
-	defer (*hold).Stop()
+	defer s.holdTimer.Stop()
 	for s.woken.Load() > 0 {
 		select {
 		case <-s.caughtUp:
 			if s.batchWorthOrEnding() {
 				return
 			}
-		case <-(*hold).C:
+		case <-s.holdTimer.C:
 			s.woken.Store(0)
 			return
 		case <-ctx.Done():
@@ -349,7 +350,6 @@ func (s *sender) stalled(d time.Duration) bool {
 // message before its send returns.
 func (s *sender) run(ctx context.Context) error {
 	batch := &wire.Batch{}
-	var hold *time.Timer
 	for {
 		select {
 		case <-ctx.Done():
@@ -359,7 +359,7 @@ func (s *sender) run(ctx context.Context) error {
 		// Let the goroutines that are about to push do so: under load the batch grows, and an
 		// idle stream loses only a yield. Callers that replies woke are waited for.
 		runtime.Gosched()
-		s.holdForCallers(ctx, &hold)
+		s.holdForCallers(ctx)
 		if err := ctx.Err(); err != nil {
 			// The stream ended during the hold: what is queued stays queued, and close
 			// names its requests as never sent.

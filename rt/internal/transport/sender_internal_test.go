@@ -248,6 +248,29 @@ func runSender(t *testing.T, s *sender) <-chan int {
 	return sent
 }
 
+// heldSender runs a sender whose holds last up to hold, with woken callers counted, and
+// returns it and the sizes of the batches it sends.
+func heldSender(t *testing.T, maxMessage int, hold time.Duration, woken int) (*sender, <-chan int) {
+	t.Helper()
+	s := newSender(nil, maxMessage, nil, false)
+	s.hold = hold
+	sent := runSender(t, s)
+	s.wokeCallers(woken)
+	return s, sent
+}
+
+// nextBatch is the size of the next batch sent; the test fails if none is within 10 s.
+func nextBatch(t *testing.T, sent <-chan int) int {
+	t.Helper()
+	select {
+	case n := <-sent:
+		return n
+	case <-time.After(10 * time.Second):
+		t.Fatal("no batch was sent")
+		return 0
+	}
+}
+
 // nothingSent fails if s sends a batch within a while: what a held sender does.
 func nothingSent(t *testing.T, sent <-chan int, why string) {
 	t.Helper()
@@ -263,10 +286,7 @@ func nothingSent(t *testing.T, sent <-chan int, why string) {
 // them has taken its reply, and they leave in one batch. A caller that takes a reply no one
 // counted does not take the count below 0.
 func TestASenderHoldsItsBatchForTheCallersRepliesWoke(t *testing.T) {
-	s := newSender(nil, 1<<20, nil, false)
-	s.hold = time.Minute
-	sent := runSender(t, s)
-	s.wokeCallers(3)
+	s, sent := heldSender(t, 1<<20, time.Minute, 3)
 	s.push(queuedRequest(&wire.Request{CallId: 1}))
 	nothingSent(t, sent, "while three callers had their replies to take")
 	s.tookReply()
@@ -275,11 +295,11 @@ func TestASenderHoldsItsBatchForTheCallersRepliesWoke(t *testing.T) {
 	s.push(queuedRequest(&wire.Request{CallId: 3}))
 	nothingSent(t, sent, "while one caller had its reply to take")
 	s.tookReply()
-	assert.Equal(t, 3, <-sent, "the three requests leave together once the last caller took its reply")
+	assert.Equal(t, 3, nextBatch(t, sent), "the three requests leave together once the last caller took its reply")
 	s.tookReply()
 	assert.Zero(t, s.woken.Load())
 	s.push(queuedRequest(&wire.Request{CallId: 4}))
-	assert.Equal(t, 1, <-sent, "no caller to wait for: a request leaves at once")
+	assert.Equal(t, 1, nextBatch(t, sent), "no caller to wait for: a request leaves at once")
 }
 
 // TestAHoldEnds: a sender holds its batch for woken callers no longer than its bound, after
@@ -287,48 +307,38 @@ func TestASenderHoldsItsBatchForTheCallersRepliesWoke(t *testing.T) {
 // its queue finishes.
 func TestAHoldEnds(t *testing.T) {
 	t.Run("at its bound", func(t *testing.T) {
-		s := newSender(nil, 1<<20, nil, false)
-		s.hold = 5 * time.Millisecond
-		sent := runSender(t, s)
-		s.wokeCallers(2)
+		s, sent := heldSender(t, 1<<20, 5*time.Millisecond, 2)
+		pushed := time.Now()
 		s.push(queuedRequest(&wire.Request{CallId: 1}))
-		assert.Equal(t, 1, <-sent)
+		assert.Equal(t, 1, nextBatch(t, sent))
+		assert.GreaterOrEqual(t, time.Since(pushed), 5*time.Millisecond, "the request was held to the bound")
 		assert.Zero(t, s.woken.Load(), "the callers that never took their replies hold no later batch")
 	})
 	t.Run("once a batch's worth is queued", func(t *testing.T) {
-		s := newSender(nil, 64, nil, false)
-		s.hold = time.Minute
-		sent := runSender(t, s)
-		s.wokeCallers(2)
+		s, sent := heldSender(t, 64, time.Minute, 2)
 		s.push(queuedRequest(&wire.Request{CallId: 1}))
 		nothingSent(t, sent, "with room left in the batch")
 		s.push(queuedRequest(&wire.Request{CallId: 2, Payload: make([]byte, 2*s.maxBytes)}))
-		assert.Equal(t, 1, <-sent, "the first request fills its batch")
-		assert.Equal(t, 1, <-sent)
+		assert.Equal(t, 1, nextBatch(t, sent), "the first request fills its batch")
+		assert.Equal(t, 1, nextBatch(t, sent))
 	})
 	t.Run("once its queue is full", func(t *testing.T) {
-		s := newSender(nil, 1<<20, nil, false)
-		s.hold = time.Minute
-		sent := runSender(t, s)
-		s.wokeCallers(2)
+		s, sent := heldSender(t, 1<<20, time.Minute, 2)
 		for id := range uint64(sendQueueMaxCount) {
 			s.push(queuedRequest(&wire.Request{CallId: id + 1}))
 		}
 		n := 0
 		for n < sendQueueMaxCount {
-			n += <-sent
+			n += nextBatch(t, sent)
 		}
 		assert.Equal(t, sendQueueMaxCount, n, "a full queue leaves without the callers")
 	})
 	t.Run("once its queue finishes", func(t *testing.T) {
-		s := newSender(nil, 1<<20, nil, false)
-		s.hold = time.Minute
-		sent := runSender(t, s)
-		s.wokeCallers(2)
+		s, sent := heldSender(t, 1<<20, time.Minute, 2)
 		s.push(queuedRequest(&wire.Request{CallId: 1}))
 		nothingSent(t, sent, "before the queue finished")
 		s.finish(func() {}, func() bool { return false })
-		assert.Equal(t, 1, <-sent)
+		assert.Equal(t, 1, nextBatch(t, sent))
 	})
 }
 
