@@ -299,14 +299,35 @@ func (l *link) forget(id uint64) bool {
 }
 
 // cancelCall removes call id from pending and, if it was still there, queues its cancel on out
-// first: a finishing session half-closes once pending is empty, after what is queued then.
-func (l *link) cancelCall(out *sender, id uint64) {
+// first: a finishing session half-closes once pending is empty, after what is queued then. It
+// reports whether the call was still pending.
+func (l *link) cancelCall(out *sender, id uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.pending.get(id); ok {
-		out.push(queuedCancel(&wire.Cancel{CallId: id}))
-		l.removeLocked(id)
+	if _, ok := l.pending.get(id); !ok {
+		return false
 	}
+	out.push(queuedCancel(&wire.Cancel{CallId: id}))
+	l.removeLocked(id)
+	return true
+}
+
+// giveUp ends call id, whose caller's context has ended, and gives its channel ch back. A call
+// still pending leaves pending and its cancel is queued on out. Otherwise whoever took it from
+// pending is about to send its result: the call takes it, so that the sender that counted it
+// among the callers a batch woke is told and holds no batch for it, and lets go of its reply,
+// which no one else holds.
+func (l *link) giveUp(out *sender, id uint64, ch chan result) {
+	if !l.cancelCall(out, id) {
+		r := <-ch // never long: results are sent right after their calls leave pending
+		if r.woke != nil {
+			r.woke.tookReply()
+		}
+		if r.err == nil {
+			wire.RecycleInboundReply(r.reply)
+		}
+	}
+	resultChans.Put(ch) // out of pending and empty: no one sends on it any more
 }
 
 // register waits until the link is Ready and, in the critical section that sees it Ready,
@@ -400,14 +421,13 @@ func (l *link) call(ctx context.Context, req *wire.Request, once bool) (*wire.Re
 		}
 		return r.reply, r.err
 	case <-ctx.Done():
-		l.cancelCall(out, id)
+		l.giveUp(out, id, ch)
 		return nil, ctx.Err()
 	}
 }
 
 // resultChans holds empty result channels of room 1. A call's channel goes back only when no
-// one can send on it any more: its result was taken, or it never was in pending. A call that
-// gave up on its result leaves its channel to the collector.
+// one can send on it any more: it is out of pending and its result, if one was sent, taken.
 var resultChans = sync.Pool{New: func() any { return make(chan result, 1) }}
 
 // ended is ctx's error, or DeadlineExceeded once its deadline has passed even if its timer

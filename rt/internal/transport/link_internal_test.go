@@ -51,6 +51,33 @@ func TestABatchsRepliesReachTheirCallsOnce(t *testing.T) {
 	assert.Equal(t, int64(2), out.woken.Load())
 }
 
+// TestACallThatGivesUpAsItsReplyComesTellsTheSender: a caller whose context ends just as a
+// batch brings its reply finds its call no longer pending; it takes the reply all the same, so
+// the sender that counted it among the callers the batch woke is told, and queues no cancel
+// for a call already answered. A call that gives up while still pending leaves pending and
+// queues its cancel, and tells no sender.
+func TestACallThatGivesUpAsItsReplyComesTellsTheSender(t *testing.T) {
+	l := &link{}
+	out := newSender(nil, 1<<20, nil, false)
+	answered, waiting := make(chan result, 1), make(chan result, 1)
+	require.True(t, l.pending.put(1, answered))
+	require.True(t, l.pending.put(2, waiting))
+	l.complete([]answer{{reply: &wire.Reply{CallId: 1}}}, out)
+	require.Equal(t, int64(1), out.woken.Load())
+
+	l.giveUp(out, 1, answered)
+	assert.Zero(t, out.woken.Load(), "the caller told the sender that counted it")
+	assert.Empty(t, answered, "its reply was taken")
+	assert.Empty(t, out.queue, "no cancel for a call already answered")
+
+	out.wokeCallers(1) // another caller of the same batch, still to take its reply
+	l.giveUp(out, 2, waiting)
+	assert.Zero(t, l.pending.len())
+	require.Len(t, out.queue, 1)
+	assert.Equal(t, uint64(2), out.queue[0].cancel.GetCallId(), "the pending call's cancel is queued")
+	assert.Equal(t, int64(1), out.woken.Load(), "a call no batch answered tells no sender")
+}
+
 // TestACallWhileAPeersLinkIsReplacedGoesToTheNewLink: once Connect has a peer's new endpoint,
 // a call made while the old link closes waits for the new link and is answered there, instead
 // of failing as never sent on the link being closed.

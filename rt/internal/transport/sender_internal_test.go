@@ -61,7 +61,7 @@ func TestASentMessageIsReusedOnlyIfNoOneHoldsIt(t *testing.T) {
 			q.once = c.once
 		}
 		require.Positive(t, s.push(q))
-		b := <-sent
+		b := within(t, sent)
 		require.Len(t, b.Envelopes, 1)
 		var out proto.Message = b.Envelopes[0].GetRequest()
 		if c.completion {
@@ -74,7 +74,7 @@ func TestASentMessageIsReusedOnlyIfNoOneHoldsIt(t *testing.T) {
 		done <- struct{}{}
 		// The next batch goes out after the first one's send returned and its messages went back.
 		require.Positive(t, s.push(queuedCancel(&wire.Cancel{CallId: 3})))
-		<-sent
+		within(t, sent)
 		mu.Lock()
 		if c.reused {
 			if assert.Len(t, back, 1, "%s: it went back for reuse once", name) {
@@ -113,7 +113,7 @@ func TestAFinishingSenderSendsWhatItHoldsThenEnds(t *testing.T) {
 	ok, err := s.pushWait(ctx, queuedRequest(&wire.Request{CallId: 1}))
 	require.True(t, ok)
 	require.NoError(t, err)
-	<-sent // the first request is being sent
+	within(t, sent) // the first request is being sent
 	ok, _ = s.pushWait(ctx, queuedRequest(&wire.Request{CallId: 2}))
 	require.True(t, ok)
 	ended := make(chan struct{})
@@ -131,7 +131,7 @@ func TestAFinishingSenderSendsWhatItHoldsThenEnds(t *testing.T) {
 	assert.Positive(t, s.push(queuedCancel(&wire.Cancel{CallId: 1})), "a cancel is still queued")
 
 	close(release)
-	b := <-sent
+	b := within(t, sent)
 	var ids []uint64
 	for _, e := range b.Envelopes {
 		if r := e.GetRequest(); r != nil {
@@ -173,7 +173,7 @@ func TestAClosedSenderNamesTheRequestsItNeverSent(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.run(ctx) }()
 	s.push(queuedRequest(&wire.Request{CallId: 7}))
-	<-sent
+	within(t, sent)
 	s.push(queuedRequest(&wire.Request{CallId: 8}))
 	s.push(queuedCancel(&wire.Cancel{CallId: 7}))
 	s.push(queuedRequest(&wire.Request{CallId: 9}))
@@ -207,7 +207,7 @@ func TestASenderCountsWhatLeavesItsQueue(t *testing.T) {
 	go func() { stopped <- s.run(ctx) }()
 
 	first := s.push(queuedReply(&wire.Reply{CallId: 1, Payload: []byte("one")}))
-	require.Equal(t, 1, <-sent)
+	require.Equal(t, 1, within(t, sent))
 	bytes, count := queued()
 	assert.Zero(t, bytes, "the reply being sent left the queue")
 	assert.Zero(t, count)
@@ -219,7 +219,7 @@ func TestASenderCountsWhatLeavesItsQueue(t *testing.T) {
 	assert.Equal(t, uint64(total), bytes, "three replies wait")
 	assert.Equal(t, uint64(3), count)
 	release <- struct{}{}
-	require.Equal(t, 3, <-sent, "the three went in one batch")
+	require.Equal(t, 3, within(t, sent), "the three went in one batch")
 	bytes, count = queued()
 	assert.Zero(t, bytes)
 	assert.Zero(t, count)
@@ -262,12 +262,19 @@ func heldSender(t *testing.T, maxMessage int, hold time.Duration, woken int) (*s
 // nextBatch is the size of the next batch sent; the test fails if none is within 10 s.
 func nextBatch(t *testing.T, sent <-chan int) int {
 	t.Helper()
+	return within(t, sent)
+}
+
+// within is the next value from ch; the test fails if none comes within 10 s.
+func within[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
 	select {
-	case n := <-sent:
-		return n
+	case v := <-ch:
+		return v
 	case <-time.After(10 * time.Second):
-		t.Fatal("no batch was sent")
-		return 0
+		t.Fatal("nothing came within 10 s")
+		var zero T
+		return zero
 	}
 }
 
