@@ -234,8 +234,8 @@ func (s *sender) notifyCaughtUp() {
 
 // holdForCallers waits until every caller that replies woke has taken its reply (woken is 0),
 // a batch's worth is queued or the queue is full, the queue is finishing, ctx ends, or the hold's time runs out;
-// then the count starts again from 0, so that a caller that never took its reply (its
-// context ended as the reply came) holds no later batch.
+// then the count starts again from 0, so that a caller slow to take its reply holds no later
+// batch.
 func (s *sender) holdForCallers(ctx context.Context) {
 	if s.woken.Load() <= 0 || s.batchWorthOrEnding() {
 		return

@@ -259,12 +259,6 @@ func heldSender(t *testing.T, maxMessage int, hold time.Duration, woken int) (*s
 	return s, sent
 }
 
-// nextBatch is the size of the next batch sent; the test fails if none is within 10 s.
-func nextBatch(t *testing.T, sent <-chan int) int {
-	t.Helper()
-	return within(t, sent)
-}
-
 // within is the next value from ch; the test fails if none comes within 10 s.
 func within[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
@@ -302,11 +296,11 @@ func TestASenderHoldsItsBatchForTheCallersRepliesWoke(t *testing.T) {
 	s.push(queuedRequest(&wire.Request{CallId: 3}))
 	nothingSent(t, sent, "while one caller had its reply to take")
 	s.tookReply()
-	assert.Equal(t, 3, nextBatch(t, sent), "the three requests leave together once the last caller took its reply")
+	assert.Equal(t, 3, within(t, sent), "the three requests leave together once the last caller took its reply")
 	s.tookReply()
 	assert.Zero(t, s.woken.Load())
 	s.push(queuedRequest(&wire.Request{CallId: 4}))
-	assert.Equal(t, 1, nextBatch(t, sent), "no caller to wait for: a request leaves at once")
+	assert.Equal(t, 1, within(t, sent), "no caller to wait for: a request leaves at once")
 }
 
 // TestAHoldEnds: a sender holds its batch for woken callers no longer than its bound, after
@@ -317,7 +311,7 @@ func TestAHoldEnds(t *testing.T) {
 		s, sent := heldSender(t, 1<<20, 5*time.Millisecond, 2)
 		pushed := time.Now()
 		s.push(queuedRequest(&wire.Request{CallId: 1}))
-		assert.Equal(t, 1, nextBatch(t, sent))
+		assert.Equal(t, 1, within(t, sent))
 		assert.GreaterOrEqual(t, time.Since(pushed), 5*time.Millisecond, "the request was held to the bound")
 		assert.Zero(t, s.woken.Load(), "the callers that never took their replies hold no later batch")
 	})
@@ -326,8 +320,8 @@ func TestAHoldEnds(t *testing.T) {
 		s.push(queuedRequest(&wire.Request{CallId: 1}))
 		nothingSent(t, sent, "with room left in the batch")
 		s.push(queuedRequest(&wire.Request{CallId: 2, Payload: make([]byte, 2*s.maxBytes)}))
-		assert.Equal(t, 1, nextBatch(t, sent), "the first request fills its batch")
-		assert.Equal(t, 1, nextBatch(t, sent))
+		assert.Equal(t, 1, within(t, sent), "the first request fills its batch")
+		assert.Equal(t, 1, within(t, sent))
 	})
 	t.Run("once its queue is full", func(t *testing.T) {
 		s, sent := heldSender(t, 1<<20, time.Minute, 2)
@@ -336,7 +330,7 @@ func TestAHoldEnds(t *testing.T) {
 		}
 		n := 0
 		for n < sendQueueMaxCount {
-			n += nextBatch(t, sent)
+			n += within(t, sent)
 		}
 		assert.Equal(t, sendQueueMaxCount, n, "a full queue leaves without the callers")
 	})
@@ -345,7 +339,7 @@ func TestAHoldEnds(t *testing.T) {
 		s.push(queuedRequest(&wire.Request{CallId: 1}))
 		nothingSent(t, sent, "before the queue finished")
 		s.finish(func() {}, func() bool { return false })
-		assert.Equal(t, 1, nextBatch(t, sent))
+		assert.Equal(t, 1, within(t, sent))
 	})
 }
 
