@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/zlink-go/zlink/rt/internal/exec"
+	"github.com/zlink-go/zlink/rt/internal/rttest/wait"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -577,7 +578,7 @@ func TestGaugesLeaveOutTheItemRunningInline(t *testing.T) {
 			assert.Equal(t, exec.Totals{QueuedApplication: 1, ApplicationBytes: 100 + exec.ItemOverhead}, g.Totals())
 			assert.Equal(t, 1, g.Listed())
 			close(b.release)
-			require.NoError(t, receive(t, done))
+			require.NoError(t, wait.For(t, done))
 			waitQuiescent(t, e)
 			assert.Zero(t, g.Totals())
 			assert.Zero(t, g.Listed())
@@ -775,13 +776,13 @@ func TestOwnerIsToldOnTheRunnerAroundQueuedWork(t *testing.T) {
 		require.NoError(t, e.Submit(app(0), fn{run: func() { log = append(log, name) }}))
 	}
 	release()
-	require.Equal(t, 5, receive(t, ends), "the run of a, b ends once, after both")
+	require.Equal(t, 5, wait.For(t, ends), "the run of a, b ends once, after both")
 	waitQuiescent(t, e)
 
 	// A later run ends again; an inline run, which runs on its caller, tells the owner nothing.
 	require.NoError(t, e.Submit(exec.Item{Lane: sdk.LaneApplication, Inline: true}, fn{run: func() { log = append(log, "inline") }}))
 	require.NoError(t, e.Submit(app(0), fn{run: func() { log = append(log, "c") }}))
-	require.Equal(t, 9, receive(t, ends))
+	require.Equal(t, 9, wait.For(t, ends))
 	waitQuiescent(t, e)
 	assert.Equal(t, []string{"before", "a", "before", "b", "end", "inline", "before", "c", "end"}, log)
 }
@@ -805,20 +806,9 @@ func TestWorkAdmittedDuringRunEndRunsAfterIt(t *testing.T) {
 		}
 	}})
 	require.NoError(t, e.Submit(app(0), fn{run: func() { order = append(order, "first") }}))
-	receive(t, done) // RunEnd was told after the late work
+	wait.For(t, done) // RunEnd was told after the late work
 	waitQuiescent(t, e)
 	assert.Equal(t, []string{"first", "end", "late", "end"}, order)
-}
-
-func receive[T any](t *testing.T, ch <-chan T) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(5 * time.Second):
-		t.Fatal("nothing arrived in 5s")
-		panic("unreachable")
-	}
 }
 
 // A run of work takes a ring as large as the last run needed, and the runs after a burst

@@ -55,7 +55,8 @@ func TestABatchsRepliesReachTheirCallsOnce(t *testing.T) {
 // batch brings its reply finds its call no longer pending; it takes the reply all the same, so
 // the sender that counted it among the callers the batch woke is told, and queues no cancel
 // for a call already answered. A call that gives up while still pending leaves pending and
-// queues its cancel, and tells no sender.
+// queues its cancel, and tells no sender. A call given up after the session's end failed it
+// takes the failure, which carries no reply to recycle.
 func TestACallThatGivesUpAsItsReplyComesTellsTheSender(t *testing.T) {
 	l := &link{}
 	out := newSender(nil, 1<<20, nil, false)
@@ -76,6 +77,14 @@ func TestACallThatGivesUpAsItsReplyComesTellsTheSender(t *testing.T) {
 	require.Len(t, out.queue, 1)
 	assert.Equal(t, uint64(2), out.queue[0].cancel.GetCallId(), "the pending call's cancel is queued")
 	assert.Equal(t, int64(1), out.woken.Load(), "a call no batch answered tells no sender")
+
+	failed := make(chan result, 1) // a call the session's end dropped unsent: a failure, no reply
+	require.True(t, l.pending.put(3, failed))
+	l.failUnsent([]uint64{3})
+	l.giveUp(out, 3, failed)
+	assert.Empty(t, failed, "its failure was taken")
+	assert.Len(t, out.queue, 1, "no cancel for a call that already failed")
+	assert.Equal(t, int64(1), out.woken.Load(), "a failure tells no sender")
 }
 
 // TestACallWhileAPeersLinkIsReplacedGoesToTheNewLink: once Connect has a peer's new endpoint,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/exec"
+	"github.com/zlink-go/zlink/rt/internal/rttest/wait"
 	"github.com/zlink-go/zlink/rt/internal/wire"
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -61,7 +62,7 @@ func TestASentMessageIsReusedOnlyIfNoOneHoldsIt(t *testing.T) {
 			q.once = c.once
 		}
 		require.Positive(t, s.push(q))
-		b := within(t, sent)
+		b := wait.For(t, sent)
 		require.Len(t, b.Envelopes, 1)
 		var out proto.Message = b.Envelopes[0].GetRequest()
 		if c.completion {
@@ -74,7 +75,7 @@ func TestASentMessageIsReusedOnlyIfNoOneHoldsIt(t *testing.T) {
 		done <- struct{}{}
 		// The next batch goes out after the first one's send returned and its messages went back.
 		require.Positive(t, s.push(queuedCancel(&wire.Cancel{CallId: 3})))
-		within(t, sent)
+		wait.For(t, sent)
 		mu.Lock()
 		if c.reused {
 			if assert.Len(t, back, 1, "%s: it went back for reuse once", name) {
@@ -113,7 +114,7 @@ func TestAFinishingSenderSendsWhatItHoldsThenEnds(t *testing.T) {
 	ok, err := s.pushWait(ctx, queuedRequest(&wire.Request{CallId: 1}))
 	require.True(t, ok)
 	require.NoError(t, err)
-	within(t, sent) // the first request is being sent
+	wait.For(t, sent) // the first request is being sent
 	ok, _ = s.pushWait(ctx, queuedRequest(&wire.Request{CallId: 2}))
 	require.True(t, ok)
 	ended := make(chan struct{})
@@ -131,7 +132,7 @@ func TestAFinishingSenderSendsWhatItHoldsThenEnds(t *testing.T) {
 	assert.Positive(t, s.push(queuedCancel(&wire.Cancel{CallId: 1})), "a cancel is still queued")
 
 	close(release)
-	b := within(t, sent)
+	b := wait.For(t, sent)
 	var ids []uint64
 	for _, e := range b.Envelopes {
 		if r := e.GetRequest(); r != nil {
@@ -173,7 +174,7 @@ func TestAClosedSenderNamesTheRequestsItNeverSent(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.run(ctx) }()
 	s.push(queuedRequest(&wire.Request{CallId: 7}))
-	within(t, sent)
+	wait.For(t, sent)
 	s.push(queuedRequest(&wire.Request{CallId: 8}))
 	s.push(queuedCancel(&wire.Cancel{CallId: 7}))
 	s.push(queuedRequest(&wire.Request{CallId: 9}))
@@ -207,7 +208,7 @@ func TestASenderCountsWhatLeavesItsQueue(t *testing.T) {
 	go func() { stopped <- s.run(ctx) }()
 
 	first := s.push(queuedReply(&wire.Reply{CallId: 1, Payload: []byte("one")}))
-	require.Equal(t, 1, within(t, sent))
+	require.Equal(t, 1, wait.For(t, sent))
 	bytes, count := queued()
 	assert.Zero(t, bytes, "the reply being sent left the queue")
 	assert.Zero(t, count)
@@ -219,7 +220,7 @@ func TestASenderCountsWhatLeavesItsQueue(t *testing.T) {
 	assert.Equal(t, uint64(total), bytes, "three replies wait")
 	assert.Equal(t, uint64(3), count)
 	release <- struct{}{}
-	require.Equal(t, 3, within(t, sent), "the three went in one batch")
+	require.Equal(t, 3, wait.For(t, sent), "the three went in one batch")
 	bytes, count = queued()
 	assert.Zero(t, bytes)
 	assert.Zero(t, count)
@@ -259,19 +260,6 @@ func heldSender(t *testing.T, maxMessage int, hold time.Duration, woken int) (*s
 	return s, sent
 }
 
-// within is the next value from ch; the test fails if none comes within 10 s.
-func within[T any](t *testing.T, ch <-chan T) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(10 * time.Second):
-		t.Fatal("nothing came within 10 s")
-		var zero T
-		return zero
-	}
-}
-
 // nothingSent fails if s sends a batch within a while: what a held sender does.
 func nothingSent(t *testing.T, sent <-chan int, why string) {
 	t.Helper()
@@ -296,11 +284,11 @@ func TestASenderHoldsItsBatchForTheCallersRepliesWoke(t *testing.T) {
 	s.push(queuedRequest(&wire.Request{CallId: 3}))
 	nothingSent(t, sent, "while one caller had its reply to take")
 	s.tookReply()
-	assert.Equal(t, 3, within(t, sent), "the three requests leave together once the last caller took its reply")
+	assert.Equal(t, 3, wait.For(t, sent), "the three requests leave together once the last caller took its reply")
 	s.tookReply()
 	assert.Zero(t, s.woken.Load())
 	s.push(queuedRequest(&wire.Request{CallId: 4}))
-	assert.Equal(t, 1, within(t, sent), "no caller to wait for: a request leaves at once")
+	assert.Equal(t, 1, wait.For(t, sent), "no caller to wait for: a request leaves at once")
 }
 
 // TestAHoldEnds: a sender holds its batch for woken callers no longer than its bound, after
@@ -311,7 +299,7 @@ func TestAHoldEnds(t *testing.T) {
 		s, sent := heldSender(t, 1<<20, 5*time.Millisecond, 2)
 		pushed := time.Now()
 		s.push(queuedRequest(&wire.Request{CallId: 1}))
-		assert.Equal(t, 1, within(t, sent))
+		assert.Equal(t, 1, wait.For(t, sent))
 		assert.GreaterOrEqual(t, time.Since(pushed), 5*time.Millisecond, "the request was held to the bound")
 		assert.Zero(t, s.woken.Load(), "the callers that never took their replies hold no later batch")
 	})
@@ -320,8 +308,8 @@ func TestAHoldEnds(t *testing.T) {
 		s.push(queuedRequest(&wire.Request{CallId: 1}))
 		nothingSent(t, sent, "with room left in the batch")
 		s.push(queuedRequest(&wire.Request{CallId: 2, Payload: make([]byte, 2*s.maxBytes)}))
-		assert.Equal(t, 1, within(t, sent), "the first request fills its batch")
-		assert.Equal(t, 1, within(t, sent))
+		assert.Equal(t, 1, wait.For(t, sent), "the first request fills its batch")
+		assert.Equal(t, 1, wait.For(t, sent))
 	})
 	t.Run("once its queue is full", func(t *testing.T) {
 		s, sent := heldSender(t, 1<<20, time.Minute, 2)
@@ -330,7 +318,7 @@ func TestAHoldEnds(t *testing.T) {
 		}
 		n := 0
 		for n < sendQueueMaxCount {
-			n += within(t, sent)
+			n += wait.For(t, sent)
 		}
 		assert.Equal(t, sendQueueMaxCount, n, "a full queue leaves without the callers")
 	})
@@ -339,7 +327,7 @@ func TestAHoldEnds(t *testing.T) {
 		s.push(queuedRequest(&wire.Request{CallId: 1}))
 		nothingSent(t, sent, "before the queue finished")
 		s.finish(func() {}, func() bool { return false })
-		assert.Equal(t, 1, within(t, sent))
+		assert.Equal(t, 1, wait.For(t, sent))
 	})
 }
 
