@@ -137,8 +137,11 @@ func (b *batcher) do(ctx context.Context, key string, txn *pb.TxnRequest) (txnRe
 	r := txnReqs.Get().(*txnReq)
 	r.ctx, r.key, r.txn, r.size, r.queued = ctx, key, txn, sizeTxnRequest(txn)+nestOverhead, time.Now()
 	b.queue = append(b.queue, r)
+	wake := b.wakesSenderLocked()
 	b.mu.Unlock()
-	b.poke()
+	if wake {
+		b.poke()
+	}
 	select {
 	case <-r.done:
 		res, err := r.res, r.err
@@ -190,6 +193,16 @@ func (b *batcher) loadedLocked() bool {
 // pipelineMin is how many writes must wait before a transaction is sent while another is in
 // flight: a quarter of a batch.
 func (b *batcher) pipelineMin() int { return max(1, b.max/4) }
+
+// wakesSenderLocked reports whether the write just queued can change what the sender does, so
+// that it must be woken: a write that starts the queue (the sender sends it, or times its
+// linger by it), or one that brings it to pipelineMin. A write that joins a shorter queue
+// changes nothing: the sender waits for a slot (release wakes it), for pipelineMin writes, or
+// for the linger it timed by the oldest. Waking it for every write cost a goroutine wake-up
+// per write under load, two per activation. b.mu is held.
+func (b *batcher) wakesSenderLocked() bool {
+	return len(b.queue) == 1 || len(b.queue) >= b.pipelineMin()
+}
 
 func (b *batcher) poke() {
 	select {

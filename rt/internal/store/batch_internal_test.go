@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/zlink-go/zlink/rt/internal/rttest/wait"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -190,6 +191,68 @@ func TestD3_BatchDeadlineIsItsWritersLatest(t *testing.T) {
 				require.NoError(t, await(t, ch).err)
 			}
 		})
+	}
+}
+
+// TestB5_AQueuedWriteWakesTheGroupCommitOnlyWhenItChangesWhatItSends: under load, the write
+// that starts the queue wakes the group commit's sender (which sends it or times its linger by
+// it), and so does the one that brings the queue to a quarter batch; the writes in between
+// change nothing the sender would do, and wake no one.
+func TestB5_AQueuedWriteWakesTheGroupCommitOnlyWhenItChangesWhatItSends(t *testing.T) {
+	// No sender runs: the test counts its wake-ups, with room for one per write.
+	b := &batcher{max: 16, maxBytes: defaultBatchBytes, timeout: time.Minute, wake: make(chan struct{}, 16)}
+	b.inFlight, b.inFlightWrites = 1, 16 // a transaction in flight: loaded
+	wctx, cancel := context.WithCancel(ctx)
+	var writes []chan doResult
+	defer func() {
+		cancel()
+		for _, w := range writes {
+			assert.True(t, errors.As(await(t, w).err, new(notSent)), "a withdrawn write was never sent")
+		}
+	}()
+	for i := range b.pipelineMin() {
+		writes = append(writes, submit(b, wctx, fmt.Sprint("/q/", i)))
+		queued(t, b, i+1)
+	}
+	// Each write decided under the lock whether to wake the sender; a wake-up it decided on
+	// may still be on its way.
+	for range 2 {
+		wait.For(t, b.wake)
+	}
+	time.Sleep(50 * time.Millisecond)
+	assert.Empty(t, b.wake, "only the first write and the one that made a quarter batch woke the sender")
+
+	q := &batcher{max: 16}
+	for _, n := range []int{0, 1, 2, q.pipelineMin() - 1, q.pipelineMin(), q.pipelineMin() + 1} {
+		q.queue = make([]*txnReq, n)
+		assert.Equal(t, n == 1 || n >= q.pipelineMin(), q.wakesSenderLocked(), "a queue of %d", n)
+	}
+}
+
+// TestB5_AFewWritesGoOnceTheyLingeredWhileASlotIsFree: while a transaction is in flight,
+// writes fewer than a quarter batch wait for company no longer than the linger, though no
+// transaction returns and no later write wakes the group commit.
+func TestB5_AFewWritesGoOnceTheyLingeredWhileASlotIsFree(t *testing.T) {
+	st := newStall(newKVClient(startEtcd(t)))
+	b := newBatcher(st, 16, defaultBatchBytes)
+	t.Cleanup(b.close)
+	t.Cleanup(st.release) // before b.close: the sends in flight end
+	first := submit(b, ctx, "/l/first")
+	st.waitGiven(t, 1) // sent at once, and held: the store is loaded from now on
+	var rest []chan doResult
+	for i := range b.pipelineMin() - 1 {
+		rest = append(rest, submit(b, ctx, fmt.Sprint("/l/", i)))
+	}
+	sent := 0
+	for sent < len(rest) {
+		st.waitGiven(t, 1)
+		txns := st.transactions()
+		sent += txns[len(txns)-1].writes
+	}
+	assert.Equal(t, len(rest), sent, "every lingering write went while the first was still in flight")
+	st.release()
+	for _, w := range append(rest, first) {
+		require.NoError(t, await(t, w).err)
 	}
 }
 

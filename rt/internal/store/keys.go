@@ -135,7 +135,9 @@ func (k keys) parseNode(key string) (sdk.NodeID, bool) {
 }
 
 func escape(s string) string {
-	if !strings.ContainsAny(s, "%/") {
+	// Two byte searches: ContainsAny builds a set on every call, and every record write
+	// escapes its owner's node ID.
+	if strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '/') < 0 {
 		return s
 	}
 	var b strings.Builder
