@@ -230,8 +230,8 @@ func TestB5_AQueuedWriteWakesTheGroupCommitOnlyWhenItChangesWhatItSends(t *testi
 }
 
 // TestB5_AFewWritesGoOnceTheyLingeredWhileASlotIsFree: while a transaction is in flight,
-// writes fewer than a quarter batch wait for company no longer than the linger, though no
-// transaction returns and no later write wakes the group commit.
+// writes fewer than a quarter batch go once they lingered for company, though no transaction
+// returns and no later write wakes the group commit: the first of them timed the linger.
 func TestB5_AFewWritesGoOnceTheyLingeredWhileASlotIsFree(t *testing.T) {
 	st := newStall(newKVClient(startEtcd(t)))
 	b := newBatcher(st, 16, defaultBatchBytes)
