@@ -108,17 +108,6 @@ func submit(b *batcher, ctx context.Context, key string) chan doResult {
 	return out
 }
 
-func await(t *testing.T, ch chan doResult) doResult {
-	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(10 * time.Second):
-		t.Fatal("the write did not return")
-		return doResult{}
-	}
-}
-
 // A write sent in a batch returns when its own context ends, with the context's error (its
 // outcome is unknown, so the caller settles it); one withdrawn before it was sent says so.
 func TestD3_BatchedWriteReturnsWhenItsContextEnds(t *testing.T) {
@@ -132,7 +121,7 @@ func TestD3_BatchedWriteReturnsWhenItsContextEnds(t *testing.T) {
 	queued(t, b, 2)
 
 	cancelWithdrawn()
-	r := await(t, withdrawn)
+	r := wait.For(t, withdrawn)
 	require.ErrorIs(t, r.err, context.Canceled)
 	require.True(t, errors.As(r.err, new(notSent)), "a write withdrawn before it was sent is not ambiguous: %v", r.err)
 	queued(t, b, 1)
@@ -141,7 +130,7 @@ func TestD3_BatchedWriteReturnsWhenItsContextEnds(t *testing.T) {
 	st.waitGiven(t, 1)
 	queued(t, b, 0)
 	cancelSent()
-	r = await(t, sent)
+	r = wait.For(t, sent)
 	require.ErrorIs(t, r.err, context.Canceled)
 	assert.False(t, errors.As(r.err, new(notSent)), "a sent write's outcome is unknown")
 	assert.True(t, ambiguous(r.err))
@@ -188,7 +177,7 @@ func TestD3_BatchDeadlineIsItsWritersLatest(t *testing.T) {
 			}
 			st.release()
 			for _, ch := range results {
-				require.NoError(t, await(t, ch).err)
+				require.NoError(t, wait.For(t, ch).err)
 			}
 		})
 	}
@@ -207,7 +196,7 @@ func TestB5_AQueuedWriteWakesTheGroupCommitOnlyWhenItChangesWhatItSends(t *testi
 	defer func() {
 		cancel()
 		for _, w := range writes {
-			assert.True(t, errors.As(await(t, w).err, new(notSent)), "a withdrawn write was never sent")
+			assert.True(t, errors.As(wait.For(t, w).err, new(notSent)), "a withdrawn write was never sent")
 		}
 	}()
 	for i := range b.pipelineMin() {
@@ -252,7 +241,7 @@ func TestB5_AFewWritesGoOnceTheyLingeredWhileASlotIsFree(t *testing.T) {
 	assert.Equal(t, len(rest), sent, "every lingering write went while the first was still in flight")
 	st.release()
 	for _, w := range append(rest, first) {
-		require.NoError(t, await(t, w).err)
+		require.NoError(t, wait.For(t, w).err)
 	}
 }
 
@@ -279,7 +268,7 @@ func TestB5_GroupCommitBoundsBatchesByBytes(t *testing.T) {
 	}
 	st.release()
 	for i, ch := range results {
-		require.NoError(t, await(t, ch).err, "write %d", i)
+		require.NoError(t, wait.For(t, ch).err, "write %d", i)
 	}
 
 	var widths []int
@@ -327,7 +316,7 @@ func TestB5_AReusedWriteNeverCarriesAnothersOutcome(t *testing.T) {
 	}
 	check := func(w write) {
 		t.Helper()
-		r := await(t, w.out)
+		r := wait.For(t, w.out)
 		require.NoError(t, r.err, "write %d", w.i)
 		require.Equal(t, w.i%2 == 0, r.res.Succeeded, "write %d", w.i)
 		if !r.res.Succeeded {
@@ -347,7 +336,7 @@ func TestB5_AReusedWriteNeverCarriesAnothersOutcome(t *testing.T) {
 	}
 	for _, w := range writes[5:] {
 		w.cancel()
-		r := await(t, w.out)
+		r := wait.For(t, w.out)
 		require.True(t, errors.As(r.err, new(notSent)), "write %d: %v", w.i, r.err)
 	}
 	writes = writes[:5]
@@ -361,7 +350,7 @@ func TestB5_AReusedWriteNeverCarriesAnothersOutcome(t *testing.T) {
 	queued(t, b, 0)
 	for _, w := range writes[:3] {
 		w.cancel()
-		r := await(t, w.out)
+		r := wait.For(t, w.out)
 		require.ErrorIs(t, r.err, context.Canceled, "write %d", w.i)
 		assert.True(t, ambiguous(r.err), "write %d: a sent write's outcome is unknown", w.i)
 	}
