@@ -15,8 +15,12 @@ var ErrStoreClosed = errors.New("store: closed")
 
 // txnReq is one write waiting for the group commit.
 type txnReq struct {
-	ctx  context.Context
-	key  string // the record it writes: one batch never writes a key twice
+	ctx context.Context
+	key string // the record it writes: one batch never writes a key twice
+	// also, when set, is another key the write compares and changes: one batch never holds
+	// two writes that share a key either of them changes, since etcd checks every nested
+	// transaction's compares before any of them changes a key.
+	also string
 	txn  *pb.TxnRequest
 	size int // encoded size as a nested transaction, measured once at submit
 	res  txnResult
@@ -115,10 +119,11 @@ func newBatcher(kv txnSender, max, maxBytes int) *batcher {
 	return b
 }
 
-// do submits one write and waits for its result, for at most ctx and the batcher's timeout.
-// A write whose ctx ends while it is still queued is withdrawn and reports notSent; one whose
-// ctx ends after it was sent reports ctx's error, which leaves its outcome unknown.
-func (b *batcher) do(ctx context.Context, key string, txn *pb.TxnRequest) (txnResult, error) {
+// do submits one write of the record key, which compares and changes no other key but also
+// (when set), and waits for its result, for at most ctx and the batcher's timeout. A write
+// whose ctx ends while it is still queued is withdrawn and reports notSent; one whose ctx ends
+// after it was sent reports ctx's error, which leaves its outcome unknown.
+func (b *batcher) do(ctx context.Context, key, also string, txn *pb.TxnRequest) (txnResult, error) {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -130,12 +135,12 @@ func (b *batcher) do(ctx context.Context, key string, txn *pb.TxnRequest) (txnRe
 		b.inFlightWrites++
 		b.sending.Add(1)
 		b.mu.Unlock()
-		res, err := b.sendOne(ctx, txn)
+		res, err := b.sendAlone(ctx, txn)
 		b.release(1)
 		return res, err
 	}
 	r := txnReqs.Get().(*txnReq)
-	r.ctx, r.key, r.txn, r.size, r.queued = ctx, key, txn, sizeTxnRequest(txn)+nestOverhead, time.Now()
+	r.ctx, r.key, r.also, r.txn, r.size, r.queued = ctx, key, also, txn, sizeTxnRequest(txn)+nestOverhead, time.Now()
 	b.queue = append(b.queue, r)
 	wake := b.wakesSenderLocked()
 	b.mu.Unlock()
@@ -165,13 +170,39 @@ func (b *batcher) do(ctx context.Context, key string, txn *pb.TxnRequest) (txnRe
 	return txnResult{}, notSent{ctx.Err()}
 }
 
+// sendAlone sends a write that went at once, on its caller's ctx capped by the batcher's
+// timeout. Close ends it as it ends the batches in flight, rather than wait for etcd's answer:
+// its outcome is then unknown.
+func (b *batcher) sendAlone(ctx context.Context, txn *pb.TxnRequest) (txnResult, error) {
+	var cancel context.CancelFunc
+	if b.uncapped(ctx) {
+		ctx, cancel = context.WithTimeout(ctx, b.timeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	defer cancel()
+	defer context.AfterFunc(b.life, cancel)()
+	return b.sendOn(ctx, txn)
+}
+
 // sendOne sends one write on ctx, capped by the batcher's timeout.
 func (b *batcher) sendOne(ctx context.Context, txn *pb.TxnRequest) (txnResult, error) {
-	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > b.timeout {
+	if b.uncapped(ctx) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.timeout)
 		defer cancel()
 	}
+	return b.sendOn(ctx, txn)
+}
+
+// uncapped reports whether ctx may outlast the batcher's timeout.
+func (b *batcher) uncapped(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return !ok || time.Until(dl) > b.timeout
+}
+
+// sendOn sends one write on ctx.
+func (b *batcher) sendOn(ctx context.Context, txn *pb.TxnRequest) (txnResult, error) {
 	reply, err := b.kv.txn(ctx, txn)
 	if err != nil {
 		return txnResult{}, err
@@ -266,22 +297,32 @@ func (b *batcher) run() {
 }
 
 // take removes the next batch from the queue, in queue order: at most max writes and
-// maxBytes encoded bytes (a single larger write goes alone), never two writes of one key.
-// b.mu is held.
+// maxBytes encoded bytes (a single larger write goes alone), never two writes that share a key
+// (key or also). A write left behind holds its keys back from the writes queued after it, so
+// that the writes of one key go in queue order. b.mu is held.
 func (b *batcher) take() []*txnReq {
 	batch := make([]*txnReq, 0, min(len(b.queue), b.max))
 	keys := make(map[string]struct{}, cap(batch))
 	rest := b.queue[:0]
-	size, full := 0, false
-	for _, r := range b.queue {
-		if !full && len(batch) > 0 && (len(batch) == b.max || size+r.size > b.maxBytes) {
-			full = true // the rest waits for the next batch, in order
+	size := 0
+	for i, r := range b.queue {
+		if len(batch) > 0 && (len(batch) == b.max || size+r.size > b.maxBytes) {
+			rest = append(rest, b.queue[i:]...) // the rest waits for the next batch, in order
+			break
 		}
-		if _, dup := keys[r.key]; full || dup {
+		_, dup := keys[r.key]
+		if r.also != "" {
+			_, alsoDup := keys[r.also]
+			dup = dup || alsoDup
+		}
+		keys[r.key] = struct{}{}
+		if r.also != "" {
+			keys[r.also] = struct{}{}
+		}
+		if dup {
 			rest = append(rest, r)
 			continue
 		}
-		keys[r.key] = struct{}{}
 		r.sent = true
 		size += r.size
 		batch = append(batch, r)

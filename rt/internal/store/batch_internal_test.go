@@ -67,7 +67,7 @@ func newStalledBatcher(t *testing.T, timeout time.Duration) (b *batcher, st *sta
 		cctx, cancel := context.WithCancel(ctx)
 		cancels[i] = cancel
 		t.Cleanup(cancel)
-		go func() { _, _ = b.do(cctx, fmt.Sprint("/slot/", i), putTxn(fmt.Sprint("/slot/", i), "x")) }()
+		go func() { _, _ = b.do(cctx, fmt.Sprint("/slot/", i), "", putTxn(fmt.Sprint("/slot/", i), "x")) }()
 		// One at a time: each goes in a transaction of its own, the first at once and each
 		// later one after lingerMax, as no more writes come to share it.
 		st.waitGiven(t, 1)
@@ -102,7 +102,7 @@ type doResult struct {
 func submit(b *batcher, ctx context.Context, key string) chan doResult {
 	out := make(chan doResult, 1)
 	go func() {
-		res, err := b.do(ctx, key, putTxn(key, "v"))
+		res, err := b.do(ctx, key, "", putTxn(key, "v"))
 		out <- doResult{res, err}
 	}()
 	return out
@@ -260,7 +260,7 @@ func TestB5_GroupCommitBoundsBatchesByBytes(t *testing.T) {
 			if i == 3 {
 				v = big
 			}
-			res, err := b.do(ctx, key, putTxn(key, v))
+			res, err := b.do(ctx, key, "", putTxn(key, v))
 			out <- doResult{res, err}
 		}()
 		queued(t, b, i+1) // in this order
@@ -309,7 +309,7 @@ func TestB5_AReusedWriteNeverCarriesAnothersOutcome(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		out := make(chan doResult, 1)
 		go func() {
-			res, err := b.do(cctx, fmt.Sprint("/reuse/", i), create(i))
+			res, err := b.do(cctx, fmt.Sprint("/reuse/", i), "", create(i))
 			out <- doResult{res, err}
 		}()
 		return write{i, cancel, out}
@@ -370,5 +370,87 @@ func TestB5_AReusedWriteNeverCarriesAnothersOutcome(t *testing.T) {
 	}
 	for _, w := range more {
 		check(w)
+	}
+}
+
+// Close ends a write that went at once on its caller's context, as it ends the batches in
+// flight, rather than wait for etcd's answer: its outcome is unknown, so its caller settles it.
+func TestF8_CloseEndsAWriteSentAtOnce(t *testing.T) {
+	st := newStall(newKVClient(startEtcd(t)))
+	b := newBatcher(st, 16, defaultBatchBytes)
+	t.Cleanup(st.release)
+	w := submit(b, ctx, "/alone/0") // an idle store: sent at once, on ctx, which never ends
+	st.waitGiven(t, 1)
+	closed := make(chan struct{})
+	go func() { b.close(); close(closed) }()
+	wait.For(t, closed)
+	r := wait.For(t, w)
+	require.ErrorIs(t, r.err, context.Canceled)
+	require.False(t, errors.As(r.err, new(notSent)), "a write that was sent has an unknown outcome: %v", r.err)
+}
+
+// take never puts two writes that share a key in one batch, the second key of a write that
+// compares and changes two included, and a write it leaves behind holds its keys back from
+// the writes queued after it, so that the writes of one key go in queue order.
+func TestF7_AWriteOfTwoKeysSharesABatchWithNoWriteOfEither(t *testing.T) {
+	write := func(key, also string) *txnReq { return &txnReq{key: key, also: also, size: 10} }
+	consent, move, record := write("/consent", ""), write("/record", "/consent"), write("/record", "")
+	other := write("/other", "")
+	b := &batcher{max: 16, maxBytes: defaultBatchBytes, queue: []*txnReq{consent, move, record, other}}
+	assert.Equal(t, []*txnReq{consent, other}, b.take(), "the move waits for the consent's write, the record's write for the move")
+	assert.Equal(t, []*txnReq{move}, b.take())
+	assert.Equal(t, []*txnReq{record}, b.take())
+	assert.Empty(t, b.queue)
+}
+
+// A move checks and deletes the target's consent; a withdrawal of that consent checks and
+// deletes it too. Sent alone, in either order, at most one of them succeeds. etcd checks every
+// nested transaction's compares before any of them changes a key, so in one transaction both
+// would: the target would drop the arrival while the record named it the owner.
+func TestF7_AMoveAndTheWithdrawalOfItsConsentNeverBothSucceed(t *testing.T) {
+	s, _ := newFaultyStore(t)
+	from, to := registerNode(t, s, "node-a"), registerNode(t, s, "node-b")
+	k := spot("contested")
+	rec := mustReady(t, s, k, from.Owner())
+	const attempt = 7
+	require.NoError(t, s.ConsentArrival(ctx, k, to.Owner(), attempt))
+	st := newStall(s.kv) // every slot held, so that the next two writes queue together
+	setSender(s, st)
+	t.Cleanup(st.release)
+	for i := range maxInFlight {
+		key := fmt.Sprint("/slot/", i)
+		go func() { _, _ = s.batch.do(ctx, key, "", putTxn(key, "x")) }()
+		st.waitGiven(t, 1)
+	}
+	type moveResult struct {
+		rec Record
+		err error
+	}
+	moved := make(chan moveResult, 1)
+	go func() {
+		r, err := s.MoveSpot(ctx, k, rec, to.Owner(), attempt)
+		moved <- moveResult{r, err}
+	}()
+	queued(t, s.batch, 1)
+	type withdrawResult struct {
+		ok  bool
+		err error
+	}
+	withdrawn := make(chan withdrawResult, 1)
+	go func() {
+		ok, err := s.WithdrawArrival(ctx, k, attempt)
+		withdrawn <- withdrawResult{ok, err}
+	}()
+	queued(t, s.batch, 2)
+	st.release() // the two queued writes go in the next transactions
+	m, w := wait.For(t, moved), wait.For(t, withdrawn)
+	require.NoError(t, w.err)
+	assert.NotEqual(t, w.ok, m.err == nil, "exactly one of the move (%v) and the withdrawal (%v) succeeds", m.err, w.ok)
+	owner := lookup(t, s, k).Record.Owner
+	if w.ok {
+		require.ErrorIs(t, m.err, ErrFenced)
+		assert.Equal(t, from.Owner(), owner, "the consent was withdrawn: the record stays the source's")
+	} else {
+		assert.Equal(t, to.Owner(), owner, "the move committed")
 	}
 }

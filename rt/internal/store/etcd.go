@@ -99,11 +99,18 @@ func (s *Etcd) write(ctx context.Context, key string, cmps []*pb.Compare, then, 
 
 // writeTxn is write of a transaction built whole.
 func (s *Etcd) writeTxn(ctx context.Context, key string, txn *pb.TxnRequest) (txnResult, error) {
+	return s.writeTxnAlso(ctx, key, "", txn)
+}
+
+// writeTxnAlso is writeTxn of a transaction that also compares and changes the key also (when
+// set): the group commit never sends it in one transaction with another write of key or of
+// also, since etcd would check both writes' compares before either changed the key they share.
+func (s *Etcd) writeTxnAlso(ctx context.Context, key, also string, txn *pb.TxnRequest) (txnResult, error) {
 	if err := ctx.Err(); err != nil {
 		return txnResult{}, notSent{err}
 	}
 	if s.batch != nil {
-		return s.batch.do(ctx, key, txn)
+		return s.batch.do(ctx, key, also, txn)
 	}
 	reply, err := s.kv.txn(ctx, txn)
 	if err != nil {

@@ -124,7 +124,10 @@ func (s *Etcd) MoveSpot(ctx context.Context, key SpotKey, rec Record, to Owner, 
 		cmpValue(consent, consentValue(attempt)))
 	out, err := fencedWrite(ctx, s,
 		func(ctx context.Context) (Record, bool, error) {
-			resp, err := s.write(ctx, spotKey, fence, []*pb.RequestOp{opPut(spotKey, val), opDelete(consent)}, nil)
+			// The consent is checked and deleted here, and by WithdrawArrival: in one
+			// transaction, both would pass their checks.
+			resp, err := s.writeTxnAlso(ctx, spotKey, consent,
+				&pb.TxnRequest{Compare: fence, Success: []*pb.RequestOp{opPut(spotKey, val), opDelete(consent)}})
 			if err != nil || !resp.Succeeded {
 				return Record{}, false, err
 			}
