@@ -138,6 +138,24 @@ func envelopeHolds(env *wire.Envelope) int {
 	return held
 }
 
+// maxTextBytes bounds the string fields of one request or reply, all but its payload: gRPC
+// refuses a batch beyond the payload limit and the room a batch keeps for its envelopes
+// (envelopeOverhead), and that fails the stream and every call on it, so a message whose texts
+// would not fit fails its own call instead. Every field the runtime writes is far shorter: IDs
+// and names of 1 KiB at most, an error's texts of 18 KiB (wire.MaxErrorMessageBytes).
+const maxTextBytes = envelopeOverhead / 2
+
+// requestTextBytes is the length of r's string fields.
+func requestTextBytes(r *wire.Request) int {
+	return len(r.Type) + len(r.Id) + len(r.Node) + len(r.Method) + len(r.Traceparent) + len(r.Tracestate)
+}
+
+// replyTextBytes is the length of r's string fields, its error's included.
+func replyTextBytes(r *wire.Reply) int {
+	e := r.GetError()
+	return len(r.Owner) + len(r.Redirect) + len(e.GetMessage()) + len(e.GetAppCode()) + len(e.GetQueueWhere())
+}
+
 // requestUTF8 refuses a request with a string field that is not valid UTF-8.
 func requestUTF8(r *wire.Request) error {
 	if utf8.ValidString(r.Type) && utf8.ValidString(r.Id) && utf8.ValidString(r.Node) && utf8.ValidString(r.Method) &&

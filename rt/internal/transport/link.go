@@ -368,8 +368,12 @@ func (l *link) register(ctx context.Context, size int, ch chan result) (*sender,
 }
 
 func (l *link) call(ctx context.Context, req *wire.Request, once bool) (*wire.Reply, error) {
+	// Refused here, where it fails this call alone: in a batch it would fail the stream.
+	if n := requestTextBytes(req); n > maxTextBytes {
+		return nil, fmt.Errorf("%w: the request's names and trace context are %d bytes, over the limit of %d",
+			sdk.ErrMessageTooLarge, n, maxTextBytes)
+	}
 	if err := requestUTF8(req); err != nil {
-		// Refused here, where it fails this call alone: in a batch it would fail the stream.
 		return nil, fmt.Errorf("%w: %v", sdk.ErrInvalidArgument, err)
 	}
 	ch := resultChans.Get().(chan result)

@@ -840,8 +840,11 @@ func (p *peerStream) awaitFreed(ctx context.Context, n int64) bool {
 // reply queues r; its bytes count against the stream's share until they are sent, so that a
 // peer that does not take its replies stops being read.
 func (p *peerStream) reply(r *wire.Reply) {
-	if err := replyUTF8(r); err != nil {
-		// In the batch it would fail the stream and every call on it: its caller alone learns.
+	// In the batch it would fail the stream and every call on it: its caller alone learns.
+	if n := replyTextBytes(r); n > maxTextBytes {
+		r = &wire.Reply{CallId: r.GetCallId(), Error: wire.EncodeError(fmt.Errorf("%w: the reply from %s has texts of %d bytes, over the limit of %d",
+			sdk.ErrMessageTooLarge, p.t.cfg.Node, n, maxTextBytes))}
+	} else if err := replyUTF8(r); err != nil {
 		r = &wire.Reply{CallId: r.GetCallId(), Error: wire.EncodeError(err)}
 	}
 	if n := p.out.push(queuedReply(r)); n > 0 && p.t.cfg.Meter != nil {

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -844,5 +845,61 @@ func TestAStringThatIsNotUTF8FailsItsOwnCallOnly(t *testing.T) {
 	r, err = a.Call(ctx, "b", &wire.Request{Payload: []byte("after")})
 	require.NoError(t, err)
 	assert.Equal(t, "after", string(r.Payload))
+	assert.Equal(t, sdk.PeerStateReady, a.PeerState("b"))
+}
+
+// A request or reply whose texts (an error's message, names) would not fit the room a batch
+// keeps beyond its payloads fails its own call, never the stream and the calls that share it:
+// gRPC would refuse the whole batch. A handler's long error text is cut instead, keeping the
+// error.
+func TestLongTextsFailTheirOwnCallOnly(t *testing.T) {
+	release := make(chan struct{})
+	long := strings.Repeat("x", 128<<10)
+	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+		switch req.Method {
+		case "Slow":
+			go func() {
+				<-release
+				reply(&wire.Reply{Payload: req.Payload})
+			}()
+		case "LongError":
+			reply(wire.MessageReply(nil, sdk.Errorf("too_long", "%s", long)))
+		case "LongRedirect":
+			reply(&wire.Reply{Redirect: long})
+		default:
+			reply(&wire.Reply{Payload: req.Payload})
+		}
+	}}, func(c *transport.Config) { c.MaxMessageSize = 1024 })
+	a := start(t, "a", handler{}, func(c *transport.Config) { c.MaxMessageSize = 1024 })
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+
+	slow := make(chan error, 4)
+	for range cap(slow) {
+		go func() {
+			_, err := a.Call(ctx, "b", &wire.Request{Method: "Slow", Payload: []byte("s")})
+			slow <- err
+		}()
+	}
+	r, err := a.Call(ctx, "b", &wire.Request{Method: "LongError"})
+	require.NoError(t, err, "the reply's stream carried it")
+	var ae *sdk.AppError
+	require.ErrorAs(t, wire.DecodeError(r.Error), &ae)
+	assert.Equal(t, "too_long", ae.Code)
+	assert.Contains(t, ae.Message, "bytes, cut)")
+
+	r, err = a.Call(ctx, "b", &wire.Request{Method: "LongRedirect"})
+	require.NoError(t, err)
+	require.ErrorIs(t, wire.DecodeError(r.Error), sdk.ErrMessageTooLarge)
+	assert.Contains(t, wire.DecodeError(r.Error).Error(), "the reply from b has texts of")
+
+	_, err = a.Call(ctx, "b", &wire.Request{Method: long})
+	require.ErrorIs(t, err, sdk.ErrMessageTooLarge)
+	assert.Contains(t, err.Error(), "the request's names and trace context are")
+
+	close(release)
+	for range cap(slow) {
+		require.NoError(t, <-slow, "a call sharing the stream")
+	}
 	assert.Equal(t, sdk.PeerStateReady, a.PeerState("b"))
 }

@@ -6,6 +6,7 @@ package wire
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -41,12 +42,42 @@ var codes = []struct {
 
 // EncodeError turns err into its wire form. Runtime errors keep their sentinel as a code; an
 // *sdk.AppError keeps its code and message; any other error is an application error with the
-// error's text as its message.
+// error's text as its message. Texts longer than their limits are cut (MaxErrorMessageBytes).
 func EncodeError(err error) *Error {
 	if err == nil {
 		return nil
 	}
-	return encodeError(err).validUTF8()
+	return encodeError(err).validUTF8().bounded()
+}
+
+// The most bytes of an error's texts that cross the wire: its message, and its application
+// code and queue name each. A reply has bounded room beyond its payload, and one that did not
+// fit would fail its connection and every call on it rather than its own call.
+const (
+	MaxErrorMessageBytes = 16 << 10
+	MaxErrorCodeBytes    = 1 << 10
+)
+
+// bounded cuts e's texts to their limits.
+func (e *Error) bounded() *Error {
+	e.Message = cut(e.Message, MaxErrorMessageBytes)
+	e.AppCode = cut(e.AppCode, MaxErrorCodeBytes)
+	e.QueueWhere = cut(e.QueueWhere, MaxErrorCodeBytes)
+	return e
+}
+
+// cut returns s if it holds at most limit bytes, and otherwise its beginning, cut at a rune's
+// start, and a note of its length, in limit bytes at most.
+func cut(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	note := "… (" + strconv.Itoa(len(s)) + " bytes, cut)"
+	n := limit - len(note)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + note
 }
 
 func encodeError(err error) *Error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -92,4 +93,28 @@ func TestEncodeErrorKeepsItsTextsUTF8(t *testing.T) {
 		assert.NoError(t, merr)
 	}
 	assert.Equal(t, "m\uFFFD", wire.EncodeError(&sdk.AppError{Message: "m\xff"}).GetMessage())
+}
+
+// An error's texts cross the wire cut to their limits, at a rune's start, with a note of how
+// long they were: a reply has bounded room beyond its payload, and a handler's error text may
+// be any length. An application error keeps its code; a runtime error its sentinel.
+func TestEncodeErrorCutsTextsOverTheirLimits(t *testing.T) {
+	long := strings.Repeat("é", 40<<10) // two bytes each: a cut must not split one
+	var ae *sdk.AppError
+	require.ErrorAs(t, roundTrip(t, &sdk.AppError{Code: "full_" + long, Message: long}), &ae)
+	assert.LessOrEqual(t, len(ae.Message), wire.MaxErrorMessageBytes)
+	assert.LessOrEqual(t, len(ae.Code), wire.MaxErrorCodeBytes)
+	for _, s := range []string{ae.Message, ae.Code} {
+		assert.True(t, utf8.ValidString(s))
+		assert.True(t, strings.HasSuffix(s, " bytes, cut)"), "%.40q...", s)
+	}
+	assert.True(t, strings.HasPrefix(ae.Code, "full_éé"))
+	assert.Contains(t, ae.Message, fmt.Sprintf("(%d bytes, cut)", len(long)))
+
+	err := roundTrip(t, fmt.Errorf("%w: %s", sdk.ErrNotFound, long))
+	require.ErrorIs(t, err, sdk.ErrNotFound)
+	assert.LessOrEqual(t, len(wire.EncodeError(fmt.Errorf("%w: %s", sdk.ErrNotFound, long)).GetMessage()), wire.MaxErrorMessageBytes)
+
+	short := strings.Repeat("x", wire.MaxErrorMessageBytes)
+	assert.Equal(t, short, wire.EncodeError(errors.New(short)).GetMessage(), "a text at its limit is kept whole")
 }
