@@ -29,9 +29,9 @@ type callCtx struct {
 	// move it. Its wall clock reading is the caller's deadline.
 	expires time.Time
 
-	mu   sync.Mutex // serializes materialize and cancel
+	mu   sync.Mutex // serializes materialize, cancel and the first error Err answers
 	made atomic.Pointer[madeCtx]
-	// flags holds callCanceled and callAnswered.
+	// flags holds callCanceled, callAnswered and the error Err answered first, if any.
 	flags atomic.Uint32
 	// wallDeadline says the deadline came as a wall clock time alone (the caller's absolute
 	// deadline), which Deadline answers as it came.
@@ -54,10 +54,41 @@ type callCtx struct {
 const (
 	callCanceled = 1 << iota // the caller gave up, or the call is done
 	callAnswered             // set by the request's first reply; a later one is ignored
+	// endedCanceled and endedDeadline hold the error Err answered first: it answers the same
+	// from then on, whatever ends the context later.
+	endedCanceled
+	endedDeadline
 )
 
-// canceled reports whether cancel was called.
-func (c *callCtx) canceled() bool { return c.flags.Load()&callCanceled != 0 }
+// answered is the error that flags say Err answered first; nil before.
+func answered(flags uint32) error {
+	switch {
+	case flags&endedCanceled != 0:
+		return context.Canceled
+	case flags&endedDeadline != 0:
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// endLocked makes err the error Err answers, unless it answered one already, and returns the
+// one it answers. c.mu is held: materialize reads the answer and makes the context Done reads
+// in one critical section, so that the context never ends with another error than Err's.
+func (c *callCtx) endLocked(err error) error {
+	bit := uint32(endedCanceled)
+	if err == context.DeadlineExceeded {
+		bit = endedDeadline
+	}
+	for {
+		f := c.flags.Load()
+		if first := answered(f); first != nil {
+			return first
+		}
+		if c.flags.CompareAndSwap(f, f|bit) {
+			return err
+		}
+	}
+}
 
 // answer reports whether this is the request's first reply, which alone goes back.
 func (c *callCtx) answer() bool { return c.flags.Or(callAnswered)&callAnswered == 0 }
@@ -128,26 +159,62 @@ func (c *callCtx) materialize() context.Context {
 		return m.ctx
 	}
 	m := &madeCtx{}
-	if c.expires.IsZero() {
+	err := answered(c.flags.Load())
+	if err == nil {
+		if err = c.ending(); err != nil {
+			err = c.endLocked(err)
+		}
+	}
+	switch {
+	case err == context.DeadlineExceeded:
+		// Ended already, with the error Err answers: a context that ends with it, whatever
+		// the stream does (its deadline long past).
+		m.ctx, m.stop = context.WithDeadline(context.WithoutCancel(c.stream), time.Time{})
+	case err != nil:
 		m.ctx, m.stop = context.WithCancel(c.stream)
-	} else {
+		m.stop()
+	case c.expires.IsZero():
+		m.ctx, m.stop = context.WithCancel(c.stream)
+	default:
 		// Done and Err keep to the one expiry Err has already been answering from, whatever
 		// the wall clock did meanwhile.
 		m.ctx, m.stop = context.WithDeadline(c.stream, c.expires)
-	}
-	if c.canceled() {
-		m.stop()
 	}
 	c.made.Store(m)
 	return m.ctx
 }
 
-// Err implements context.Context.
+// Err implements context.Context. Once it answers an error, it answers that one for good, as
+// the context package's contexts do: a cancel, the stream's end or the deadline that comes
+// after does not change it.
 func (c *callCtx) Err() error {
-	if m := c.made.Load(); m != nil {
-		return m.ctx.Err()
+	if err := answered(c.flags.Load()); err != nil {
+		return err
 	}
-	if c.canceled() {
+	var err error
+	if m := c.made.Load(); m != nil {
+		err = m.ctx.Err()
+	} else {
+		err = c.ending()
+	}
+	if err == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m := c.made.Load(); m != nil {
+		// Made meanwhile: it answers, and it may not have ended yet.
+		if err = m.ctx.Err(); err == nil {
+			return nil
+		}
+	}
+	return c.endLocked(err)
+}
+
+// ending is what ends the context now, before Done made the context it reads: its cancel, the
+// stream's end or its deadline; nil while none has.
+func (c *callCtx) ending() error {
+	if c.flags.Load()&callCanceled != 0 {
 		return context.Canceled
 	}
 	if err := c.stream.Err(); err != nil {

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,4 +133,103 @@ func TestCallCtxDeadlineIsTheCallersAsItCame(t *testing.T) {
 	dl, ok = c.Deadline()
 	require.True(t, ok)
 	assert.Equal(t, absolute, dl, "a wall clock time alone")
+}
+
+// Once a request's context answers an error, it answers that one for good, as the context
+// package's do: a cancel, the stream's end or the deadline that comes later does not change it,
+// nor does Done making the context it reads from then on.
+func TestARequestContextsErrNeverChanges(t *testing.T) {
+	expired := func(stream context.Context) *callCtx {
+		c := started(stream, time.Now().Add(time.Millisecond), time.Now())
+		time.Sleep(5 * time.Millisecond)
+		return c
+	}
+	c := expired(context.Background())
+	require.ErrorIs(t, c.Err(), context.DeadlineExceeded)
+	c.cancel()
+	assert.Equal(t, context.DeadlineExceeded, c.Err(), "deadline, then cancel")
+	<-c.Done()
+	assert.Equal(t, context.DeadlineExceeded, c.Err(), "deadline, cancel, then Done")
+
+	stream, end := context.WithCancel(context.Background())
+	c = expired(stream)
+	require.ErrorIs(t, c.Err(), context.DeadlineExceeded)
+	end()
+	assert.Equal(t, context.DeadlineExceeded, c.Err(), "deadline, then the stream's end")
+
+	c = started(context.Background(), time.Now().Add(time.Millisecond), time.Now())
+	c.cancel()
+	require.ErrorIs(t, c.Err(), context.Canceled)
+	time.Sleep(5 * time.Millisecond)
+	<-c.Done()
+	assert.Equal(t, context.Canceled, c.Err(), "cancel, deadline, then Done")
+
+	c = started(context.Background(), time.Now().Add(time.Hour), time.Now())
+	done := c.Done()
+	c.cancel()
+	<-done
+	assert.Equal(t, context.Canceled, c.Err(), "Done, then cancel")
+	assert.Equal(t, context.Canceled, c.Err())
+}
+
+// Once Err answers an error, Done is closed, whatever ended the context: the stream's own
+// deadline included, before the caller's.
+func TestARequestContextIsDoneOnceErrAnswers(t *testing.T) {
+	stream, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	c := started(stream, time.Now().Add(time.Hour), time.Now())
+	<-stream.Done()
+	require.ErrorIs(t, c.Err(), context.DeadlineExceeded)
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Err answered DeadlineExceeded, but Done is not closed")
+	}
+	assert.Equal(t, context.DeadlineExceeded, c.Err())
+}
+
+// Whatever order its cancel, the stream's end, its deadline, Err and Done come in, from several
+// goroutines, a request's context answers one error for good, and the context Done reads ends
+// with that same error.
+func TestARequestContextEndsWithOneErrorUnderRaces(t *testing.T) {
+	for i := range 300 {
+		stream, end := context.WithCancel(context.Background())
+		c := started(stream, time.Now().Add(time.Duration(i%7)*50*time.Microsecond), time.Now())
+		first := make(chan error, 1)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for range 10_000 {
+				if err := c.Err(); err != nil {
+					first <- err
+					return
+				}
+			}
+			<-c.Done()
+			first <- c.Err()
+		})
+		wg.Go(func() {
+			if i%2 == 0 {
+				<-c.Done()
+			}
+		})
+		wg.Go(func() {
+			if i%3 == 0 {
+				c.cancel()
+			}
+		})
+		wg.Go(func() {
+			if i%5 == 0 {
+				end()
+			}
+		})
+		wg.Wait()
+		err := <-first
+		require.Error(t, err)
+		<-c.Done()
+		require.Equal(t, err, c.Err(), "round %d", i)
+		require.Equal(t, err, c.materialize().Err(), "round %d: the context Done reads", i)
+		c.cancel()
+		end()
+		require.Equal(t, err, c.Err(), "round %d", i)
+	}
 }
