@@ -22,7 +22,16 @@ type turnKey struct{}
 // of the turn's (requestTurn) by which a request of the Spot to itself is recognised.
 type spotCtx struct {
 	values context.Context
+	// lookup answers for the sender's values: values without its cancellation, which this
+	// context does not have, so that context.Cause, and the contexts derived from this one
+	// when it ends, never find the sender's cause.
+	lookup context.Context
 	a      *activation
+}
+
+// newSpotCtx is the Spot context of a for a sender's context values.
+func newSpotCtx(values context.Context, a *activation) *spotCtx {
+	return &spotCtx{values: values, lookup: context.WithoutCancel(values), a: a}
 }
 
 // Deadline implements context.Context: none.
@@ -46,7 +55,7 @@ func (c *spotCtx) Value(key any) any {
 	if v, ok := exec.RequestTurnValue(key, nil); ok {
 		return v
 	}
-	return c.values.Value(key)
+	return c.lookup.Value(key)
 }
 
 // AfterFunc lets contexts derived from this one hang off the Spot's end directly, without the
@@ -64,12 +73,12 @@ func (c *spotCtx) AfterFunc(f func()) func() bool { return context.AfterFunc(c.a
 func (a *activation) spotContext(values context.Context) context.Context {
 	values = sendersValues(values)
 	if !bare(values) {
-		return &spotCtx{values: values, a: a}
+		return newSpotCtx(values, a)
 	}
 	if sc := a.bare.Load(); sc != nil {
 		return sc
 	}
-	a.bare.CompareAndSwap(nil, &spotCtx{values: context.Background(), a: a})
+	a.bare.CompareAndSwap(nil, &spotCtx{values: context.Background(), lookup: context.Background(), a: a})
 	return a.bare.Load()
 }
 
@@ -87,9 +96,9 @@ func (a *activation) turnContext(values context.Context) context.Context {
 	if reflect.TypeOf(values).Kind() != reflect.Pointer {
 		// A context of a value type may not be comparable (a struct that holds a slice), and
 		// == on two of its values would panic: only pointers are kept, which == compares.
-		return &spotCtx{values: values, a: a}
+		return newSpotCtx(values, a)
 	}
-	a.sent = &spotCtx{values: values, a: a}
+	a.sent = newSpotCtx(values, a)
 	return a.sent
 }
 
