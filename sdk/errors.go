@@ -184,7 +184,9 @@ func (e *CapacityError) Is(target error) bool { return target == ErrCapacityExce
 
 // AppError is an application error returned by a handler. It reaches the caller, local or
 // remote, with its code and message. A handler that returns any other error reaches the caller
-// as an AppError with an empty code and the error's text as the message.
+// as an AppError with an empty code and the error's text as the message. A remote caller gets
+// a message longer than 16 KiB, or a code longer than 1 KiB, cut to that length, with a note of
+// how long it was.
 type AppError struct {
 	// Code is application-defined; the runtime never interprets it.
 	Code string
