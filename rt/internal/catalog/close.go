@@ -222,13 +222,33 @@ func (c *Catalog) closeSpot(ctx context.Context, sp ownedSpot, reason sdk.CloseR
 }
 
 // closeSelf starts the close of sp from its own turn and returns: the close waits for that
-// turn to end, so waiting for the close there would never end.
+// turn to end, so waiting for the close there would never end. The close it started or joined
+// is then seen through off the turn: one that failed (another closer's, an idle cleanup that
+// found the turn running, a store that did not answer) is tried again as an explicit close,
+// since the Spot was told its close was taken.
 func (c *Catalog) closeSelf(sp ownedSpot) error {
-	_, err := c.beginClose(context.Background(), sp, sdk.CloseExplicit, false)
+	tx, err := c.beginClose(context.Background(), sp, sdk.CloseExplicit, false)
 	if errors.Is(err, errAlreadyClosed) {
 		return nil
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	c.bg.goRun(func() {
+		select {
+		case <-tx.done:
+		case <-c.ctx.Done():
+			return
+		}
+		if tx.err == nil || errors.Is(tx.err, errRelocated) {
+			return
+		}
+		err := c.closeSpot(c.ctx, sp, sdk.CloseExplicit, false)
+		if err != nil && !errors.Is(err, errAlreadyClosed) && !errors.Is(err, errRelocated) && c.ctx.Err() == nil {
+			c.log.Warn("a Spot's close of itself failed; it serves on", "spot", sp.Type(), "id", sp.ID(), "err", err)
+		}
+	})
+	return nil
 }
 
 // beginClose starts the close transaction of sp, or returns the one in progress. The close is
@@ -325,6 +345,14 @@ func (c *Catalog) runClose(sp ownedSpot, tx *closeTxn, idle bool) error {
 		a.exec.OpenApplication()
 		return errNotQuiescent
 	}
+	if inst, ok := sp.(*instanceSpot); ok && idle {
+		// Work may have run and ended since the scan chose the Spot: the timeout counts from
+		// the end of the last (D2), and no work starts now that admission is paused.
+		if since, _ := a.exec.IdleSince(); time.Duration(exec.Now()-since) < inst.idleTimeout() {
+			a.exec.OpenApplication()
+			return errNotQuiescent
+		}
+	}
 	// The wait for the Spot's own code (its turn, its callback) and each store write have a
 	// budget of OperationTimeout each, so that a callback that hangs does not leave the
 	// release without time.
@@ -345,6 +373,13 @@ func (c *Catalog) runClose(sp ownedSpot, tx *closeTxn, idle bool) error {
 	rel, err := storeWrite(c, func(ctx context.Context) (store.Record, error) {
 		return c.store.BeginRelease(ctx, key, sp.record(), releaseTag(reason))
 	})
+	// The callback has a budget of its own: the wait for the turn and the store's write may
+	// have spent the first, and the record is not deleted before the callback ends unless it
+	// overruns its own (D3).
+	cancel()
+	ctx, cancel = context.WithTimeout(c.hardCtx, c.cfg.OperationTimeout)
+	defer cancel()
+	ctx = telemetry.WithTraceOf(ctx, tx.from)
 	switch {
 	case errors.Is(err, store.ErrFenced):
 		// The record is no longer this activation's: it ends here and the record is left to

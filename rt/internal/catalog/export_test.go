@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"errors"
 
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -86,4 +87,40 @@ func (r Route) Spot() sdk.SpotContext {
 func (c *Catalog) IndexedSpot(t sdk.Target) bool {
 	sp := c.spotAt(spotKey{t.Type(), t.ID()})
 	return sp != nil && sp.Kind() == t.Kind() && sp.base().current() == stateActive
+}
+
+// EvictIdle runs the idle cleanup's close of the local Instance Spot t now, as a scan that
+// found it idle would, without the scan's own check: as if work ran between the scan and the
+// close. It returns the close's error, or ErrNotFound if t is not an active Instance Spot here.
+func (c *Catalog) EvictIdle(ctx context.Context, t sdk.Target) error {
+	inst, ok := c.spotAt(spotKey{t.Type(), t.ID()}).(*instanceSpot)
+	if !ok {
+		return sdk.ErrNotFound
+	}
+	return c.closeSpot(ctx, inst, sdk.CloseIdleEvicted, true)
+}
+
+// IsNotQuiescent reports whether err is a close's refusal of a Spot that was not quiescent.
+func IsNotQuiescent(err error) bool { return errors.Is(err, errNotQuiescent) }
+
+// Closing reports whether a close of the local Spot t is in progress.
+func (c *Catalog) Closing(t sdk.Target) bool {
+	sp := c.spotAt(spotKey{t.Type(), t.ID()})
+	if sp == nil {
+		return false
+	}
+	a := sp.base()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.closing != nil
+}
+
+// Quiescent reports whether the local Spot t runs nothing and has nothing queued.
+func (c *Catalog) Quiescent(t sdk.Target) bool {
+	sp := c.spotAt(spotKey{t.Type(), t.ID()})
+	if sp == nil {
+		return false
+	}
+	_, quiescent := sp.base().exec.IdleSince()
+	return quiescent
 }

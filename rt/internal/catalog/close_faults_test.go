@@ -1,0 +1,170 @@
+package catalog_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/zlink-go/zlink/rt/internal/catalog"
+	"github.com/zlink-go/zlink/rt/internal/rttest/wait"
+	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// closingType is an Instance Spot whose turns and closing callback take the time the test
+// sets, and which can close itself from a turn.
+const closingType = "test.Closing"
+
+type closingSpot struct {
+	sc sdk.SpotContext
+	st *store.Etcd
+	r  *closingState
+}
+
+type closingState struct {
+	mu                sync.Mutex
+	slowFor, closeFor time.Duration
+	gate, started     chan struct{}
+	quitErr           chan error
+	// seenAtEnd is the state of the Spot's record at the end of each closing callback.
+	seenAtEnd []store.State
+}
+
+func newClosingState() *closingState {
+	return &closingState{gate: make(chan struct{}), started: make(chan struct{}, 8), quitErr: make(chan error, 1)}
+}
+
+func (s *closingSpot) OnClose(context.Context, sdk.CloseReason) {
+	time.Sleep(s.r.closeFor)
+	res, _ := s.st.Lookup(context.Background(), store.SpotKey{Type: closingType, ID: s.sc.ID()})
+	s.r.mu.Lock()
+	s.r.seenAtEnd = append(s.r.seenAtEnd, res.State)
+	s.r.mu.Unlock()
+}
+
+func closingMethod(name string, fn func(s *closingSpot, ctx context.Context) error) sdk.MethodDesc {
+	return sdk.MethodDesc{Name: name, OneWay: true,
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(impl any, ctx context.Context, _ proto.Message) (proto.Message, error) {
+			return nil, fn(impl.(*closingSpot), ctx)
+		}}
+}
+
+// closingNode is a node that also registers closingType, whose Spots read their records in
+// the etcd the node runs on.
+func closingNode(t *testing.T, r *closingState, opts nodeOpts) *node {
+	var onEtcd *store.Etcd
+	inner := opts.wrap
+	opts.wrap = func(e *store.Etcd) store.Store {
+		onEtcd = e
+		if inner != nil {
+			return inner(e)
+		}
+		return e
+	}
+	opts.register = func(ts *catalog.Types, f *fixture) {
+		registerAll(ts, f)
+		must(ts.RegisterSpot(&sdk.SpotDesc{Name: closingType, Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{
+			closingMethod("Slow", func(s *closingSpot, _ context.Context) error {
+				s.r.started <- struct{}{}
+				time.Sleep(s.r.slowFor)
+				return nil
+			}),
+			closingMethod("WaitThenQuit", func(s *closingSpot, ctx context.Context) error {
+				s.r.started <- struct{}{}
+				<-s.r.gate
+				err := s.sc.Client().CloseSpot(ctx, sdk.InstanceTarget(closingType, s.sc.ID()))
+				s.r.quitErr <- err
+				return err
+			}),
+		}}, func(sc sdk.SpotContext) (any, error) { return &closingSpot{sc: sc, st: onEtcd, r: r}, nil }))
+	}
+	return newNode(t, opts)
+}
+
+// D3: the location is not removed before the closing callback ends. The wait for the last turn
+// and the callback each have an OperationTimeout: a turn that took most of the first leaves the
+// callback its whole budget, so one that ends within it sees its record still there.
+func TestD3_TheClosingCallbackHasABudgetOfItsOwn(t *testing.T) {
+	r := newClosingState()
+	r.slowFor, r.closeFor = 800*time.Millisecond, 500*time.Millisecond
+	n := closingNode(t, r, nodeOpts{cfg: func(c *catalog.Config) { c.OperationTimeout = time.Second }})
+	require.NoError(t, n.cat.Send(ctx, sdk.InstanceIntent(closingType, "budget"), "Slow", str("")))
+	wait.For(t, r.started)
+	require.NoError(t, n.cat.CloseTarget(ctx, sdk.InstanceTarget(closingType, "budget")))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	require.Len(t, r.seenAtEnd, 1, "the closing callback ran once, before the close returned")
+	assert.NotEqual(t, store.StateMissing, r.seenAtEnd[0],
+		"the record was deleted while the closing callback, within its budget, still ran")
+	assert.Equal(t, store.StateMissing, n.lookup(t, closingType, "budget").State)
+}
+
+// A Spot that closes itself from its turn is told its close was taken. When the close it
+// joined fails (here another closer's, whose store write fails once), its own close is still
+// carried out.
+func TestD3_ASpotsCloseOfItselfOutlivesAFailedCloseItJoined(t *testing.T) {
+	var fs *faultStore
+	r := newClosingState()
+	n := closingNode(t, r, nodeOpts{wrap: withFaults(&fs)})
+	require.NoError(t, n.cat.Send(ctx, sdk.InstanceIntent(closingType, "self"), "WaitThenQuit", str("")))
+	wait.For(t, r.started)
+	fs.onBeginRelease(func(context.Context, store.SpotKey, store.Record, store.ReleaseTag) (store.Record, error) {
+		fs.onBeginRelease(nil)
+		return store.Record{}, fmt.Errorf("store: begin release: %w", sdk.ErrStoreUnavailable)
+	})
+	closed := make(chan error, 1)
+	go func() { closed <- n.cat.CloseTarget(ctx, sdk.InstanceTarget(closingType, "self")) }()
+	require.Eventually(t, func() bool { return n.cat.Closing(sdk.InstanceTarget(closingType, "self")) },
+		10*time.Second, time.Millisecond, "the outside close waits for the running turn")
+	close(r.gate)
+	require.NoError(t, wait.For(t, r.quitErr), "the Spot's own close was taken")
+	require.ErrorIs(t, wait.For(t, closed), sdk.ErrStoreUnavailable)
+	require.Eventually(t, func() bool { return n.lookup(t, closingType, "self").State == store.StateMissing },
+		10*time.Second, 10*time.Millisecond, "the Spot's close of itself was carried out")
+}
+
+// D2: an idle cleanup's timeout counts from the end of the Spot's last work. Work that ran and
+// ended after a scan chose the Spot keeps it: the close re-checks once admission is paused.
+func TestD2_IdleCleanupSparesASpotThatWorkedSinceTheScan(t *testing.T) {
+	r := newClosingState()
+	n := closingNode(t, r, nodeOpts{cfg: func(c *catalog.Config) { c.InstanceSpotIdleTimeout = time.Hour }})
+	target := sdk.InstanceTarget(closingType, "busy")
+	require.NoError(t, n.cat.Send(ctx, sdk.InstanceIntent(closingType, "busy"), "Slow", str("")))
+	wait.For(t, r.started)
+	require.Eventually(t, func() bool { return n.cat.Quiescent(target) }, 10*time.Second, time.Millisecond)
+	err := n.cat.EvictIdle(ctx, target)
+	require.Error(t, err, "the Spot was evicted right after its work")
+	assert.True(t, catalog.IsNotQuiescent(err), "%v", err)
+	assert.Equal(t, store.StateReady, n.lookup(t, closingType, "busy").State)
+	require.NoError(t, n.cat.Send(ctx, target, "Slow", str("")), "it serves on")
+	wait.For(t, r.started)
+}
+
+// D3: the record's release write is not taken out of the callback's budget either: a store that
+// takes most of an OperationTimeout to mark the record Releasing leaves the callback its whole.
+func TestD3_ASlowReleaseWriteLeavesTheCallbackItsBudget(t *testing.T) {
+	var fs *faultStore
+	r := newClosingState()
+	r.closeFor = 500 * time.Millisecond
+	n := closingNode(t, r, nodeOpts{wrap: withFaults(&fs), cfg: func(c *catalog.Config) { c.OperationTimeout = time.Second }})
+	require.NoError(t, n.cat.Send(ctx, sdk.InstanceIntent(closingType, "slow-release"), "Slow", str("")))
+	wait.For(t, r.started)
+	fs.onBeginRelease(func(ctx context.Context, key store.SpotKey, rec store.Record, tag store.ReleaseTag) (store.Record, error) {
+		time.Sleep(800 * time.Millisecond)
+		return fs.Etcd.BeginRelease(ctx, key, rec, tag)
+	})
+	require.NoError(t, n.cat.CloseTarget(ctx, sdk.InstanceTarget(closingType, "slow-release")))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	require.Len(t, r.seenAtEnd, 1, "the closing callback ran once, before the close returned")
+	assert.NotEqual(t, store.StateMissing, r.seenAtEnd[0],
+		"the record was deleted while the closing callback, within its budget, still ran")
+}
