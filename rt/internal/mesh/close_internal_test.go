@@ -95,3 +95,14 @@ func requireRunsOnOwner(t *testing.T, ctx context.Context, caller, owner *testNo
 	assert.Equal(t, owner.m.cfg.Node, route, "the route names the owner now")
 	assert.Equal(t, int64(2), ledgerCount(t, ctx, caller.m, target), "each message ran once, on the owner")
 }
+
+// B6: a route cached to a node that has left the mesh (a reply of its came in just before it
+// left, and the route was written after the mesh forgot the node's routes) sends nothing
+// there: the message never left, so the store says where the object is, and it runs once,
+// on its owner.
+func TestB6_ACachedRouteToANodeThatLeftIsResolvedAgain(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
+	moved := staleRoute(t, ctx, caller, owner, "left", "gone") // "gone": no member, no link
+	requireRunsOnOwner(t, ctx, caller, owner, moved)
+}

@@ -95,7 +95,11 @@ func (m *Mesh) callVia(ctx context.Context, node sdk.NodeID, req *wire.Request, 
 	}
 	// req was never queued, and may be sent now.
 	if err := m.awaitMember(ctx, node); err != nil {
-		return nil, err
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		// Not sent: a route cached to a node that left is resolved again from the store.
+		return nil, fmt.Errorf("%w (%w)", err, transport.ErrNotSent)
 	}
 	return m.transportCall(ctx, node, req, once)
 }
