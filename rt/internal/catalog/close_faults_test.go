@@ -57,6 +57,17 @@ func closingMethod(name string, fn func(s *closingSpot, ctx context.Context) err
 		}}
 }
 
+// requireCallbackSawItsRecord requires that the closing callback ran once, before the close
+// returned, and found its Spot's record still there at its end (D3).
+func requireCallbackSawItsRecord(t *testing.T, r *closingState) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	require.Len(t, r.seenAtEnd, 1, "the closing callback ran once, before the close returned")
+	assert.NotEqual(t, store.StateMissing, r.seenAtEnd[0],
+		"the record was deleted while the closing callback, within its budget, still ran")
+}
+
 // closingNode is a node that also registers closingType, whose Spots read their records in
 // the etcd the node runs on.
 func closingNode(t *testing.T, r *closingState, opts nodeOpts) *node {
@@ -99,11 +110,7 @@ func TestD3_TheClosingCallbackHasABudgetOfItsOwn(t *testing.T) {
 	require.NoError(t, n.cat.Send(ctx, sdk.InstanceIntent(closingType, "budget"), "Slow", str("")))
 	wait.For(t, r.started)
 	require.NoError(t, n.cat.CloseTarget(ctx, sdk.InstanceTarget(closingType, "budget")))
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	require.Len(t, r.seenAtEnd, 1, "the closing callback ran once, before the close returned")
-	assert.NotEqual(t, store.StateMissing, r.seenAtEnd[0],
-		"the record was deleted while the closing callback, within its budget, still ran")
+	requireCallbackSawItsRecord(t, r)
 	assert.Equal(t, store.StateMissing, n.lookup(t, closingType, "budget").State)
 }
 
@@ -162,9 +169,5 @@ func TestD3_ASlowReleaseWriteLeavesTheCallbackItsBudget(t *testing.T) {
 		return fs.Etcd.BeginRelease(ctx, key, rec, tag)
 	})
 	require.NoError(t, n.cat.CloseTarget(ctx, sdk.InstanceTarget(closingType, "slow-release")))
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	require.Len(t, r.seenAtEnd, 1, "the closing callback ran once, before the close returned")
-	assert.NotEqual(t, store.StateMissing, r.seenAtEnd[0],
-		"the record was deleted while the closing callback, within its budget, still ran")
+	requireCallbackSawItsRecord(t, r)
 }

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/zlink-go/zlink/rt/internal/rttest"
+	"github.com/zlink-go/zlink/rt/internal/rttest/wait"
 	"github.com/zlink-go/zlink/rt/internal/transport"
 	"github.com/zlink-go/zlink/rt/internal/wire"
 	"github.com/zlink-go/zlink/sdk"
@@ -853,11 +854,12 @@ func TestAStringThatIsNotUTF8FailsItsOwnCallOnly(t *testing.T) {
 // gRPC would refuse the whole batch. A handler's long error text is cut instead, keeping the
 // error.
 func TestLongTextsFailTheirOwnCallOnly(t *testing.T) {
-	release := make(chan struct{})
+	release, arrived := make(chan struct{}), make(chan struct{}, 4)
 	long := strings.Repeat("x", 128<<10)
 	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
 		switch req.Method {
 		case "Slow":
+			arrived <- struct{}{}
 			go func() {
 				<-release
 				reply(&wire.Reply{Payload: req.Payload})
@@ -880,6 +882,9 @@ func TestLongTextsFailTheirOwnCallOnly(t *testing.T) {
 			_, err := a.Call(ctx, "b", &wire.Request{Method: "Slow", Payload: []byte("s")})
 			slow <- err
 		}()
+	}
+	for range cap(slow) {
+		wait.For(t, arrived) // in flight on the stream that the long texts must not end
 	}
 	r, err := a.Call(ctx, "b", &wire.Request{Method: "LongError"})
 	require.NoError(t, err, "the reply's stream carried it")
