@@ -861,6 +861,26 @@ func (c *Catalog) TypeDesc(name string) *sdk.SpotDesc {
 	return nil
 }
 
+// CheckOwner answers, for a peer's message to the User or Instance Spot t along a route, whether
+// this node holds t (C1): nil when t is here in any state (being created, active, relocating or
+// closing); otherwise the refusal that Admit gives such a route, a MovedError for a Spot that a
+// relocation moved lately or sdk.ErrStaleRoute. It reads no store. A message this node knows
+// no handler for meets it first, so that the route is found stale before the unhandled-message
+// policy drops the message at a node that does not own its Spot.
+func (c *Catalog) CheckOwner(t sdk.Target) error {
+	key := spotKey{t.Type(), t.ID()}
+	if sp, creating := c.slotOf(key); sp != nil || creating {
+		return nil
+	}
+	if moved := c.departed(t); moved != nil {
+		return moved
+	}
+	if typ, ok := c.types[key.typ]; ok && typ.desc.Kind == t.Kind() {
+		c.suspect(store.SpotKey{Type: key.typ, ID: key.id}) // as Admit does (B8)
+	}
+	return fmt.Errorf("%w: node %s does not own %v", sdk.ErrStaleRoute, c.cfg.Node, t.Plain())
+}
+
 // LocalSpot returns the route to t when t is active on this node: the hot path of a call,
 // without any store read.
 func (c *Catalog) LocalSpot(t sdk.Target) (Route, bool) {

@@ -58,6 +58,8 @@ type testNodeOpts struct {
 	built func(id string)
 	// wrap puts a store of the test's between the catalog and etcd; the mesh keeps etcd's.
 	wrap func(*store.Etcd) store.Store
+	// unhandled is the node's unhandled-message policy.
+	unhandled sdk.UnhandledDispatchOptions
 }
 
 // registerTestNodeWith is registerTestNode with opts.
@@ -67,7 +69,7 @@ func registerTestNodeWith(t *testing.T, endpoints []string, id sdk.NodeID, opts 
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	n := &testNode{st: newTestStore(t, endpoints)}
 	var err error
-	n.m, err = Listen(Config{Node: id, ObjectServer: true, Transport: transport.Config{ListenAddr: "127.0.0.1:0"}, Logger: logger})
+	n.m, err = Listen(Config{Node: id, ObjectServer: true, Transport: transport.Config{ListenAddr: "127.0.0.1:0"}, Logger: logger, Unhandled: opts.unhandled})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = n.m.Close() })
 	types := &catalog.Types{}

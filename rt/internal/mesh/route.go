@@ -295,6 +295,14 @@ func (m *Mesh) send(ctx context.Context, t sdk.Target, h hop, method string, pay
 		}
 		return nil, nil, r.Refused, err
 	}
+	if r.Dropped {
+		// Dropped unrun as unhandled (I1): delivered, as the policy says, but the node need not
+		// own the object, so it is no route. A cached route that led there is forgotten.
+		if h.cached {
+			m.routes.drop(t, h.node)
+		}
+		return nil, nil, false, nil
+	}
 	if t.Kind() != sdk.KindEntry && !h.cached {
 		// The node that ran it owns it: the route for the next message (B6). A route read
 		// from the cache is not written again: it is there still, or a newer one replaced it,

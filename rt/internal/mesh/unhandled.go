@@ -172,8 +172,16 @@ func (m *Mesh) errNoReply() error {
 // refuseUnhandled answers a peer's message that this node found unhandled, as the policy says:
 // refused with err, or dropped — a one-way message is acknowledged as delivered, a request's
 // reply is withheld until its context ends (the caller's deadline or cancellation, or the
-// stream's end) or the hold bound passes.
+// stream's end) or the hold bound passes. A plain message to a User or Instance Spot that this
+// node does not hold came along a stale route: it is refused as such first (C1), so that the
+// sender finds the owner, which may know the handler.
 func (m *Mesh) refuseUnhandled(ctx context.Context, from sdk.NodeID, t sdk.Target, method string, oneWay bool, err error, reply func(*wire.Reply)) {
+	if k := t.Kind(); (k == sdk.KindUser || k == sdk.KindInstance) && !t.CreateIntent() {
+		if stale := m.cat.CheckOwner(t); stale != nil {
+			reply(m.admitReply(stale))
+			return
+		}
+	}
 	m.answerUnhandled(ctx, m.unhandled(t, method, oneWay, from, err), oneWay, err, reply)
 }
 
@@ -185,7 +193,9 @@ func (m *Mesh) answerUnhandled(ctx context.Context, drop, oneWay bool, err error
 		return
 	}
 	if oneWay {
-		reply(&wire.Reply{}) // no owner: nothing to cache a route to
+		// Delivered as far as the sender knows, but said to be dropped: this node may not own
+		// the object, so the sender takes no route from it.
+		reply(&wire.Reply{Dropped: true})
 		return
 	}
 	if m.held.Add(1) > maxHeldUnhandled {

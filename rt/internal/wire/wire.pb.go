@@ -1040,7 +1040,11 @@ type Reply struct {
 	Generation uint64 `protobuf:"varint,7,opt,name=generation,proto3" json:"generation,omitempty"`
 	// With redirect: the relocation held the message while its Spot moved; it follows it there
 	// (Request.follow) and enters the new node's lane without the lane's limits (E5).
-	Held          bool `protobuf:"varint,8,opt,name=held,proto3" json:"held,omitempty"`
+	Held bool `protobuf:"varint,8,opt,name=held,proto3" json:"held,omitempty"`
+	// The receiver dropped the one-way message unrun, as its unhandled-message policy says: the
+	// sender counts it delivered but takes nothing from the reply about where the object is, so
+	// it caches no route to that node (B6).
+	Dropped       bool `protobuf:"varint,9,opt,name=dropped,proto3" json:"dropped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1127,6 +1131,13 @@ func (x *Reply) GetGeneration() uint64 {
 func (x *Reply) GetHeld() bool {
 	if x != nil {
 		return x.Held
+	}
+	return false
+}
+
+func (x *Reply) GetDropped() bool {
+	if x != nil {
+		return x.Dropped
 	}
 	return false
 }
@@ -1377,7 +1388,7 @@ const file_wire_proto_rawDesc = "" +
 	"ownerLease\x12\x14\n" +
 	"\x05phase\x18\t \x01(\rR\x05phase\x12\x1a\n" +
 	"\brevision\x18\n" +
-	" \x01(\x03R\brevision\"\xe6\x01\n" +
+	" \x01(\x03R\brevision\"\x80\x02\n" +
 	"\x05Reply\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12*\n" +
@@ -1388,7 +1399,8 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\a \x01(\x04R\n" +
 	"generation\x12\x12\n" +
-	"\x04held\x18\b \x01(\bR\x04held\"!\n" +
+	"\x04held\x18\b \x01(\bR\x04held\x12\x18\n" +
+	"\adropped\x18\t \x01(\bR\adropped\"!\n" +
 	"\x06Cancel\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\"\x90\x02\n" +
 	"\x05Error\x12'\n" +

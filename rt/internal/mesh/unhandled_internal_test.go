@@ -1,0 +1,90 @@
+package mesh
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/zlink-go/zlink/rt/internal/rttest"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// noSuchMethod is a method that no node's Ledger has.
+const noSuchMethod = "Forgotten"
+
+// startTrio starts the nodes "owner", "dropper" (which drops one-way messages it has no handler
+// for) and "caller", all in the mesh, and the caller linked to the other two.
+func startTrio(t *testing.T, ctx context.Context, endpoints []string) (owner, dropper, caller *testNode) {
+	t.Helper()
+	drop := testNodeOpts{unhandled: sdk.UnhandledDispatchOptions{Send: sdk.UnhandledDispatchActionDrop}}
+	for _, n := range []struct {
+		node **testNode
+		id   sdk.NodeID
+		opts testNodeOpts
+	}{{&owner, "owner", testNodeOpts{}}, {&dropper, "dropper", drop}, {&caller, "caller", testNodeOpts{}}} {
+		*n.node = registerTestNodeWith(t, endpoints, n.id, n.opts)
+		require.NoError(t, (*n.node).m.Start(ctx, (*n.node).st, (*n.node).reg, (*n.node).cat, serving))
+	}
+	awaitPeerState(t, ctx, caller.m, "owner", sdk.PeerStateReady)
+	awaitPeerState(t, ctx, caller.m, "dropper", sdk.PeerStateReady)
+	return owner, dropper, caller
+}
+
+// B6, I1: a one-way message that a node drops as unhandled says nothing of where its object
+// is. The sender caches no route to that node, so its next plain message goes to the owner the
+// store names, rather than to the node that dropped the first and owns nothing.
+func TestB6_AOneWayMessageDroppedAsUnhandledIsNoRoute(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	owner, dropper, caller := startTrio(t, ctx, endpoints)
+	target := sdk.InstanceIntent(rttest.LedgerType, "b6-dropped").WithDesc(&rttest.LedgerDesc)
+	_, err := owner.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "owner"})
+	require.NoError(t, err)
+
+	// Create-intent, placed on the dropper, which has no handler for it and does not hold the Spot.
+	require.NoError(t, caller.m.Send(ctx, target, noSuchMethod, wrapperspb.String("lost"), sdk.CallOptions{Node: "dropper"}),
+		"the dropper's policy drops it: delivered, as far as the sender knows")
+	assert.Equal(t, int64(1), dropper.m.unhandledCount.dropped.Load())
+	_, cached := caller.m.routes.get(target)
+	assert.False(t, cached, "a dropped message names no owner")
+
+	require.NoError(t, caller.m.Send(ctx, target.Plain(), rttest.LedgerNote, wrapperspb.String("m2"), sdk.CallOptions{}))
+	assert.Equal(t, int64(2), ledgerCount(t, ctx, caller.m, target), "the plain message ran on the owner")
+	node, cached := caller.m.routes.get(target)
+	assert.True(t, cached)
+	assert.Equal(t, sdk.NodeID("owner"), node)
+}
+
+// C1: a node that does not hold the Spot a plain message names finds the route stale before it
+// looks for a handler. The message is refused as sent along a stale route, not dropped by the
+// unhandled-message policy at a node that owns nothing, and the sender forgets the route.
+func TestC1_AStaleRouteIsFoundBeforeTheUnhandledPolicy(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	owner, dropper, caller := startTrio(t, ctx, endpoints)
+	target := sdk.InstanceIntent(rttest.LedgerType, "c1-moved").WithDesc(&rttest.LedgerDesc)
+
+	// The Spot lives on the dropper first, and the caller caches the route there.
+	_, err := dropper.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "dropper"})
+	require.NoError(t, err)
+	_, err = caller.m.Call(ctx, target.Plain(), rttest.LedgerRecord, wrapperspb.String("m2"), sdk.CallOptions{})
+	require.NoError(t, err)
+	node, cached := caller.m.routes.get(target)
+	require.True(t, cached)
+	require.Equal(t, sdk.NodeID("dropper"), node)
+
+	// It closes there and is made again on the owner; the caller's route still names the dropper.
+	require.NoError(t, dropper.cat.CloseTarget(ctx, target.Plain()))
+	_, err = owner.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m3"), sdk.CallOptions{Node: "owner"})
+	require.NoError(t, err)
+
+	err = caller.m.Send(ctx, target.Plain(), noSuchMethod, wrapperspb.String("m4"), sdk.CallOptions{})
+	require.ErrorIs(t, err, sdk.ErrStaleRoute, "the dropper owns nothing: the route is stale, the policy does not apply")
+	assert.Zero(t, dropper.m.unhandledCount.dropped.Load(), "nothing was dropped")
+	_, cached = caller.m.routes.get(target)
+	assert.False(t, cached, "the stale route is forgotten")
+
+	require.NoError(t, caller.m.Send(ctx, target.Plain(), rttest.LedgerNote, wrapperspb.String("m5"), sdk.CallOptions{}))
+	assert.Equal(t, int64(2), ledgerCount(t, ctx, caller.m, target), "the next message runs on the owner")
+}
