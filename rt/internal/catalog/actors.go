@@ -374,14 +374,45 @@ func (c *Catalog) releaseActor(loc store.ActorLocation, host store.Host) {
 
 // closeMembers closes every Actor of a before a's own closing callback: each one's
 // CloseHandler runs with reason on a's queue, then it leaves the index. Its record is
-// released with a's (by the caller). An Actor in a move or a close of its own is waited for,
-// bounded by ctx: one that moved away is left to follow its messages.
-func (c *Catalog) closeMembers(ctx context.Context, a *activation, reason sdk.CloseReason) {
-	// The waits have a budget of their own, so that one slow move does not leave the others'
-	// callbacks, or the Spot's, without time.
+// released with a's (by the caller). An Actor in a move or a close of its own is waited for
+// first: one that moved away is left to follow its messages, and one still arriving is a's
+// member only if its record says so (endArrival). The waits and the record reads have budgets
+// of their own; the callbacks then share one that budget makes, so that a slow move leaves
+// them their time.
+func (c *Catalog) closeMembers(a *activation, reason sdk.CloseReason, budget func() (context.Context, context.CancelFunc)) {
+	members := a.memberList()
+	if len(members) == 0 {
+		return
+	}
+	arrived := c.awaitMembers(a, members)
+	ctx, cancel := budget()
+	defer cancel()
+	for _, act := range members {
+		switch {
+		case act.committed.Load():
+			// It moved: its held messages follow it, and it leaves on its own.
+		case act.current() == actorArriving && !arrived[act]:
+			// It never served here, and its move did not commit: the Actor stays where it was.
+			c.dropArrival(act)
+		default:
+			if arrived[act] {
+				act.mu.Lock()
+				act.source = nil // its move committed: nothing goes back to where it was
+				act.mu.Unlock()
+			}
+			c.endActor(ctx, a, act, reason, true)
+		}
+	}
+}
+
+// awaitMembers waits, within a budget of OperationTimeout, for each of members (a's) that is in
+// a move or a close of its own to end it, and returns those still arriving then whose move
+// committed (arrivedByRecord).
+func (c *Catalog) awaitMembers(a *activation, members []*actor) map[*actor]bool {
 	wait, cancel := context.WithTimeout(c.hardCtx, c.cfg.OperationTimeout)
 	defer cancel()
-	for _, act := range a.memberList() {
+	var arrived map[*actor]bool
+	for _, act := range members {
 		for !act.committed.Load() {
 			act.mu.Lock()
 			st, ch := act.current(), act.settled
@@ -396,16 +427,36 @@ func (c *Catalog) closeMembers(ctx context.Context, a *activation, reason sdk.Cl
 			}
 			break
 		}
-		switch {
-		case act.committed.Load():
-			// It moved: its held messages follow it, and it leaves on its own.
-		case act.current() == actorArriving:
-			// It never served here: its move fails, and the Actor stays where it was.
-			c.dropArrival(act)
-		default:
-			c.endActor(ctx, a, act, reason, true)
+		if !act.committed.Load() && act.current() == actorArriving && c.arrivedByRecord(a, act) {
+			if arrived == nil {
+				arrived = make(map[*actor]bool)
+			}
+			arrived[act] = true
 		}
 	}
+	return arrived
+}
+
+// arrivedByRecord reports whether act, arriving in a by a move that did not settle before a
+// closed, is a's member: whether the move committed, as act's record says. A User or Instance
+// host's record is Releasing by now, which fences any commit still to come, so the record read
+// here is the move's last word. A committed move made act a member of a with the state it
+// carried, to end with a, its CloseHandler run as its fellow members' are (D9). A record that
+// cannot be read leaves the outcome unknown, and the answer is no: act is dropped unrun, since
+// the Actor may serve on where it was and a callback here would run beside it.
+func (c *Catalog) arrivedByRecord(a *activation, act *actor) bool {
+	host, err := c.storeHost(a)
+	if err != nil {
+		return false
+	}
+	loc, err := storeWrite(c, func(ctx context.Context) (store.ActorLocation, error) {
+		return c.store.LookupActor(ctx, act.storeKey())
+	})
+	if err != nil && !errors.Is(err, sdk.ErrNotFound) {
+		c.log.Warn("an Actor arriving in a closing Spot is dropped without its closing callback: its record could not be read",
+			"actor", act.Target(), "spot", a.target(), "err", err)
+	}
+	return err == nil && loc.Host == host.HostRef
 }
 
 // endActor ends act with its Spot a, once: its held messages end unrun, its CloseHandler runs

@@ -30,18 +30,40 @@ type pawn struct {
 	closes *atomic.Int64
 }
 
-func (p *pawn) OnClose(_ context.Context, r sdk.CloseReason) {
+func (p *pawn) OnClose(ctx context.Context, r sdk.CloseReason) {
+	pawnCloseReasons.Lock()
+	d := pawnCloseReasons.delay[p.ac.ID()]
+	pawnCloseReasons.Unlock()
+	time.Sleep(d)
 	p.closes.Add(1)
 	pawnCloseReasons.Lock()
 	pawnCloseReasons.of[p.ac.ID()] = r
+	pawnCloseReasons.ctxErr[p.ac.ID()] = ctx.Err()
 	pawnCloseReasons.Unlock()
 }
 
-// pawnCloseReasons are the reasons of the pawns' OnClose calls, by pawn ID.
+// pawnCloseReasons are the reasons of the pawns' OnClose calls, and their contexts' errors as
+// they returned, by pawn ID; delay makes a pawn's OnClose take that long.
 var pawnCloseReasons = struct {
 	sync.Mutex
-	of map[string]sdk.CloseReason
-}{of: map[string]sdk.CloseReason{}}
+	of     map[string]sdk.CloseReason
+	ctxErr map[string]error
+	delay  map[string]time.Duration
+}{of: map[string]sdk.CloseReason{}, ctxErr: map[string]error{}, delay: map[string]time.Duration{}}
+
+// slowPawnClose makes the OnClose of the pawn id take d.
+func slowPawnClose(id string, d time.Duration) {
+	pawnCloseReasons.Lock()
+	pawnCloseReasons.delay[id] = d
+	pawnCloseReasons.Unlock()
+}
+
+// pawnCloseErr is the error of the context of the pawn id's OnClose as it returned.
+func pawnCloseErr(id string) error {
+	pawnCloseReasons.Lock()
+	defer pawnCloseReasons.Unlock()
+	return pawnCloseReasons.ctxErr[id]
+}
 
 func pawnCloseReason(id string) (sdk.CloseReason, bool) {
 	pawnCloseReasons.Lock()
@@ -410,4 +432,58 @@ func TestActorMoveWithALostCommitAnswerKeepsEveryMessage(t *testing.T) {
 			assert.EqualValues(t, 1, n.cat.ActiveActors())
 		})
 	}
+}
+
+// D9: an Actor whose move committed, and whose new Spot closes before the move settles, is
+// that Spot's member: it ends with it, its OnClose run once with the Spot's reason and the
+// state it carried, rather than dropped as never served there. Its source, which learns of the
+// commit later, does not serve it again. The close's wait for the move does not spend the
+// budget of its members' callbacks (D3): a fellow member's OnClose of 0.6 of it ends in time.
+func TestD9_AnArrivalWhoseMoveCommittedEndsWithItsClosingSpot(t *testing.T) {
+	var ticks atomic.Int64
+	lossy := &lossyStore{}
+	n, sp := actorNodeWith(t, &ticks, nodeOpts{wrap: func(e *store.Etcd) store.Store {
+		lossy.Etcd = e
+		return lossy
+	}}, func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond })
+	for _, id := range []string{"room-1", "room-2"} {
+		_, err := n.call(id, "Join", "ann")
+		require.NoError(t, err)
+	}
+	const id, fellow = "d9-arrival", "d9-fellow"
+	require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, id))
+	require.NoError(t, sp.get("room-2").Spawn(ctx, pawnDesc, fellow))
+	slowPawnClose(fellow, 120*time.Millisecond)
+	_, err := n.callT(pawnAt(id), "Hop", "")
+	require.NoError(t, err)
+	closesBefore := pawnCloses.Load()
+
+	// The commit happens, but its answer is lost and the store's writes stay dark: the source
+	// cannot tell the arrival to settle.
+	lossy.lose.Store(true)
+	err = catClient{n.cat}.MoveActor(ctx, pawnAt(id), sdk.InstanceTarget(roomType, "room-2"))
+	require.ErrorIs(t, err, sdk.ErrStoreUnavailable, "the outcome is not known yet")
+	loc, err := n.store.LookupActor(ctx, store.ActorKey{Type: pawnType, ID: id})
+	require.NoError(t, err)
+	require.Equal(t, "room-2", loc.Host.ID, "the move committed")
+
+	require.NoError(t, n.cat.CloseTarget(ctx, sdk.InstanceTarget(roomType, "room-2")))
+	reason, ok := pawnCloseReason(id)
+	require.True(t, ok, "the Actor's OnClose ran with its new Spot's close")
+	assert.Equal(t, sdk.CloseExplicit, reason)
+	_, ok = pawnCloseReason(fellow)
+	require.True(t, ok, "the fellow member's OnClose ran")
+	assert.NoError(t, pawnCloseErr(fellow), "the fellow member's OnClose ended within its budget")
+	assert.Equal(t, closesBefore+2, pawnCloses.Load())
+
+	// The store answers again: the source learns that its move committed and lets go.
+	lossy.dark.Store(false)
+	require.Eventually(t, func() bool { return n.cat.ActiveActors() == 0 }, 5*time.Second, 5*time.Millisecond)
+	_, err = n.store.LookupActor(ctx, store.ActorKey{Type: pawnType, ID: id})
+	require.ErrorIs(t, err, sdk.ErrNotFound, "its record went with its Spot's")
+	_, here := n.cat.LocalActor(pawnAt(id))
+	assert.False(t, here, "its source does not serve it again")
+	_, err = n.callT(pawnAt(id), "Hop", "")
+	require.Error(t, err, "nowhere serves it")
+	assert.Equal(t, closesBefore+2, pawnCloses.Load(), "its OnClose ran once")
 }

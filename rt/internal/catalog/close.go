@@ -353,16 +353,17 @@ func (c *Catalog) runClose(sp ownedSpot, tx *closeTxn, idle bool) error {
 			return errNotQuiescent
 		}
 	}
-	// The wait for the Spot's own code (its turn, its callback) and each store write have a
+	// The wait for the Spot's own code (its turn, its callbacks) and each store write have a
 	// budget of OperationTimeout each, so that a callback that hangs does not leave the
-	// release without time.
-	ctx, cancel := context.WithTimeout(c.hardCtx, c.cfg.OperationTimeout)
+	// release without time. The close's span is a child of the closer's (a shutdown's); the
+	// node's forced stop ends every wait.
+	bound := telemetry.WithTraceOf(c.hardCtx, tx.from)
+	ctx, cancel := context.WithTimeout(bound, c.cfg.OperationTimeout)
 	defer cancel()
-	ctx = telemetry.WithTraceOf(ctx, tx.from) // its span is a child of the closer's (a shutdown's)
 	key := sp.storeKey()
 	reason := tx.reason
 	if reason == sdk.CloseOwnerLost || !a.turnAllowed() {
-		c.endActivation(ctx, sp, tx, sdk.CloseOwnerLost)
+		c.endActivation(bound, sp, tx, sdk.CloseOwnerLost)
 		c.retire(sp, sdk.CloseOwnerLost)
 		return nil
 	}
@@ -373,25 +374,22 @@ func (c *Catalog) runClose(sp ownedSpot, tx *closeTxn, idle bool) error {
 	rel, err := storeWrite(c, func(ctx context.Context) (store.Record, error) {
 		return c.store.BeginRelease(ctx, key, sp.record(), releaseTag(reason))
 	})
-	// The callback has a budget of its own: the wait for the turn and the store's write may
-	// have spent the first, and the record is not deleted before the callback ends unless it
-	// overruns its own (D3).
+	// The callbacks have budgets of their own (endActivation): the wait for the turn and the
+	// store's write may have spent the first, and the record is not deleted before the
+	// callback ends unless it overruns its own (D3).
 	cancel()
-	ctx, cancel = context.WithTimeout(c.hardCtx, c.cfg.OperationTimeout)
-	defer cancel()
-	ctx = telemetry.WithTraceOf(ctx, tx.from)
 	switch {
 	case errors.Is(err, store.ErrFenced):
 		// The record is no longer this activation's: it ends here and the record is left to
 		// whoever holds it now; the reconcile reads who that is.
 		c.suspect(key)
-		c.endActivation(ctx, sp, tx, sdk.CloseOwnerLost)
+		c.endActivation(bound, sp, tx, sdk.CloseOwnerLost)
 		c.retire(sp, sdk.CloseOwnerLost)
 		return nil
 	case err != nil && !a.turnAllowed():
 		// The owner lease ended while the store did not answer: the Spot ends here anyway.
 		c.suspect(key)
-		c.endActivation(ctx, sp, tx, sdk.CloseOwnerLost)
+		c.endActivation(bound, sp, tx, sdk.CloseOwnerLost)
 		c.retire(sp, sdk.CloseOwnerLost)
 		return nil
 	case err != nil:
@@ -402,7 +400,7 @@ func (c *Catalog) runClose(sp ownedSpot, tx *closeTxn, idle bool) error {
 		return fmt.Errorf("close %s: %w", key, err)
 	}
 	sp.setRecord(rel)
-	c.endActivation(ctx, sp, tx, reason)
+	c.endActivation(bound, sp, tx, reason)
 	_, err = storeWrite(c, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, c.finishRelease(ctx, key, rel)
 	})
@@ -419,8 +417,11 @@ func storeWrite[T any](c *Catalog, write func(context.Context) (T, error)) (T, e
 
 // endActivation ends a Spot whose close is certain: the closing callback runs on its queue
 // (after the context is cancelled and the queue dropped when the owner lease ended), then the
-// executor and timers stop.
-func (c *Catalog) endActivation(ctx context.Context, sp ownedSpot, tx *closeTxn, reason sdk.CloseReason) {
+// executor and timers stop. bound ends it all (the node's forced stop); its Actors' callbacks
+// and then its own each have a budget of OperationTimeout within it, counted from their start,
+// so that neither the waits before them nor each other leave them without time (D3).
+func (c *Catalog) endActivation(bound context.Context, sp ownedSpot, tx *closeTxn, reason sdk.CloseReason) {
+	ctx := bound
 	a := sp.base()
 	key := sp.storeKey()
 	if lvl := sdk.CurrentDiagnosticsLevel(); lvl != sdk.DiagnosticsLevelOff {
@@ -430,15 +431,23 @@ func (c *Catalog) endActivation(ctx context.Context, sp ownedSpot, tx *closeTxn,
 	}
 	a.state.Store(uint32(stateClosing))
 	tx.decide()
+	budget := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(ctx, c.cfg.OperationTimeout)
+	}
+	notify := func() {
+		cb, cancel := budget()
+		defer cancel()
+		c.notifyClose(cb, a, reason)
+	}
 	// Its Actors close first, with its reason; their records go with its own.
 	if reason == sdk.CloseOwnerLost {
 		a.exec.DropApplication(a.errLeaseEnded())
-		c.closeMembers(ctx, a, reason)
+		c.closeMembers(a, reason, budget)
 		a.teardown()
-		c.notifyClose(ctx, a, reason)
+		notify()
 	} else {
-		c.closeMembers(ctx, a, reason)
-		c.notifyClose(ctx, a, reason)
+		c.closeMembers(a, reason, budget)
+		notify()
 		a.teardown()
 	}
 	a.exec.Close(fmt.Errorf("%w: %s/%q closed (%s)", sdk.ErrClosed, key.Type, key.ID, reason))
@@ -578,7 +587,7 @@ func (c *Catalog) closeEntry(ctx context.Context, e *entrySpot) {
 	e.state.Store(uint32(stateClosing))
 	if err := c.awaitTurnEnd(ctx, &e.activation); err == nil {
 		hadActors := e.memberCount.Load() != 0
-		c.closeMembers(ctx, &e.activation, sdk.CloseShutdown)
+		c.closeMembers(&e.activation, sdk.CloseShutdown, func() (context.Context, context.CancelFunc) { return ctx, func() {} })
 		c.notifyClose(ctx, &e.activation, sdk.CloseShutdown)
 		if hadActors {
 			c.releaseEntryActors(e)
