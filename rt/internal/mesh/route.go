@@ -296,11 +296,15 @@ func (m *Mesh) send(ctx context.Context, t sdk.Target, h hop, method string, pay
 		return nil, nil, r.Refused, err
 	}
 	if r.Dropped {
-		// Dropped unrun as unhandled (I1): delivered, as the policy says, but the node need not
-		// own the object, so it is no route. A cached route that led there is forgotten.
-		if h.cached {
-			m.routes.drop(t, h.node)
+		if !oneWay {
+			// Only a one-way message is ever acknowledged as dropped: a peer that says so of a
+			// request is broken, and the request may have run there.
+			return nil, nil, false, fmt.Errorf("%w: %v %s: node %s answered the request as a dropped one-way message", sdk.ErrInvalidArgument, t, method, h.node)
 		}
+		// Dropped unrun as unhandled (I1): delivered, as the policy says, but it names no owner
+		// (a create-intent message may be dropped by a node that holds nothing), so no route
+		// is cached from it. A cached route stays: a plain message reaches the policy only on
+		// a node that holds its Spot (C1).
 		return nil, nil, false, nil
 	}
 	if t.Kind() != sdk.KindEntry && !h.cached {

@@ -3,12 +3,17 @@ package mesh
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/zlink-go/zlink/rt/internal/rttest"
+	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/rt/internal/store/storepb"
+	"github.com/zlink-go/zlink/rt/internal/transport"
+	"github.com/zlink-go/zlink/rt/internal/wire"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -87,4 +92,58 @@ func TestC1_AStaleRouteIsFoundBeforeTheUnhandledPolicy(t *testing.T) {
 
 	require.NoError(t, caller.m.Send(ctx, target.Plain(), rttest.LedgerNote, wrapperspb.String("m5"), sdk.CallOptions{}))
 	assert.Equal(t, int64(2), ledgerCount(t, ctx, caller.m, target), "the next message runs on the owner")
+}
+
+// B6, C1: the owner of a Spot that drops a plain one-way message as unhandled is still its
+// owner: the sender keeps the route it cached, and its next message goes there with no store
+// read.
+func TestB6_AMessageTheOwnerDropsKeepsTheRoute(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	_, dropper, caller := startTrio(t, ctx, endpoints)
+	target := sdk.InstanceIntent(rttest.LedgerType, "b6-owner-drops").WithDesc(&rttest.LedgerDesc)
+	_, err := dropper.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "dropper"})
+	require.NoError(t, err)
+	_, err = caller.m.Call(ctx, target.Plain(), rttest.LedgerRecord, wrapperspb.String("m2"), sdk.CallOptions{})
+	require.NoError(t, err)
+
+	require.NoError(t, caller.m.Send(ctx, target.Plain(), noSuchMethod, wrapperspb.String("m3"), sdk.CallOptions{}))
+	assert.Equal(t, int64(1), dropper.m.unhandledCount.dropped.Load(), "the owner dropped it")
+	node, cached := caller.m.routes.get(target)
+	assert.True(t, cached, "the owner's route stays")
+	assert.Equal(t, sdk.NodeID("dropper"), node)
+}
+
+// answersDropped is a peer that answers every request as a dropped one-way message.
+type answersDropped struct{}
+
+func (answersDropped) Handle(_ context.Context, _ sdk.NodeID, req *wire.Request, rep transport.Replier) {
+	wire.RecycleInboundRequest(req)
+	rep.Reply(&wire.Reply{Dropped: true})
+}
+
+// A peer that acknowledges a request as a dropped one-way message is broken: the call fails
+// with an error that says so, rather than returning no reply and no error.
+func TestARequestAnsweredAsDroppedFails(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	caller := registerTestNode(t, endpoints, "caller")
+	require.NoError(t, caller.m.Start(ctx, caller.st, caller.reg, caller.cat, serving))
+	tr, err := transport.New(transport.Config{Node: "broken", ListenAddr: "127.0.0.1:0"}, answersDropped{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tr.Close() })
+	st := newTestStore(t, endpoints)
+	reg, err := st.Register(ctx, &storepb.NodeDescriptor{
+		NodeId: "broken", Roles: RoleObjectServer, Weight: 1, SpotTypes: []string{rttest.LedgerType}, Endpoint: tr.Addr(),
+		State: uint32(sdk.RuntimeStateServing),
+	}, store.LeaseOptions{TTL: 5 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+	awaitPeerState(t, ctx, caller.m, "broken", sdk.PeerStateReady)
+
+	target := sdk.InstanceIntent(rttest.LedgerType, "garbage").WithDesc(&rttest.LedgerDesc)
+	out, err := caller.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "broken"})
+	require.ErrorIs(t, err, sdk.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "dropped one-way message")
+	assert.Nil(t, out)
+	require.NoError(t, caller.m.Send(ctx, target, rttest.LedgerNote, wrapperspb.String("m2"), sdk.CallOptions{Node: "broken"}),
+		"a one-way message may be acknowledged so")
 }
