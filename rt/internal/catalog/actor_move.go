@@ -96,7 +96,7 @@ func (c *Catalog) moveNow(ctx context.Context, act *actor, to sdk.Target) error 
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, errOutcomePending):
+	case errors.Is(err, errOutcomePending), errors.Is(err, errActorLost):
 		return fmt.Errorf("move %v to %v: %w", act.Target(), to.Plain(), err)
 	}
 	c.rollback(act)
@@ -149,9 +149,11 @@ func (c *Catalog) move(ctx context.Context, act *actor, to sdk.Target) error {
 		return err
 	}
 	if _, err := c.store.MoveActor(wctx, loc, fromHost, toHost); err != nil {
-		committed, known := false, true
-		if !errors.Is(err, store.ErrFenced) && !errors.Is(err, store.ErrNotMember) && !errors.Is(err, store.ErrHostNotReady) {
-			committed, known = c.commitOutcome(loc, fromHost, toHost)
+		outcome, known := moveStayed, true
+		if !errors.Is(err, store.ErrNotMember) && !errors.Is(err, store.ErrHostNotReady) {
+			// Refused by its fence, or unanswered: the record tells what happened (a fence also
+			// fails once the record is gone).
+			outcome, known = c.moveOutcome(loc, fromHost, toHost)
 		}
 		if !known {
 			if !c.bg.goRun(func() { c.awaitOutcome(act, node, loc, fromHost, toHost, token) }) {
@@ -159,13 +161,48 @@ func (c *Catalog) move(ctx context.Context, act *actor, to sdk.Target) error {
 			}
 			return errOutcomePending
 		}
-		if !committed {
+		switch outcome {
+		case moveStayed:
 			c.abortArrival(node, act, token)
 			return err
+		case moveLost:
+			c.abortArrival(node, act, token)
+			c.endLost(act)
+			return fmt.Errorf("%w: %w", errActorLost, err)
 		}
 	}
 	c.committed(act, node, token)
 	return nil
+}
+
+// moveOutcome is what a move's commit did, as the Actor's record tells.
+type moveOutcome uint8
+
+const (
+	// moveStayed: the record names the source; the Actor serves on there.
+	moveStayed moveOutcome = iota
+	// moveCommitted: the record names the target.
+	moveCommitted
+	// moveLost: the record is gone, or names neither Spot. The commit may have happened and
+	// the target ended the Actor since, its record with it (or the record was reclaimed): the
+	// Actor lives on neither side, and the source does not serve it again.
+	moveLost
+)
+
+// errActorLost: a move found the Actor's record gone, and the Actor ended unrun where it was.
+var errActorLost = fmt.Errorf("%w: the Actor's record is gone; it ended where it was", sdk.ErrNotFound)
+
+// endLost ends act, whose record no longer names its Spot, without its CloseHandler: another
+// node ended it, or no node holds it any more. Its held messages end unrun.
+func (c *Catalog) endLost(act *actor) {
+	if !act.ended.CompareAndSwap(false, true) {
+		return
+	}
+	act.state.Store(uint32(actorGone))
+	act.stopTimers()
+	c.dropHeld(act, fmt.Errorf("%w: actor %s/%q", errActorLost, act.typ.desc.Name, act.id))
+	c.unregister(act)
+	act.endSettled()
 }
 
 // committed starts the end of a move of act to node whose commit succeeded: its timers stop
@@ -188,44 +225,50 @@ func (c *Catalog) awaitOutcome(act *actor, node sdk.NodeID, loc store.ActorLocat
 			return // the node stops: its Actors end with it, and the arrival by the record
 		case <-time.After(backoff):
 		}
-		committed, known := c.commitOutcome(loc, fromHost, toHost)
+		outcome, known := c.moveOutcome(loc, fromHost, toHost)
 		if !known {
 			continue
 		}
-		if committed {
+		switch outcome {
+		case moveCommitted:
 			c.committed(act, node, token)
-			return
+		case moveStayed:
+			c.abortArrival(node, act, token)
+			c.rollback(act)
+		case moveLost:
+			c.abortArrival(node, act, token)
+			c.endLost(act)
 		}
-		c.abortArrival(node, act, token)
-		c.rollback(act)
 		return
 	}
 }
 
-// commitOutcome tells whether the move of the record at loc from fromHost to toHost committed,
-// by issuing the same fenced commit again with a budget of its own: of the two, exactly one
-// can commit, so a read alone never concludes that a commit whose answer was lost did not
-// happen. known is false when the store did not answer.
-func (c *Catalog) commitOutcome(loc store.ActorLocation, fromHost, toHost store.Host) (committed, known bool) {
+// moveOutcome tells what the move of the record at loc from fromHost to toHost did, by issuing
+// the same fenced commit again with a budget of its own, then reading the record: of the two
+// commits, exactly one can succeed, so a read alone never concludes that a commit whose answer
+// was lost did not happen. known is false when the store did not answer.
+func (c *Catalog) moveOutcome(loc store.ActorLocation, fromHost, toHost store.Host) (_ moveOutcome, known bool) {
 	_, err := storeWrite(c, func(ctx context.Context) (store.ActorLocation, error) {
 		return c.store.MoveActor(ctx, loc, fromHost, toHost)
 	})
 	if err == nil {
-		return true, true
+		return moveCommitted, true
 	}
 	if !errors.Is(err, store.ErrFenced) && !errors.Is(err, store.ErrNotMember) {
-		return false, false
+		return 0, false
 	}
 	now, err := storeWrite(c, func(ctx context.Context) (store.ActorLocation, error) {
 		return c.store.LookupActor(ctx, loc.Key)
 	})
 	switch {
-	case err == nil:
-		return now.Host == toHost.HostRef, true
-	case errors.Is(err, sdk.ErrNotFound):
-		return false, true
+	case err == nil && now.Host == toHost.HostRef:
+		return moveCommitted, true
+	case err == nil && now.Host == fromHost.HostRef:
+		return moveStayed, true
+	case err == nil, errors.Is(err, sdk.ErrNotFound):
+		return moveLost, true
 	}
-	return false, false
+	return 0, false
 }
 
 // spotNode returns the node of the Spot to, creating a missing Instance Spot when to states

@@ -376,15 +376,15 @@ func (c *Catalog) releaseActor(loc store.ActorLocation, host store.Host) {
 // CloseHandler runs with reason on a's queue, then it leaves the index. Its record is
 // released with a's (by the caller). An Actor in a move or a close of its own is waited for
 // first: one that moved away is left to follow its messages, and one still arriving is a's
-// member only if its record says so (endArrival). The waits and the record reads have budgets
-// of their own; the callbacks then share one that budget makes, so that a slow move leaves
-// them their time.
-func (c *Catalog) closeMembers(a *activation, reason sdk.CloseReason, budget func() (context.Context, context.CancelFunc)) {
+// member only if its record says so (arrivedByRecord). The waits and the record reads have a
+// budget of OperationTimeout each, within bound; the callbacks then share one that budget
+// makes, so that a slow move or store leaves them their time.
+func (c *Catalog) closeMembers(bound context.Context, a *activation, reason sdk.CloseReason, budget func() (context.Context, context.CancelFunc)) {
 	members := a.memberList()
 	if len(members) == 0 {
 		return
 	}
-	arrived := c.awaitMembers(a, members)
+	arrived := c.awaitMembers(bound, a, members)
 	ctx, cancel := budget()
 	defer cancel()
 	for _, act := range members {
@@ -407,11 +407,12 @@ func (c *Catalog) closeMembers(a *activation, reason sdk.CloseReason, budget fun
 
 // awaitMembers waits, within a budget of OperationTimeout, for each of members (a's) that is in
 // a move or a close of its own to end it, and returns those still arriving then whose move
-// committed (arrivedByRecord).
-func (c *Catalog) awaitMembers(a *activation, members []*actor) map[*actor]bool {
-	wait, cancel := context.WithTimeout(c.hardCtx, c.cfg.OperationTimeout)
+// committed (arrivedByRecord). Their records are read within one budget of their own, however
+// many there are.
+func (c *Catalog) awaitMembers(bound context.Context, a *activation, members []*actor) map[*actor]bool {
+	wait, cancel := context.WithTimeout(bound, c.cfg.OperationTimeout)
 	defer cancel()
-	var arrived map[*actor]bool
+	var arriving []*actor
 	for _, act := range members {
 		for !act.committed.Load() {
 			act.mu.Lock()
@@ -427,12 +428,18 @@ func (c *Catalog) awaitMembers(a *activation, members []*actor) map[*actor]bool 
 			}
 			break
 		}
-		if !act.committed.Load() && act.current() == actorArriving && c.arrivedByRecord(a, act) {
-			if arrived == nil {
-				arrived = make(map[*actor]bool)
-			}
-			arrived[act] = true
+		if !act.committed.Load() && act.current() == actorArriving {
+			arriving = append(arriving, act)
 		}
+	}
+	if len(arriving) == 0 {
+		return nil
+	}
+	reads, cancelReads := context.WithTimeout(bound, c.cfg.OperationTimeout)
+	defer cancelReads()
+	arrived := make(map[*actor]bool)
+	for _, act := range arriving {
+		arrived[act] = c.arrivedByRecord(reads, a, act)
 	}
 	return arrived
 }
@@ -440,18 +447,18 @@ func (c *Catalog) awaitMembers(a *activation, members []*actor) map[*actor]bool 
 // arrivedByRecord reports whether act, arriving in a by a move that did not settle before a
 // closed, is a's member: whether the move committed, as act's record says. A User or Instance
 // host's record is Releasing by now, which fences any commit still to come, so the record read
-// here is the move's last word. A committed move made act a member of a with the state it
+// here is the move's last word. An Entry host at its node's shutdown, and a host whose owner
+// lease ended, have no such fence: a commit that lands after the read leaves the Actor to end
+// with its record's release, without its CloseHandler. A committed move made act a member of a with the state it
 // carried, to end with a, its CloseHandler run as its fellow members' are (D9). A record that
 // cannot be read leaves the outcome unknown, and the answer is no: act is dropped unrun, since
 // the Actor may serve on where it was and a callback here would run beside it.
-func (c *Catalog) arrivedByRecord(a *activation, act *actor) bool {
+func (c *Catalog) arrivedByRecord(ctx context.Context, a *activation, act *actor) bool {
 	host, err := c.storeHost(a)
 	if err != nil {
 		return false
 	}
-	loc, err := storeWrite(c, func(ctx context.Context) (store.ActorLocation, error) {
-		return c.store.LookupActor(ctx, act.storeKey())
-	})
+	loc, err := c.store.LookupActor(ctx, act.storeKey())
 	if err != nil && !errors.Is(err, sdk.ErrNotFound) {
 		c.log.Warn("an Actor arriving in a closing Spot is dropped without its closing callback: its record could not be read",
 			"actor", act.Target(), "spot", a.target(), "err", err)

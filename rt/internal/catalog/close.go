@@ -442,11 +442,11 @@ func (c *Catalog) endActivation(bound context.Context, sp ownedSpot, tx *closeTx
 	// Its Actors close first, with its reason; their records go with its own.
 	if reason == sdk.CloseOwnerLost {
 		a.exec.DropApplication(a.errLeaseEnded())
-		c.closeMembers(a, reason, budget)
+		c.closeMembers(ctx, a, reason, budget)
 		a.teardown()
 		notify()
 	} else {
-		c.closeMembers(a, reason, budget)
+		c.closeMembers(ctx, a, reason, budget)
 		notify()
 		a.teardown()
 	}
@@ -587,7 +587,7 @@ func (c *Catalog) closeEntry(ctx context.Context, e *entrySpot) {
 	e.state.Store(uint32(stateClosing))
 	if err := c.awaitTurnEnd(ctx, &e.activation); err == nil {
 		hadActors := e.memberCount.Load() != 0
-		c.closeMembers(&e.activation, sdk.CloseShutdown, func() (context.Context, context.CancelFunc) { return ctx, func() {} })
+		c.closeMembers(ctx, &e.activation, sdk.CloseShutdown, func() (context.Context, context.CancelFunc) { return ctx, func() {} })
 		c.notifyClose(ctx, &e.activation, sdk.CloseShutdown)
 		if hadActors {
 			c.releaseEntryActors(e)
