@@ -44,6 +44,11 @@ type ActorStore interface {
 	ReleaseHostActors(ctx context.Context, host Host) error
 	// HostActors lists host's Actors from the index, in key order.
 	HostActors(ctx context.Context, host HostRef) ([]ActorKey, error)
+	// FenceActor rewrites the record at loc as it is, so that its revision moves past
+	// loc.Revision: a write fenced on loc.Revision that has not landed yet (a move's commit
+	// whose answer was lost) never will. It fails with ErrFenced when the record is no longer
+	// at loc.Revision.
+	FenceActor(ctx context.Context, loc ActorLocation) (ActorLocation, error)
 }
 
 var _ ActorStore = (*Etcd)(nil)
@@ -444,6 +449,47 @@ func (s *Etcd) deleteActor(ctx context.Context, loc ActorLocation, fence []*pb.C
 			return struct{}{}, deletedVerdict(ok, cur.Incarnation, cur.Revision, loc.Incarnation, loc.Revision), nil
 		})
 	return err
+}
+
+// FenceActor implements ActorStore. A rewrite whose answer was lost is done when the record
+// is as it was, at a later revision: a move, the only other rewrite, changes its host and
+// generation.
+func (s *Etcd) FenceActor(ctx context.Context, loc ActorLocation) (ActorLocation, error) {
+	if err := loc.Key.Validate(); err != nil {
+		return ActorLocation{}, err
+	}
+	actorKey := s.keys.actor(loc.Key)
+	same := &storepb.ActorRecord{Host: loc.Host.proto(), Generation: loc.Generation, Attempt: loc.Attempt}
+	val, err := encodeActor(same)
+	if err != nil {
+		return ActorLocation{}, err
+	}
+	cmps := []*pb.Compare{cmpModRevision(actorKey, loc.Revision)}
+	ops := []*pb.RequestOp{opPut(actorKey, val)}
+	fenced, err := fencedWrite(ctx, s,
+		func(ctx context.Context) (ActorLocation, bool, error) {
+			resp, err := s.write(ctx, actorKey, cmps, ops, nil)
+			if err != nil || !resp.Succeeded {
+				return ActorLocation{}, false, err
+			}
+			return locationAt(loc.Key, same, loc.Incarnation, resp.Revision), true, nil
+		},
+		func(ctx context.Context) (ActorLocation, verdict, error) {
+			cur, ok, err := s.readActor(ctx, loc.Key)
+			switch {
+			case err != nil:
+				return ActorLocation{}, 0, err
+			case ok && cur.Revision == loc.Revision:
+				return ActorLocation{}, verdictAgain, nil
+			case ok && cur.Incarnation == loc.Incarnation && cur.Host == loc.Host && cur.Generation == loc.Generation && cur.Attempt == loc.Attempt:
+				return cur, verdictKnown, nil
+			}
+			return ActorLocation{}, verdictFenced, nil
+		})
+	if err != nil {
+		return ActorLocation{}, fmt.Errorf("store: fence %s at revision %d: %w", loc.Key, loc.Revision, err)
+	}
+	return fenced, nil
 }
 
 // HostActors implements ActorStore.

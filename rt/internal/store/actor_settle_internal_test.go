@@ -159,3 +159,41 @@ func TestD3_AmbiguousReleaseOfAHostIsSettled(t *testing.T) {
 		}
 	}
 }
+
+func TestAmbiguousFenceActorIsSettled(t *testing.T) {
+	s, f := newFaultyStore(t)
+	other := plainStore(t, s)
+	owner := registerNode(t, s, "n").Owner()
+	from := readyHostOf(t, s, spot("fence-from"), owner)
+	to := readyHostOf(t, s, spot("fence-to"), owner)
+
+	for name, how := range map[string]fault{"applied, answer lost": loseAnswer, "not applied": failUnsent} {
+		t.Run(name, func(t *testing.T) {
+			loc, err := s.Spawn(ctx, actorKey("fence-"+name), from)
+			require.NoError(t, err)
+			f.sent()
+			f.add(step{fault: how})
+			fenced, err := s.FenceActor(ctx, loc)
+			require.NoError(t, err)
+			assert.Equal(t, map[fault]int{loseAnswer: 1, failUnsent: 2}[how], f.sent(), "one etcd write per fence")
+			got, _ := lookupActor(t, s, loc.Key)
+			assert.Equal(t, got, fenced)
+			assert.Greater(t, got.Revision, loc.Revision)
+			assert.Equal(t, loc.Generation, got.Generation)
+		})
+	}
+	t.Run("not applied, moved meanwhile: fenced", func(t *testing.T) {
+		loc, err := s.Spawn(ctx, actorKey("fence-raced"), from)
+		require.NoError(t, err)
+		var theirs ActorLocation
+		f.add(step{fault: failUnsent, then: func() {
+			var err error
+			theirs, err = other.MoveActor(ctx, loc, from, to)
+			require.NoError(t, err)
+		}})
+		_, err = s.FenceActor(ctx, loc)
+		require.ErrorIs(t, err, ErrFenced)
+		got, _ := lookupActor(t, s, loc.Key)
+		assert.Equal(t, theirs, got, "the move stands")
+	})
+}

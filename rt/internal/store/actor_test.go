@@ -404,3 +404,32 @@ func TestReclaimRemovesActorsOfADeadOwner(t *testing.T) {
 		assert.Equal(t, want, got, "a live host's Actors stay")
 	}
 }
+
+// A fenced record is the record it was at a later revision: a move fenced on the revision read
+// before can no longer land, its host and index stay, and a stale fence fails.
+func TestFenceActorKeepsTheRecordAndEndsWritesFencedOnItsRevision(t *testing.T) {
+	s := newStore(t)
+	a := register(t, s, "node-a", store.LeaseOptions{})
+	from := readyHost(t, s, key("fence-from"), a.Owner())
+	to := readyHost(t, s, key("fence-to"), a.Owner())
+	loc := spawn(t, s, actor("fenced"), from)
+
+	fenced, err := s.FenceActor(ctx, loc)
+	require.NoError(t, err)
+	assert.Greater(t, fenced.Revision, loc.Revision)
+	got, err := s.LookupActor(ctx, actor("fenced"))
+	require.NoError(t, err)
+	assert.Equal(t, fenced, got)
+	assert.Equal(t, loc.Host, got.Host)
+	assert.Equal(t, loc.Generation, got.Generation)
+	assert.Equal(t, loc.Attempt, got.Attempt)
+	assert.Equal(t, loc.Incarnation, got.Incarnation)
+	assert.Equal(t, []string{"fenced"}, members(t, s, from))
+
+	_, err = s.MoveActor(ctx, loc, from, to)
+	require.ErrorIs(t, err, store.ErrFenced, "a move read before the fence never lands")
+	_, err = s.FenceActor(ctx, loc)
+	require.ErrorIs(t, err, store.ErrFenced, "a fence at a revision past")
+	_, err = s.MoveActor(ctx, got, from, to)
+	require.NoError(t, err, "a move read after it does")
+}
