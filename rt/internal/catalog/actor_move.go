@@ -261,7 +261,9 @@ func (c *Catalog) moveOutcome(loc store.ActorLocation, fromHost, toHost store.Ho
 		return c.store.LookupActor(ctx, loc.Key)
 	})
 	switch {
-	case err == nil && now.Host == toHost.HostRef:
+	case err == nil && (now.Host == toHost.HostRef || now.Incarnation == loc.Incarnation && now.Generation > loc.Generation):
+		// It names the target, or a later move of the same record: only this move could
+		// start from loc, so it committed, and the Actor may have moved on since.
 		return moveCommitted, true
 	case err == nil && now.Host == fromHost.HostRef:
 		return moveStayed, true
@@ -709,17 +711,38 @@ func (c *Catalog) settleByRecord(act *actor) {
 		}
 	}
 	host, herr := c.storeHost(act.host)
-	loc, err := storeWrite(c, func(ctx context.Context) (store.ActorLocation, error) {
-		return c.store.LookupActor(ctx, act.storeKey())
-	})
-	switch {
-	case err == nil && herr == nil && loc.Host == host.HostRef:
-		c.settleArrival(act)
-	case errors.Is(err, sdk.ErrNotFound) || err == nil:
-		c.dropArrival(act)
-	default:
-		act.gate.Reset(c.cfg.OperationTimeout)
+	for range 3 {
+		loc, err := storeWrite(c, func(ctx context.Context) (store.ActorLocation, error) {
+			return c.store.LookupActor(ctx, act.storeKey())
+		})
+		switch {
+		case err == nil && herr == nil && loc.Host == host.HostRef:
+			c.settleArrival(act)
+			return
+		case errors.Is(err, sdk.ErrNotFound):
+			c.dropArrival(act)
+			return
+		case err != nil:
+			act.gate.Reset(c.cfg.OperationTimeout)
+			return
+		}
+		// The record names another Spot. The move's commit may still be in flight (its answer
+		// lost, its source paused): the record is fenced first, so that the commit cannot land
+		// after the drop and name a Spot that holds nothing.
+		_, err = storeWrite(c, func(ctx context.Context) (store.ActorLocation, error) {
+			return c.store.FenceActor(ctx, loc)
+		})
+		switch {
+		case err == nil:
+			c.dropArrival(act)
+			return
+		case !errors.Is(err, store.ErrFenced):
+			act.gate.Reset(c.cfg.OperationTimeout)
+			return
+		}
+		// The record changed since it was read: read it again.
 	}
+	act.gate.Reset(c.cfg.OperationTimeout)
 }
 
 // openToMembers fails when a is closing or a close of it is pending: a Spot whose close may have

@@ -375,27 +375,33 @@ func (c *Catalog) releaseActor(loc store.ActorLocation, host store.Host) {
 // closeMembers closes every Actor of a before a's own closing callback: each one's
 // CloseHandler runs with reason on a's queue, then it leaves the index. Its record is
 // released with a's (by the caller). An Actor in a move or a close of its own is waited for
-// first: one that moved away is left to follow its messages, and one still arriving is a's
-// member only if its record says so (arrivedByRecord). The waits and the record reads have a
-// budget of OperationTimeout each, within bound; the callbacks then share one that budget
-// makes, so that a slow move or store leaves them their time.
+// first. One still in a move then is a's only if a's index of Actors names it (namedMembers):
+// one arriving is then a's member, and one leaving stays a's, as its move can no longer commit;
+// otherwise one arriving is dropped (the Actor stays where it was) and one leaving is left to
+// its move, which committed. The waits and the read have a budget of OperationTimeout each,
+// within bound; the callbacks then share one that budget makes, so that a slow move or store
+// leaves them their time.
 func (c *Catalog) closeMembers(bound context.Context, a *activation, reason sdk.CloseReason, budget func() (context.Context, context.CancelFunc)) {
 	members := a.memberList()
 	if len(members) == 0 {
 		return
 	}
-	arrived := c.awaitMembers(bound, a, members)
+	named, known := c.awaitMembers(bound, a, members)
 	ctx, cancel := budget()
 	defer cancel()
 	for _, act := range members {
-		switch {
+		switch st := act.current(); {
 		case act.committed.Load():
 			// It moved: its held messages follow it, and it leaves on its own.
-		case act.current() == actorArriving && !arrived[act]:
-			// It never served here, and its move did not commit: the Actor stays where it was.
+		case st == actorArriving && !named[act]:
+			// It never served here, and its move did not commit (or its record could not be
+			// read): the Actor stays where it was.
 			c.dropArrival(act)
+		case (st == actorMoving || st == actorDeparted) && known && !named[act]:
+			// Its move committed before the close fenced it: the move sees it through, to its
+			// new Spot (or, if the record is gone, to its end).
 		default:
-			if arrived[act] {
+			if st == actorArriving {
 				act.mu.Lock()
 				act.source = nil // its move committed: nothing goes back to where it was
 				act.mu.Unlock()
@@ -406,13 +412,13 @@ func (c *Catalog) closeMembers(bound context.Context, a *activation, reason sdk.
 }
 
 // awaitMembers waits, within a budget of OperationTimeout, for each of members (a's) that is in
-// a move or a close of its own to end it, and returns those still arriving then whose move
-// committed (arrivedByRecord). Their records are read within one budget of their own, however
-// many there are.
-func (c *Catalog) awaitMembers(bound context.Context, a *activation, members []*actor) map[*actor]bool {
+// a move or a close of its own to end it. If some are still in a move then, arriving or
+// leaving, it reads which members a's index names (namedMembers); known is false when that read
+// failed.
+func (c *Catalog) awaitMembers(bound context.Context, a *activation, members []*actor) (named map[*actor]bool, known bool) {
 	wait, cancel := context.WithTimeout(bound, c.cfg.OperationTimeout)
 	defer cancel()
-	var arriving []*actor
+	moving := false
 	for _, act := range members {
 		for !act.committed.Load() {
 			act.mu.Lock()
@@ -428,42 +434,48 @@ func (c *Catalog) awaitMembers(bound context.Context, a *activation, members []*
 			}
 			break
 		}
-		if !act.committed.Load() && act.current() == actorArriving {
-			arriving = append(arriving, act)
+		switch act.current() {
+		case actorArriving, actorMoving, actorDeparted:
+			moving = moving || !act.committed.Load()
 		}
 	}
-	if len(arriving) == 0 {
-		return nil
+	if !moving {
+		return nil, true
 	}
-	reads, cancelReads := context.WithTimeout(bound, c.cfg.OperationTimeout)
-	defer cancelReads()
-	arrived := make(map[*actor]bool)
-	for _, act := range arriving {
-		arrived[act] = c.arrivedByRecord(reads, a, act)
-	}
-	return arrived
+	return c.namedMembers(bound, a, members)
 }
 
-// arrivedByRecord reports whether act, arriving in a by a move that did not settle before a
-// closed, is a's member: whether the move committed, as act's record says. A User or Instance
-// host's record is Releasing by now, which fences any commit still to come, so the record read
-// here is the move's last word. An Entry host at its node's shutdown, and a host whose owner
-// lease ended, have no such fence: a commit that lands after the read leaves the Actor to end
-// with its record's release, without its CloseHandler. A committed move made act a member of a with the state it
-// carried, to end with a, its CloseHandler run as its fellow members' are (D9). A record that
-// cannot be read leaves the outcome unknown, and the answer is no: act is dropped unrun, since
-// the Actor may serve on where it was and a callback here would run beside it.
-func (c *Catalog) arrivedByRecord(ctx context.Context, a *activation, act *actor) bool {
+// namedMembers reads, in one read of a's index of Actors within a budget of its own, which of
+// members the index names: those whose records name a. A User or Instance host's record is
+// Releasing by now, which fences any move's commit still to come, into a or out of it, so the
+// read is final: a committed arrival (D9) is a's member, to end with a with the state it
+// carried; a member whose move out did not commit stays a's. An Entry host at its node's
+// shutdown, and a host whose owner lease ended, have no such fence: a commit into a that lands
+// after the read leaves the Actor to end with its record's release, without its CloseHandler,
+// and one out of a leaves the Actor to serve on where it went after its CloseHandler ran here.
+// known is false when the read failed: the arrivals are then dropped, since the Actor may serve
+// on where it was, and the leaving members end with a.
+func (c *Catalog) namedMembers(bound context.Context, a *activation, members []*actor) (named map[*actor]bool, known bool) {
 	host, err := c.storeHost(a)
-	if err != nil {
-		return false
+	if err == nil {
+		reads, cancel := context.WithTimeout(bound, c.cfg.OperationTimeout)
+		defer cancel()
+		var keys []store.ActorKey
+		if keys, err = c.store.HostActors(reads, host.HostRef); err == nil {
+			in := make(map[store.ActorKey]bool, len(keys))
+			for _, k := range keys {
+				in[k] = true
+			}
+			named = make(map[*actor]bool, len(members))
+			for _, act := range members {
+				named[act] = in[act.storeKey()]
+			}
+			return named, true
+		}
 	}
-	loc, err := c.store.LookupActor(ctx, act.storeKey())
-	if err != nil && !errors.Is(err, sdk.ErrNotFound) {
-		c.log.Warn("an Actor arriving in a closing Spot is dropped without its closing callback: its record could not be read",
-			"actor", act.Target(), "spot", a.target(), "err", err)
-	}
-	return err == nil && loc.Host == host.HostRef
+	c.log.Warn("a closing Spot could not read which of its Actors in a move are its own; those arriving are dropped without their closing callbacks",
+		"spot", a.target(), "err", err)
+	return nil, false
 }
 
 // endActor ends act with its Spot a, once: its held messages end unrun, its CloseHandler runs

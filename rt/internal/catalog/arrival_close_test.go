@@ -38,6 +38,14 @@ func (h *hangStore) LookupActor(ctx context.Context, key store.ActorKey) (store.
 	return h.Etcd.LookupActor(ctx, key)
 }
 
+func (h *hangStore) HostActors(ctx context.Context, host store.HostRef) ([]store.ActorKey, error) {
+	if h.hang.Load() {
+		<-ctx.Done()
+		return nil, fmt.Errorf("%w: %v", sdk.ErrStoreUnavailable, ctx.Err())
+	}
+	return h.Etcd.HostActors(ctx, host)
+}
+
 // D9, single activation: a move whose commit answer was lost committed, and its new Spot
 // ended the Actor (its OnClose ran there) and released its record. The source, once the
 // store answers again, finds the record gone: it does not take the Actor back. Its timers stay
@@ -77,7 +85,8 @@ func TestD9_ASourceThatFindsItsActorsRecordGoneDoesNotServeIt(t *testing.T) {
 }
 
 // D3: a Spot that closes with many members still arriving, while etcd cannot be reached,
-// reads their records within one budget, not one each: its close keeps to a few budgets.
+// learns which are its own in one read with one budget, not one each: its close keeps to a few
+// budgets.
 func TestD3_ArrivalsRecordsAreReadWithinOneBudget(t *testing.T) {
 	const op, arrivals = 200 * time.Millisecond, 20
 	var ticks atomic.Int64

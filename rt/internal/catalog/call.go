@@ -861,13 +861,23 @@ func (c *Catalog) TypeDesc(name string) *sdk.SpotDesc {
 	return nil
 }
 
-// CheckOwner answers, for a peer's message to the User or Instance Spot t along a route, whether
-// this node holds t (C1): nil when t is here in any state (being created, active, relocating or
-// closing); otherwise the refusal that Admit gives such a route, a MovedError for a Spot that a
-// relocation moved lately or sdk.ErrStaleRoute. It reads no store. A message this node knows
-// no handler for meets it first, so that the route is found stale before the unhandled-message
-// policy drops the message at a node that does not own its Spot.
+// CheckOwner answers, for a peer's message to the User or Instance Spot or the Actor t along a
+// route, whether this node holds t (C1): nil when t is here in any state (a Spot being created,
+// active, relocating or closing; an Actor in the index); otherwise the refusal that Admit or
+// AdmitActor gives such a route, a MovedError for an object that moved lately or
+// sdk.ErrStaleRoute. It reads no store. A message this node knows no handler for meets it
+// first, so that the route is found stale before the unhandled-message policy drops the
+// message at a node that does not hold its object.
 func (c *Catalog) CheckOwner(t sdk.Target) error {
+	if t.Kind() == sdk.KindActor {
+		if _, ok := c.LocalActor(t); ok {
+			return nil
+		}
+		if node, moved := c.Departed(t); moved {
+			return &MovedError{Node: node}
+		}
+		return fmt.Errorf("%w: node %s does not hold %v", sdk.ErrStaleRoute, c.cfg.Node, t)
+	}
 	key := spotKey{t.Type(), t.ID()}
 	if sp, creating := c.slotOf(key); sp != nil || creating {
 		return nil

@@ -60,6 +60,8 @@ type testNodeOpts struct {
 	wrap func(*store.Etcd) store.Store
 	// unhandled is the node's unhandled-message policy.
 	unhandled sdk.UnhandledDispatchOptions
+	// beacon registers the Beacon Entry Spot and its Mark Actors too.
+	beacon bool
 }
 
 // registerTestNodeWith is registerTestNode with opts.
@@ -74,6 +76,9 @@ func registerTestNodeWith(t *testing.T, endpoints []string, id sdk.NodeID, opts 
 	t.Cleanup(func() { _ = n.m.Close() })
 	types := &catalog.Types{}
 	require.NoError(t, rttest.RegisterLedger(types, func(string, string) {}, opts.built))
+	if opts.beacon {
+		require.NoError(t, rttest.RegisterBeacon(types, nil))
+	}
 	n.reg, err = n.st.Register(ctx, &storepb.NodeDescriptor{
 		NodeId: string(id), Roles: RoleObjectServer, Weight: 1, SpotTypes: types.Names(), Endpoint: n.m.Endpoint(),
 		State: uint32(sdk.RuntimeStateServing),

@@ -304,7 +304,7 @@ func (m *Mesh) send(ctx context.Context, t sdk.Target, h hop, method string, pay
 		// Dropped unrun as unhandled (I1): delivered, as the policy says, but it names no owner
 		// (a create-intent message may be dropped by a node that holds nothing), so no route
 		// is cached from it. A cached route stays: a plain message reaches the policy only on
-		// a node that holds its Spot (C1).
+		// a node that holds its object (C1).
 		return nil, nil, false, nil
 	}
 	if t.Kind() != sdk.KindEntry && !h.cached {

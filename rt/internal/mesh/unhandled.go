@@ -172,11 +172,11 @@ func (m *Mesh) errNoReply() error {
 // refuseUnhandled answers a peer's message that this node found unhandled, as the policy says:
 // refused with err, or dropped — a one-way message is acknowledged as delivered, a request's
 // reply is withheld until its context ends (the caller's deadline or cancellation, or the
-// stream's end) or the hold bound passes. A plain message to a User or Instance Spot that this
-// node does not hold came along a stale route: it is refused as such first (C1), so that the
-// sender finds the owner, which may know the handler.
+// stream's end) or the hold bound passes. A plain message to a User or Instance Spot, or to an
+// Actor, that this node does not hold came along a stale route: it is refused as such first
+// (C1), so that the sender finds the owner, which may know the handler.
 func (m *Mesh) refuseUnhandled(ctx context.Context, from sdk.NodeID, t sdk.Target, method string, oneWay bool, err error, reply func(*wire.Reply)) {
-	if k := t.Kind(); (k == sdk.KindUser || k == sdk.KindInstance) && !t.CreateIntent() {
+	if k := t.Kind(); (k == sdk.KindUser || k == sdk.KindInstance || k == sdk.KindActor) && !t.CreateIntent() {
 		if stale := m.cat.CheckOwner(t); stale != nil {
 			reply(m.admitReply(stale))
 			return

@@ -21,15 +21,16 @@ import (
 const noSuchMethod = "Forgotten"
 
 // startTrio starts the nodes "owner", "dropper" (which drops one-way messages it has no handler
-// for) and "caller", all in the mesh, and the caller linked to the other two.
-func startTrio(t *testing.T, ctx context.Context, endpoints []string) (owner, dropper, caller *testNode) {
+// for) and "caller", all in the mesh with beacon as each one's testNodeOpts.beacon, and the
+// caller linked to the other two.
+func startTrio(t *testing.T, ctx context.Context, endpoints []string, beacon bool) (owner, dropper, caller *testNode) {
 	t.Helper()
-	drop := testNodeOpts{unhandled: sdk.UnhandledDispatchOptions{Send: sdk.UnhandledDispatchActionDrop}}
+	drop := testNodeOpts{unhandled: sdk.UnhandledDispatchOptions{Send: sdk.UnhandledDispatchActionDrop}, beacon: beacon}
 	for _, n := range []struct {
 		node **testNode
 		id   sdk.NodeID
 		opts testNodeOpts
-	}{{&owner, "owner", testNodeOpts{}}, {&dropper, "dropper", drop}, {&caller, "caller", testNodeOpts{}}} {
+	}{{&owner, "owner", testNodeOpts{beacon: beacon}}, {&dropper, "dropper", drop}, {&caller, "caller", testNodeOpts{beacon: beacon}}} {
 		*n.node = registerTestNodeWith(t, endpoints, n.id, n.opts)
 		require.NoError(t, (*n.node).m.Start(ctx, (*n.node).st, (*n.node).reg, (*n.node).cat, serving))
 	}
@@ -43,7 +44,7 @@ func startTrio(t *testing.T, ctx context.Context, endpoints []string) (owner, dr
 // store names, rather than to the node that dropped the first and owns nothing.
 func TestB6_AOneWayMessageDroppedAsUnhandledIsNoRoute(t *testing.T) {
 	endpoints, ctx := startEtcd(t)
-	owner, dropper, caller := startTrio(t, ctx, endpoints)
+	owner, dropper, caller := startTrio(t, ctx, endpoints, false)
 	target := sdk.InstanceIntent(rttest.LedgerType, "b6-dropped").WithDesc(&rttest.LedgerDesc)
 	_, err := owner.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "owner"})
 	require.NoError(t, err)
@@ -67,7 +68,7 @@ func TestB6_AOneWayMessageDroppedAsUnhandledIsNoRoute(t *testing.T) {
 // unhandled-message policy at a node that owns nothing, and the sender forgets the route.
 func TestC1_AStaleRouteIsFoundBeforeTheUnhandledPolicy(t *testing.T) {
 	endpoints, ctx := startEtcd(t)
-	owner, dropper, caller := startTrio(t, ctx, endpoints)
+	owner, dropper, caller := startTrio(t, ctx, endpoints, false)
 	target := sdk.InstanceIntent(rttest.LedgerType, "c1-moved").WithDesc(&rttest.LedgerDesc)
 
 	// The Spot lives on the dropper first, and the caller caches the route there.
@@ -99,7 +100,7 @@ func TestC1_AStaleRouteIsFoundBeforeTheUnhandledPolicy(t *testing.T) {
 // read.
 func TestB6_AMessageTheOwnerDropsKeepsTheRoute(t *testing.T) {
 	endpoints, ctx := startEtcd(t)
-	_, dropper, caller := startTrio(t, ctx, endpoints)
+	_, dropper, caller := startTrio(t, ctx, endpoints, false)
 	target := sdk.InstanceIntent(rttest.LedgerType, "b6-owner-drops").WithDesc(&rttest.LedgerDesc)
 	_, err := dropper.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "dropper"})
 	require.NoError(t, err)
@@ -146,4 +147,27 @@ func TestARequestAnsweredAsDroppedFails(t *testing.T) {
 	assert.Nil(t, out)
 	require.NoError(t, caller.m.Send(ctx, target, rttest.LedgerNote, wrapperspb.String("m2"), sdk.CallOptions{Node: "broken"}),
 		"a one-way message may be acknowledged so")
+}
+
+// C1: a one-way message to an Actor that this node no longer holds, for a method this node has
+// no handler for, came along a stale route: it is redirected to where the Actor went, not
+// dropped here by the unhandled-message policy, so the Actor's node applies its own.
+func TestC1_AnActorsStaleRouteIsFoundBeforeTheUnhandledPolicy(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	_, dropper, caller := startTrio(t, ctx, endpoints, true)
+	beaconAt := func(node sdk.NodeID) sdk.Target { return sdk.EntryTarget(rttest.BeaconType, node) }
+	mark := sdk.ActorTarget(rttest.MarkType, "c1-mark").WithDesc(&rttest.MarkDesc)
+	out, err := caller.m.Call(ctx, beaconAt("dropper"), "Spawn", wrapperspb.String(mark.ID()), sdk.CallOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "ok", out.(*wrapperspb.StringValue).GetValue())
+	_, err = caller.m.Call(ctx, mark, rttest.MarkRecord, wrapperspb.String("m1"), sdk.CallOptions{})
+	require.NoError(t, err)
+	node, cached := caller.m.routes.get(mark)
+	require.True(t, cached)
+	require.Equal(t, sdk.NodeID("dropper"), node)
+
+	require.NoError(t, dropper.cat.MoveActorTo(ctx, mark, beaconAt("owner")))
+	err = caller.m.Send(ctx, mark, noSuchMethod, wrapperspb.String("m2"), sdk.CallOptions{})
+	require.ErrorIs(t, err, sdk.ErrUnhandled, "the Actor's node refuses it, as its policy says")
+	assert.Zero(t, dropper.m.unhandledCount.dropped.Load(), "the node it left dropped nothing")
 }

@@ -1,0 +1,325 @@
+package catalog_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/zlink-go/zlink/rt/internal/catalog"
+	"github.com/zlink-go/zlink/rt/internal/exec"
+	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// The outcome of an Actor's move whose commit answer was lost, met by closes of either Spot and
+// by the target's own settle by the record: whatever happens, the Actor lives in one place, and
+// its OnClose runs once.
+
+// D9, single activation: the source Spot closes while its member's move is unknown (its commit
+// landed). The close finds the record naming the target and leaves the Actor to its move: it
+// runs no OnClose at the source, and the Actor serves on in its new Spot, whose close runs the
+// one OnClose.
+func TestD9_ASourceClosingWhileItsMoveIsUnknownLeavesTheActorToItsMove(t *testing.T) {
+	var ticks atomic.Int64
+	lossy := &lossyStore{}
+	n, sp := actorNodeWith(t, &ticks, nodeOpts{wrap: func(e *store.Etcd) store.Store {
+		lossy.Etcd = e
+		return lossy
+	}}, func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond })
+	for _, id := range []string{"room-1", "room-2"} {
+		_, err := n.call(id, "Join", "ann")
+		require.NoError(t, err)
+	}
+	const id = "d9-source-closes"
+	require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, id))
+	before := pawnCloses.Load()
+	lossy.lose.Store(true) // the commit lands, its answer is lost, and moves stay unanswered
+	err := catClient{n.cat}.MoveActor(ctx, pawnAt(id), room("room-2"))
+	require.ErrorIs(t, err, sdk.ErrStoreUnavailable)
+	require.NoError(t, n.cat.CloseTarget(ctx, room("room-1")))
+	assert.Equal(t, before, pawnCloses.Load(), "no OnClose at the source: the Actor moved")
+
+	lossy.dark.Store(false)
+	var out string
+	require.Eventually(t, func() bool {
+		out, err = n.callT(pawnAt(id), "Hop", "x")
+		return err == nil
+	}, 5*time.Second, 10*time.Millisecond)
+	assert.Contains(t, out, "room-2")
+	require.NoError(t, n.cat.CloseTarget(ctx, room("room-2")))
+	assert.Equal(t, before+1, pawnCloses.Load(), "its OnClose ran once, in its new Spot")
+}
+
+// slowLossStore loses the answers of the moves it commits while lose is set, and takes slow
+// over each read of Actors.
+type slowLossStore struct {
+	*store.Etcd
+	lose atomic.Bool
+	slow atomic.Int64
+}
+
+func (s *slowLossStore) MoveActor(ctx context.Context, loc store.ActorLocation, from, to store.Host) (store.ActorLocation, error) {
+	if s.lose.Load() {
+		_, _ = s.Etcd.MoveActor(ctx, loc, from, to)
+		return store.ActorLocation{}, fmt.Errorf("%w: the answer was lost", store.ErrOutcomeUnknown)
+	}
+	return s.Etcd.MoveActor(ctx, loc, from, to)
+}
+
+func (s *slowLossStore) wait(ctx context.Context) error {
+	select {
+	case <-time.After(time.Duration(s.slow.Load())):
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %v", sdk.ErrStoreUnavailable, ctx.Err())
+	}
+}
+
+func (s *slowLossStore) LookupActor(ctx context.Context, key store.ActorKey) (store.ActorLocation, error) {
+	if err := s.wait(ctx); err != nil {
+		return store.ActorLocation{}, err
+	}
+	return s.Etcd.LookupActor(ctx, key)
+}
+
+func (s *slowLossStore) HostActors(ctx context.Context, host store.HostRef) ([]store.ActorKey, error) {
+	if err := s.wait(ctx); err != nil {
+		return nil, err
+	}
+	return s.Etcd.HostActors(ctx, host)
+}
+
+// D9: twenty moves into a Spot committed with their answers lost, and the Spot closes while
+// each read of the store takes a fifth of the budget: every one of the twenty is its member and
+// ends with it, its OnClose run.
+func TestD9_EveryCommittedArrivalEndsWithItsSpotOverASlowStore(t *testing.T) {
+	const op, arrivals = 200 * time.Millisecond, 20
+	var ticks atomic.Int64
+	s := &slowLossStore{}
+	n, sp := actorNodeWith(t, &ticks, nodeOpts{wrap: func(e *store.Etcd) store.Store {
+		s.Etcd = e
+		return s
+	}}, func(c *catalog.Config) { c.OperationTimeout = op })
+	for _, id := range []string{"room-1", "room-2"} {
+		_, err := n.call(id, "Join", "ann")
+		require.NoError(t, err)
+	}
+	for i := range arrivals {
+		require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, fmt.Sprintf("d9-slow-%d", i)))
+	}
+	before := pawnCloses.Load()
+	s.lose.Store(true)
+	for i := range arrivals {
+		err := catClient{n.cat}.MoveActor(ctx, pawnAt(fmt.Sprintf("d9-slow-%d", i)), room("room-2"))
+		require.ErrorIs(t, err, sdk.ErrStoreUnavailable)
+	}
+	s.slow.Store(int64(op / 5))
+	require.NoError(t, n.cat.CloseTarget(ctx, room("room-2")))
+	s.slow.Store(0)
+	s.lose.Store(false)
+	require.Eventually(t, func() bool { return n.cat.ActiveActors() == 0 }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, before+arrivals, pawnCloses.Load(), "every committed member's OnClose ran")
+}
+
+// darkStore leaves moves unanswered and unwritten while dark is set, and commits them with
+// their answers lost while lose is set.
+type darkStore struct {
+	*store.Etcd
+	dark, lose atomic.Bool
+}
+
+func (s *darkStore) MoveActor(ctx context.Context, loc store.ActorLocation, from, to store.Host) (store.ActorLocation, error) {
+	if s.lose.Load() {
+		_, _ = s.Etcd.MoveActor(ctx, loc, from, to)
+		return store.ActorLocation{}, fmt.Errorf("%w: the answer was lost", store.ErrOutcomeUnknown)
+	}
+	if s.dark.Load() {
+		return store.ActorLocation{}, fmt.Errorf("%w: the store is dark", store.ErrOutcomeUnknown)
+	}
+	return s.Etcd.MoveActor(ctx, loc, from, to)
+}
+
+// movePeers joins the catalogs of one test for Actor moves.
+type movePeers struct {
+	to map[sdk.NodeID]*catalog.Catalog
+}
+
+func (*movePeers) PrepareSpot(context.Context, sdk.NodeID, catalog.Arrival) (store.Owner, error) {
+	return store.Owner{}, errNotInThisTest
+}
+
+func (*movePeers) SettleSpot(context.Context, sdk.NodeID, sdk.Target, uint64, store.Record) error {
+	return errNotInThisTest
+}
+
+func (*movePeers) AbortSpot(context.Context, sdk.NodeID, sdk.Target, uint64) error {
+	return errNotInThisTest
+}
+
+func (p *movePeers) PrepareArrival(_ context.Context, node sdk.NodeID, actor, host sdk.Target, state []byte, token uint64) (store.Host, error) {
+	return p.to[node].PrepareArrival(actor, host, state, token)
+}
+
+func (p *movePeers) SettleArrival(_ context.Context, node sdk.NodeID, actor sdk.Target, token uint64) error {
+	p.to[node].SettleArrival(actor, token)
+	return nil
+}
+
+func (p *movePeers) AbortArrival(_ context.Context, node sdk.NodeID, actor sdk.Target, token uint64) error {
+	p.to[node].AbortArrival(actor, token)
+	return nil
+}
+
+// Follow admits a held message to the Actor on node ahead of those sent there directly, as the
+// mesh's follow request does, and waits for a request's outcome.
+func (p *movePeers) Follow(ctx context.Context, node sdk.NodeID, actor sdk.Target, method string, req proto.Message, oneWay bool) (proto.Message, error) {
+	type outcome struct {
+		reply proto.Message
+		err   error
+	}
+	done := make(chan outcome, 1)
+	err := p.to[node].AdmitActor(ctx, actor, method, req, proto.Size(req), oneWay, true,
+		catalog.AnswerFunc(func(reply proto.Message, err error) { done <- outcome{reply, err} }))
+	if err != nil || oneWay {
+		return nil, err
+	}
+	select {
+	case o := <-done:
+		return o.reply, o.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// peerNode is a node of a two-node test with Rooms, the Lobby and pawns, its peers set before
+// it starts.
+func peerNode(t *testing.T, mesh, id string, wrap func(*store.Etcd) store.Store, peers catalog.Peers) *node {
+	st, err := store.New(newClient(t), mesh)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	reg, err := st.Register(ctx, nodeDesc(id), store.LeaseOptions{})
+	require.NoError(t, err)
+	f := newFixture()
+	types := &catalog.Types{}
+	must(types.RegisterSpot(&sdk.SpotDesc{Name: roomType, Kind: sdk.KindInstance, Methods: methods}, factory(f)))
+	must(types.RegisterSpot(&sdk.SpotDesc{Name: lobbyType, Kind: sdk.KindEntry, Methods: methods}, factory(f)))
+	var ticks atomic.Int64
+	must(types.RegisterActor(pawnDesc, func(ac sdk.ActorContext) (any, error) {
+		p := &pawn{ac: ac, ticks: &ticks, closes: &pawnCloses}
+		if b := ac.RestoredState(); b != nil {
+			p.hops, _ = strconv.Atoi(string(b))
+		}
+		return p, nil
+	}))
+	cfg := catalog.Config{Node: sdk.NodeID(id), Exec: exec.DefaultConfig(), Logger: slog.New(slog.DiscardHandler),
+		OperationTimeout: 200 * time.Millisecond}
+	var wrapped store.Store = st
+	if wrap != nil {
+		wrapped = wrap(st)
+	}
+	cat, err := catalog.New(cfg, wrapped, reg, types, nil)
+	require.NoError(t, err)
+	f.outer = catClient{cat}
+	cat.SetClient(catClient{cat})
+	cat.SetPeers(peers)
+	require.NoError(t, cat.Start(ctx))
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_ = cat.Close(c)
+		_ = reg.Close(c)
+	})
+	return &node{cat: cat, store: st, reg: reg, f: f}
+}
+
+// movingPair starts node-a, whose store's moves the test darkens, and node-b.
+func movingPair(t *testing.T) (a, b *node, ds *darkStore) {
+	mesh := uniqueMesh(t)
+	peers := &movePeers{to: map[sdk.NodeID]*catalog.Catalog{}}
+	ds = &darkStore{}
+	a = peerNode(t, mesh, "node-a", func(e *store.Etcd) store.Store {
+		ds.Etcd = e
+		return ds
+	}, peers)
+	b = peerNode(t, mesh, "node-b", nil, peers)
+	peers.to["node-a"], peers.to["node-b"] = a.cat, b.cat
+	return a, b, ds
+}
+
+// K1, single activation: the source cannot reach etcd past the target's wait, so the target
+// settles the arrival by the record, which still names the source, and drops it. The drop
+// fences the record first: the source's commit, issued again once etcd answers, can no longer
+// land and name a Spot that holds nothing. The Actor serves on at the source.
+func TestK1_AnArrivalDroppedByTheRecordFencesTheLateCommit(t *testing.T) {
+	a, b, ds := movingPair(t)
+	_, err := a.call("room-1", "Join", "ann")
+	require.NoError(t, err)
+	const id = "k1-late-commit"
+	require.NoError(t, a.f.spotContext("room-1").Spawn(ctx, pawnDesc, id))
+	ds.dark.Store(true)
+	err = catClient{a.cat}.MoveActor(ctx, pawnAt(id), sdk.EntryTarget(lobbyType, "node-b"))
+	require.ErrorIs(t, err, sdk.ErrStoreUnavailable)
+	require.Eventually(t, func() bool {
+		_, ok := b.cat.LocalActor(pawnAt(id))
+		return !ok
+	}, 5*time.Second, 10*time.Millisecond, "node-b drops the arrival by the record")
+
+	ds.dark.Store(false)
+	var out string
+	require.Eventually(t, func() bool {
+		out, err = a.callT(pawnAt(id), "Hop", "x")
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond, "the Actor serves on at the source")
+	assert.Contains(t, out, "room-1")
+	loc, err := a.store.LookupActor(ctx, store.ActorKey{Type: pawnType, ID: id})
+	require.NoError(t, err)
+	assert.Equal(t, "room-1", loc.Host.ID, "its record names the source")
+	assert.EqualValues(t, 1, a.cat.ActiveActors())
+	assert.Zero(t, b.cat.ActiveActors())
+}
+
+// D9: a move committed with its answer lost; the target settled by the record, and the Actor
+// moved on from there. The source, reading a record that names neither of its Spots but a later
+// move of the same record, knows its move committed: the message it held follows the Actor
+// and runs, rather than failing as if the Actor were gone.
+func TestD9_AMoveFoundCommittedAndMovedOnLetsItsHeldMessageFollow(t *testing.T) {
+	a, b, ds := movingPair(t)
+	_, err := a.call("room-1", "Join", "ann")
+	require.NoError(t, err)
+	_, err = b.call("room-9", "Join", "bob")
+	require.NoError(t, err)
+	const id = "d9-moved-on"
+	require.NoError(t, a.f.spotContext("room-1").Spawn(ctx, pawnDesc, id))
+	ds.lose.Store(true)
+	err = catClient{a.cat}.MoveActor(ctx, pawnAt(id), sdk.EntryTarget(lobbyType, "node-b"))
+	require.ErrorIs(t, err, sdk.ErrStoreUnavailable)
+	ds.lose.Store(false)
+	ds.dark.Store(true)
+	sent := make(chan error, 1)
+	go func() { sent <- a.cat.Send(ctx, pawnAt(id), "Note", str("")) }() // held at the source
+	require.Eventually(t, func() bool {
+		_, err := b.callT(pawnAt(id), "Hop", "x")
+		return err == nil
+	}, 5*time.Second, 10*time.Millisecond, "node-b settles the arrival by the record")
+	require.NoError(t, catClient{b.cat}.MoveActor(ctx, pawnAt(id), room("room-9")))
+	ds.dark.Store(false)
+	select {
+	case err = <-sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held Send was never answered")
+	}
+	require.NoError(t, err, "the held message followed the Actor")
+	out, err := b.callT(pawnAt(id), "Hop", "x")
+	require.NoError(t, err, "the Actor is alive")
+	assert.Equal(t, `x hop 3 in Instance test.Room/"room-9"`, out, "the held message ran between the two hops")
+	_, here := a.cat.LocalActor(pawnAt(id))
+	assert.False(t, here, "the source does not serve it")
+}
