@@ -131,6 +131,18 @@ func TestCloseWaitsForHandlersUntilItsDeadline(t *testing.T) {
 	require.NoError(t, r.Close(context.Background()))
 }
 
+// Channel work that waits on the store, not on a handler, ends as Close begins: Close does not
+// wait for it to its deadline.
+func TestCloseEndsTheWorksContextFirst(t *testing.T) {
+	var r Registry
+	require.NoError(t, r.Context().Err())
+	require.True(t, r.Go(func() { <-r.Context().Done() }))
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, r.Close(cctx), "the work ended with the context, well before the deadline")
+	require.ErrorIs(t, r.Context().Err(), context.Canceled)
+}
+
 // A channel name has one kind on a node.
 func TestAChannelNameHasOneKind(t *testing.T) {
 	var r Registry

@@ -206,6 +206,10 @@ func (r *Registry) Subscribers() []*Subscriber {
 // Go runs fn as channel work of the node, unless the registry is closed.
 func (r *Registry) Go(fn func()) bool { return r.work.goRun(fn) }
 
+// Context ends when Close begins: channel work that waits on anything but a handler (a store
+// write) ends with it, rather than holding Close to its deadline.
+func (r *Registry) Context() context.Context { return r.work.context() }
+
 // Close ends the node's channel work: no new work starts, the subscribers' queued
 // publications are dropped and their handlers' contexts end, and Close waits for the work
 // under way — servers' handlers, the subscribers' handlers — until ctx ends. A handler that
@@ -223,6 +227,22 @@ type workers struct {
 	mu      sync.Mutex
 	stopped bool
 	wg      sync.WaitGroup
+	// ctx ends at stop; made at its first use, so that a zero Registry is ready.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (w *workers) context() context.Context {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.contextLocked()
+}
+
+func (w *workers) contextLocked() context.Context {
+	if w.ctx == nil {
+		w.ctx, w.cancel = context.WithCancel(context.Background())
+	}
+	return w.ctx
 }
 
 func (w *workers) goRun(fn func()) bool {
@@ -238,6 +258,8 @@ func (w *workers) goRun(fn func()) bool {
 func (w *workers) stop() {
 	w.mu.Lock()
 	w.stopped = true
+	w.contextLocked()
+	w.cancel()
 	w.mu.Unlock()
 }
 

@@ -301,9 +301,29 @@ func (m *Mesh) noServer(name string, tried []sdk.NodeID) error {
 }
 
 // callLocalServer runs a call on this node's server, on the caller's goroutine (a one-way
-// message on a goroutine of the mesh's, after it was admitted).
+// message on a goroutine of the mesh's, after it was admitted). It runs the server's own method
+// of md's name: one the server does not have is unhandled, and follows the node's policy (I1)
+// as a peer's call does.
 func (m *Mesh) callLocalServer(ctx context.Context, desc *sdk.ChannelDesc, md *sdk.MethodDesc, req proto.Message) (proto.Message, error) {
 	srv := m.cfg.Channels.Server(desc.Name)
+	if srv == nil {
+		return nil, fmt.Errorf("%w: node %s no longer serves channel %s", sdk.ErrNotServing, m.cfg.Node, desc.Name)
+	}
+	smd := srv.Desc.Method(md.Name)
+	if smd == nil {
+		err := fmt.Errorf("%w: channel %s has no method %s on node %s", sdk.ErrUnhandled, desc.Name, md.Name, m.cfg.Node)
+		what := func() []any { return []any{"channel", desc.Name, "method", md.Name} }
+		switch {
+		case !m.unhandledAs(familyOf(md.OneWay), what, "", err):
+			return nil, err
+		case md.OneWay:
+			return nil, nil
+		}
+		return nil, m.withhold(ctx)
+	}
+	if smd.OneWay != md.OneWay {
+		return nil, fmt.Errorf("%w: channel %s: method %s is called as one-way %v, declared %v", sdk.ErrInvalidArgument, desc.Name, md.Name, md.OneWay, smd.OneWay)
+	}
 	size := proto.Size(req)
 	if err := srv.Admit(md.Name, size); err != nil {
 		return nil, err
@@ -313,7 +333,7 @@ func (m *Mesh) callLocalServer(ctx context.Context, desc *sdk.ChannelDesc, md *s
 		if !m.cfg.Channels.Go(func() {
 			defer cancel()
 			defer srv.Done(size)
-			if _, err := srv.Invoke(hctx, m.log, md, req); err != nil {
+			if _, err := srv.Invoke(hctx, m.log, smd, req); err != nil {
 				m.log.Warn("a channel server's one-way handler failed", "channel", desc.Name, "method", md.Name, "err", err)
 			}
 		}) {
@@ -324,7 +344,7 @@ func (m *Mesh) callLocalServer(ctx context.Context, desc *sdk.ChannelDesc, md *s
 		return nil, nil
 	}
 	defer srv.Done(size)
-	out, err := srv.Invoke(ctx, m.log, md, req)
+	out, err := srv.Invoke(ctx, m.log, smd, req)
 	if err == nil && (out == nil || !out.ProtoReflect().IsValid()) {
 		out = md.NewReply() // as a remote caller gets it: an empty reply
 	}
@@ -346,20 +366,24 @@ type serverCandidate struct {
 }
 
 // readyServers lists the channel's Ready servers of positive weight (G6): this node's own
-// while it serves, and each peer's that is Serving and connected.
+// while it serves, and each peer's that is Serving and connected. This node's own server is
+// one even while its membership record is missing from the watched table (its owner lease
+// ended and it registers again), as its ClientServer status shows it.
 func (m *Mesh) readyServers(name string, dst []serverCandidate) []serverCandidate {
+	own := false
 	m.channels.mu.RLock()
-	ch := m.channels.byName[name]
-	if ch == nil {
-		m.channels.mu.RUnlock()
-		return dst
-	}
-	for id, mb := range ch.servers {
-		if mb.Weight > 0 {
-			dst = append(dst, serverCandidate{node: id, weight: mb.Weight})
+	if ch := m.channels.byName[name]; ch != nil {
+		for id, mb := range ch.servers {
+			own = own || id == m.cfg.Node
+			if mb.Weight > 0 {
+				dst = append(dst, serverCandidate{node: id, weight: mb.Weight})
+			}
 		}
 	}
 	m.channels.mu.RUnlock()
+	if srv := m.cfg.Channels.Server(name); srv != nil && !own && srv.Weight > 0 {
+		dst = append(dst, serverCandidate{node: m.cfg.Node, weight: int64(srv.Weight)})
+	}
 	ready := dst[:0]
 	for _, c := range dst {
 		if m.serverState(name, c.node) == sdk.PeerStateReady {
@@ -675,12 +699,17 @@ func (m *Mesh) joinPublisher(desc *sdk.ChannelDesc) {
 	j.joining = true
 	j.mu.Unlock()
 	started := m.cfg.Channels.Go(func() {
+		// The write ends with the mesh, or as the node's channel work closes before it.
 		ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
 		defer cancel()
-		err := m.reg.Load().JoinChannel(ctx, store.ChannelMembership{Channel: desc.Name, Role: store.ChannelPublisher, Kind: sdk.ChannelFanout})
+		defer context.AfterFunc(m.cfg.Channels.Context(), cancel)()
+		reg := m.reg.Load()
+		err := reg.JoinChannel(ctx, store.ChannelMembership{Channel: desc.Name, Role: store.ChannelPublisher, Kind: sdk.ChannelFanout})
 		j.mu.Lock()
 		j.joining = false
-		j.joined.Store(err == nil)
+		// A membership written on a registration that has been replaced since is not this
+		// node's any more: the next publication writes it again (rejoinPublishers).
+		j.joined.Store(err == nil && m.reg.Load() == reg)
 		j.mu.Unlock()
 		if err != nil && m.ctx.Err() == nil {
 			m.log.Warn("could not register the node as a publisher of a channel; a later publication tries again", "channel", desc.Name, "err", err)
@@ -698,7 +727,11 @@ func (m *Mesh) joinPublisher(desc *sdk.ChannelDesc) {
 // registration's write did not report before its lease ended.
 func (m *Mesh) rejoinPublishers() {
 	m.channels.publishing.Range(func(_, v any) bool {
-		v.(*publisherJoin).joined.Store(false)
+		// Under the join's lock: a join that ends now sees the new registration, or is undone.
+		j := v.(*publisherJoin)
+		j.mu.Lock()
+		j.joined.Store(false)
+		j.mu.Unlock()
 		return true
 	})
 }

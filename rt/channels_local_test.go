@@ -1,0 +1,107 @@
+package rt_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/zlink-go/zlink/rt"
+	"github.com/zlink-go/zlink/rt/internal/rttest"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// G6: a node's own registered server is a normal target while it serves, even while its
+// membership record is missing (its owner lease ended and it registers again): calls are
+// routed to it, and the route status and the channel's status agree on it.
+func TestG6_TheLocalServerServesWhileItsMembershipRecordIsMissing(t *testing.T) {
+	c := newCluster(t, 1, withChannels(func(_ int, r sdk.Registrar, node sdk.NodeID) error {
+		return rttest.RegisterWhoServer(r, node, nil)
+	}))
+	a := c.hosts[0]
+	awaitReadyTargets(t, a, 1)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	defer cli.Close()
+	// What etcd does to the record when the owner lease ends.
+	_, err = cli.Delete(ctx, "/zlink/default/channels/"+rttest.WhoChannel+"/servers/"+string(a.LocalNode()))
+	require.NoError(t, err)
+	for range 50 { // a second, in which the node's watch learns of the delete
+		node, err := who(ctx, a)
+		require.NoError(t, err, "the local server takes the call")
+		assert.Equal(t, a.LocalNode(), node)
+		st, err := a.ClientServerStatus(rttest.WhoChannel)
+		require.NoError(t, err)
+		assert.True(t, st.IsReady)
+		ch := a.MeshStatus().Channels
+		require.Len(t, ch, 1)
+		assert.Equal(t, 1, ch[0].ReadyTargetCount, "the route status counts it too")
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// I1: a call to this node's own server for a method its descriptor lacks is unhandled, as the
+// same call to a peer's server is: refused with ErrUnhandled under ReplyError, and the
+// client's own Invoke never runs against the server's object.
+func TestI1_ALocalChannelCallTheServerLacksIsUnhandled(t *testing.T) {
+	var ran atomic.Int64
+	newer := rttest.WhoDesc
+	newer.Methods = append(append([]sdk.MethodDesc{}, rttest.WhoDesc.Methods...), sdk.MethodDesc{
+		Name:       "Extra",
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(any, context.Context, proto.Message) (proto.Message, error) {
+			ran.Add(1)
+			return wrapperspb.String("ran"), nil
+		},
+	})
+	c := newCluster(t, 2, withChannels(func(i int, r sdk.Registrar, node sdk.NodeID) error {
+		if i == 1 {
+			return rttest.RegisterWhoServer(r, node, nil) // the older descriptor
+		}
+		return nil
+	}))
+	a, b := c.hosts[0], c.hosts[1]
+	awaitReadyTargets(t, a, 1)
+	awaitReadyTargets(t, b, 1)
+
+	_, err := a.CallChannel(ctx, &newer, "Extra", wrapperspb.String("x"))
+	require.ErrorIs(t, err, sdk.ErrUnhandled, "a peer's server refuses it")
+	_, err = b.CallChannel(ctx, &newer, "Extra", wrapperspb.String("x"))
+	require.ErrorIs(t, err, sdk.ErrUnhandled, "so does the node's own")
+	assert.Zero(t, ran.Load(), "the client's Invoke never ran")
+	assert.Equal(t, int64(2), a.UnhandledStats().Requests+b.UnhandledStats().Requests)
+}
+
+// I1: under Drop, a one-way call to this node's own server for a method it lacks is dropped
+// and counted, as a peer's would be.
+func TestI1_ALocalChannelSendTheServerLacksIsDropped(t *testing.T) {
+	newer := rttest.WhoDesc
+	newer.Methods = append(append([]sdk.MethodDesc{}, rttest.WhoDesc.Methods...), sdk.MethodDesc{
+		Name:       "Later",
+		OneWay:     true,
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(any, context.Context, proto.Message) (proto.Message, error) {
+			panic("the client's Invoke runs against the server's object")
+		},
+	})
+	c := newCluster(t, 1, func(i int, cfg *rt.Config) {
+		cfg.Unhandled.Send = sdk.UnhandledDispatchActionDrop
+		withChannels(func(_ int, r sdk.Registrar, node sdk.NodeID) error {
+			return rttest.RegisterWhoServer(r, node, nil)
+		})(i, cfg)
+	})
+	a := c.hosts[0]
+	awaitReadyTargets(t, a, 1)
+	require.NoError(t, a.SendChannel(ctx, &newer, "Later", wrapperspb.String("x")))
+	st := a.UnhandledStats()
+	assert.Equal(t, int64(1), st.Sends)
+	assert.Equal(t, int64(1), st.Dropped)
+}
