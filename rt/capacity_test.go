@@ -559,3 +559,99 @@ func TestE1_APeerThatTakesNoRepliesHoldsOnlyItsShare(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "the stream's end frees its replies")
 	<-sent
 }
+
+// E6: a Spot that stops draining keeps at most half of its peer's stream share of the Core
+// HWM in one-way messages. Past that the peer's further one-way messages are refused with
+// ErrInboundBudget, and its stream is never stopped for them: the peer's calls to other Spots
+// of the node go on while the stuck Spot holds its messages.
+func TestE6_AStuckSpotLeavesItsPeersStreamRoomForOtherCalls(t *testing.T) {
+	const budget = 32 << 20 // a stream's share is 8 MiB, of which queued messages may keep 4 MiB
+	release, held := make(chan struct{}), make(chan struct{}, 1)
+	var c *cluster
+	c = newCluster(t, 2, func(i int, cfg *rt.Config) {
+		holdingLedgers(&c, release, held)(i, cfg)
+		cfg.MaxMessageSize = 1 << 20
+		if i == 0 {
+			clientOnly(cfg)
+		} else {
+			cfg.Inbound.CoreHwmBudgetBytes = u64(budget)
+			cfg.Exec.Application = exec.Limits{Count: 1 << 20, Bytes: 1 << 30} // the lane would take them all
+		}
+	})
+	caller := c.hosts[0]
+	warm(t, caller, "stuck")
+	warm(t, caller, "free")
+	done := make(chan error, 1)
+	go func() {
+		_, err := record(caller, ledger("stuck"), "hold")
+		done <- err
+	}()
+	defer func() {
+		close(release)
+		require.NoError(t, <-done)
+	}()
+	select {
+	case <-held:
+	case err := <-done:
+		t.Fatalf("the held call ended: %v", err)
+	}
+	pad := strings.Repeat("y", 256<<10)
+	var refusal error
+	sent := 0
+	for ; sent < 64 && refusal == nil; sent++ {
+		refusal = caller.Send(ctx, ledger("stuck"), rttest.LedgerNote, wrapperspb.String(fmt.Sprint("note-", sent, pad)))
+	}
+	require.ErrorIs(t, refusal, sdk.ErrInboundBudget, "the stuck Spot's messages reached half the stream's share")
+	assert.Less(t, sent, 20, "about 4 MiB of 256 KiB messages were queued")
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for i := range 5 {
+		_, err := caller.Call(cctx, ledger("free"), rttest.LedgerRecord, wrapperspb.String(fmt.Sprint("free-", i, pad)))
+		require.NoError(t, err, "the peer's other calls go on")
+	}
+}
+
+// E6: the same for a subscriber of a Fanout channel that stops draining: the publisher's
+// node gets ErrInboundBudget for its further publications, and its calls to the subscriber's
+// node go on.
+func TestE6_AStuckSubscriberLeavesItsPeersStreamRoomForOtherCalls(t *testing.T) {
+	const budget = 32 << 20
+	release := make(chan struct{})
+	defer close(release)
+	block := &sdk.ChannelDesc{Name: "test.Block", Kind: sdk.ChannelFanout, Methods: []sdk.MethodDesc{{
+		Name: "Post", OneWay: true, NewRequest: func() proto.Message { return new(wrapperspb.BytesValue) },
+		Invoke: func(any, context.Context, proto.Message) (proto.Message, error) {
+			<-release
+			return nil, nil
+		},
+	}}}
+	c := newCluster(t, 2, func(i int, cfg *rt.Config) {
+		cfg.MaxMessageSize = 1 << 20
+		cfg.Inbound.CoreHwmBudgetBytes = u64(budget)
+		withChannels(func(i int, r sdk.Registrar, _ sdk.NodeID) error {
+			if i == 1 {
+				return r.Subscribe(block, struct{}{})
+			}
+			return nil
+		})(i, cfg)
+	})
+	a, b := c.hosts[0], c.hosts[1]
+	_, err := record(a, openLedger("on-b"), "before", sdk.OnNode(b.LocalNode()))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		ch := a.MeshStatus().Channels
+		return len(ch) == 1 && ch[0].ReadyTargetCount == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	post := wrapperspb.Bytes(make([]byte, 256<<10))
+	var refusal error
+	for n := 0; n < 64 && refusal == nil; n++ {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		refusal = a.Publish(pctx, block, "Post", post)
+		cancel()
+	}
+	require.ErrorIs(t, refusal, sdk.ErrInboundBudget, "the stuck subscriber's publications reached half the stream's share")
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = a.Call(cctx, ledger("on-b"), rttest.LedgerRecord, wrapperspb.String("after"))
+	require.NoError(t, err, "the publisher's other calls go on")
+}

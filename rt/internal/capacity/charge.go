@@ -19,6 +19,16 @@ type Charge struct {
 // Releaser takes back the bytes of a charge that is released.
 type Releaser interface{ ReleaseCharge(n int64) }
 
+// Keeper is a Releaser that bounds the bytes of the charges that jobs keep: a stream whose
+// messages queued at consumers that do not drain would otherwise hold its whole share, and
+// stop every other message of its peer.
+type Keeper interface {
+	// KeepCharge reports whether n more bytes may be kept, and counts them if so.
+	KeepCharge(n int64) bool
+	// UnkeepCharge takes back n kept bytes that KeepCharge counted.
+	UnkeepCharge(n int64)
+}
+
 // Init makes c, unused until now, the charge of n bytes that to takes back, once. A charge is
 // a field of the value that lives as long as its request, rather than an allocation of its own.
 func (c *Charge) Init(n int64, to Releaser) { c.n, c.to = n, to }
@@ -27,11 +37,26 @@ func (c *Charge) Init(n int64, to Releaser) { c.n, c.to = n, to }
 func (c *Charge) Bytes() int64 { return c.n }
 
 // Keep makes the job hold the charge: the stream's Settle no longer returns it, Release does.
-func (c *Charge) Keep() { c.kept.Store(true) }
+// It reports false, and changes nothing, when the stream bounds its kept bytes (Keeper) and
+// these would pass the bound: the job is then refused, and the stream returns the charge with
+// the refusal.
+func (c *Charge) Keep() bool {
+	if k, ok := c.to.(Keeper); ok && !k.KeepCharge(c.n) {
+		return false
+	}
+	c.kept.Store(true)
+	return true
+}
 
 // Unkeep gives the charge back to the stream: the job that kept it was refused before it was
 // admitted, and the stream's Settle returns it after all.
-func (c *Charge) Unkeep() { c.kept.Store(false) }
+func (c *Charge) Unkeep() {
+	if c.kept.Swap(false) {
+		if k, ok := c.to.(Keeper); ok {
+			k.UnkeepCharge(c.n)
+		}
+	}
+}
 
 // Settle returns the charge when its request is answered, unless a job keeps it.
 func (c *Charge) Settle() {
@@ -43,6 +68,11 @@ func (c *Charge) Settle() {
 // Release returns the charge; only the first call does anything.
 func (c *Charge) Release() {
 	if c.returned.CompareAndSwap(false, true) {
+		if c.kept.Load() {
+			if k, ok := c.to.(Keeper); ok {
+				k.UnkeepCharge(c.n)
+			}
+		}
 		c.to.ReleaseCharge(c.n)
 	}
 }

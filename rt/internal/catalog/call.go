@@ -822,8 +822,12 @@ func (c *Catalog) submit(ctx context.Context, a *activation, act *actor, md *sdk
 		inbound := capacity.Request(size)
 		if ch := capacity.ChargeOf(ctx); oneWay && ch != nil {
 			// The peer is acknowledged as soon as this returns: the call keeps the request's
-			// charge, against the Core HWM and its stream's share, until its job ends.
-			ch.Keep()
+			// charge, against the Core HWM and its stream's share, until its job ends. The
+			// stream bounds what its messages keep (E6): past that, this one is refused.
+			if !ch.Keep() {
+				k.release()
+				return errKeptShare(a, md, size)
+			}
 			k.kept = ch
 		}
 		m.InLane(inbound)
@@ -905,6 +909,14 @@ func (c *Catalog) LocalSpot(t sdk.Target) (Route, bool) {
 		return Route{}, false
 	}
 	return Route{local: sp}, true
+}
+
+// errKeptShare refuses a peer's one-way message for a that its stream cannot keep: the
+// messages of that peer queued or running at this node's consumers hold half its stream's
+// share of the Core HWM, and this one would pass it (E6).
+func errKeptShare(a *activation, md *sdk.MethodDesc, size int) error {
+	return fmt.Errorf("%w: %s.%s on %s/%q: the one-way message of %d bytes was not queued: its peer's messages queued on this node hold half that peer's share of the inbound budget",
+		sdk.ErrInboundBudget, a.typ.desc.Name, md.Name, a.typ.desc.Kind, a.id, size)
 }
 
 // describeRefusal names the refused message in a full lane's error (E6). The detail's text is

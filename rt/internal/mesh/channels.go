@@ -518,8 +518,10 @@ func (m *Mesh) handleChannel(ctx context.Context, from sdk.NodeID, req *wire.Req
 		// Acknowledged once admitted; its bytes stay charged to the peer's stream until the
 		// handler returns.
 		ch := capacity.ChargeOf(ctx)
-		if ch != nil {
-			ch.Keep()
+		if ch != nil && !ch.Keep() {
+			srv.Done(size)
+			reply(refusedReply(errKeptShare(req.Type, md.Name, from, size)))
+			return
 		}
 		hctx, cancel := m.detached(ctx)
 		if !m.cfg.Channels.Go(func() {
@@ -768,7 +770,10 @@ func (m *Mesh) handlePublish(ctx context.Context, from sdk.NodeID, req *wire.Req
 	ch := capacity.ChargeOf(ctx)
 	var done func()
 	if ch != nil {
-		ch.Keep()
+		if !ch.Keep() {
+			reply(refusedReply(errKeptShare(req.Type, md.Name, from, len(req.Payload))))
+			return
+		}
 		done = ch.Release
 	}
 	if err := sub.Deliver(from, md, msg, len(req.Payload), done); err != nil {
@@ -779,6 +784,13 @@ func (m *Mesh) handlePublish(ctx context.Context, from sdk.NodeID, req *wire.Req
 		return
 	}
 	reply(&wire.Reply{})
+}
+
+// errKeptShare refuses a peer's one-way channel message that its stream cannot keep: that
+// peer's messages queued on this node hold half its stream's share of the Core HWM (E6).
+func errKeptShare(channel, method string, from sdk.NodeID, size int) error {
+	return fmt.Errorf("%w: channel %s.%s: the message of %d bytes from %s was not queued: that peer's messages queued on this node hold half its share of the inbound budget",
+		sdk.ErrInboundBudget, channel, method, size, from)
 }
 
 // channelNames lists the channels this node knows of, by name: those with a membership in the

@@ -675,6 +675,10 @@ type peerStream struct {
 	share   int64
 	waiting atomic.Bool
 	freedCh chan struct{}
+	// kept is the part of held that jobs keep (one-way messages queued or running at their
+	// consumers); it may reach half the share at most, so that consumers that do not drain
+	// leave the stream room for the peer's other messages.
+	kept atomic.Int64
 
 	// intake ends with the stream or when the transport closes: the waits of a request being
 	// taken in end with it.
@@ -792,6 +796,24 @@ func (p *peerStream) answeredAll(recvDone <-chan struct{}) bool {
 	p.mu.Unlock()
 	return running == 0 && p.out.idle()
 }
+
+// KeepCharge counts n more bytes as kept by a job, unless the kept bytes would pass half the
+// stream's share (a first message larger than that is kept all the same).
+func (p *peerStream) KeepCharge(n int64) bool {
+	limit := p.share / 2
+	for {
+		cur := p.kept.Load()
+		if cur > 0 && cur+n > limit {
+			return false
+		}
+		if p.kept.CompareAndSwap(cur, cur+n) {
+			return true
+		}
+	}
+}
+
+// UnkeepCharge takes back n kept bytes.
+func (p *peerStream) UnkeepCharge(n int64) { p.kept.Add(-n) }
 
 // ReleaseCharge returns n bytes of a request's charge to the meter and to the stream's share.
 func (p *peerStream) ReleaseCharge(n int64) {
