@@ -158,6 +158,7 @@ func (c *Catalog) move(ctx context.Context, act *actor, to sdk.Target) error {
 		if !known {
 			if !c.bg.goRun(func() { c.awaitOutcome(act, node, loc, fromHost, toHost, token) }) {
 				c.log.Warn("the node stops while a move's outcome is unknown; the Actor ends with it", "actor", act.Target())
+				c.endUnknown(act)
 			}
 			return errOutcomePending
 		}
@@ -173,6 +174,15 @@ func (c *Catalog) move(ctx context.Context, act *actor, to sdk.Target) error {
 	}
 	c.committed(act, node, token)
 	return nil
+}
+
+// endUnknown ends act, whose move's outcome will not be known on this node (it stops), if its
+// Spot's close left it to its move: its held messages end unrun. Any other Actor ends with its
+// Spot, which closes with the node.
+func (c *Catalog) endUnknown(act *actor) {
+	if act.leftToMove.Load() {
+		c.endActor(context.Background(), act.host, act, sdk.CloseShutdown, false)
+	}
 }
 
 // moveOutcome is what a move's commit did, as the Actor's record tells.
@@ -222,7 +232,9 @@ func (c *Catalog) awaitOutcome(act *actor, node sdk.NodeID, loc store.ActorLocat
 	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
 		select {
 		case <-c.ctx.Done():
-			return // the node stops: its Actors end with it, and the arrival by the record
+			// The node stops: its Actors end with their Spots, and the arrival by the record.
+			c.endUnknown(act)
+			return
 		case <-time.After(backoff):
 		}
 		outcome, known := c.moveOutcome(loc, fromHost, toHost)

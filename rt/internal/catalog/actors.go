@@ -66,6 +66,10 @@ type actor struct {
 	// Spot on movedTo, and only its held messages are still here, to follow it.
 	committed atomic.Bool
 	movedTo   sdk.NodeID // set before committed
+	// leftToMove says its Spot closed while its move's outcome was unknown, with the Spot's
+	// index no longer naming it: the move committed (or its record is gone), and the move,
+	// not the Spot's teardown, ends it here with its held messages.
+	leftToMove atomic.Bool
 	// slot says the Actor holds one of the node's MaxActiveActors places; ended says its end
 	// here (a close, or its Spot's) was claimed, so that it ends once.
 	slot  atomic.Bool
@@ -399,7 +403,8 @@ func (c *Catalog) closeMembers(bound context.Context, a *activation, reason sdk.
 			c.dropArrival(act)
 		case (st == actorMoving || st == actorDeparted) && known && !named[act]:
 			// Its move committed before the close fenced it: the move sees it through, to its
-			// new Spot (or, if the record is gone, to its end).
+			// new Spot (or, if the record is gone, to its end), with the messages it holds.
+			act.leftToMove.Store(true)
 		default:
 			if st == actorArriving {
 				act.mu.Lock()

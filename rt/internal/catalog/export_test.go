@@ -124,3 +124,24 @@ func (c *Catalog) Quiescent(t sdk.Target) bool {
 	_, quiescent := sp.base().exec.IdleSince()
 	return quiescent
 }
+
+// ActorMoving reports whether the Actor t on this node is in a move out of its Spot.
+func (c *Catalog) ActorMoving(t sdk.Target) bool {
+	act, ok := c.LocalActor(t)
+	if !ok {
+		return false
+	}
+	st := act.current()
+	return st == actorMoving || st == actorDeparted
+}
+
+// ActorHolds is how many messages the Actor t on this node holds while it moves.
+func (c *Catalog) ActorHolds(t sdk.Target) int {
+	act, ok := c.LocalActor(t)
+	if !ok {
+		return 0
+	}
+	act.mu.Lock()
+	defer act.mu.Unlock()
+	return len(act.held)
+}

@@ -253,7 +253,7 @@ func (a *activation) teardown() {
 		t.Stop()
 	}
 	for _, act := range a.memberList() {
-		if !act.committed.Load() {
+		if !act.committed.Load() && !act.leftToMove.Load() {
 			a.cat.endActor(context.Background(), a, act, sdk.CloseOwnerLost, false) // the Spot is gone already
 		}
 	}

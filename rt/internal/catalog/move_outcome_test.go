@@ -323,3 +323,81 @@ func TestD9_AMoveFoundCommittedAndMovedOnLetsItsHeldMessageFollow(t *testing.T) 
 	_, here := a.cat.LocalActor(pawnAt(id))
 	assert.False(t, here, "the source does not serve it")
 }
+
+// leftToItsMove sets up an Actor whose move committed with its answer lost and whose source
+// Spot then closed, leaving it to its move: it returns the outcome channel of a request the
+// Actor holds, the node, the store and the OnClose count before.
+func leftToItsMove(t *testing.T, id string) (held <-chan error, n *node, lossy *lossyStore, before int64) {
+	var ticks atomic.Int64
+	lossy = &lossyStore{}
+	n, sp := actorNodeWith(t, &ticks, nodeOpts{wrap: func(e *store.Etcd) store.Store {
+		lossy.Etcd = e
+		return lossy
+	}}, func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond })
+	for _, id := range []string{"room-1", "room-2"} {
+		_, err := n.call(id, "Join", "ann")
+		require.NoError(t, err)
+	}
+	require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, id))
+	before = pawnCloses.Load()
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := n.call("room-1", "Block", "")
+		blocked <- err
+	}()
+	require.Equal(t, "room-1", <-n.f.blocked)
+	lossy.lose.Store(true) // the commit lands, its answer is lost, and moves stay unanswered
+	moved := make(chan error, 1)
+	go func() { moved <- catClient{n.cat}.MoveActor(ctx, pawnAt(id), room("room-2")) }()
+	require.Eventually(t, func() bool { return n.cat.ActorMoving(pawnAt(id)) }, 5*time.Second, time.Millisecond)
+	out := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+		defer cancel()
+		_, err := n.cat.Call(cctx, pawnAt(id), "Hop", str("held"))
+		out <- err
+	}()
+	require.Eventually(t, func() bool { return n.cat.ActorHolds(pawnAt(id)) > 0 }, 5*time.Second, time.Millisecond)
+	close(n.f.release)
+	require.NoError(t, <-blocked)
+	require.ErrorIs(t, <-moved, sdk.ErrStoreUnavailable)
+	require.NoError(t, n.cat.CloseTarget(ctx, room("room-1")))
+	assert.Equal(t, before, pawnCloses.Load(), "no OnClose at the source")
+	return out, n, lossy, before
+}
+
+// D9, E5: a request held by an Actor whose move's outcome is unknown, and whose source Spot
+// then closes, follows the Actor once the move is known to have committed: the close leaves
+// the Actor and what it holds to its move, rather than ending them as if the Actor had closed
+// with it.
+func TestD9_AHeldRequestFollowsWhenTheSourceClosesDuringAnUnknownMove(t *testing.T) {
+	held, n, lossy, _ := leftToItsMove(t, "d9-held-follows")
+	lossy.dark.Store(false)
+	select {
+	case err := <-held:
+		require.NoError(t, err, "the held request followed the Actor")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held request was never answered")
+	}
+	out, err := n.callT(pawnAt("d9-held-follows"), "Hop", "after")
+	require.NoError(t, err)
+	assert.Equal(t, `after hop 2 in Instance test.Room/"room-2"`, out, "the held request ran in the new Spot first")
+}
+
+// F8: an Actor left to its move ends with its node if the move's outcome is still unknown
+// when the node stops: its held request is answered, and nothing of it is left behind.
+func TestF8_AnActorLeftToItsMoveEndsWithItsNode(t *testing.T) {
+	held, n, _, before := leftToItsMove(t, "f8-left-to-move")
+	require.NoError(t, n.cat.Close(ctx))
+	select {
+	case err := <-held:
+		require.Error(t, err, "the held request ended unrun")
+		require.NotErrorIs(t, err, context.DeadlineExceeded, "it was answered as the node stopped, not left to its deadline")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held request was never answered")
+	}
+	assert.Zero(t, n.cat.ActiveActors())
+	_, here := n.cat.LocalActor(pawnAt("f8-left-to-move"))
+	assert.False(t, here)
+	assert.Equal(t, before+1, pawnCloses.Load(), "one OnClose, as its new Spot closed with the node")
+}
