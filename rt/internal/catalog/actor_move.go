@@ -88,6 +88,11 @@ func (c *Catalog) moveNow(ctx context.Context, act *actor, to sdk.Target) error 
 		if sameSpot(act.host.target(), to) {
 			return fmt.Errorf("%w: %v is already a member of %v", sdk.ErrInvalidArgument, act.Target(), to.Plain())
 		}
+		// begin holds the host's lock: a Spot whose close is pending or under way ends its
+		// members with it, and none of them starts to leave meanwhile.
+		if h := act.host; h.closing != nil || h.torn || h.current() != stateActive {
+			return fmt.Errorf("%w: %v: its Spot %v is closing", sdk.ErrNotFound, act.Target(), h.target())
+		}
 		return nil
 	}); err != nil {
 		return err
@@ -407,6 +412,11 @@ func (c *Catalog) marshalState(a *activation, impl any, what sdk.Target) (state 
 // rollback makes act, whose move failed before its commit, serve here again: its held
 // messages go back on its Spot's queue in their order.
 func (c *Catalog) rollback(act *actor) {
+	if act.host.isTorn() {
+		// Its Spot closed while it tried to leave: it ends as its Spot's members did.
+		c.endActor(context.Background(), act.host, act, sdk.CloseOwnerLost, false)
+		return
+	}
 	act.mu.Lock()
 	if st := act.current(); st != actorMoving && st != actorDeparted {
 		act.mu.Unlock()

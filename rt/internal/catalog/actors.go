@@ -390,7 +390,7 @@ func (c *Catalog) closeMembers(bound context.Context, a *activation, reason sdk.
 	if len(members) == 0 {
 		return
 	}
-	named, known := c.awaitMembers(bound, a, members)
+	named := c.awaitMembers(bound, a, members)
 	ctx, cancel := budget()
 	defer cancel()
 	for _, act := range members {
@@ -401,7 +401,7 @@ func (c *Catalog) closeMembers(bound context.Context, a *activation, reason sdk.
 			// It never served here, and its move did not commit (or its record could not be
 			// read): the Actor stays where it was.
 			c.dropArrival(act)
-		case (st == actorMoving || st == actorDeparted) && known && !named[act]:
+		case (st == actorMoving || st == actorDeparted) && named != nil && !named[act]:
 			// Its move committed before the close fenced it: the move sees it through, to its
 			// new Spot (or, if the record is gone, to its end), with the messages it holds.
 			act.leftToMove.Store(true)
@@ -418,9 +418,9 @@ func (c *Catalog) closeMembers(bound context.Context, a *activation, reason sdk.
 
 // awaitMembers waits, within a budget of OperationTimeout, for each of members (a's) that is in
 // a move or a close of its own to end it. If some are still in a move then, arriving or
-// leaving, it reads which members a's index names (namedMembers); known is false when that read
-// failed.
-func (c *Catalog) awaitMembers(bound context.Context, a *activation, members []*actor) (named map[*actor]bool, known bool) {
+// leaving, it reads which members a's index names (namedMembers); named is nil when it did not
+// read it, or the read failed.
+func (c *Catalog) awaitMembers(bound context.Context, a *activation, members []*actor) (named map[*actor]bool) {
 	wait, cancel := context.WithTimeout(bound, c.cfg.OperationTimeout)
 	defer cancel()
 	moving := false
@@ -445,7 +445,7 @@ func (c *Catalog) awaitMembers(bound context.Context, a *activation, members []*
 		}
 	}
 	if !moving {
-		return nil, true
+		return nil
 	}
 	return c.namedMembers(bound, a, members)
 }
@@ -458,9 +458,9 @@ func (c *Catalog) awaitMembers(bound context.Context, a *activation, members []*
 // shutdown, and a host whose owner lease ended, have no such fence: a commit into a that lands
 // after the read leaves the Actor to end with its record's release, without its CloseHandler,
 // and one out of a leaves the Actor to serve on where it went after its CloseHandler ran here.
-// known is false when the read failed: the arrivals are then dropped, since the Actor may serve
-// on where it was, and the leaving members end with a.
-func (c *Catalog) namedMembers(bound context.Context, a *activation, members []*actor) (named map[*actor]bool, known bool) {
+// named is nil when the read failed: the arrivals are then dropped, since the Actor may serve on
+// where it was, and the leaving members end with a.
+func (c *Catalog) namedMembers(bound context.Context, a *activation, members []*actor) (named map[*actor]bool) {
 	host, err := c.storeHost(a)
 	if err == nil {
 		reads, cancel := context.WithTimeout(bound, c.cfg.OperationTimeout)
@@ -475,12 +475,12 @@ func (c *Catalog) namedMembers(bound context.Context, a *activation, members []*
 			for _, act := range members {
 				named[act] = in[act.storeKey()]
 			}
-			return named, true
+			return named
 		}
 	}
 	c.log.Warn("a closing Spot could not read which of its Actors in a move are its own; those arriving are dropped without their closing callbacks",
 		"spot", a.target(), "err", err)
-	return nil, false
+	return nil
 }
 
 // endActor ends act with its Spot a, once: its held messages end unrun, its CloseHandler runs

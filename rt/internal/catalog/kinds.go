@@ -240,6 +240,13 @@ func hasCompany(n int32, ctx context.Context) bool {
 	return n > 1 && turnOf(ctx) == nil && requestTurnOf(ctx) == 0
 }
 
+// isTorn reports whether teardown ran.
+func (a *activation) isTorn() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.torn
+}
+
 // teardown stops the timers, ends the Actors still members (their records go with the
 // Spot's) and cancels the activation's context.
 func (a *activation) teardown() {
@@ -253,7 +260,9 @@ func (a *activation) teardown() {
 		t.Stop()
 	}
 	for _, act := range a.memberList() {
-		if !act.committed.Load() && !act.leftToMove.Load() {
+		// A member left to its move is its move's to end, unless the node stops: the move's
+		// wait for its outcome ends then, before or after this.
+		if !act.committed.Load() && (!act.leftToMove.Load() || a.cat.ctx.Err() != nil) {
 			a.cat.endActor(context.Background(), a, act, sdk.CloseOwnerLost, false) // the Spot is gone already
 		}
 	}

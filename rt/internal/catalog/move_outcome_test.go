@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -400,4 +401,71 @@ func TestF8_AnActorLeftToItsMoveEndsWithItsNode(t *testing.T) {
 	_, here := n.cat.LocalActor(pawnAt("f8-left-to-move"))
 	assert.False(t, here)
 	assert.Equal(t, before+1, pawnCloses.Load(), "one OnClose, as its new Spot closed with the node")
+}
+
+// slowLookups delays the next read of an Actor's record, once per Actor the test names.
+type slowLookups struct {
+	*store.Etcd
+	mu    sync.Mutex
+	delay map[string]time.Duration
+}
+
+func (s *slowLookups) set(id string, d time.Duration) {
+	s.mu.Lock()
+	s.delay[id] = d
+	s.mu.Unlock()
+}
+
+// pending reports whether the delay set for id still waits for its read.
+func (s *slowLookups) pending(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.delay[id]
+	return ok
+}
+
+func (s *slowLookups) LookupActor(ctx context.Context, key store.ActorKey) (store.ActorLocation, error) {
+	s.mu.Lock()
+	d := s.delay[key.ID]
+	delete(s.delay, key.ID)
+	s.mu.Unlock()
+	time.Sleep(d)
+	return s.Etcd.LookupActor(ctx, key)
+}
+
+// D3, single activation: no member starts to leave a Spot whose close is under way. A move
+// begun while the close waits for another member's move is refused, and the member ends with
+// its Spot: nothing of it stays in the node's index, and its ID can be spawned again.
+func TestD3_AMemberCannotStartToLeaveAClosingSpot(t *testing.T) {
+	var ticks atomic.Int64
+	slow := &slowLookups{delay: map[string]time.Duration{}}
+	n, sp := actorNodeWith(t, &ticks, nodeOpts{wrap: func(e *store.Etcd) store.Store {
+		slow.Etcd = e
+		return slow
+	}}, func(c *catalog.Config) { c.OperationTimeout = time.Second })
+	for _, id := range []string{"src", "target"} {
+		_, err := n.call(id, "Join", "ann")
+		require.NoError(t, err)
+	}
+	const stays, leaves = "d3-stays", "d3-leaves"
+	require.NoError(t, sp.get("src").Spawn(ctx, pawnDesc, stays))
+	require.NoError(t, sp.get("src").Spawn(ctx, pawnDesc, leaves))
+	slow.set(leaves, 400*time.Millisecond) // the move the close waits for
+	moved := make(chan error, 1)
+	go func() { moved <- catClient{n.cat}.MoveActor(ctx, pawnAt(leaves), room("target")) }()
+	require.Eventually(t, func() bool { return n.cat.ActorMoving(pawnAt(leaves)) }, 5*time.Second, time.Millisecond)
+	closed := make(chan error, 1)
+	go func() { closed <- n.cat.CloseTarget(ctx, room("src")) }()
+	require.Eventually(t, func() bool { return n.cat.Closing(room("src")) }, 5*time.Second, time.Millisecond)
+
+	slow.set(stays, 1500*time.Millisecond) // a move that got so far would still be reading
+	err := catClient{n.cat}.MoveActor(ctx, pawnAt(stays), room("target"))
+	require.ErrorIs(t, err, sdk.ErrNotFound, "its Spot is closing")
+	assert.Contains(t, err.Error(), "closing")
+	assert.True(t, slow.pending(stays), "refused before it began: it never read its record")
+	require.NoError(t, <-closed)
+	<-moved
+	_, here := n.cat.LocalActor(pawnAt(stays))
+	assert.False(t, here, "it ended with its Spot")
+	require.NoError(t, sp.get("target").Spawn(ctx, pawnDesc, stays), "its ID is free")
 }
