@@ -390,7 +390,10 @@ func (c *Catalog) closeMembers(bound context.Context, a *activation, reason sdk.
 	if len(members) == 0 {
 		return
 	}
-	named := c.awaitMembers(bound, a, members)
+	// An Entry Spot, and a Spot whose owner lease ended, have no Releasing record to fence
+	// the moves of their members: the close fences their records itself.
+	fence := a.typ.desc.Kind == sdk.KindEntry || reason == sdk.CloseOwnerLost
+	named := c.awaitMembers(bound, a, members, fence)
 	ctx, cancel := budget()
 	defer cancel()
 	for _, act := range members {
@@ -419,8 +422,8 @@ func (c *Catalog) closeMembers(bound context.Context, a *activation, reason sdk.
 // awaitMembers waits, within a budget of OperationTimeout, for each of members (a's) that is in
 // a move or a close of its own to end it. If some are still in a move then, arriving or
 // leaving, it reads which members a's index names (namedMembers); named is nil when it did not
-// read it, or the read failed.
-func (c *Catalog) awaitMembers(bound context.Context, a *activation, members []*actor) (named map[*actor]bool) {
+// read it, or the read failed. fence says that a's record does not fence its members' moves.
+func (c *Catalog) awaitMembers(bound context.Context, a *activation, members []*actor, fence bool) (named map[*actor]bool) {
 	wait, cancel := context.WithTimeout(bound, c.cfg.OperationTimeout)
 	defer cancel()
 	moving := false
@@ -447,7 +450,7 @@ func (c *Catalog) awaitMembers(bound context.Context, a *activation, members []*
 	if !moving {
 		return nil
 	}
-	return c.namedMembers(bound, a, members)
+	return c.namedMembers(bound, a, members, fence)
 }
 
 // namedMembers reads, in one read of a's index of Actors within a budget of its own, which of
@@ -455,12 +458,11 @@ func (c *Catalog) awaitMembers(bound context.Context, a *activation, members []*
 // Releasing by now, which fences any move's commit still to come, into a or out of it, so the
 // read is final: a committed arrival (D9) is a's member, to end with a with the state it
 // carried; a member whose move out did not commit stays a's. An Entry host at its node's
-// shutdown, and a host whose owner lease ended, have no such fence: a commit into a that lands
-// after the read leaves the Actor to end with its record's release, without its CloseHandler,
-// and one out of a leaves the Actor to serve on where it went after its CloseHandler ran here.
-// named is nil when the read failed: the arrivals are then dropped, since the Actor may serve on
-// where it was, and the leaving members end with a.
-func (c *Catalog) namedMembers(bound context.Context, a *activation, members []*actor) (named map[*actor]bool) {
+// shutdown, and a host whose owner lease ended, have no such fence (fence): the records of the
+// members in a move are fenced one by one (fenceMoves) within the same budget. named is nil
+// when the read failed: the arrivals are then dropped, since the Actor may serve on where it
+// was, and the leaving members end with a.
+func (c *Catalog) namedMembers(bound context.Context, a *activation, members []*actor, fence bool) (named map[*actor]bool) {
 	host, err := c.storeHost(a)
 	if err == nil {
 		reads, cancel := context.WithTimeout(bound, c.cfg.OperationTimeout)
@@ -475,12 +477,44 @@ func (c *Catalog) namedMembers(bound context.Context, a *activation, members []*
 			for _, act := range members {
 				named[act] = in[act.storeKey()]
 			}
+			if fence {
+				c.fenceMoves(reads, host, members, named)
+			}
 			return named
 		}
 	}
 	c.log.Warn("a closing Spot could not read which of its Actors in a move are its own; those arriving are dropped without their closing callbacks",
 		"spot", a.target(), "err", err)
 	return nil
+}
+
+// fenceMoves makes what named says of the members of host still in a move final, for a host
+// whose record does not fence their moves: each one's record is read and rewritten as it is
+// (FenceActor), so that a commit still in flight fails its fence. A record that changed between
+// the read and the rewrite is read again: a commit that landed first decides. A record that
+// cannot be read or rewritten leaves that member as the index said, and a commit may still land
+// after this.
+func (c *Catalog) fenceMoves(ctx context.Context, host store.Host, members []*actor, named map[*actor]bool) {
+	for _, act := range members {
+		if act.committed.Load() {
+			continue
+		}
+		switch act.current() {
+		case actorArriving, actorMoving, actorDeparted:
+		default:
+			continue
+		}
+		for range 3 {
+			loc, err := c.store.LookupActor(ctx, act.storeKey())
+			if err != nil {
+				break
+			}
+			named[act] = loc.Host == host.HostRef
+			if _, err := c.store.FenceActor(ctx, loc); !errors.Is(err, store.ErrFenced) {
+				break
+			}
+		}
+	}
 }
 
 // endActor ends act with its Spot a, once: its held messages end unrun, its CloseHandler runs

@@ -469,3 +469,70 @@ func TestD3_AMemberCannotStartToLeaveAClosingSpot(t *testing.T) {
 	assert.False(t, here, "it ended with its Spot")
 	require.NoError(t, sp.get("target").Spawn(ctx, pawnDesc, stays), "its ID is free")
 }
+
+// gatedCommit holds the next Actor move at etcd's door until the test opens it, then commits
+// it whatever its caller's context says and loses the answer: a source paused mid-commit.
+type gatedCommit struct {
+	*store.Etcd
+	armed atomic.Bool
+	held  chan struct{} // closed once the move is held
+	open  chan struct{}
+}
+
+func (g *gatedCommit) MoveActor(ctx context.Context, loc store.ActorLocation, from, to store.Host) (store.ActorLocation, error) {
+	if !g.armed.CompareAndSwap(true, false) {
+		return g.Etcd.MoveActor(ctx, loc, from, to)
+	}
+	close(g.held)
+	<-g.open
+	_, err := g.Etcd.MoveActor(context.Background(), loc, from, to)
+	return store.ActorLocation{}, fmt.Errorf("%w: the answer was lost (the commit said %v)", store.ErrOutcomeUnknown, err)
+}
+
+// K1, single activation: an Entry Spot closing with its node has no Releasing record to fence
+// the moves into it. It fences the record of a member still arriving itself, so the commit of
+// a source paused mid-commit lands after the close as a failure. The Actor serves on at its
+// source, and no record names the closed Spot.
+func TestK1_AnEntrySpotsCloseFencesTheMovesStillComingIn(t *testing.T) {
+	mesh := uniqueMesh(t)
+	peers := &movePeers{to: map[sdk.NodeID]*catalog.Catalog{}}
+	gate := &gatedCommit{held: make(chan struct{}), open: make(chan struct{})}
+	a := peerNode(t, mesh, "node-a", func(e *store.Etcd) store.Store {
+		gate.Etcd = e
+		return gate
+	}, peers)
+	b := peerNode(t, mesh, "node-b", nil, peers)
+	peers.to["node-a"], peers.to["node-b"] = a.cat, b.cat
+	_, err := a.call("room-1", "Join", "ann")
+	require.NoError(t, err)
+	const id = "k1-entry-fence"
+	require.NoError(t, a.f.spotContext("room-1").Spawn(ctx, pawnDesc, id))
+
+	gate.armed.Store(true)
+	moved := make(chan error, 1)
+	go func() { moved <- catClient{a.cat}.MoveActor(ctx, pawnAt(id), sdk.EntryTarget(lobbyType, "node-b")) }()
+	awaitClosed(t, gate.held, "the move's commit is held")
+	require.NoError(t, b.cat.Close(ctx), "node-b closes, its Lobby with it")
+	close(gate.open)
+	require.Error(t, <-moved, "the move failed: the close fenced its commit")
+
+	var out string
+	require.Eventually(t, func() bool {
+		out, err = a.callT(pawnAt(id), "Hop", "x")
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond, "the Actor serves on at its source")
+	assert.Contains(t, out, "room-1")
+	loc, err := a.store.LookupActor(ctx, store.ActorKey{Type: pawnType, ID: id})
+	require.NoError(t, err)
+	assert.Equal(t, "room-1", loc.Host.ID, "its record names its source")
+}
+
+// awaitClosed waits for ch to close, failing the test after 10 s.
+func awaitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s never happened", what)
+	}
+}
