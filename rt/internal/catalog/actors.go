@@ -499,8 +499,11 @@ func (c *Catalog) fenceMoves(ctx context.Context, host store.Host, members []*ac
 		if act.committed.Load() {
 			continue
 		}
+		arriving := false
 		switch act.current() {
-		case actorArriving, actorMoving, actorDeparted:
+		case actorArriving:
+			arriving = true
+		case actorMoving, actorDeparted:
 		default:
 			continue
 		}
@@ -509,7 +512,11 @@ func (c *Catalog) fenceMoves(ctx context.Context, host store.Host, members []*ac
 			if err != nil {
 				break
 			}
-			named[act] = loc.Host == host.HostRef
+			here := loc.Host == host.HostRef
+			named[act] = here
+			if here == arriving {
+				break // the move has committed (or never can): there is nothing to stop
+			}
 			if _, err := c.store.FenceActor(ctx, loc); !errors.Is(err, store.ErrFenced) {
 				break
 			}

@@ -197,3 +197,26 @@ func TestAmbiguousFenceActorIsSettled(t *testing.T) {
 		assert.Equal(t, theirs, got, "the move stands")
 	})
 }
+
+// B8: a record of a dead host's Actor that is rewritten as it was while the reclaim deletes it
+// (FenceActor, by a closing Spot) still names the dead host: the reclaim deletes it at its new
+// revision rather than leaving it until another node dies.
+func TestB8_AReclaimDeletesARecordFencedUnderIt(t *testing.T) {
+	s, f := newFaultyStore(t)
+	other := plainStore(t, s)
+	dead := registerNode(t, s, "dead")
+	live := registerNode(t, s, "live")
+	loc, err := s.Spawn(ctx, actorKey("fenced-under-reclaim"), EntryHost("game.Lobby", dead.Owner()))
+	require.NoError(t, err)
+	require.NoError(t, dead.Close(ctx))
+	f.sent()
+	f.add(step{fault: failUnsent, then: func() {
+		_, err := other.FenceActor(ctx, loc)
+		require.NoError(t, err)
+	}})
+	stats, err := s.Reclaim(ctx, live.Owner())
+	require.NoError(t, err)
+	assert.Equal(t, 1, stats.ActorsReleased)
+	_, ok := lookupActor(t, s, loc.Key)
+	assert.False(t, ok, "the record of the dead host's Actor is gone")
+}

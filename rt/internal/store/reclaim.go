@@ -181,7 +181,7 @@ func (s *Etcd) reclaimActors(ctx context.Context, dead map[Owner]struct{}, stats
 			if !gone {
 				continue
 			}
-			switch err := s.deleteActor(ctx, loc, fence); {
+			switch err := s.deleteGoneActor(ctx, loc, fence); {
 			case errors.Is(err, ErrFenced):
 				// moved or released meanwhile, or its host came back
 			case err != nil:
@@ -195,6 +195,24 @@ func (s *Etcd) reclaimActors(ctx context.Context, dead map[Owner]struct{}, stats
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
+}
+
+// deleteGoneActor deletes the record at loc, whose host is gone, fenced on fence. A record
+// rewritten as it was meanwhile (FenceActor: the same host, incarnation and generation at a
+// later revision) still names the gone host, and is deleted at its new revision.
+func (s *Etcd) deleteGoneActor(ctx context.Context, loc ActorLocation, fence []*pb.Compare) error {
+	for range 3 {
+		err := s.deleteActor(ctx, loc, fence)
+		if !errors.Is(err, ErrFenced) {
+			return err
+		}
+		cur, ok, rerr := s.readActor(ctx, loc.Key)
+		if rerr != nil || !ok || cur.Host != loc.Host || cur.Incarnation != loc.Incarnation || cur.Generation != loc.Generation {
+			return err
+		}
+		loc = cur
+	}
+	return ErrFenced
 }
 
 // hostGone reports whether host is gone, with the fence that holds while it stays gone. alive
