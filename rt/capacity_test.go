@@ -243,6 +243,23 @@ func TestE6_InboundBudgetIsNotQueueFull(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "every byte returns once the flood ends")
 }
 
+// holdTurn calls target's Record with "hold", which a holding Ledger (holdingLedgers) holds
+// in its turn, and waits until it is held; the call's outcome arrives on the channel returned.
+func holdTurn(t *testing.T, c sdk.Client, target sdk.Target, held <-chan struct{}) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := record(c, target, "hold")
+		done <- err
+	}()
+	select {
+	case <-held:
+	case err := <-done:
+		t.Fatalf("the held call ended: %v", err)
+	}
+	return done
+}
+
 // E1: the lanes' accounting is its own unit: a Spot's full lane refuses with ErrQueueFull while
 // the process's Core HWM has room, and the byte figures of both are measured apart.
 func TestE1_LaneAndCoreHwmAreSeparateUnits(t *testing.T) {
@@ -259,16 +276,7 @@ func TestE1_LaneAndCoreHwmAreSeparateUnits(t *testing.T) {
 	})
 	caller, owner := c.hosts[0], c.hosts[1]
 	warm(t, caller, "lane")
-	done := make(chan error, 1)
-	go func() {
-		_, err := record(caller, openLedger("lane"), "hold")
-		done <- err
-	}()
-	select {
-	case <-held:
-	case err := <-done:
-		t.Fatalf("the held call ended: %v", err)
-	}
+	done := holdTurn(t, caller, openLedger("lane"), held)
 	pad := strings.Repeat("y", 500<<10)
 	var refusal error
 	for i := range 10 {
@@ -581,20 +589,11 @@ func TestE6_AStuckSpotLeavesItsPeersStreamRoomForOtherCalls(t *testing.T) {
 	caller := c.hosts[0]
 	warm(t, caller, "stuck")
 	warm(t, caller, "free")
-	done := make(chan error, 1)
-	go func() {
-		_, err := record(caller, ledger("stuck"), "hold")
-		done <- err
-	}()
+	done := holdTurn(t, caller, ledger("stuck"), held)
 	defer func() {
 		close(release)
 		require.NoError(t, <-done)
 	}()
-	select {
-	case <-held:
-	case err := <-done:
-		t.Fatalf("the held call ended: %v", err)
-	}
 	pad := strings.Repeat("y", 256<<10)
 	var refusal error
 	sent := 0

@@ -158,6 +158,17 @@ func actorNodeWith(t *testing.T, ticks *atomic.Int64, o nodeOpts, cfg ...func(*c
 	return newNode(t, o), sp
 }
 
+// roomsNode is an actor node with OperationTimeout op whose store wrap puts the test's store
+// between the catalog and etcd, and the Rooms rooms active; ticks counts its pawns' ticks.
+func roomsNode(t *testing.T, ticks *atomic.Int64, op time.Duration, wrap func(*store.Etcd) store.Store, rooms ...string) (*node, *spots) {
+	n, sp := actorNodeWith(t, ticks, nodeOpts{wrap: wrap}, func(c *catalog.Config) { c.OperationTimeout = op })
+	for _, id := range rooms {
+		_, err := n.call(id, "Join", "ann")
+		require.NoError(t, err)
+	}
+	return n, sp
+}
+
 // pawnCloses counts the OnClose calls of every pawn.
 var pawnCloses atomic.Int64
 
@@ -368,6 +379,11 @@ type lossyStore struct {
 	readsToo   bool // dark covers reads, not only moves
 }
 
+func (l *lossyStore) wrap(e *store.Etcd) store.Store {
+	l.Etcd = e
+	return l
+}
+
 func (l *lossyStore) MoveActor(ctx context.Context, loc store.ActorLocation, from, to store.Host) (store.ActorLocation, error) {
 	if l.dark.Load() {
 		return store.ActorLocation{}, fmt.Errorf("%w: the store is dark", store.ErrOutcomeUnknown)
@@ -396,14 +412,7 @@ func TestActorMoveWithALostCommitAnswerKeepsEveryMessage(t *testing.T) {
 		t.Run(fmt.Sprintf("dark-reads=%v", readsToo), func(t *testing.T) {
 			var ticks atomic.Int64
 			lossy := &lossyStore{readsToo: readsToo}
-			n, sp := actorNodeWith(t, &ticks, nodeOpts{wrap: func(e *store.Etcd) store.Store {
-				lossy.Etcd = e
-				return lossy
-			}}, func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond })
-			for _, id := range []string{"room-1", "room-2"} {
-				_, err := n.call(id, "Join", "ann")
-				require.NoError(t, err)
-			}
+			n, sp := roomsNode(t, &ticks, 200*time.Millisecond, lossy.wrap, "room-1", "room-2")
 			require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, "p1"))
 			lossy.lose.Store(true)
 			err := catClient{n.cat}.MoveActor(ctx, pawnAt("p1"), sdk.InstanceTarget(roomType, "room-2"))
@@ -442,14 +451,7 @@ func TestActorMoveWithALostCommitAnswerKeepsEveryMessage(t *testing.T) {
 func TestD9_AnArrivalWhoseMoveCommittedEndsWithItsClosingSpot(t *testing.T) {
 	var ticks atomic.Int64
 	lossy := &lossyStore{}
-	n, sp := actorNodeWith(t, &ticks, nodeOpts{wrap: func(e *store.Etcd) store.Store {
-		lossy.Etcd = e
-		return lossy
-	}}, func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond })
-	for _, id := range []string{"room-1", "room-2"} {
-		_, err := n.call(id, "Join", "ann")
-		require.NoError(t, err)
-	}
+	n, sp := roomsNode(t, &ticks, 200*time.Millisecond, lossy.wrap, "room-1", "room-2")
 	const id, fellow = "d9-arrival", "d9-fellow"
 	require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, id))
 	require.NoError(t, sp.get("room-2").Spawn(ctx, pawnDesc, fellow))

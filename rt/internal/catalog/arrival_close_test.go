@@ -23,6 +23,11 @@ type hangStore struct {
 	dark, hang atomic.Bool
 }
 
+func (h *hangStore) wrap(e *store.Etcd) store.Store {
+	h.Etcd = e
+	return h
+}
+
 func (h *hangStore) MoveActor(ctx context.Context, loc store.ActorLocation, from, to store.Host) (store.ActorLocation, error) {
 	if h.dark.Load() {
 		return store.ActorLocation{}, fmt.Errorf("%w: the store is dark", store.ErrOutcomeUnknown)
@@ -53,14 +58,7 @@ func (h *hangStore) HostActors(ctx context.Context, host store.HostRef) ([]store
 func TestD9_ASourceThatFindsItsActorsRecordGoneDoesNotServeIt(t *testing.T) {
 	var ticks atomic.Int64
 	lossy := &lossyStore{}
-	n, sp := actorNodeWith(t, &ticks, nodeOpts{wrap: func(e *store.Etcd) store.Store {
-		lossy.Etcd = e
-		return lossy
-	}}, func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond })
-	for _, id := range []string{"room-1", "room-2"} {
-		_, err := n.call(id, "Join", "ann")
-		require.NoError(t, err)
-	}
+	n, sp := roomsNode(t, &ticks, 200*time.Millisecond, lossy.wrap, "room-1", "room-2")
 	const id = "d9-lost"
 	require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, id))
 	_, err := n.callT(pawnAt(id), "Tick", "")
@@ -91,14 +89,7 @@ func TestD3_ArrivalsRecordsAreReadWithinOneBudget(t *testing.T) {
 	const op, arrivals = 200 * time.Millisecond, 20
 	var ticks atomic.Int64
 	hs := &hangStore{}
-	n, sp := actorNodeWith(t, &ticks, nodeOpts{wrap: func(e *store.Etcd) store.Store {
-		hs.Etcd = e
-		return hs
-	}}, func(c *catalog.Config) { c.OperationTimeout = op })
-	for _, id := range []string{"room-1", "room-2"} {
-		_, err := n.call(id, "Join", "ann")
-		require.NoError(t, err)
-	}
+	n, sp := roomsNode(t, &ticks, op, hs.wrap, "room-1", "room-2")
 	for i := range arrivals {
 		require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, fmt.Sprintf("d3-arriving-%d", i)))
 	}
@@ -126,11 +117,8 @@ func TestF8_ANodesCloseKeepsToItsContextWithArrivalsInItsEntrySpot(t *testing.T)
 	var ticks atomic.Int64
 	hs := &hangStore{}
 	n := newNode(t, nodeOpts{
-		wrap: func(e *store.Etcd) store.Store {
-			hs.Etcd = e
-			return hs
-		},
-		cfg: func(c *catalog.Config) { c.OperationTimeout = op },
+		wrap: hs.wrap,
+		cfg:  func(c *catalog.Config) { c.OperationTimeout = op },
 		register: func(ts *catalog.Types, f *fixture) {
 			must(ts.RegisterSpot(&sdk.SpotDesc{Name: lobbyType, Kind: sdk.KindEntry, Methods: methods}, factory(f)))
 			must(ts.RegisterActor(pawnDesc, func(ac sdk.ActorContext) (any, error) {

@@ -31,14 +31,7 @@ import (
 func TestD9_ASourceClosingWhileItsMoveIsUnknownLeavesTheActorToItsMove(t *testing.T) {
 	var ticks atomic.Int64
 	lossy := &lossyStore{}
-	n, sp := actorNodeWith(t, &ticks, nodeOpts{wrap: func(e *store.Etcd) store.Store {
-		lossy.Etcd = e
-		return lossy
-	}}, func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond })
-	for _, id := range []string{"room-1", "room-2"} {
-		_, err := n.call(id, "Join", "ann")
-		require.NoError(t, err)
-	}
+	n, sp := roomsNode(t, &ticks, 200*time.Millisecond, lossy.wrap, "room-1", "room-2")
 	const id = "d9-source-closes"
 	require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, id))
 	before := pawnCloses.Load()
@@ -65,6 +58,11 @@ type slowLossStore struct {
 	*store.Etcd
 	lose atomic.Bool
 	slow atomic.Int64
+}
+
+func (s *slowLossStore) wrap(e *store.Etcd) store.Store {
+	s.Etcd = e
+	return s
 }
 
 func (s *slowLossStore) MoveActor(ctx context.Context, loc store.ActorLocation, from, to store.Host) (store.ActorLocation, error) {
@@ -105,14 +103,7 @@ func TestD9_EveryCommittedArrivalEndsWithItsSpotOverASlowStore(t *testing.T) {
 	const op, arrivals = 200 * time.Millisecond, 20
 	var ticks atomic.Int64
 	s := &slowLossStore{}
-	n, sp := actorNodeWith(t, &ticks, nodeOpts{wrap: func(e *store.Etcd) store.Store {
-		s.Etcd = e
-		return s
-	}}, func(c *catalog.Config) { c.OperationTimeout = op })
-	for _, id := range []string{"room-1", "room-2"} {
-		_, err := n.call(id, "Join", "ann")
-		require.NoError(t, err)
-	}
+	n, sp := roomsNode(t, &ticks, op, s.wrap, "room-1", "room-2")
 	for i := range arrivals {
 		require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, fmt.Sprintf("d9-slow-%d", i)))
 	}
@@ -135,6 +126,11 @@ func TestD9_EveryCommittedArrivalEndsWithItsSpotOverASlowStore(t *testing.T) {
 type darkStore struct {
 	*store.Etcd
 	dark, lose atomic.Bool
+}
+
+func (s *darkStore) wrap(e *store.Etcd) store.Store {
+	s.Etcd = e
+	return s
 }
 
 func (s *darkStore) MoveActor(ctx context.Context, loc store.ActorLocation, from, to store.Host) (store.ActorLocation, error) {
@@ -246,10 +242,7 @@ func movingPair(t *testing.T) (a, b *node, ds *darkStore) {
 	mesh := uniqueMesh(t)
 	peers := &movePeers{to: map[sdk.NodeID]*catalog.Catalog{}}
 	ds = &darkStore{}
-	a = peerNode(t, mesh, "node-a", func(e *store.Etcd) store.Store {
-		ds.Etcd = e
-		return ds
-	}, peers)
+	a = peerNode(t, mesh, "node-a", ds.wrap, peers)
 	b = peerNode(t, mesh, "node-b", nil, peers)
 	peers.to["node-a"], peers.to["node-b"] = a.cat, b.cat
 	return a, b, ds
@@ -274,15 +267,7 @@ func TestK1_AnArrivalDroppedByTheRecordFencesTheLateCommit(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond, "node-b drops the arrival by the record")
 
 	ds.dark.Store(false)
-	var out string
-	require.Eventually(t, func() bool {
-		out, err = a.callT(pawnAt(id), "Hop", "x")
-		return err == nil
-	}, 10*time.Second, 10*time.Millisecond, "the Actor serves on at the source")
-	assert.Contains(t, out, "room-1")
-	loc, err := a.store.LookupActor(ctx, store.ActorKey{Type: pawnType, ID: id})
-	require.NoError(t, err)
-	assert.Equal(t, "room-1", loc.Host.ID, "its record names the source")
+	requireServesInRoom1(t, a, id)
 	assert.EqualValues(t, 1, a.cat.ActiveActors())
 	assert.Zero(t, b.cat.ActiveActors())
 }
@@ -331,14 +316,7 @@ func TestD9_AMoveFoundCommittedAndMovedOnLetsItsHeldMessageFollow(t *testing.T) 
 func leftToItsMove(t *testing.T, id string) (held <-chan error, n *node, lossy *lossyStore, before int64) {
 	var ticks atomic.Int64
 	lossy = &lossyStore{}
-	n, sp := actorNodeWith(t, &ticks, nodeOpts{wrap: func(e *store.Etcd) store.Store {
-		lossy.Etcd = e
-		return lossy
-	}}, func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond })
-	for _, id := range []string{"room-1", "room-2"} {
-		_, err := n.call(id, "Join", "ann")
-		require.NoError(t, err)
-	}
+	n, sp := roomsNode(t, &ticks, 200*time.Millisecond, lossy.wrap, "room-1", "room-2")
 	require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, id))
 	before = pawnCloses.Load()
 	blocked := make(chan error, 1)
@@ -424,6 +402,11 @@ func (s *slowLookups) pending(id string) bool {
 	return ok
 }
 
+func (s *slowLookups) wrap(e *store.Etcd) store.Store {
+	s.Etcd = e
+	return s
+}
+
 func (s *slowLookups) LookupActor(ctx context.Context, key store.ActorKey) (store.ActorLocation, error) {
 	s.mu.Lock()
 	d := s.delay[key.ID]
@@ -439,14 +422,7 @@ func (s *slowLookups) LookupActor(ctx context.Context, key store.ActorKey) (stor
 func TestD3_AMemberCannotStartToLeaveAClosingSpot(t *testing.T) {
 	var ticks atomic.Int64
 	slow := &slowLookups{delay: map[string]time.Duration{}}
-	n, sp := actorNodeWith(t, &ticks, nodeOpts{wrap: func(e *store.Etcd) store.Store {
-		slow.Etcd = e
-		return slow
-	}}, func(c *catalog.Config) { c.OperationTimeout = time.Second })
-	for _, id := range []string{"src", "target"} {
-		_, err := n.call(id, "Join", "ann")
-		require.NoError(t, err)
-	}
+	n, sp := roomsNode(t, &ticks, time.Second, slow.wrap, "src", "target")
 	const stays, leaves = "d3-stays", "d3-leaves"
 	require.NoError(t, sp.get("src").Spawn(ctx, pawnDesc, stays))
 	require.NoError(t, sp.get("src").Spawn(ctx, pawnDesc, leaves))
@@ -479,6 +455,11 @@ type gatedCommit struct {
 	open  chan struct{}
 }
 
+func (g *gatedCommit) wrap(e *store.Etcd) store.Store {
+	g.Etcd = e
+	return g
+}
+
 func (g *gatedCommit) MoveActor(ctx context.Context, loc store.ActorLocation, from, to store.Host) (store.ActorLocation, error) {
 	if !g.armed.CompareAndSwap(true, false) {
 		return g.Etcd.MoveActor(ctx, loc, from, to)
@@ -497,10 +478,7 @@ func TestK1_AnEntrySpotsCloseFencesTheMovesStillComingIn(t *testing.T) {
 	mesh := uniqueMesh(t)
 	peers := &movePeers{to: map[sdk.NodeID]*catalog.Catalog{}}
 	gate := &gatedCommit{held: make(chan struct{}), open: make(chan struct{})}
-	a := peerNode(t, mesh, "node-a", func(e *store.Etcd) store.Store {
-		gate.Etcd = e
-		return gate
-	}, peers)
+	a := peerNode(t, mesh, "node-a", gate.wrap, peers)
 	b := peerNode(t, mesh, "node-b", nil, peers)
 	peers.to["node-a"], peers.to["node-b"] = a.cat, b.cat
 	_, err := a.call("room-1", "Join", "ann")
@@ -515,14 +493,21 @@ func TestK1_AnEntrySpotsCloseFencesTheMovesStillComingIn(t *testing.T) {
 	require.NoError(t, b.cat.Close(ctx), "node-b closes, its Lobby with it")
 	close(gate.open)
 	require.Error(t, <-moved, "the move failed: the close fenced its commit")
+	requireServesInRoom1(t, a, id)
+}
 
+// requireServesInRoom1 waits until the Actor id answers on n, in the Room room-1 its move
+// started from, and checks that its record names that Room.
+func requireServesInRoom1(t *testing.T, n *node, id string) {
+	t.Helper()
 	var out string
+	var err error
 	require.Eventually(t, func() bool {
-		out, err = a.callT(pawnAt(id), "Hop", "x")
+		out, err = n.callT(pawnAt(id), "Hop", "x")
 		return err == nil
 	}, 10*time.Second, 10*time.Millisecond, "the Actor serves on at its source")
 	assert.Contains(t, out, "room-1")
-	loc, err := a.store.LookupActor(ctx, store.ActorKey{Type: pawnType, ID: id})
+	loc, err := n.store.LookupActor(ctx, store.ActorKey{Type: pawnType, ID: id})
 	require.NoError(t, err)
 	assert.Equal(t, "room-1", loc.Host.ID, "its record names its source")
 }

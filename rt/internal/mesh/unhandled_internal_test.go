@@ -39,6 +39,19 @@ func startTrio(t *testing.T, ctx context.Context, endpoints []string, beacon boo
 	return owner, dropper, caller
 }
 
+// livesOnTheDropper makes the Ledger target on the dropper, and has the caller call it there,
+// so that the caller caches the route to the dropper.
+func livesOnTheDropper(t *testing.T, ctx context.Context, dropper, caller *testNode, target sdk.Target) {
+	t.Helper()
+	_, err := dropper.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("made"), sdk.CallOptions{Node: "dropper"})
+	require.NoError(t, err)
+	_, err = caller.m.Call(ctx, target.Plain(), rttest.LedgerRecord, wrapperspb.String("routed"), sdk.CallOptions{})
+	require.NoError(t, err)
+	node, cached := caller.m.routes.get(target)
+	require.True(t, cached)
+	require.Equal(t, sdk.NodeID("dropper"), node)
+}
+
 // B6, I1: a one-way message that a node drops as unhandled says nothing of where its object
 // is. The sender caches no route to that node, so its next plain message goes to the owner the
 // store names, rather than to the node that dropped the first and owns nothing.
@@ -72,23 +85,17 @@ func TestC1_AStaleRouteIsFoundBeforeTheUnhandledPolicy(t *testing.T) {
 	target := sdk.InstanceIntent(rttest.LedgerType, "c1-moved").WithDesc(&rttest.LedgerDesc)
 
 	// The Spot lives on the dropper first, and the caller caches the route there.
-	_, err := dropper.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "dropper"})
-	require.NoError(t, err)
-	_, err = caller.m.Call(ctx, target.Plain(), rttest.LedgerRecord, wrapperspb.String("m2"), sdk.CallOptions{})
-	require.NoError(t, err)
-	node, cached := caller.m.routes.get(target)
-	require.True(t, cached)
-	require.Equal(t, sdk.NodeID("dropper"), node)
+	livesOnTheDropper(t, ctx, dropper, caller, target)
 
 	// It closes there and is made again on the owner; the caller's route still names the dropper.
 	require.NoError(t, dropper.cat.CloseTarget(ctx, target.Plain()))
-	_, err = owner.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m3"), sdk.CallOptions{Node: "owner"})
+	_, err := owner.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m3"), sdk.CallOptions{Node: "owner"})
 	require.NoError(t, err)
 
 	err = caller.m.Send(ctx, target.Plain(), noSuchMethod, wrapperspb.String("m4"), sdk.CallOptions{})
 	require.ErrorIs(t, err, sdk.ErrStaleRoute, "the dropper owns nothing: the route is stale, the policy does not apply")
 	assert.Zero(t, dropper.m.unhandledCount.dropped.Load(), "nothing was dropped")
-	_, cached = caller.m.routes.get(target)
+	_, cached := caller.m.routes.get(target)
 	assert.False(t, cached, "the stale route is forgotten")
 
 	require.NoError(t, caller.m.Send(ctx, target.Plain(), rttest.LedgerNote, wrapperspb.String("m5"), sdk.CallOptions{}))
@@ -102,10 +109,7 @@ func TestB6_AMessageTheOwnerDropsKeepsTheRoute(t *testing.T) {
 	endpoints, ctx := startEtcd(t)
 	_, dropper, caller := startTrio(t, ctx, endpoints, false)
 	target := sdk.InstanceIntent(rttest.LedgerType, "b6-owner-drops").WithDesc(&rttest.LedgerDesc)
-	_, err := dropper.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "dropper"})
-	require.NoError(t, err)
-	_, err = caller.m.Call(ctx, target.Plain(), rttest.LedgerRecord, wrapperspb.String("m2"), sdk.CallOptions{})
-	require.NoError(t, err)
+	livesOnTheDropper(t, ctx, dropper, caller, target)
 
 	require.NoError(t, caller.m.Send(ctx, target.Plain(), noSuchMethod, wrapperspb.String("m3"), sdk.CallOptions{}))
 	assert.Equal(t, int64(1), dropper.m.unhandledCount.dropped.Load(), "the owner dropped it")
