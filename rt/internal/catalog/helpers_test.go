@@ -368,6 +368,8 @@ type nodeOpts struct {
 	wrap func(*store.Etcd) store.Store
 	// lease sets the node's owner lease options.
 	lease store.LeaseOptions
+	// peers, when set, is how the node reaches other nodes for moves.
+	peers catalog.Peers
 }
 
 // catClient is the node's client in catalog tests: every target is on this node.
@@ -468,6 +470,9 @@ func newNode(t testing.TB, o nodeOpts) *node {
 	require.NoError(t, err)
 	o.fixture.outer = catClient{cat}
 	cat.SetClient(catClient{cat})
+	if o.peers != nil {
+		cat.SetPeers(o.peers)
+	}
 	require.NoError(t, cat.Start(ctx))
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(ctx, 30*time.Second)

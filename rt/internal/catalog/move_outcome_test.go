@@ -3,7 +3,6 @@ package catalog_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,7 +14,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/zlink-go/zlink/rt/internal/catalog"
-	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -199,13 +197,12 @@ func (p *movePeers) Follow(ctx context.Context, node sdk.NodeID, actor sdk.Targe
 // peerNode is a node of a two-node test with Rooms, the Lobby and pawns, its peers set before
 // it starts.
 func peerNode(t *testing.T, mesh, id string, wrap func(*store.Etcd) store.Store, peers catalog.Peers) *node {
-	st, err := store.New(newClient(t), mesh)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	reg, err := st.Register(ctx, nodeDesc(id), store.LeaseOptions{})
-	require.NoError(t, err)
-	f := newFixture()
-	types := &catalog.Types{}
+	return newNode(t, nodeOpts{mesh: mesh, id: id, wrap: wrap, peers: peers, register: registerMovers,
+		cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }})
+}
+
+// registerMovers registers the Rooms, the Lobby and the pawns, which keep their hops as they move.
+func registerMovers(types *catalog.Types, f *fixture) {
 	must(types.RegisterSpot(&sdk.SpotDesc{Name: roomType, Kind: sdk.KindInstance, Methods: methods}, factory(f)))
 	must(types.RegisterSpot(&sdk.SpotDesc{Name: lobbyType, Kind: sdk.KindEntry, Methods: methods}, factory(f)))
 	var ticks atomic.Int64
@@ -216,25 +213,6 @@ func peerNode(t *testing.T, mesh, id string, wrap func(*store.Etcd) store.Store,
 		}
 		return p, nil
 	}))
-	cfg := catalog.Config{Node: sdk.NodeID(id), Exec: exec.DefaultConfig(), Logger: slog.New(slog.DiscardHandler),
-		OperationTimeout: 200 * time.Millisecond}
-	var wrapped store.Store = st
-	if wrap != nil {
-		wrapped = wrap(st)
-	}
-	cat, err := catalog.New(cfg, wrapped, reg, types, nil)
-	require.NoError(t, err)
-	f.outer = catClient{cat}
-	cat.SetClient(catClient{cat})
-	cat.SetPeers(peers)
-	require.NoError(t, cat.Start(ctx))
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		_ = cat.Close(c)
-		_ = reg.Close(c)
-	})
-	return &node{cat: cat, store: st, reg: reg, f: f}
 }
 
 // movingPair starts node-a, whose store's moves the test darkens, and node-b.
