@@ -499,3 +499,45 @@ func awaitClosed(t *testing.T, ch <-chan struct{}, what string) {
 		t.Fatalf("%s never happened", what)
 	}
 }
+
+// K1: an Entry Spot closing with its node fences only the moves that can still commit. A member
+// whose move out committed with its answer lost is left to its move, and its record is left as
+// the commit wrote it: the Actor serves on in its new Spot, and its next move from there, fenced
+// on that revision, commits.
+func TestK1_AnEntrySpotsCloseLeavesACommittedMoveOutUnfenced(t *testing.T) {
+	mesh := uniqueMesh(t)
+	peers := &movePeers{to: map[sdk.NodeID]*catalog.Catalog{}}
+	lossy := &lossyStore{}
+	a := peerNode(t, mesh, "node-a", lossy.wrap, peers)
+	b := peerNode(t, mesh, "node-b", nil, peers)
+	peers.to["node-a"], peers.to["node-b"] = a.cat, b.cat
+	_, err := a.callT(sdk.EntryTarget(lobbyType, "node-a"), "Join", "x")
+	require.NoError(t, err)
+	_, err = b.call("room-1", "Join", "ann")
+	require.NoError(t, err)
+	const id = "k1-committed-out"
+	require.NoError(t, a.f.spotContext("").Spawn(ctx, pawnDesc, id))
+
+	lossy.lose.Store(true) // the commit lands, its answer is lost, and moves stay unanswered
+	err = catClient{a.cat}.MoveActor(ctx, pawnAt(id), room("room-1"))
+	require.ErrorIs(t, err, sdk.ErrStoreUnavailable)
+	key := store.ActorKey{Type: pawnType, ID: id}
+	committed, err := b.store.LookupActor(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, "room-1", committed.Host.ID, "the move committed")
+
+	require.NoError(t, a.cat.Close(ctx), "node-a closes, its Lobby with it")
+	after, err := b.store.LookupActor(ctx, key)
+	require.NoError(t, err)
+	assert.Equal(t, committed.Revision, after.Revision, "the close left the committed record as it was")
+
+	var out string
+	require.Eventually(t, func() bool {
+		out, err = b.callT(pawnAt(id), "Hop", "x")
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond, "the Actor serves in its new Spot")
+	assert.Contains(t, out, "room-1")
+	_, err = b.call("room-2", "Join", "bob")
+	require.NoError(t, err)
+	require.NoError(t, catClient{b.cat}.MoveActor(ctx, pawnAt(id), room("room-2")), "its next move commits")
+}

@@ -1,0 +1,110 @@
+package mesh
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/zlink-go/zlink/rt/internal/rttest"
+	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/rt/internal/store/storepb"
+	"github.com/zlink-go/zlink/rt/internal/transport"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// txnGate holds the answer of the next etcd transaction once it is armed: the write lands in
+// etcd, and its caller hears of it only when the test lets it.
+type txnGate struct {
+	armed   atomic.Bool
+	landed  chan struct{}
+	release chan struct{}
+}
+
+func newTxnGate() *txnGate {
+	return &txnGate{landed: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *txnGate) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if method == "/etcdserverpb.KV/Txn" && g.armed.CompareAndSwap(true, false) {
+		close(g.landed)
+		<-g.release
+	}
+	return err
+}
+
+// publisherMember reports whether reg carries this node's publisher membership of channel.
+func publisherMember(reg *store.Registration, channel string) bool {
+	return slices.ContainsFunc(reg.Channels(), func(c store.ChannelMembership) bool {
+		return c.Channel == channel && c.Role == store.ChannelPublisher
+	})
+}
+
+// G7: a publisher membership whose write landed on a registration that was replaced before
+// its answer came (the lease ended, the node registered again) is not the node's: the join
+// does not count as done, and the next publication writes it on the new registration.
+func TestG7_AJoinAnsweredAfterARebindIsWrittenAgain(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	gate := newTxnGate()
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(gate.intercept)},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	st, err := store.New(client, "publisher-join-test")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+
+	m, err := Listen(Config{Node: "pub", Transport: transport.Config{ListenAddr: "127.0.0.1:0"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	register := func() *store.Registration {
+		reg, err := st.Register(ctx, &storepb.NodeDescriptor{
+			NodeId: "pub", Endpoint: m.Endpoint(), State: uint32(sdk.RuntimeStateServing),
+		}, store.LeaseOptions{TTL: 5 * time.Second})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = reg.Close(context.Background()) })
+		return reg
+	}
+	first := register()
+	m.reg.Store(first)
+
+	gate.armed.Store(true)
+	m.joinPublisher(&rttest.FeedDesc)
+	select {
+	case <-gate.landed:
+	case <-ctx.Done():
+		t.Fatal("the join wrote nothing")
+	}
+	// The first lease ends while the answer is on its way; the node registers again.
+	require.NoError(t, first.Close(ctx))
+	second := register()
+	m.Rebind(second)
+	close(gate.release)
+
+	v, ok := m.channels.publishing.Load(rttest.FeedChannel)
+	require.True(t, ok)
+	j := v.(*publisherJoin)
+	require.Eventually(t, func() bool {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		return !j.joining
+	}, 10*time.Second, 5*time.Millisecond, "the join ends once its answer comes")
+	require.False(t, j.joined.Load(), "the membership was written on the registration that ended")
+	require.False(t, publisherMember(second, rttest.FeedChannel))
+
+	m.joinPublisher(&rttest.FeedDesc)
+	require.Eventually(t, func() bool { return j.joined.Load() }, 10*time.Second, 5*time.Millisecond,
+		"the next publication joins on the new registration")
+	require.True(t, publisherMember(second, rttest.FeedChannel))
+}
