@@ -64,8 +64,9 @@ type Host struct {
 	stopCtx    context.Context
 	stopCancel context.CancelFunc
 	watchers   sync.WaitGroup
-	// relocations is the relocation running; a shutdown waits for it after the catalog's close,
-	// whose deadline ends the units under way.
+	// relocations is the relocation running, and the timer its end sets for SafeToShutdown; a
+	// shutdown waits for them after the catalog's close, whose deadline ends the units under
+	// way.
 	relocations sync.WaitGroup
 	// channels are the node's channel servers and subscribers; chans the hubs of the channels
 	// observed.
@@ -80,7 +81,7 @@ var _ sdk.Client = (*Host)(nil)
 // Start starts a node: it connects to etcd (or starts an embedded one when no endpoints are
 // configured), listens for peers, registers the node on an owner lease, registers the Spot
 // types, makes the Entry Spots, joins the mesh and begins serving. Cancelling ctx aborts the
-// start; everything started so far is stopped.
+// start; everything started so far is stopped, within StopTimeout.
 func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -99,7 +100,11 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 	h.initLifecycle()
 	defer func() {
 		if err != nil {
-			_ = h.teardown(context.Background())
+			// Bounded as a shutdown is: a closing callback of a Spot that Start made, which does
+			// not return, holds the failed start no longer than StopTimeout.
+			tctx, cancel := context.WithTimeout(context.Background(), cfg.StopTimeout)
+			_ = h.teardown(tctx)
+			cancel()
 			h.state.Store(uint32(sdk.RuntimeStateStopped))
 			h.closeAdmin()
 		}
@@ -424,6 +429,9 @@ func (h *Host) teardown(ctx context.Context) error {
 	if h.stopGauges != nil {
 		h.stopGauges()
 	}
+	// F9: a relocation's units under way finish before the Spots close, within the deadline;
+	// the relocation starts no other once the shutdown began.
+	awaitGroup(ctx, &h.relocations)
 	var errs []error
 	if h.catalog != nil {
 		errs = append(errs, h.catalog.Close(ctx))
@@ -456,4 +464,17 @@ func (h *Host) teardown(ctx context.Context) error {
 		errs = append(errs, h.etcd.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// awaitGroup waits for wg until ctx ends.
+func awaitGroup(ctx context.Context, wg *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }

@@ -156,3 +156,47 @@ func TestStartWithUnreachableEtcdFailsInTime(t *testing.T) {
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 10*time.Second)
 }
+
+// stuckOnClose is an Entry Spot whose closing callback returns only once release is closed.
+type stuckOnClose struct{ entered, release chan struct{} }
+
+func (s *stuckOnClose) OnClose(context.Context, sdk.CloseReason) {
+	close(s.entered)
+	<-s.release
+}
+
+// A start that fails after it made Entry Spots stops them within StopTimeout: one whose closing
+// callback never returns does not hold Start.
+func TestAFailedStartStopsWithinStopTimeout(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	cfg := rt.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.StopTimeout = time.Second
+	cfg.Register = func(r sdk.Registrar) error {
+		return errors.Join(
+			r.RegisterSpot(spotDesc("start.AStuck", sdk.KindEntry), func(sdk.SpotContext) (any, error) {
+				return &stuckOnClose{entered: entered, release: release}, nil
+			}),
+			r.RegisterSpot(spotDesc("start.BBroken", sdk.KindEntry), func(sdk.SpotContext) (any, error) {
+				return nil, errors.New("it cannot start")
+			}))
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := rt.Start(ctx, cfg)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "it cannot start")
+		select {
+		case <-entered:
+		default:
+			t.Fatal("the stuck Spot's closing callback never ran")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Start did not return after it failed")
+	}
+}

@@ -52,8 +52,12 @@ type shutdownOp struct {
 	err      error // the teardown's errors, for Close
 }
 
-// The statuses a stream ends with. Error and Failed are not: a shutdown follows them.
-func isTerminalRuntime(s *sdk.RuntimeStatus) bool { return s.State == sdk.RuntimeStateStopped }
+// isTerminalRuntime reports the statuses an observer that missed them is told of apart from
+// the coalesced ones (H4): Stopped, which ends the stream, and Error, which only a shutdown
+// follows.
+func isTerminalRuntime(s *sdk.RuntimeStatus) bool {
+	return s.State == sdk.RuntimeStateStopped || s.State == sdk.RuntimeStateError
+}
 
 func isTerminalMesh(s *sdk.RouteMeshStatus) bool { return s.State == sdk.TopologyStateStopped }
 
@@ -265,8 +269,9 @@ func (h *Host) beginShutdown(deadline time.Duration) *shutdownOp {
 	op := &shutdownOp{within: deadline, deadline: time.Now().Add(deadline), done: make(chan struct{})}
 	h.lc.shutdown = op
 	if r := h.lc.relocation; r != nil {
-		// F9: the units under way finish, no other starts, and the relocation ends Blocked.
-		r.stop()
+		// F9: the units under way finish, within the shutdown's deadline, before the Spots
+		// close (teardown); no other starts, and the relocation ends Blocked.
+		r.shutdownBy(op.deadline)
 	}
 	h.lc.deadline = &op.deadline
 	go h.runShutdown(op)

@@ -3,6 +3,7 @@ package rt
 import (
 	"context"
 	"errors"
+	"iter"
 	"log/slog"
 	"testing"
 	"time"
@@ -54,4 +55,28 @@ func TestG1_InternalFailurePutsTheHostInError(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, sdk.TerminationOutcomeStopped, res.Outcome)
 	assert.Equal(t, sdk.RuntimeStateStopped, h.Status().State)
+}
+
+// H1, H5: an observer that missed the Error status, replaced by the shutdown's statuses before
+// it read, is told of it apart from the ordinary statuses it skipped.
+func TestH5_AMissedErrorStatusIsCountedApart(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	h, err := Start(context.Background(), cfg)
+	require.NoError(t, err)
+	next, stop := iter.Pull(h.ObserveRuntime(context.Background()))
+	defer stop()
+	first, ok := next()
+	require.True(t, ok)
+	require.Equal(t, sdk.RuntimeStateServing, first.Status.State)
+	h.fail(errors.New("the listener failed")) // Error, not read
+	_, err = h.Shutdown(context.Background(), 10*time.Second)
+	require.NoError(t, err)
+	var last sdk.Observed[sdk.RuntimeStatus]
+	for o, ok := next(); ok; o, ok = next() {
+		last = o
+	}
+	require.Equal(t, sdk.RuntimeStateStopped, last.Status.State)
+	assert.EqualValues(t, 1, last.Loss.DiscardedTerminalCount, "the Error status it missed")
+	assert.NotZero(t, last.Loss.CoalescedCount)
 }

@@ -24,12 +24,19 @@ type relocationOp struct {
 	done     chan struct{}
 	result   sdk.RelocationResult
 	// stop ends the start of new units: a shutdown began (F9).
-	stop   context.CancelFunc
-	ctx    context.Context
-	total  atomic.Int64
-	moved  atomic.Int64
-	gone   atomic.Int64 // units whose object closed before it moved
-	logged atomic.Int64 // the last tenth of the units logged
+	stop context.CancelFunc
+	ctx  context.Context
+	// work bounds the units under way: the relocation's deadline, or a shutdown's if that
+	// comes first (shutdownBy). A shutdown does not end it, so they finish (F9).
+	work        context.Context
+	endWork     context.CancelFunc
+	mu          sync.Mutex
+	shutdownCap *time.Timer // ends work at a shutdown's deadline
+	ended       bool        // the relocation has its result: no cap is set any more
+	total       atomic.Int64
+	moved       atomic.Int64
+	gone        atomic.Int64 // units whose object closed before it moved
+	logged      atomic.Int64 // the last tenth of the units logged
 	// storeAnswers looks once whether etcd answers, for the reason of a relocation that ran
 	// out of time.
 	storeAnswers func() bool
@@ -111,6 +118,7 @@ func (h *Host) beginRelocation(opts sdk.RelocationOptions, version int64) (*relo
 	op := &relocationOp{mode: opts.Mode, version: version, deadline: time.Now().Add(within), done: make(chan struct{})}
 	op.result = sdk.RelocationResult{Mode: opts.Mode, TargetApplicationVersion: version}
 	op.ctx, op.stop = context.WithDeadline(context.Background(), op.deadline)
+	op.work, op.endWork = context.WithDeadline(context.Background(), op.deadline)
 	op.storeAnswers = sync.OnceValue(func() bool {
 		ctx, cancel := context.WithTimeout(h.stopCtx, time.Second)
 		defer cancel()
@@ -129,6 +137,7 @@ func (h *Host) beginRelocation(opts sdk.RelocationOptions, version int64) (*relo
 
 // runRelocation moves the units, then ends the relocation with its result.
 func (h *Host) runRelocation(op *relocationOp) {
+	defer op.endWork()
 	defer op.stop()
 	pctx, cancel := context.WithTimeout(op.ctx, drainPublishTimeout)
 	if err := h.mesh.Publish(pctx); err != nil {
@@ -139,8 +148,25 @@ func (h *Host) runRelocation(op *relocationOp) {
 	h.endRelocation(op, reason)
 }
 
+// shutdownBy starts no more units and lets those under way finish until deadline at most: a
+// shutdown that ends by then began (F9).
+func (op *relocationOp) shutdownBy(deadline time.Time) {
+	op.stop()
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if !op.ended && op.shutdownCap == nil && deadline.Before(op.deadline) {
+		op.shutdownCap = time.AfterFunc(time.Until(deadline), op.endWork)
+	}
+}
+
 // endRelocation publishes the result of op: Relocated, or Blocked and Serving again (F7).
 func (h *Host) endRelocation(op *relocationOp, reason sdk.RelocationReason) {
+	op.mu.Lock()
+	op.ended = true
+	if op.shutdownCap != nil {
+		op.shutdownCap.Stop()
+	}
+	op.mu.Unlock()
 	op.result.Reason = reason
 	op.result.Outcome = sdk.RelocationOutcomeRelocated
 	if reason != sdk.RelocationReasonNone {
@@ -158,6 +184,8 @@ func (h *Host) endRelocation(op *relocationOp, reason sdk.RelocationReason) {
 	switch {
 	case h.lc.shutdown != nil:
 		// The shutdown goes on from here; its own states follow.
+	case h.lc.failure != nil:
+		// The node failed meanwhile: it stays in Error, taking no work, until it is shut down.
 	case reason == sdk.RelocationReasonNone:
 		h.setStateLocked(sdk.RuntimeStateRelocated)
 	default:
@@ -296,6 +324,9 @@ func (h *Host) shuttingDown() bool {
 func (h *Host) moveUnit(op *relocationOp, u unit) sdk.RelocationReason {
 	var excluded []sdk.NodeID
 	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		if len(excluded) > 0 && op.ctx.Err() != nil {
+			return h.stopReason(op) // the unit is not tried again once the relocation stops
+		}
 		target, reason := h.awaitTarget(op, u, excluded)
 		if reason != sdk.RelocationReasonNone {
 			return reason
@@ -344,9 +375,9 @@ func (h *Host) gone(u unit) bool {
 // moveUnitTo runs u's unit to target.
 func (h *Host) moveUnitTo(op *relocationOp, u unit, target store.Node) error {
 	if u.entry.Kind() == sdk.KindEntry {
-		return h.catalog.MoveActorTo(op.ctx, u.t, sdk.EntryTarget(u.entry.Type(), target.ID))
+		return h.catalog.MoveActorTo(op.work, u.t, sdk.EntryTarget(u.entry.Type(), target.ID))
 	}
-	return h.catalog.RelocateSpot(op.ctx, u.t, target.ID)
+	return h.catalog.RelocateSpot(op.work, u.t, target.ID)
 }
 
 // unitMoved counts a unit that moved, and logs each tenth of the relocation's units.
@@ -425,7 +456,8 @@ func (h *Host) chooseTarget(op *relocationOp, u unit, excluded []sdk.NodeID) (st
 	return store.Node{}, sdk.RelocationReasonTargetUnavailable
 }
 
-// scheduleSafe publishes SafeToShutdown once the re-send window after the last commit ends.
+// scheduleSafe publishes SafeToShutdown once the re-send window after the last commit ends;
+// only the end of a relocation calls it, on the relocation's goroutine.
 func (h *Host) scheduleSafe() {
 	h.lc.mu.Lock()
 	wait := time.Until(h.lc.unsafeUntil)
@@ -433,7 +465,9 @@ func (h *Host) scheduleSafe() {
 	if wait <= 0 {
 		return
 	}
-	h.watchers.Go(func() {
+	// Counted with the relocation whose end calls this, never at zero, so it cannot race the
+	// teardown's wait: the watchers' may have begun already.
+	h.relocations.Go(func() {
 		select {
 		case <-h.stop:
 		case <-time.After(wait):

@@ -242,6 +242,56 @@ func TestF9_ShutdownDuringRelocationBlocksIt(t *testing.T) {
 	assert.Equal(t, sdk.RelocationReasonShutdownRequested, res.Reason)
 }
 
+// F9: a shutdown during a relocation lets the unit under way finish: the object moves with its
+// state before the node's Spots close, and the relocation still ends ShutdownRequested.
+func TestF9_ShutdownLetsTheUnitUnderWayFinish(t *testing.T) {
+	marshalling := make(chan struct{}, 1)
+	c := statefulCluster(t, []*statefulCtl{{marshalDelay: 500 * time.Millisecond, marshalling: marshalling}, {}}, nil, nil)
+	a, caller := c.hosts[0], c.hosts[2]
+	intent := sdk.InstanceIntent(statefulType, "under-way").WithDesc(statefulDesc(false))
+	require.EqualValues(t, 1, addOne(t, caller, intent, sdk.OnNode(a.LocalNode())))
+	done := make(chan sdk.RelocationResult, 1)
+	go func() {
+		res, _ := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance})
+		done <- res
+	}()
+	select {
+	case <-marshalling:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the unit never began")
+	}
+	tr, err := a.Shutdown(ctx, 10*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, sdk.TerminationOutcomeStopped, tr.Outcome)
+	res := <-done
+	assert.Equal(t, sdk.RelocationReasonShutdownRequested, res.Reason)
+	assert.EqualValues(t, 2, addOne(t, caller, intent), "the object moved with its state")
+}
+
+// F7, G1: a node that fails while it relocates stays in Error when the relocation ends: it
+// neither reports itself Ready nor takes application work again.
+func TestF7_ANodeThatFailsWhileItRelocatesStaysInError(t *testing.T) {
+	c := relocationCluster(t, 2, &actorFixture{}, 1, 3)
+	a := c.hosts[0]
+	_, err := record(a, openLedger("busy"), "m", sdk.OnNode(a.LocalNode()))
+	require.NoError(t, err)
+	done := make(chan sdk.RelocationResult, 1)
+	go func() {
+		res, _ := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModeRollingUpdate, TargetApplicationVersion: version(2), Deadline: time.Second})
+		done <- res
+	}()
+	require.Eventually(t, func() bool { return a.Status().State == sdk.RuntimeStateRelocating }, 5*time.Second, 5*time.Millisecond)
+	a.Fail(errors.New("its listener broke"))
+	require.Equal(t, sdk.RuntimeStateError, a.Status().State)
+	res := <-done
+	require.Equal(t, sdk.RelocationOutcomeBlocked, res.Outcome, "no target of version 2")
+	st := a.Status()
+	assert.Equal(t, sdk.RuntimeStateError, st.State)
+	assert.False(t, st.IsReady)
+	_, err = record(a, openLedger("busy"), "again")
+	assert.ErrorIs(t, err, sdk.ErrNotServing, "a failed node takes no application work")
+}
+
 // A type registered with RelocationPin and no state to carry blocks the relocation with
 // StateIncompatible while one is active, and nothing moves.
 func TestF3_PinnedTypeBlocksWithStateIncompatible(t *testing.T) {

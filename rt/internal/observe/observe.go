@@ -36,8 +36,8 @@ type observer[T any] struct {
 	wake    chan struct{} // one token: something is pending
 }
 
-// NewHub returns a hub whose first status is initial. terminal tells the statuses a stream ends
-// with (Stopped); it may be nil.
+// NewHub returns a hub whose first status is initial. terminal tells the terminal statuses
+// (Stopped, Error), counted apart when an observer misses one; it may be nil.
 func NewHub[T any](initial T, terminal func(*T) bool) *Hub[T] {
 	if terminal == nil {
 		terminal = func(*T) bool { return false }
