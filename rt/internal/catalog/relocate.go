@@ -299,7 +299,10 @@ func (c *Catalog) relocate(ctx context.Context, sp ownedSpot, rl *relocation, no
 	moved, err := storeWrite(c, func(ctx context.Context) (store.Record, error) {
 		return c.store.MoveSpot(ctx, key, rec, owner, in.Token)
 	})
-	if err != nil && !errors.Is(err, store.ErrFenced) {
+	if err != nil {
+		// A fenced answer too: the store says fenced when, after a lost answer, it finds the
+		// record moved on, which it may have done after this very commit took (its target
+		// released it). awaitMoveOutcome tells a commit that never took from that.
 		moved, err = c.awaitMoveOutcome(key, rec, owner, in.Token, err)
 		if errors.Is(err, errMoveUnknown) {
 			// The commit may have taken, or the record moved on: the source must not serve

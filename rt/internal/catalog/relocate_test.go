@@ -3,6 +3,8 @@ package catalog_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,4 +82,57 @@ func TestF9_ATargetClosingWithAnUnsettledArrivalClosesItWithTheNode(t *testing.T
 	require.Eventually(t, func() bool { return len(f.closeReasons("unsettled")) == 2 }, 10*time.Second, time.Millisecond)
 	assert.ElementsMatch(t, []sdk.CloseReason{sdk.CloseRelocated, sdk.CloseShutdown}, f.closeReasons("unsettled"),
 		"its source saw Relocated, its target Shutdown")
+}
+
+// fencedAfterCommit commits the next Spot move, runs meanwhile (the target moves the record
+// on), and then answers fenced: what the store answers when a commit's answer was lost and its
+// re-read finds the record moved on.
+type fencedAfterCommit struct {
+	*store.Etcd
+	meanwhile atomic.Pointer[func()]
+}
+
+func (s *fencedAfterCommit) wrap(e *store.Etcd) store.Store {
+	s.Etcd = e
+	return s
+}
+
+func (s *fencedAfterCommit) MoveSpot(ctx context.Context, key store.SpotKey, rec store.Record, to store.Owner, attempt uint64) (store.Record, error) {
+	out, err := s.Etcd.MoveSpot(ctx, key, rec, to, attempt)
+	if fn := s.meanwhile.Swap(nil); fn != nil && err == nil {
+		(*fn)()
+		return store.Record{}, fmt.Errorf("store: move %s to %s: %w", key, to.Node, store.ErrFenced)
+	}
+	return out, err
+}
+
+// K1, single activation: a unit whose commit took, answered fenced because its target released
+// the record before the source heard, does not roll back: the source never serves the Spot
+// again, so a new activation elsewhere is the only one.
+func TestK1_AUnitAnsweredFencedAfterItsCommitDoesNotRollBack(t *testing.T) {
+	mesh, f := uniqueMesh(t), newFixture()
+	fs := &fencedAfterCommit{}
+	a := newNode(t, nodeOpts{mesh: mesh, id: "node-a", fixture: f, wrap: fs.wrap})
+	b := newNode(t, nodeOpts{mesh: mesh, id: "node-b", fixture: f})
+	c := newNode(t, nodeOpts{mesh: mesh, id: "node-c", fixture: f})
+	peers := &directPeers{to: map[sdk.NodeID]*catalog.Catalog{"node-a": a.cat, "node-b": b.cat}}
+	a.cat.SetPeers(peers)
+	b.cat.SetPeers(peers)
+	x := sdk.InstanceTarget(roomType, "moved-then-released")
+	_, err := a.call(x.ID(), "Join", "x")
+	require.NoError(t, err)
+	closeB := func() { require.NoError(t, b.cat.Close(ctx)) }
+	fs.meanwhile.Store(&closeB)
+	require.Error(t, a.cat.RelocateSpot(ctx, x, "node-b"))
+	_, onA := a.cat.LocalSpot(x)
+	assert.False(t, onA, "the source does not serve a Spot whose commit took")
+
+	_, err = c.call(x.ID(), "Join", "from c")
+	require.NoError(t, err, "the Spot is made afresh elsewhere")
+	_, err = a.callT(x, "Join", "from a")
+	require.Error(t, err, "the source does not run it")
+	_, onA = a.cat.LocalSpot(x)
+	_, onC := c.cat.LocalSpot(x)
+	assert.True(t, onC)
+	assert.False(t, onA, "one activation")
 }

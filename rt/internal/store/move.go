@@ -31,7 +31,9 @@ type SpotMover interface {
 	// rec's owner lease still holding its node descriptor, on to's lease holding to's and on
 	// to's consent to attempt, which it deletes. It fails with ErrFenced when any of them
 	// changed, and with ErrOutcomeUnknown when its answer was lost and a re-read could not
-	// tell in time.
+	// tell in time. After a lost answer, ErrFenced says the record moved on, which it may
+	// have done after this very commit: only a commit that failed its fence at rec's
+	// revision certainly never took.
 	MoveSpot(ctx context.Context, key SpotKey, rec Record, to Owner, attempt uint64) (Record, error)
 }
 
