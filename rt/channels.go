@@ -75,7 +75,7 @@ func (h *Host) ObserveClientServer(ctx context.Context, name string) (iter.Seq[s
 	if err != nil {
 		return nil, err
 	}
-	hub := channelHub(&h.chans, &h.chans.clientServer, name, st, func(s *sdk.ClientServerStatus) bool { return s.State == sdk.TopologyStateStopped })
+	hub := channelHub(&h.chans, &h.chans.clientServer, name, st, observe.TerminalStates(func(s *sdk.ClientServerStatus) sdk.TopologyState { return s.State }, sdk.TopologyStateStopped))
 	h.publishChannels()
 	return hub.Observe(ctx), nil
 }
@@ -87,7 +87,7 @@ func (h *Host) ObserveFanout(ctx context.Context, name string) (iter.Seq[sdk.Obs
 	if err != nil {
 		return nil, err
 	}
-	hub := channelHub(&h.chans, &h.chans.fanout, name, st, func(s *sdk.FanoutStatus) bool { return s.State == sdk.TopologyStateStopped })
+	hub := channelHub(&h.chans, &h.chans.fanout, name, st, observe.TerminalStates(func(s *sdk.FanoutStatus) sdk.TopologyState { return s.State }, sdk.TopologyStateStopped))
 	h.publishChannels()
 	return hub.Observe(ctx), nil
 }
@@ -101,7 +101,7 @@ type channelHubs struct {
 	fanout       map[string]*observe.Hub[sdk.FanoutStatus]
 }
 
-func channelHub[T any](c *channelHubs, hubs *map[string]*observe.Hub[T], name string, st T, terminal func(*T) bool) *observe.Hub[T] {
+func channelHub[T any](c *channelHubs, hubs *map[string]*observe.Hub[T], name string, st T, lost func(missed, next *T) bool) *observe.Hub[T] {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if *hubs == nil {
@@ -109,7 +109,7 @@ func channelHub[T any](c *channelHubs, hubs *map[string]*observe.Hub[T], name st
 	}
 	hub := (*hubs)[name]
 	if hub == nil {
-		hub = observe.NewHub(st, terminal)
+		hub = observe.NewHub(st, lost)
 		if c.closed {
 			hub.Close()
 		}

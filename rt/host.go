@@ -65,7 +65,7 @@ type Host struct {
 	stopCancel context.CancelFunc
 	watchers   sync.WaitGroup
 	// relocations is the relocation running, and the timer its end sets for SafeToShutdown; a
-	// shutdown waits for them after the catalog's close, whose deadline ends the units under
+	// shutdown waits for them after the catalog's close, which waits for each Spot's unit under
 	// way.
 	relocations sync.WaitGroup
 	// channels are the node's channel servers and subscribers; chans the hubs of the channels
@@ -229,7 +229,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 	if err := h.startServing(); err != nil {
 		return nil, err
 	}
-	h.lc.mesh = observe.NewHub(h.mesh.Status(cfg.MeshName), isTerminalMesh)
+	h.lc.mesh = observe.NewHub(h.mesh.Status(cfg.MeshName), lostMesh)
 	h.watchers.Go(h.watchLease)
 	h.watchers.Go(h.watchMeshStatus)
 	h.watchers.Go(h.watchCapacity)
@@ -429,9 +429,8 @@ func (h *Host) teardown(ctx context.Context) error {
 	if h.stopGauges != nil {
 		h.stopGauges()
 	}
-	// F9: a relocation's units under way finish before the Spots close, within the deadline;
-	// the relocation starts no other once the shutdown began.
-	awaitGroup(ctx, &h.relocations)
+	// F9: a Spot whose relocation unit is under way closes once the unit decided (the close
+	// waits for it, the other Spots close meanwhile); the relocation starts no other unit.
 	var errs []error
 	if h.catalog != nil {
 		errs = append(errs, h.catalog.Close(ctx))
@@ -464,17 +463,4 @@ func (h *Host) teardown(ctx context.Context) error {
 		errs = append(errs, h.etcd.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// awaitGroup waits for wg until ctx ends.
-func awaitGroup(ctx context.Context, wg *sync.WaitGroup) {
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
 }

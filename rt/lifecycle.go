@@ -52,19 +52,19 @@ type shutdownOp struct {
 	err      error // the teardown's errors, for Close
 }
 
-// isTerminalRuntime reports the statuses an observer that missed them is told of apart from
-// the coalesced ones (H4): Stopped, which ends the stream, and Error, which only a shutdown
-// follows.
-func isTerminalRuntime(s *sdk.RuntimeStatus) bool {
-	return s.State == sdk.RuntimeStateStopped || s.State == sdk.RuntimeStateError
-}
-
-func isTerminalMesh(s *sdk.RouteMeshStatus) bool { return s.State == sdk.TopologyStateStopped }
+// The terminal statuses an observer that missed them is told of apart from the coalesced ones
+// (H1): Stopped, which ends a stream, and a runtime's Error, which only a shutdown follows.
+var (
+	lostRuntime = observe.TerminalStates(func(s *sdk.RuntimeStatus) sdk.RuntimeState { return s.State },
+		sdk.RuntimeStateStopped, sdk.RuntimeStateError)
+	lostMesh = observe.TerminalStates(func(s *sdk.RouteMeshStatus) sdk.TopologyState { return s.State },
+		sdk.TopologyStateStopped)
+)
 
 func (h *Host) initLifecycle() {
 	h.lc.meshKick = make(chan struct{}, 1)
 	h.state.Store(uint32(sdk.RuntimeStatePreparing))
-	h.lc.runtime = observe.NewHub(h.runtimeStatusLocked(), isTerminalRuntime)
+	h.lc.runtime = observe.NewHub(h.runtimeStatusLocked(), lostRuntime)
 	h.lc.capacity = observe.NewHub(h.CapacityStatus(), nil)
 }
 

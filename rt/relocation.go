@@ -26,8 +26,8 @@ type relocationOp struct {
 	// stop ends the start of new units: a shutdown began (F9).
 	stop context.CancelFunc
 	ctx  context.Context
-	// work bounds the units under way: the relocation's deadline, or a shutdown's if that
-	// comes first (shutdownBy). A shutdown does not end it, so they finish (F9).
+	// work bounds the units under way: the relocation's deadline, or half the time a shutdown
+	// leaves if that comes first (shutdownBy). A shutdown does not end it, so they finish (F9).
 	work        context.Context
 	endWork     context.CancelFunc
 	mu          sync.Mutex
@@ -91,7 +91,8 @@ func (h *Host) beginRelocation(opts sdk.RelocationOptions, version int64) (*relo
 	if op := h.lc.relocation; op != nil {
 		select {
 		case <-op.done:
-			if h.runtimeState() == sdk.RuntimeStateRelocated && op.mode == opts.Mode && op.version == version {
+			// Relocated is final: the node stays Relocated, or fails or stops after it.
+			if op.result.Outcome == sdk.RelocationOutcomeRelocated && op.mode == opts.Mode && op.version == version {
 				return nil, op.result // the same operation ended: its terminal result (F10)
 			}
 		default:
@@ -148,14 +149,16 @@ func (h *Host) runRelocation(op *relocationOp) {
 	h.endRelocation(op, reason)
 }
 
-// shutdownBy starts no more units and lets those under way finish until deadline at most: a
-// shutdown that ends by then began (F9).
+// shutdownBy starts no more units and lets those under way finish within half the time left
+// until deadline, a shutdown's that began (F9): a unit that cannot finish then rolls back, and
+// its Spot keeps the other half to close.
 func (op *relocationOp) shutdownBy(deadline time.Time) {
 	op.stop()
 	op.mu.Lock()
 	defer op.mu.Unlock()
-	if !op.ended && op.shutdownCap == nil && deadline.Before(op.deadline) {
-		op.shutdownCap = time.AfterFunc(time.Until(deadline), op.endWork)
+	within := time.Until(deadline) / 2
+	if !op.ended && op.shutdownCap == nil && time.Now().Add(within).Before(op.deadline) {
+		op.shutdownCap = time.AfterFunc(within, op.endWork)
 	}
 }
 
@@ -209,6 +212,16 @@ func (h *Host) relocateAll(op *relocationOp) sdk.RelocationReason {
 	}
 	for {
 		units := h.units()
+		if len(units) == 0 && h.catalog.Unsettled() {
+			// A creation or arrival that began before the node turned Relocating: what it
+			// brings is a unit too, once it shows itself (F7: every object moves).
+			select {
+			case <-op.ctx.Done():
+				return h.stopReason(op)
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
+		}
 		if len(units) == 0 {
 			// Nothing left: every unit moved, unless a shutdown (which stops the relocation
 			// before it closes anything) closed what was left.

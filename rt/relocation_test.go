@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"os"
 	"slices"
@@ -642,4 +643,55 @@ func TestF5_EachNarrowingStep(t *testing.T) {
 	assert.Zero(t, on(2), "does not register the type")
 	assert.Equal(t, spots, on(3)+on(4))
 	assert.Greater(t, on(4), on(3), "weight 3 takes more than weight 1")
+}
+
+// F10: a relocation that ended Relocated gives its result to a later call of the same
+// operation, also once the node failed after it.
+func TestF10_ARelocatedResultIsSharedAfterTheNodeFailed(t *testing.T) {
+	marshalling := make(chan struct{}, 1)
+	c := statefulCluster(t, []*statefulCtl{{marshalDelay: 500 * time.Millisecond, marshalling: marshalling}, {}}, nil, nil)
+	a, caller := c.hosts[0], c.hosts[2]
+	require.EqualValues(t, 1, addOne(t, caller, sdk.InstanceIntent(statefulType, "f10").WithDesc(statefulDesc(false)), sdk.OnNode(a.LocalNode())))
+	opts := sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance}
+	done := make(chan sdk.RelocationResult, 1)
+	go func() {
+		res, _ := a.Relocate(ctx, opts)
+		done <- res
+	}()
+	<-marshalling
+	a.Fail(errors.New("its listener broke"))
+	first := <-done
+	require.Equal(t, sdk.RelocationOutcomeRelocated, first.Outcome)
+	again, err := a.Relocate(ctx, opts)
+	require.NoError(t, err)
+	assert.Equal(t, first, again)
+}
+
+// H1, H5: a node in Error publishes Error again as its relocation ends and as it turns safe to
+// shut down; an observer that reads the newest Error missed no terminal status.
+func TestH5_AnErrorReplacedByAnErrorLosesNothing(t *testing.T) {
+	c := relocationCluster(t, 2, &actorFixture{}, 1, 3)
+	a := c.hosts[0]
+	_, err := record(a, openLedger("busy"), "m", sdk.OnNode(a.LocalNode()))
+	require.NoError(t, err)
+	next, stop := iter.Pull(a.ObserveRuntime(ctx))
+	defer stop()
+	first, ok := next()
+	require.True(t, ok)
+	require.Equal(t, sdk.RuntimeStateServing, first.Status.State)
+	done := make(chan sdk.RelocationResult, 1)
+	go func() {
+		res, _ := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModeRollingUpdate, TargetApplicationVersion: version(2), Deadline: time.Second})
+		done <- res
+	}()
+	require.Eventually(t, func() bool { return a.Status().State == sdk.RuntimeStateRelocating }, 5*time.Second, 5*time.Millisecond)
+	a.Fail(errors.New("its listener broke"))
+	<-done
+	require.Eventually(t, func() bool { return a.Status().SafeToShutdown }, 5*time.Second, 5*time.Millisecond)
+	o, ok := next()
+	require.True(t, ok)
+	require.Equal(t, sdk.RuntimeStateError, o.Status.State)
+	assert.NotNil(t, o.Status.RelocationResult, "the newest Error, with the relocation's result")
+	assert.NotZero(t, o.Loss.CoalescedCount)
+	assert.Zero(t, o.Loss.DiscardedTerminalCount, "it reads the Error it would have missed")
 }

@@ -514,8 +514,11 @@ func (c *Catalog) prepare(actorT, hostT sdk.Target, state []byte, source *actor,
 	if c.stopping.Load() {
 		return store.Host{}, c.errStopping()
 	}
-	if source == nil && c.relocating.Load() {
-		return store.Host{}, fmt.Errorf("%w: node %s is relocating its objects", sdk.ErrNotServing, c.cfg.Node)
+	if source == nil {
+		defer c.enter()()
+		if c.relocating.Load() {
+			return store.Host{}, fmt.Errorf("%w: node %s is relocating its objects", sdk.ErrNotServing, c.cfg.Node)
+		}
 	}
 	if err := actorT.Validate(); err != nil {
 		return store.Host{}, err

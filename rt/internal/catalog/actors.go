@@ -269,6 +269,7 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 	if err := c.openToMembers(a); err != nil || !a.turnAllowed() {
 		return fmt.Errorf("%w: spawn %s/%q: %v is closing", sdk.ErrClosed, desc.Name, id, a.target())
 	}
+	defer c.enter()()
 	if c.relocating.Load() {
 		return fmt.Errorf("%w: spawn %s/%q: node %s is relocating its objects", sdk.ErrNotServing, desc.Name, id, c.cfg.Node)
 	}

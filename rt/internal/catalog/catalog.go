@@ -311,7 +311,11 @@ type Catalog struct {
 	stopping  atomic.Bool // Close began: nothing new is created or admitted
 	// relocating: the node's relocation runs: it creates, spawns and receives nothing (F2).
 	relocating atomic.Bool
-	closed     chan struct{}
+	// entering counts the creations, spawns and arrivals past their check of relocating that
+	// have not yet shown themselves (a slot being created, a member arriving): with those, what
+	// a relocation must wait for before it finds nothing left to move (Unsettled).
+	entering atomic.Int64
+	closed   chan struct{}
 }
 
 // slot is this node's state of one User or Instance Spot.

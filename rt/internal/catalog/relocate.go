@@ -137,6 +137,38 @@ func (c *Catalog) LocalSpots() []sdk.Target {
 	return out
 }
 
+// enter counts a creation, spawn or arrival from before its check of relocating until the
+// returned func, called once it shows itself or gave up (see Catalog.entering).
+func (c *Catalog) enter() func() {
+	c.entering.Add(1)
+	return func() { c.entering.Add(-1) }
+}
+
+// Unsettled reports whether an object is on its way onto this node: a creation, a spawn or an
+// arrival (of a relocation unit, or of an Actor into an Entry Spot) that began before
+// SetRelocating(true) and has not ended. A relocation waits for them before it finds nothing
+// left to move (F7): what they bring becomes a unit of its own, or nothing.
+func (c *Catalog) Unsettled() bool {
+	if c.entering.Load() > 0 {
+		return true
+	}
+	found := false
+	c.slots.eachLocked(func(sl *slot) {
+		found = found || sl.creating != nil
+	})
+	if found {
+		return true
+	}
+	for _, e := range c.entries {
+		for _, act := range e.memberList() {
+			if act.current() == actorArriving {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // EntryActors returns the Actors that are members of this node's Entry Spots, with their Spot.
 func (c *Catalog) EntryActors() map[sdk.Target]sdk.Target {
 	out := make(map[sdk.Target]sdk.Target)
@@ -500,6 +532,7 @@ func (c *Catalog) PrepareSpot(ctx context.Context, in Arrival) (store.Owner, err
 	if c.stopping.Load() {
 		return store.Owner{}, c.errStopping()
 	}
+	defer c.enter()()
 	if c.cfg.ClientOnly || c.relocating.Load() {
 		return store.Owner{}, fmt.Errorf("%w: node %s is not an Object Server that takes objects now", sdk.ErrNotServing, c.cfg.Node)
 	}

@@ -344,6 +344,7 @@ func (c *Catalog) onUnavailable(ctx context.Context, key spotKey, mode Mode, res
 // ends only the caller's wait (F10 in spirit) while the others still get the Spot.
 func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, *store.Resolution, error) {
 	key := spotKey{typ.desc.Name, id}
+	defer c.enter()()
 	sh := c.slots.of(key)
 	sh.lock()
 	if _, busy := sh.m[key]; busy {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"iter"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/zlink-go/zlink/sdk"
@@ -19,7 +20,7 @@ import (
 
 // Hub publishes the snapshots of one status to its observers.
 type Hub[T any] struct {
-	terminal func(*T) bool
+	lost func(missed, next *T) bool
 
 	mu      sync.Mutex
 	current *T
@@ -36,13 +37,24 @@ type observer[T any] struct {
 	wake    chan struct{} // one token: something is pending
 }
 
-// NewHub returns a hub whose first status is initial. terminal tells the terminal statuses
-// (Stopped, Error), counted apart when an observer misses one; it may be nil.
-func NewHub[T any](initial T, terminal func(*T) bool) *Hub[T] {
-	if terminal == nil {
-		terminal = func(*T) bool { return false }
+// NewHub returns a hub whose first status is initial. lost reports whether an observer that
+// takes next in place of missed loses a terminal status (Stopped, Error), which is counted
+// apart; nil: none is.
+func NewHub[T any](initial T, lost func(missed, next *T) bool) *Hub[T] {
+	if lost == nil {
+		lost = func(_, _ *T) bool { return false }
 	}
-	return &Hub[T]{terminal: terminal, current: &initial, subs: map[*observer[T]]struct{}{}, done: make(chan struct{})}
+	return &Hub[T]{lost: lost, current: &initial, subs: map[*observer[T]]struct{}{}, done: make(chan struct{})}
+}
+
+// TerminalStates is the lost rule of statuses whose state, read by state, is terminal when it
+// is one of terminal: a terminal state is lost when the status that replaces it is in another
+// state. A newer status in the same terminal state loses nothing.
+func TerminalStates[T any, S comparable](state func(*T) S, terminal ...S) func(missed, next *T) bool {
+	return func(missed, next *T) bool {
+		s := state(missed)
+		return slices.Contains(terminal, s) && state(next) != s
+	}
 }
 
 // Current returns the newest status.
@@ -70,7 +82,7 @@ func (h *Hub[T]) Publish(s T) {
 	}
 	h.current = p
 	for o := range h.subs {
-		o.offer(p, h.terminal)
+		o.offer(p, h.lost)
 	}
 }
 
@@ -85,13 +97,13 @@ func (h *Hub[T]) Close() {
 	}
 }
 
-func (o *observer[T]) offer(p *T, terminal func(*T) bool) {
+func (o *observer[T]) offer(p *T, lost func(missed, next *T) bool) {
 	o.mu.Lock()
 	replaced := o.pending != nil
 	if replaced {
 		// H1, H5: running totals of this observation, saturating.
 		o.loss.CoalescedCount = inc(o.loss.CoalescedCount)
-		if terminal(o.pending) {
+		if lost(o.pending, p) {
 			o.loss.DiscardedTerminalCount = inc(o.loss.DiscardedTerminalCount)
 		}
 	}

@@ -22,7 +22,7 @@ type status struct {
 }
 
 func newHub() *observe.Hub[status] {
-	return observe.NewHub(status{}, func(s *status) bool { return s.Terminal })
+	return observe.NewHub(status{}, func(missed, next *status) bool { return missed.Terminal && !next.Terminal })
 }
 
 // observeInto ranges over an observation on a goroutine of its own, handing each item to out

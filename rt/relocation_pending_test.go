@@ -1,0 +1,210 @@
+package rt_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/zlink-go/zlink/rt"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// Objects on their way onto a node when its relocation begins (a creation, an arrival) are
+// moved too, or keep the relocation from answering Relocated: a node that says Relocated holds
+// nothing that its shutdown would lose (F7, F12).
+
+const gatedType = "relocation.Gated"
+
+// gated counts its Adds, and carries the count when it moves.
+type gated struct{ n int64 }
+
+func (g *gated) MarshalState(context.Context) ([]byte, error) {
+	return []byte(strconv.FormatInt(g.n, 10)), nil
+}
+
+var gatedDesc = &sdk.SpotDesc{Name: gatedType, Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{{
+	Name:       "Add",
+	NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+	NewReply:   func() proto.Message { return new(wrapperspb.Int64Value) },
+	Invoke: func(impl any, _ context.Context, _ proto.Message) (proto.Message, error) {
+		g := impl.(*gated)
+		g.n++
+		return wrapperspb.Int64(g.n), nil
+	},
+}}}
+
+// gatedCluster is two Object Servers and a client (hosts[2]); gate runs in each gated factory,
+// with the index of its host.
+func gatedCluster(t *testing.T, gate func(i int, sc sdk.SpotContext)) *cluster {
+	return newCluster(t, 3, func(i int, cfg *rt.Config) {
+		cfg.RelocationResendWindow = 200 * time.Millisecond
+		if i == 2 {
+			cfg.Roles = rt.RoleObjectClient
+			return
+		}
+		ledgers := cfg.Register
+		cfg.Register = func(r sdk.Registrar) error {
+			return errors.Join(ledgers(r), r.RegisterSpot(gatedDesc, func(sc sdk.SpotContext) (any, error) {
+				gate(i, sc)
+				g := &gated{}
+				if st := sc.RestoredState(); st != nil {
+					n, err := strconv.ParseInt(string(st), 10, 64)
+					if err != nil {
+						return nil, err
+					}
+					g.n = n
+				}
+				return g, nil
+			}))
+		}
+	})
+}
+
+func addGated(t *testing.T, c sdk.Client, tg sdk.Target, opts ...sdk.CallOption) int64 {
+	t.Helper()
+	out, err := c.Call(ctx, tg, "Add", wrapperspb.String("x"), opts...)
+	require.NoError(t, err)
+	return out.(*wrapperspb.Int64Value).GetValue()
+}
+
+// F7: a node whose relocation begins while a unit from another node arrives there does not
+// answer Relocated while it holds the arrival: with no node to take it, its relocation is
+// Blocked and the Spot serves on, its state kept.
+func TestF7_ANodeDoesNotAnswerRelocatedWhileAnArrivalIsPending(t *testing.T) {
+	arriving, release := make(chan struct{}, 1), make(chan struct{})
+	c := gatedCluster(t, func(i int, sc sdk.SpotContext) {
+		if i == 1 && sc.RestoredState() != nil {
+			arriving <- struct{}{}
+			<-release
+		}
+	})
+	a, b, caller := c.hosts[0], c.hosts[1], c.hosts[2]
+	intent := sdk.InstanceIntent(gatedType, "x").WithDesc(gatedDesc)
+	for range 3 {
+		addGated(t, caller, intent, sdk.OnNode(a.LocalNode()))
+	}
+	done := make(chan sdk.RelocationResult, 1)
+	go func() {
+		res, _ := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance, Deadline: 20 * time.Second})
+		done <- res
+	}()
+	<-arriving
+	resB := make(chan sdk.RelocationResult, 1)
+	go func() {
+		res, _ := b.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance, Deadline: 2 * time.Second})
+		resB <- res
+	}()
+	require.Eventually(t, func() bool { return b.Status().State == sdk.RuntimeStateRelocating }, 5*time.Second, 5*time.Millisecond)
+	close(release)
+	assert.Equal(t, sdk.RelocationOutcomeRelocated, (<-done).Outcome, "node-a's Spot moved")
+	res := <-resB
+	assert.Equal(t, sdk.RelocationOutcomeBlocked, res.Outcome, "node-b holds the arrival, and no node can take it")
+	assert.Equal(t, sdk.RuntimeStateServing, b.Status().State)
+	assert.EqualValues(t, 4, addGated(t, caller, intent.Plain()), "the Spot serves on node-b with its state")
+}
+
+// F7: a creation under way when its node's relocation begins is a unit too: the relocation
+// waits for it and moves it, with its state, and then answers Relocated holding nothing.
+func TestF7_ARelocationMovesTheCreationUnderWayToo(t *testing.T) {
+	creating, release := make(chan struct{}, 1), make(chan struct{})
+	c := gatedCluster(t, func(i int, sc sdk.SpotContext) {
+		if i == 0 && sc.ID() == "y" && sc.RestoredState() == nil {
+			creating <- struct{}{}
+			<-release
+		}
+	})
+	a, caller := c.hosts[0], c.hosts[2]
+	intent := sdk.InstanceIntent(gatedType, "y").WithDesc(gatedDesc)
+	first := make(chan int64, 1)
+	go func() { first <- addGated(t, caller, intent, sdk.OnNode(a.LocalNode())) }()
+	<-creating
+	done := make(chan sdk.RelocationResult, 1)
+	go func() {
+		res, _ := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance, Deadline: 20 * time.Second})
+		done <- res
+	}()
+	require.Eventually(t, func() bool { return a.Status().State == sdk.RuntimeStateRelocating }, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // the relocation looks for its units meanwhile
+	close(release)
+	require.EqualValues(t, 1, <-first)
+	res := <-done
+	require.Equal(t, sdk.RelocationOutcomeRelocated, res.Outcome)
+	assert.Zero(t, a.MeshStatus().Placement.ActiveSpotCount, "a Relocated node holds nothing")
+	assert.EqualValues(t, 2, addGated(t, caller, intent.Plain()), "the Spot moved with its state")
+}
+
+const closerType = "relocation.Closer"
+
+var closerDesc = &sdk.SpotDesc{Name: closerType, Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{{
+	Name:       "Do",
+	NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+	NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
+	Invoke:     func(_ any, _ context.Context, req proto.Message) (proto.Message, error) { return req, nil },
+}}}
+
+// closer notes its closing callback's reason in closed, by its ID.
+type closer struct {
+	id     string
+	closed *sync.Map
+}
+
+func (s *closer) MarshalState(context.Context) ([]byte, error) { return []byte("s"), nil }
+func (s *closer) OnClose(_ context.Context, r sdk.CloseReason) { s.closed.Store(s.id, r) }
+
+// F9, D9: a unit stuck at a target that stopped answering when the shutdown begins does not
+// take the shutdown's whole deadline: the other Spots close meanwhile, every closing callback
+// runs, and the node stops in time.
+func TestF9_AStuckUnitLeavesTheOtherSpotsTheirClose(t *testing.T) {
+	var closedOnA sync.Map
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c := newCluster(t, 3, func(i int, cfg *rt.Config) {
+		cfg.RelocationResendWindow = 200 * time.Millisecond
+		cfg.RelocationParallelism = 1
+		if i == 2 {
+			cfg.Roles = rt.RoleObjectClient
+			return
+		}
+		ledgers := cfg.Register
+		cfg.Register = func(r sdk.Registrar) error {
+			return errors.Join(ledgers(r), r.RegisterSpot(closerDesc, func(sc sdk.SpotContext) (any, error) {
+				if i == 1 && sc.RestoredState() != nil && sc.ID() == "a-stuck" {
+					once.Do(func() { close(entered) }) // the target stops answering
+					<-release
+				}
+				return &closer{id: sc.ID(), closed: &closedOnA}, nil
+			}))
+		}
+	})
+	t.Cleanup(func() { close(release) })
+	a, caller := c.hosts[0], c.hosts[2]
+	ids := []string{"a-stuck", "b-1", "b-2", "b-3"} // in the order the units run
+	for _, id := range ids {
+		_, err := caller.Call(ctx, sdk.InstanceIntent(closerType, id).WithDesc(closerDesc), "Do", wrapperspb.String("x"), sdk.OnNode(a.LocalNode()))
+		require.NoError(t, err)
+	}
+	go func() {
+		_, _ = a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance, Deadline: time.Minute})
+	}()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the unit never reached the target")
+	}
+	tr, err := a.Shutdown(ctx, 3*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, sdk.TerminationOutcomeStopped, tr.Outcome, "every Spot closed within the deadline")
+	for _, id := range ids {
+		r, ok := closedOnA.Load(id)
+		assert.True(t, ok, "%s ran its closing callback", id)
+		assert.Equal(t, sdk.CloseShutdown, r, id)
+	}
+}
