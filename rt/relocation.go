@@ -351,7 +351,10 @@ func (h *Host) moveUnit(op *relocationOp, u unit) sdk.RelocationReason {
 			return sdk.RelocationReasonNone
 		case h.gone(u):
 			op.gone.Add(1)
-			return sdk.RelocationReasonNone // it closed or moved meanwhile: nothing left to move
+			// It closed or moved meanwhile, perhaps by this unit's commit whose outcome was
+			// not known: the re-send window counts from now, as after a commit (F12).
+			h.noteCommit()
+			return sdk.RelocationReasonNone
 		case errors.Is(err, catalog.ErrPinned):
 			return sdk.RelocationReasonStateIncompatible
 		case errors.Is(err, catalog.ErrIncompatible), errors.Is(err, sdk.ErrUnhandled):
@@ -403,6 +406,11 @@ func (h *Host) unitMoved(op *relocationOp) {
 		op.logged.Store(tenth)
 		h.log.Info("relocation progress", "moved", moved, "units", total)
 	}
+	h.noteCommit()
+}
+
+// noteCommit starts the re-send window of a unit that committed, or may have (F12).
+func (h *Host) noteCommit() {
 	h.lc.mu.Lock()
 	h.lc.lastCommit = time.Now()
 	h.lc.mu.Unlock()
