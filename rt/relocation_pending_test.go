@@ -41,31 +41,39 @@ var gatedDesc = &sdk.SpotDesc{Name: gatedType, Kind: sdk.KindInstance, Methods: 
 	},
 }}}
 
-// gatedCluster is two Object Servers and a client (hosts[2]); gate runs in each gated factory,
-// with the index of its host.
-func gatedCluster(t *testing.T, gate func(i int, sc sdk.SpotContext)) *cluster {
+// serversAndClient is two Object Servers and a client (hosts[2]); the servers register desc
+// too, made by build with the index of their host. mutate, when set, changes every config.
+func serversAndClient(t *testing.T, desc *sdk.SpotDesc, build func(i int, sc sdk.SpotContext) (any, error), mutate func(*rt.Config)) *cluster {
 	return newCluster(t, 3, func(i int, cfg *rt.Config) {
 		cfg.RelocationResendWindow = 200 * time.Millisecond
+		if mutate != nil {
+			mutate(cfg)
+		}
 		if i == 2 {
 			cfg.Roles = rt.RoleObjectClient
 			return
 		}
 		ledgers := cfg.Register
 		cfg.Register = func(r sdk.Registrar) error {
-			return errors.Join(ledgers(r), r.RegisterSpot(gatedDesc, func(sc sdk.SpotContext) (any, error) {
-				gate(i, sc)
-				g := &gated{}
-				if st := sc.RestoredState(); st != nil {
-					n, err := strconv.ParseInt(string(st), 10, 64)
-					if err != nil {
-						return nil, err
-					}
-					g.n = n
-				}
-				return g, nil
-			}))
+			return errors.Join(ledgers(r), r.RegisterSpot(desc, func(sc sdk.SpotContext) (any, error) { return build(i, sc) }))
 		}
 	})
+}
+
+// gatedCluster is serversAndClient with gated Spots; gate runs in each gated factory first.
+func gatedCluster(t *testing.T, gate func(i int, sc sdk.SpotContext)) *cluster {
+	return serversAndClient(t, gatedDesc, func(i int, sc sdk.SpotContext) (any, error) {
+		gate(i, sc)
+		g := &gated{}
+		if st := sc.RestoredState(); st != nil {
+			n, err := strconv.ParseInt(string(st), 10, 64)
+			if err != nil {
+				return nil, err
+			}
+			g.n = n
+		}
+		return g, nil
+	}, nil)
 }
 
 func addGated(t *testing.T, c sdk.Client, tg sdk.Target, opts ...sdk.CallOption) int64 {
@@ -166,24 +174,13 @@ func TestF9_AStuckUnitLeavesTheOtherSpotsTheirClose(t *testing.T) {
 	var closedOnA sync.Map
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	c := newCluster(t, 3, func(i int, cfg *rt.Config) {
-		cfg.RelocationResendWindow = 200 * time.Millisecond
-		cfg.RelocationParallelism = 1
-		if i == 2 {
-			cfg.Roles = rt.RoleObjectClient
-			return
+	c := serversAndClient(t, closerDesc, func(i int, sc sdk.SpotContext) (any, error) {
+		if i == 1 && sc.RestoredState() != nil && sc.ID() == "a-stuck" {
+			once.Do(func() { close(entered) }) // the target stops answering
+			<-release
 		}
-		ledgers := cfg.Register
-		cfg.Register = func(r sdk.Registrar) error {
-			return errors.Join(ledgers(r), r.RegisterSpot(closerDesc, func(sc sdk.SpotContext) (any, error) {
-				if i == 1 && sc.RestoredState() != nil && sc.ID() == "a-stuck" {
-					once.Do(func() { close(entered) }) // the target stops answering
-					<-release
-				}
-				return &closer{id: sc.ID(), closed: &closedOnA}, nil
-			}))
-		}
-	})
+		return &closer{id: sc.ID(), closed: &closedOnA}, nil
+	}, func(cfg *rt.Config) { cfg.RelocationParallelism = 1 })
 	t.Cleanup(func() { close(release) })
 	a, caller := c.hosts[0], c.hosts[2]
 	ids := []string{"a-stuck", "b-1", "b-2", "b-3"} // in the order the units run

@@ -202,15 +202,7 @@ func TestK1_EntrySpotIsNotRelocatedItsActorsAre(t *testing.T) {
 func TestF10_AnotherRelocationWhileOneRunsIsOperationInProgress(t *testing.T) {
 	c := relocationCluster(t, 2, &actorFixture{}, 1, 3)
 	a := c.hosts[0]
-	_, err := record(a, openLedger("busy"), "m", sdk.OnNode(a.LocalNode()))
-	require.NoError(t, err)
-	first := make(chan sdk.RelocationResult, 1)
-	go func() {
-		// No node of version 2: it waits for one until its deadline.
-		res, _ := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModeRollingUpdate, TargetApplicationVersion: version(2), Deadline: time.Second})
-		first <- res
-	}()
-	require.Eventually(t, func() bool { return a.Status().State == sdk.RuntimeStateRelocating }, 5*time.Second, 5*time.Millisecond)
+	first := relocateWaiting(t, a, "busy", time.Second)
 	require.NotNil(t, a.Status().Deadline, "a relocation in progress carries its deadline")
 	res, err := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance})
 	require.NoError(t, err)
@@ -227,14 +219,7 @@ func TestF10_AnotherRelocationWhileOneRunsIsOperationInProgress(t *testing.T) {
 func TestF9_ShutdownDuringRelocationBlocksIt(t *testing.T) {
 	c := relocationCluster(t, 2, &actorFixture{}, 1, 3)
 	a := c.hosts[0]
-	_, err := record(a, openLedger("stay"), "m", sdk.OnNode(a.LocalNode()))
-	require.NoError(t, err)
-	first := make(chan sdk.RelocationResult, 1)
-	go func() {
-		res, _ := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModeRollingUpdate, TargetApplicationVersion: version(2), Deadline: time.Minute})
-		first <- res
-	}()
-	require.Eventually(t, func() bool { return a.Status().State == sdk.RuntimeStateRelocating }, 5*time.Second, 5*time.Millisecond)
+	first := relocateWaiting(t, a, "stay", time.Minute)
 	tr, err := a.Shutdown(ctx, 0)
 	require.NoError(t, err)
 	assert.Equal(t, sdk.TerminationOutcomeStopped, tr.Outcome)
@@ -274,14 +259,7 @@ func TestF9_ShutdownLetsTheUnitUnderWayFinish(t *testing.T) {
 func TestF7_ANodeThatFailsWhileItRelocatesStaysInError(t *testing.T) {
 	c := relocationCluster(t, 2, &actorFixture{}, 1, 3)
 	a := c.hosts[0]
-	_, err := record(a, openLedger("busy"), "m", sdk.OnNode(a.LocalNode()))
-	require.NoError(t, err)
-	done := make(chan sdk.RelocationResult, 1)
-	go func() {
-		res, _ := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModeRollingUpdate, TargetApplicationVersion: version(2), Deadline: time.Second})
-		done <- res
-	}()
-	require.Eventually(t, func() bool { return a.Status().State == sdk.RuntimeStateRelocating }, 5*time.Second, 5*time.Millisecond)
+	done := relocateWaiting(t, a, "busy", time.Second)
 	a.Fail(errors.New("its listener broke"))
 	require.Equal(t, sdk.RuntimeStateError, a.Status().State)
 	res := <-done
@@ -289,7 +267,7 @@ func TestF7_ANodeThatFailsWhileItRelocatesStaysInError(t *testing.T) {
 	st := a.Status()
 	assert.Equal(t, sdk.RuntimeStateError, st.State)
 	assert.False(t, st.IsReady)
-	_, err = record(a, openLedger("busy"), "again")
+	_, err := record(a, openLedger("busy"), "again")
 	assert.ErrorIs(t, err, sdk.ErrNotServing, "a failed node takes no application work")
 }
 
@@ -672,19 +650,12 @@ func TestF10_ARelocatedResultIsSharedAfterTheNodeFailed(t *testing.T) {
 func TestH5_AnErrorReplacedByAnErrorLosesNothing(t *testing.T) {
 	c := relocationCluster(t, 2, &actorFixture{}, 1, 3)
 	a := c.hosts[0]
-	_, err := record(a, openLedger("busy"), "m", sdk.OnNode(a.LocalNode()))
-	require.NoError(t, err)
 	next, stop := iter.Pull(a.ObserveRuntime(ctx))
 	defer stop()
 	first, ok := next()
 	require.True(t, ok)
 	require.Equal(t, sdk.RuntimeStateServing, first.Status.State)
-	done := make(chan sdk.RelocationResult, 1)
-	go func() {
-		res, _ := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModeRollingUpdate, TargetApplicationVersion: version(2), Deadline: time.Second})
-		done <- res
-	}()
-	require.Eventually(t, func() bool { return a.Status().State == sdk.RuntimeStateRelocating }, 5*time.Second, 5*time.Millisecond)
+	done := relocateWaiting(t, a, "busy", time.Second)
 	a.Fail(errors.New("its listener broke"))
 	<-done
 	require.Eventually(t, func() bool { return a.Status().SafeToShutdown }, 5*time.Second, 5*time.Millisecond)
@@ -694,4 +665,20 @@ func TestH5_AnErrorReplacedByAnErrorLosesNothing(t *testing.T) {
 	assert.NotNil(t, o.Status.RelocationResult, "the newest Error, with the relocation's result")
 	assert.NotZero(t, o.Loss.CoalescedCount)
 	assert.Zero(t, o.Loss.DiscardedTerminalCount, "it reads the Error it would have missed")
+}
+
+// relocateWaiting makes the Ledger id active on a, then starts a's rolling update to version 2,
+// which no node has: the relocation waits for a target until its deadline (within). It returns
+// once a is Relocating; the relocation's result comes on the channel.
+func relocateWaiting(t *testing.T, a *rt.Host, id string, within time.Duration) <-chan sdk.RelocationResult {
+	t.Helper()
+	_, err := record(a, openLedger(id), "m", sdk.OnNode(a.LocalNode()))
+	require.NoError(t, err)
+	done := make(chan sdk.RelocationResult, 1)
+	go func() {
+		res, _ := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModeRollingUpdate, TargetApplicationVersion: version(2), Deadline: within})
+		done <- res
+	}()
+	require.Eventually(t, func() bool { return a.Status().State == sdk.RuntimeStateRelocating }, 5*time.Second, 5*time.Millisecond)
+	return done
 }

@@ -133,7 +133,7 @@ func newTestNode() *testNode {
 	s := fixedSnapshot()
 	s.Runtime = sdk.RuntimeStatus{State: sdk.RuntimeStateServing, IsReady: true, AcceptingWork: true, SafeToShutdown: true}
 	s.Relocation = nil
-	n := &testNode{snap: s, runtime: observe.NewHub(s.Runtime, func(st *sdk.RuntimeStatus) bool { return st.State == sdk.RuntimeStateStopped })}
+	n := &testNode{snap: s, runtime: observe.NewHub(s.Runtime, observe.TerminalStates(func(st *sdk.RuntimeStatus) sdk.RuntimeState { return st.State }, sdk.RuntimeStateStopped))}
 	n.members = []admin.Member{{Node: "node-1", State: sdk.RuntimeStateServing, Self: true}}
 	return n
 }
