@@ -211,8 +211,10 @@ func (h *Host) relocateAll(op *relocationOp) sdk.RelocationReason {
 		return reason
 	}
 	for {
+		// Unsettled first: whatever it no longer sees has shown itself, among the units.
+		unsettled := h.catalog.Unsettled()
 		units := h.units()
-		if len(units) == 0 && h.catalog.Unsettled() {
+		if len(units) == 0 && unsettled {
 			// A creation or arrival that began before the node turned Relocating: what it
 			// brings is a unit too, once it shows itself (F7: every object moves).
 			select {

@@ -514,11 +514,8 @@ func (c *Catalog) prepare(actorT, hostT sdk.Target, state []byte, source *actor,
 	if c.stopping.Load() {
 		return store.Host{}, c.errStopping()
 	}
-	if source == nil {
-		defer c.enter()()
-		if c.relocating.Load() {
-			return store.Host{}, fmt.Errorf("%w: node %s is relocating its objects", sdk.ErrNotServing, c.cfg.Node)
-		}
+	if source == nil && c.relocating.Load() {
+		return store.Host{}, fmt.Errorf("%w: node %s is relocating its objects", sdk.ErrNotServing, c.cfg.Node)
 	}
 	if err := actorT.Validate(); err != nil {
 		return store.Host{}, err
@@ -556,6 +553,15 @@ func (c *Catalog) prepare(actorT, hostT sdk.Target, state []byte, source *actor,
 	if err := c.constructActor(act); err != nil {
 		c.handBack(act, source)
 		return store.Host{}, &creationError{msg: fmt.Sprintf("%v: %v arriving in %v: %v", sdk.ErrCreationFailed, actorT, hostT, err), cause: err}
+	}
+	if source == nil {
+		// Counted from here until it is a member, and refused if the node began to relocate
+		// while its factory ran: a relocation waits for it, never for a factory (Unsettled).
+		defer c.enter()()
+		if c.relocating.Load() {
+			c.handBack(act, source)
+			return store.Host{}, fmt.Errorf("%w: node %s is relocating its objects", sdk.ErrNotServing, c.cfg.Node)
+		}
 	}
 	act.source = source
 	// A move whose source stopped before it settled is settled by the record.

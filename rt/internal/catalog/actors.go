@@ -269,7 +269,6 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 	if err := c.openToMembers(a); err != nil || !a.turnAllowed() {
 		return fmt.Errorf("%w: spawn %s/%q: %v is closing", sdk.ErrClosed, desc.Name, id, a.target())
 	}
-	defer c.enter()()
 	if c.relocating.Load() {
 		return fmt.Errorf("%w: spawn %s/%q: node %s is relocating its objects", sdk.ErrNotServing, desc.Name, id, c.cfg.Node)
 	}
@@ -295,6 +294,14 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 		c.giveSlot(act)
 		c.releaseActor(loc, host)
 		return &creationError{msg: fmt.Sprintf("%v: actor %s/%q: %v", sdk.ErrCreationFailed, desc.Name, id, err), cause: err}
+	}
+	// Counted from here until it is registered, and refused if the node began to relocate
+	// while its factory ran: a relocation waits for it, never for a factory (Unsettled).
+	defer c.enter()()
+	if c.relocating.Load() {
+		c.giveSlot(act)
+		c.releaseActor(loc, host)
+		return fmt.Errorf("%w: spawn %s/%q: node %s is relocating its objects", sdk.ErrNotServing, desc.Name, id, c.cfg.Node)
 	}
 	if err := c.register(act); err != nil {
 		c.giveSlot(act)

@@ -282,6 +282,8 @@ type Catalog struct {
 	// builders run factories and OnActivate; a creation waits for one only as long as its
 	// OperationTimeout, and Close only as long as its context.
 	builders sync.WaitGroup
+	// units are the relocation units under way (RelocateSpot), until they end.
+	units sync.WaitGroup
 
 	suspects suspects // keys whose record and activation may disagree
 	mu       sync.Mutex
@@ -313,7 +315,8 @@ type Catalog struct {
 	relocating atomic.Bool
 	// entering counts the creations, spawns and arrivals past their check of relocating that
 	// have not yet shown themselves (a slot being created, a member arriving): with those, what
-	// a relocation must wait for before it finds nothing left to move (Unsettled).
+	// a relocation must wait for before it finds nothing left to move (Unsettled). An Actor's
+	// is counted only after its factory, which checks relocating again.
 	entering atomic.Int64
 	closed   chan struct{}
 }
@@ -505,6 +508,9 @@ func (c *Catalog) Close(ctx context.Context) error {
 		for _, e := range c.sortedEntries() {
 			c.closeEntry(ctx, e)
 		}
+		// The units under way have decided (each Spot's close waited for its own); a unit
+		// that committed still tells its target, which serves the Spot once it hears.
+		waitFor(&c.units, ctx, 0)
 		// Background work ends, and nothing new starts: a goroutine started now would race
 		// with the wait for them. A creation still in flight fails; one that finished anyway
 		// is force-stopped below.

@@ -279,6 +279,10 @@ func (c *Catalog) RelocateSpot(ctx context.Context, t sdk.Target, node sdk.NodeI
 	rl := &relocation{decided: make(chan struct{})}
 	a.relocating = rl
 	a.state.Store(uint32(stateRelocating))
+	// Counted before its decision, which a close of the Spot waits for: Close then waits for
+	// the unit's end too, so that the settle of a unit that committed is not cut.
+	c.units.Add(1)
+	defer c.units.Done()
 	a.mu.Unlock()
 	a.exec.CloseApplication(false)
 

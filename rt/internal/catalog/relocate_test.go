@@ -136,3 +136,106 @@ func TestK1_AUnitAnsweredFencedAfterItsCommitDoesNotRollBack(t *testing.T) {
 	assert.True(t, onC)
 	assert.False(t, onA, "one activation")
 }
+
+// F7: what Unsettled no longer reports has shown itself: read before the active Spots, as a
+// relocation reads them, the two never both miss a creation that ends between the reads.
+func TestF7_UnsettledReadFirstNeverMissesACreation(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	n.f.building["late"] = true
+	created := make(chan error, 1)
+	go func() {
+		_, err := n.call("late", "Join", "x")
+		created <- err
+	}()
+	require.Equal(t, "factory:late", <-n.f.blocked)
+	n.cat.SetRelocating(true)
+	unsettled := n.cat.Unsettled()
+	close(n.f.release)
+	require.NoError(t, <-created)
+	active := n.cat.LocalSpots()
+	assert.True(t, unsettled || len(active) > 0, "a relocation reading in this order would answer Relocated")
+	assert.True(t, unsettled, "the creation under way is unsettled")
+	assert.False(t, n.cat.Unsettled(), "and settled once it is active")
+}
+
+// F7: a relocation waits for objects on their way in, never for an Actor's factory: one that
+// does not return leaves the node settled, and the spawn is refused when it returns.
+func TestF7_AnActorFactoryThatHangsLeavesTheNodeSettled(t *testing.T) {
+	hang, started := make(chan struct{}), make(chan struct{})
+	sp := &spots{m: map[string]sdk.SpotContext{}}
+	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond },
+		register: func(ts *catalog.Types, f *fixture) {
+			build := factory(f)
+			must(ts.RegisterSpot(&sdk.SpotDesc{Name: roomType, Kind: sdk.KindInstance, Methods: methods}, func(sc sdk.SpotContext) (any, error) {
+				sp.mu.Lock()
+				sp.m[sc.ID()] = sc
+				sp.mu.Unlock()
+				return build(sc)
+			}))
+			must(ts.RegisterActor(pawnDesc, func(ac sdk.ActorContext) (any, error) {
+				close(started)
+				<-hang
+				return &pawn{ac: ac}, nil
+			}))
+		}})
+	_, err := n.call("room", "Join", "x")
+	require.NoError(t, err)
+	spawned := make(chan error, 1)
+	go func() { spawned <- sp.get("room").Spawn(context.Background(), pawnDesc, "p") }()
+	<-started
+	n.cat.SetRelocating(true)
+	assert.False(t, n.cat.Unsettled(), "the hung factory holds no relocation")
+	close(hang)
+	require.ErrorIs(t, <-spawned, sdk.ErrNotServing, "the spawn is refused as the node relocates")
+	assert.Zero(t, n.cat.ActiveActors())
+}
+
+// slowPeers takes rtt over each prepare and settle of a unit, and reports each settle's end.
+type slowPeers struct {
+	*directPeers
+	preparing chan struct{}
+	rtt       time.Duration
+	settled   chan error
+}
+
+func (p *slowPeers) PrepareSpot(ctx context.Context, node sdk.NodeID, in catalog.Arrival) (store.Owner, error) {
+	close(p.preparing)
+	time.Sleep(p.rtt)
+	return p.directPeers.PrepareSpot(ctx, node, in)
+}
+
+func (p *slowPeers) SettleSpot(ctx context.Context, node sdk.NodeID, t sdk.Target, token uint64, rec store.Record) error {
+	select {
+	case <-ctx.Done():
+		p.settled <- ctx.Err()
+		return ctx.Err()
+	case <-time.After(p.rtt):
+	}
+	p.settled <- nil
+	return p.directPeers.SettleSpot(ctx, node, t, token, rec)
+}
+
+// F9: the source's close waits for a unit under way to end, settle included: its target hears
+// that the unit committed and serves the Spot at once, not after its wait for the settle.
+func TestF9_ACloseDoesNotCutTheSettleOfAUnitThatCommitted(t *testing.T) {
+	mesh, f := uniqueMesh(t), newFixture()
+	a := newNode(t, nodeOpts{mesh: mesh, id: "node-a", fixture: f})
+	b := newNode(t, nodeOpts{mesh: mesh, id: "node-b", fixture: f})
+	direct := &directPeers{to: map[sdk.NodeID]*catalog.Catalog{"node-a": a.cat, "node-b": b.cat}}
+	p := &slowPeers{directPeers: direct, preparing: make(chan struct{}), rtt: 200 * time.Millisecond, settled: make(chan error, 1)}
+	a.cat.SetPeers(p)
+	b.cat.SetPeers(direct)
+	x := sdk.InstanceTarget(roomType, "settled-on-close")
+	_, err := a.call(x.ID(), "Join", "x")
+	require.NoError(t, err)
+	unit := make(chan error, 1)
+	go func() { unit <- a.cat.RelocateSpot(ctx, x, "node-b") }()
+	<-p.preparing
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	require.NoError(t, a.cat.Close(cctx))
+	require.NoError(t, <-unit)
+	require.NoError(t, <-p.settled, "the settle ran to its end")
+	_, onB := b.cat.LocalSpot(x)
+	assert.True(t, onB, "the target serves the Spot")
+}
