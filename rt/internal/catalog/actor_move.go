@@ -551,6 +551,7 @@ func (c *Catalog) prepare(actorT, hostT sdk.Target, state []byte, source *actor,
 		act.slot.Store(true)
 	}
 	if err := c.constructActor(act); err != nil {
+		act.discard()
 		c.handBack(act, source)
 		return store.Host{}, &creationError{msg: fmt.Sprintf("%v: %v arriving in %v: %v", sdk.ErrCreationFailed, actorT, hostT, err), cause: err}
 	}
@@ -559,6 +560,7 @@ func (c *Catalog) prepare(actorT, hostT sdk.Target, state []byte, source *actor,
 		// while its factory ran: a relocation waits for it, never for a factory (Unsettled).
 		defer c.enter()()
 		if c.relocating.Load() {
+			act.discard()
 			c.handBack(act, source)
 			return store.Host{}, fmt.Errorf("%w: node %s is relocating its objects", sdk.ErrNotServing, c.cfg.Node)
 		}
@@ -571,12 +573,14 @@ func (c *Catalog) prepare(actorT, hostT sdk.Target, state []byte, source *actor,
 	if cur, ok := sh.m[key]; ok && cur != source {
 		sh.mu.Unlock()
 		act.gate.Stop()
+		act.discard()
 		c.handBack(act, source)
 		return store.Host{}, fmt.Errorf("%w: %v is already on node %s", sdk.ErrAlreadyExists, actorT, c.cfg.Node)
 	}
 	if !a.addMember(act) {
 		sh.mu.Unlock()
 		act.gate.Stop()
+		act.discard()
 		c.handBack(act, source)
 		return store.Host{}, fmt.Errorf("%w: %v is closing or closed", sdk.ErrNotFound, hostT)
 	}

@@ -138,6 +138,13 @@ func (act *actor) Every(d time.Duration, fn func(context.Context), opts ...sdk.T
 }
 
 // stopTimers stops the Actor's timers: it left its Spot or closed.
+// discard ends act, which its factory made but which never became a member: the timers the
+// factory armed stop, and no other arms.
+func (act *actor) discard() {
+	act.state.Store(uint32(actorGone))
+	act.stopTimers()
+}
+
 func (act *actor) stopTimers() {
 	act.mu.Lock()
 	timers := act.timers
@@ -291,6 +298,7 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 	act := &actor{cat: c, typ: typ, id: id, host: a}
 	act.slot.Store(true)
 	if err := c.constructActor(act); err != nil {
+		act.discard()
 		c.giveSlot(act)
 		c.releaseActor(loc, host)
 		return &creationError{msg: fmt.Sprintf("%v: actor %s/%q: %v", sdk.ErrCreationFailed, desc.Name, id, err), cause: err}
@@ -299,11 +307,13 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 	// while its factory ran: a relocation waits for it, never for a factory (Unsettled).
 	defer c.enter()()
 	if c.relocating.Load() {
+		act.discard()
 		c.giveSlot(act)
 		c.releaseActor(loc, host)
 		return fmt.Errorf("%w: spawn %s/%q: node %s is relocating its objects", sdk.ErrNotServing, desc.Name, id, c.cfg.Node)
 	}
 	if err := c.register(act); err != nil {
+		act.discard()
 		c.giveSlot(act)
 		c.releaseActor(loc, host)
 		return err

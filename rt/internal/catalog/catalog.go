@@ -509,8 +509,11 @@ func (c *Catalog) Close(ctx context.Context) error {
 			c.closeEntry(ctx, e)
 		}
 		// The units under way have decided (each Spot's close waited for its own); a unit
-		// that committed still tells its target, which serves the Spot once it hears.
-		waitFor(&c.units, ctx, 0)
+		// that committed still tells its target, which serves the Spot once it hears. Half of
+		// what is left at most: a target that does not answer settles by the record.
+		unitsCtx, cancelUnits := halfLeft(ctx)
+		waitFor(&c.units, unitsCtx, 0)
+		cancelUnits()
 		// Background work ends, and nothing new starts: a goroutine started now would race
 		// with the wait for them. A creation still in flight fails; one that finished anyway
 		// is force-stopped below.
@@ -540,6 +543,15 @@ func (c *Catalog) Close(ctx context.Context) error {
 }
 
 // waitFor waits for wg until ctx ends, then at most grace longer; it reports whether wg was done.
+// halfLeft is ctx ending halfway to its deadline, or ctx itself when it has none.
+func halfLeft(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, time.Until(dl)/2)
+}
+
 func waitFor(wg *sync.WaitGroup, ctx context.Context, grace time.Duration) bool {
 	done := make(chan struct{})
 	go func() {

@@ -239,3 +239,80 @@ func TestF9_ACloseDoesNotCutTheSettleOfAUnitThatCommitted(t *testing.T) {
 	_, onB := b.cat.LocalSpot(x)
 	assert.True(t, onB, "the target serves the Spot")
 }
+
+// An Actor refused after its factory ran (its node began to relocate meanwhile) leaves nothing
+// running: the timer its factory armed stops with it.
+func TestF7_ASpawnRefusedAfterItsFactoryStopsItsTimers(t *testing.T) {
+	hang, started := make(chan struct{}), make(chan struct{})
+	var ticks atomic.Int64
+	sp := &spots{m: map[string]sdk.SpotContext{}}
+	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond },
+		register: func(ts *catalog.Types, f *fixture) {
+			build := factory(f)
+			must(ts.RegisterSpot(&sdk.SpotDesc{Name: roomType, Kind: sdk.KindInstance, Methods: methods}, func(sc sdk.SpotContext) (any, error) {
+				sp.mu.Lock()
+				sp.m[sc.ID()] = sc
+				sp.mu.Unlock()
+				return build(sc)
+			}))
+			must(ts.RegisterActor(pawnDesc, func(ac sdk.ActorContext) (any, error) {
+				ac.Every(5*time.Millisecond, func(context.Context) { ticks.Add(1) })
+				close(started)
+				<-hang
+				return &pawn{ac: ac}, nil
+			}))
+		}})
+	_, err := n.call("room", "Join", "x")
+	require.NoError(t, err)
+	spawned := make(chan error, 1)
+	go func() { spawned <- sp.get("room").Spawn(context.Background(), pawnDesc, "p") }()
+	<-started
+	n.cat.SetRelocating(true)
+	close(hang)
+	require.ErrorIs(t, <-spawned, sdk.ErrNotServing)
+	require.Zero(t, n.cat.ActiveActors())
+	before := ticks.Load()
+	time.Sleep(200 * time.Millisecond) // forty periods of the timer
+	assert.Equal(t, before, ticks.Load(), "the refused Actor's timer runs no more")
+}
+
+// deadSettle takes a while over each prepare and never answers a settle.
+type deadSettle struct {
+	*directPeers
+	preparing chan struct{}
+}
+
+func (p *deadSettle) PrepareSpot(ctx context.Context, node sdk.NodeID, in catalog.Arrival) (store.Owner, error) {
+	close(p.preparing)
+	time.Sleep(100 * time.Millisecond)
+	return p.directPeers.PrepareSpot(ctx, node, in)
+}
+
+func (p *deadSettle) SettleSpot(ctx context.Context, _ sdk.NodeID, _ sdk.Target, _ uint64, _ store.Record) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// F8, F9: a close waits for a committed unit's settle half of what its context leaves at most:
+// a target that stops answering after the commit does not hold the close to its deadline.
+func TestF9_ACloseWaitsForASettleToADeadTargetHalfItsTimeAtMost(t *testing.T) {
+	mesh, f := uniqueMesh(t), newFixture()
+	cfg := func(c *catalog.Config) { c.OperationTimeout = 5 * time.Second }
+	a := newNode(t, nodeOpts{mesh: mesh, id: "node-a", fixture: f, cfg: cfg})
+	b := newNode(t, nodeOpts{mesh: mesh, id: "node-b", fixture: f, cfg: cfg})
+	direct := &directPeers{to: map[sdk.NodeID]*catalog.Catalog{"node-a": a.cat, "node-b": b.cat}}
+	p := &deadSettle{directPeers: direct, preparing: make(chan struct{})}
+	a.cat.SetPeers(p)
+	b.cat.SetPeers(direct)
+	x := sdk.InstanceTarget(roomType, "dead-target")
+	_, err := a.call(x.ID(), "Join", "x")
+	require.NoError(t, err)
+	unit := make(chan error, 1)
+	go func() { unit <- a.cat.RelocateSpot(ctx, x, "node-b") }()
+	<-p.preparing
+	cctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+	defer cancel()
+	require.NoError(t, a.cat.Close(cctx))
+	assert.NoError(t, cctx.Err(), "the close ended before its deadline")
+	<-unit
+}
