@@ -137,7 +137,6 @@ func (act *actor) Every(d time.Duration, fn func(context.Context), opts ...sdk.T
 	return act.host.startMemberTimer(act, d, d, fn, opts)
 }
 
-// stopTimers stops the Actor's timers: it left its Spot or closed.
 // discard ends act, which its factory made but which never became a member: the timers the
 // factory armed stop, and no other arms.
 func (act *actor) discard() {
@@ -145,6 +144,7 @@ func (act *actor) discard() {
 	act.stopTimers()
 }
 
+// stopTimers stops the Actor's timers: it left its Spot or closed.
 func (act *actor) stopTimers() {
 	act.mu.Lock()
 	timers := act.timers
@@ -296,6 +296,8 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 		return fmt.Errorf("spawn into %v: %w", a.target(), err)
 	}
 	act := &actor{cat: c, typ: typ, id: id, host: a}
+	// Arriving until it is registered: a timer its factory arms does not run before.
+	act.state.Store(uint32(actorArriving))
 	act.slot.Store(true)
 	if err := c.constructActor(act); err != nil {
 		act.discard()
@@ -312,7 +314,7 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 		c.releaseActor(loc, host)
 		return fmt.Errorf("%w: spawn %s/%q: node %s is relocating its objects", sdk.ErrNotServing, desc.Name, id, c.cfg.Node)
 	}
-	if err := c.register(act); err != nil {
+	if err := c.register(act, true); err != nil {
 		act.discard()
 		c.giveSlot(act)
 		c.releaseActor(loc, host)
@@ -340,14 +342,18 @@ func (c *Catalog) constructActor(act *actor) (err error) {
 	return nil
 }
 
-// register puts act in the actor index and in its host's members.
-func (c *Catalog) register(act *actor) error {
+// register puts act in the actor index and in its host's members; active makes it Active
+// first, before anything can find it (a spawn).
+func (c *Catalog) register(act *actor, active bool) error {
 	key := act.key()
 	sh := c.actors.of(key)
 	sh.lock()
 	if _, dup := sh.m[key]; dup {
 		sh.mu.Unlock()
 		return fmt.Errorf("%w: actor %s/%q is already on node %s", sdk.ErrAlreadyExists, key.typ, key.id, c.cfg.Node)
+	}
+	if active {
+		act.state.Store(uint32(actorActive))
 	}
 	if !act.host.addMember(act) {
 		sh.mu.Unlock()

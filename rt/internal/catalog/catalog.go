@@ -542,7 +542,6 @@ func (c *Catalog) Close(ctx context.Context) error {
 	return err
 }
 
-// waitFor waits for wg until ctx ends, then at most grace longer; it reports whether wg was done.
 // halfLeft is ctx ending halfway to its deadline, or ctx itself when it has none.
 func halfLeft(ctx context.Context) (context.Context, context.CancelFunc) {
 	dl, ok := ctx.Deadline()
@@ -552,6 +551,7 @@ func halfLeft(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, time.Until(dl)/2)
 }
 
+// waitFor waits for wg until ctx ends, then at most grace longer; it reports whether wg was done.
 func waitFor(wg *sync.WaitGroup, ctx context.Context, grace time.Duration) bool {
 	done := make(chan struct{})
 	go func() {

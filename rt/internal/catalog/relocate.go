@@ -650,10 +650,12 @@ func (c *Catalog) arriveMember(a *activation, m MemberState, token uint64) (*act
 	act.slot.Store(true)
 	act.state.Store(uint32(actorArriving))
 	if err := c.constructActor(act); err != nil {
+		act.discard()
 		c.giveSlot(act)
 		return nil, &creationError{msg: fmt.Sprintf("%v: %v arriving on %s: %v", sdk.ErrCreationFailed, m.Actor, c.cfg.Node, err), cause: err}
 	}
-	if err := c.register(act); err != nil {
+	if err := c.register(act, false); err != nil {
+		act.discard()
 		c.giveSlot(act)
 		return nil, err
 	}

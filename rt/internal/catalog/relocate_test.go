@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -315,4 +316,76 @@ func TestF9_ACloseWaitsForASettleToADeadTargetHalfItsTimeAtMost(t *testing.T) {
 	require.NoError(t, a.cat.Close(cctx))
 	assert.NoError(t, cctx.Err(), "the close ended before its deadline")
 	<-unit
+}
+
+// timedPawns is a node whose pawns' factories arm a timer of 2 ms, noted in timers by ID and
+// counting its runs in ticks, and then do what behave says.
+func timedPawns(t *testing.T, ticks *atomic.Int64, timers *sync.Map, behave func(ac sdk.ActorContext) (any, error)) (*node, *spots) {
+	sp := &spots{m: map[string]sdk.SpotContext{}}
+	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) { c.OperationTimeout = 500 * time.Millisecond },
+		register: func(ts *catalog.Types, f *fixture) {
+			build := factory(f)
+			must(ts.RegisterSpot(&sdk.SpotDesc{Name: roomType, Kind: sdk.KindInstance, Methods: methods}, func(sc sdk.SpotContext) (any, error) {
+				sp.mu.Lock()
+				sp.m[sc.ID()] = sc
+				sp.mu.Unlock()
+				return build(sc)
+			}))
+			must(ts.RegisterActor(pawnDesc, func(ac sdk.ActorContext) (any, error) {
+				timers.Store(ac.ID(), ac.Every(2*time.Millisecond, func(context.Context) { ticks.Add(1) }))
+				return behave(ac)
+			}))
+		}})
+	return n, sp
+}
+
+// A member of an arriving Spot whose factory fails, or which is on the node already, leaves
+// no timer armed.
+func TestF7_AnArrivingMemberRefusedAfterItsFactoryStopsItsTimers(t *testing.T) {
+	var ticks atomic.Int64
+	var timers sync.Map
+	fail := atomic.Bool{}
+	n, sp := timedPawns(t, &ticks, &timers, func(ac sdk.ActorContext) (any, error) {
+		if fail.Load() {
+			return nil, errors.New("it cannot start")
+		}
+		return &pawn{ac: ac, ticks: &ticks, closes: &pawnCloses}, nil
+	})
+	_, err := n.call("room", "Join", "x")
+	require.NoError(t, err)
+	require.NoError(t, sp.get("room").Spawn(ctx, pawnDesc, "dup"))
+	_, err = n.cat.PrepareSpot(ctx, catalog.Arrival{Spot: sdk.InstanceTarget(roomType, "arriving-1"),
+		Members: []catalog.MemberState{{Actor: pawnAt("dup")}}, Token: 7})
+	require.ErrorIs(t, err, sdk.ErrAlreadyExists)
+	dup, _ := timers.Load("dup")
+	assert.False(t, dup.(sdk.Timer).Stop(), "the refused copy's timer was stopped")
+
+	fail.Store(true)
+	_, err = n.cat.PrepareSpot(ctx, catalog.Arrival{Spot: sdk.InstanceTarget(roomType, "arriving-2"),
+		Members: []catalog.MemberState{{Actor: pawnAt("bad")}}, Token: 9})
+	require.ErrorIs(t, err, sdk.ErrCreationFailed)
+	bad, _ := timers.Load("bad")
+	assert.False(t, bad.(sdk.Timer).Stop(), "the failed member's timer was stopped")
+}
+
+// A timer a spawned Actor's factory arms runs only once the Actor is a member.
+func TestASpawnedActorsTimerWaitsForItsRegistration(t *testing.T) {
+	var ticks atomic.Int64
+	var timers sync.Map
+	hang, started := make(chan struct{}), make(chan struct{})
+	n, sp := timedPawns(t, &ticks, &timers, func(ac sdk.ActorContext) (any, error) {
+		close(started)
+		<-hang
+		return &pawn{ac: ac}, nil
+	})
+	_, err := n.call("room", "Join", "x")
+	require.NoError(t, err)
+	spawned := make(chan error, 1)
+	go func() { spawned <- sp.get("room").Spawn(context.Background(), pawnDesc, "p") }()
+	<-started
+	time.Sleep(100 * time.Millisecond) // fifty periods of the timer
+	assert.Zero(t, ticks.Load(), "no run while the factory builds the Actor")
+	close(hang)
+	require.NoError(t, <-spawned)
+	require.Eventually(t, func() bool { return ticks.Load() > 0 }, 5*time.Second, time.Millisecond, "it runs once a member")
 }
