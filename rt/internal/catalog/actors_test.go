@@ -135,10 +135,21 @@ func actorNode(t *testing.T, ticks *atomic.Int64, cfg ...func(*catalog.Config)) 
 }
 
 func actorNodeWith(t *testing.T, ticks *atomic.Int64, o nodeOpts, cfg ...func(*catalog.Config)) (*node, *spots) {
-	sp := &spots{m: map[string]sdk.SpotContext{}}
 	if len(cfg) > 0 {
 		o.cfg = cfg[0]
 	}
+	return pawnsNode(t, o, func(ac sdk.ActorContext) (any, error) {
+		p := &pawn{ac: ac, ticks: ticks, closes: &pawnCloses}
+		if b := ac.RestoredState(); b != nil {
+			p.hops, _ = strconv.Atoi(string(b))
+		}
+		return p, nil
+	})
+}
+
+// pawnsNode is a node of o with Rooms, whose contexts it keeps, and pawns that newPawn makes.
+func pawnsNode(t *testing.T, o nodeOpts, newPawn func(ac sdk.ActorContext) (any, error)) (*node, *spots) {
+	sp := &spots{m: map[string]sdk.SpotContext{}}
 	o.register = func(ts *catalog.Types, f *fixture) {
 		build := factory(f)
 		must(ts.RegisterSpot(&sdk.SpotDesc{Name: roomType, Kind: sdk.KindInstance, Methods: methods}, func(sc sdk.SpotContext) (any, error) {
@@ -147,13 +158,7 @@ func actorNodeWith(t *testing.T, ticks *atomic.Int64, o nodeOpts, cfg ...func(*c
 			sp.mu.Unlock()
 			return build(sc)
 		}))
-		must(ts.RegisterActor(pawnDesc, func(ac sdk.ActorContext) (any, error) {
-			p := &pawn{ac: ac, ticks: ticks, closes: &pawnCloses}
-			if b := ac.RestoredState(); b != nil {
-				p.hops, _ = strconv.Atoi(string(b))
-			}
-			return p, nil
-		}))
+		must(ts.RegisterActor(pawnDesc, newPawn))
 	}
 	return newNode(t, o), sp
 }

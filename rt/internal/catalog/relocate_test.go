@@ -163,22 +163,11 @@ func TestF7_UnsettledReadFirstNeverMissesACreation(t *testing.T) {
 // does not return leaves the node settled, and the spawn is refused when it returns.
 func TestF7_AnActorFactoryThatHangsLeavesTheNodeSettled(t *testing.T) {
 	hang, started := make(chan struct{}), make(chan struct{})
-	sp := &spots{m: map[string]sdk.SpotContext{}}
-	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond },
-		register: func(ts *catalog.Types, f *fixture) {
-			build := factory(f)
-			must(ts.RegisterSpot(&sdk.SpotDesc{Name: roomType, Kind: sdk.KindInstance, Methods: methods}, func(sc sdk.SpotContext) (any, error) {
-				sp.mu.Lock()
-				sp.m[sc.ID()] = sc
-				sp.mu.Unlock()
-				return build(sc)
-			}))
-			must(ts.RegisterActor(pawnDesc, func(ac sdk.ActorContext) (any, error) {
-				close(started)
-				<-hang
-				return &pawn{ac: ac}, nil
-			}))
-		}})
+	n, sp := pawnsNode(t, nodeOpts{}, func(ac sdk.ActorContext) (any, error) {
+		close(started)
+		<-hang
+		return &pawn{ac: ac}, nil
+	})
 	_, err := n.call("room", "Join", "x")
 	require.NoError(t, err)
 	spawned := make(chan error, 1)
@@ -219,19 +208,11 @@ func (p *slowPeers) SettleSpot(ctx context.Context, node sdk.NodeID, t sdk.Targe
 // F9: the source's close waits for a unit under way to end, settle included: its target hears
 // that the unit committed and serves the Spot at once, not after its wait for the settle.
 func TestF9_ACloseDoesNotCutTheSettleOfAUnitThatCommitted(t *testing.T) {
-	mesh, f := uniqueMesh(t), newFixture()
-	a := newNode(t, nodeOpts{mesh: mesh, id: "node-a", fixture: f})
-	b := newNode(t, nodeOpts{mesh: mesh, id: "node-b", fixture: f})
-	direct := &directPeers{to: map[sdk.NodeID]*catalog.Catalog{"node-a": a.cat, "node-b": b.cat}}
-	p := &slowPeers{directPeers: direct, preparing: make(chan struct{}), rtt: 200 * time.Millisecond, settled: make(chan error, 1)}
-	a.cat.SetPeers(p)
-	b.cat.SetPeers(direct)
-	x := sdk.InstanceTarget(roomType, "settled-on-close")
-	_, err := a.call(x.ID(), "Join", "x")
-	require.NoError(t, err)
-	unit := make(chan error, 1)
-	go func() { unit <- a.cat.RelocateSpot(ctx, x, "node-b") }()
-	<-p.preparing
+	var p *slowPeers
+	a, b, x, unit := unitUnderWay(t, nil, func(direct *directPeers) (catalog.Peers, chan struct{}) {
+		p = &slowPeers{directPeers: direct, preparing: make(chan struct{}), rtt: 200 * time.Millisecond, settled: make(chan error, 1)}
+		return p, p.preparing
+	})
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	require.NoError(t, a.cat.Close(cctx))
@@ -246,23 +227,12 @@ func TestF9_ACloseDoesNotCutTheSettleOfAUnitThatCommitted(t *testing.T) {
 func TestF7_ASpawnRefusedAfterItsFactoryStopsItsTimers(t *testing.T) {
 	hang, started := make(chan struct{}), make(chan struct{})
 	var ticks atomic.Int64
-	sp := &spots{m: map[string]sdk.SpotContext{}}
-	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond },
-		register: func(ts *catalog.Types, f *fixture) {
-			build := factory(f)
-			must(ts.RegisterSpot(&sdk.SpotDesc{Name: roomType, Kind: sdk.KindInstance, Methods: methods}, func(sc sdk.SpotContext) (any, error) {
-				sp.mu.Lock()
-				sp.m[sc.ID()] = sc
-				sp.mu.Unlock()
-				return build(sc)
-			}))
-			must(ts.RegisterActor(pawnDesc, func(ac sdk.ActorContext) (any, error) {
-				ac.Every(5*time.Millisecond, func(context.Context) { ticks.Add(1) })
-				close(started)
-				<-hang
-				return &pawn{ac: ac}, nil
-			}))
-		}})
+	var timers sync.Map
+	n, sp := timedPawns(t, &ticks, &timers, func(ac sdk.ActorContext) (any, error) {
+		close(started)
+		<-hang
+		return &pawn{ac: ac}, nil
+	})
 	_, err := n.call("room", "Join", "x")
 	require.NoError(t, err)
 	spawned := make(chan error, 1)
@@ -273,7 +243,7 @@ func TestF7_ASpawnRefusedAfterItsFactoryStopsItsTimers(t *testing.T) {
 	require.ErrorIs(t, <-spawned, sdk.ErrNotServing)
 	require.Zero(t, n.cat.ActiveActors())
 	before := ticks.Load()
-	time.Sleep(200 * time.Millisecond) // forty periods of the timer
+	time.Sleep(200 * time.Millisecond) // a hundred periods of the timer
 	assert.Equal(t, before, ticks.Load(), "the refused Actor's timer runs no more")
 }
 
@@ -297,20 +267,11 @@ func (p *deadSettle) SettleSpot(ctx context.Context, _ sdk.NodeID, _ sdk.Target,
 // F8, F9: a close waits for a committed unit's settle half of what its context leaves at most:
 // a target that stops answering after the commit does not hold the close to its deadline.
 func TestF9_ACloseWaitsForASettleToADeadTargetHalfItsTimeAtMost(t *testing.T) {
-	mesh, f := uniqueMesh(t), newFixture()
-	cfg := func(c *catalog.Config) { c.OperationTimeout = 5 * time.Second }
-	a := newNode(t, nodeOpts{mesh: mesh, id: "node-a", fixture: f, cfg: cfg})
-	b := newNode(t, nodeOpts{mesh: mesh, id: "node-b", fixture: f, cfg: cfg})
-	direct := &directPeers{to: map[sdk.NodeID]*catalog.Catalog{"node-a": a.cat, "node-b": b.cat}}
-	p := &deadSettle{directPeers: direct, preparing: make(chan struct{})}
-	a.cat.SetPeers(p)
-	b.cat.SetPeers(direct)
-	x := sdk.InstanceTarget(roomType, "dead-target")
-	_, err := a.call(x.ID(), "Join", "x")
-	require.NoError(t, err)
-	unit := make(chan error, 1)
-	go func() { unit <- a.cat.RelocateSpot(ctx, x, "node-b") }()
-	<-p.preparing
+	a, _, _, unit := unitUnderWay(t, func(c *catalog.Config) { c.OperationTimeout = 5 * time.Second },
+		func(direct *directPeers) (catalog.Peers, chan struct{}) {
+			p := &deadSettle{directPeers: direct, preparing: make(chan struct{})}
+			return p, p.preparing
+		})
 	cctx, cancel := context.WithTimeout(ctx, 4*time.Second)
 	defer cancel()
 	require.NoError(t, a.cat.Close(cctx))
@@ -318,25 +279,33 @@ func TestF9_ACloseWaitsForASettleToADeadTargetHalfItsTimeAtMost(t *testing.T) {
 	<-unit
 }
 
+// unitUnderWay starts node-a and node-b (with cfg, if set), makes a Room active on node-a and
+// starts its relocation unit to node-b through the peers that peers wraps around the direct
+// ones; it returns once the unit prepares (preparing closed), with the unit's end to come.
+func unitUnderWay(t *testing.T, cfg func(*catalog.Config), peers func(*directPeers) (catalog.Peers, chan struct{})) (a, b *node, x sdk.Target, unit <-chan error) {
+	mesh, f := uniqueMesh(t), newFixture()
+	a = newNode(t, nodeOpts{mesh: mesh, id: "node-a", fixture: f, cfg: cfg})
+	b = newNode(t, nodeOpts{mesh: mesh, id: "node-b", fixture: f, cfg: cfg})
+	direct := &directPeers{to: map[sdk.NodeID]*catalog.Catalog{"node-a": a.cat, "node-b": b.cat}}
+	p, preparing := peers(direct)
+	a.cat.SetPeers(p)
+	b.cat.SetPeers(direct)
+	x = sdk.InstanceTarget(roomType, "under-way")
+	_, err := a.call(x.ID(), "Join", "x")
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- a.cat.RelocateSpot(ctx, x, "node-b") }()
+	<-preparing
+	return a, b, x, done
+}
+
 // timedPawns is a node whose pawns' factories arm a timer of 2 ms, noted in timers by ID and
 // counting its runs in ticks, and then do what behave says.
 func timedPawns(t *testing.T, ticks *atomic.Int64, timers *sync.Map, behave func(ac sdk.ActorContext) (any, error)) (*node, *spots) {
-	sp := &spots{m: map[string]sdk.SpotContext{}}
-	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) { c.OperationTimeout = 500 * time.Millisecond },
-		register: func(ts *catalog.Types, f *fixture) {
-			build := factory(f)
-			must(ts.RegisterSpot(&sdk.SpotDesc{Name: roomType, Kind: sdk.KindInstance, Methods: methods}, func(sc sdk.SpotContext) (any, error) {
-				sp.mu.Lock()
-				sp.m[sc.ID()] = sc
-				sp.mu.Unlock()
-				return build(sc)
-			}))
-			must(ts.RegisterActor(pawnDesc, func(ac sdk.ActorContext) (any, error) {
-				timers.Store(ac.ID(), ac.Every(2*time.Millisecond, func(context.Context) { ticks.Add(1) }))
-				return behave(ac)
-			}))
-		}})
-	return n, sp
+	return pawnsNode(t, nodeOpts{}, func(ac sdk.ActorContext) (any, error) {
+		timers.Store(ac.ID(), ac.Every(2*time.Millisecond, func(context.Context) { ticks.Add(1) }))
+		return behave(ac)
+	})
 }
 
 // A member of an arriving Spot whose factory fails, or which is on the node already, leaves
