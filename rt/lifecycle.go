@@ -269,8 +269,8 @@ func (h *Host) beginShutdown(deadline time.Duration) *shutdownOp {
 	op := &shutdownOp{within: deadline, deadline: time.Now().Add(deadline), done: make(chan struct{})}
 	h.lc.shutdown = op
 	if r := h.lc.relocation; r != nil {
-		// F9: the units under way finish, within the shutdown's deadline, before the Spots
-		// close (teardown); no other starts, and the relocation ends Blocked.
+		// F9: the units under way finish, within half the time the shutdown leaves (each
+		// Spot's close waits for its own); no other starts, and the relocation ends Blocked.
 		r.shutdownBy(op.deadline)
 	}
 	h.lc.deadline = &op.deadline

@@ -31,7 +31,7 @@ type relocationOp struct {
 	work        context.Context
 	endWork     context.CancelFunc
 	mu          sync.Mutex
-	shutdownCap *time.Timer // ends work at a shutdown's deadline
+	shutdownCap *time.Timer // ends work halfway to a shutdown's deadline
 	ended       bool        // the relocation has its result: no cap is set any more
 	total       atomic.Int64
 	moved       atomic.Int64
