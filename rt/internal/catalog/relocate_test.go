@@ -168,11 +168,7 @@ func TestF7_AnActorFactoryThatHangsLeavesTheNodeSettled(t *testing.T) {
 		<-hang
 		return &pawn{ac: ac}, nil
 	})
-	_, err := n.call("room", "Join", "x")
-	require.NoError(t, err)
-	spawned := make(chan error, 1)
-	go func() { spawned <- sp.get("room").Spawn(context.Background(), pawnDesc, "p") }()
-	<-started
+	spawned := spawnHeld(t, n, sp, started)
 	n.cat.SetRelocating(true)
 	assert.False(t, n.cat.Unsettled(), "the hung factory holds no relocation")
 	close(hang)
@@ -233,11 +229,7 @@ func TestF7_ASpawnRefusedAfterItsFactoryStopsItsTimers(t *testing.T) {
 		<-hang
 		return &pawn{ac: ac}, nil
 	})
-	_, err := n.call("room", "Join", "x")
-	require.NoError(t, err)
-	spawned := make(chan error, 1)
-	go func() { spawned <- sp.get("room").Spawn(context.Background(), pawnDesc, "p") }()
-	<-started
+	spawned := spawnHeld(t, n, sp, started)
 	n.cat.SetRelocating(true)
 	close(hang)
 	require.ErrorIs(t, <-spawned, sdk.ErrNotServing)
@@ -347,14 +339,23 @@ func TestASpawnedActorsTimerWaitsForItsRegistration(t *testing.T) {
 		<-hang
 		return &pawn{ac: ac}, nil
 	})
-	_, err := n.call("room", "Join", "x")
-	require.NoError(t, err)
-	spawned := make(chan error, 1)
-	go func() { spawned <- sp.get("room").Spawn(context.Background(), pawnDesc, "p") }()
-	<-started
+	spawned := spawnHeld(t, n, sp, started)
 	time.Sleep(100 * time.Millisecond) // fifty periods of the timer
 	assert.Zero(t, ticks.Load(), "no run while the factory builds the Actor")
 	close(hang)
 	require.NoError(t, <-spawned)
 	require.Eventually(t, func() bool { return ticks.Load() > 0 }, 5*time.Second, time.Millisecond, "it runs once a member")
+}
+
+// spawnHeld makes the Room "room" active on n and spawns the pawn "p" into it on a goroutine of
+// its own; it returns once the pawn's factory began (started closed), with the spawn's end to
+// come.
+func spawnHeld(t *testing.T, n *node, sp *spots, started <-chan struct{}) <-chan error {
+	t.Helper()
+	_, err := n.call("room", "Join", "x")
+	require.NoError(t, err)
+	spawned := make(chan error, 1)
+	go func() { spawned <- sp.get("room").Spawn(context.Background(), pawnDesc, "p") }()
+	<-started
+	return spawned
 }
