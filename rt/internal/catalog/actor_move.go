@@ -577,7 +577,7 @@ func (c *Catalog) prepare(actorT, hostT sdk.Target, state []byte, source *actor,
 		c.handBack(act, source)
 		return store.Host{}, fmt.Errorf("%w: %v is already on node %s", sdk.ErrAlreadyExists, actorT, c.cfg.Node)
 	}
-	if !a.addMember(act) {
+	if !a.addMember(act, false) {
 		sh.mu.Unlock()
 		act.gate.Stop()
 		act.discard()

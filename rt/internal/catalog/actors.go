@@ -166,13 +166,18 @@ func (a *activation) target() sdk.Target {
 	return sdk.InstanceTarget(a.typ.desc.Name, a.id)
 }
 
-// addMember makes act a member of a; it fails once a stopped being active.
-func (a *activation) addMember(act *actor) bool {
+// addMember makes act a member of a; it fails once a stopped being active. activate makes
+// act Active as it joins, under a's lock: neither its timers nor a's close see it Active
+// unless it joined.
+func (a *activation) addMember(act *actor, activate bool) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	// A Spot whose close is pending takes no new member: an idle eviction decided on no members.
 	if a.current() != stateActive || a.torn || a.closing != nil {
 		return false
+	}
+	if activate {
+		act.state.Store(uint32(actorActive))
 	}
 	if a.members == nil {
 		a.members = make(map[*actor]struct{})
@@ -342,8 +347,8 @@ func (c *Catalog) constructActor(act *actor) (err error) {
 	return nil
 }
 
-// register puts act in the actor index and in its host's members; active makes it Active
-// first, before anything can find it (a spawn).
+// register puts act in the actor index and in its host's members; active makes it Active as
+// it joins its host, before anything can find it (a spawn), and only if it joins.
 func (c *Catalog) register(act *actor, active bool) error {
 	key := act.key()
 	sh := c.actors.of(key)
@@ -352,10 +357,7 @@ func (c *Catalog) register(act *actor, active bool) error {
 		sh.mu.Unlock()
 		return fmt.Errorf("%w: actor %s/%q is already on node %s", sdk.ErrAlreadyExists, key.typ, key.id, c.cfg.Node)
 	}
-	if active {
-		act.state.Store(uint32(actorActive))
-	}
-	if !act.host.addMember(act) {
+	if !act.host.addMember(act, active) {
 		sh.mu.Unlock()
 		return fmt.Errorf("%w: %v closed meanwhile", sdk.ErrClosed, act.host.target())
 	}

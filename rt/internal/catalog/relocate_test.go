@@ -347,6 +347,27 @@ func TestASpawnedActorsTimerWaitsForItsRegistration(t *testing.T) {
 	require.Eventually(t, func() bool { return ticks.Load() > 0 }, 5*time.Second, time.Millisecond, "it runs once a member")
 }
 
+// A spawn whose Spot closes while the factory runs is refused, and the Actor it built never
+// runs: its timer is stopped and has not run.
+func TestASpawnIntoASpotThatClosedMeanwhileLeavesNoTimer(t *testing.T) {
+	var ticks atomic.Int64
+	var timers sync.Map
+	hang, started := make(chan struct{}), make(chan struct{})
+	n, sp := timedPawns(t, &ticks, &timers, func(ac sdk.ActorContext) (any, error) {
+		close(started)
+		<-hang
+		return &pawn{ac: ac}, nil
+	})
+	spawned := spawnHeld(t, n, sp, started)
+	require.NoError(t, n.cat.CloseTarget(ctx, sdk.InstanceTarget(roomType, "room")))
+	close(hang)
+	require.ErrorIs(t, <-spawned, sdk.ErrClosed)
+	assert.Zero(t, n.cat.ActiveActors())
+	timer, _ := timers.Load("p")
+	assert.False(t, timer.(sdk.Timer).Stop(), "the refused Actor's timer was stopped")
+	assert.Zero(t, ticks.Load())
+}
+
 // spawnHeld makes the Room "room" active on n and spawns the pawn "p" into it on a goroutine of
 // its own; it returns once the pawn's factory began (started closed), with the spawn's end to
 // come.
