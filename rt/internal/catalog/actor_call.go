@@ -210,7 +210,7 @@ func (c *Catalog) DeliverActor(ctx context.Context, act *actor, method string, r
 		return nil, false, err
 	}
 	a := act.host
-	if !a.turnAllowed() {
+	if !a.turnAllowed() || !act.leaseHeld() {
 		return nil, false, c.errLeaseNotValid()
 	}
 	if !oneWay && a.ownTurn(ctx) {
@@ -294,7 +294,7 @@ func (c *Catalog) AdmitActor(ctx context.Context, t sdk.Target, method string, r
 		// Its old node is still sending what it held: the arrival waits for it.
 		act.gate.Reset(2 * c.cfg.OperationTimeout)
 	}
-	if !act.host.turnAllowed() {
+	if !act.host.turnAllowed() || !act.leaseHeld() {
 		return c.errLeaseNotValid()
 	}
 	err = c.submit(ctx, act.host, act, md, req, size, oneWay, follow, done)

@@ -539,7 +539,7 @@ func (c *Catalog) prepare(actorT, hostT sdk.Target, state []byte, source *actor,
 		return store.Host{}, err
 	}
 	key := spotKey{actorT.Type(), actorT.ID()}
-	act := &actor{cat: c, typ: typ, id: actorT.ID(), host: a, restored: state, settled: make(chan struct{}), token: token}
+	act := &actor{cat: c, typ: typ, id: actorT.ID(), host: a, restored: state, settled: make(chan struct{}), token: token, lease: host.Lease}
 	act.state.Store(uint32(actorArriving))
 	// A move between two Spots of this node hands the leaving Actor's place over; any other
 	// arrival takes one.

@@ -76,6 +76,12 @@ type actor struct {
 	ended atomic.Bool
 	// token identifies the move an arriving Actor came by: only that move settles or aborts it.
 	token uint64
+	// lease is the owner lease of the node's registration that an Entry host's record of the
+	// Actor names (0 in a User or Instance host): once it ends, the reclaimer deletes that
+	// record and the Actor may be spawned elsewhere, so this copy runs no more (leaseHeld).
+	lease int64
+	// lostLease says the end of the Actor for its lease's end was claimed (endOfLostLease).
+	lostLease atomic.Bool
 	// gate ends an arrival whose move never settled (its source stopped); source is the Actor
 	// that leaves, for a move between two Spots of this node.
 	gate   *time.Timer
@@ -142,6 +148,52 @@ func (act *actor) Every(d time.Duration, fn func(context.Context), opts ...sdk.T
 func (act *actor) discard() {
 	act.state.Store(uint32(actorGone))
 	act.stopTimers()
+}
+
+// leaseHeld reports whether act's record names the node's current registration, which an
+// Actor of a User or Instance host always does. An Entry host's Actor whose record names a
+// lease that ended runs no more (C1): its record is the reclaimer's, and it may be spawned
+// elsewhere. Its end is claimed at the first refusal, for an Actor that the end of the lease
+// did not find active (its move rolled back later).
+func (act *actor) leaseHeld() bool {
+	if act.lease == 0 || act.lease == act.cat.Owner().Lease {
+		return true
+	}
+	c := act.cat
+	if act.current() == actorActive && act.lostLease.CompareAndSwap(false, true) {
+		c.bg.goRun(func() {
+			ctx, cancel := context.WithTimeout(c.hardCtx, c.cfg.OperationTimeout)
+			defer cancel()
+			c.endOfLostLease(ctx, act)
+		})
+	}
+	return false
+}
+
+// endOfLostLease ends act, an Actor of an Entry Spot whose record names an owner lease that
+// ended, within ctx: its queued messages end unrun, its closing callback gets CloseOwnerLost,
+// and its record is left to the reclaimer. One in a move is left to it: a commit moves it,
+// and a rollback makes it active again, for its next refusal to end it (leaseHeld).
+func (c *Catalog) endOfLostLease(ctx context.Context, act *actor) {
+	act.lostLease.Store(true)
+	if met, err := act.begin(ctx, actorClosing, nil); met == actorClosing || err != nil {
+		return // an explicit close ends it, or it left
+	}
+	c.endActor(ctx, act.host, act, sdk.CloseOwnerLost, true)
+}
+
+// endEntryMembersOf ends, within ctx, the Actors of the Entry Spots whose records name lease,
+// an owner lease that ended (C1).
+func (c *Catalog) endEntryMembersOf(ctx context.Context, lease int64) {
+	var wg sync.WaitGroup
+	for _, e := range c.entries {
+		for _, act := range e.memberList() {
+			if act.lease == lease && act.lostLease.CompareAndSwap(false, true) {
+				wg.Go(func() { c.endOfLostLease(ctx, act) })
+			}
+		}
+	}
+	wg.Wait()
 }
 
 // stopTimers stops the Actor's timers: it left its Spot or closed.
@@ -300,7 +352,7 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 		c.actorCount.Add(-1)
 		return fmt.Errorf("spawn into %v: %w", a.target(), err)
 	}
-	act := &actor{cat: c, typ: typ, id: id, host: a}
+	act := &actor{cat: c, typ: typ, id: id, host: a, lease: host.Lease}
 	// Arriving until it is registered: a timer its factory arms does not run before.
 	act.state.Store(uint32(actorArriving))
 	act.slot.Store(true)

@@ -327,7 +327,7 @@ func TestC1_AnActorsClosingCallbackChecksTheLease(t *testing.T) {
 			return &pawn{ac: ac, ticks: &ticks, closes: &pawnCloses}, nil
 		}))
 	}})
-	// An Entry Spot hosts the Actor: the end of the lease stops its turns and closes nothing.
+	// An Entry Spot hosts the Actor: the end of the lease stops its turns.
 	lobby := sdk.EntryTarget(lobbyType, "node-a")
 	_, err := n.callT(lobby, "Join", "x")
 	require.NoError(t, err)
@@ -354,6 +354,55 @@ func TestC1_AnActorsClosingCallbackChecksTheLease(t *testing.T) {
 	require.True(t, ok, "the closing callback ran")
 	assert.Equal(t, sdk.CloseOwnerLost, r)
 	assert.Equal(t, lastTurn, host.TurnStart(), "the refused check started no turn")
+}
+
+// C1: the Actors of an Entry Spot end with the owner lease their records name, though the
+// Entry Spot serves again once its node registers again: the reclaimer deletes those records,
+// the Actor may then be spawned elsewhere, and the old copy must not run beside it.
+func TestC1_AnEntrySpotsActorsEndWithTheLeaseTheirRecordsName(t *testing.T) {
+	mesh := uniqueMesh(t)
+	peers := &movePeers{to: map[sdk.NodeID]*catalog.Catalog{}}
+	a := newNode(t, nodeOpts{mesh: mesh, id: "node-a", peers: peers, register: registerMovers, lease: shortLease(),
+		cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }})
+	b := peerNode(t, mesh, "node-b", nil, peers)
+	peers.to["node-a"], peers.to["node-b"] = a.cat, b.cat
+
+	lobby := sdk.EntryTarget(lobbyType, "node-a")
+	_, err := a.callT(lobby, "Join", "x")
+	require.NoError(t, err)
+	const id = "entry-lease"
+	require.NoError(t, a.f.spotContext("").Spawn(ctx, pawnDesc, id))
+	_, err = a.callT(pawnAt(id), "Hop", "a")
+	require.NoError(t, err)
+
+	// The lease ends (a pause, a partition); the node registers again.
+	_, err = a.store.Client().Revoke(ctx, clientv3LeaseID(a.reg.Owner().Lease))
+	require.NoError(t, err)
+	waitLost(t, a)
+	next, err := a.store.Register(ctx, nodeDesc("node-a"), shortLease())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = next.Close(context.Background()) })
+	require.NoError(t, a.cat.Rebind(next))
+
+	// A surviving node reclaims the ended lease's records, and spawns the Actor again.
+	_, err = b.store.Reclaim(ctx, b.reg.Owner())
+	require.NoError(t, err)
+	_, err = b.call("room-1", "Join", "ann")
+	require.NoError(t, err)
+	require.NoError(t, b.f.spotContext("room-1").Spawn(ctx, pawnDesc, id))
+
+	outB, err := b.callT(pawnAt(id), "Hop", "b")
+	require.NoError(t, err)
+	assert.Equal(t, `b hop 1 in Instance test.Room/"room-1"`, outB)
+	_, err = a.callT(pawnAt(id), "Hop", "a")
+	require.Error(t, err, "the old copy does not run beside the new one")
+	require.Eventually(t, func() bool {
+		_, here := a.cat.LocalActor(pawnAt(id))
+		return !here
+	}, 5*time.Second, 5*time.Millisecond, "the old copy ended")
+	r, ok := pawnCloseReason(id)
+	require.True(t, ok, "its closing callback ran")
+	assert.Equal(t, sdk.CloseOwnerLost, r)
 }
 
 // An explicit close of an Actor and the close of its Spot race: its OnClose runs once, and

@@ -392,7 +392,7 @@ var turnChecked atomic.Pointer[func()]
 // run runs the turn and returns its outcome. A one-way message's turn gets a Spot context.
 func (m *message) run() (proto.Message, error) {
 	checked, ok := m.a.checkTurn()
-	if !ok {
+	if !ok || m.actor != nil && !m.actor.leaseHeld() {
 		return nil, m.a.errLeaseEnded()
 	}
 	if hook := turnChecked.Load(); hook != nil {

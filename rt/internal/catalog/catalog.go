@@ -437,6 +437,11 @@ func (c *Catalog) watchLoss(reg *store.Registration) {
 	if err := c.closeAll(ctx, lost, sdk.CloseOwnerLost); err != nil {
 		c.log.Warn("closing the Spots of an ended owner lease", "err", err)
 	}
+	// The Entry Spots stay, and serve again once the node registers again; their Actors'
+	// records name the lease that ended, which the reclaimer deletes, so those Actors end.
+	members, cancelMembers := context.WithTimeout(c.hardCtx, c.cfg.OperationTimeout)
+	defer cancelMembers()
+	c.endEntryMembersOf(members, reg.Owner().Lease)
 }
 
 func (c *Catalog) sortedTypes() []*spotType {

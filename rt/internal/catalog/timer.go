@@ -133,6 +133,8 @@ func (t *spotTimer) Run() {
 	if m := t.member; m != nil {
 		switch m.current() {
 		case actorActive, actorMoving, actorClosing:
+			// An Actor whose lease ended is gone for its timers: it runs no more.
+			memberGone = !m.leaseHeld()
 		case actorGone:
 			memberGone = true
 		default:
