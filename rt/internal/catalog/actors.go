@@ -340,6 +340,9 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 	if _, ok := c.actors.get(key); ok {
 		return fmt.Errorf("%w: actor %s/%q", sdk.ErrAlreadyExists, desc.Name, id)
 	}
+	if _, ok := c.orphans.Load(key); ok {
+		return fmt.Errorf("%w: spawn %s/%q: the record of an earlier spawn or close of it is still being settled", sdk.ErrStoreUnavailable, desc.Name, id)
+	}
 	host, err := c.storeHost(a)
 	if err != nil {
 		return err
@@ -350,6 +353,9 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 	loc, err := c.store.Spawn(ctx, store.ActorKey{Type: desc.Name, ID: id}, host)
 	if err != nil {
 		c.actorCount.Add(-1)
+		if errors.Is(err, store.ErrOutcomeUnknown) || errors.Is(err, sdk.ErrStoreUnavailable) {
+			c.releaseOrphan(a, store.ActorKey{Type: desc.Name, ID: id}, nil) // it may have landed
+		}
 		return fmt.Errorf("spawn into %v: %w", a.target(), err)
 	}
 	act := &actor{cat: c, typ: typ, id: id, host: a, lease: host.Lease}
@@ -359,7 +365,7 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 	if err := c.constructActor(act); err != nil {
 		act.discard()
 		c.giveSlot(act)
-		c.releaseActor(loc, host)
+		c.releaseActor(a, loc, host)
 		return &creationError{msg: fmt.Sprintf("%v: actor %s/%q: %v", sdk.ErrCreationFailed, desc.Name, id, err), cause: err}
 	}
 	// Counted from here until it is registered, and refused if the node began to relocate
@@ -368,13 +374,13 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 	if c.relocating.Load() {
 		act.discard()
 		c.giveSlot(act)
-		c.releaseActor(loc, host)
+		c.releaseActor(a, loc, host)
 		return fmt.Errorf("%w: spawn %s/%q: node %s is relocating its objects", sdk.ErrNotServing, desc.Name, id, c.cfg.Node)
 	}
 	if err := c.register(act, true); err != nil {
 		act.discard()
 		c.giveSlot(act)
-		c.releaseActor(loc, host)
+		c.releaseActor(a, loc, host)
 		return err
 	}
 	return nil
@@ -443,15 +449,80 @@ func (c *Catalog) giveSlot(act *actor) {
 	}
 }
 
-// releaseActor deletes the record of an Actor that never served, with a budget of its own.
-// A release that fails leaves the record to the reclaimer once its host is gone.
-func (c *Catalog) releaseActor(loc store.ActorLocation, host store.Host) {
+// releaseActor deletes the record of an Actor that never served, spawned into a, with a
+// budget of its own. A release that fails is tried again in the background (releaseOrphan).
+func (c *Catalog) releaseActor(a *activation, loc store.ActorLocation, host store.Host) {
 	_, err := storeWrite(c, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, c.store.ReleaseActor(ctx, loc, host)
 	})
 	if err != nil && !errors.Is(err, store.ErrFenced) {
-		c.log.Warn("could not release the record of an Actor whose spawn failed", "actor", loc.Key, "err", err)
+		c.log.Warn("could not release the record of an Actor whose spawn failed; it is tried again", "actor", loc.Key, "err", err)
+		c.releaseOrphan(a, loc.Key, nil)
 	}
+}
+
+// orphanTries bounds releaseOrphan: about a minute of a store that does not answer, after
+// which the record is left to the close of its host Spot.
+const orphanTries = 30
+
+// releaseOrphan deletes in the background the record of the Actor key in a, which this node
+// does not hold, after a write that should have settled it (a spawn, a release) ended with its
+// outcome unknown or failed: otherwise the record names a Spot that holds nothing, and the ID
+// can neither be called nor spawned again while that Spot lives. While it runs, the ID is not
+// spawned on this node. It stops once the record is gone or names another Spot, an Actor of
+// the ID other than closing is here (one that arrived: the index names it before its move
+// commits), a is no longer active (its close releases its members' records; an Entry Spot's
+// under an ended lease are the reclaimer's), or the node stops.
+func (c *Catalog) releaseOrphan(a *activation, key store.ActorKey, closing *actor) {
+	k := spotKey{key.Type, key.ID}
+	if _, running := c.orphans.LoadOrStore(k, struct{}{}); running {
+		return
+	}
+	if !c.bg.goRun(func() {
+		defer c.orphans.Delete(k)
+		wait := time.NewTimer(0)
+		defer wait.Stop()
+		for try, backoff := 0, 50*time.Millisecond; try < orphanTries; try, backoff = try+1, min(2*backoff, 2*time.Second) {
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-wait.C:
+			}
+			wait.Reset(backoff)
+			if done := c.releaseOrphanOnce(a, key, k, closing); done {
+				return
+			}
+		}
+		c.log.Warn("the record of an Actor this node does not hold could not be released; it goes with its Spot's", "actor", key)
+	}) {
+		c.orphans.Delete(k)
+	}
+}
+
+// releaseOrphanOnce is one try of releaseOrphan; done says there is nothing left to do.
+func (c *Catalog) releaseOrphanOnce(a *activation, key store.ActorKey, k spotKey, closing *actor) (done bool) {
+	host, err := c.storeHost(a)
+	if err != nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.OperationTimeout)
+	defer cancel()
+	loc, err := c.store.LookupActor(ctx, key)
+	switch {
+	case errors.Is(err, sdk.ErrNotFound):
+		return true
+	case err != nil:
+		return false
+	case loc.Host != host.HostRef:
+		return true
+	}
+	// Read after the record: an Actor that arrived here is in the index before its commit
+	// names this Spot.
+	if act, here := c.actors.get(k); here && act != closing {
+		return true
+	}
+	err = c.store.ReleaseActor(ctx, loc, host)
+	return err == nil
 }
 
 // closeMembers closes every Actor of a before a's own closing callback: each one's
@@ -853,7 +924,9 @@ func (c *Catalog) finishActorClose(act *actor) error {
 		return struct{}{}, c.store.ReleaseActor(ctx, loc, host)
 	})
 	if err != nil {
-		c.log.Warn("the record of a closed Actor was not released; it goes with its Spot's", "actor", act.Target(), "err", err)
+		c.log.Warn("the record of a closed Actor was not released; it is tried again", "actor", act.Target(), "err", err)
+		// Before it leaves the index, so that no spawn of its ID here comes in between.
+		c.releaseOrphan(act.host, act.storeKey(), act)
 		return fmt.Errorf("close %v: %w", act.Target(), err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -542,4 +543,78 @@ func TestD9_AnArrivalWhoseMoveCommittedEndsWithItsClosingSpot(t *testing.T) {
 	_, err = n.callT(pawnAt(id), "Hop", "")
 	require.Error(t, err, "nowhere serves it")
 	assert.Equal(t, closesBefore+2, pawnCloses.Load(), "its OnClose ran once")
+}
+
+// spawnLossStore commits a spawn and loses its answer once, while lose is set.
+type spawnLossStore struct {
+	*store.Etcd
+	lose atomic.Bool
+}
+
+func (s *spawnLossStore) wrap(e *store.Etcd) store.Store {
+	s.Etcd = e
+	return s
+}
+
+func (s *spawnLossStore) Spawn(ctx context.Context, key store.ActorKey, host store.Host) (store.ActorLocation, error) {
+	loc, err := s.Etcd.Spawn(ctx, key, host)
+	if err == nil && s.lose.CompareAndSwap(true, false) {
+		return store.ActorLocation{}, fmt.Errorf("%w: %w: the answer was lost", store.ErrOutcomeUnknown, sdk.ErrStoreUnavailable)
+	}
+	return loc, err
+}
+
+// B8: a spawn whose record landed while its answer was lost leaves no record behind that
+// names the Spot and no Actor: the node releases it, and the ID can be spawned again.
+func TestB8_ASpawnOfUnknownOutcomeLeavesNoRecordBehind(t *testing.T) {
+	var ticks atomic.Int64
+	s := &spawnLossStore{}
+	n, sp := roomsNode(t, &ticks, 200*time.Millisecond, s.wrap, "room-1")
+	const id = "spawn-unknown"
+	s.lose.Store(true)
+	require.ErrorIs(t, sp.get("room-1").Spawn(ctx, pawnDesc, id), sdk.ErrStoreUnavailable)
+	require.Eventually(t, func() bool {
+		_, err := n.store.LookupActor(ctx, store.ActorKey{Type: pawnType, ID: id})
+		return errors.Is(err, sdk.ErrNotFound)
+	}, 10*time.Second, 10*time.Millisecond, "the record was released")
+	require.Eventually(t, func() bool { return sp.get("room-1").Spawn(ctx, pawnDesc, id) == nil }, 5*time.Second, 10*time.Millisecond)
+	out, err := n.callT(pawnAt(id), "Hop", "x")
+	require.NoError(t, err)
+	assert.Equal(t, `x hop 1 in Instance test.Room/"room-1"`, out)
+}
+
+// releaseLossStore fails one ReleaseActor, unapplied, with its outcome unknown while dark is
+// set.
+type releaseLossStore struct {
+	*store.Etcd
+	dark atomic.Bool
+}
+
+func (s *releaseLossStore) wrap(e *store.Etcd) store.Store {
+	s.Etcd = e
+	return s
+}
+
+func (s *releaseLossStore) ReleaseActor(ctx context.Context, loc store.ActorLocation, host store.Host) error {
+	if s.dark.CompareAndSwap(true, false) {
+		return fmt.Errorf("%w: %w: the answer was lost", store.ErrOutcomeUnknown, sdk.ErrStoreUnavailable)
+	}
+	return s.Etcd.ReleaseActor(ctx, loc, host)
+}
+
+// B3, B8: an explicit close of an Actor whose release failed frees the ID all the same: the
+// node releases the record again, and the ID can be spawned again.
+func TestB8_AnActorCloseWhoseReleaseFailedFreesItsID(t *testing.T) {
+	var ticks atomic.Int64
+	s := &releaseLossStore{}
+	n, sp := roomsNode(t, &ticks, 200*time.Millisecond, s.wrap, "room-1")
+	const id = "close-unknown"
+	require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, id))
+	s.dark.Store(true)
+	require.ErrorIs(t, n.cat.CloseTarget(ctx, pawnAt(id)), sdk.ErrStoreUnavailable)
+	require.Eventually(t, func() bool {
+		_, err := n.store.LookupActor(ctx, store.ActorKey{Type: pawnType, ID: id})
+		return errors.Is(err, sdk.ErrNotFound)
+	}, 10*time.Second, 10*time.Millisecond, "the record was released")
+	require.Eventually(t, func() bool { return sp.get("room-1").Spawn(ctx, pawnDesc, id) == nil }, 5*time.Second, 10*time.Millisecond)
 }

@@ -302,6 +302,9 @@ type Catalog struct {
 
 	actors     shards[*actor] // the Actors on this node
 	actorCount atomic.Int64   // Actors active or arriving here (G3)
+	// orphans are the Actors whose records this node releases in the background
+	// (releaseOrphan): none of them is spawned here meanwhile.
+	orphans    sync.Map // spotKey -> struct{}
 	departures departures
 	peers      Peers // set by the mesh: how a move reaches another node
 	// arrivals are the Spots relocation units are bringing here, until they settle or abort.
