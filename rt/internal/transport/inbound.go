@@ -54,7 +54,8 @@ func (b *inBatch) next() *wire.Envelope {
 // decode reads the encoded batch data in place of the batch read before, with the checks the
 // codec makes of every batch (see checkEnvelope). Unknown fields of the batch are skipped, as
 // protobuf skips them, and so are envelopes that hold no message: a flood of empty envelopes
-// takes one.
+// takes one. A batch of more than maxReadEnvelopes messages is refused: what it decodes to
+// stays bounded before any of it is charged (E1).
 func (b *inBatch) decode(data []byte) error {
 	b.reset()
 	for i := 0; len(data) > 0; {
@@ -78,6 +79,9 @@ func (b *inBatch) decode(data []byte) error {
 			return fmt.Errorf("transport: envelope %d of the batch: %w", i, protowire.ParseError(n))
 		}
 		data = data[n:]
+		if b.n == maxReadEnvelopes {
+			return fmt.Errorf("transport: the batch holds more than %d messages", maxReadEnvelopes)
+		}
 		env := b.next()
 		if err := b.readEnvelope(env, v); err != nil {
 			return fmt.Errorf("transport: envelope %d of the batch: %w", i, err)

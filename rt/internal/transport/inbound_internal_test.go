@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -325,4 +326,38 @@ func TestAStreamKeepsBoundedNames(t *testing.T) {
 	}
 	assert.Len(t, b.names, maxNames)
 	assert.NotContains(t, b.names, long)
+}
+
+// TestE1_ABatchOfMoreMessagesThanASenderSendsIsRefused: a peer sends a batch of the largest size
+// a stream accepts made of empty requests, 4 bytes each on the wire and hundreds once decoded,
+// none charged to the Core HWM until admitted. A batch of maxReadEnvelopes messages is read;
+// one more fails the batch (and the stream), so what one batch decodes to stays a small
+// multiple of its bytes.
+func TestE1_ABatchOfMoreMessagesThanASenderSendsIsRefused(t *testing.T) {
+	emptyRequests := func(n int) []byte {
+		data := make([]byte, 0, 4*n)
+		for range n {
+			data = append(data, 0x0a, 0x02, 0x0a, 0x00) // envelope{request{}}
+		}
+		return data
+	}
+	c := newWireCodec()
+	var b inBatch
+	require.NoError(t, c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(emptyRequests(maxReadEnvelopes))}, &b))
+	require.Len(t, b.envelopes(), maxReadEnvelopes)
+	b.reset()
+
+	const limit = DefaultMaxMessageSize + envelopeOverhead // gRPC's MaxRecvMsgSize for the stream
+	data := emptyRequests(limit / 4)
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, &b)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	require.ErrorContains(t, err, "more than")
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	assert.LessOrEqual(t, b.n, maxReadEnvelopes)
+	assert.LessOrEqual(t, held, int64(len(data)), "%d bytes of empty requests decoded to %d bytes", len(data), held)
+	runtime.KeepAlive(&b)
 }

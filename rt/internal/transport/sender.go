@@ -20,6 +20,15 @@ const (
 	sendQueueMaxCount = 4096
 )
 
+// maxSentEnvelopes bounds the envelopes of one batch, and maxReadEnvelopes those a stream
+// reads from one: a peer that sends more is refused (inBatch.decode), since an envelope of a
+// few bytes decodes to a message of hundreds that the Core HWM charges only once it is admitted
+// (E1, E7). The margin leaves room for a peer whose bound is larger.
+const (
+	maxSentEnvelopes = sendQueueMaxCount
+	maxReadEnvelopes = 2 * maxSentEnvelopes
+)
+
 // sender batches envelopes onto one stream: everything queued when the stream is free goes in
 // one Batch, up to the byte budget, so envelopes share sends under load and wait for nothing
 // when idle. Its queue is bounded (full): requests wait for room (pushWait); replies and
@@ -424,15 +433,15 @@ func (s *sender) releaseEnvelopes(n int) {
 	}
 }
 
-// take moves the queued envelopes into b, up to the byte budget, and at least one if any is
-// queued.
+// take moves the queued envelopes into b, up to the byte budget and maxSentEnvelopes, and at
+// least one if any is queued.
 func (s *sender) take(b *wire.Batch) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// size is what the taken envelopes were accounted at; encoded is what the batch encodes
 	// to, which the budget bounds: each envelope also costs its field's tag and length there.
 	size, encoded, n := 0, 0, 0
-	for n < len(s.queue) {
+	for n < len(s.queue) && n < maxSentEnvelopes {
 		q := s.queue[n]
 		framed := fieldSize(q.size)
 		if n > 0 && encoded+framed > s.maxBytes {

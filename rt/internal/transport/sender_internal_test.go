@@ -350,3 +350,23 @@ func TestAStreamThatEndsDuringAHoldSendsNothing(t *testing.T) {
 	assert.Zero(t, sends.Load(), "nothing is sent on an ended stream")
 	assert.Equal(t, []uint64{5}, s.close())
 }
+
+// TestE1_ABatchHoldsNoMoreEnvelopesThanAStreamReads: replies and cancels queue however full the
+// queue is, and many small ones fit in the byte budget; a batch takes at most maxSentEnvelopes
+// of them, so that a peer never refuses what this node sends (maxReadEnvelopes).
+func TestE1_ABatchHoldsNoMoreEnvelopesThanAStreamReads(t *testing.T) {
+	s := newSender(nil, DefaultMaxMessageSize, nil, true)
+	const queued = 3*maxSentEnvelopes + 1
+	for i := range queued {
+		require.Positive(t, s.push(queuedCancel(&wire.Cancel{CallId: uint64(i + 1)})))
+	}
+	var sizes []int
+	for len(s.queue) > 0 {
+		var b wire.Batch
+		s.take(&b)
+		sizes = append(sizes, len(b.Envelopes))
+		s.releaseEnvelopes(len(b.Envelopes))
+	}
+	assert.Equal(t, []int{maxSentEnvelopes, maxSentEnvelopes, maxSentEnvelopes, 1}, sizes)
+	assert.LessOrEqual(t, maxSentEnvelopes, maxReadEnvelopes)
+}
