@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -32,7 +33,8 @@ const (
 // sender batches envelopes onto one stream: everything queued when the stream is free goes in
 // one Batch, up to the byte budget, so envelopes share sends under load and wait for nothing
 // when idle. Its queue is bounded (full): requests wait for room (pushWait); replies and
-// cancels never wait (push), and the stream that makes replies stops reading instead.
+// cancels never wait (push), and the stream that makes replies stops reading instead; a
+// reply that would pass the bound goes as a small error (pushWithin, peerStream.reply).
 type sender struct {
 	send       func(*wire.Batch) error
 	maxBytes   int
@@ -127,10 +129,22 @@ func newSender(send func(*wire.Batch) error, maxMessage int, meter *capacity.Met
 // push queues q at once, however full the queue is, and returns its size: 0 when the stream
 // is gone or ended (finish), and with it what it would carry.
 func (s *sender) push(q queued) int {
+	n, _ := s.pushWithin(q, math.MaxInt)
+	return n
+}
+
+// pushWithin is push for a q that the queue takes only within its bound if it is larger than
+// small: such a q that would take a queue that holds anything past its bytes, or a queue at its
+// count, is not queued, and full is true.
+func (s *sender) pushWithin(q queued, small int) (n int, full bool) {
 	s.mu.Lock()
 	if s.closed || s.ended {
 		s.mu.Unlock()
-		return 0
+		return 0, false
+	}
+	if q.size > small && len(s.queue) > 0 && (s.bytes+q.size > s.fullBytes || len(s.queue) >= sendQueueMaxCount) {
+		s.mu.Unlock()
+		return 0, true
 	}
 	batchWorth := s.enqueue(q)
 	s.mu.Unlock()
@@ -138,7 +152,7 @@ func (s *sender) push(q queued) int {
 		s.notifyCaughtUp()
 	}
 	s.signal()
-	return q.size
+	return q.size, false
 }
 
 // pushWait queues q once the queue has room, and reports false if ctx ended first or the

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"net"
 	"strconv"
 	"sync"
@@ -860,7 +861,11 @@ func (p *peerStream) awaitFreed(ctx context.Context, n int64) bool {
 }
 
 // reply queues r; its bytes count against the stream's share until they are sent, so that a
-// peer that does not take its replies stops being read.
+// peer that does not take its replies stops being read. The requests already taken in still
+// answer meanwhile, each with up to the largest message: one that would take the queue past
+// its bound goes as sdk.CapacityError{Where: CapacitySendQueue} instead, no larger than its
+// request's fixed charge, so that the replies a peer does not read stay bounded (E6) and its
+// caller learns why. A refusal goes whole: it is small, and says the request did not run.
 func (p *peerStream) reply(r *wire.Reply) {
 	// In the batch it would fail the stream and every call on it: its caller alone learns.
 	if n := replyTextBytes(r); n > maxTextBytes {
@@ -869,7 +874,17 @@ func (p *peerStream) reply(r *wire.Reply) {
 	} else if err := replyUTF8(r); err != nil {
 		r = &wire.Reply{CallId: r.GetCallId(), Error: wire.EncodeError(err)}
 	}
-	if n := p.out.push(queuedReply(r)); n > 0 && p.t.cfg.Meter != nil {
+	small := math.MaxInt
+	if !r.Refused {
+		small = capacity.MessageOverhead
+	}
+	n, full := p.out.pushWithin(queuedReply(r), small)
+	if full {
+		dropped := &wire.Reply{CallId: r.CallId, Error: wire.EncodeError(&sdk.CapacityError{Where: sdk.CapacitySendQueue})}
+		recycleReply(r) // the handler let go of it (Handler), and it was not queued
+		n = p.out.push(queuedReply(dropped))
+	}
+	if n > 0 && p.t.cfg.Meter != nil {
 		p.held.Add(int64(n))
 	}
 }
