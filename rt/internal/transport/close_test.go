@@ -391,3 +391,31 @@ func TestARequestStillQueuedWhenTheStreamEndsFailsAsNeverSent(t *testing.T) {
 	assert.Positive(t, notSent, "the requests still queued failed as never sent")
 	assert.Less(t, notSent, calls, "the requests being sent may have run")
 }
+
+// TestF8_AHandleThatDoesNotReturnDoesNotHoldTheClose: a Handle that blocks on the stream's
+// reader, ignoring its context (as a request run inline on an idle Spot would with a user
+// handler that does), holds a closing node no longer than the close's grace and a second; the
+// reader ends once Handle returns (TestMain checks that no goroutine is left).
+func TestF8_AHandleThatDoesNotReturnDoesNotHoldTheClose(t *testing.T) {
+	unblock := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
+		entered <- struct{}{}
+		<-unblock
+		reply(&wire.Reply{})
+	}}, nil)
+	defer close(unblock)
+	a := start(t, "a", handler{}, nil)
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	go func() { _, _ = a.Call(cctx, "b", &wire.Request{Op: wire.Op_OP_CALL}) }()
+	<-entered
+	closed := closeAsync(t, b)
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second): // the grace, 1 s, and a second for Handle, with room
+		require.Fail(t, "Close has not returned 5 s after the handler's caller gave up")
+	}
+}

@@ -139,7 +139,9 @@ type Handler interface {
 	// both after sending them, so the handler must not keep either, nor give a payload that
 	// anything else refers to (wire.NewReply makes a reply that may be reused already). req
 	// is the handler's, read from the stream into an array of its own: once nothing reads it or
-	// its payload, the handler may give it back to wire.RecycleInboundRequest.
+	// its payload, the handler may give it back to wire.RecycleInboundRequest. Handle runs on
+	// the goroutine that reads the stream, so it should return soon once ctx ends: Close waits
+	// a second at most for one that does not.
 	Handle(ctx context.Context, from sdk.NodeID, req *wire.Request, reply Replier)
 }
 
@@ -176,6 +178,9 @@ type Transport struct {
 	// from then on and end once they have answered the ones they took in (Config.CloseGrace).
 	closing chan struct{}
 	wg      sync.WaitGroup
+	// readers are the goroutines that read the served streams. One may be inside a Handle
+	// that has not returned, which Close waits for only so long (readerGrace).
+	readers sync.WaitGroup
 
 	mu sync.Mutex
 	// links is replaced whole, under mu, when a link is added or removed, so that a call finds
@@ -472,9 +477,11 @@ func (t *Transport) call(ctx context.Context, peer sdk.NodeID, req *wire.Request
 // Close stops serving and closes every link; pending calls fail. First each peer's stream
 // tells the peer that it closes, refuses unrun (sdk.ErrNotServing) what arrives from then on,
 // and answers the requests it took in, until the peer has stopped sending and every answer is
-// sent: for Config.CloseGrace at most, a second more if a peer stops reading. A peer that stops
-// reading, or a handler that does not answer, holds the close no longer: the calls still open
-// then end with the stream, and their callers cannot know whether they ran. Safe to call more
+// sent: for Config.CloseGrace at most, a second more if a peer stops reading, and a second
+// more for a Handle that has not returned once its context ended. A peer that stops reading,
+// or a handler that does not answer or return, holds the close no longer: the calls still open
+// then end with the stream, and their callers cannot know whether they ran; a Handle still
+// running is left to return on its own, and its stream runs nothing more. Safe to call more
 // than once.
 func (t *Transport) Close() error {
 	t.mu.Lock()
@@ -503,11 +510,23 @@ func (t *Transport) Close() error {
 		<-stopped
 	}
 	t.wg.Wait()
+	// A reader still in Handle, whose context has ended with its stream: the handler should
+	// return now (Handler), and one that does not holds the close no longer than readerGrace.
+	read := make(chan struct{})
+	go func() {
+		t.readers.Wait()
+		close(read)
+	}()
+	runFor(readerGrace, func() bool { return isClosed(read) }, read)
 	return nil
 }
 
 // maxCloseGrace bounds Config.CloseGrace.
 const maxCloseGrace = time.Hour
+
+// readerGrace is how long Close waits for the Handle calls still running once their streams
+// have ended: every wait of a close is bounded.
+const readerGrace = time.Second
 
 // closePoll is the step in which the waits of a close count time.
 const closePoll = 2 * time.Millisecond
@@ -600,7 +619,7 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	// down and ends a RecvMsg or SendMsg still blocked in it (a peer that stopped reading holds
 	// the sender in SendMsg).
 	recvDone := make(chan struct{})
-	t.wg.Go(func() {
+	t.readers.Go(func() {
 		defer close(recvDone)
 		var b inBatch
 		for {
@@ -650,7 +669,10 @@ wait:
 		}
 	}
 	// Cancel first, which ends the context of every call still running and stops the sender,
-	// then wait a bounded time for the sender to finish what it is sending.
+	// then wait a bounded time for the sender to finish what it is sending. A reader that
+	// returns from a Handle after this refuses what it reads next (admit) rather than run it:
+	// Close may have stopped waiting for it.
+	p.closing.Store(true)
 	cancel()
 	select {
 	case <-senderDone:
