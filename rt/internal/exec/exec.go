@@ -364,7 +364,7 @@ func (e *Executor) admit(it Item, w Work, m *Message) error {
 		e.running = true
 		e.inline, e.inlineLife = bytes, it.Lane == sdk.LaneLifecycle
 		e.mu.Unlock()
-		p := runItem(ent, nil)
+		p := e.runItem(l, ent, nil, true)
 		e.mu.Lock()
 		e.inline = 0
 		e.complete(l, ent, p)
@@ -387,7 +387,7 @@ func (e *Executor) admit(it Item, w Work, m *Message) error {
 	}
 	if !e.running {
 		e.running = true
-		go e.drain()
+		go e.drain(false)
 	}
 	e.mu.Unlock()
 	return nil
@@ -449,7 +449,7 @@ func (e *Executor) continueOrStop() {
 		return
 	}
 	e.mu.Unlock()
-	go e.drain()
+	go e.drain(false)
 }
 
 // drain runs queued work until both lanes are empty. It owns e.running while it runs, and
@@ -457,10 +457,11 @@ func (e *Executor) continueOrStop() {
 // only while yieldEvery or more application items are queued and they are a quarter or more
 // of the process's runnable goroutines: a yield waits behind every runnable goroutine, and the
 // queued callers wait with it. One critical section per item both completes the item that ran
-// and takes the next.
-func (e *Executor) drain() {
+// and takes the next. ran says that the runner it takes over from ran an item of this run of
+// work, so that RunEnd is told after it.
+func (e *Executor) drain(ran bool) {
 	e.mu.Lock()
-	yield, ran := false, false
+	yield := false
 	for {
 		l := e.next()
 		if l == nil && ran {
@@ -495,7 +496,7 @@ func (e *Executor) drain() {
 		owner := e.owner
 		e.mu.Unlock()
 		owner.BeforeItem()
-		p := runItem(ent, owner)
+		p := e.runItem(l, ent, owner, false)
 		e.mu.Lock()
 		e.complete(l, ent, p)
 		yield, ran = e.yieldDue(ent), true
@@ -520,12 +521,17 @@ type recovered struct {
 	stack []byte
 }
 
-// runItem runs one item outside the lock, a message by its owner; a panic is contained and
-// returned.
-func runItem(ent entry, owner Owner) (p *recovered) {
+// runItem runs one item of lane l outside the lock, a message by its owner, on the runner or
+// inline on its caller; a panic is contained and returned. A Run that ends its goroutine
+// (runtime.Goexit: t.FailNow in a test's handler) is not a panic, and nothing after runItem
+// runs on that goroutine: runItem completes the item then (exited) and lets the exit go on.
+func (e *Executor) runItem(l *lane, ent entry, owner Owner, inline bool) (p *recovered) {
+	returned := false
 	defer func() {
 		if v := recover(); v != nil {
 			p = &recovered{value: v, stack: debug.Stack()}
+		} else if !returned {
+			e.exited(l, ent, inline)
 		}
 	}()
 	if ent.w != nil {
@@ -533,7 +539,29 @@ func runItem(ent entry, owner Owner) (p *recovered) {
 	} else {
 		owner.RunMessage(ent.message())
 	}
+	returned = true
 	return nil
+}
+
+// ErrExited is what Owner.Panicked is told of a Run that ended its goroutine (runtime.Goexit)
+// instead of returning.
+var ErrExited = errors.New("exec: the work ended its goroutine (runtime.Goexit) before it returned")
+
+// exited completes ent, whose Run ended its goroutine, as one that panicked, so that its
+// reservation returns (E2), and hands the queued work on as after an inline run, or to a new
+// runner that goes on where this one stopped.
+func (e *Executor) exited(l *lane, ent entry, inline bool) {
+	p := &recovered{value: ErrExited, stack: debug.Stack()}
+	e.mu.Lock()
+	if inline {
+		e.inline = 0
+		e.complete(l, ent, p)
+		e.continueOrStop()
+		return
+	}
+	e.complete(l, ent, p)
+	e.mu.Unlock()
+	go e.drain(true)
 }
 
 // drop completes items that were taken off their lanes without running them.

@@ -842,3 +842,58 @@ func TestARunStartsWithTheRingTheLastRunNeeded(t *testing.T) {
 	assert.Equal(t, 1024, run(1000), "a burst of 1000 grows it to 1024")
 	assert.Equal(t, 64, run(0), "the run after a large burst starts at 64 entries, no more")
 }
+
+// TestE2_AnItemThatEndsItsGoroutineStillReturnsItsReservation: a Run that ends its goroutine
+// with runtime.Goexit (t.FailNow or require in a handler under test) is no panic that runItem
+// could recover, yet its item completes: Panicked is told, its reservation returns and the work
+// queued after it runs, on the runner and after an inline run alike. RunEnd is told once the
+// run of work ends.
+func TestE2_AnItemThatEndsItsGoroutineStillReturnsItsReservation(t *testing.T) {
+	cfg := exec.DefaultConfig()
+	e := exec.New(&cfg, nil)
+	var exits, runEnds atomic.Int32
+	e.SetOwner(owner{
+		panicked: func(v any, _ []byte) { assert.Equal(t, exec.ErrExited, v); exits.Add(1) },
+		runEnd:   func() { runEnds.Add(1) },
+	})
+	gate := make(chan struct{})
+	require.NoError(t, e.Submit(app(0), fn{run: func() { <-gate; runtime.Goexit() }}))
+	ran := make(chan struct{})
+	require.NoError(t, e.Submit(app(0), fn{run: func() { close(ran) }}))
+	close(gate)
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		e.Close(nil) // drops the queued item, so that the test ends
+		require.Fail(t, "the item queued after the one that exited never runs", "%+v", e.Stats())
+	}
+	waitQuiescent(t, e)
+	assert.Equal(t, int32(1), exits.Load())
+	assert.Equal(t, int32(1), runEnds.Load())
+	assert.Equal(t, exec.Stats{}, e.Stats())
+
+	// Inline, on the caller's goroutine, which ends with it; the work queued meanwhile runs.
+	inline := exec.Item{Lane: sdk.LaneApplication, Inline: true}
+	queued := make(chan struct{})
+	ranAfter := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = e.Submit(inline, fn{run: func() {
+			assert.NoError(t, e.Submit(app(0), fn{run: func() { close(ranAfter) }}))
+			close(queued)
+			runtime.Goexit()
+		}})
+	}()
+	<-done
+	<-queued
+	select {
+	case <-ranAfter:
+	case <-time.After(5 * time.Second):
+		e.Close(nil)
+		require.Fail(t, "the item queued during the inline one that exited never runs", "%+v", e.Stats())
+	}
+	waitQuiescent(t, e)
+	assert.Equal(t, int32(2), exits.Load())
+	assert.Equal(t, exec.Stats{}, e.Stats())
+}
