@@ -148,9 +148,13 @@ const (
 	// CapacitySendQueue: the queue of requests to a peer stayed full until the caller's
 	// context ended; the request was not sent.
 	CapacitySendQueue CapacityWhere = 4
+	// CapacityReplyQueue: the request ran, but the queue of replies to the caller's node was
+	// full (that node was not taking its replies), so the reply was dropped: the outcome is
+	// lost. Calling again runs the request again.
+	CapacityReplyQueue CapacityWhere = 5
 )
 
-// String returns "scheduler", "placement", "activation cap" or "send queue".
+// String returns "scheduler", "placement", "activation cap", "send queue" or "reply queue".
 func (w CapacityWhere) String() string {
 	switch w {
 	case CapacityScheduler:
@@ -161,6 +165,8 @@ func (w CapacityWhere) String() string {
 		return "activation cap"
 	case CapacitySendQueue:
 		return "send queue"
+	case CapacityReplyQueue:
+		return "reply queue"
 	}
 	return fmt.Sprintf("CapacityWhere(%d)", uint8(w))
 }

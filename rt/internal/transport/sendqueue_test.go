@@ -85,7 +85,7 @@ func TestE6_RepliesToAPeerThatStopsReadingStayWithinTheSendQueuesBound(t *testin
 				got++
 				var ce *sdk.CapacityError
 				require.True(t, errors.As(wire.DecodeError(r.Error), &ce), "call %d: %v", r.CallId, wire.DecodeError(r.Error))
-				assert.Equal(t, sdk.CapacitySendQueue, ce.Where)
+				assert.Equal(t, sdk.CapacityReplyQueue, ce.Where)
 				full++
 			}
 		}

@@ -885,7 +885,7 @@ func (p *peerStream) awaitFreed(ctx context.Context, n int64) bool {
 // reply queues r; its bytes count against the stream's share until they are sent, so that a
 // peer that does not take its replies stops being read. The requests already taken in still
 // answer meanwhile, each with up to the largest message: one that would take the queue past
-// its bound goes as sdk.CapacityError{Where: CapacitySendQueue} instead, no larger than its
+// its bound goes as sdk.CapacityError{Where: CapacityReplyQueue} instead, no larger than its
 // request's fixed charge, so that the replies a peer does not read stay bounded (E6) and its
 // caller learns why. A refusal goes whole: it is small, and says the request did not run.
 func (p *peerStream) reply(r *wire.Reply) {
@@ -902,7 +902,7 @@ func (p *peerStream) reply(r *wire.Reply) {
 	}
 	n, full := p.out.pushWithin(queuedReply(r), small)
 	if full {
-		dropped := &wire.Reply{CallId: r.CallId, Error: wire.EncodeError(&sdk.CapacityError{Where: sdk.CapacitySendQueue})}
+		dropped := &wire.Reply{CallId: r.CallId, Error: wire.EncodeError(&sdk.CapacityError{Where: sdk.CapacityReplyQueue})}
 		recycleReply(r) // the handler let go of it (Handler), and it was not queued
 		n = p.out.push(queuedReply(dropped))
 	}
