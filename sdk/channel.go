@@ -73,6 +73,8 @@ type ChannelOptions struct {
 	// 16 MiB). A message beyond either is refused with ErrQueueFull.
 	MaxQueued      int
 	MaxQueuedBytes int64
+	// QueueSet marks explicit MaxQueued and MaxQueuedBytes, which must then both be positive.
+	QueueSet bool
 }
 
 // Weight sets a server's weight: its share of the channel's calls is w over the sum of the
@@ -90,9 +92,10 @@ func ManualSubscriber(publishers ...NodeID) ChannelOption {
 
 // ChannelQueue bounds a server's calls in progress, or a subscriber's queued publications, to
 // n messages and bytes payload bytes (each message counts 256 bytes more). Beyond either, a
-// message is refused with ErrQueueFull. Both must be positive.
+// message is refused with ErrQueueFull. Both must be positive; the registration is refused
+// with ErrConfig otherwise.
 func ChannelQueue(n int, bytes int64) ChannelOption {
-	return func(o *ChannelOptions) { o.MaxQueued, o.MaxQueuedBytes = n, bytes }
+	return func(o *ChannelOptions) { o.MaxQueued, o.MaxQueuedBytes, o.QueueSet = n, bytes, true }
 }
 
 // ApplyChannelOptions folds opts into a ChannelOptions value.

@@ -155,3 +155,16 @@ func TestAChannelNameHasOneKind(t *testing.T) {
 	require.ErrorIs(t, err, sdk.ErrConfig)
 	assert.Contains(t, err.Error(), "one kind")
 }
+
+// An explicit ChannelQueue must bound both count and bytes: ChannelQueue(0, 0) is refused
+// rather than taken for the defaults, the largest queue, while no ChannelQueue at all still
+// means the defaults.
+func TestChannelQueueOfZeroIsRefused(t *testing.T) {
+	var r Registry
+	require.ErrorIs(t, r.Subscribe(&feed, &recorder{}, sdk.ChannelQueue(0, 0)), sdk.ErrConfig)
+	require.ErrorIs(t, r.Subscribe(&feed, &recorder{}, sdk.ChannelQueue(0, 1000)), sdk.ErrConfig)
+	require.NoError(t, r.Subscribe(&feed, &recorder{}))
+	n, bytes := r.Subscriber(feed.Name).gate.max, r.Subscriber(feed.Name).gate.maxBytes
+	assert.EqualValues(t, DefaultMaxQueued, n)
+	assert.EqualValues(t, DefaultMaxQueuedBytes, bytes)
+}

@@ -145,7 +145,9 @@ func validate(desc *sdk.ChannelDesc, kind sdk.ChannelKind, impl any, opts []sdk.
 		}
 	}
 	o := sdk.ApplyChannelOptions(opts)
-	if o.MaxQueued < 0 || o.MaxQueuedBytes < 0 || (o.MaxQueued == 0) != (o.MaxQueuedBytes == 0) {
+	// An explicit ChannelQueue must bound both; only the unset one means the defaults.
+	if (o.QueueSet && (o.MaxQueued <= 0 || o.MaxQueuedBytes <= 0)) ||
+		o.MaxQueued < 0 || o.MaxQueuedBytes < 0 || (o.MaxQueued == 0) != (o.MaxQueuedBytes == 0) {
 		errs = append(errs, fmt.Errorf("%w: channel %s: ChannelQueue(%d, %d): both bounds must be positive", sdk.ErrConfig, desc.Name, o.MaxQueued, o.MaxQueuedBytes))
 	}
 	return o, errors.Join(errs...)
