@@ -275,6 +275,11 @@ func (m *Mesh) CallChannel(ctx context.Context, desc *sdk.ChannelDesc, method st
 			}
 			return nil, err
 		}
+		if r.Dropped && !oneWay {
+			// I1: only a one-way message is ever acknowledged as dropped; a peer that says so of
+			// a request is broken, and the request may have run there, so it is not sent again.
+			return nil, fmt.Errorf("%w: channel %s.%s: node %s answered the request as a dropped one-way message", sdk.ErrInvalidArgument, desc.Name, method, node)
+		}
 		if oneWay {
 			return nil, nil
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/zlink-go/zlink/rt/internal/channel"
 	"github.com/zlink-go/zlink/rt/internal/rttest"
 	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/rt/internal/store/storepb"
@@ -151,6 +152,37 @@ func TestARequestAnsweredAsDroppedFails(t *testing.T) {
 	assert.Nil(t, out)
 	require.NoError(t, caller.m.Send(ctx, target, rttest.LedgerNote, wrapperspb.String("m2"), sdk.CallOptions{Node: "broken"}),
 		"a one-way message may be acknowledged so")
+}
+
+// I1, G6: a ClientServer channel call answered as a dropped one-way message fails as a Spot
+// call so answered does, with ErrInvalidArgument, rather than returning an empty reply as the
+// server's answer; a one-way channel message may be acknowledged so.
+func TestI1_AChannelCallAnsweredAsDroppedFails(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	caller := registerTestNode(t, endpoints, "caller")
+	caller.m.cfg.Channels = &channel.Registry{}
+	require.NoError(t, caller.m.Start(ctx, caller.st, caller.reg, caller.cat, serving))
+	tr, err := transport.New(transport.Config{Node: "broken", ListenAddr: "127.0.0.1:0"}, answersDropped{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tr.Close() })
+	st := newTestStore(t, endpoints)
+	reg, err := st.Register(ctx, &storepb.NodeDescriptor{
+		NodeId: "broken", Weight: 1, Endpoint: tr.Addr(), State: uint32(sdk.RuntimeStateServing),
+	}, store.LeaseOptions{TTL: 5 * time.Second},
+		store.ChannelMembership{Channel: rttest.WhoChannel, Role: store.ChannelServer, Kind: sdk.ChannelClientServer, Weight: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+	require.Eventually(t, func() bool {
+		st, err := caller.m.ClientServerStatus(rttest.WhoChannel)
+		return err == nil && st.ReadyTargetCount == 1
+	}, 15*time.Second, 10*time.Millisecond)
+
+	out, err := caller.m.CallChannel(ctx, &rttest.WhoDesc, rttest.WhoWho, wrapperspb.String("?"), false, sdk.CallOptions{})
+	require.ErrorIs(t, err, sdk.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), "dropped one-way message")
+	assert.Nil(t, out)
+	_, err = caller.m.CallChannel(ctx, &rttest.WhoDesc, rttest.WhoNote, wrapperspb.String("n"), true, sdk.CallOptions{})
+	require.NoError(t, err, "a one-way message may be acknowledged so")
 }
 
 // C1: a one-way message to an Actor that this node no longer holds, for a method this node has
