@@ -68,9 +68,13 @@ type channelTable struct {
 }
 
 // publisherJoin is this node's publisher membership of one channel: written once, off the
-// publishing goroutine; a failed write is tried again by a later publication.
+// publishing goroutine; a failed write is tried again by a later publication, unless the
+// registration has no room for it.
 type publisherJoin struct {
-	joined  atomic.Bool
+	joined atomic.Bool
+	// refused: the registration holds as many memberships as it may, and only grows, so no
+	// later publication tries again.
+	refused atomic.Bool
 	mu      sync.Mutex
 	joining bool
 }
@@ -695,11 +699,11 @@ func (m *Mesh) joinPublisher(desc *sdk.ChannelDesc) {
 		v, _ = m.channels.publishing.LoadOrStore(desc.Name, &publisherJoin{})
 	}
 	j := v.(*publisherJoin)
-	if j.joined.Load() {
+	if j.joined.Load() || j.refused.Load() {
 		return
 	}
 	j.mu.Lock()
-	if j.joined.Load() || j.joining {
+	if j.joined.Load() || j.refused.Load() || j.joining {
 		j.mu.Unlock()
 		return
 	}
@@ -717,8 +721,16 @@ func (m *Mesh) joinPublisher(desc *sdk.ChannelDesc) {
 		// A membership written on a registration that has been replaced since is not this
 		// node's any more: the next publication writes it again (rejoinPublishers).
 		j.joined.Store(err == nil && m.reg.Load() == reg)
+		full := errors.Is(err, store.ErrTooManyMemberships)
+		if full {
+			j.refused.Store(true)
+		}
 		j.mu.Unlock()
-		if err != nil && m.ctx.Err() == nil {
+		switch {
+		case full:
+			m.log.Warn("could not register the node as a publisher of a channel, and does not try again: the node holds the most channel memberships a registration writes",
+				"channel", desc.Name, "err", err)
+		case err != nil && m.ctx.Err() == nil:
 			m.log.Warn("could not register the node as a publisher of a channel; a later publication tries again", "channel", desc.Name, "err", err)
 		}
 	})

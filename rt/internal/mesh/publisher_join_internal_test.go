@@ -1,10 +1,13 @@
 package mesh
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,4 +110,62 @@ func TestG7_AJoinAnsweredAfterARebindIsWrittenAgain(t *testing.T) {
 	require.Eventually(t, func() bool { return j.joined.Load() }, 10*time.Second, 5*time.Millisecond,
 		"the next publication joins on the new registration")
 	require.True(t, publisherMember(second, rttest.FeedChannel))
+}
+
+// lockedBuffer is a log destination that handlers may write to from several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// G7: a registration that holds the most channel memberships it may has no room for a
+// publisher membership, and a later registration of the node carries the same ones: the join
+// is given up with one Warn line rather than tried again, with a goroutine and a Warn line, at
+// every publication.
+func TestG7_APublisherJoinRefusedAtTheBoundIsNotTriedAgain(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	client, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	st, err := store.New(client, "publisher-bound-test", store.WithGroupCommit(3)) // 1 membership
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+
+	var logs lockedBuffer
+	m, err := Listen(Config{Node: "pub", Transport: transport.Config{ListenAddr: "127.0.0.1:0"}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	reg, err := st.Register(ctx, &storepb.NodeDescriptor{
+		NodeId: "pub", Endpoint: m.Endpoint(), State: uint32(sdk.RuntimeStateServing),
+	}, store.LeaseOptions{TTL: 5 * time.Second},
+		store.ChannelMembership{Channel: rttest.WhoChannel, Role: store.ChannelServer, Kind: sdk.ChannelClientServer, Weight: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+	m.reg.Store(reg)
+
+	for range 3 { // three publications
+		m.joinPublisher(&rttest.FeedDesc)
+		v, ok := m.channels.publishing.Load(rttest.FeedChannel)
+		require.True(t, ok)
+		j := v.(*publisherJoin)
+		require.Eventually(t, func() bool {
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			return !j.joining
+		}, 10*time.Second, 5*time.Millisecond, "the join ends")
+	}
+	require.False(t, publisherMember(reg, rttest.FeedChannel))
+	require.Equal(t, 1, strings.Count(logs.String(), "could not register the node as a publisher"), "one Warn line: %s", logs.String())
 }

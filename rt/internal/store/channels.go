@@ -124,14 +124,86 @@ func (s *Etcd) channelOps(rid sdk.NodeID, lease int64, ms []ChannelMembership) (
 	return ops, nil
 }
 
+// membershipKey names one membership of a node: a channel and a role in it.
+type membershipKey struct {
+	channel string
+	role    ChannelRole
+}
+
 // JoinChannel adds m to the registration's channel memberships: it is written on the owner
 // lease, fenced on the node's descriptor, so that it lives exactly as long as the registration,
 // and a later registration of the node (Channels) carries it too. It fails with ErrFenced when
-// the lease no longer holds the descriptor.
+// the lease no longer holds the descriptor, and with ErrTooManyMemberships when m is a new
+// membership and the registration holds, or is joining, as many as a later registration's
+// transaction writes. Joining a membership the registration holds writes it again.
 func (r *Registration) JoinChannel(ctx context.Context, m ChannelMembership) error {
-	if n := len(r.Channels()); n >= r.store.maxMemberships {
-		return fmt.Errorf("store: join channel %s: the registration holds %d channel memberships, the most its transaction writes", m.Channel, n)
+	key := membershipKey{m.Channel, m.Role}
+	reserved, err := r.reserveMembership(key)
+	if err != nil {
+		return fmt.Errorf("store: join channel %s: %w", m.Channel, err)
 	}
+	err = r.writeMembership(ctx, m)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if reserved {
+		if r.joining[key]--; r.joining[key] == 0 {
+			delete(r.joining, key)
+		}
+	}
+	if err != nil || r.holdsLocked(key) {
+		return err // a membership held already is carried once
+	}
+	r.channels = append(r.channels, m)
+	return nil
+}
+
+// reserveMembership takes a slot of the bound for a join of key, unless the registration
+// holds that membership already: the joins under way count with the memberships held, so
+// that joins that run together cannot pass the bound together and leave a registration that
+// a later one could not write. It reports whether it took one, which JoinChannel gives back
+// once its write ended.
+func (r *Registration) reserveMembership(key membershipKey) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.holdsLocked(key) {
+		return false, nil
+	}
+	if r.joining[key] == 0 {
+		if n := len(r.channels) + r.pendingLocked(); n >= r.store.maxMemberships {
+			return false, fmt.Errorf("%w (%d)", ErrTooManyMemberships, n)
+		}
+	}
+	if r.joining == nil {
+		r.joining = make(map[membershipKey]int)
+	}
+	r.joining[key]++
+	return true, nil
+}
+
+// holdsLocked reports whether the registration holds the membership key. r.mu is held.
+func (r *Registration) holdsLocked(key membershipKey) bool {
+	for _, c := range r.channels {
+		if c.Channel == key.channel && c.Role == key.role {
+			return true
+		}
+	}
+	return false
+}
+
+// pendingLocked counts the memberships being joined that the registration does not hold
+// yet. r.mu is held.
+func (r *Registration) pendingLocked() int {
+	n := 0
+	for key := range r.joining {
+		if !r.holdsLocked(key) {
+			n++
+		}
+	}
+	return n
+}
+
+// writeMembership writes m on the owner lease, fenced on the node's descriptor.
+func (r *Registration) writeMembership(ctx context.Context, m ChannelMembership) error {
 	ops, err := r.store.channelOps(r.owner.Node, r.owner.Lease, []ChannelMembership{m})
 	if err != nil {
 		return err
@@ -146,14 +218,6 @@ func (r *Registration) JoinChannel(ctx context.Context, m ChannelMembership) err
 	if !resp.Succeeded {
 		return fmt.Errorf("store: join channel %s: %w", m.Channel, ErrFenced)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, c := range r.channels {
-		if c.Channel == m.Channel && c.Role == m.Role {
-			return nil // written again: the registration carries it once
-		}
-	}
-	r.channels = append(r.channels, m)
 	return nil
 }
 

@@ -2,12 +2,18 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/sdk"
@@ -80,4 +86,87 @@ func TestChannelMembershipLivesWithTheLease(t *testing.T) {
 	members, _, err = s.Channels(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, members)
+}
+
+// newBoundedStore is a store whose registrations hold at most two channel memberships: one made
+// for an etcd that takes four operations per transaction.
+func newBoundedStore(t *testing.T, cli *clientv3.Client) *store.Etcd {
+	t.Helper()
+	s, err := store.New(cli, fmt.Sprintf("%s-%d", t.Name(), meshSeq.Add(1)), store.WithGroupCommit(4))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// A membership the registration holds already adds nothing to what a later registration's
+// transaction writes: joining it again is not refused at the bound, so that the mesh's
+// rejoin after a new registration can succeed there.
+func TestJoiningAHeldMembershipAgainAtTheBoundSucceeds(t *testing.T) {
+	s := newBoundedStore(t, newClient(t))
+	srv := store.ChannelMembership{Channel: "s", Role: store.ChannelServer, Kind: sdk.ChannelClientServer, Weight: 1}
+	pub := store.ChannelMembership{Channel: "p", Role: store.ChannelPublisher, Kind: sdk.ChannelFanout}
+	reg, err := s.Register(ctx, nodeDesc("node-a"), store.LeaseOptions{}, srv, pub)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+	require.NoError(t, reg.JoinChannel(ctx, pub))
+	assert.Len(t, reg.Channels(), 2, "the registration carries it once")
+	err = reg.JoinChannel(ctx, store.ChannelMembership{Channel: "q", Role: store.ChannelPublisher, Kind: sdk.ChannelFanout})
+	require.ErrorIs(t, err, store.ErrTooManyMemberships, "a new one is refused at the bound")
+}
+
+// txnBarrier, once armed, holds every etcd Txn until n of them have been sent, then lets them
+// all go: n joins are then all past their bound check before any commits.
+func txnBarrier(armed *atomic.Bool, n int32) grpc.UnaryClientInterceptor {
+	var arrived atomic.Int32
+	all := make(chan struct{})
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if method == "/etcdserverpb.KV/Txn" && armed.Load() {
+			if arrived.Add(1) == n {
+				close(all)
+			}
+			select {
+			case <-all:
+			case <-time.After(time.Second): // the joins that were refused send none
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
+// Joins that run together (the mesh joins each channel's publisher membership on a goroutine
+// of its own) stay within the bound together: otherwise the registration would hold more
+// memberships than a later registration's transaction writes, and the node could never
+// register again once its lease ended.
+func TestConcurrentJoinsStayWithinTheMembershipBound(t *testing.T) {
+	var armed atomic.Bool
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(txnBarrier(&armed, 2))},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+	s := newBoundedStore(t, cli)
+	srv := store.ChannelMembership{Channel: "s", Role: store.ChannelServer, Kind: sdk.ChannelClientServer, Weight: 1}
+	reg, err := s.Register(ctx, nodeDesc("node-a"), store.LeaseOptions{}, srv)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+	armed.Store(true)
+
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			errs[i] = reg.JoinChannel(ctx, store.ChannelMembership{Channel: fmt.Sprintf("p%d", i), Role: store.ChannelPublisher, Kind: sdk.ChannelFanout})
+		})
+	}
+	wg.Wait()
+	assert.Len(t, reg.Channels(), 2, "one join took the last slot")
+	require.Len(t, slices.DeleteFunc(errs, func(err error) bool { return err == nil }), 1)
+
+	// What the host does once the lease ended.
+	armed.Store(false)
+	require.NoError(t, reg.Revoke(ctx))
+	next, err := s.Register(ctx, nodeDesc("node-a"), store.LeaseOptions{}, reg.Channels()...)
+	require.NoError(t, err, "the node registers again with the memberships it holds")
+	_ = next.Close(context.Background())
 }

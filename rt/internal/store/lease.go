@@ -146,6 +146,9 @@ type Registration struct {
 	mu       sync.Mutex
 	desc     *storepb.NodeDescriptor
 	channels []ChannelMembership
+	// joining counts the JoinChannel calls under way per membership the registration does not
+	// hold yet: each such membership holds a slot of the bound until its join ends.
+	joining map[membershipKey]int
 
 	lostOnce sync.Once
 	lostCh   chan struct{}

@@ -237,4 +237,7 @@ var (
 	// record may or may not have changed. Look the key up again later to repair. It comes
 	// wrapped with sdk.ErrStoreUnavailable unless the caller cancelled.
 	ErrOutcomeUnknown = errors.New("store: outcome of the write unknown")
+	// ErrTooManyMemberships: the registration holds, or is joining, as many channel
+	// memberships as a later registration's transaction writes; nothing was written.
+	ErrTooManyMemberships = errors.New("store: the registration holds the most channel memberships its transaction writes")
 )
