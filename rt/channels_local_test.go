@@ -105,3 +105,39 @@ func TestI1_ALocalChannelSendTheServerLacksIsDropped(t *testing.T) {
 	assert.Equal(t, int64(1), st.Sends)
 	assert.Equal(t, int64(1), st.Dropped)
 }
+
+// F8, G6: a shutdown waits, within its deadline, for a channel handler that runs a call of the
+// server's own node, as it waits for one that runs a peer's call: a handler that outlives the
+// deadline leaves the node ForceStopped, never Stopped while it still runs.
+func TestF8_ShutdownWaitsForALocalChannelHandler(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	var finished atomic.Bool
+	stuck := &sdk.ChannelDesc{Name: "test.Stuck", Kind: sdk.ChannelClientServer, Methods: []sdk.MethodDesc{{
+		Name:       "Hang",
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(any, context.Context, proto.Message) (proto.Message, error) {
+			entered <- struct{}{}
+			<-release // ignores its context
+			finished.Store(true)
+			return wrapperspb.String("late"), nil
+		},
+	}}}
+	c := newCluster(t, 1, withChannels(func(_ int, r sdk.Registrar, _ sdk.NodeID) error {
+		return r.RegisterServer(stuck, struct{}{})
+	}))
+	a := c.hosts[0]
+	defer close(release)
+	require.Eventually(t, func() bool {
+		st, err := a.ClientServerStatus(stuck.Name)
+		return err == nil && st.ReadyTargetCount == 1
+	}, 15*time.Second, 10*time.Millisecond)
+	go func() { _, _ = a.CallChannel(context.Background(), stuck, "Hang", wrapperspb.String("x")) }()
+	<-entered
+	res, err := a.Shutdown(ctx, time.Second)
+	require.NoError(t, err)
+	require.False(t, finished.Load())
+	assert.Equal(t, sdk.TerminationOutcomeForceStopped, res.Outcome, "the handler still runs")
+	assert.Equal(t, sdk.TerminationReasonDeadlineExceeded, res.Reason)
+}

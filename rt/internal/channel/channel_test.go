@@ -168,3 +168,16 @@ func TestChannelQueueOfZeroIsRefused(t *testing.T) {
 	assert.EqualValues(t, DefaultMaxQueued, n)
 	assert.EqualValues(t, DefaultMaxQueuedBytes, bytes)
 }
+
+// F8: Close waits for work that runs on its caller's goroutine once Enter counted it, as for
+// the work Go runs, and Enter refuses once Close began.
+func TestCloseWaitsForEnteredWork(t *testing.T) {
+	var r Registry
+	require.True(t, r.Enter())
+	cctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, r.Close(cctx), context.DeadlineExceeded, "the entered work holds Close to its deadline")
+	assert.False(t, r.Enter(), "nothing enters after Close")
+	r.Leave()
+	require.NoError(t, r.Close(context.Background()))
+}

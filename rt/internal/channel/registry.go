@@ -208,6 +208,14 @@ func (r *Registry) Subscribers() []*Subscriber {
 // Go runs fn as channel work of the node, unless the registry is closed.
 func (r *Registry) Go(fn func()) bool { return r.work.goRun(fn) }
 
+// Enter counts a handler that runs on its caller's goroutine (a call of this node to its own
+// server) as channel work of the node, so that Close waits for it as for the work Go runs. It
+// reports false once Close began: the handler must not run then. Leave ends what Enter began.
+func (r *Registry) Enter() bool { return r.work.enter() }
+
+// Leave ends the work that Enter counted.
+func (r *Registry) Leave() { r.work.wg.Done() }
+
 // Context ends when Close begins: channel work that waits on anything but a handler (a store
 // write) ends with it, rather than holding Close to its deadline.
 func (r *Registry) Context() context.Context { return r.work.context() }
@@ -254,6 +262,18 @@ func (w *workers) goRun(fn func()) bool {
 		return false
 	}
 	w.wg.Go(fn)
+	return true
+}
+
+// enter counts work that runs on its caller's goroutine, unless stop was called: under w.mu,
+// so that no count is added once wait may have begun.
+func (w *workers) enter() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return false
+	}
+	w.wg.Add(1)
 	return true
 }
 

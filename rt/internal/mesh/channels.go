@@ -352,6 +352,12 @@ func (m *Mesh) callLocalServer(ctx context.Context, desc *sdk.ChannelDesc, md *s
 		}
 		return nil, nil
 	}
+	// F8: the node's shutdown waits for this handler, within its deadline, as for a peer's call.
+	if !m.cfg.Channels.Enter() {
+		srv.Done(size)
+		return nil, fmt.Errorf("%w: node %s is closing", sdk.ErrNotServing, m.cfg.Node)
+	}
+	defer m.cfg.Channels.Leave()
 	defer srv.Done(size)
 	out, err := srv.Invoke(ctx, m.log, smd, req)
 	if err == nil && (out == nil || !out.ProtoReflect().IsValid()) {
