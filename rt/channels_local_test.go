@@ -106,6 +106,92 @@ func TestI1_ALocalChannelSendTheServerLacksIsDropped(t *testing.T) {
 	assert.Equal(t, int64(1), st.Dropped)
 }
 
+const pingerType = "test.Pinger"
+
+// noteBack is a channel server whose one-way Note calls back the Pinger Entry Spot of the node
+// named in the note.
+type noteBack struct {
+	host *atomic.Pointer[rt.Host]
+	out  chan error
+}
+
+func noteBackDesc(name string) *sdk.ChannelDesc {
+	return &sdk.ChannelDesc{Name: name, Kind: sdk.ChannelClientServer, Methods: []sdk.MethodDesc{{
+		Name:       "Note",
+		OneWay:     true,
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
+			e := impl.(*noteBack)
+			time.Sleep(50 * time.Millisecond) // well after the sender's turn ended
+			from := sdk.NodeID(req.(*wrapperspb.StringValue).GetValue())
+			_, err := e.host.Load().Call(ctx, sdk.EntryTarget(pingerType, from), "Get", wrapperspb.String("?"))
+			e.out <- err
+			return nil, nil
+		},
+	}}}
+}
+
+// pingerDesc is the Entry Spot Pinger: its one-way Kick sends a Note on the channel its request
+// names, and Get answers "ok".
+func pingerDesc() *sdk.SpotDesc {
+	return &sdk.SpotDesc{Name: pingerType, Kind: sdk.KindEntry, Methods: []sdk.MethodDesc{
+		{
+			Name:       "Kick",
+			OneWay:     true,
+			NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+			Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
+				sc := impl.(sdk.SpotContext)
+				desc := noteBackDesc(req.(*wrapperspb.StringValue).GetValue())
+				return nil, sc.Client().SendChannel(ctx, desc, "Note", wrapperspb.String(string(sc.Node())))
+			},
+		},
+		{
+			Name:       "Get",
+			NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+			NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
+			Invoke: func(any, context.Context, proto.Message) (proto.Message, error) {
+				return wrapperspb.String("ok"), nil
+			},
+		},
+	}}
+}
+
+// G6: a server in the sender's own process is a normal target. A one-way channel message sent
+// from a Spot's turn runs later, on a goroutine of the server's node, and its handler may call
+// that Spot back, as the same handler on a peer does: it does not run as the sender's turn,
+// which ended once the message was admitted.
+func TestG6_ALocalOneWayChannelHandlerIsNotTheSendersTurn(t *testing.T) {
+	var hosts [2]atomic.Pointer[rt.Host]
+	outs := [2]chan error{make(chan error, 1), make(chan error, 1)}
+	names := [2]string{"test.NoteBackOnA", "test.NoteBackOnB"}
+	c := newCluster(t, 2, withChannels(func(i int, r sdk.Registrar, _ sdk.NodeID) error {
+		if err := r.RegisterSpot(pingerDesc(), func(sc sdk.SpotContext) (any, error) { return sc, nil }); err != nil {
+			return err
+		}
+		return r.RegisterServer(noteBackDesc(names[i]), &noteBack{host: &hosts[i], out: outs[i]})
+	}))
+	for i, h := range c.hosts {
+		hosts[i].Store(h)
+	}
+	a := c.hosts[0]
+	for _, name := range names {
+		require.Eventually(t, func() bool {
+			st, err := a.ClientServerStatus(name)
+			return err == nil && st.ReadyTargetCount == 1
+		}, 15*time.Second, 10*time.Millisecond)
+	}
+	pinger := sdk.EntryTarget(pingerType, a.LocalNode())
+	for i, where := range []string{"the peer's server", "the local server"} {
+		require.NoError(t, a.Send(ctx, pinger, "Kick", wrapperspb.String(names[1-i])))
+		select {
+		case err := <-outs[1-i]:
+			require.NoError(t, err, "%s calls the sender back", where)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s never ran", where)
+		}
+	}
+}
+
 // F8, G6: a shutdown waits, within its deadline, for a channel handler that runs a call of the
 // server's own node, as it waits for one that runs a peer's call: a handler that outlives the
 // deadline leaves the node ForceStopped, never Stopped while it still runs.

@@ -338,7 +338,7 @@ func (m *Mesh) callLocalServer(ctx context.Context, desc *sdk.ChannelDesc, md *s
 		return nil, err
 	}
 	if md.OneWay {
-		hctx, cancel := m.detached(ctx)
+		hctx, cancel := m.localOneWayContext(ctx)
 		if !m.cfg.Channels.Go(func() {
 			defer cancel()
 			defer srv.Done(size)
@@ -366,8 +366,19 @@ func (m *Mesh) callLocalServer(ctx context.Context, desc *sdk.ChannelDesc, md *s
 	return out, err
 }
 
-// detached is a context for work that outlives its caller: it keeps ctx's values (the
-// trace) and ends when the mesh closes.
+// localOneWayContext is the context of the handler of a one-way message that this node sends
+// to its own server (G6): like a peer's message, it carries the sender's trace and nothing
+// else of the sender's context. Not its values: the sender's turn, if it sent from one, ended
+// once the message was admitted, and a call the handler makes of the sender's Spot would be
+// refused as that Spot's call to itself. Not its deadline or cancellation: the message runs on
+// after its sender has gone. It ends when the mesh closes.
+func (m *Mesh) localOneWayContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithCancel(telemetry.WithTraceOf(m.ctx, ctx))
+}
+
+// detached is the context of the handler of a peer's one-way message: it keeps the values of
+// the peer's request (its trace, its charge) and ends when the mesh closes, not when the
+// request is answered.
 func (m *Mesh) detached(ctx context.Context) (context.Context, context.CancelFunc) {
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(m.ctx, cancel)
