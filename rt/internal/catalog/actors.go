@@ -156,7 +156,7 @@ func (act *actor) discard() {
 // elsewhere. Its end is claimed at the first refusal, for an Actor that the end of the lease
 // did not find active (its move rolled back later).
 func (act *actor) leaseHeld() bool {
-	if act.lease == 0 || act.lease == act.cat.Owner().Lease {
+	if act.leaseCurrent() {
 		return true
 	}
 	c := act.cat
@@ -176,10 +176,32 @@ func (act *actor) leaseHeld() bool {
 // and a rollback makes it active again, for its next refusal to end it (leaseHeld).
 func (c *Catalog) endOfLostLease(ctx context.Context, act *actor) {
 	act.lostLease.Store(true)
-	if met, err := act.begin(ctx, actorClosing, nil); met == actorClosing || err != nil {
-		return // an explicit close ends it, or it left
+	met, err := act.begin(ctx, actorClosing, nil)
+	switch {
+	case err != nil && !errors.Is(err, errActorMoved):
+		// Its move or close did not end in time: its next refusal claims its end again.
+		act.lostLease.Store(false)
+		return
+	case met == actorClosing || err != nil:
+		return // an explicit close ended it, or it left
 	}
 	c.endActor(ctx, act.host, act, sdk.CloseOwnerLost, true)
+}
+
+// leaseCurrent reports whether act's record names the node's current registration (leaseHeld
+// without claiming its end).
+func (act *actor) leaseCurrent() bool {
+	return act.lease == 0 || act.lease == act.cat.Owner().Lease
+}
+
+// closingReason is the reason act's closing callback gets as its turn comes: its Spot's
+// (activation.closingReason), but CloseOwnerLost, and no turn, once the lease its record
+// names has ended, though the node registered again.
+func (act *actor) closingReason(reason sdk.CloseReason) sdk.CloseReason {
+	if !act.leaseCurrent() {
+		return sdk.CloseOwnerLost
+	}
+	return act.host.closingReason(reason)
 }
 
 // endEntryMembersOf ends, within ctx, the Actors of the Entry Spots whose records name lease,
@@ -340,9 +362,20 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 	if _, ok := c.actors.get(key); ok {
 		return fmt.Errorf("%w: actor %s/%q", sdk.ErrAlreadyExists, desc.Name, id)
 	}
-	if _, ok := c.orphans.Load(key); ok {
-		return fmt.Errorf("%w: spawn %s/%q: the record of an earlier spawn or close of it is still being settled", sdk.ErrStoreUnavailable, desc.Name, id)
+	if held, busy := c.spawning.LoadOrStore(key, holdSpawn); busy {
+		if held == holdSettle {
+			return fmt.Errorf("%w: spawn %s/%q: the record of an earlier spawn or close of it is still being settled", sdk.ErrStoreUnavailable, desc.Name, id)
+		}
+		return fmt.Errorf("%w: actor %s/%q: a spawn of it is under way on node %s", sdk.ErrAlreadyExists, desc.Name, id, c.cfg.Node)
 	}
+	// Held until it is registered, or its record released; a release in the background takes
+	// the key over (handed).
+	handed := false
+	defer func() {
+		if !handed {
+			c.spawning.Delete(key)
+		}
+	}()
 	host, err := c.storeHost(a)
 	if err != nil {
 		return err
@@ -354,7 +387,8 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 	if err != nil {
 		c.actorCount.Add(-1)
 		if errors.Is(err, store.ErrOutcomeUnknown) || errors.Is(err, sdk.ErrStoreUnavailable) {
-			c.releaseOrphan(a, store.ActorKey{Type: desc.Name, ID: id}, nil) // it may have landed
+			c.releaseOrphan(a, store.ActorKey{Type: desc.Name, ID: id}, nil, true) // it may have landed
+			handed = true
 		}
 		return fmt.Errorf("spawn into %v: %w", a.target(), err)
 	}
@@ -365,7 +399,7 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 	if err := c.constructActor(act); err != nil {
 		act.discard()
 		c.giveSlot(act)
-		c.releaseActor(a, loc, host)
+		handed = c.releaseActor(a, loc, host)
 		return &creationError{msg: fmt.Sprintf("%v: actor %s/%q: %v", sdk.ErrCreationFailed, desc.Name, id, err), cause: err}
 	}
 	// Counted from here until it is registered, and refused if the node began to relocate
@@ -374,13 +408,13 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 	if c.relocating.Load() {
 		act.discard()
 		c.giveSlot(act)
-		c.releaseActor(a, loc, host)
+		handed = c.releaseActor(a, loc, host)
 		return fmt.Errorf("%w: spawn %s/%q: node %s is relocating its objects", sdk.ErrNotServing, desc.Name, id, c.cfg.Node)
 	}
 	if err := c.register(act, true); err != nil {
 		act.discard()
 		c.giveSlot(act)
-		c.releaseActor(a, loc, host)
+		handed = c.releaseActor(a, loc, host)
 		return err
 	}
 	return nil
@@ -450,16 +484,27 @@ func (c *Catalog) giveSlot(act *actor) {
 }
 
 // releaseActor deletes the record of an Actor that never served, spawned into a, with a
-// budget of its own. A release that fails is tried again in the background (releaseOrphan).
-func (c *Catalog) releaseActor(a *activation, loc store.ActorLocation, host store.Host) {
+// budget of its own; the spawn holds its key. A release that fails is tried again in the
+// background (releaseOrphan), which takes the key over: handed.
+func (c *Catalog) releaseActor(a *activation, loc store.ActorLocation, host store.Host) (handed bool) {
 	_, err := storeWrite(c, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, c.store.ReleaseActor(ctx, loc, host)
 	})
 	if err != nil && !errors.Is(err, store.ErrFenced) {
 		c.log.Warn("could not release the record of an Actor whose spawn failed; it is tried again", "actor", loc.Key, "err", err)
-		c.releaseOrphan(a, loc.Key, nil)
+		c.releaseOrphan(a, loc.Key, nil, true)
+		return true
 	}
+	return false
 }
+
+// keyHold says why a key is in Catalog.spawning.
+type keyHold uint8
+
+const (
+	holdSpawn  keyHold = iota // a spawn is bringing the Actor up
+	holdSettle                // releaseOrphan releases its record
+)
 
 // orphanTries bounds releaseOrphan: about a minute of a store that does not answer, after
 // which the record is left to the close of its host Spot.
@@ -468,18 +513,22 @@ const orphanTries = 30
 // releaseOrphan deletes in the background the record of the Actor key in a, which this node
 // does not hold, after a write that should have settled it (a spawn, a release) ended with its
 // outcome unknown or failed: otherwise the record names a Spot that holds nothing, and the ID
-// can neither be called nor spawned again while that Spot lives. While it runs, the ID is not
-// spawned on this node. It stops once the record is gone or names another Spot, an Actor of
+// can neither be called nor spawned again while that Spot lives. It holds the key in
+// c.spawning while it runs (held: the caller's spawn holds it already and hands it over), so
+// that the ID is not spawned on this node meanwhile; a key that another spawn holds is left to
+// that spawn. It stops once the record is gone or names another Spot, an Actor of
 // the ID other than closing is here (one that arrived: the index names it before its move
 // commits), a is no longer active (its close releases its members' records; an Entry Spot's
 // under an ended lease are the reclaimer's), or the node stops.
-func (c *Catalog) releaseOrphan(a *activation, key store.ActorKey, closing *actor) {
+func (c *Catalog) releaseOrphan(a *activation, key store.ActorKey, closing *actor, held bool) {
 	k := spotKey{key.Type, key.ID}
-	if _, running := c.orphans.LoadOrStore(k, struct{}{}); running {
+	if held {
+		c.spawning.Store(k, holdSettle)
+	} else if _, busy := c.spawning.LoadOrStore(k, holdSettle); busy {
 		return
 	}
 	if !c.bg.goRun(func() {
-		defer c.orphans.Delete(k)
+		defer c.spawning.Delete(k)
 		wait := time.NewTimer(0)
 		defer wait.Stop()
 		for try, backoff := 0, 50*time.Millisecond; try < orphanTries; try, backoff = try+1, min(2*backoff, 2*time.Second) {
@@ -495,7 +544,7 @@ func (c *Catalog) releaseOrphan(a *activation, key store.ActorKey, closing *acto
 		}
 		c.log.Warn("the record of an Actor this node does not hold could not be released; it goes with its Spot's", "actor", key)
 	}) {
-		c.orphans.Delete(k)
+		c.spawning.Delete(k)
 	}
 }
 
@@ -683,7 +732,7 @@ func (c *Catalog) endActor(ctx context.Context, a *activation, act *actor, reaso
 	act.stopTimers()
 	c.dropHeld(act, fmt.Errorf("%w: actor %s/%q closed with its Spot (%s)", sdk.ErrNotFound, act.typ.desc.Name, act.id, reason))
 	if h, ok := act.impl.(sdk.CloseHandler); ok && callback {
-		c.notifyCloseOf(ctx, a, h, reason, act.typ.desc.Name, act.id)
+		c.notifyCloseOf(ctx, a, h, reason, act)
 	}
 	c.unregister(act)
 	act.endSettled()
@@ -895,7 +944,7 @@ func (w *actorEnd) Run() {
 				w.cat.log.Error("closing callback panicked", "actor", w.act.typ.desc.Name, "id", w.act.id, "panic", v, "stack", string(debug.Stack()))
 			}
 		}()
-		h.OnClose(w.ctx, w.act.host.closingReason(sdk.CloseExplicit))
+		h.OnClose(w.ctx, w.act.closingReason(sdk.CloseExplicit))
 	})
 }
 
@@ -913,6 +962,9 @@ func (c *Catalog) finishActorClose(act *actor) error {
 	if err != nil {
 		return nil // its Spot closed meanwhile, and the record went with the Spot's
 	}
+	if act.lease != 0 && act.lease != host.Lease {
+		return nil // its record names a lease that ended: it is the reclaimer's
+	}
 	_, err = storeWrite(c, func(ctx context.Context) (struct{}, error) {
 		loc, err := c.store.LookupActor(ctx, act.storeKey())
 		if err != nil {
@@ -926,7 +978,7 @@ func (c *Catalog) finishActorClose(act *actor) error {
 	if err != nil {
 		c.log.Warn("the record of a closed Actor was not released; it is tried again", "actor", act.Target(), "err", err)
 		// Before it leaves the index, so that no spawn of its ID here comes in between.
-		c.releaseOrphan(act.host, act.storeKey(), act)
+		c.releaseOrphan(act.host, act.storeKey(), act, false)
 		return fmt.Errorf("close %v: %w", act.Target(), err)
 	}
 	return nil

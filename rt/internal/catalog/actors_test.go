@@ -618,3 +618,194 @@ func TestB8_AnActorCloseWhoseReleaseFailedFreesItsID(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "the record was released")
 	require.Eventually(t, func() bool { return sp.get("room-1").Spawn(ctx, pawnDesc, id) == nil }, 5*time.Second, 10*time.Millisecond)
 }
+
+// spawnFailStore fails a Spawn, unwritten, with ErrStoreUnavailable while fail is set.
+type spawnFailStore struct {
+	*store.Etcd
+	fail atomic.Bool
+}
+
+func (s *spawnFailStore) wrap(e *store.Etcd) store.Store {
+	s.Etcd = e
+	return s
+}
+
+func (s *spawnFailStore) Spawn(ctx context.Context, key store.ActorKey, host store.Host) (store.ActorLocation, error) {
+	if s.fail.CompareAndSwap(true, false) {
+		return store.ActorLocation{}, fmt.Errorf("%w: etcd did not answer", sdk.ErrStoreUnavailable)
+	}
+	return s.Etcd.Spawn(ctx, key, host)
+}
+
+// B8, C1: a spawn of an ID while another spawn of it is under way on the node is refused at
+// once, so a failed one never releases in the background the record of the one that won,
+// which would leave that Actor active with no record for another node to find.
+func TestB8_ASecondSpawnOfAnIDUnderWayLeavesTheFirstItsRecord(t *testing.T) {
+	var ticks atomic.Int64
+	const id = "racing-spawn"
+	entered, hold := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	s := &spawnFailStore{}
+	mesh := uniqueMesh(t)
+	n, sp := pawnsNode(t, nodeOpts{mesh: mesh, id: "node-a", wrap: s.wrap,
+		cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }},
+		func(ac sdk.ActorContext) (any, error) {
+			if ac.ID() == id && first.CompareAndSwap(false, true) {
+				close(entered)
+				<-hold
+			}
+			return &pawn{ac: ac, ticks: &ticks, closes: &pawnCloses}, nil
+		})
+	_, err := n.call("room-1", "Join", "ann")
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() { done <- sp.get("room-1").Spawn(ctx, pawnDesc, id) }()
+	<-entered
+	s.fail.Store(true)
+	require.ErrorIs(t, sp.get("room-1").Spawn(ctx, pawnDesc, id), sdk.ErrAlreadyExists)
+	time.Sleep(500 * time.Millisecond) // time for a release in the background, if one ran
+	close(hold)
+	require.NoError(t, <-done, "the first spawn succeeded")
+	_, here := n.cat.LocalActor(pawnAt(id))
+	require.True(t, here, "the first is active here")
+	_, err = n.store.LookupActor(ctx, store.ActorKey{Type: pawnType, ID: id})
+	require.NoError(t, err, "the record of the live Actor is still there")
+	b := peerNode(t, mesh, "node-b", nil, nil)
+	_, err = b.call("room-2", "Join", "bob")
+	require.NoError(t, err)
+	require.ErrorIs(t, b.f.spotContext("room-2").Spawn(ctx, pawnDesc, id), sdk.ErrAlreadyExists, "no second activation")
+}
+
+// holdPeers holds a PrepareArrival until hold closes, then refuses it: the move rolls back.
+type holdPeers struct {
+	*movePeers
+	entered, hold chan struct{}
+}
+
+func (p *holdPeers) PrepareArrival(_ context.Context, _ sdk.NodeID, _, _ sdk.Target, _ []byte, _ uint64) (store.Host, error) {
+	close(p.entered)
+	<-p.hold
+	return store.Host{}, fmt.Errorf("%w: refused by the test", sdk.ErrNotServing)
+}
+
+// C1: an Entry Spot's Actor that is moving when its node's lease ends, whose move rolls back
+// only after the end of the lease stopped waiting for it and the node registered again, ends
+// at its first refusal.
+func TestC1_AnEntryActorWhoseMoveRolledBackAfterItsLeaseEndedEndsAtItsRefusal(t *testing.T) {
+	mesh := uniqueMesh(t)
+	mp := &movePeers{to: map[sdk.NodeID]*catalog.Catalog{}}
+	hp := &holdPeers{movePeers: mp, entered: make(chan struct{}), hold: make(chan struct{})}
+	a := newNode(t, nodeOpts{mesh: mesh, id: "node-a", peers: hp, register: registerMovers, lease: shortLease(),
+		cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }})
+	b := peerNode(t, mesh, "node-b", nil, hp)
+	mp.to["node-a"], mp.to["node-b"] = a.cat, b.cat
+
+	lobby := sdk.EntryTarget(lobbyType, "node-a")
+	_, err := a.callT(lobby, "Join", "x")
+	require.NoError(t, err)
+	_, err = b.call("room-1", "Join", "ann")
+	require.NoError(t, err)
+	const id = "entry-rolled-back"
+	require.NoError(t, a.f.spotContext("").Spawn(ctx, pawnDesc, id))
+
+	moved := make(chan error, 1)
+	go func() { moved <- catClient{a.cat}.MoveActor(ctx, pawnAt(id), room("room-1")) }()
+	<-hp.entered
+
+	_, err = a.store.Client().Revoke(ctx, clientv3LeaseID(a.reg.Owner().Lease))
+	require.NoError(t, err)
+	waitLost(t, a)
+	time.Sleep(time.Second) // watchLoss waits OperationTimeout for the moving Actor, and gives up
+	next, err := a.store.Register(ctx, nodeDesc("node-a"), shortLease())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = next.Close(context.Background()) })
+	require.NoError(t, a.cat.Rebind(next))
+
+	close(hp.hold)
+	require.Error(t, <-moved)
+	_, err = a.callT(pawnAt(id), "Hop", "a")
+	require.Error(t, err, "refused: its lease ended")
+	require.Eventually(t, func() bool {
+		_, here := a.cat.LocalActor(pawnAt(id))
+		return !here
+	}, 5*time.Second, 10*time.Millisecond, "the old copy ended at its refusal")
+	assert.Zero(t, a.cat.ActiveActors())
+}
+
+// C1: the closing callback of an explicit close of an Entry Spot's Actor that waited while
+// the lease its record names ended, and the node registered again, gets CloseOwnerLost and
+// starts no turn under the new registration; the close leaves the record to the reclaimer.
+func TestC1_AStaleEntryActorsExplicitCloseGetsOwnerLostAndStartsNoTurn(t *testing.T) {
+	var ticks atomic.Int64
+	n := newNode(t, nodeOpts{lease: shortLease(), register: func(ts *catalog.Types, f *fixture) {
+		must(ts.RegisterSpot(&sdk.SpotDesc{Name: lobbyType, Kind: sdk.KindEntry, Methods: methods}, factory(f)))
+		must(ts.RegisterActor(pawnDesc, func(ac sdk.ActorContext) (any, error) {
+			return &pawn{ac: ac, ticks: &ticks, closes: &pawnCloses}, nil
+		}))
+	}, cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }})
+	lobby := sdk.EntryTarget(lobbyType, "node-a")
+	_, err := n.callT(lobby, "Join", "x")
+	require.NoError(t, err)
+	host := n.f.spotContext("")
+	const id = "p-stale-close"
+	require.NoError(t, host.Spawn(ctx, pawnDesc, id))
+
+	require.NoError(t, n.cat.Send(ctx, lobby, "BlockSend", str("")))
+	require.Equal(t, "", <-n.f.blocked)
+	closed := make(chan error, 1)
+	go func() { closed <- n.cat.CloseTarget(ctx, pawnAt(id)) }()
+	time.Sleep(100 * time.Millisecond) // the callback queues behind the blocked turn
+	_, err = n.store.Client().Revoke(ctx, clientv3LeaseID(n.reg.Owner().Lease))
+	require.NoError(t, err)
+	waitLost(t, n)
+	next, err := n.store.Register(ctx, nodeDesc(string(n.cat.Owner().Node)), shortLease())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = next.Close(context.Background()) })
+	require.NoError(t, n.cat.Rebind(next))
+	time.Sleep(500 * time.Millisecond)
+	lastTurn := host.TurnStart()
+	close(n.f.release)
+	var cerr error
+	select {
+	case cerr = <-closed:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the close did not end")
+	}
+	require.NoError(t, cerr)
+	r, ok := pawnCloseReason(id)
+	require.True(t, ok, "the closing callback ran")
+	assert.Equal(t, sdk.CloseOwnerLost, r, "the Actor's lease ended: not an explicit close under the new registration")
+	assert.Equal(t, lastTurn, host.TurnStart(), "a stale Actor's callback starts no turn under the new registration")
+}
+
+// C1: the closing callback of an Entry Spot's Actor that its lease's end closes, which runs
+// only once the node registered again, starts no turn under the new registration.
+func TestC1_AStaleEntryActorsClosingCallbackStartsNoTurn(t *testing.T) {
+	mesh := uniqueMesh(t)
+	a := newNode(t, nodeOpts{mesh: mesh, id: "node-a", register: registerMovers, lease: shortLease(),
+		cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }})
+	lobby := sdk.EntryTarget(lobbyType, "node-a")
+	_, err := a.callT(lobby, "Join", "x")
+	require.NoError(t, err)
+	host := a.f.spotContext("")
+	const id = "entry-stale-turn"
+	// Block the Entry Spot so that the end of the lease cannot run the callback in time.
+	require.NoError(t, host.Spawn(ctx, pawnDesc, id))
+	require.NoError(t, a.cat.Send(ctx, lobby, "BlockSend", str("")))
+	require.Equal(t, "", <-a.f.blocked)
+	_, err = a.store.Client().Revoke(ctx, clientv3LeaseID(a.reg.Owner().Lease))
+	require.NoError(t, err)
+	waitLost(t, a)
+	next, err := a.store.Register(ctx, nodeDesc("node-a"), shortLease())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = next.Close(context.Background()) })
+	require.NoError(t, a.cat.Rebind(next))
+	time.Sleep(500 * time.Millisecond)
+	lastTurn := host.TurnStart()
+	close(a.f.release)
+	require.Eventually(t, func() bool { _, ok := pawnCloseReason(id); return ok }, 5*time.Second, 5*time.Millisecond)
+	r, _ := pawnCloseReason(id)
+	assert.Equal(t, sdk.CloseOwnerLost, r)
+	assert.Equal(t, lastTurn, host.TurnStart(), "a stale Actor's callback starts no turn under the new registration")
+}

@@ -302,9 +302,10 @@ type Catalog struct {
 
 	actors     shards[*actor] // the Actors on this node
 	actorCount atomic.Int64   // Actors active or arriving here (G3)
-	// orphans are the Actors whose records this node releases in the background
-	// (releaseOrphan): none of them is spawned here meanwhile.
-	orphans    sync.Map // spotKey -> struct{}
+	// spawning holds the keys of the Actors that a spawn on this node is bringing up, or whose
+	// records it releases in the background (releaseOrphan): a second spawn of such a key here
+	// waits for neither, and the release never meets a spawn of its key here.
+	spawning   sync.Map // spotKey -> keyHold
 	departures departures
 	peers      Peers // set by the mesh: how a move reaches another node
 	// arrivals are the Spots relocation units are bringing here, until they settle or abort.

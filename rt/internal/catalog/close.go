@@ -537,15 +537,19 @@ func (b barrier) Drop(error) { close(b) }
 // callback that does not return in time is left running and the close goes on without it.
 func (c *Catalog) notifyClose(ctx context.Context, a *activation, reason sdk.CloseReason) {
 	if h, _ := a.impl.(sdk.CloseHandler); h != nil {
-		c.notifyCloseOf(ctx, a, h, reason, a.typ.desc.Name, a.id)
+		c.notifyCloseOf(ctx, a, h, reason, nil)
 	}
 }
 
-// notifyCloseOf runs h, the CloseHandler of the Spot a or of one of its Actors (typ/id), on a's
-// queue as notifyClose does.
-func (c *Catalog) notifyCloseOf(ctx context.Context, a *activation, h sdk.CloseHandler, reason sdk.CloseReason, typ, id string) {
+// notifyCloseOf runs h, the CloseHandler of the Spot a or of its Actor member (when set), on
+// a's queue as notifyClose does.
+func (c *Catalog) notifyCloseOf(ctx context.Context, a *activation, h sdk.CloseHandler, reason sdk.CloseReason, member *actor) {
+	typ, id := a.typ.desc.Name, a.id
+	if member != nil {
+		typ, id = member.typ.desc.Name, member.id
+	}
 	done := make(chan struct{})
-	if err := c.submitLifecycle(ctx, a, closeWork{ctx: ctx, a: a, handler: h, reason: reason, done: done, typ: typ, id: id}); err != nil {
+	if err := c.submitLifecycle(ctx, a, closeWork{ctx: ctx, a: a, member: member, handler: h, reason: reason, done: done, typ: typ, id: id}); err != nil {
 		if !errors.Is(err, exec.ErrAdmissionClosed) {
 			c.log.Error("closing callback not run", "type", typ, "id", id, "reason", reason, "err", err)
 		}
@@ -559,10 +563,12 @@ func (c *Catalog) notifyCloseOf(ctx context.Context, a *activation, h sdk.CloseH
 	}
 }
 
-// closeWork runs a CloseHandler on a Spot's queue: the Spot's own, or an Actor's (typ/id).
+// closeWork runs a CloseHandler on a Spot's queue: the Spot's own, or its Actor member's
+// (typ/id).
 type closeWork struct {
 	ctx     context.Context
 	a       *activation
+	member  *actor
 	handler sdk.CloseHandler
 	reason  sdk.CloseReason
 	done    chan struct{}
@@ -576,7 +582,13 @@ func (w closeWork) Run() {
 			w.a.cat.log.Error("closing callback panicked", "type", w.typ, "id", w.id, "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
-	w.handler.OnClose(w.ctx, w.a.closingReason(w.reason))
+	reason := w.reason
+	if w.member != nil {
+		reason = w.member.closingReason(reason)
+	} else {
+		reason = w.a.closingReason(reason)
+	}
+	w.handler.OnClose(w.ctx, reason)
 }
 
 func (w closeWork) Drop(error) { close(w.done) }
