@@ -73,7 +73,8 @@ type channelTable struct {
 type publisherJoin struct {
 	joined atomic.Bool
 	// refused: the registration holds as many memberships as it may, and only grows, so no
-	// later publication tries again.
+	// later publication tries again. A refusal because joins under way hold the rest
+	// (store.ErrMembershipsJoining) is not this: a join that fails frees its slot.
 	refused atomic.Bool
 	mu      sync.Mutex
 	joining bool
@@ -738,6 +739,8 @@ func (m *Mesh) joinPublisher(desc *sdk.ChannelDesc) {
 		// A membership written on a registration that has been replaced since is not this
 		// node's any more: the next publication writes it again (rejoinPublishers).
 		j.joined.Store(err == nil && m.reg.Load() == reg)
+		// Only a bound reached by the memberships held is final; ErrMembershipsJoining is
+		// tried again, as any failed write.
 		full := errors.Is(err, store.ErrTooManyMemberships)
 		if full {
 			j.refused.Store(true)

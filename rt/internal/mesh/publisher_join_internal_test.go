@@ -169,3 +169,71 @@ func TestG7_APublisherJoinRefusedAtTheBoundIsNotTriedAgain(t *testing.T) {
 	require.False(t, publisherMember(reg, rttest.FeedChannel))
 	require.Equal(t, 1, strings.Count(logs.String(), "could not register the node as a publisher"), "one Warn line: %s", logs.String())
 }
+
+// G7: a publisher join refused only because another join under way holds the last slot of the
+// bound is not given up: once that join fails and frees its slot, the next publication writes
+// the publisher membership.
+func TestG7_APublisherJoinRefusedForAJoinUnderWayIsTriedAgain(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	var armed atomic.Bool
+	entered := make(chan struct{}, 1)
+	stall := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if method == "/etcdserverpb.KV/Txn" && armed.CompareAndSwap(true, false) {
+			entered <- struct{}{}
+			<-ctx.Done() // etcd does not answer before the join's deadline
+			return ctx.Err()
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(stall)},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	st, err := store.New(client, "publisher-pending-test", store.WithGroupCommit(3)) // 1 membership
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+
+	m, err := Listen(Config{Node: "pub", Transport: transport.Config{ListenAddr: "127.0.0.1:0"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	reg, err := st.Register(ctx, &storepb.NodeDescriptor{
+		NodeId: "pub", Endpoint: m.Endpoint(), State: uint32(sdk.RuntimeStateServing),
+	}, store.LeaseOptions{TTL: 5 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+	m.reg.Store(reg)
+
+	// Another join holds the one slot while etcd does not answer it.
+	armed.Store(true)
+	jctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	other := make(chan error, 1)
+	go func() {
+		other <- reg.JoinChannel(jctx, store.ChannelMembership{Channel: "other", Role: store.ChannelPublisher, Kind: sdk.ChannelFanout})
+	}()
+	<-entered
+
+	publish := func() *publisherJoin {
+		m.joinPublisher(&rttest.FeedDesc)
+		v, ok := m.channels.publishing.Load(rttest.FeedChannel)
+		require.True(t, ok)
+		j := v.(*publisherJoin)
+		require.Eventually(t, func() bool {
+			j.mu.Lock()
+			defer j.mu.Unlock()
+			return !j.joining
+		}, 10*time.Second, 5*time.Millisecond, "the join ends")
+		return j
+	}
+	j := publish()
+	require.False(t, j.joined.Load())
+	require.False(t, j.refused.Load(), "a join under way may still free its slot")
+
+	cancel()
+	require.Error(t, <-other)
+	j = publish()
+	require.True(t, j.joined.Load(), "the next publication joins in the freed slot")
+	require.True(t, publisherMember(reg, rttest.FeedChannel))
+}

@@ -133,9 +133,10 @@ type membershipKey struct {
 // JoinChannel adds m to the registration's channel memberships: it is written on the owner
 // lease, fenced on the node's descriptor, so that it lives exactly as long as the registration,
 // and a later registration of the node (Channels) carries it too. It fails with ErrFenced when
-// the lease no longer holds the descriptor, and with ErrTooManyMemberships when m is a new
-// membership and the registration holds, or is joining, as many as a later registration's
-// transaction writes. Joining a membership the registration holds writes it again.
+// the lease no longer holds the descriptor, with ErrTooManyMemberships when m is a new
+// membership and the registration holds as many as a later registration's transaction writes,
+// and with ErrMembershipsJoining when joins under way take the rest of them. Joining a
+// membership the registration holds writes it again.
 func (r *Registration) JoinChannel(ctx context.Context, m ChannelMembership) error {
 	key := membershipKey{m.Channel, m.Role}
 	reserved, err := r.reserveMembership(key)
@@ -169,8 +170,14 @@ func (r *Registration) reserveMembership(key membershipKey) (bool, error) {
 		return false, nil
 	}
 	if r.joining[key] == 0 {
-		if n := len(r.channels) + r.pendingLocked(); n >= r.store.maxMemberships {
-			return false, fmt.Errorf("%w (%d)", ErrTooManyMemberships, n)
+		// Only the memberships held make the refusal final: a join under way may still fail
+		// and give its slot back.
+		held, pending := len(r.channels), r.pendingLocked()
+		if held >= r.store.maxMemberships {
+			return false, fmt.Errorf("%w (%d)", ErrTooManyMemberships, held)
+		}
+		if held+pending >= r.store.maxMemberships {
+			return false, fmt.Errorf("%w (%d held, %d joining)", ErrMembershipsJoining, held, pending)
 		}
 	}
 	if r.joining == nil {

@@ -170,3 +170,52 @@ func TestConcurrentJoinsStayWithinTheMembershipBound(t *testing.T) {
 	require.NoError(t, err, "the node registers again with the memberships it holds")
 	_ = next.Close(context.Background())
 }
+
+// G7: a join refused because another join under way holds the last slot is refused for now,
+// not for good: should that join fail (etcd too slow for its deadline), its slot is free, and
+// the refused membership is written when tried again. Only the memberships held make
+// ErrTooManyMemberships.
+func TestG7_AJoinRefusedForAJoinUnderWayMayBeTriedAgain(t *testing.T) {
+	var armed atomic.Bool
+	entered := make(chan struct{}, 1)
+	stall := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if method == "/etcdserverpb.KV/Txn" && armed.CompareAndSwap(true, false) {
+			entered <- struct{}{}
+			<-ctx.Done() // etcd does not answer before the join's deadline
+			return ctx.Err()
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(stall)},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+	s := newBoundedStore(t, cli)
+	srv := store.ChannelMembership{Channel: "s", Role: store.ChannelServer, Kind: sdk.ChannelClientServer, Weight: 1}
+	reg, err := s.Register(ctx, nodeDesc("node-a"), store.LeaseOptions{}, srv)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+
+	armed.Store(true)
+	jctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	first := make(chan error, 1)
+	go func() {
+		first <- reg.JoinChannel(jctx, store.ChannelMembership{Channel: "p0", Role: store.ChannelPublisher, Kind: sdk.ChannelFanout})
+	}()
+	<-entered
+	p1 := store.ChannelMembership{Channel: "p1", Role: store.ChannelPublisher, Kind: sdk.ChannelFanout}
+	err = reg.JoinChannel(ctx, p1)
+	require.ErrorIs(t, err, store.ErrMembershipsJoining)
+	require.ErrorIs(t, err, sdk.ErrStoreUnavailable, "a refusal for now")
+	require.NotErrorIs(t, err, store.ErrTooManyMemberships)
+
+	require.Error(t, <-first, "the join under way failed")
+	require.NoError(t, reg.JoinChannel(ctx, p1), "its slot is free again")
+	assert.Len(t, reg.Channels(), 2)
+	err = reg.JoinChannel(ctx, store.ChannelMembership{Channel: "p2", Role: store.ChannelPublisher, Kind: sdk.ChannelFanout})
+	require.ErrorIs(t, err, store.ErrTooManyMemberships, "held memberships at the bound refuse for good")
+	require.NotErrorIs(t, err, sdk.ErrStoreUnavailable)
+}

@@ -237,7 +237,11 @@ var (
 	// record may or may not have changed. Look the key up again later to repair. It comes
 	// wrapped with sdk.ErrStoreUnavailable unless the caller cancelled.
 	ErrOutcomeUnknown = errors.New("store: outcome of the write unknown")
-	// ErrTooManyMemberships: the registration holds, or is joining, as many channel
-	// memberships as a later registration's transaction writes; nothing was written.
+	// ErrTooManyMemberships: the registration holds as many channel memberships as a later
+	// registration's transaction writes; nothing was written. It holds them until it ends.
 	ErrTooManyMemberships = errors.New("store: the registration holds the most channel memberships its transaction writes")
+	// ErrMembershipsJoining: joins under way hold the slots of the membership bound that the
+	// registration does not; nothing was written. A join that fails frees its slot, so a
+	// later try may succeed: it wraps sdk.ErrStoreUnavailable.
+	ErrMembershipsJoining = fmt.Errorf("%w: store: joins under way hold the remaining channel memberships of the registration", sdk.ErrStoreUnavailable)
 )
