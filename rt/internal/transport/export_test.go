@@ -15,3 +15,6 @@ const FlowWindow = flowWindow
 // SetHold makes the senders of tr's links hold a batch for woken callers for up to d. Set it
 // before tr connects.
 func SetHold(tr *Transport, d time.Duration) { tr.hooks.hold = d }
+
+// MaxBatch is the most envelopes a node puts in a batch, as it announces to its peers.
+const MaxBatch = maxSentEnvelopes

@@ -18,6 +18,9 @@ type inBatch struct {
 	envs  []*wire.Envelope // envs[:n] are the batch's
 	n     int
 	names names
+	// max is the most messages a batch may hold: the bound the peer announced
+	// (maxBatchHeader), or 0, no bound, for a peer that announced none.
+	max int
 }
 
 // keptInEnvelopes is the most envelopes an inBatch keeps for the next batch: a burst's larger
@@ -54,8 +57,8 @@ func (b *inBatch) next() *wire.Envelope {
 // decode reads the encoded batch data in place of the batch read before, with the checks the
 // codec makes of every batch (see checkEnvelope). Unknown fields of the batch are skipped, as
 // protobuf skips them, and so are envelopes that hold no message: a flood of empty envelopes
-// takes one. A batch of more than maxReadEnvelopes messages is refused: what it decodes to
-// stays bounded before any of it is charged (E1).
+// takes one. A batch of more than b.max messages is refused: what it decodes to stays bounded
+// before any of it is charged (E1).
 func (b *inBatch) decode(data []byte) error {
 	b.reset()
 	for i := 0; len(data) > 0; {
@@ -79,8 +82,8 @@ func (b *inBatch) decode(data []byte) error {
 			return fmt.Errorf("transport: envelope %d of the batch: %w", i, protowire.ParseError(n))
 		}
 		data = data[n:]
-		if b.n == maxReadEnvelopes {
-			return fmt.Errorf("transport: the batch holds more than %d messages", maxReadEnvelopes)
+		if b.n == b.max && b.max > 0 {
+			return fmt.Errorf("transport: the batch holds more than the %d messages its sender announced", b.max)
 		}
 		env := b.next()
 		if err := b.readEnvelope(env, v); err != nil {

@@ -328,23 +328,25 @@ func TestAStreamKeepsBoundedNames(t *testing.T) {
 	assert.NotContains(t, b.names, long)
 }
 
-// TestE1_ABatchOfMoreMessagesThanASenderSendsIsRefused: a peer sends a batch of the largest size
-// a stream accepts made of empty requests, 4 bytes each on the wire and hundreds once decoded,
-// none charged to the Core HWM until admitted. A batch of maxReadEnvelopes messages is read;
-// one more fails the batch (and the stream), so what one batch decodes to stays a small
-// multiple of its bytes.
-func TestE1_ABatchOfMoreMessagesThanASenderSendsIsRefused(t *testing.T) {
-	emptyRequests := func(n int) []byte {
-		data := make([]byte, 0, 4*n)
-		for range n {
-			data = append(data, 0x0a, 0x02, 0x0a, 0x00) // envelope{request{}}
-		}
-		return data
+// emptyRequests encodes a batch of n empty requests, 4 bytes each on the wire.
+func emptyRequests(n int) []byte {
+	data := make([]byte, 0, 4*n)
+	for range n {
+		data = append(data, 0x0a, 0x02, 0x0a, 0x00) // envelope{request{}}
 	}
+	return data
+}
+
+// TestE1_ABatchOfMoreMessagesThanASenderSendsIsRefused: a peer that announced this node's
+// bound of a batch sends one of the largest size a stream accepts made of empty requests, 4
+// bytes each on the wire and hundreds once decoded, none charged to the Core HWM until
+// admitted. A batch of as many messages as it announced is read; one more fails the batch (and
+// the stream), so what one batch decodes to stays a small multiple of its bytes.
+func TestE1_ABatchOfMoreMessagesThanASenderSendsIsRefused(t *testing.T) {
 	c := newWireCodec()
-	var b inBatch
-	require.NoError(t, c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(emptyRequests(maxReadEnvelopes))}, &b))
-	require.Len(t, b.envelopes(), maxReadEnvelopes)
+	b := inBatch{max: maxSentEnvelopes}
+	require.NoError(t, c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(emptyRequests(maxSentEnvelopes))}, &b))
+	require.Len(t, b.envelopes(), maxSentEnvelopes)
 	b.reset()
 
 	const limit = DefaultMaxMessageSize + envelopeOverhead // gRPC's MaxRecvMsgSize for the stream
@@ -357,7 +359,17 @@ func TestE1_ABatchOfMoreMessagesThanASenderSendsIsRefused(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	require.ErrorContains(t, err, "more than")
 	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	assert.LessOrEqual(t, b.n, maxReadEnvelopes)
+	assert.LessOrEqual(t, b.n, maxSentEnvelopes)
 	assert.LessOrEqual(t, held, int64(len(data)), "%d bytes of empty requests decoded to %d bytes", len(data), held)
 	runtime.KeepAlive(&b)
+}
+
+// TestE1_APeerThatAnnouncesNoBoundIsReadWithoutOne: a peer of a release that bounds its
+// batches by bytes alone announces no bound, and sends as many small messages in one batch as
+// fit (cancels, or replies, of thousands of calls): they are all read.
+func TestE1_APeerThatAnnouncesNoBoundIsReadWithoutOne(t *testing.T) {
+	const n = 2*maxSentEnvelopes + 1
+	var b inBatch
+	require.NoError(t, newWireCodec().Unmarshal(mem.BufferSlice{mem.SliceBuffer(emptyRequests(n))}, &b))
+	assert.Len(t, b.envelopes(), n)
 }

@@ -139,7 +139,7 @@ func (l *link) session() error {
 	}
 	defer conn.Close()
 	sctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(l.ctx,
-		nodeHeader, string(l.t.cfg.Node), maxMessageHeader, l.t.maxMessage))
+		nodeHeader, string(l.t.cfg.Node), maxMessageHeader, l.t.maxMessage, maxBatchHeader, maxBatch))
 	defer cancel()
 	establish := time.AfterFunc(l.t.cfg.DialTimeout, cancel)
 	stream, err := conn.NewStream(sctx, &grpc.StreamDesc{StreamName: streamName, ServerStreams: true, ClientStreams: true}, fullMethod, grpc.WaitForReady(true))
@@ -169,6 +169,10 @@ func (l *link) session() error {
 	if err != nil {
 		return err
 	}
+	peerBatch, err := peerBatchLimit(hdr)
+	if err != nil {
+		return err
+	}
 	lim := limits{own: l.t.cfg.MaxMessageSize, peer: peerMax}
 	out := newSender(l.t.counted(func(b *wire.Batch) error { return stream.SendMsg(b) }), lim.max(), l.t.cfg.Meter, false)
 	if h := l.t.hooks.hold; h > 0 {
@@ -183,7 +187,7 @@ func (l *link) session() error {
 	l.setState(sdk.PeerStateReady, out, lim, nil)
 	recvErr := make(chan error, 1)
 	go func() {
-		var b inBatch
+		b := inBatch{max: peerBatch}
 		var answered []answer // reused from batch to batch
 		for {
 			if err := stream.RecvMsg(&b); err != nil {

@@ -21,14 +21,11 @@ const (
 	sendQueueMaxCount = 4096
 )
 
-// maxSentEnvelopes bounds the envelopes of one batch, and maxReadEnvelopes those a stream
-// reads from one: a peer that sends more is refused (inBatch.decode), since an envelope of a
-// few bytes decodes to a message of hundreds that the Core HWM charges only once it is admitted
-// (E1, E7). The margin leaves room for a peer whose bound is larger.
-const (
-	maxSentEnvelopes = sendQueueMaxCount
-	maxReadEnvelopes = 2 * maxSentEnvelopes
-)
+// maxSentEnvelopes bounds the envelopes of one batch. A node announces it in its stream
+// metadata (maxBatchHeader), and its peer refuses a batch of more messages than it announced
+// (inBatch.decode), since an envelope of a few bytes decodes to a message of hundreds that the
+// Core HWM charges only once it is admitted (E1, E7).
+const maxSentEnvelopes = sendQueueMaxCount
 
 // sender batches envelopes onto one stream: everything queued when the stream is free goes in
 // one Batch, up to the byte budget, so envelopes share sends under load and wait for nothing

@@ -235,7 +235,14 @@ const (
 	// maxMessageHeader carries a node's MaxMessageSize: in the caller's request metadata and
 	// in the server's response header. A peer that sends none uses DefaultMaxMessageSize.
 	maxMessageHeader = "zlink-max-message"
+	// maxBatchHeader carries the most envelopes a node's sender puts in a batch, where
+	// maxMessageHeader goes. A peer that sends none bounds its batches by bytes alone (an
+	// older release): its batches are read without a count bound.
+	maxBatchHeader = "zlink-max-batch"
 )
+
+// maxBatch is maxSentEnvelopes as the maxBatchHeader value.
+var maxBatch = strconv.Itoa(maxSentEnvelopes)
 
 // limits are the payload limits of a stream's two nodes. Each node sends at most max(), so
 // that no message exceeds what the other node's gRPC accepts and kills the stream.
@@ -252,6 +259,20 @@ func peerLimit(md metadata.MD) (int, error) {
 	n, err := strconv.Atoi(v[0])
 	if err != nil || n <= 0 || len(v) > 1 {
 		return 0, fmt.Errorf("invalid %s header %q", maxMessageHeader, v)
+	}
+	return n, nil
+}
+
+// peerBatchLimit reads the most messages a peer puts in a batch from its stream metadata:
+// 0, no bound, when it announces none.
+func peerBatchLimit(md metadata.MD) (int, error) {
+	v := md.Get(maxBatchHeader)
+	if len(v) == 0 {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v[0])
+	if err != nil || n <= 0 || len(v) > 1 {
+		return 0, fmt.Errorf("invalid %s header %q", maxBatchHeader, v)
 	}
 	return n, nil
 }
@@ -585,9 +606,13 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	if err != nil {
 		return fmt.Errorf("transport: stream from %s: %w", from, err)
 	}
-	// Answer the headers at once, with this node's limit: the caller counts the stream ready
+	peerBatch, err := peerBatchLimit(md)
+	if err != nil {
+		return fmt.Errorf("transport: stream from %s: %w", from, err)
+	}
+	// Answer the headers at once, with this node's limits: the caller counts the stream ready
 	// when they arrive.
-	if err := s.SendHeader(metadata.Pairs(maxMessageHeader, t.maxMessage)); err != nil {
+	if err := s.SendHeader(metadata.Pairs(maxMessageHeader, t.maxMessage, maxBatchHeader, maxBatch)); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(s.Context())
@@ -621,7 +646,7 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	recvDone := make(chan struct{})
 	t.readers.Go(func() {
 		defer close(recvDone)
-		var b inBatch
+		b := inBatch{max: peerBatch}
 		for {
 			if err := s.RecvMsg(&b); err != nil {
 				return // io.EOF: the peer half-closed; any other error ended the stream
