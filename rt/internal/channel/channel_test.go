@@ -159,7 +159,7 @@ func TestAChannelNameHasOneKind(t *testing.T) {
 // An explicit ChannelQueue must bound both count and bytes: ChannelQueue(0, 0) is refused
 // rather than taken for the defaults, the largest queue, while no ChannelQueue at all still
 // means the defaults.
-func TestChannelQueueOfZeroIsRefused(t *testing.T) {
+func TestG6_AChannelQueueOfZeroIsRefused(t *testing.T) {
 	var r Registry
 	require.ErrorIs(t, r.Subscribe(&feed, &recorder{}, sdk.ChannelQueue(0, 0)), sdk.ErrConfig)
 	require.ErrorIs(t, r.Subscribe(&feed, &recorder{}, sdk.ChannelQueue(0, 1000)), sdk.ErrConfig)
@@ -171,7 +171,7 @@ func TestChannelQueueOfZeroIsRefused(t *testing.T) {
 
 // F8: Close waits for work that runs on its caller's goroutine once Enter counted it, as for
 // the work Go runs, and Enter refuses once Close began.
-func TestCloseWaitsForEnteredWork(t *testing.T) {
+func TestF8_CloseWaitsForEnteredChannelWork(t *testing.T) {
 	var r Registry
 	require.True(t, r.Enter())
 	cctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)

@@ -101,7 +101,7 @@ func newBoundedStore(t *testing.T, cli *clientv3.Client) *store.Etcd {
 // A membership the registration holds already adds nothing to what a later registration's
 // transaction writes: joining it again is not refused at the bound, so that the mesh's
 // rejoin after a new registration can succeed there.
-func TestJoiningAHeldMembershipAgainAtTheBoundSucceeds(t *testing.T) {
+func TestG7_JoiningAHeldMembershipAgainAtTheBoundSucceeds(t *testing.T) {
 	s := newBoundedStore(t, newClient(t))
 	srv := store.ChannelMembership{Channel: "s", Role: store.ChannelServer, Kind: sdk.ChannelClientServer, Weight: 1}
 	pub := store.ChannelMembership{Channel: "p", Role: store.ChannelPublisher, Kind: sdk.ChannelFanout}
@@ -137,7 +137,7 @@ func txnBarrier(armed *atomic.Bool, n int32) grpc.UnaryClientInterceptor {
 // of its own) stay within the bound together: otherwise the registration would hold more
 // memberships than a later registration's transaction writes, and the node could never
 // register again once its lease ended.
-func TestConcurrentJoinsStayWithinTheMembershipBound(t *testing.T) {
+func TestG7_ConcurrentJoinsStayWithinTheMembershipBound(t *testing.T) {
 	var armed atomic.Bool
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
