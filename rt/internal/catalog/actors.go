@@ -514,21 +514,27 @@ const orphanTries = 30
 // does not hold, after a write that should have settled it (a spawn, a release) ended with its
 // outcome unknown or failed: otherwise the record names a Spot that holds nothing, and the ID
 // can neither be called nor spawned again while that Spot lives. It holds the key in
-// c.spawning while it runs (held: the caller's spawn holds it already and hands it over), so
-// that the ID is not spawned on this node meanwhile; a key that another spawn holds is left to
-// that spawn. It stops once the record is gone or names another Spot, an Actor of
-// the ID other than closing is here (one that arrived: the index names it before its move
-// commits), a is no longer active (its close releases its members' records; an Entry Spot's
-// under an ended lease are the reclaimer's), or the node stops.
+// c.spawning while it reads and releases (held: the caller's spawn holds it already and hands
+// it over), so that the ID is not spawned on this node meanwhile; a key that a spawn or
+// another release holds, which owes this record nothing, it takes once they let go. It stops
+// once the record is gone or names another Spot, an Actor of the ID other than closing is here
+// (one that arrived: the index names it before its move commits), a is no longer active (its
+// close releases its members' records; an Entry Spot's under an ended lease are the
+// reclaimer's), or the node stops.
 func (c *Catalog) releaseOrphan(a *activation, key store.ActorKey, closing *actor, held bool) {
 	k := spotKey{key.Type, key.ID}
 	if held {
 		c.spawning.Store(k, holdSettle)
-	} else if _, busy := c.spawning.LoadOrStore(k, holdSettle); busy {
-		return
+	} else if _, busy := c.spawning.LoadOrStore(k, holdSettle); !busy {
+		held = true
 	}
 	if !c.bg.goRun(func() {
-		defer c.spawning.Delete(k)
+		own := held
+		defer func() {
+			if own {
+				c.spawning.Delete(k)
+			}
+		}()
 		wait := time.NewTimer(0)
 		defer wait.Stop()
 		for try, backoff := 0, 50*time.Millisecond; try < orphanTries; try, backoff = try+1, min(2*backoff, 2*time.Second) {
@@ -538,12 +544,18 @@ func (c *Catalog) releaseOrphan(a *activation, key store.ActorKey, closing *acto
 			case <-wait.C:
 			}
 			wait.Reset(backoff)
+			if !own {
+				if _, busy := c.spawning.LoadOrStore(k, holdSettle); busy {
+					continue
+				}
+				own = true
+			}
 			if done := c.releaseOrphanOnce(a, key, k, closing); done {
 				return
 			}
 		}
 		c.log.Warn("the record of an Actor this node does not hold could not be released; it goes with its Spot's", "actor", key)
-	}) {
+	}) && held {
 		c.spawning.Delete(k)
 	}
 }

@@ -545,33 +545,14 @@ func TestD9_AnArrivalWhoseMoveCommittedEndsWithItsClosingSpot(t *testing.T) {
 	assert.Equal(t, closesBefore+2, pawnCloses.Load(), "its OnClose ran once")
 }
 
-// spawnLossStore commits a spawn and loses its answer once, while lose is set.
-type spawnLossStore struct {
-	*store.Etcd
-	lose atomic.Bool
-}
-
-func (s *spawnLossStore) wrap(e *store.Etcd) store.Store {
-	s.Etcd = e
-	return s
-}
-
-func (s *spawnLossStore) Spawn(ctx context.Context, key store.ActorKey, host store.Host) (store.ActorLocation, error) {
-	loc, err := s.Etcd.Spawn(ctx, key, host)
-	if err == nil && s.lose.CompareAndSwap(true, false) {
-		return store.ActorLocation{}, fmt.Errorf("%w: %w: the answer was lost", store.ErrOutcomeUnknown, sdk.ErrStoreUnavailable)
-	}
-	return loc, err
-}
-
 // B8: a spawn whose record landed while its answer was lost leaves no record behind that
 // names the Spot and no Actor: the node releases it, and the ID can be spawned again.
 func TestB8_ASpawnOfUnknownOutcomeLeavesNoRecordBehind(t *testing.T) {
 	var ticks atomic.Int64
-	s := &spawnLossStore{}
+	s := newGatedStore()
 	n, sp := roomsNode(t, &ticks, 200*time.Millisecond, s.wrap, "room-1")
 	const id = "spawn-unknown"
-	s.lose.Store(true)
+	s.loseSpawn.Store(true)
 	require.ErrorIs(t, sp.get("room-1").Spawn(ctx, pawnDesc, id), sdk.ErrStoreUnavailable)
 	require.Eventually(t, func() bool {
 		_, err := n.store.LookupActor(ctx, store.ActorKey{Type: pawnType, ID: id})
@@ -583,30 +564,11 @@ func TestB8_ASpawnOfUnknownOutcomeLeavesNoRecordBehind(t *testing.T) {
 	assert.Equal(t, `x hop 1 in Instance test.Room/"room-1"`, out)
 }
 
-// releaseLossStore fails one ReleaseActor, unapplied, with its outcome unknown while dark is
-// set.
-type releaseLossStore struct {
-	*store.Etcd
-	dark atomic.Bool
-}
-
-func (s *releaseLossStore) wrap(e *store.Etcd) store.Store {
-	s.Etcd = e
-	return s
-}
-
-func (s *releaseLossStore) ReleaseActor(ctx context.Context, loc store.ActorLocation, host store.Host) error {
-	if s.dark.CompareAndSwap(true, false) {
-		return fmt.Errorf("%w: %w: the answer was lost", store.ErrOutcomeUnknown, sdk.ErrStoreUnavailable)
-	}
-	return s.Etcd.ReleaseActor(ctx, loc, host)
-}
-
 // B3, B8: an explicit close of an Actor whose release failed frees the ID all the same: the
 // node releases the record again, and the ID can be spawned again.
 func TestB8_AnActorCloseWhoseReleaseFailedFreesItsID(t *testing.T) {
 	var ticks atomic.Int64
-	s := &releaseLossStore{}
+	s := newGatedStore()
 	n, sp := roomsNode(t, &ticks, 200*time.Millisecond, s.wrap, "room-1")
 	const id = "close-unknown"
 	require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, id))
@@ -619,24 +581,6 @@ func TestB8_AnActorCloseWhoseReleaseFailedFreesItsID(t *testing.T) {
 	require.Eventually(t, func() bool { return sp.get("room-1").Spawn(ctx, pawnDesc, id) == nil }, 5*time.Second, 10*time.Millisecond)
 }
 
-// spawnFailStore fails a Spawn, unwritten, with ErrStoreUnavailable while fail is set.
-type spawnFailStore struct {
-	*store.Etcd
-	fail atomic.Bool
-}
-
-func (s *spawnFailStore) wrap(e *store.Etcd) store.Store {
-	s.Etcd = e
-	return s
-}
-
-func (s *spawnFailStore) Spawn(ctx context.Context, key store.ActorKey, host store.Host) (store.ActorLocation, error) {
-	if s.fail.CompareAndSwap(true, false) {
-		return store.ActorLocation{}, fmt.Errorf("%w: etcd did not answer", sdk.ErrStoreUnavailable)
-	}
-	return s.Etcd.Spawn(ctx, key, host)
-}
-
 // B8, C1: a spawn of an ID while another spawn of it is under way on the node is refused at
 // once, so a failed one never releases in the background the record of the one that won,
 // which would leave that Actor active with no record for another node to find.
@@ -645,7 +589,7 @@ func TestB8_ASecondSpawnOfAnIDUnderWayLeavesTheFirstItsRecord(t *testing.T) {
 	const id = "racing-spawn"
 	entered, hold := make(chan struct{}), make(chan struct{})
 	var first atomic.Bool
-	s := &spawnFailStore{}
+	s := newGatedStore()
 	mesh := uniqueMesh(t)
 	n, sp := pawnsNode(t, nodeOpts{mesh: mesh, id: "node-a", wrap: s.wrap,
 		cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }},
@@ -662,7 +606,7 @@ func TestB8_ASecondSpawnOfAnIDUnderWayLeavesTheFirstItsRecord(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- sp.get("room-1").Spawn(ctx, pawnDesc, id) }()
 	<-entered
-	s.fail.Store(true)
+	s.failSpawn.Store(true)
 	require.ErrorIs(t, sp.get("room-1").Spawn(ctx, pawnDesc, id), sdk.ErrAlreadyExists)
 	time.Sleep(500 * time.Millisecond) // time for a release in the background, if one ran
 	close(hold)
@@ -808,4 +752,143 @@ func TestC1_AStaleEntryActorsClosingCallbackStartsNoTurn(t *testing.T) {
 	r, _ := pawnCloseReason(id)
 	assert.Equal(t, sdk.CloseOwnerLost, r)
 	assert.Equal(t, lastTurn, host.TurnStart(), "a stale Actor's callback starts no turn under the new registration")
+}
+
+// gatedStore can pause the next Spawn before it writes (pauseSpawn), fail it unwritten
+// (failSpawn) or lose its answer once it is written (loseSpawn), pause the next LookupActor
+// (pauseLookup), and fail the next ReleaseActor, unapplied, with its outcome unknown (dark).
+// A pause says it began on entered and lasts until hold closes.
+type gatedStore struct {
+	*store.Etcd
+	pauseSpawn, failSpawn, loseSpawn, pauseLookup, dark atomic.Bool
+	entered, hold                                       chan struct{}
+}
+
+func newGatedStore() *gatedStore {
+	return &gatedStore{entered: make(chan struct{}), hold: make(chan struct{})}
+}
+
+func (s *gatedStore) wrap(e *store.Etcd) store.Store {
+	s.Etcd = e
+	return s
+}
+
+func (s *gatedStore) pause() {
+	close(s.entered)
+	<-s.hold
+}
+
+func (s *gatedStore) Spawn(ctx context.Context, key store.ActorKey, host store.Host) (store.ActorLocation, error) {
+	if s.failSpawn.CompareAndSwap(true, false) {
+		return store.ActorLocation{}, fmt.Errorf("%w: etcd did not answer", sdk.ErrStoreUnavailable)
+	}
+	if s.pauseSpawn.CompareAndSwap(true, false) {
+		s.pause()
+	}
+	loc, err := s.Etcd.Spawn(ctx, key, host)
+	if err == nil && s.loseSpawn.CompareAndSwap(true, false) {
+		return store.ActorLocation{}, fmt.Errorf("%w: %w: the answer was lost", store.ErrOutcomeUnknown, sdk.ErrStoreUnavailable)
+	}
+	return loc, err
+}
+
+func (s *gatedStore) LookupActor(ctx context.Context, key store.ActorKey) (store.ActorLocation, error) {
+	if s.pauseLookup.CompareAndSwap(true, false) {
+		s.pause()
+	}
+	return s.Etcd.LookupActor(ctx, key)
+}
+
+func (s *gatedStore) ReleaseActor(ctx context.Context, loc store.ActorLocation, host store.Host) error {
+	if s.dark.CompareAndSwap(true, false) {
+		return fmt.Errorf("%w: %w: the answer was lost", store.ErrOutcomeUnknown, sdk.ErrStoreUnavailable)
+	}
+	return s.Etcd.ReleaseActor(ctx, loc, host)
+}
+
+// arrivedAndClosed moves the Actor id, spawned into node-b's room-9, to node-a's Entry Spot,
+// and closes it there with its release failing; it returns once the close did.
+func arrivedAndClosed(t *testing.T, a, b *node, s *gatedStore, id string) {
+	t.Helper()
+	require.NoError(t, catClient{b.cat}.MoveActor(ctx, pawnAt(id), sdk.EntryTarget(lobbyType, "node-a")))
+	_, here := a.cat.LocalActor(pawnAt(id))
+	require.True(t, here)
+	s.dark.Store(true)
+	require.ErrorIs(t, a.cat.CloseTarget(ctx, pawnAt(id)), sdk.ErrStoreUnavailable)
+}
+
+// twoMovers is node-a, whose store is s's, and node-b, each with a Room active, and the Actor
+// id spawned into node-b's.
+func twoMovers(t *testing.T, s *gatedStore, id string) (a, b *node) {
+	t.Helper()
+	mesh := uniqueMesh(t)
+	peers := &movePeers{to: map[sdk.NodeID]*catalog.Catalog{}}
+	a = peerNode(t, mesh, "node-a", s.wrap, peers)
+	b = peerNode(t, mesh, "node-b", nil, peers)
+	peers.to["node-a"], peers.to["node-b"] = a.cat, b.cat
+	_, err := a.call("room-1", "Join", "ann")
+	require.NoError(t, err)
+	_, err = b.call("room-9", "Join", "bob")
+	require.NoError(t, err)
+	require.NoError(t, b.f.spotContext("room-9").Spawn(ctx, pawnDesc, id))
+	return a, b
+}
+
+func recordReleased(t *testing.T, n *node, id string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		_, err := n.store.LookupActor(ctx, store.ActorKey{Type: pawnType, ID: id})
+		return errors.Is(err, sdk.ErrNotFound)
+	}, 10*time.Second, 20*time.Millisecond, "the record of the closed Actor, which names a Spot that holds nothing, was released")
+}
+
+// B8: the release in the background of a closed Actor's record waits for a spawn of its ID
+// under way on the node, which fails on that very record and releases nothing.
+func TestB8_ACloseReleaseWaitsForASpawnOfItsIDUnderWay(t *testing.T) {
+	const id = "close-behind-spawn"
+	s := newGatedStore()
+	a, b := twoMovers(t, s, id)
+	s.pauseSpawn.Store(true)
+	spawned := make(chan error, 1)
+	go func() { spawned <- a.f.spotContext("room-1").Spawn(ctx, pawnDesc, id) }()
+	<-s.entered
+	arrivedAndClosed(t, a, b, s, id)
+	close(s.hold)
+	require.ErrorIs(t, <-spawned, sdk.ErrAlreadyExists, "the record was still there")
+	recordReleased(t, a, id)
+}
+
+// B8: the release in the background of a closed Actor's record waits for the release of an
+// earlier spawn of its ID into another Spot, which owes this record nothing.
+func TestB8_ACloseReleaseWaitsForAnotherSpotsRelease(t *testing.T) {
+	const id = "close-behind-release"
+	s := newGatedStore()
+	a, b := twoMovers(t, s, id)
+	s.failSpawn.Store(true)
+	s.pauseLookup.Store(true)
+	require.ErrorIs(t, a.f.spotContext("room-1").Spawn(ctx, pawnDesc, id), sdk.ErrStoreUnavailable)
+	<-s.entered // the failed spawn's release in the background reads, paused
+	arrivedAndClosed(t, a, b, s, id)
+	close(s.hold)
+	recordReleased(t, a, id)
+}
+
+// B8: a factory that panics, or fails, leaves the ID free to spawn again at once.
+func TestB8_AFailedFactoryLeavesItsIDFree(t *testing.T) {
+	var ticks, n atomic.Int64
+	nd, sp := pawnsNode(t, nodeOpts{cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }},
+		func(ac sdk.ActorContext) (any, error) {
+			switch n.Add(1) {
+			case 1:
+				panic("boom")
+			case 2:
+				return nil, errors.New("no")
+			}
+			return &pawn{ac: ac, ticks: &ticks, closes: &pawnCloses}, nil
+		})
+	_, err := nd.call("room-1", "Join", "ann")
+	require.NoError(t, err)
+	require.ErrorIs(t, sp.get("room-1").Spawn(ctx, pawnDesc, "fp"), sdk.ErrCreationFailed)
+	require.ErrorIs(t, sp.get("room-1").Spawn(ctx, pawnDesc, "fp"), sdk.ErrCreationFailed)
+	require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, "fp"))
 }
