@@ -368,6 +368,10 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 		}
 		return fmt.Errorf("%w: actor %s/%q: a spawn of it is under way on node %s", sdk.ErrAlreadyExists, desc.Name, id, c.cfg.Node)
 	}
+	if c.releaseWaits(key) {
+		c.spawning.Delete(key)
+		return fmt.Errorf("%w: spawn %s/%q: the record of an earlier spawn or close of it is still being settled", sdk.ErrStoreUnavailable, desc.Name, id)
+	}
 	// Held until it is registered, or its record released; a release in the background takes
 	// the key over (handed).
 	handed := false
@@ -506,9 +510,49 @@ const (
 	holdSettle                // releaseOrphan releases its record
 )
 
-// orphanTries bounds releaseOrphan: about a minute of a store that does not answer, after
-// which the record is left to the close of its host Spot.
+// orphanTries bounds releaseOrphan's tries of the store: about a minute of a store that does
+// not answer, after which the record is left to the close of its host Spot.
 const orphanTries = 30
+
+// orphanWaitStep is how often a release in the background that waits for its key looks again.
+const orphanWaitStep = 10 * time.Millisecond
+
+// releaseWaits reports whether a release in the background waits for key.
+func (c *Catalog) releaseWaits(key spotKey) bool {
+	n, ok := c.releasesWaiting.Load(key)
+	return ok && n.(*atomic.Int32).Load() > 0
+}
+
+// waitForKey counts a release in the background that waits for key, from now until done is
+// called: no spawn takes key meanwhile (releaseWaits). An entry stays for each key that ever
+// waited, which only a failed write makes.
+func (c *Catalog) waitForKey(key spotKey) (done func()) {
+	v, _ := c.releasesWaiting.LoadOrStore(key, new(atomic.Int32))
+	waiting := v.(*atomic.Int32)
+	waiting.Add(1)
+	return func() { waiting.Add(-1) }
+}
+
+// awaitKey takes key, which waitForKey counts as waited for, for a release in the background
+// once its holder (a spawn, or another release) lets go. It gives up when the node stops or a
+// is no longer active (its close releases its members' records).
+func (c *Catalog) awaitKey(a *activation, key spotKey) bool {
+	tick := time.NewTicker(orphanWaitStep)
+	defer tick.Stop()
+	for {
+		if _, busy := c.spawning.LoadOrStore(key, holdSettle); !busy {
+			return true
+		}
+		if _, err := c.storeHost(a); err != nil {
+			return false
+		}
+		select {
+		case <-c.ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+}
 
 // releaseOrphan deletes in the background the record of the Actor key in a, which this node
 // does not hold, after a write that should have settled it (a spawn, a release) ended with its
@@ -528,6 +572,11 @@ func (c *Catalog) releaseOrphan(a *activation, key store.ActorKey, closing *acto
 	} else if _, busy := c.spawning.LoadOrStore(k, holdSettle); !busy {
 		held = true
 	}
+	waited := func() {}
+	if !held {
+		// From now: a spawn that comes after this may not take the key before this release.
+		waited = c.waitForKey(k)
+	}
 	if !c.bg.goRun(func() {
 		own := held
 		defer func() {
@@ -535,6 +584,7 @@ func (c *Catalog) releaseOrphan(a *activation, key store.ActorKey, closing *acto
 				c.spawning.Delete(k)
 			}
 		}()
+		defer func() { waited() }() // the one left to call, if the wait did not end
 		wait := time.NewTimer(0)
 		defer wait.Stop()
 		for try, backoff := 0, 50*time.Millisecond; try < orphanTries; try, backoff = try+1, min(2*backoff, 2*time.Second) {
@@ -545,18 +595,23 @@ func (c *Catalog) releaseOrphan(a *activation, key store.ActorKey, closing *acto
 			}
 			wait.Reset(backoff)
 			if !own {
-				if _, busy := c.spawning.LoadOrStore(k, holdSettle); busy {
-					continue
+				own = c.awaitKey(a, k)
+				waited()
+				waited = func() {}
+				if !own {
+					return
 				}
-				own = true
 			}
 			if done := c.releaseOrphanOnce(a, key, k, closing); done {
 				return
 			}
 		}
 		c.log.Warn("the record of an Actor this node does not hold could not be released; it goes with its Spot's", "actor", key)
-	}) && held {
-		c.spawning.Delete(k)
+	}) {
+		waited()
+		if held {
+			c.spawning.Delete(k)
+		}
 	}
 }
 
@@ -989,7 +1044,8 @@ func (c *Catalog) finishActorClose(act *actor) error {
 	})
 	if err != nil {
 		c.log.Warn("the record of a closed Actor was not released; it is tried again", "actor", act.Target(), "err", err)
-		// Before it leaves the index, so that no spawn of its ID here comes in between.
+		// Before it leaves the index, so that no spawn of its ID here comes in between: the
+		// release holds the ID, or waits for it ahead of any spawn (releaseWaits).
 		c.releaseOrphan(act.host, act.storeKey(), act, false)
 		return fmt.Errorf("close %v: %w", act.Target(), err)
 	}

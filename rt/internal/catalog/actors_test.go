@@ -843,7 +843,8 @@ func recordReleased(t *testing.T, n *node, id string) {
 }
 
 // B8: the release in the background of a closed Actor's record waits for a spawn of its ID
-// under way on the node, which fails on that very record and releases nothing.
+// under way on the node, which fails on that very record and releases nothing, and goes
+// before any spawn that comes after it.
 func TestB8_ACloseReleaseWaitsForASpawnOfItsIDUnderWay(t *testing.T) {
 	const id = "close-behind-spawn"
 	s := newGatedStore()
@@ -855,6 +856,14 @@ func TestB8_ACloseReleaseWaitsForASpawnOfItsIDUnderWay(t *testing.T) {
 	arrivedAndClosed(t, a, b, s, id)
 	close(s.hold)
 	require.ErrorIs(t, <-spawned, sdk.ErrAlreadyExists, "the record was still there")
+	// The waiting release goes first: a spawn that comes now does not take the ID before it.
+	err := a.f.spotContext("room-1").Spawn(ctx, pawnDesc, id)
+	if err == nil {
+		_, here := a.cat.LocalActor(pawnAt(id))
+		require.True(t, here, "the release had ended already, and the spawn took the ID")
+		return
+	}
+	require.ErrorIs(t, err, sdk.ErrStoreUnavailable, "refused while the release waits, not by the record")
 	recordReleased(t, a, id)
 }
 

@@ -305,9 +305,12 @@ type Catalog struct {
 	// spawning holds the keys of the Actors that a spawn on this node is bringing up, or whose
 	// records it releases in the background (releaseOrphan): a second spawn of such a key here
 	// waits for neither, and the release never meets a spawn of its key here.
-	spawning   sync.Map // spotKey -> keyHold
-	departures departures
-	peers      Peers // set by the mesh: how a move reaches another node
+	spawning sync.Map // spotKey -> keyHold
+	// releasesWaiting counts, by key, the releases in the background that wait for a key that
+	// another holds: no spawn takes it before them.
+	releasesWaiting sync.Map // spotKey -> *atomic.Int32
+	departures      departures
+	peers           Peers // set by the mesh: how a move reaches another node
 	// arrivals are the Spots relocation units are bringing here, until they settle or abort.
 	arrivalsMu     sync.Mutex
 	arrivals       map[spotKey]*arrival
