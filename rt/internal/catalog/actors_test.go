@@ -342,9 +342,7 @@ func TestC1_AnActorsClosingCallbackChecksTheLease(t *testing.T) {
 	closed := make(chan error, 1)
 	go func() { closed <- n.cat.CloseTarget(ctx, pawnAt("p-end")) }()
 	time.Sleep(100 * time.Millisecond) // the callback queues behind the blocked turn
-	_, err = n.store.Client().Revoke(ctx, clientv3LeaseID(n.reg.Owner().Lease))
-	require.NoError(t, err)
-	waitLost(t, n)
+	endLease(t, n)
 	close(n.f.release)
 	select {
 	case <-closed:
@@ -377,13 +375,8 @@ func TestC1_AnEntrySpotsActorsEndWithTheLeaseTheirRecordsName(t *testing.T) {
 	require.NoError(t, err)
 
 	// The lease ends (a pause, a partition); the node registers again.
-	_, err = a.store.Client().Revoke(ctx, clientv3LeaseID(a.reg.Owner().Lease))
-	require.NoError(t, err)
-	waitLost(t, a)
-	next, err := a.store.Register(ctx, nodeDesc("node-a"), shortLease())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = next.Close(context.Background()) })
-	require.NoError(t, a.cat.Rebind(next))
+	endLease(t, a)
+	registerAgain(t, a)
 
 	// A surviving node reclaims the ended lease's records, and spawns the Actor again.
 	_, err = b.store.Reclaim(ctx, b.reg.Owner())
@@ -657,14 +650,9 @@ func TestC1_AnEntryActorWhoseMoveRolledBackAfterItsLeaseEndedEndsAtItsRefusal(t 
 	go func() { moved <- catClient{a.cat}.MoveActor(ctx, pawnAt(id), room("room-1")) }()
 	<-hp.entered
 
-	_, err = a.store.Client().Revoke(ctx, clientv3LeaseID(a.reg.Owner().Lease))
-	require.NoError(t, err)
-	waitLost(t, a)
+	endLease(t, a)
 	time.Sleep(time.Second) // watchLoss waits OperationTimeout for the moving Actor, and gives up
-	next, err := a.store.Register(ctx, nodeDesc("node-a"), shortLease())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = next.Close(context.Background()) })
-	require.NoError(t, a.cat.Rebind(next))
+	registerAgain(t, a)
 
 	close(hp.hold)
 	require.Error(t, <-moved)
@@ -700,13 +688,8 @@ func TestC1_AStaleEntryActorsExplicitCloseGetsOwnerLostAndStartsNoTurn(t *testin
 	closed := make(chan error, 1)
 	go func() { closed <- n.cat.CloseTarget(ctx, pawnAt(id)) }()
 	time.Sleep(100 * time.Millisecond) // the callback queues behind the blocked turn
-	_, err = n.store.Client().Revoke(ctx, clientv3LeaseID(n.reg.Owner().Lease))
-	require.NoError(t, err)
-	waitLost(t, n)
-	next, err := n.store.Register(ctx, nodeDesc(string(n.cat.Owner().Node)), shortLease())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = next.Close(context.Background()) })
-	require.NoError(t, n.cat.Rebind(next))
+	endLease(t, n)
+	registerAgain(t, n)
 	time.Sleep(500 * time.Millisecond)
 	lastTurn := host.TurnStart()
 	close(n.f.release)
@@ -738,13 +721,8 @@ func TestC1_AStaleEntryActorsClosingCallbackStartsNoTurn(t *testing.T) {
 	require.NoError(t, host.Spawn(ctx, pawnDesc, id))
 	require.NoError(t, a.cat.Send(ctx, lobby, "BlockSend", str("")))
 	require.Equal(t, "", <-a.f.blocked)
-	_, err = a.store.Client().Revoke(ctx, clientv3LeaseID(a.reg.Owner().Lease))
-	require.NoError(t, err)
-	waitLost(t, a)
-	next, err := a.store.Register(ctx, nodeDesc("node-a"), shortLease())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = next.Close(context.Background()) })
-	require.NoError(t, a.cat.Rebind(next))
+	endLease(t, a)
+	registerAgain(t, a)
 	time.Sleep(500 * time.Millisecond)
 	lastTurn := host.TurnStart()
 	close(a.f.release)

@@ -69,6 +69,23 @@ func waitLost(t *testing.T, n *node) {
 	}
 }
 
+// endLease ends n's owner lease, as a pause or a partition would, and waits until n saw it.
+func endLease(t *testing.T, n *node) {
+	t.Helper()
+	_, err := n.store.Client().Revoke(ctx, clientv3LeaseID(n.reg.Owner().Lease))
+	require.NoError(t, err)
+	waitLost(t, n)
+}
+
+// registerAgain registers n's node again, after its owner lease ended, and rebinds its catalog.
+func registerAgain(t *testing.T, n *node) {
+	t.Helper()
+	next, err := n.store.Register(ctx, nodeDesc(string(n.cat.Owner().Node)), shortLease())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = next.Close(context.Background()) })
+	require.NoError(t, n.cat.Rebind(next))
+}
+
 // C1: when the owner lease ends, the work queued for the node's Spots never runs, their timers
 // stop, and only then does the closing callback run, with CloseOwnerLost.
 func TestC1_QueuedWorkDoesNotRunAfterLeaseLoss(t *testing.T) {
@@ -89,9 +106,7 @@ func TestC1_QueuedWorkDoesNotRunAfterLeaseLoss(t *testing.T) {
 	}()
 
 	revoked := time.Now()
-	_, err = n.store.Client().Revoke(ctx, clientv3LeaseID(n.reg.Owner().Lease))
-	require.NoError(t, err)
-	waitLost(t, n)
+	endLease(t, n)
 	assert.ErrorIs(t, n.reg.Cause(), store.ErrLeaseNotFound)
 	close(n.f.release)
 
@@ -139,9 +154,7 @@ func TestC1_TurnStartIsTheChecksInstantWhenAPauseFollowsIt(t *testing.T) {
 	}()
 	<-paused
 	revoked := time.Now()
-	_, err = n.store.Client().Revoke(ctx, clientv3LeaseID(n.reg.Owner().Lease))
-	require.NoError(t, err)
-	waitLost(t, n)
+	endLease(t, n)
 	close(resume)
 	got := <-done
 	require.NoError(t, got.err)
@@ -489,16 +502,11 @@ func TestC1_EntrySpotRunsOnlyUnderAValidRegistration(t *testing.T) {
 	before, err := n.callT(lobby, "Fence", "")
 	require.NoError(t, err)
 
-	_, err = n.store.Client().Revoke(ctx, clientv3LeaseID(n.reg.Owner().Lease))
-	require.NoError(t, err)
-	waitLost(t, n)
+	endLease(t, n)
 	_, err = n.callT(lobby, "Join", "between")
 	require.ErrorIs(t, err, sdk.ErrStaleRoute, "no registration, no turn")
 
-	next, err := n.store.Register(ctx, nodeDesc("node-a"), shortLease())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = next.Close(context.Background()) })
-	require.NoError(t, n.cat.Rebind(next))
+	registerAgain(t, n)
 	out, err = n.callT(lobby, "Join", "y")
 	require.NoError(t, err)
 	assert.Equal(t, "y joined  #2", out, "the same Entry Spot serves again")
@@ -756,9 +764,7 @@ func TestC1_RunningHandlersContextEndsWithTheLease(t *testing.T) {
 	require.NoError(t, n.cat.Send(context.WithValue(ctx, senderKey{}, "sender's"), room("ctx"), "AwaitEnd", str("")))
 	assert.Equal(t, "awaitend:ctx", <-n.f.blocked)
 	assert.True(t, n.f.said1("ctx:value:sender's"), "the handler's context carries the sender's values")
-	_, err = n.store.Client().Revoke(ctx, clientv3LeaseID(n.reg.Owner().Lease))
-	require.NoError(t, err)
-	waitLost(t, n)
+	endLease(t, n)
 	require.Eventually(t, func() bool { return n.f.said1("ctx:ctx-ended") }, 10*time.Second, time.Millisecond,
 		"the running handler saw its context end")
 	require.Eventually(t, func() bool { return len(n.f.closeReasons("ctx")) == 1 }, 10*time.Second, time.Millisecond)
