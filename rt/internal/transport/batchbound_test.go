@@ -3,7 +3,6 @@ package transport_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -109,51 +108,35 @@ func TestE1_APeerThatAnnouncesABatchBoundIsHeldToIt(t *testing.T) {
 // Ready.
 func TestE1_AServerThatAnnouncesNoBatchBoundMayAnswerManyCallsInOneBatch(t *testing.T) {
 	const calls = moreThanABatch
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
 	announced := make(chan metadata.MD, 1)
-	srv := grpc.NewServer()
-	srv.RegisterService(&grpc.ServiceDesc{
-		ServiceName: "zlink.wire.v1.Mesh",
-		HandlerType: (*any)(nil),
-		Streams: []grpc.StreamDesc{{
-			StreamName: "Stream", ServerStreams: true, ClientStreams: true,
-			Handler: func(_ any, s grpc.ServerStream) error {
-				md, _ := metadata.FromIncomingContext(s.Context())
-				announced <- md
-				if err := s.SendHeader(metadata.Pairs("zlink-max-message", strconv.Itoa(transport.DefaultMaxMessageSize))); err != nil {
-					return err
+	addr := fakePeer(t, func(s grpc.ServerStream) error {
+		md, _ := metadata.FromIncomingContext(s.Context())
+		announced <- md
+		if err := s.SendHeader(metadata.Pairs("zlink-max-message", strconv.Itoa(transport.DefaultMaxMessageSize))); err != nil {
+			return err
+		}
+		// Takes in every request, then answers them all in one batch.
+		replies := &wire.Batch{}
+		for len(replies.Envelopes) < calls {
+			var in wire.Batch
+			if err := s.RecvMsg(&in); err != nil {
+				return err
+			}
+			for _, env := range in.Envelopes {
+				if r := env.GetRequest(); r != nil {
+					replies.Envelopes = append(replies.Envelopes, &wire.Envelope{Reply: &wire.Reply{CallId: r.CallId, Payload: []byte("ok")}})
 				}
-				// Takes in every request, then answers them all in one batch.
-				replies := &wire.Batch{}
-				for len(replies.Envelopes) < calls {
-					var in wire.Batch
-					if err := s.RecvMsg(&in); err != nil {
-						return err
-					}
-					for _, env := range in.Envelopes {
-						if r := env.GetRequest(); r != nil {
-							replies.Envelopes = append(replies.Envelopes, &wire.Envelope{Reply: &wire.Reply{CallId: r.CallId, Payload: []byte("ok")}})
-						}
-					}
-				}
-				if err := s.SendMsg(replies); err != nil {
-					return err
-				}
-				<-s.Context().Done()
-				return nil
-			},
-		}},
-	}, nil)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(lis)
-	}()
-	defer func() { srv.Stop(); <-served }()
+			}
+		}
+		if err := s.SendMsg(replies); err != nil {
+			return err
+		}
+		<-s.Context().Done()
+		return nil
+	})
 
 	a := start(t, "a", handler{}, nil)
-	a.Connect("old", lis.Addr().String())
+	a.Connect("old", addr)
 	waitReady(t, a, "old")
 	assert.Equal(t, []string{strconv.Itoa(transport.MaxBatch)}, (<-announced).Get("zlink-max-batch"), "the link announces its bound")
 	errs := make(chan error, calls)

@@ -333,35 +333,19 @@ func TestF8_ACancelAfterTheNoticeReachesTheClosingNode(t *testing.T) {
 // (it never reads) ends its stream; the calls whose requests were still queued on this node
 // fail as never sent, so they may go elsewhere; only those that left may have run.
 func TestARequestStillQueuedWhenTheStreamEndsFailsAsNeverSent(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
 	end := make(chan struct{})
 	endOnce := sync.OnceFunc(func() { close(end) })
 	defer endOnce()
-	srv := grpc.NewServer()
-	srv.RegisterService(&grpc.ServiceDesc{
-		ServiceName: "zlink.wire.v1.Mesh",
-		HandlerType: (*any)(nil),
-		Streams: []grpc.StreamDesc{{
-			StreamName: "Stream", ServerStreams: true, ClientStreams: true,
-			Handler: func(_ any, s grpc.ServerStream) error {
-				if err := s.SendHeader(metadata.Pairs("zlink-max-message", strconv.Itoa(transport.DefaultMaxMessageSize))); err != nil {
-					return err
-				}
-				<-end // reads nothing, then ends the stream
-				return nil
-			},
-		}},
-	}, nil)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(lis)
-	}()
-	defer func() { srv.Stop(); <-served }()
+	addr := fakePeer(t, func(s grpc.ServerStream) error {
+		if err := s.SendHeader(metadata.Pairs("zlink-max-message", strconv.Itoa(transport.DefaultMaxMessageSize))); err != nil {
+			return err
+		}
+		<-end // reads nothing, then ends the stream
+		return nil
+	})
 
 	a := start(t, "a", handler{}, nil)
-	a.Connect("silent", lis.Addr().String())
+	a.Connect("silent", addr)
 	waitReady(t, a, "silent")
 	const calls = 12
 	errs := make(chan error, calls)
@@ -418,4 +402,28 @@ func TestF8_AHandleThatDoesNotReturnDoesNotHoldTheClose(t *testing.T) {
 	case <-time.After(5 * time.Second): // the grace, 1 s, and a second for Handle, with room
 		require.Fail(t, "Close has not returned 5 s after the handler's caller gave up")
 	}
+}
+
+// fakePeer serves the mesh's stream on a loopback port with stream, a peer of the test's own
+// making, until the test ends; it returns the port's address.
+func fakePeer(t *testing.T, stream func(grpc.ServerStream) error) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer()
+	srv.RegisterService(&grpc.ServiceDesc{
+		ServiceName: "zlink.wire.v1.Mesh",
+		HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{{
+			StreamName: "Stream", ServerStreams: true, ClientStreams: true,
+			Handler: func(_ any, s grpc.ServerStream) error { return stream(s) },
+		}},
+	}, nil)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(lis)
+	}()
+	t.Cleanup(func() { srv.Stop(); <-served })
+	return lis.Addr().String()
 }
