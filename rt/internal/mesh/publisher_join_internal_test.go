@@ -139,32 +139,11 @@ func TestG7_APublisherJoinRefusedAtTheBoundIsNotTriedAgain(t *testing.T) {
 	client, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
-	st, err := store.New(client, "publisher-bound-test", store.WithGroupCommit(3)) // 1 membership
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-
 	var logs lockedBuffer
-	m, err := Listen(Config{Node: "pub", Transport: transport.Config{ListenAddr: "127.0.0.1:0"}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.Close() })
-	reg, err := st.Register(ctx, &storepb.NodeDescriptor{
-		NodeId: "pub", Endpoint: m.Endpoint(), State: uint32(sdk.RuntimeStateServing),
-	}, store.LeaseOptions{TTL: 5 * time.Second},
+	m, reg := boundedPublisher(t, ctx, client, "publisher-bound-test", &logs,
 		store.ChannelMembership{Channel: rttest.WhoChannel, Role: store.ChannelServer, Kind: sdk.ChannelClientServer, Weight: 1})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = reg.Close(context.Background()) })
-	m.reg.Store(reg)
-
 	for range 3 { // three publications
-		m.joinPublisher(&rttest.FeedDesc)
-		v, ok := m.channels.publishing.Load(rttest.FeedChannel)
-		require.True(t, ok)
-		j := v.(*publisherJoin)
-		require.Eventually(t, func() bool {
-			j.mu.Lock()
-			defer j.mu.Unlock()
-			return !j.joining
-		}, 10*time.Second, 5*time.Millisecond, "the join ends")
+		publishFeed(t, m)
 	}
 	require.False(t, publisherMember(reg, rttest.FeedChannel))
 	require.Equal(t, 1, strings.Count(logs.String(), "could not register the node as a publisher"), "one Warn line: %s", logs.String())
@@ -191,19 +170,7 @@ func TestG7_APublisherJoinRefusedForAJoinUnderWayIsTriedAgain(t *testing.T) {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
-	st, err := store.New(client, "publisher-pending-test", store.WithGroupCommit(3)) // 1 membership
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-
-	m, err := Listen(Config{Node: "pub", Transport: transport.Config{ListenAddr: "127.0.0.1:0"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.Close() })
-	reg, err := st.Register(ctx, &storepb.NodeDescriptor{
-		NodeId: "pub", Endpoint: m.Endpoint(), State: uint32(sdk.RuntimeStateServing),
-	}, store.LeaseOptions{TTL: 5 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = reg.Close(context.Background()) })
-	m.reg.Store(reg)
+	m, reg := boundedPublisher(t, ctx, client, "publisher-pending-test", io.Discard)
 
 	// Another join holds the one slot while etcd does not answer it.
 	armed.Store(true)
@@ -215,25 +182,48 @@ func TestG7_APublisherJoinRefusedForAJoinUnderWayIsTriedAgain(t *testing.T) {
 	}()
 	<-entered
 
-	publish := func() *publisherJoin {
-		m.joinPublisher(&rttest.FeedDesc)
-		v, ok := m.channels.publishing.Load(rttest.FeedChannel)
-		require.True(t, ok)
-		j := v.(*publisherJoin)
-		require.Eventually(t, func() bool {
-			j.mu.Lock()
-			defer j.mu.Unlock()
-			return !j.joining
-		}, 10*time.Second, 5*time.Millisecond, "the join ends")
-		return j
-	}
-	j := publish()
+	j := publishFeed(t, m)
 	require.False(t, j.joined.Load())
 	require.False(t, j.refused.Load(), "a join under way may still free its slot")
 
 	cancel()
 	require.Error(t, <-other)
-	j = publish()
+	j = publishFeed(t, m)
 	require.True(t, j.joined.Load(), "the next publication joins in the freed slot")
 	require.True(t, publisherMember(reg, rttest.FeedChannel))
+}
+
+// boundedPublisher is the mesh of the node "pub", which logs to logs, registered with
+// memberships in a store whose registrations hold one channel membership at most.
+func boundedPublisher(t *testing.T, ctx context.Context, client *clientv3.Client, name string, logs io.Writer, memberships ...store.ChannelMembership) (*Mesh, *store.Registration) {
+	t.Helper()
+	st, err := store.New(client, name, store.WithGroupCommit(3)) // 1 membership
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	m, err := Listen(Config{Node: "pub", Transport: transport.Config{ListenAddr: "127.0.0.1:0"}, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	reg, err := st.Register(ctx, &storepb.NodeDescriptor{
+		NodeId: "pub", Endpoint: m.Endpoint(), State: uint32(sdk.RuntimeStateServing),
+	}, store.LeaseOptions{TTL: 5 * time.Second}, memberships...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+	m.reg.Store(reg)
+	return m, reg
+}
+
+// publishFeed is a publication of the Feed channel by m, as far as its publisher join goes:
+// it returns once the join it may have started ended.
+func publishFeed(t *testing.T, m *Mesh) *publisherJoin {
+	t.Helper()
+	m.joinPublisher(&rttest.FeedDesc)
+	v, ok := m.channels.publishing.Load(rttest.FeedChannel)
+	require.True(t, ok)
+	j := v.(*publisherJoin)
+	require.Eventually(t, func() bool {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		return !j.joining
+	}, 10*time.Second, 5*time.Millisecond, "the join ends")
+	return j
 }
