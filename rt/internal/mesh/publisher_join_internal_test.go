@@ -156,14 +156,7 @@ func TestG7_APublisherJoinRefusedForAJoinUnderWayIsTriedAgain(t *testing.T) {
 	endpoints, ctx := startEtcd(t)
 	var armed atomic.Bool
 	entered := make(chan struct{}, 1)
-	stall := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if method == "/etcdserverpb.KV/Txn" && armed.CompareAndSwap(true, false) {
-			entered <- struct{}{}
-			<-ctx.Done() // etcd does not answer before the join's deadline
-			return ctx.Err()
-		}
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}
+	stall := rttest.StallTxnOnce(&armed, entered) // etcd does not answer before the join's deadline
 	client, err := clientv3.New(clientv3.Config{
 		Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithUnaryInterceptor(stall)},

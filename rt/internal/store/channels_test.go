@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/zlink-go/zlink/rt/internal/rttest"
 	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -178,14 +179,7 @@ func TestG7_ConcurrentJoinsStayWithinTheMembershipBound(t *testing.T) {
 func TestG7_AJoinRefusedForAJoinUnderWayMayBeTriedAgain(t *testing.T) {
 	var armed atomic.Bool
 	entered := make(chan struct{}, 1)
-	stall := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if method == "/etcdserverpb.KV/Txn" && armed.CompareAndSwap(true, false) {
-			entered <- struct{}{}
-			<-ctx.Done() // etcd does not answer before the join's deadline
-			return ctx.Err()
-		}
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}
+	stall := rttest.StallTxnOnce(&armed, entered) // etcd does not answer before the join's deadline
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(stall)},
