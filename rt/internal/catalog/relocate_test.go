@@ -162,18 +162,12 @@ func TestF7_UnsettledReadFirstNeverMissesACreation(t *testing.T) {
 // F7: a relocation waits for objects on their way in, never for an Actor's factory: one that
 // does not return leaves the node settled, and the spawn is refused when it returns.
 func TestF7_AnActorFactoryThatHangsLeavesTheNodeSettled(t *testing.T) {
-	hang, started := make(chan struct{}), make(chan struct{})
-	n, sp := pawnsNode(t, nodeOpts{}, func(ac sdk.ActorContext) (any, error) {
-		close(started)
-		<-hang
-		return &pawn{ac: ac}, nil
-	})
-	spawned := spawnHeld(t, n, sp, started)
-	n.cat.SetRelocating(true)
-	assert.False(t, n.cat.Unsettled(), "the hung factory holds no relocation")
-	close(hang)
-	require.ErrorIs(t, <-spawned, sdk.ErrNotServing, "the spawn is refused as the node relocates")
-	assert.Zero(t, n.cat.ActiveActors())
+	h := newHangingSpawn(t)
+	h.n.cat.SetRelocating(true)
+	assert.False(t, h.n.cat.Unsettled(), "the hung factory holds no relocation")
+	h.release()
+	require.ErrorIs(t, <-h.spawned, sdk.ErrNotServing, "the spawn is refused as the node relocates")
+	assert.Zero(t, h.n.cat.ActiveActors())
 }
 
 // slowPeers takes rtt over each prepare and settle of a unit, and reports each settle's end.
@@ -221,22 +215,14 @@ func TestF9_ACloseDoesNotCutTheSettleOfAUnitThatCommitted(t *testing.T) {
 // An Actor refused after its factory ran (its node began to relocate meanwhile) leaves nothing
 // running: the timer its factory armed stops with it.
 func TestF7_ASpawnRefusedAfterItsFactoryStopsItsTimers(t *testing.T) {
-	hang, started := make(chan struct{}), make(chan struct{})
-	var ticks atomic.Int64
-	var timers sync.Map
-	n, sp := timedPawns(t, &ticks, &timers, func(ac sdk.ActorContext) (any, error) {
-		close(started)
-		<-hang
-		return &pawn{ac: ac}, nil
-	})
-	spawned := spawnHeld(t, n, sp, started)
-	n.cat.SetRelocating(true)
-	close(hang)
-	require.ErrorIs(t, <-spawned, sdk.ErrNotServing)
-	require.Zero(t, n.cat.ActiveActors())
-	before := ticks.Load()
+	h := newHangingSpawn(t)
+	h.n.cat.SetRelocating(true)
+	h.release()
+	require.ErrorIs(t, <-h.spawned, sdk.ErrNotServing)
+	require.Zero(t, h.n.cat.ActiveActors())
+	before := h.ticks.Load()
 	time.Sleep(200 * time.Millisecond) // a hundred periods of the timer
-	assert.Equal(t, before, ticks.Load(), "the refused Actor's timer runs no more")
+	assert.Equal(t, before, h.ticks.Load(), "the refused Actor's timer runs no more")
 }
 
 // deadSettle takes a while over each prepare and never answers a settle.
@@ -331,41 +317,50 @@ func TestF7_AnArrivingMemberRefusedAfterItsFactoryStopsItsTimers(t *testing.T) {
 
 // A timer a spawned Actor's factory arms runs only once the Actor is a member.
 func TestASpawnedActorsTimerWaitsForItsRegistration(t *testing.T) {
-	var ticks atomic.Int64
-	var timers sync.Map
-	hang, started := make(chan struct{}), make(chan struct{})
-	n, sp := timedPawns(t, &ticks, &timers, func(ac sdk.ActorContext) (any, error) {
-		close(started)
-		<-hang
-		return &pawn{ac: ac}, nil
-	})
-	spawned := spawnHeld(t, n, sp, started)
+	h := newHangingSpawn(t)
 	time.Sleep(100 * time.Millisecond) // fifty periods of the timer
-	assert.Zero(t, ticks.Load(), "no run while the factory builds the Actor")
-	close(hang)
-	require.NoError(t, <-spawned)
-	require.Eventually(t, func() bool { return ticks.Load() > 0 }, 5*time.Second, time.Millisecond, "it runs once a member")
+	assert.Zero(t, h.ticks.Load(), "no run while the factory builds the Actor")
+	h.release()
+	require.NoError(t, <-h.spawned)
+	require.Eventually(t, func() bool { return h.ticks.Load() > 0 }, 5*time.Second, time.Millisecond, "it runs once a member")
 }
 
 // A spawn whose Spot closes while the factory runs is refused, and the Actor it built never
 // runs: its timer is stopped and has not run.
 func TestASpawnIntoASpotThatClosedMeanwhileLeavesNoTimer(t *testing.T) {
-	var ticks atomic.Int64
-	var timers sync.Map
+	h := newHangingSpawn(t)
+	require.NoError(t, h.n.cat.CloseTarget(ctx, sdk.InstanceTarget(roomType, "room")))
+	h.release()
+	require.ErrorIs(t, <-h.spawned, sdk.ErrClosed)
+	assert.Zero(t, h.n.cat.ActiveActors())
+	timer, _ := h.timers.Load("p")
+	assert.False(t, timer.(sdk.Timer).Stop(), "the refused Actor's timer was stopped")
+	assert.Zero(t, h.ticks.Load())
+}
+
+// hangingSpawn is a node of timedPawns with the pawn "p" being spawned into its Room "room",
+// whose factory, having armed its timer, waits for release.
+type hangingSpawn struct {
+	n       *node
+	ticks   atomic.Int64
+	timers  sync.Map
+	release func()
+	spawned <-chan error
+}
+
+func newHangingSpawn(t *testing.T) *hangingSpawn {
+	t.Helper()
+	h := &hangingSpawn{}
 	hang, started := make(chan struct{}), make(chan struct{})
-	n, sp := timedPawns(t, &ticks, &timers, func(ac sdk.ActorContext) (any, error) {
+	h.release = sync.OnceFunc(func() { close(hang) })
+	t.Cleanup(h.release)
+	n, sp := timedPawns(t, &h.ticks, &h.timers, func(ac sdk.ActorContext) (any, error) {
 		close(started)
 		<-hang
 		return &pawn{ac: ac}, nil
 	})
-	spawned := spawnHeld(t, n, sp, started)
-	require.NoError(t, n.cat.CloseTarget(ctx, sdk.InstanceTarget(roomType, "room")))
-	close(hang)
-	require.ErrorIs(t, <-spawned, sdk.ErrClosed)
-	assert.Zero(t, n.cat.ActiveActors())
-	timer, _ := timers.Load("p")
-	assert.False(t, timer.(sdk.Timer).Stop(), "the refused Actor's timer was stopped")
-	assert.Zero(t, ticks.Load())
+	h.n, h.spawned = n, spawnHeld(t, n, sp, started)
+	return h
 }
 
 // spawnHeld makes the Room "room" active on n and spawns the pawn "p" into it on a goroutine of
