@@ -362,13 +362,16 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 	if _, ok := c.actors.get(key); ok {
 		return fmt.Errorf("%w: actor %s/%q", sdk.ErrAlreadyExists, desc.Name, id)
 	}
+	if c.releaseWaits(key) {
+		return fmt.Errorf("%w: spawn %s/%q: the record of an earlier spawn or close of it is still being settled", sdk.ErrStoreUnavailable, desc.Name, id)
+	}
 	if held, busy := c.spawning.LoadOrStore(key, holdSpawn); busy {
-		if held == holdSettle {
+		if held == holdSettle || c.releaseWaits(key) {
 			return fmt.Errorf("%w: spawn %s/%q: the record of an earlier spawn or close of it is still being settled", sdk.ErrStoreUnavailable, desc.Name, id)
 		}
 		return fmt.Errorf("%w: actor %s/%q: a spawn of it is under way on node %s", sdk.ErrAlreadyExists, desc.Name, id, c.cfg.Node)
 	}
-	if c.releaseWaits(key) {
+	if c.releaseWaits(key) { // one began to wait since the check above: it goes first
 		c.spawning.Delete(key)
 		return fmt.Errorf("%w: spawn %s/%q: the record of an earlier spawn or close of it is still being settled", sdk.ErrStoreUnavailable, desc.Name, id)
 	}
@@ -519,18 +522,27 @@ const orphanWaitStep = 10 * time.Millisecond
 
 // releaseWaits reports whether a release in the background waits for key.
 func (c *Catalog) releaseWaits(key spotKey) bool {
-	n, ok := c.releasesWaiting.Load(key)
-	return ok && n.(*atomic.Int32).Load() > 0
+	c.waitingMu.Lock()
+	defer c.waitingMu.Unlock()
+	return c.releasesWaiting[key] > 0
 }
 
 // waitForKey counts a release in the background that waits for key, from now until done is
-// called: no spawn takes key meanwhile (releaseWaits). An entry stays for each key that ever
-// waited, which only a failed write makes.
+// called once: no spawn takes key meanwhile (releaseWaits).
 func (c *Catalog) waitForKey(key spotKey) (done func()) {
-	v, _ := c.releasesWaiting.LoadOrStore(key, new(atomic.Int32))
-	waiting := v.(*atomic.Int32)
-	waiting.Add(1)
-	return func() { waiting.Add(-1) }
+	c.waitingMu.Lock()
+	defer c.waitingMu.Unlock()
+	if c.releasesWaiting == nil {
+		c.releasesWaiting = make(map[spotKey]int)
+	}
+	c.releasesWaiting[key]++
+	return func() {
+		c.waitingMu.Lock()
+		defer c.waitingMu.Unlock()
+		if c.releasesWaiting[key]--; c.releasesWaiting[key] == 0 {
+			delete(c.releasesWaiting, key)
+		}
+	}
 }
 
 // awaitKey takes key, which waitForKey counts as waited for, for a release in the background
@@ -567,15 +579,18 @@ func (c *Catalog) awaitKey(a *activation, key spotKey) bool {
 // reclaimer's), or the node stops.
 func (c *Catalog) releaseOrphan(a *activation, key store.ActorKey, closing *actor, held bool) {
 	k := spotKey{key.Type, key.ID}
+	waited := func() {}
 	if held {
 		c.spawning.Store(k, holdSettle)
-	} else if _, busy := c.spawning.LoadOrStore(k, holdSettle); !busy {
-		held = true
-	}
-	waited := func() {}
-	if !held {
-		// From now: a spawn that comes after this may not take the key before this release.
+	} else {
+		// Counted before it tries the key: a spawn that comes after this does not take the
+		// key before this release.
 		waited = c.waitForKey(k)
+		if _, busy := c.spawning.LoadOrStore(k, holdSettle); !busy {
+			held = true
+			waited()
+			waited = func() {}
+		}
 	}
 	if !c.bg.goRun(func() {
 		own := held

@@ -308,7 +308,8 @@ type Catalog struct {
 	spawning sync.Map // spotKey -> keyHold
 	// releasesWaiting counts, by key, the releases in the background that wait for a key that
 	// another holds: no spawn takes it before them.
-	releasesWaiting sync.Map // spotKey -> *atomic.Int32
+	waitingMu       sync.Mutex
+	releasesWaiting map[spotKey]int
 	departures      departures
 	peers           Peers // set by the mesh: how a move reaches another node
 	// arrivals are the Spots relocation units are bringing here, until they settle or abort.
