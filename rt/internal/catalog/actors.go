@@ -362,18 +362,8 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 	if _, ok := c.actors.get(key); ok {
 		return fmt.Errorf("%w: actor %s/%q", sdk.ErrAlreadyExists, desc.Name, id)
 	}
-	if c.releaseWaits(key) {
-		return fmt.Errorf("%w: spawn %s/%q: the record of an earlier spawn or close of it is still being settled", sdk.ErrStoreUnavailable, desc.Name, id)
-	}
-	if held, busy := c.spawning.LoadOrStore(key, holdSpawn); busy {
-		if held == holdSettle || c.releaseWaits(key) {
-			return fmt.Errorf("%w: spawn %s/%q: the record of an earlier spawn or close of it is still being settled", sdk.ErrStoreUnavailable, desc.Name, id)
-		}
-		return fmt.Errorf("%w: actor %s/%q: a spawn of it is under way on node %s", sdk.ErrAlreadyExists, desc.Name, id, c.cfg.Node)
-	}
-	if c.releaseWaits(key) { // one began to wait since the check above: it goes first
-		c.spawning.Delete(key)
-		return fmt.Errorf("%w: spawn %s/%q: the record of an earlier spawn or close of it is still being settled", sdk.ErrStoreUnavailable, desc.Name, id)
+	if err := c.holdForSpawn(key); err != nil {
+		return err
 	}
 	// Held until it is registered, or its record released; a release in the background takes
 	// the key over (handed).
@@ -390,11 +380,12 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 	if err := c.takeActor(key); err != nil {
 		return err
 	}
-	loc, err := c.store.Spawn(ctx, store.ActorKey{Type: desc.Name, ID: id}, host)
+	storeKey := store.ActorKey{Type: desc.Name, ID: id}
+	loc, err := c.store.Spawn(ctx, storeKey, host)
 	if err != nil {
 		c.actorCount.Add(-1)
 		if errors.Is(err, store.ErrOutcomeUnknown) || errors.Is(err, sdk.ErrStoreUnavailable) {
-			c.releaseOrphan(a, store.ActorKey{Type: desc.Name, ID: id}, nil, true) // it may have landed
+			c.releaseOrphan(a, storeKey, nil, true) // it may have landed
 			handed = true
 		}
 		return fmt.Errorf("spawn into %v: %w", a.target(), err)
@@ -403,26 +394,46 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 	// Arriving until it is registered: a timer its factory arms does not run before.
 	act.state.Store(uint32(actorArriving))
 	act.slot.Store(true)
-	if err := c.constructActor(act); err != nil {
+	// undo gives back what a spawn refused after its record was written holds.
+	undo := func(err error) error {
 		act.discard()
 		c.giveSlot(act)
 		handed = c.releaseActor(a, loc, host)
-		return &creationError{msg: fmt.Sprintf("%v: actor %s/%q: %v", sdk.ErrCreationFailed, desc.Name, id, err), cause: err}
+		return err
+	}
+	if err := c.constructActor(act); err != nil {
+		return undo(&creationError{msg: fmt.Sprintf("%v: actor %s/%q: %v", sdk.ErrCreationFailed, desc.Name, id, err), cause: err})
 	}
 	// Counted from here until it is registered, and refused if the node began to relocate
 	// while its factory ran: a relocation waits for it, never for a factory (Unsettled).
 	defer c.enter()()
 	if c.relocating.Load() {
-		act.discard()
-		c.giveSlot(act)
-		handed = c.releaseActor(a, loc, host)
-		return fmt.Errorf("%w: spawn %s/%q: node %s is relocating its objects", sdk.ErrNotServing, desc.Name, id, c.cfg.Node)
+		return undo(fmt.Errorf("%w: spawn %s/%q: node %s is relocating its objects", sdk.ErrNotServing, desc.Name, id, c.cfg.Node))
 	}
 	if err := c.register(act, true); err != nil {
-		act.discard()
-		c.giveSlot(act)
-		handed = c.releaseActor(a, loc, host)
-		return err
+		return undo(err)
+	}
+	return nil
+}
+
+// holdForSpawn holds key in c.spawning for a spawn, unless another spawn holds it, or a
+// release in the background holds it or waits for it (releaseWaits): that one goes first.
+func (c *Catalog) holdForSpawn(key spotKey) error {
+	settling := func() error {
+		return fmt.Errorf("%w: spawn %s/%q: the record of an earlier spawn or close of it is still being settled", sdk.ErrStoreUnavailable, key.typ, key.id)
+	}
+	if c.releaseWaits(key) {
+		return settling()
+	}
+	if held, busy := c.spawning.LoadOrStore(key, holdSpawn); busy {
+		if held == holdSettle || c.releaseWaits(key) {
+			return settling()
+		}
+		return fmt.Errorf("%w: actor %s/%q: a spawn of it is under way on node %s", sdk.ErrAlreadyExists, key.typ, key.id, c.cfg.Node)
+	}
+	if c.releaseWaits(key) { // one began to wait since the check above
+		c.spawning.Delete(key)
+		return settling()
 	}
 	return nil
 }
