@@ -199,17 +199,7 @@ func TestF8_ShutdownWaitsForALocalChannelHandler(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
 	var finished atomic.Bool
-	stuck := &sdk.ChannelDesc{Name: "test.Stuck", Kind: sdk.ChannelClientServer, Methods: []sdk.MethodDesc{{
-		Name:       "Hang",
-		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
-		NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
-		Invoke: func(any, context.Context, proto.Message) (proto.Message, error) {
-			entered <- struct{}{}
-			<-release // ignores its context
-			finished.Store(true)
-			return wrapperspb.String("late"), nil
-		},
-	}}}
+	stuck := stuckChannel(entered, release, &finished)
 	c := newCluster(t, 1, withChannels(func(_ int, r sdk.Registrar, _ sdk.NodeID) error {
 		return r.RegisterServer(stuck, struct{}{})
 	}))

@@ -567,21 +567,30 @@ func TestChannelRequestsFromAHostilePeerAreRefused(t *testing.T) {
 	assert.Equal(t, h.LocalNode(), node)
 }
 
-// A channel handler that ignores its context does not hold a shutdown past its deadline: the
-// node stops ForceStopped with DeadlineExceeded.
-func TestF8_ShutdownIsBoundedWhileAChannelHandlerBlocks(t *testing.T) {
-	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	stuck := &sdk.ChannelDesc{Name: "test.Stuck", Kind: sdk.ChannelClientServer, Methods: []sdk.MethodDesc{{
+// stuckChannel is a ClientServer channel whose handler Hang says it began on entered, then
+// waits for release whatever its context says, and sets finished (when given) as it returns.
+func stuckChannel(entered chan<- struct{}, release <-chan struct{}, finished *atomic.Bool) *sdk.ChannelDesc {
+	return &sdk.ChannelDesc{Name: "test.Stuck", Kind: sdk.ChannelClientServer, Methods: []sdk.MethodDesc{{
 		Name:       "Hang",
 		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
 		NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
 		Invoke: func(any, context.Context, proto.Message) (proto.Message, error) {
 			entered <- struct{}{}
 			<-release // ignores its context
+			if finished != nil {
+				finished.Store(true)
+			}
 			return wrapperspb.String("late"), nil
 		},
 	}}}
+}
+
+// A channel handler that ignores its context does not hold a shutdown past its deadline: the
+// node stops ForceStopped with DeadlineExceeded.
+func TestF8_ShutdownIsBoundedWhileAChannelHandlerBlocks(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	stuck := stuckChannel(entered, release, nil)
 	c := newCluster(t, 2, withChannels(func(i int, r sdk.Registrar, _ sdk.NodeID) error {
 		if i == 1 {
 			return r.RegisterServer(stuck, struct{}{})

@@ -76,6 +76,17 @@ func gatedCluster(t *testing.T, gate func(i int, sc sdk.SpotContext)) *cluster {
 	}, nil)
 }
 
+// maintain starts a PlannedMaintenance relocation of h with deadline within; its result comes
+// on the channel.
+func maintain(h *rt.Host, within time.Duration) <-chan sdk.RelocationResult {
+	done := make(chan sdk.RelocationResult, 1)
+	go func() {
+		res, _ := h.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance, Deadline: within})
+		done <- res
+	}()
+	return done
+}
+
 func addGated(t *testing.T, c sdk.Client, tg sdk.Target, opts ...sdk.CallOption) int64 {
 	t.Helper()
 	out, err := c.Call(ctx, tg, "Add", wrapperspb.String("x"), opts...)
@@ -99,17 +110,9 @@ func TestF7_ANodeDoesNotAnswerRelocatedWhileAnArrivalIsPending(t *testing.T) {
 	for range 3 {
 		addGated(t, caller, intent, sdk.OnNode(a.LocalNode()))
 	}
-	done := make(chan sdk.RelocationResult, 1)
-	go func() {
-		res, _ := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance, Deadline: 20 * time.Second})
-		done <- res
-	}()
+	done := maintain(a, 20*time.Second)
 	<-arriving
-	resB := make(chan sdk.RelocationResult, 1)
-	go func() {
-		res, _ := b.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance, Deadline: 2 * time.Second})
-		resB <- res
-	}()
+	resB := maintain(b, 2*time.Second)
 	require.Eventually(t, func() bool { return b.Status().State == sdk.RuntimeStateRelocating }, 5*time.Second, 5*time.Millisecond)
 	close(release)
 	assert.Equal(t, sdk.RelocationOutcomeRelocated, (<-done).Outcome, "node-a's Spot moved")
@@ -134,11 +137,7 @@ func TestF7_ARelocationMovesTheCreationUnderWayToo(t *testing.T) {
 	first := make(chan int64, 1)
 	go func() { first <- addGated(t, caller, intent, sdk.OnNode(a.LocalNode())) }()
 	<-creating
-	done := make(chan sdk.RelocationResult, 1)
-	go func() {
-		res, _ := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance, Deadline: 20 * time.Second})
-		done <- res
-	}()
+	done := maintain(a, 20*time.Second)
 	require.Eventually(t, func() bool { return a.Status().State == sdk.RuntimeStateRelocating }, 5*time.Second, 5*time.Millisecond)
 	time.Sleep(300 * time.Millisecond) // the relocation looks for its units meanwhile
 	close(release)

@@ -236,11 +236,7 @@ func TestF9_ShutdownLetsTheUnitUnderWayFinish(t *testing.T) {
 	a, caller := c.hosts[0], c.hosts[2]
 	intent := sdk.InstanceIntent(statefulType, "under-way").WithDesc(statefulDesc(false))
 	require.EqualValues(t, 1, addOne(t, caller, intent, sdk.OnNode(a.LocalNode())))
-	done := make(chan sdk.RelocationResult, 1)
-	go func() {
-		res, _ := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance})
-		done <- res
-	}()
+	done := maintain(a, 0) // the default deadline
 	select {
 	case <-marshalling:
 	case <-time.After(10 * time.Second):
@@ -465,12 +461,8 @@ func TestE5_TheHoldHasNoLimitOfItsOwn(t *testing.T) {
 	a, caller := c.hosts[0], c.hosts[2]
 	tg := statefulOf("held")
 	require.EqualValues(t, 1, addOne(t, caller, sdk.InstanceIntent(statefulType, "held").WithDesc(statefulDesc(false)), sdk.OnNode(a.LocalNode())))
-	done := make(chan sdk.RelocationResult, 1)
-	go func() {
-		res, _ := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance})
-		done <- res
-	}()
-	<-marshalling // the unit is taking the state: admission is closed
+	done := maintain(a, 0) // the default deadline
+	<-marshalling          // the unit is taking the state: admission is closed
 	const held = 64
 	var wg sync.WaitGroup
 	var failed atomic.Int64

@@ -329,15 +329,7 @@ func TestC1_AnActorsClosingCallbackChecksTheLease(t *testing.T) {
 		}))
 	}})
 	// An Entry Spot hosts the Actor: the end of the lease stops its turns.
-	lobby := sdk.EntryTarget(lobbyType, "node-a")
-	_, err := n.callT(lobby, "Join", "x")
-	require.NoError(t, err)
-	host := n.f.spotContext("")
-	require.NotNil(t, host)
-	require.NoError(t, host.Spawn(ctx, pawnDesc, "p-end"))
-
-	require.NoError(t, n.cat.Send(ctx, lobby, "BlockSend", str("")))
-	require.Equal(t, "", <-n.f.blocked)
+	host := lobbyBlocked(t, n, "p-end")
 	lastTurn := host.TurnStart()
 	closed := make(chan error, 1)
 	go func() { closed <- n.cat.CloseTarget(ctx, pawnAt("p-end")) }()
@@ -669,22 +661,10 @@ func TestC1_AnEntryActorWhoseMoveRolledBackAfterItsLeaseEndedEndsAtItsRefusal(t 
 // the lease its record names ended, and the node registered again, gets CloseOwnerLost and
 // starts no turn under the new registration; the close leaves the record to the reclaimer.
 func TestC1_AStaleEntryActorsExplicitCloseGetsOwnerLostAndStartsNoTurn(t *testing.T) {
-	var ticks atomic.Int64
-	n := newNode(t, nodeOpts{lease: shortLease(), register: func(ts *catalog.Types, f *fixture) {
-		must(ts.RegisterSpot(&sdk.SpotDesc{Name: lobbyType, Kind: sdk.KindEntry, Methods: methods}, factory(f)))
-		must(ts.RegisterActor(pawnDesc, func(ac sdk.ActorContext) (any, error) {
-			return &pawn{ac: ac, ticks: &ticks, closes: &pawnCloses}, nil
-		}))
-	}, cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }})
-	lobby := sdk.EntryTarget(lobbyType, "node-a")
-	_, err := n.callT(lobby, "Join", "x")
-	require.NoError(t, err)
-	host := n.f.spotContext("")
+	n := newNode(t, nodeOpts{lease: shortLease(), register: registerMovers,
+		cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }})
 	const id = "p-stale-close"
-	require.NoError(t, host.Spawn(ctx, pawnDesc, id))
-
-	require.NoError(t, n.cat.Send(ctx, lobby, "BlockSend", str("")))
-	require.Equal(t, "", <-n.f.blocked)
+	host := lobbyBlocked(t, n, id)
 	closed := make(chan error, 1)
 	go func() { closed <- n.cat.CloseTarget(ctx, pawnAt(id)) }()
 	time.Sleep(100 * time.Millisecond) // the callback queues behind the blocked turn
@@ -712,15 +692,9 @@ func TestC1_AStaleEntryActorsClosingCallbackStartsNoTurn(t *testing.T) {
 	mesh := uniqueMesh(t)
 	a := newNode(t, nodeOpts{mesh: mesh, id: "node-a", register: registerMovers, lease: shortLease(),
 		cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }})
-	lobby := sdk.EntryTarget(lobbyType, "node-a")
-	_, err := a.callT(lobby, "Join", "x")
-	require.NoError(t, err)
-	host := a.f.spotContext("")
 	const id = "entry-stale-turn"
 	// Block the Entry Spot so that the end of the lease cannot run the callback in time.
-	require.NoError(t, host.Spawn(ctx, pawnDesc, id))
-	require.NoError(t, a.cat.Send(ctx, lobby, "BlockSend", str("")))
-	require.Equal(t, "", <-a.f.blocked)
+	host := lobbyBlocked(t, a, id)
 	endLease(t, a)
 	registerAgain(t, a)
 	time.Sleep(500 * time.Millisecond)
@@ -730,6 +704,21 @@ func TestC1_AStaleEntryActorsClosingCallbackStartsNoTurn(t *testing.T) {
 	r, _ := pawnCloseReason(id)
 	assert.Equal(t, sdk.CloseOwnerLost, r)
 	assert.Equal(t, lastTurn, host.TurnStart(), "a stale Actor's callback starts no turn under the new registration")
+}
+
+// lobbyBlocked spawns the Actor id into n's Entry Spot, then blocks that Spot in a turn until
+// n.f.release closes; it returns the Spot's context.
+func lobbyBlocked(t *testing.T, n *node, id string) sdk.SpotContext {
+	t.Helper()
+	lobby := sdk.EntryTarget(lobbyType, "node-a")
+	_, err := n.callT(lobby, "Join", "x")
+	require.NoError(t, err)
+	host := n.f.spotContext("")
+	require.NotNil(t, host)
+	require.NoError(t, host.Spawn(ctx, pawnDesc, id))
+	require.NoError(t, n.cat.Send(ctx, lobby, "BlockSend", str("")))
+	require.Equal(t, "", <-n.f.blocked)
+	return host
 }
 
 // gatedStore can pause the next Spawn before it writes (pauseSpawn), fail it unwritten

@@ -95,14 +95,7 @@ func TestG7_AJoinAnsweredAfterARebindIsWrittenAgain(t *testing.T) {
 	m.Rebind(second)
 	close(gate.release)
 
-	v, ok := m.channels.publishing.Load(rttest.FeedChannel)
-	require.True(t, ok)
-	j := v.(*publisherJoin)
-	require.Eventually(t, func() bool {
-		j.mu.Lock()
-		defer j.mu.Unlock()
-		return !j.joining
-	}, 10*time.Second, 5*time.Millisecond, "the join ends once its answer comes")
+	j := feedJoinEnded(t, m)
 	require.False(t, j.joined.Load(), "the membership was written on the registration that ended")
 	require.False(t, publisherMember(second, rttest.FeedChannel))
 
@@ -210,6 +203,12 @@ func boundedPublisher(t *testing.T, ctx context.Context, client *clientv3.Client
 func publishFeed(t *testing.T, m *Mesh) *publisherJoin {
 	t.Helper()
 	m.joinPublisher(&rttest.FeedDesc)
+	return feedJoinEnded(t, m)
+}
+
+// feedJoinEnded waits until m's publisher join of the Feed channel is not under way.
+func feedJoinEnded(t *testing.T, m *Mesh) *publisherJoin {
+	t.Helper()
 	v, ok := m.channels.publishing.Load(rttest.FeedChannel)
 	require.True(t, ok)
 	j := v.(*publisherJoin)

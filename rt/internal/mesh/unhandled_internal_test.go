@@ -127,22 +127,26 @@ func (answersDropped) Handle(_ context.Context, _ sdk.NodeID, req *wire.Request,
 	rep.Reply(&wire.Reply{Dropped: true})
 }
 
+// droppingPeer registers the node "broken", described by desc and with memberships ms, whose
+// transport answers every request as a dropped one-way message (answersDropped).
+func droppingPeer(t *testing.T, ctx context.Context, endpoints []string, desc *storepb.NodeDescriptor, ms ...store.ChannelMembership) {
+	t.Helper()
+	tr, err := transport.New(transport.Config{Node: "broken", ListenAddr: "127.0.0.1:0"}, answersDropped{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tr.Close() })
+	desc.NodeId, desc.Weight, desc.Endpoint, desc.State = "broken", 1, tr.Addr(), uint32(sdk.RuntimeStateServing)
+	reg, err := newTestStore(t, endpoints).Register(ctx, desc, store.LeaseOptions{TTL: 5 * time.Second}, ms...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+}
+
 // A peer that acknowledges a request as a dropped one-way message is broken: the call fails
 // with an error that says so, rather than returning no reply and no error.
 func TestARequestAnsweredAsDroppedFails(t *testing.T) {
 	endpoints, ctx := startEtcd(t)
 	caller := registerTestNode(t, endpoints, "caller")
 	require.NoError(t, caller.m.Start(ctx, caller.st, caller.reg, caller.cat, serving))
-	tr, err := transport.New(transport.Config{Node: "broken", ListenAddr: "127.0.0.1:0"}, answersDropped{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = tr.Close() })
-	st := newTestStore(t, endpoints)
-	reg, err := st.Register(ctx, &storepb.NodeDescriptor{
-		NodeId: "broken", Roles: RoleObjectServer, Weight: 1, SpotTypes: []string{rttest.LedgerType}, Endpoint: tr.Addr(),
-		State: uint32(sdk.RuntimeStateServing),
-	}, store.LeaseOptions{TTL: 5 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+	droppingPeer(t, ctx, endpoints, &storepb.NodeDescriptor{Roles: RoleObjectServer, SpotTypes: []string{rttest.LedgerType}})
 	awaitPeerState(t, ctx, caller.m, "broken", sdk.PeerStateReady)
 
 	target := sdk.InstanceIntent(rttest.LedgerType, "garbage").WithDesc(&rttest.LedgerDesc)
@@ -162,16 +166,8 @@ func TestI1_AChannelCallAnsweredAsDroppedFails(t *testing.T) {
 	caller := registerTestNode(t, endpoints, "caller")
 	caller.m.cfg.Channels = &channel.Registry{}
 	require.NoError(t, caller.m.Start(ctx, caller.st, caller.reg, caller.cat, serving))
-	tr, err := transport.New(transport.Config{Node: "broken", ListenAddr: "127.0.0.1:0"}, answersDropped{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = tr.Close() })
-	st := newTestStore(t, endpoints)
-	reg, err := st.Register(ctx, &storepb.NodeDescriptor{
-		NodeId: "broken", Weight: 1, Endpoint: tr.Addr(), State: uint32(sdk.RuntimeStateServing),
-	}, store.LeaseOptions{TTL: 5 * time.Second},
+	droppingPeer(t, ctx, endpoints, &storepb.NodeDescriptor{},
 		store.ChannelMembership{Channel: rttest.WhoChannel, Role: store.ChannelServer, Kind: sdk.ChannelClientServer, Weight: 1})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = reg.Close(context.Background()) })
 	require.Eventually(t, func() bool {
 		st, err := caller.m.ClientServerStatus(rttest.WhoChannel)
 		return err == nil && st.ReadyTargetCount == 1

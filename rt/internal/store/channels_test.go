@@ -99,6 +99,24 @@ func newBoundedStore(t *testing.T, cli *clientv3.Client) *store.Etcd {
 	return s
 }
 
+// boundedServer is a newBoundedStore whose etcd client's calls go through intercept, and the
+// registration of node-a in it as the server of the channel "s".
+func boundedServer(t *testing.T, intercept grpc.UnaryClientInterceptor) (*store.Etcd, *store.Registration) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(intercept)},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+	s := newBoundedStore(t, cli)
+	srv := store.ChannelMembership{Channel: "s", Role: store.ChannelServer, Kind: sdk.ChannelClientServer, Weight: 1}
+	reg, err := s.Register(ctx, nodeDesc("node-a"), store.LeaseOptions{}, srv)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+	return s, reg
+}
+
 // A membership the registration holds already adds nothing to what a later registration's
 // transaction writes: joining it again is not refused at the bound, so that the mesh's
 // rejoin after a new registration can succeed there.
@@ -140,17 +158,7 @@ func txnBarrier(armed *atomic.Bool, n int32) grpc.UnaryClientInterceptor {
 // register again once its lease ended.
 func TestG7_ConcurrentJoinsStayWithinTheMembershipBound(t *testing.T) {
 	var armed atomic.Bool
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(txnBarrier(&armed, 2))},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cli.Close() })
-	s := newBoundedStore(t, cli)
-	srv := store.ChannelMembership{Channel: "s", Role: store.ChannelServer, Kind: sdk.ChannelClientServer, Weight: 1}
-	reg, err := s.Register(ctx, nodeDesc("node-a"), store.LeaseOptions{}, srv)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+	s, reg := boundedServer(t, txnBarrier(&armed, 2))
 	armed.Store(true)
 
 	var wg sync.WaitGroup
@@ -180,17 +188,7 @@ func TestG7_AJoinRefusedForAJoinUnderWayMayBeTriedAgain(t *testing.T) {
 	var armed atomic.Bool
 	entered := make(chan struct{}, 1)
 	stall := rttest.StallTxnOnce(&armed, entered) // etcd does not answer before the join's deadline
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: etcd.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(stall)},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cli.Close() })
-	s := newBoundedStore(t, cli)
-	srv := store.ChannelMembership{Channel: "s", Role: store.ChannelServer, Kind: sdk.ChannelClientServer, Weight: 1}
-	reg, err := s.Register(ctx, nodeDesc("node-a"), store.LeaseOptions{}, srv)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+	_, reg := boundedServer(t, stall)
 
 	armed.Store(true)
 	jctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
@@ -201,7 +199,7 @@ func TestG7_AJoinRefusedForAJoinUnderWayMayBeTriedAgain(t *testing.T) {
 	}()
 	<-entered
 	p1 := store.ChannelMembership{Channel: "p1", Role: store.ChannelPublisher, Kind: sdk.ChannelFanout}
-	err = reg.JoinChannel(ctx, p1)
+	err := reg.JoinChannel(ctx, p1)
 	require.ErrorIs(t, err, store.ErrMembershipsJoining)
 	require.ErrorIs(t, err, sdk.ErrStoreUnavailable, "a refusal for now")
 	require.NotErrorIs(t, err, store.ErrTooManyMemberships)
