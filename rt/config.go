@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -41,8 +42,8 @@ func (r Role) Has(role Role) bool { return r&role != 0 }
 // Config configures a node. Start from DefaultConfig; the zero value of each field means what
 // its comment says.
 type Config struct {
-	// NodeID is the node's identity in the mesh (RID). Default: the host name and a random
-	// suffix.
+	// NodeID is the node's identity in the mesh (RID): printable ASCII without spaces. Default:
+	// the host name (with any other byte as '-') and a random suffix.
 	NodeID sdk.NodeID
 	// MeshName is the RouteMesh the node joins (default "default").
 	MeshName string
@@ -238,6 +239,12 @@ func defaultNodeID() sdk.NodeID {
 	if err != nil || host == "" {
 		host = "node"
 	}
+	host = strings.Map(func(r rune) rune {
+		if r < '!' || r > '~' {
+			return '-'
+		}
+		return r
+	}, host)
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return sdk.NodeID(host + "-" + hex.EncodeToString(b[:]))

@@ -72,6 +72,26 @@ func TestValidateIDNamesTheProblem(t *testing.T) {
 	}
 }
 
+func TestANodeIDIsWhatAgRPCHeaderCarries(t *testing.T) {
+	for id, want := range map[string]string{
+		"nœud-1":   `has 'œ' at offset 1`,
+		"node 1":   `has ' ' at offset 4`,
+		"node\t1":  `has '\t' at offset 4`,
+		"node\n1":  `has '\n' at offset 4`,
+		"node\x7f": `has '\x7f' at offset 4`,
+	} {
+		err := sdk.NodeID(id).Validate()
+		require.ErrorIs(t, err, sdk.ErrInvalidID, "%q", id)
+		assert.Contains(t, err.Error(), want, "%q", id)
+		assert.Contains(t, err.Error(), "printable ASCII without spaces", "%q", id)
+	}
+	for _, ok := range []string{"node-1", "10.0.0.7:7000", "a/b%c", "~!"} {
+		assert.NoError(t, sdk.NodeID(ok).Validate(), "%q", ok)
+	}
+	// A Spot ID is not bound by this: it travels inside messages, never in a header.
+	assert.NoError(t, sdk.ValidateSpotID("nœud 1"))
+}
+
 func TestE6_QueueFullErrorMatches(t *testing.T) {
 	var err error = fmt.Errorf("send: %w", &sdk.QueueFullError{Lane: sdk.LaneApplication, Axis: sdk.AxisBytes, Limit: 1024, Queued: 900, Requested: 300})
 	require.ErrorIs(t, err, sdk.ErrQueueFull)

@@ -14,8 +14,21 @@ const MaxIDBytes = 1024
 // node's owner lease has ended.
 type NodeID string
 
-// Validate reports whether the node ID is acceptable, under the rules of ValidateID.
-func (n NodeID) Validate() error { return ValidateID("node ID", string(n)) }
+// Validate reports whether the node ID is acceptable: under the rules of ValidateID, and made
+// of printable ASCII without spaces (bytes '!' to '~'), since every stream between two nodes
+// names its sender in a gRPC header, which carries nothing else.
+func (n NodeID) Validate() error {
+	if err := ValidateID("node ID", string(n)); err != nil {
+		return err
+	}
+	for i, r := range string(n) {
+		if r < '!' || r > '~' {
+			return fmt.Errorf("%w: node ID %s has %q at offset %d: a node ID is printable ASCII without spaces",
+				ErrInvalidID, quotePrefix(string(n)), r, i)
+		}
+	}
+	return nil
+}
 
 // String returns the ID as it is.
 func (n NodeID) String() string { return string(n) }
@@ -29,7 +42,8 @@ func ValidateTypeName(name string) error { return ValidateID("spot type name", n
 // ValidateID checks an identifier of the given kind ("spot ID", "node ID", ...). An identifier
 // is refused with [ErrInvalidID], wrapped in a message that names the problem, when it is empty,
 // longer than MaxIDBytes, not valid UTF-8, or contains NUL. Every other byte sequence, including
-// '/', '%', spaces and non-ASCII text, is accepted and addresses the object unchanged.
+// '/', '%', spaces and non-ASCII text, is accepted and addresses the object unchanged (a node ID
+// is narrower: see NodeID.Validate).
 func ValidateID(what, id string) error {
 	switch {
 	case id == "":
