@@ -69,22 +69,53 @@ func (b *builder) pkg(p *packages.Package) *Package {
 		m.Declared = p.Types.Scope().Names()
 	}
 	for _, f := range p.Syntax {
-		name := b.fset.File(f.Pos()).Name()
+		name, cgo, ok := sourceName(b.fset, p, f)
+		if !ok {
+			continue
+		}
 		if isGenerated(name) {
 			m.Generated = append(m.Generated, name)
 			continue
 		}
-		if mf := b.file(p, f, name); mf != nil {
+		header := f
+		if cgo {
+			// f is cgo's output, not the source: the build constraints are read from the
+			// source itself.
+			if h, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.PackageClauseOnly|parser.ParseComments); err == nil {
+				header = h
+			}
+		}
+		constraint := outputConstraint(name, buildConstraint(header), cgo)
+		if mf := b.file(p, f, name, constraint); mf != nil {
 			m.Files = append(m.Files, mf)
 		}
 	}
 	return m
 }
 
-// file reads the directives of one input file and builds its Spot, Actor and channel interfaces.
-func (b *builder) file(p *packages.Package, f *ast.File, name string) *File {
+// sourceName returns the path of the source file that f, one of p's parsed files, was made
+// from, and whether cgo made it: go/packages parses the files the compiler sees, and for a
+// file that imports "C" that is cgo's output in the build cache, whose //line directives
+// name the source. ok is false for a file that has no source of p (cgo's own declarations).
+func sourceName(fset *token.FileSet, p *packages.Package, f *ast.File) (name string, cgo, ok bool) {
+	tf := fset.File(f.FileStart)
+	if tf == nil {
+		return "", false, false
+	}
+	if name = tf.Name(); slices.Contains(p.GoFiles, name) {
+		return name, false, true
+	}
+	if name = fset.Position(f.Package).Filename; slices.Contains(p.GoFiles, name) {
+		return name, true, true
+	}
+	return "", false, false
+}
+
+// file reads the directives of one input file and builds its Spot, Actor and channel
+// interfaces. constraint is the //go:build line of its output.
+func (b *builder) file(p *packages.Package, f *ast.File, name, constraint string) *File {
 	handled := map[*ast.Comment]bool{}
-	out := &File{Source: name, Out: outPath(name), BuildConstraint: outputConstraint(name, buildConstraint(f))}
+	out := &File{Source: name, Out: outPath(name), BuildConstraint: constraint}
 
 	// Directives on methods of interfaces: //zlink:send, wherever the interface is.
 	var typeName string

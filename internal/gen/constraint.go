@@ -18,9 +18,13 @@ var (
 // outputConstraint returns the //go:build line of the output of source, whose own //go:build
 // line is goBuild (or ""): the output must build exactly when its input does. A file name
 // suffix such as _linux or _linux_arm64 constrains the input, but the output's name ends in
-// _zlink, so the suffix becomes part of the output's //go:build line.
-func outputConstraint(source, goBuild string) string {
+// _zlink, so the suffix becomes part of the output's //go:build line. A cgo input (one that
+// imports "C") builds only with cgo, and its output imports no "C": cgo is a term too.
+func outputConstraint(source, goBuild string, cgo bool) string {
 	var terms []string
+	if cgo {
+		terms = append(terms, "cgo")
+	}
 	parts := strings.Split(strings.TrimSuffix(filepath.Base(source), ".go"), "_")
 	if n := len(parts); n >= 3 && slices.Contains(knownOS, parts[n-2]) && slices.Contains(knownArch, parts[n-1]) {
 		terms = append(terms, parts[n-2], parts[n-1])

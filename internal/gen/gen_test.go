@@ -134,10 +134,10 @@ func TestOutPath(t *testing.T) {
 }
 
 func TestOutputConstraint(t *testing.T) {
-	assert.Equal(t, "", outputConstraint("/x/room.go", ""))
-	assert.Equal(t, "//go:build foo", outputConstraint("/x/room.go", "//go:build foo"))
-	assert.Equal(t, "//go:build linux", outputConstraint("/x/room_linux.go", ""))
-	assert.Equal(t, "//go:build linux && arm64", outputConstraint("/x/room_linux_arm64.go", ""))
-	assert.Equal(t, "//go:build amd64 && (foo || bar)", outputConstraint("/x/room_amd64.go", "//go:build foo || bar"))
-	assert.Equal(t, "", outputConstraint("/x/linux.go", ""), "a name that is only the OS is no constraint")
+	assert.Equal(t, "", outputConstraint("/x/room.go", "", false))
+	assert.Equal(t, "//go:build foo", outputConstraint("/x/room.go", "//go:build foo", false))
+	assert.Equal(t, "//go:build linux", outputConstraint("/x/room_linux.go", "", false))
+	assert.Equal(t, "//go:build linux && arm64", outputConstraint("/x/room_linux_arm64.go", "", false))
+	assert.Equal(t, "//go:build amd64 && (foo || bar)", outputConstraint("/x/room_amd64.go", "//go:build foo || bar", false))
+	assert.Equal(t, "", outputConstraint("/x/linux.go", "", false), "a name that is only the OS is no constraint")
 }

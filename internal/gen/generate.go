@@ -221,7 +221,7 @@ func importedAs(p *packages.Package, fset *token.FileSet, filename, name string)
 		return "", false
 	}
 	for _, f := range p.Syntax {
-		if fset.File(f.Pos()).Name() != filename {
+		if name, _, ok := sourceName(fset, p, f); !ok || name != filename {
 			continue
 		}
 		if pn, ok := p.TypesInfo.Scopes[f].Lookup(name).(*types.PkgName); ok {
