@@ -26,3 +26,14 @@ func TestACgoFileIsGeneratedBesideItsSource(t *testing.T) {
 	assert.Contains(t, string(results[0].Content), "//go:build cgo\n", "the output builds only when its input does")
 	assert.Empty(t, compileErrors(t, dir, results))
 }
+
+func TestAnEmptyGoFileIsAPositionedError(t *testing.T) {
+	dir := fixture(t, "empty_file", map[string]string{
+		"input/room.go": fixtureRoomSrc,
+		"input/junk.go": "",
+	})
+	list := inputErrors(t, dir)
+	require.NotEmpty(t, list)
+	assert.NotContains(t, list.Error(), "internal error")
+	assert.Contains(t, list.Error(), "input/junk.go:1:1: zlinkgen: expected 'package', found 'EOF'")
+}

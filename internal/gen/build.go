@@ -96,10 +96,11 @@ func (b *builder) pkg(p *packages.Package) *Package {
 // sourceName returns the path of the source file that f, one of p's parsed files, was made
 // from, and whether cgo made it: go/packages parses the files the compiler sees, and for a
 // file that imports "C" that is cgo's output in the build cache, whose //line directives
-// name the source. ok is false for a file that has no source of p (cgo's own declarations).
+// name the source. ok is false for a file that has no source of p (cgo's own declarations)
+// and for one without a package clause (an empty file), whose error the loader reports.
 func sourceName(fset *token.FileSet, p *packages.Package, f *ast.File) (name string, cgo, ok bool) {
 	tf := fset.File(f.FileStart)
-	if tf == nil {
+	if tf == nil || !f.Package.IsValid() {
 		return "", false, false
 	}
 	if name = tf.Name(); slices.Contains(p.GoFiles, name) {
