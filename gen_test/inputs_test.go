@@ -37,3 +37,33 @@ func TestAnEmptyGoFileIsAPositionedError(t *testing.T) {
 	assert.NotContains(t, list.Error(), "internal error")
 	assert.Contains(t, list.Error(), "input/junk.go:1:1: zlinkgen: expected 'package', found 'EOF'")
 }
+
+func TestAMessageAliasOfAnUnexportedTypeIsRefused(t *testing.T) {
+	dir := fixture(t, "unexported_alias", map[string]string{
+		"msgs/msgs.go": "package msgs\n\nimport \"github.com/zlink-go/zlink/gen_test/testdata/pb\"\n\n" +
+			"type request struct{ pb.JoinRequest }\n\n// Request is a request.\ntype Request = request\n",
+		"input/room.go": strings.NewReplacer(
+			`"github.com/zlink-go/zlink/gen_test/testdata/pb"`,
+			"\"github.com/zlink-go/zlink/gen_test/testdata/pb\"\n\t\"github.com/zlink-go/zlink/gen_test/testdata/tmp_unexported_alias/msgs\"",
+			"req *pb.JoinRequest", "req *msgs.Request",
+		).Replace(fixtureRoomSrc),
+	})
+	list := inputErrors(t, dir)
+	require.Len(t, list, 1)
+	assert.Equal(t, "input/room.go:12:32: zlinkgen: Room.Join: the request *msgs.Request is a pointer to request, which package msgs does not export: the generated code cannot name it", list[0].Error())
+}
+
+func TestAMessageOfAnInternalPackageTheSpotCannotImportIsRefused(t *testing.T) {
+	const ipbPath = "github.com/zlink-go/zlink/gen_test/testdata/tmp_internal_message/lib/internal/ipb"
+	dir := fixture(t, "internal_message", map[string]string{
+		"lib/internal/ipb/ipb.go": "package ipb\n\nimport \"github.com/zlink-go/zlink/gen_test/testdata/pb\"\n\n" +
+			"// Request is a request.\ntype Request struct{ pb.JoinRequest }\n",
+		"lib/base.go": "package lib\n\nimport (\n\t\"context\"\n\n\t\"github.com/zlink-go/zlink/gen_test/testdata/pb\"\n\t\"" + ipbPath + "\"\n)\n\n" +
+			"// Base is embedded.\ntype Base interface {\n\tJoin(ctx context.Context, req *ipb.Request) (*pb.JoinReply, error)\n}\n",
+		"input/room.go": "package chat\n\nimport \"github.com/zlink-go/zlink/gen_test/testdata/tmp_internal_message/lib\"\n\n" +
+			"//zlink:spot instance\ntype Room interface {\n\tlib.Base\n}\n",
+	})
+	list := inputErrors(t, dir)
+	require.Len(t, list, 1)
+	assert.Contains(t, list[0].Error(), "zlinkgen: Room.Join: the request *ipb.Request is a type of package "+ipbPath+", which is internal: package chat cannot import it")
+}

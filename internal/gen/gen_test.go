@@ -141,3 +141,14 @@ func TestOutputConstraint(t *testing.T) {
 	assert.Equal(t, "//go:build amd64 && (foo || bar)", outputConstraint("/x/room_amd64.go", "//go:build foo || bar", false))
 	assert.Equal(t, "", outputConstraint("/x/linux.go", "", false), "a name that is only the OS is no constraint")
 }
+
+func TestCanImportFollowsTheInternalRule(t *testing.T) {
+	assert.True(t, canImport("a/b", "c/d"))
+	assert.True(t, canImport("a/b", "a/internal/x"))
+	assert.True(t, canImport("a", "a/internal"))
+	assert.False(t, canImport("a/b/c", "a/b/internal/x/internal/y"), "the last internal decides")
+	assert.True(t, canImport("a/b/internal/x/z", "a/b/internal/x/internal/y"))
+	assert.False(t, canImport("c/d", "a/internal/x"))
+	assert.False(t, canImport("ab/c", "a/internal/x"), "a prefix of the path is not its tree")
+	assert.False(t, canImport("example.com/m", "internal/poll"))
+}

@@ -148,9 +148,39 @@ func (v *validator) message(pkg *Package, param *Param, what, where string, qual
 	if obj.Pkg() == nil {
 		return fail("")
 	}
+	// The generated code names the message type in the Spot's package: an alias may lead to
+	// a type the package cannot name, and an embedded interface to a package it cannot import.
+	if obj.Pkg() != pkg.Types {
+		if !obj.Exported() {
+			v.errs.add(param.Pos, where, "the %s %s is a pointer to %s, which package %s does not export: the generated code cannot name it", what, got, obj.Name(), obj.Pkg().Name())
+			return nil
+		}
+		if !canImport(string(pkg.Path), obj.Pkg().Path()) {
+			v.errs.add(param.Pos, where, "the %s %s is a type of package %s, which is internal: package %s cannot import it", what, got, obj.Pkg().Path(), pkg.Name)
+			return nil
+		}
+	}
 	path := GoImportPath(obj.Pkg().Path())
 	pkg.PackageNames[path] = GoPackageName(obj.Pkg().Name())
 	return &Message{GoIdent: path.Ident(obj.Name())}
+}
+
+// canImport reports whether the package from may import the package to by the go command's
+// rule for internal packages: a path with an element "internal" may be imported only from
+// within the tree rooted at the parent of its last "internal" directory.
+func canImport(from, to string) bool {
+	var parent string
+	switch {
+	case strings.HasSuffix(to, "/internal"):
+		parent = strings.TrimSuffix(to, "/internal")
+	case strings.Contains(to, "/internal/"):
+		parent = to[:strings.LastIndex(to, "/internal/")]
+	case to == "internal" || strings.HasPrefix(to, "internal/"):
+		return false // the standard library's own
+	default:
+		return true
+	}
+	return from == parent || strings.HasPrefix(from, parent+"/")
 }
 
 // isProtoMessage reports whether t implements proto.Message: it has the method
