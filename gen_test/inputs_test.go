@@ -1,6 +1,8 @@
 package gen_test
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,6 +38,40 @@ func TestAnEmptyGoFileIsAPositionedError(t *testing.T) {
 	require.NotEmpty(t, list)
 	assert.NotContains(t, list.Error(), "internal error")
 	assert.Contains(t, list.Error(), "input/junk.go:1:1: zlinkgen: expected 'package', found 'EOF'")
+}
+
+func TestATestFileDeclaringAGeneratedNameIsACollision(t *testing.T) {
+	dir := fixture(t, "test_file_collision", map[string]string{
+		"input/room.go":      fixtureRoomSrc,
+		"input/room_test.go": "package chat\n\nfunc OpenRoom() {}\n",
+	})
+	list := inputErrors(t, dir)
+	require.Len(t, list, 1)
+	assert.Equal(t, "input/room.go:10:6: zlinkgen: Room: the generated name OpenRoom collides with the func OpenRoom declared at input/room_test.go:3:6; rename one of them", list[0].Error())
+}
+
+func TestAnExternalTestPackageDoesNotCollide(t *testing.T) {
+	dir := fixture(t, "external_test", map[string]string{
+		"input/room.go":      fixtureRoomSrc,
+		"input/room_test.go": "package chat_test\n\nfunc OpenRoom() {}\n",
+	})
+	_, err := generate(t, gen.Config{Dir: dir})
+	require.NoError(t, err)
+}
+
+func TestOutputDoesNotDependOnTheGOOSOfTheRun(t *testing.T) {
+	dir := fixture(t, "goos", map[string]string{
+		"input/room.go":          fixtureRoomSrc,
+		"input/other_windows.go": "package chat\n\nvar ctx = 1\n",
+	})
+	var outputs [][]byte
+	for _, goos := range []string{"linux", "windows"} {
+		results, err := generate(t, gen.Config{Dir: dir, Env: append(os.Environ(), "GOOS="+goos)})
+		require.NoError(t, err, goos)
+		require.Len(t, results, 1, goos)
+		outputs = append(outputs, results[0].Content)
+	}
+	assert.True(t, bytes.Equal(outputs[0], outputs[1]), "linux:\n%s\nwindows:\n%s", outputs[0], outputs[1])
 }
 
 func TestAMessageAliasOfAnUnexportedTypeIsRefused(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -90,7 +91,69 @@ func (b *builder) pkg(p *packages.Package) *Package {
 			m.Files = append(m.Files, mf)
 		}
 	}
+	if len(m.Files) > 0 {
+		m.Unseen = b.unseen(p)
+		for _, d := range m.Unseen {
+			m.Declared = append(m.Declared, d.Name)
+		}
+		slices.Sort(m.Declared)
+		m.Declared = slices.Compact(m.Declared)
+	}
 	return m
+}
+
+// unseen returns the package-level declarations of the .go files in p's directory that
+// belong to p but were not type-checked: its _test.go files of package p (not those of the
+// external test package), and its files that build constraints leave out. Files zlinkgen
+// generated and files that do not parse are skipped.
+func (b *builder) unseen(p *packages.Package) []Decl {
+	dir := p.Dir
+	if len(p.GoFiles) > 0 {
+		dir = filepath.Dir(p.GoFiles[0])
+	}
+	if dir == "" {
+		return nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var decls []Decl
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") || slices.Contains(p.GoFiles, path) || isGenerated(path) {
+			continue
+		}
+		f, err := parser.ParseFile(b.extFset, path, nil, parser.SkipObjectResolution)
+		if err != nil || f.Name.Name != p.Name {
+			continue
+		}
+		add := func(id *ast.Ident, kind string) {
+			if id.Name != "_" && id.Name != "init" {
+				decls = append(decls, Decl{Name: id.Name, Kind: kind, Pos: b.extFset.Position(id.Pos())})
+			}
+		}
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if d.Recv == nil {
+					add(d.Name, "func")
+				}
+			case *ast.GenDecl:
+				for _, sp := range d.Specs {
+					switch sp := sp.(type) {
+					case *ast.TypeSpec:
+						add(sp.Name, "type")
+					case *ast.ValueSpec:
+						for _, n := range sp.Names {
+							add(n, d.Tok.String())
+						}
+					}
+				}
+			}
+		}
+	}
+	return decls
 }
 
 // sourceName returns the path of the source file that f, one of p's parsed files, was made

@@ -26,8 +26,23 @@ type Package struct {
 	// Generated are the *_zlink.go files that zlinkgen made earlier, by absolute path.
 	Generated []string
 	// Declared are the package-level names the package declares, sorted (its earlier
-	// generated files left out): names that generated code must not shadow.
+	// generated files left out), Unseen included: names that generated code must not shadow.
 	Declared []string
+	// Unseen are the package-level declarations of the package's files that the type checker
+	// did not see: its _test.go files and those that build constraints leave out, so that the
+	// output is the same for every GOOS, GOARCH and set of tags, and compiles with the tests.
+	// They are read only for a package that has input files.
+	Unseen []Decl
+}
+
+// Decl is one package-level declaration that only the syntax tells of.
+type Decl struct {
+	// Name is the declared name.
+	Name string
+	// Kind is "func", "var", "const" or "type".
+	Kind string
+	// Pos is where the name is declared.
+	Pos token.Position
 }
 
 // File is one input file that declares Spot or Actor types or channels, and the file generated

@@ -247,11 +247,19 @@ func (v *validator) stableNames(spots []*Interface) {
 // with each other.
 func (v *validator) generatedNames(p *Package, spots []*Interface) {
 	scope := p.Types.Scope()
+	unseen := map[string]Decl{}
+	for _, d := range p.Unseen {
+		if _, dup := unseen[d.Name]; !dup {
+			unseen[d.Name] = d
+		}
+	}
 	owner := map[string]*Interface{}
 	for _, s := range spots {
 		for _, name := range topLevel(s) {
 			if obj := scope.Lookup(name); obj != nil {
 				v.errs.add(s.Pos, s.Name, "the generated name %s collides with %s declared at %s; rename one of them", name, describeObj(obj), v.rel(v.position(obj)))
+			} else if d, ok := unseen[name]; ok {
+				v.errs.add(s.Pos, s.Name, "the generated name %s collides with the %s %s declared at %s; rename one of them", name, d.Kind, name, v.rel(d.Pos))
 			}
 			if prev, dup := owner[name]; dup && prev != s {
 				v.errs.add(s.Pos, s.Name, "the generated name %s is also generated for %s (%s); rename one of them", name, prev.Name, v.rel(prev.Pos))
