@@ -103,3 +103,23 @@ func TestAMessageOfAnInternalPackageTheSpotCannotImportIsRefused(t *testing.T) {
 	require.Len(t, list, 1)
 	assert.Contains(t, list[0].Error(), "zlinkgen: Room.Join: the request *ipb.Request is a type of package "+ipbPath+", which is internal: package chat cannot import it")
 }
+
+func TestEveryBuildConstraintSpellingIsCopiedToTheOutput(t *testing.T) {
+	for name, header := range map[string]string{
+		"plus_build":   "// +build special\n\n",
+		"go_build_tab": "//go:build\tspecial\n\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := fixture(t, "constraint_"+name, map[string]string{
+				"input/room.go":  header + fixtureRoomSrc,
+				"input/other.go": "package chat\n",
+			})
+			results, err := generate(t, gen.Config{Dir: dir, BuildFlags: []string{"-tags=special"}})
+			require.NoError(t, err)
+			require.Len(t, results, 1)
+			assert.True(t, strings.Contains(string(results[0].Content), "\n//go:build special\n"), "%s", results[0].Content)
+			assert.Empty(t, compileErrors(t, dir, results, "-tags=special"))
+			assert.Empty(t, compileErrors(t, dir, results), "without the tag, the output is left out like its input")
+		})
+	}
+}

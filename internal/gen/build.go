@@ -543,21 +543,6 @@ func params(t *types.Tuple, pos []token.Position, fallback token.Position) []*Pa
 	return ps
 }
 
-// buildConstraint returns the //go:build line of f, or "".
-func buildConstraint(f *ast.File) string {
-	for _, g := range f.Comments {
-		if g.Pos() >= f.Package {
-			break
-		}
-		for _, c := range g.List {
-			if strings.HasPrefix(c.Text, "//go:build ") {
-				return c.Text
-			}
-		}
-	}
-	return ""
-}
-
 // describeTypeExpr names the kind of type an expression declares, for messages.
 func describeTypeExpr(e ast.Expr) string {
 	switch e.(type) {

@@ -1,6 +1,8 @@
 package gen
 
 import (
+	"go/ast"
+	"go/build/constraint"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,27 +17,64 @@ var (
 		"riscv64", "s390", "s390x", "sparc", "sparc64", "wasm"}
 )
 
-// outputConstraint returns the //go:build line of the output of source, whose own //go:build
-// line is goBuild (or ""): the output must build exactly when its input does. A file name
-// suffix such as _linux or _linux_arm64 constrains the input, but the output's name ends in
-// _zlink, so the suffix becomes part of the output's //go:build line. A cgo input (one that
-// imports "C") builds only with cgo, and its output imports no "C": cgo is a term too.
-func outputConstraint(source, goBuild string, cgo bool) string {
-	var terms []string
+// buildConstraint returns the build constraint of f, or nil: its //go:build line, or else its
+// // +build lines (all of them must hold), in every spelling the go command accepts. Only the
+// comments before the package clause count, the package's doc comment left out.
+func buildConstraint(f *ast.File) constraint.Expr {
+	var plus constraint.Expr
+	for _, g := range f.Comments {
+		if g.Pos() >= f.Package {
+			break
+		}
+		if g == f.Doc {
+			continue
+		}
+		for _, c := range g.List {
+			switch {
+			case constraint.IsGoBuild(c.Text):
+				if x, err := constraint.Parse(c.Text); err == nil {
+					return x
+				}
+			case constraint.IsPlusBuild(c.Text):
+				if x, err := constraint.Parse(c.Text); err == nil {
+					plus = and(plus, x)
+				}
+			}
+		}
+	}
+	return plus
+}
+
+// and returns x && y; a nil operand is true.
+func and(x, y constraint.Expr) constraint.Expr {
+	if x == nil {
+		return y
+	}
+	return &constraint.AndExpr{X: x, Y: y}
+}
+
+// outputConstraint returns the //go:build line of the output of source, whose own build
+// constraint is expr (or nil), or "": the output must build exactly when its input does. A
+// file name suffix such as _linux or _linux_arm64 constrains the input, but the output's
+// name ends in _zlink, so the suffix becomes part of the output's //go:build line. A cgo
+// input (one that imports "C") builds only with cgo, and its output imports no "C": cgo is a
+// term too.
+func outputConstraint(source string, expr constraint.Expr, cgo bool) string {
+	var x constraint.Expr
 	if cgo {
-		terms = append(terms, "cgo")
+		x = and(x, &constraint.TagExpr{Tag: "cgo"})
 	}
 	parts := strings.Split(strings.TrimSuffix(filepath.Base(source), ".go"), "_")
 	if n := len(parts); n >= 3 && slices.Contains(knownOS, parts[n-2]) && slices.Contains(knownArch, parts[n-1]) {
-		terms = append(terms, parts[n-2], parts[n-1])
+		x = and(and(x, &constraint.TagExpr{Tag: parts[n-2]}), &constraint.TagExpr{Tag: parts[n-1]})
 	} else if n >= 2 && (slices.Contains(knownOS, parts[n-1]) || slices.Contains(knownArch, parts[n-1])) {
-		terms = append(terms, parts[n-1])
+		x = and(x, &constraint.TagExpr{Tag: parts[n-1]})
 	}
-	if len(terms) == 0 {
-		return goBuild
+	if expr != nil {
+		x = and(x, expr)
 	}
-	if expr := strings.TrimSpace(strings.TrimPrefix(goBuild, "//go:build")); expr != "" {
-		terms = append(terms, "("+expr+")")
+	if x == nil {
+		return ""
 	}
-	return "//go:build " + strings.Join(terms, " && ")
+	return "//go:build " + x.String()
 }

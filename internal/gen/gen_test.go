@@ -3,6 +3,8 @@ package gen
 import (
 	"errors"
 	"go/ast"
+	"go/build/constraint"
+	"go/parser"
 	"go/token"
 	"testing"
 
@@ -134,12 +136,38 @@ func TestOutPath(t *testing.T) {
 }
 
 func TestOutputConstraint(t *testing.T) {
-	assert.Equal(t, "", outputConstraint("/x/room.go", "", false))
-	assert.Equal(t, "//go:build foo", outputConstraint("/x/room.go", "//go:build foo", false))
-	assert.Equal(t, "//go:build linux", outputConstraint("/x/room_linux.go", "", false))
-	assert.Equal(t, "//go:build linux && arm64", outputConstraint("/x/room_linux_arm64.go", "", false))
-	assert.Equal(t, "//go:build amd64 && (foo || bar)", outputConstraint("/x/room_amd64.go", "//go:build foo || bar", false))
-	assert.Equal(t, "", outputConstraint("/x/linux.go", "", false), "a name that is only the OS is no constraint")
+	expr := func(line string) constraint.Expr {
+		x, err := constraint.Parse(line)
+		require.NoError(t, err)
+		return x
+	}
+	assert.Equal(t, "", outputConstraint("/x/room.go", nil, false))
+	assert.Equal(t, "//go:build foo", outputConstraint("/x/room.go", expr("//go:build foo"), false))
+	assert.Equal(t, "//go:build linux", outputConstraint("/x/room_linux.go", nil, false))
+	assert.Equal(t, "//go:build linux && arm64", outputConstraint("/x/room_linux_arm64.go", nil, false))
+	assert.Equal(t, "//go:build amd64 && (foo || bar)", outputConstraint("/x/room_amd64.go", expr("//go:build foo || bar"), false))
+	assert.Equal(t, "//go:build cgo && linux && !foo", outputConstraint("/x/room_linux.go", expr("//go:build !foo"), true))
+	assert.Equal(t, "", outputConstraint("/x/linux.go", nil, false), "a name that is only the OS is no constraint")
+}
+
+func TestBuildConstraintReadsEverySpelling(t *testing.T) {
+	for src, want := range map[string]string{
+		"//go:build special\n\npackage p\n":                     "special",
+		"//go:build\tspecial\n\npackage p\n":                    "special",
+		"// +build special\n\npackage p\n":                      "special",
+		"// +build a b\n// +build c,!d\n\npackage p\n":          "(a || b) && c && !d",
+		"// +build old\n//go:build new\n\npackage p\n":          "new",
+		"// Package p is a package.\n// +build no\npackage p\n": "",
+		"package p\n\n// +build no\n":                           "",
+	} {
+		f, err := parser.ParseFile(token.NewFileSet(), "p.go", src, parser.ParseComments|parser.PackageClauseOnly)
+		require.NoError(t, err)
+		got := ""
+		if x := buildConstraint(f); x != nil {
+			got = x.String()
+		}
+		assert.Equal(t, want, got, "%q", src)
+	}
 }
 
 func TestCanImportFollowsTheInternalRule(t *testing.T) {
