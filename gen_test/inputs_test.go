@@ -104,6 +104,21 @@ func TestAMessageOfAnInternalPackageTheSpotCannotImportIsRefused(t *testing.T) {
 	assert.Contains(t, list[0].Error(), "zlinkgen: Room.Join: the request *ipb.Request is a type of package "+ipbPath+", which is internal: package chat cannot import it")
 }
 
+func TestAPackageLevelDeclarationShadowingAPredeclaredNameIsRefused(t *testing.T) {
+	for name, decl := range map[string]string{
+		"nil":    "var nil = 0",
+		"string": "type string = []byte",
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := fixture(t, "predeclared_"+name, map[string]string{"input/room.go": fixtureRoomSrc + "\n" + decl + "\n"})
+			list := inputErrors(t, dir)
+			require.Len(t, list, 1)
+			assert.Contains(t, list[0].Error(), "input/room.go:14:")
+			assert.Contains(t, list[0].Error(), "the package declares "+name+", which hides the predeclared "+name+" that the generated code uses; rename it")
+		})
+	}
+}
+
 func TestEveryBuildConstraintSpellingIsCopiedToTheOutput(t *testing.T) {
 	for name, header := range map[string]string{
 		"plus_build":   "// +build special\n\n",

@@ -104,13 +104,18 @@ func (ids *identifiers) fresh(base string) string {
 	return name
 }
 
+// predeclaredUsed are the predeclared identifiers that generated code uses. A package that
+// declares one of them at package level changes what the generated code means: validation
+// refuses it.
+var predeclaredUsed = []string{"any", "error", "int64", "new", "nil", "string", "true"}
+
 // identifiers returns the file's identifiers with the names it must not give reserved: the
 // predeclared identifiers that generated code uses, every package-level name of the package,
 // those the run generates in it, and the parameters the file's functions take under generated
 // names (the factories of RegisterX).
 func (e *emitter) identifiers() *identifiers {
 	ids := &identifiers{taken: map[string]bool{}}
-	ids.reserve("any", "error", "int64", "new", "nil", "string", "true")
+	ids.reserve(predeclaredUsed...)
 	ids.reserve(e.pkg.Declared...)
 	for _, f := range e.pkg.Files {
 		for _, s := range f.Spots {

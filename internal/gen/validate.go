@@ -45,6 +45,26 @@ func (v *validator) pkg(p *Package) {
 	}
 	v.stableNames(spots)
 	v.generatedNames(p, spots)
+	if len(spots) > 0 {
+		v.predeclared(p)
+	}
+}
+
+// predeclared reports package-level declarations of the predeclared identifiers that the
+// generated code uses (var nil = 0, type string = []byte): in the package, the generated
+// code would refer to them instead.
+func (v *validator) predeclared(p *Package) {
+	for _, name := range predeclaredUsed {
+		var pos token.Position
+		if obj := p.Types.Scope().Lookup(name); obj != nil {
+			pos = v.position(obj)
+		} else if i := slices.IndexFunc(p.Unseen, func(d Decl) bool { return d.Name == name }); i >= 0 {
+			pos = p.Unseen[i].Pos
+		} else {
+			continue
+		}
+		v.errs.add(pos, "", "the package declares %s, which hides the predeclared %s that the generated code uses; rename it", name, name)
+	}
 }
 
 // method checks one method's shape (DESIGN §3):
