@@ -138,3 +138,15 @@ func TestEveryBuildConstraintSpellingIsCopiedToTheOutput(t *testing.T) {
 		})
 	}
 }
+
+func TestAMethodEmbeddedFromTheStandardLibraryIsReportedAtTheEmbedding(t *testing.T) {
+	dir := fixture(t, "std_embedding", map[string]string{
+		"input/room.go": "package chat\n\nimport \"io\"\n\n//zlink:spot user\ntype Room interface {\n\tio.Reader\n}\n",
+	})
+	list := inputErrors(t, dir)
+	require.NotEmpty(t, list)
+	for _, e := range list {
+		assert.NotContains(t, e.Error(), "$GOROOT")
+		assert.True(t, strings.HasPrefix(e.Error(), "input/room.go:7:2: "), "%v", e)
+	}
+}

@@ -367,8 +367,10 @@ func (b *builder) flatten(s *Interface, iface *types.Interface, it *ast.Interfac
 			return cmp.Or(cmp.Compare(px.Filename, py.Filename), cmp.Compare(px.Line, py.Line), cmp.Compare(px.Column, py.Column))
 		})
 		for _, m := range ms {
+			// A method whose source is not at hand is reported at the embedding: a position
+			// from export data, such as $GOROOT/src/io/io.go, is no file the user can open.
 			pos := b.fset.Position(m.Pos())
-			if !pos.IsValid() {
+			if !pos.IsValid() || !filepath.IsAbs(pos.Filename) {
 				pos = at
 			}
 			b.addMethod(s, m, pos, "", false, true, nil, fset, seen)
