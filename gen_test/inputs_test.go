@@ -3,6 +3,7 @@ package gen_test
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +18,9 @@ import (
 var withoutPackageClause = strings.TrimPrefix(fixtureRoomSrc, "package chat\n")
 
 func TestACgoFileIsGeneratedBesideItsSource(t *testing.T) {
+	if out, err := exec.Command("go", "env", "CGO_ENABLED").Output(); err != nil || strings.TrimSpace(string(out)) != "1" {
+		t.Skip("cgo is not enabled")
+	}
 	dir := fixture(t, "cgo", map[string]string{
 		"input/room.go": "package chat\n\n// #include <stdlib.h>\nimport \"C\"\n\n" + withoutPackageClause,
 	})
