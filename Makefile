@@ -85,12 +85,12 @@ chaos:
 		-args -chaos -chaos.report=$(CURDIR)/docs/RELIABILITY.md
 
 ## fuzz: every fuzz target for FUZZTIME each (default 60s): hostile bytes into a node's mesh
-## stream, IDs and keys, stored records, generator directives, the chat command line. Their
-## seed corpora run in make test as ordinary tests.
+## stream, IDs and keys, stored records, generator directives and build constraints, the chat
+## command line. Their seed corpora run in make test as ordinary tests.
 FUZZTIME ?= 60s
 FUZZ := FuzzHandleBatch:./rt/internal/transport/ FuzzIDKeyRoundTrip:./rt/internal/store/ FuzzDecodeRecord:./rt/internal/store/ \
 	FuzzTxnCodecReadsAsProtobufReads:./rt/internal/store/ \
-	FuzzDirectives:./internal/gen/ FuzzCommand:./examples/chat/
+	FuzzDirectives:./internal/gen/ FuzzBuildConstraint:./internal/gen/ FuzzCommand:./examples/chat/
 fuzz:
 	@for t in $(FUZZ); do name=$${t%%:*}; pkg=$${t#*:}; \
 		echo "fuzz $$name in $$pkg for $(FUZZTIME)"; \

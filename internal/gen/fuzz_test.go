@@ -2,6 +2,8 @@ package gen
 
 import (
 	"go/ast"
+	"go/build/constraint"
+	"go/parser"
 	"go/token"
 	"strings"
 	"testing"
@@ -48,6 +50,32 @@ func FuzzDirectives(f *testing.F) {
 			if e.Pos.Filename != "room.go" || e.Pos.Line != 1 || e.Pos.Column < 1 || e.Pos.Column > len(comment)+1 {
 				t.Fatalf("problem %q placed off the comment %q: %v", e.Msg, comment, e.Pos)
 			}
+		}
+	})
+}
+
+// FuzzBuildConstraint feeds any file header to buildConstraint: it never panics, and the
+// output's //go:build line, with a file name and cgo term added, is one the go command parses
+// back to the same expression.
+func FuzzBuildConstraint(f *testing.F) {
+	for _, seed := range []string{
+		"//go:build special", "//go:build\tspecial", "// +build special", "// +build a b\n// +build c,!d",
+		"//go:build (a || b) && !c", "//go:build", "// +build", "//go:build a &&", "// +build !!a", "/* x */",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		file, err := parser.ParseFile(token.NewFileSet(), "room.go", header+"\n\npackage p\n", parser.ParseComments|parser.PackageClauseOnly)
+		if err != nil {
+			return
+		}
+		line := outputConstraint("/x/room_linux.go", buildConstraint(file), true)
+		x, err := constraint.Parse(line)
+		if err != nil {
+			t.Fatalf("the output's %q does not parse: %v", line, err)
+		}
+		if got := "//go:build " + x.String(); got != line {
+			t.Fatalf("the output's %q parses back as %q", line, got)
 		}
 	})
 }
