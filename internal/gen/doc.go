@@ -63,8 +63,10 @@
 //	M(ctx context.Context, req *T) (*R, error)   // request/reply (not on a Fanout channel)
 //	M(ctx context.Context, msg *T) error         // one-way, with //zlink:send (optional on a Fanout channel)
 //
-// T and R are protobuf messages (they implement google.golang.org/protobuf's proto.Message).
-// Embedded interfaces, of the same package or imported, are flattened in declaration order.
+// T and R are protobuf messages (they implement google.golang.org/protobuf's proto.Message)
+// that the interface's package can name: an alias of an unexported type of another package,
+// or a type of an internal package it may not import, is an error. Embedded interfaces, of
+// the same package or imported, are flattened in declaration order.
 //
 // # Output files
 //
@@ -72,7 +74,15 @@
 // gets room_zlink.go in the same directory, holding the code for every Spot and Actor type and
 // every channel declared in room.go. A *_zlink.go file that zlinkgen made and whose input no
 // longer declares any of them is removed. A *_zlink.go file that zlinkgen did not make is never
-// overwritten.
+// overwritten. An output builds exactly when its input does: the input's build constraint
+// (//go:build or // +build), the GOOS and GOARCH of its file name and cgo (when it imports "C")
+// make the output's //go:build line.
+//
+// Generated package-level names must not collide with any package-level name of the package,
+// in any of its files: its _test.go files and those for other platforms or tags included, so
+// that the output is the same whatever GOOS, GOARCH and tags zlinkgen runs with. A package
+// that redeclares a predeclared identifier the generated code uses (nil, string, error, ...)
+// is an error.
 //
 // Errors are reported all at once, each as
 //
