@@ -197,7 +197,15 @@ func status(ctx context.Context, args []string, out io.Writer) error {
 			errs[i] = errors.New("no admin server")
 			continue
 		}
-		wg.Go(func() { docs[i], errs[i] = fetchStatus(ctx, client, n.AdminURL, c.timeout) })
+		wg.Go(func() {
+			d, err := fetchStatus(ctx, client, n.AdminURL, c.timeout)
+			if err == nil && d.Node != string(n.ID) {
+				// The registration's address leads to another node's server (a node replaced
+				// on the same port, a wildcard address): its state is not this node's.
+				d, err = nil, fmt.Errorf("answers for node %q, not %q", d.Node, n.ID)
+			}
+			docs[i], errs[i] = d, err
+		})
 	}
 	wg.Wait()
 	tw := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
@@ -439,6 +447,9 @@ func operate(ctx context.Context, c *common, id, path string, body map[string]an
 	if err != nil {
 		return nil, err
 	}
+	// The server refuses an operation meant for another node: the registration's address can
+	// lead to another node's server.
+	body["node"] = id
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -178,6 +180,63 @@ func TestRelocateAndShutdownANode(t *testing.T) {
 	code, _, errOut = cli("shutdown", "-etcd", etcd, "-node", "node-2")
 	assert.Equal(t, exitFailed, code)
 	assert.Equal(t, "zlink shutdown: node node-2 is not registered in mesh \"default\" (registered: node-1)\n", errOut)
+}
+
+// A registration whose admin URL leads to another node's server (a node replaced on the same
+// fixed port, a wildcard address) gets the other node neither operated nor shown as the one
+// named: shutdown and relocate are refused by the server that answers, which is told the node
+// meant, and status shows the mismatch on that node's row.
+func TestOperationsReachOnlyTheNodeNamed(t *testing.T) {
+	a := startNode(t, "node-1", 1, nil, true)
+	etcd := strings.Join(a.EtcdEndpoints(), ",")
+	b := startNode(t, "node-2", 1, a.EtcdEndpoints(), true)
+	waitReady(t, a, b)
+	require.Eventually(t, func() bool {
+		nodes, err := rt.ListNodes(ctx, rt.Config{EtcdEndpoints: a.EtcdEndpoints()})
+		return err == nil && len(nodes) == 2 && nodes[0].State == sdk.RuntimeStateServing && nodes[1].State == sdk.RuntimeStateServing
+	}, 30*time.Second, 20*time.Millisecond)
+
+	// node-2's registration now names node-1's admin server. The two URLs differ only in
+	// their ports, which have the same length, so the descriptor stays valid.
+	require.Len(t, b.AdminURL(), len(a.AdminURL()), "the test needs ports of one length")
+	cli3, err := clientv3.New(clientv3.Config{Endpoints: a.EtcdEndpoints(), DialTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	defer cli3.Close()
+	got, err := cli3.Get(ctx, "", clientv3.WithPrefix())
+	require.NoError(t, err)
+	rewritten := 0
+	for _, kv := range got.Kvs {
+		if strings.Contains(string(kv.Key), "node-2") && bytes.Contains(kv.Value, []byte(b.AdminURL())) {
+			v := bytes.ReplaceAll(kv.Value, []byte(b.AdminURL()), []byte(a.AdminURL()))
+			_, err := cli3.Put(ctx, string(kv.Key), string(v), clientv3.WithIgnoreLease())
+			require.NoError(t, err)
+			rewritten++
+		}
+	}
+	require.Equal(t, 1, rewritten, "node-2's registration")
+	require.Eventually(t, func() bool {
+		nodes, err := rt.ListNodes(ctx, rt.Config{EtcdEndpoints: a.EtcdEndpoints()})
+		return err == nil && len(nodes) == 2 && nodes[1].AdminURL == a.AdminURL()
+	}, 10*time.Second, 20*time.Millisecond)
+
+	refusal := fmt.Sprintf("node node-2 refused (409 Conflict): the admin server at %s is node node-1's, not node node-2's", strings.TrimPrefix(a.AdminURL(), "http://"))
+	code, out, errOut := cli("shutdown", "-etcd", etcd, "-node", "node-2", "-deadline", "15s")
+	assert.Equal(t, exitFailed, code, out)
+	assert.Empty(t, out)
+	assert.Equal(t, "zlink shutdown: "+refusal+"\n", errOut)
+	code, out, errOut = cli("relocate", "-etcd", etcd, "-node", "node-2", "-mode", "planned")
+	assert.Equal(t, exitFailed, code, out)
+	assert.Empty(t, out)
+	assert.Equal(t, "zlink relocate: "+refusal+"\n", errOut)
+	assert.Equal(t, sdk.RuntimeStateServing, a.Status().State, "node-1 was not operated")
+	assert.Nil(t, a.Status().RelocationResult, "node-1 did not relocate")
+
+	code, out, errOut = cli("status", "-etcd", etcd)
+	require.Equal(t, exitOK, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 3, out)
+	assert.Regexp(t, `^node-1\s+1\s+Serving\s+Ready\s+true\s+node-2:Ready\s+`, lines[1])
+	assert.Regexp(t, `^node-2\s+1\s+Serving \(registered\)\s+-.*`+a.AdminURL()+`: answers for node "node-1", not "node-2"$`, lines[2])
 }
 
 // Bad command lines and unreachable places get one line that names the problem, and start

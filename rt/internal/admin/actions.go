@@ -25,12 +25,16 @@ type RelocateRequest struct {
 	TargetApplicationVersion *int64 `json:"targetApplicationVersion,omitempty"`
 	// Deadline bounds the relocation, as a Go duration ("90s"); empty: the node's default.
 	Deadline string `json:"deadline,omitempty"`
+	// Node, when set, is the ID of the node the caller means: another node is refused (409).
+	Node string `json:"node,omitempty"`
 }
 
 // ShutdownRequest is the body of POST /shutdown; an empty body is the defaults.
 type ShutdownRequest struct {
 	// Deadline bounds the shutdown, as a Go duration ("30s"); empty: the node's StopTimeout.
 	Deadline string `json:"deadline,omitempty"`
+	// Node, when set, is the ID of the node the caller means: another node is refused (409).
+	Node string `json:"node,omitempty"`
 }
 
 // Progress is one line of the answer to a POST: the answer is a stream of them, one JSON
@@ -67,6 +71,9 @@ func (s *Server) relocate(w http.ResponseWriter, r *http.Request) {
 	var req RelocateRequest
 	if err := decodeBody(w, r, &req, false); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if !s.meant(w, r, req.Node) {
 		return
 	}
 	opts, err := req.options()
@@ -157,6 +164,9 @@ func (s *Server) shutdown(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if !s.meant(w, r, req.Node) {
+		return
+	}
 	deadline, err := parseDeadline(req.Deadline)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -218,6 +228,17 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		writeError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("%s needs Content-Type: application/json, got %q", op, r.Header.Get("Content-Type")))
+		return false
+	}
+	return true
+}
+
+// meant refuses an operation meant for another node (409), and says which: the address a
+// caller found in a registration can lead to another node's server (a node replaced on the
+// same fixed port, a wildcard address published as it is). An empty ID means any node.
+func (s *Server) meant(w http.ResponseWriter, r *http.Request, id string) bool {
+	if self := string(s.node.Snapshot().Node); id != "" && id != self {
+		writeError(w, http.StatusConflict, fmt.Sprintf("the admin server at %s is node %s's, not node %s's", r.Host, self, id))
 		return false
 	}
 	return true

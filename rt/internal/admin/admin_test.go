@@ -220,7 +220,7 @@ func post(t *testing.T, c *http.Client, url, contentType, body string, header ..
 
 // Bad input gets one clear line that names the problem, never a panic or an operation started:
 // garbage and oversized bodies, unknown fields, two objects, a bad mode or deadline, the wrong
-// method or media type, and a page of another origin.
+// method or media type, a page of another origin, and an operation meant for another node.
 func TestPostsRefuseBadInputWithOneClearLine(t *testing.T) {
 	n := newTestNode()
 	var started atomic.Int64
@@ -255,6 +255,8 @@ func TestPostsRefuseBadInputWithOneClearLine(t *testing.T) {
 		{"/shutdown", "application/json", `[1,2]`, nil, 400, "not the JSON object expected"},
 		{"/shutdown", "application/json", `{"deadline":"1y"}`, nil, 400, "not a duration"},
 		{"/shutdown", "application/json", `{"deadline":"48h"}`, nil, 400, "out of range"},
+		{"/relocate", "application/json", `{"mode":"planned","node":"node-2"}`, nil, 409, "is node node-1's, not node node-2's"},
+		{"/shutdown", "application/json", `{"node":"node-2"}`, nil, 409, "is node node-1's, not node node-2's"},
 	}
 	for _, tc := range cases {
 		resp, body := post(t, c, s.URL()+tc.path, tc.ctype, tc.body, tc.header...)
@@ -305,7 +307,7 @@ func TestPostFromANonLoopbackCallerNeedsAClientCertificate(t *testing.T) {
 
 	operator := &http.Client{Transport: &http.Transport{TLSClientConfig: pki.ClientTLS(t, "operator")}}
 	defer operator.CloseIdleConnections()
-	resp, body = post(t, operator, s.URL()+"/shutdown", "application/json", `{"deadline":"5s"}`)
+	resp, body = post(t, operator, s.URL()+"/shutdown", "application/json", `{"deadline":"5s","node":"node-1"}`)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	lines := strings.Split(strings.TrimSpace(body), "\n")
 	var last admin.Progress
