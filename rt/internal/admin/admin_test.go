@@ -442,6 +442,33 @@ func TestEventsAStalledReaderIsCutOffAndBlocksNoOne(t *testing.T) {
 	require.NoError(t, err, "the server closed the stalled stream (EOF)")
 }
 
+// A HEAD of the event stream answers the stream's headers and holds no stream place: net/http
+// drops the body of a HEAD, so no write would ever wait and the write timeout would never
+// end it.
+func TestEventsHeadTakesNoStreamPlace(t *testing.T) {
+	n := newTestNode()
+	s := serve(t, admin.Config{EventInterval: time.Millisecond, Heartbeat: 10 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxStreams: 1}, n)
+	host := strings.TrimPrefix(s.URL(), "http://")
+	conn, err := net.Dial("tcp", host)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "HEAD /events HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+	require.NoError(t, err)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodHead})
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+
+	// The connection stays open for several write timeouts; the one place is free all along.
+	time.Sleep(time.Second)
+	resp, err = http.Get(s.URL() + "/events")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "the HEAD kept the only stream place")
+}
+
 // A shutdown asked twice is one shutdown: both callers follow it to the same result, and the
 // event streams end with the Stopped snapshot.
 func TestShutdownTwiceSharesOneShutdown(t *testing.T) {

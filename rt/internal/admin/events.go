@@ -25,6 +25,16 @@ var eventSeq atomic.Uint64
 // gets the current snapshot at once: every event is complete, so nothing is replayed. When
 // the host has stopped, the stream sends the last snapshot and ends.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	if r.Method == http.MethodHead {
+		// The headers only, at once: net/http drops a HEAD's body, so no write of a stream
+		// would ever wait and the write timeout would never end it and free its place.
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	release, ok := s.acquireStream(w)
 	if !ok {
 		return
@@ -37,10 +47,6 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		<-stopped
 	}()
 
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	sse := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
 	if err := sse.write(fmt.Appendf(nil, "retry: %d\n\n", reconnectDelay.Milliseconds())); err != nil {
