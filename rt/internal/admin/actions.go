@@ -214,16 +214,12 @@ func (s *Server) shutdown(w http.ResponseWriter, r *http.Request) {
 // authorize refuses a POST that may not start an operation, and says why: on a server that
 // is not loopback, a caller without a client certificate that TLS verified; anywhere, a
 // request that a page of another site could have made (a form or a script of another origin:
-// it must say Content-Type: application/json, which a form cannot, and carry no foreign
-// Origin).
+// it must say Content-Type: application/json, which a form cannot; the guard has refused a
+// foreign Origin already).
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
 	op := "POST " + r.URL.Path
 	if !s.cfg.Loopback && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
 		writeError(w, http.StatusForbidden, fmt.Sprintf("%s is refused: the admin server listens on %s, which is not loopback, and the caller presented no verified client certificate", op, s.Addr()))
-		return false
-	}
-	if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r.Host) || r.Header.Get("Sec-Fetch-Site") == "cross-site" {
-		writeError(w, http.StatusForbidden, fmt.Sprintf("%s is refused: it comes from a page of another origin (%s)", op, o))
 		return false
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {

@@ -338,13 +338,32 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/symbol", symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+}
+
+// maxSymbolBody bounds the body of a POST /debug/pprof/symbol: a lookup's answer grows with
+// its body, and pprof reads the body to its end.
+const maxSymbolBody = 64 << 10
+
+// symbol serves /debug/pprof/symbol with its body bounded: a longer one is refused (413)
+// before pprof reads it.
+func symbol(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		if r.ContentLength > maxSymbolBody {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", maxSymbolBody))
+			return
+		}
+		// A body of unknown length is cut off at the bound: pprof then says so in its answer.
+		r.Body = http.MaxBytesReader(w, r.Body, maxSymbolBody)
+	}
+	pprof.Symbol(w, r)
 }
 
 // guard refuses, on a loopback server, a request for a host that is not loopback: a page of
 // another site whose name resolves to 127.0.0.1 (DNS rebinding) reads nothing and starts
-// nothing. It also sets the headers every answer carries.
+// nothing. It refuses, on every route, a request that a page of another site made
+// (fromAnotherSite), and it sets the headers every answer carries.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -353,8 +372,35 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf("the admin server listens on loopback and serves only loopback hosts, not %q", r.Host))
 			return
 		}
+		if why := fromAnotherSite(r); why != "" {
+			writeError(w, http.StatusForbidden, fmt.Sprintf("%s %s is refused: it comes from a page of another origin (%s)", r.Method, r.URL.Path, why))
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// fromAnotherSite says why r comes from a page of another origin, or "" when it does not:
+// an Origin that is not this server's ("null" included), or a Sec-Fetch-Site that the
+// browser sets to same-site or cross-site. Reading alone costs the node dearly here (a CPU
+// profile or trace runs for as long as asked, a symbol lookup is as long as its body), so
+// every route is guarded, not only the operations. A plain navigation to the dashboard is
+// let through: it is how a link on another node's page opens it, and the page then talks to
+// its own server only. The command line sends neither header.
+func fromAnotherSite(r *http.Request) string {
+	if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r.Host) {
+		return "Origin: " + o
+	}
+	switch site := r.Header.Get("Sec-Fetch-Site"); site {
+	case "", "same-origin", "none": // none: the operator typed the address or used a bookmark
+		return ""
+	default:
+		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path == "/" &&
+			r.Header.Get("Sec-Fetch-Mode") == "navigate" && r.Header.Get("Sec-Fetch-Dest") == "document" {
+			return ""
+		}
+		return "Sec-Fetch-Site: " + site
+	}
 }
 
 // loopbackHost reports whether host (host[:port], from a request) names the loopback

@@ -283,6 +283,76 @@ func TestPostsRefuseBadInputWithOneClearLine(t *testing.T) {
 	assert.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode)
 }
 
+// A page of another site drives no route of the server's own, profiles above all: a request
+// with a foreign or opaque Origin, or that the browser marks as from another site, is refused
+// (403), except a plain navigation to the dashboard, which is how a link from another node's
+// page opens it. The same requests from the page itself and from the command line, which
+// sends neither header, are served; and a symbol lookup's body is bounded.
+func TestCrossSiteRequestsReachNoRoute(t *testing.T) {
+	s := serve(t, admin.Config{}, newTestNode())
+	// do answers the status code and the body, or 0 when no complete answer came within
+	// seconds (a stream, a profile that ran).
+	do := func(method, path, contentType, body string, header ...string) (int, string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, method, s.URL()+path, strings.NewReader(body))
+		require.NoError(t, err)
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return 0, err.Error()
+		}
+		return resp.StatusCode, string(b)
+	}
+	refused := []struct {
+		method, path, ctype string
+		header              []string
+	}{
+		{"GET", "/debug/pprof/profile?seconds=1", "", []string{"Sec-Fetch-Site", "cross-site"}},
+		{"GET", "/debug/pprof/trace?seconds=1", "", []string{"Sec-Fetch-Site", "same-site", "Sec-Fetch-Mode", "no-cors"}},
+		{"POST", "/debug/pprof/symbol", "text/plain", []string{"Origin", "http://evil.example", "Sec-Fetch-Site", "cross-site"}},
+		{"POST", "/debug/pprof/symbol", "text/plain", []string{"Origin", "null"}},
+		{"GET", "/status", "", []string{"Origin", "http://evil.example"}},
+		{"GET", "/events", "", []string{"Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "cors"}},
+		{"GET", "/mesh", "", []string{"Sec-Fetch-Site", "cross-site"}},
+		{"GET", "/debug/pprof/profile?seconds=1", "", []string{"Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document"}},
+	}
+	for _, tc := range refused {
+		code, body := do(tc.method, tc.path, tc.ctype, "0x1", tc.header...)
+		assert.Equal(t, http.StatusForbidden, code, "%s %s %q: %s", tc.method, tc.path, tc.header, body)
+		assert.Contains(t, body, "another origin", "%s %s", tc.method, tc.path)
+	}
+
+	// A link from another node's page opens the dashboard; the page's own requests, and the
+	// command line's, are served.
+	code, _ := do("GET", "/", "", "", "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate", "Sec-Fetch-Dest", "document")
+	assert.Equal(t, http.StatusOK, code)
+	code, _ = do("GET", "/status", "", "", "Sec-Fetch-Site", "same-origin", "Sec-Fetch-Mode", "cors")
+	assert.Equal(t, http.StatusOK, code)
+	code, _ = do("GET", "/debug/pprof/", "", "", "Sec-Fetch-Site", "none", "Sec-Fetch-Mode", "navigate")
+	assert.Equal(t, http.StatusOK, code)
+	code, _ = do("GET", "/debug/pprof/cmdline", "", "")
+	assert.Equal(t, http.StatusOK, code)
+	code, body := do("POST", "/debug/pprof/symbol", "text/plain", "0x1", "Origin", s.URL())
+	assert.Equal(t, http.StatusOK, code, body)
+
+	// A symbol lookup of more than 64 KiB is refused before it is read.
+	code, body = do("POST", "/debug/pprof/symbol", "text/plain", strings.Repeat("0x401000+", 10000))
+	assert.Equal(t, http.StatusRequestEntityTooLarge, code)
+	assert.Contains(t, body, "larger than 65536 bytes")
+}
+
 // A POST to a server that is not on loopback needs a client certificate that TLS verified: a
 // caller without one is refused, with the reason; one with one is served. GETs follow the TLS
 // settings as they are.
