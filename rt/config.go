@@ -103,7 +103,8 @@ type Config struct {
 	AdminAddr string
 	// AdminHandlers are the application's own handlers on the admin server, by
 	// http.ServeMux pattern: an OpenTelemetry Prometheus exporter's at "GET /metrics", say.
-	// A pattern must not overlap the server's own; AdminHandlers need AdminAddr.
+	// A pattern must not overlap the server's own nor name a host (ServeMux would put it
+	// before the server's own); AdminHandlers need AdminAddr.
 	AdminHandlers map[string]http.Handler
 
 	// EtcdEndpoints are the Location Store's etcd endpoints. Empty: the node starts an embedded

@@ -259,8 +259,9 @@ var reserved = []string{
 }
 
 // CheckHandlers reports the application handlers that the admin mux cannot take: an empty
-// pattern or a nil handler, a pattern http.ServeMux refuses, or one that conflicts with the
-// server's own routes or another handler's.
+// pattern or a nil handler, a pattern http.ServeMux refuses, one that names a host (ServeMux
+// would put it before the server's own routes), or one that conflicts with the server's own
+// routes or another handler's.
 func CheckHandlers(handlers map[string]http.Handler) error {
 	_, err := newMux(handlers)
 	return err
@@ -296,6 +297,11 @@ func handle(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
 	case h == nil:
 		return fmt.Errorf("%w: AdminHandlers: pattern %q has a nil handler", sdk.ErrConfig, pattern)
 	}
+	if host := patternHost(pattern); host != "" {
+		// ServeMux puts a pattern with a host before every pattern without one, so even
+		// "127.0.0.1/" would take the server's own routes for requests to that host.
+		return fmt.Errorf("%w: AdminHandlers: pattern %q names a host (%s): it would take the admin server's own routes for that host; give a path alone", sdk.ErrConfig, pattern, host)
+	}
 	if path := patternPath(pattern); path != "/" {
 		for _, own := range ownPaths {
 			if path == own || strings.HasPrefix(path, own) && strings.HasSuffix(own, "/") || strings.HasPrefix(own, path) && strings.HasSuffix(path, "/") {
@@ -317,14 +323,29 @@ var ownPaths = []string{"/assets/", "/status", "/events", "/mesh", "/relocate", 
 
 // patternPath is the path of a ServeMux pattern ("[METHOD ][HOST]/PATH").
 func patternPath(pattern string) string {
-	p := strings.TrimSpace(pattern)
-	if i := strings.IndexAny(p, " \t"); i >= 0 {
-		p = strings.TrimSpace(p[i+1:])
-	}
+	p := hostPath(pattern)
 	if i := strings.Index(p, "/"); i > 0 {
 		p = p[i:] // a host
 	}
 	return strings.TrimSuffix(p, "{$}")
+}
+
+// patternHost is the host of a ServeMux pattern, "" when it names none.
+func patternHost(pattern string) string {
+	p := hostPath(pattern)
+	if i := strings.Index(p, "/"); i > 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+// hostPath is a ServeMux pattern without its method: "[HOST]/PATH".
+func hostPath(pattern string) string {
+	p := strings.TrimSpace(pattern)
+	if i := strings.IndexAny(p, " \t"); i >= 0 {
+		p = strings.TrimSpace(p[i+1:])
+	}
+	return p
 }
 
 func (s *Server) routes(mux *http.ServeMux) {

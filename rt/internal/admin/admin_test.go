@@ -665,3 +665,18 @@ func TestApplicationHandlers(t *testing.T) {
 	}
 	assert.NotContains(t, err.Error(), "/fine")
 }
+
+// A pattern that names a host is refused: ServeMux puts host patterns before the others, so
+// even a catch-all such as "127.0.0.1/" would take the server's own routes for that host —
+// the status, the page and the operations.
+func TestApplicationHandlersNamingAHostAreRefused(t *testing.T) {
+	mine := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "mine") })
+	for _, pattern := range []string{"127.0.0.1/", "localhost/", "GET 127.0.0.1/{x}", "POST localhost/shutdown", "example.com/metrics"} {
+		err := admin.CheckHandlers(map[string]http.Handler{pattern: mine})
+		require.ErrorIs(t, err, sdk.ErrConfig, pattern)
+		assert.Contains(t, err.Error(), fmt.Sprintf("pattern %q names a host", pattern))
+
+		_, err = admin.Listen(admin.Config{Addr: "127.0.0.1:0", Loopback: true, Handlers: map[string]http.Handler{pattern: mine}})
+		require.ErrorIs(t, err, sdk.ErrConfig, "no server takes %q", pattern)
+	}
+}
