@@ -96,7 +96,8 @@ type Config struct {
 	// POST requests from anyone who reaches it. On any other address it follows the node's
 	// TLS, as the mesh listener does: HTTPS with ServerTLS, client-certificate settings
 	// included, and POST requests only from callers whose client certificate ServerTLS
-	// verified; without ServerTLS it needs InsecurePlaintext, and then refuses every POST.
+	// verified; without ServerTLS it needs InsecurePlaintext, and then refuses every POST
+	// and serves only requests that name it by IP address or by this address's host.
 	// The URL goes into the node's registration, where other nodes' pages and the zlink
 	// command find it. docs/ADMIN.md describes the pages and the JSON. Empty (the default):
 	// no admin server.

@@ -94,7 +94,8 @@ type Config struct {
 	TLS *tls.Config
 	// Loopback says that Addr is a loopback address: POST requests are then taken from any
 	// caller that reaches it, and requests must name a loopback host (no DNS rebinding).
-	// Otherwise a POST needs a client certificate that TLS verified.
+	// Otherwise a POST needs a client certificate that TLS verified, and without TLS a
+	// request must name the server by IP address or by Addr's host (no DNS rebinding).
 	Loopback bool
 	// PeerTLS is the client configuration for other nodes' admin servers that speak HTTPS.
 	PeerTLS *tls.Config
@@ -393,6 +394,10 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf("the admin server listens on loopback and serves only loopback hosts, not %q", r.Host))
 			return
 		}
+		if !s.cfg.Loopback && s.cfg.TLS == nil && !s.ownName(r.Host) {
+			writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf("the admin server speaks plain HTTP on a network address and serves only requests that name it by IP address or as %s does, not %q", s.cfg.Addr, r.Host))
+			return
+		}
 		if why := fromAnotherSite(r); why != "" {
 			writeError(w, http.StatusForbidden, fmt.Sprintf("%s %s is refused: it comes from a page of another origin (%s)", r.Method, r.URL.Path, why))
 			return
@@ -422,6 +427,23 @@ func fromAnotherSite(r *http.Request) string {
 		}
 		return "Sec-Fetch-Site: " + site
 	}
+}
+
+// ownName reports whether host (host[:port], from a request) names a plaintext server on a
+// network address: an IP address, or the host of its configured address. A page of another
+// site whose name the attacker points at the node (DNS rebinding) sends its own name, and no
+// certificate stops it, as TLS would. A page cannot make the browser send an IP address but
+// its own, whose origin is then the server's.
+func (s *Server) ownName(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if net.ParseIP(host) != nil {
+		return true
+	}
+	own, _, err := net.SplitHostPort(s.cfg.Addr)
+	return err == nil && own != "" && strings.EqualFold(host, own)
 }
 
 // loopbackHost reports whether host (host[:port], from a request) names the loopback

@@ -388,6 +388,50 @@ func TestPostFromANonLoopbackCallerNeedsAClientCertificate(t *testing.T) {
 	assert.Equal(t, "Stopped", last.TerminationResult.Outcome)
 }
 
+// A plaintext server on a network address serves only requests that name it by an IP
+// address or by the host of its configured address: a site whose name the attacker points at
+// the node's address (DNS rebinding) reads nothing, as no certificate stops it there.
+func TestPlaintextNetworkServerServesOnlyItsOwnNames(t *testing.T) {
+	get := func(url, host string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, url+"/status", nil)
+		require.NoError(t, err)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// Listening on 127.0.0.1 but told it is not loopback: the rule under test is the server's.
+	s := serve(t, admin.Config{Addr: "127.0.0.1:0", Loopback: false}, newTestNode())
+	_, port, err := net.SplitHostPort(s.Addr())
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusMisdirectedRequest, get(s.URL(), "attacker.example:"+port))
+	assert.Equal(t, http.StatusMisdirectedRequest, get(s.URL(), "localhost:"+port), "not its configured name")
+	assert.Equal(t, http.StatusOK, get(s.URL(), "127.0.0.1:"+port))
+	assert.Equal(t, http.StatusOK, get(s.URL(), "10.1.2.3"), "any IP address: a rebinding page cannot send one")
+	assert.Equal(t, http.StatusOK, get(s.URL(), "[::1]:"+port))
+
+	named := serve(t, admin.Config{Addr: "localhost:0", Loopback: false}, newTestNode())
+	_, port, err = net.SplitHostPort(named.Addr())
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, get(named.URL(), "LocalHost:"+port), "the configured address's host")
+	assert.Equal(t, http.StatusMisdirectedRequest, get(named.URL(), "attacker.example:"+port))
+
+	// Under TLS a rebinding page meets a certificate that does not name its site: any host.
+	pki := rttest.NewPKI(t, "admin-ca")
+	tlsSrv := serve(t, admin.Config{Addr: "127.0.0.1:0", TLS: &tls.Config{Certificates: []tls.Certificate{pki.Cert(t, "node-1")}, MinVersion: tls.VersionTLS13}}, newTestNode())
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.Pool, MinVersion: tls.VersionTLS13}}}
+	defer c.CloseIdleConnections()
+	req, err := http.NewRequest(http.MethodGet, tlsSrv.URL()+"/status", nil)
+	require.NoError(t, err)
+	req.Host = "node-1.example"
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
 // readEvent reads one server-sent event: its id and its data.
 func readEvent(t *testing.T, r *bufio.Reader) (id, data string) {
 	t.Helper()
