@@ -16,7 +16,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/tools/go/packages"
 
 	"github.com/zlink-go/zlink/internal/gen"
 )
@@ -134,23 +133,7 @@ func compareFiles(t *testing.T, name, wantDir string, got map[string][]byte) {
 // compiles type-checks the case's input package together with its generated files.
 func compiles(t *testing.T, dir string, results []gen.Result) {
 	t.Helper()
-	overlay := map[string][]byte{}
-	for _, r := range results {
-		overlay[r.Path] = r.Content
-	}
-	cfg := &packages.Config{
-		Dir:     dir,
-		Mode:    packages.NeedName | packages.NeedFiles | packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo,
-		Overlay: overlay,
-	}
-	pkgs, err := packages.Load(cfg, "./input")
-	require.NoError(t, err)
-	require.Len(t, pkgs, 1)
-	var msgs []string
-	for _, e := range pkgs[0].Errors {
-		msgs = append(msgs, e.Error())
-	}
-	require.Empty(t, msgs, "the input package with its generated files must compile")
+	require.Empty(t, compileErrors(t, dir, results), "the input package with its generated files must compile")
 }
 
 func diff(name string, want, got []byte) string { return unifiedDiff(name, string(want), string(got)) }

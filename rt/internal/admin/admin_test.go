@@ -505,12 +505,7 @@ func TestEventsAStalledReaderIsCutOffAndBlocksNoOne(t *testing.T) {
 	}
 	s := serve(t, admin.Config{EventInterval: time.Millisecond, Heartbeat: time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxStreams: 2}, n)
 
-	host := strings.TrimPrefix(s.URL(), "http://")
-	conn, err := net.Dial("tcp", host)
-	require.NoError(t, err)
-	defer conn.Close()
-	_, err = fmt.Fprintf(conn, "GET /events HTTP/1.1\r\nHost: %s\r\n\r\n", host)
-	require.NoError(t, err)
+	conn := rawRequest(t, s, "GET /events")
 	// It never reads. The publisher goes on regardless.
 	for i := range 5000 {
 		n.publish(sdk.RuntimeStatus{State: sdk.RuntimeState(i % 2)})
@@ -556,18 +551,26 @@ func TestEventsAStalledReaderIsCutOffAndBlocksNoOne(t *testing.T) {
 	require.NoError(t, err, "the server closed the stalled stream (EOF)")
 }
 
+// rawRequest sends request ("METHOD /path") to s on a connection of its own, which it
+// returns unread; the test's end closes it.
+func rawRequest(t *testing.T, s *admin.Server, request string) net.Conn {
+	t.Helper()
+	host := strings.TrimPrefix(s.URL(), "http://")
+	conn, err := net.Dial("tcp", host)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	_, err = fmt.Fprintf(conn, "%s HTTP/1.1\r\nHost: %s\r\n\r\n", request, host)
+	require.NoError(t, err)
+	return conn
+}
+
 // A HEAD of the event stream answers the stream's headers and holds no stream place: net/http
 // drops the body of a HEAD, so no write would ever wait and the write timeout would never
 // end it.
 func TestEventsHeadTakesNoStreamPlace(t *testing.T) {
 	n := newTestNode()
 	s := serve(t, admin.Config{EventInterval: time.Millisecond, Heartbeat: 10 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxStreams: 1}, n)
-	host := strings.TrimPrefix(s.URL(), "http://")
-	conn, err := net.Dial("tcp", host)
-	require.NoError(t, err)
-	defer conn.Close()
-	_, err = fmt.Fprintf(conn, "HEAD /events HTTP/1.1\r\nHost: %s\r\n\r\n", host)
-	require.NoError(t, err)
+	conn := rawRequest(t, s, "HEAD /events")
 	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodHead})
 	require.NoError(t, err)
