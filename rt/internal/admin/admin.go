@@ -357,11 +357,27 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /mesh", s.meshView)
 	mux.HandleFunc("POST /relocate", s.relocate)
 	mux.HandleFunc("POST /shutdown", s.shutdown)
+	if s.plaintextNetwork() {
+		mux.HandleFunc("/debug/pprof/", noProfiles)
+		return
+	}
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+}
+
+// plaintextNetwork reports whether the server speaks plain HTTP on a network address
+// (InsecurePlaintext).
+func (s *Server) plaintextNetwork() bool { return !s.cfg.Loopback && s.cfg.TLS == nil }
+
+// noProfiles answers the profiles' routes of a plaintext server on a network address. A
+// browser sends no Sec-Fetch-Site to such an address, and an image or a no-cors fetch sends no
+// Origin either, so a page of another site that the operator visits would be told from the
+// operator by nothing, and could run CPU profiles and traces for as long as it asks.
+func noProfiles(w http.ResponseWriter, _ *http.Request) {
+	writeError(w, http.StatusForbidden, "profiles are served on a loopback address or over TLS only: a plaintext server on a network address cannot tell the operator from a page of another site")
 }
 
 // maxSymbolBody bounds the body of a POST /debug/pprof/symbol: a lookup's answer grows with
@@ -394,7 +410,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf("the admin server listens on loopback and serves only loopback hosts, not %q", r.Host))
 			return
 		}
-		if !s.cfg.Loopback && s.cfg.TLS == nil && !s.ownName(r.Host) {
+		if s.plaintextNetwork() && !s.ownName(r.Host) {
 			writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf("the admin server speaks plain HTTP on a network address and serves only requests that name it by IP address or as %s does, not %q", s.cfg.Addr, r.Host))
 			return
 		}
@@ -430,20 +446,28 @@ func fromAnotherSite(r *http.Request) string {
 }
 
 // ownName reports whether host (host[:port], from a request) names a plaintext server on a
-// network address: an IP address, or the host of its configured address. A page of another
-// site whose name the attacker points at the node (DNS rebinding) sends its own name, and no
-// certificate stops it, as TLS would. A page cannot make the browser send an IP address but
-// its own, whose origin is then the server's.
+// network address: an IP address, localhost (a tunnel such as ssh -L or kubectl port-forward,
+// or a proxy on the operator's machine), or the host of its configured address. A page of
+// another site whose name the attacker points at the node (DNS rebinding) sends its own name,
+// and no certificate stops it, as TLS would. A page cannot make the browser send an IP
+// address or localhost but its own, whose origin is then the server's.
 func (s *Server) ownName(host string) bool {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if net.ParseIP(host) != nil {
+	host = strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), ".")
+	if net.ParseIP(host) != nil || loopbackName(host) {
 		return true
 	}
 	own, _, err := net.SplitHostPort(s.cfg.Addr)
-	return err == nil && own != "" && strings.EqualFold(host, own)
+	return err == nil && own != "" && strings.EqualFold(host, strings.TrimSuffix(own, "."))
+}
+
+// loopbackName reports whether name is localhost or a name under it, which resolve to the
+// loopback interface alone (RFC 6761).
+func loopbackName(name string) bool {
+	name = strings.ToLower(name)
+	return name == "localhost" || strings.HasSuffix(name, ".localhost")
 }
 
 // loopbackHost reports whether host (host[:port], from a request) names the loopback
@@ -453,7 +477,7 @@ func loopbackHost(host string) bool {
 		host = h
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
+	if loopbackName(strings.TrimSuffix(host, ".")) {
 		return true
 	}
 	ip := net.ParseIP(host)

@@ -407,7 +407,9 @@ func TestPlaintextNetworkServerServesOnlyItsOwnNames(t *testing.T) {
 	_, port, err := net.SplitHostPort(s.Addr())
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusMisdirectedRequest, get(s.URL(), "attacker.example:"+port))
-	assert.Equal(t, http.StatusMisdirectedRequest, get(s.URL(), "localhost:"+port), "not its configured name")
+	assert.Equal(t, http.StatusMisdirectedRequest, get(s.URL(), "node-1.example:"+port), "not its configured name")
+	assert.Equal(t, http.StatusOK, get(s.URL(), "localhost:8080"), "a tunnel to it, such as ssh -L or kubectl port-forward")
+	assert.Equal(t, http.StatusOK, get(s.URL(), "admin.localhost."), "a name under localhost")
 	assert.Equal(t, http.StatusOK, get(s.URL(), "127.0.0.1:"+port))
 	assert.Equal(t, http.StatusOK, get(s.URL(), "10.1.2.3"), "any IP address: a rebinding page cannot send one")
 	assert.Equal(t, http.StatusOK, get(s.URL(), "[::1]:"+port))
@@ -416,6 +418,7 @@ func TestPlaintextNetworkServerServesOnlyItsOwnNames(t *testing.T) {
 	_, port, err = net.SplitHostPort(named.Addr())
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, get(named.URL(), "LocalHost:"+port), "the configured address's host")
+	assert.Equal(t, http.StatusOK, get(named.URL(), "localhost.:"+port), "with the root's dot")
 	assert.Equal(t, http.StatusMisdirectedRequest, get(named.URL(), "attacker.example:"+port))
 
 	// Under TLS a rebinding page meets a certificate that does not name its site: any host.
@@ -430,6 +433,40 @@ func TestPlaintextNetworkServerServesOnlyItsOwnNames(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// A plaintext server on a network address serves no profiles: a browser marks none of its
+// requests to such an address with Sec-Fetch-Site, and an image sends no Origin, so a page of
+// another site would be told from the operator by nothing.
+func TestPlaintextNetworkServerServesNoProfiles(t *testing.T) {
+	get := func(s *admin.Server, path, host string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, s.URL()+path, nil)
+		require.NoError(t, err)
+		req.Host = host
+		// What Chromium sends for <img src="http://192.0.2.2:port/debug/pprof/profile">.
+		req.Header.Set("Referer", "http://127.0.0.1:18080/")
+		req.Header.Set("Accept", "image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(body)
+	}
+	network := serve(t, admin.Config{Addr: "127.0.0.1:0", Loopback: false}, newTestNode())
+	_, port, err := net.SplitHostPort(network.Addr())
+	require.NoError(t, err)
+	for _, path := range []string{"/debug/pprof/profile?seconds=1", "/debug/pprof/trace?seconds=1", "/debug/pprof/symbol", "/debug/pprof/", "/debug/pprof/heap?gc=1"} {
+		code, body := get(network, path, "192.0.2.2:"+port)
+		assert.Equal(t, http.StatusForbidden, code, path)
+		assert.Contains(t, body, "loopback address or over TLS only", path)
+	}
+	code, _ := get(network, "/status", "192.0.2.2:"+port)
+	assert.Equal(t, http.StatusOK, code, "the status is still served")
+
+	loopback := serve(t, admin.Config{}, newTestNode())
+	code, _ = get(loopback, "/debug/pprof/", strings.TrimPrefix(loopback.URL(), "http://"))
+	assert.Equal(t, http.StatusOK, code, "a loopback server serves them")
 }
 
 // readEvent reads one server-sent event: its id and its data.
