@@ -154,3 +154,13 @@ func TestAMethodEmbeddedFromTheStandardLibraryIsReportedAtTheEmbedding(t *testin
 		assert.True(t, strings.HasPrefix(e.Error(), "input/room.go:7:2: "), "%v", e)
 	}
 }
+
+func TestAGoBuildLineRightAbovePackageIsCopiedToTheOutput(t *testing.T) {
+	dir := fixture(t, "go_build_doc", map[string]string{
+		"input/room.go": "//go:build linux\n" + fixtureRoomSrc,
+	})
+	results, err := generate(t, gen.Config{Dir: dir, Env: append(os.Environ(), "GOOS=linux")})
+	require.NoError(t, err)
+	require.Len(t, results, 1)
+	assert.Contains(t, string(results[0].Content), "\n//go:build linux\n", "the go command honours a //go:build line in the package's doc comment")
+}

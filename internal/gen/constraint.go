@@ -19,15 +19,14 @@ var (
 
 // buildConstraint returns the build constraint of f, or nil: its //go:build line, or else its
 // // +build lines (all of them must hold), in every spelling the go command accepts. Only the
-// comments before the package clause count, the package's doc comment left out.
+// comments before the package clause count. As for the go command, a //go:build line counts
+// in the package's doc comment too (directly above the package clause), a // +build line
+// only in a comment group of its own.
 func buildConstraint(f *ast.File) constraint.Expr {
 	var plus constraint.Expr
 	for _, g := range f.Comments {
 		if g.Pos() >= f.Package {
 			break
-		}
-		if g == f.Doc {
-			continue
 		}
 		for _, c := range g.List {
 			switch {
@@ -35,7 +34,7 @@ func buildConstraint(f *ast.File) constraint.Expr {
 				if x, err := constraint.Parse(c.Text); err == nil {
 					return x
 				}
-			case constraint.IsPlusBuild(c.Text):
+			case constraint.IsPlusBuild(c.Text) && g != f.Doc:
 				if x, err := constraint.Parse(c.Text); err == nil {
 					plus = and(plus, x)
 				}
