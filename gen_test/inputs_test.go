@@ -112,6 +112,7 @@ func TestAPackageLevelDeclarationShadowingAPredeclaredNameIsRefused(t *testing.T
 	for name, decl := range map[string]string{
 		"nil":    "var nil = 0",
 		"string": "type string = []byte",
+		"any":    "type any = interface{ M() }",
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := fixture(t, "predeclared_"+name, map[string]string{"input/room.go": fixtureRoomSrc + "\n" + decl + "\n"})
@@ -163,4 +164,22 @@ func TestAGoBuildLineRightAbovePackageIsCopiedToTheOutput(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, results, 1)
 	assert.Contains(t, string(results[0].Content), "\n//go:build linux\n", "the go command honours a //go:build line in the package's doc comment")
+}
+
+func TestAnAliasIdenticalToAPredeclaredTypeIsAccepted(t *testing.T) {
+	for name, file := range map[string]string{
+		"compat.go":    "package chat\n\ntype any = interface{}\n",
+		"any_go117.go": "//go:build !go1.18\n\npackage chat\n\ntype any = interface{}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := fixture(t, "predeclared_alias_"+strings.TrimSuffix(name, ".go"), map[string]string{
+				"input/room.go": fixtureRoomSrc,
+				"input/" + name: file,
+			})
+			results, err := generate(t, gen.Config{Dir: dir})
+			require.NoError(t, err)
+			require.Len(t, results, 1)
+			assert.Empty(t, compileErrors(t, dir, results))
+		})
+	}
 }

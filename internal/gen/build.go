@@ -128,25 +128,25 @@ func (b *builder) unseen(p *packages.Package) []Decl {
 		if err != nil || f.Name.Name != p.Name {
 			continue
 		}
-		add := func(id *ast.Ident, kind string) {
+		add := func(id *ast.Ident, kind string, predeclared bool) {
 			if id.Name != "_" && id.Name != "init" {
-				decls = append(decls, Decl{Name: id.Name, Kind: kind, Pos: b.extFset.Position(id.Pos())})
+				decls = append(decls, Decl{Name: id.Name, Kind: kind, Pos: b.extFset.Position(id.Pos()), Predeclared: predeclared})
 			}
 		}
 		for _, d := range f.Decls {
 			switch d := d.(type) {
 			case *ast.FuncDecl:
 				if d.Recv == nil {
-					add(d.Name, "func")
+					add(d.Name, "func", false)
 				}
 			case *ast.GenDecl:
 				for _, sp := range d.Specs {
 					switch sp := sp.(type) {
 					case *ast.TypeSpec:
-						add(sp.Name, "type")
+						add(sp.Name, "type", isAnyAlias(sp))
 					case *ast.ValueSpec:
 						for _, n := range sp.Names {
-							add(n, d.Tok.String())
+							add(n, d.Tok.String(), false)
 						}
 					}
 				}
@@ -154,6 +154,21 @@ func (b *builder) unseen(p *packages.Package) []Decl {
 		}
 	}
 	return decls
+}
+
+// isAnyAlias reports whether ts declares any as an alias of an empty interface literal or of
+// any itself, as a shim for Go before 1.18 does: type any = interface{}.
+func isAnyAlias(ts *ast.TypeSpec) bool {
+	if ts.Name.Name != "any" || !ts.Assign.IsValid() || ts.TypeParams != nil {
+		return false
+	}
+	switch t := ts.Type.(type) {
+	case *ast.InterfaceType:
+		return t.Methods == nil || len(t.Methods.List) == 0
+	case *ast.Ident:
+		return t.Name == "any"
+	}
+	return false
 }
 
 // sourceName returns the path of the source file that f, one of p's parsed files, was made

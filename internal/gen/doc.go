@@ -82,7 +82,8 @@
 // in any of its files: its _test.go files and those for other platforms or tags included, so
 // that the output is the same whatever GOOS, GOARCH and tags zlinkgen runs with. A package
 // that redeclares a predeclared identifier the generated code uses (nil, string, error, ...)
-// is an error.
+// is an error, unless it declares a type alias of the predeclared type itself (type any =
+// interface{}), which changes nothing the generated code means.
 //
 // Errors are reported all at once, each as
 //

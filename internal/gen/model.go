@@ -43,6 +43,9 @@ type Decl struct {
 	Kind string
 	// Pos is where the name is declared.
 	Pos token.Position
+	// Predeclared is set for an alias that the syntax shows to be the predeclared type of its
+	// name, type any = interface{}: the name then means what it means in the universe.
+	Predeclared bool
 }
 
 // File is one input file that declares Spot or Actor types or channels, and the file generated

@@ -52,19 +52,32 @@ func (v *validator) pkg(p *Package) {
 
 // predeclared reports package-level declarations of the predeclared identifiers that the
 // generated code uses (var nil = 0, type string = []byte): in the package, the generated
-// code would refer to them instead.
+// code would refer to them instead. An alias of the predeclared type itself (type any =
+// interface{}) changes nothing the generated code means and is accepted.
 func (v *validator) predeclared(p *Package) {
 	for _, name := range predeclaredUsed {
-		var pos token.Position
-		if obj := p.Types.Scope().Lookup(name); obj != nil {
-			pos = v.position(obj)
-		} else if i := slices.IndexFunc(p.Unseen, func(d Decl) bool { return d.Name == name }); i >= 0 {
-			pos = p.Unseen[i].Pos
-		} else {
+		universe := types.Universe.Lookup(name)
+		if obj := p.Types.Scope().Lookup(name); obj != nil && !sameAsPredeclared(obj, universe) {
+			v.errs.add(v.position(obj), "", "the package declares %s, which hides the predeclared %s that the generated code uses; rename it", name, name)
 			continue
 		}
-		v.errs.add(pos, "", "the package declares %s, which hides the predeclared %s that the generated code uses; rename it", name, name)
+		if i := slices.IndexFunc(p.Unseen, func(d Decl) bool { return d.Name == name && !d.Predeclared }); i >= 0 {
+			v.errs.add(p.Unseen[i].Pos, "", "the package declares %s, which hides the predeclared %s that the generated code uses; rename it", name, name)
+		}
 	}
+}
+
+// sameAsPredeclared reports whether obj is a type alias of the type of universe, the
+// predeclared object of its name.
+func sameAsPredeclared(obj, universe types.Object) bool {
+	tn, ok := obj.(*types.TypeName)
+	if !ok || !tn.IsAlias() {
+		return false
+	}
+	if _, ok := universe.(*types.TypeName); !ok {
+		return false
+	}
+	return types.Identical(types.Unalias(tn.Type()), types.Unalias(universe.Type()))
 }
 
 // method checks one method's shape (DESIGN §3):
