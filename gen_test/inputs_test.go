@@ -183,3 +183,22 @@ func TestAnAliasIdenticalToAPredeclaredTypeIsAccepted(t *testing.T) {
 		})
 	}
 }
+
+func TestAFileNoBuildIncludesDoesNotCollide(t *testing.T) {
+	for name, header := range map[string]string{
+		"go_build":   "//go:build ignore\n\n",
+		"plus_build": "// +build ignore\n\n",
+		"and":        "//go:build linux && ignore\n\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := fixture(t, "ignored_file_"+name, map[string]string{
+				"input/room.go":   fixtureRoomSrc,
+				"input/sketch.go": header + "package chat\n\nfunc OpenRoom() {}\n",
+			})
+			results, err := generate(t, gen.Config{Dir: dir})
+			require.NoError(t, err)
+			require.Len(t, results, 1)
+			assert.Empty(t, compileErrors(t, dir, results))
+		})
+	}
+}

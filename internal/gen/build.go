@@ -105,7 +105,8 @@ func (b *builder) pkg(p *packages.Package) *Package {
 // unseen returns the package-level declarations of the .go files in p's directory that
 // belong to p but were not type-checked: its _test.go files of package p (not those of the
 // external test package), and its files that build constraints leave out. Files zlinkgen
-// generated and files that do not parse are skipped.
+// generated, files that do not parse and files that no build includes (//go:build ignore)
+// are skipped.
 func (b *builder) unseen(p *packages.Package) []Decl {
 	dir := p.Dir
 	if len(p.GoFiles) > 0 {
@@ -124,8 +125,11 @@ func (b *builder) unseen(p *packages.Package) []Decl {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") || slices.Contains(p.GoFiles, path) || isGenerated(path) {
 			continue
 		}
-		f, err := parser.ParseFile(b.extFset, path, nil, parser.SkipObjectResolution)
+		f, err := parser.ParseFile(b.extFset, path, nil, parser.SkipObjectResolution|parser.ParseComments)
 		if err != nil || f.Name.Name != p.Name {
+			continue
+		}
+		if x := buildConstraint(f); x != nil && !canHold(x) {
 			continue
 		}
 		add := func(id *ast.Ident, kind string, predeclared bool) {

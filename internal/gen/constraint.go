@@ -44,6 +44,47 @@ func buildConstraint(f *ast.File) constraint.Expr {
 	return plus
 }
 
+// maxTags bounds the distinct tags of a build constraint that canHold tries every assignment
+// of; beyond it, a constraint is taken to hold in some build.
+const maxTags = 12
+
+// canHold reports whether some build satisfies x: whether an assignment of its tags, the tag
+// "ignore" false (the tag no build sets, by convention), makes x true. A file whose
+// constraint cannot hold, such as //go:build ignore, belongs to no build of its package.
+func canHold(x constraint.Expr) bool {
+	var tags []string
+	var walk func(constraint.Expr)
+	walk = func(x constraint.Expr) {
+		switch x := x.(type) {
+		case *constraint.TagExpr:
+			if x.Tag != "ignore" && !slices.Contains(tags, x.Tag) {
+				tags = append(tags, x.Tag)
+			}
+		case *constraint.NotExpr:
+			walk(x.X)
+		case *constraint.AndExpr:
+			walk(x.X)
+			walk(x.Y)
+		case *constraint.OrExpr:
+			walk(x.X)
+			walk(x.Y)
+		}
+	}
+	walk(x)
+	if len(tags) > maxTags {
+		return true
+	}
+	for set := 0; set < 1<<len(tags); set++ {
+		if x.Eval(func(tag string) bool {
+			i := slices.Index(tags, tag)
+			return i >= 0 && set&(1<<i) != 0
+		}) {
+			return true
+		}
+	}
+	return false
+}
+
 // and returns x && y; a nil operand is true.
 func and(x, y constraint.Expr) constraint.Expr {
 	if x == nil {

@@ -80,10 +80,11 @@
 //
 // Generated package-level names must not collide with any package-level name of the package,
 // in any of its files: its _test.go files and those for other platforms or tags included, so
-// that the output is the same whatever GOOS, GOARCH and tags zlinkgen runs with. A package
-// that redeclares a predeclared identifier the generated code uses (nil, string, error, ...)
-// is an error, unless it declares a type alias of the predeclared type itself (type any =
-// interface{}), which changes nothing the generated code means.
+// that the output is the same whatever GOOS, GOARCH and tags zlinkgen runs with; a file that
+// no build includes (//go:build ignore) does not count. A package that redeclares a
+// predeclared identifier the generated code uses (nil, string, error, ...) is an error, unless
+// it declares a type alias of the predeclared type itself (type any = interface{}), which
+// changes nothing the generated code means.
 //
 // Errors are reported all at once, each as
 //

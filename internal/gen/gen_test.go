@@ -180,3 +180,20 @@ func TestCanImportFollowsTheInternalRule(t *testing.T) {
 	assert.False(t, canImport("ab/c", "a/internal/x"), "a prefix of the path is not its tree")
 	assert.False(t, canImport("example.com/m", "internal/poll"))
 }
+
+func TestCanHold(t *testing.T) {
+	for line, want := range map[string]bool{
+		"//go:build ignore":                 false,
+		"//go:build !ignore":                true,
+		"//go:build linux":                  true,
+		"//go:build linux && !linux":        false,
+		"//go:build (a || ignore) && !a":    false,
+		"//go:build (a || ignore) && b":     true,
+		"//go:build a && b && c && !(a&&b)": false,
+		"//go:build t1 && t2 && t3 && t4 && t5 && t6 && t7 && t8 && t9 && t10 && t11 && t12 && t13 && !t1": true,
+	} {
+		x, err := constraint.Parse(line)
+		require.NoError(t, err, line)
+		assert.Equal(t, want, canHold(x), line)
+	}
+}
