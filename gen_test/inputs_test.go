@@ -202,3 +202,28 @@ func TestAFileNoBuildIncludesDoesNotCollide(t *testing.T) {
 		})
 	}
 }
+
+func TestATestFileDoesNotChangeTheGeneratedLocals(t *testing.T) {
+	dir := fixture(t, "test_file_locals", map[string]string{"input/room.go": fixtureRoomSrc})
+	before, err := generate(t, gen.Config{Dir: dir})
+	require.NoError(t, err)
+	require.Len(t, before, 1)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "input", "room_test.go"), []byte("package chat\n\nvar ctx, impl, req = 1, 2, 3\n"), 0o644))
+	after, err := generate(t, gen.Config{Dir: dir})
+	require.NoError(t, err)
+	require.Len(t, after, 1)
+	assert.True(t, bytes.Equal(before[0].Content, after[0].Content), "before:\n%s\nafter:\n%s", before[0].Content, after[0].Content)
+}
+
+func TestALocalNamedLikeAMessageTypeOfThePackageIsRenamed(t *testing.T) {
+	dir := fixture(t, "message_named_like_local", map[string]string{
+		"input/room.go": strings.NewReplacer(
+			"req *pb.JoinRequest", "req *in",
+		).Replace(fixtureRoomSrc) + "\ntype in struct{ pb.JoinRequest }\n",
+	})
+	results, err := generate(t, gen.Config{Dir: dir})
+	require.NoError(t, err)
+	require.Len(t, results, 1)
+	assert.Contains(t, string(results[0].Content), "in2, ok := req.(*in)")
+	assert.Empty(t, compileErrors(t, dir, results))
+}

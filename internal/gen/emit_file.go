@@ -51,6 +51,7 @@ func emitFile(p *Package, file *File) ([]byte, error) {
 	e := &emitter{pkg: p, file: file, f: jen.NewFilePathName(string(p.Path), string(p.Name))}
 	ids := e.identifiers()
 	e.loc = newLocals(ids)
+	ids.reserve(e.pkg.Declared...)
 	e.imports(ids)
 	e.f.HeaderComment(e.header())
 
@@ -109,14 +110,18 @@ func (ids *identifiers) fresh(base string) string {
 // refuses it.
 var predeclaredUsed = []string{"any", "error", "int64", "new", "nil", "string", "true"}
 
-// identifiers returns the file's identifiers with the names it must not give reserved: the
-// predeclared identifiers that generated code uses, every package-level name of the package,
-// those the run generates in it, and the parameters the file's functions take under generated
-// names (the factories of RegisterX).
+// identifiers returns the file's identifiers with the names reserved that the locals and
+// parameters of its functions must not take: the names their bodies refer to. Those are the
+// predeclared identifiers that generated code uses, the names the run generates in the
+// package, the parameters the file's functions take under generated names (the factories of
+// RegisterX), and the package's own declarations that the file names: its interfaces and the
+// message types of the package itself. A local shadows a package-level name only within its
+// function, so no other declaration of the package matters to the locals, and they are the
+// same whatever _test.go files, GOOS, GOARCH and tags there are. Import names are another
+// matter: emitFile reserves every package-level name of the package before it takes them.
 func (e *emitter) identifiers() *identifiers {
 	ids := &identifiers{taken: map[string]bool{}}
 	ids.reserve(predeclaredUsed...)
-	ids.reserve(e.pkg.Declared...)
 	for _, f := range e.pkg.Files {
 		for _, s := range f.Spots {
 			ids.reserve(topLevel(s)...)
@@ -125,6 +130,14 @@ func (e *emitter) identifiers() *identifiers {
 	for _, s := range e.file.Spots {
 		if f := namesOf(s).Factory; f != "" {
 			ids.reserve(f)
+		}
+		ids.reserve(s.Name)
+		for _, m := range s.Methods {
+			for _, msg := range []*Message{m.Request, m.Reply} {
+				if msg != nil && msg.GoIdent.GoImportPath == e.pkg.Path {
+					ids.reserve(msg.GoIdent.GoName)
+				}
+			}
 		}
 	}
 	return ids

@@ -267,24 +267,55 @@ func TestLocalsAndImportsTakeFreshNames(t *testing.T) {
 
 	got := string(out)
 	for _, want := range []string{
-		// Imports: sdk is declared; in and in2 are the package's and a local's; in3 is the
-		// other package named in; reply is a local; newHub is RegisterHub's factory.
-		"\tin3 \"example.com/a/in\"\n",
-		"\tin4 \"example.com/b/in\"\n",
+		// Imports: sdk is declared; in is a local (and declared); in2 and in3 are the two
+		// packages named in; reply is a local; newHub is RegisterHub's factory.
+		"\tin2 \"example.com/a/in\"\n",
+		"\tin3 \"example.com/b/in\"\n",
 		"\tnewHub2 \"example.com/newhub\"\n",
 		"\treply2 \"example.com/reply\"\n",
 		"\tsdk2 \"github.com/zlink-go/zlink/sdk\"\n",
-		// Locals: ctx and ctx2 are declared, in is declared.
-		"Invoke: func(impl any, ctx3 context.Context, req proto.Message) (proto.Message, error) {",
-		"in2, ok := req.(*in3.Ping)",
+		// Locals: ctx, ctx2 and in are declared, but no generated body refers to them, so the
+		// locals that shadow them keep their names.
+		"Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {",
+		"in, ok := req.(*in2.Ping)",
 		"func RegisterHub(r sdk2.Registrar, newHub func(sdk2.SpotContext) (Hub, error), opts ...sdk2.TypeOption) error {",
-		"func (r HubRef) Join(ctx3 context.Context, req *in3.Ping, opts ...sdk2.CallOption) (*reply2.Pong, error) {",
+		"func (r HubRef) Join(ctx context.Context, req *in2.Ping, opts ...sdk2.CallOption) (*reply2.Pong, error) {",
 		"reply, ok := out.(*reply2.Pong)",
-		"func (r HubRef) Back(ctx3 context.Context, msg *in4.Ping, opts ...sdk2.CallOption) error {",
-		"func (r HubRef) Make(ctx3 context.Context, req *newHub2.Order, opts ...sdk2.CallOption) (*Done, error) {",
+		"func (r HubRef) Back(ctx context.Context, msg *in3.Ping, opts ...sdk2.CallOption) error {",
+		"func (r HubRef) Make(ctx context.Context, req *newHub2.Order, opts ...sdk2.CallOption) (*Done, error) {",
 		// Error messages name a message by the name its package declares.
 		`"%w: %s takes *in.Ping, got %T"`,
 		`"%w: %s replied %T, want *hub.Done"`,
+	} {
+		assert.Contains(t, got, want)
+	}
+}
+
+func TestALocalAvoidsOnlyThePackageNamesTheGeneratedCodeRefersTo(t *testing.T) {
+	const path GoImportPath = "example.com/hub"
+	hub := &Interface{
+		Name:     "Hub",
+		Kind:     sdk.KindUser,
+		TypeName: "hub.Hub",
+		Methods:  []*Method{{Name: "Join", Request: &Message{GoIdent: path.Ident("req")}, Reply: &Message{GoIdent: path.Ident("out")}}},
+	}
+	p := &Package{
+		Name:         "hub",
+		Path:         path,
+		PackageNames: map[GoImportPath]GoPackageName{path: "hub"},
+		Files:        []*File{{Source: "/x/hub.go", Out: "/x/hub_zlink.go", Spots: []*Interface{hub}}},
+		Declared:     []string{"Hub", "ctx", "impl", "out", "req"},
+	}
+	out, err := emitFile(p, p.Files[0])
+	require.NoError(t, err)
+	got := string(out)
+	for _, want := range []string{
+		// req and out are message types the bodies name: the locals of those names are renamed.
+		// ctx and impl are declared too, but no body refers to them.
+		"Invoke: func(impl any, ctx context.Context, req2 proto.Message) (proto.Message, error) {",
+		"in, ok := req2.(*req)",
+		"out2, err := s.Join(ctx, in)",
+		"func (r HubRef) Join(ctx context.Context, req2 *req, opts ...sdk.CallOption) (*out, error) {",
 	} {
 		assert.Contains(t, got, want)
 	}

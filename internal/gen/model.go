@@ -26,7 +26,8 @@ type Package struct {
 	// Generated are the *_zlink.go files that zlinkgen made earlier, by absolute path.
 	Generated []string
 	// Declared are the package-level names the package declares, sorted (its earlier
-	// generated files left out), Unseen included: names that generated code must not shadow.
+	// generated files left out), Unseen included: names that the file's import names must
+	// avoid, as an import cannot share a name with any package-level declaration.
 	Declared []string
 	// Unseen are the package-level declarations of the package's files that the type checker
 	// did not see: its _test.go files and those that build constraints leave out, so that the

@@ -1,6 +1,6 @@
 // Package hub is the name collisions case: the package declares names that the generated file
-// would otherwise use for its imports and locals, and a type named like a message of another
-// package.
+// would otherwise use for its imports, names of its locals, which shadow them only in
+// functions that do not refer to them, and a type named like a message of another package.
 package hub
 
 import (
@@ -20,7 +20,7 @@ type Hub interface {
 // JoinRequest is a local type with the name of a message of package pb.
 type JoinRequest struct{ Name string }
 
-// sdk, proto, fmt, context-like and local names that generated code would otherwise use.
+// sdk, proto and fmt, which the imports avoid, and names of locals, which the locals keep.
 var (
 	sdk   = "not the sdk package"
 	proto = 1

@@ -37,20 +37,20 @@ var Hub_SpotDesc = sdk2.SpotDesc{
 			NewReply: func() proto2.Message {
 				return new(pb.JoinReply)
 			},
-			Invoke: func(impl any, ctx context.Context, req2 proto2.Message) (proto2.Message, error) {
+			Invoke: func(impl any, ctx context.Context, req proto2.Message) (proto2.Message, error) {
 				s, ok := impl.(Hub)
 				if !ok {
 					return nil, fmt2.Errorf("%w: %T does not implement Hub", sdk2.ErrUnhandled, impl)
 				}
-				in, ok := req2.(*pb.JoinRequest)
+				in, ok := req.(*pb.JoinRequest)
 				if !ok {
-					return nil, fmt2.Errorf("%w: %s takes *pb.JoinRequest, got %T", sdk2.ErrInvalidArgument, Hub_Join_FullMethodName, req2)
+					return nil, fmt2.Errorf("%w: %s takes *pb.JoinRequest, got %T", sdk2.ErrInvalidArgument, Hub_Join_FullMethodName, req)
 				}
-				out2, err2 := s.Join(ctx, in)
-				if err2 != nil {
-					return nil, err2
+				out, err := s.Join(ctx, in)
+				if err != nil {
+					return nil, err
 				}
-				return out2, nil
+				return out, nil
 			},
 		},
 	},
@@ -63,9 +63,9 @@ func RegisterHub(r sdk2.Registrar, newHub func(sdk2.SpotContext) (Hub, error), o
 		return fmt2.Errorf("%w: RegisterHub needs a registrar and a factory", sdk2.ErrInvalidArgument)
 	}
 	return r.RegisterSpot(&Hub_SpotDesc, func(sc sdk2.SpotContext) (any, error) {
-		v, err2 := newHub(sc)
-		if err2 != nil {
-			return nil, err2
+		v, err := newHub(sc)
+		if err != nil {
+			return nil, err
 		}
 		if v == nil {
 			return nil, fmt2.Errorf("%w: the factory of %s returned nil", sdk2.ErrInvalidArgument, HubTypeName)
@@ -95,8 +95,8 @@ func CreateHub(ctx context.Context, c sdk2.Client, id string, opts ...sdk2.CallO
 	if c == nil {
 		return HubRef{}, fmt2.Errorf("%w: CreateHub needs a client", sdk2.ErrInvalidArgument)
 	}
-	if err2 := c.Create(ctx, sdk2.UserTarget(HubTypeName, id).WithDesc(&Hub_SpotDesc), opts...); err2 != nil {
-		return HubRef{}, err2
+	if err := c.Create(ctx, sdk2.UserTarget(HubTypeName, id).WithDesc(&Hub_SpotDesc), opts...); err != nil {
+		return HubRef{}, err
 	}
 	return HubRef{c: c, id: id}, nil
 }
@@ -107,17 +107,17 @@ func (r HubRef) ID() string {
 }
 
 // Join uses the message of package pb, not the local JoinRequest.
-func (r HubRef) Join(ctx context.Context, req2 *pb.JoinRequest, opts ...sdk2.CallOption) (*pb.JoinReply, error) {
+func (r HubRef) Join(ctx context.Context, req *pb.JoinRequest, opts ...sdk2.CallOption) (*pb.JoinReply, error) {
 	if r.c == nil {
 		return nil, fmt2.Errorf("%w: Join on a zero HubRef (make references with HubOf)", sdk2.ErrInvalidArgument)
 	}
-	out2, err2 := r.c.Call(ctx, sdk2.UserTarget(HubTypeName, r.id).WithDesc(&Hub_SpotDesc), "Join", req2, opts...)
-	if err2 != nil {
-		return nil, err2
+	out, err := r.c.Call(ctx, sdk2.UserTarget(HubTypeName, r.id).WithDesc(&Hub_SpotDesc), "Join", req, opts...)
+	if err != nil {
+		return nil, err
 	}
-	reply, ok := out2.(*pb.JoinReply)
+	reply, ok := out.(*pb.JoinReply)
 	if !ok {
-		return nil, fmt2.Errorf("%w: %s replied %T, want *pb.JoinReply", sdk2.ErrUnhandled, Hub_Join_FullMethodName, out2)
+		return nil, fmt2.Errorf("%w: %s replied %T, want *pb.JoinReply", sdk2.ErrUnhandled, Hub_Join_FullMethodName, out)
 	}
 	return reply, nil
 }
