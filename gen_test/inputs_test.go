@@ -203,6 +203,20 @@ func TestAFileNoBuildIncludesDoesNotCollide(t *testing.T) {
 	}
 }
 
+// A // +build line after a /* */ comment is a plain comment to the go command: the file
+// builds (here on windows), and its names are reserved as any other file's.
+func TestAPlusBuildLineAfterABlockCommentDoesNotLeaveTheFileOut(t *testing.T) {
+	dir := fixture(t, "plus_build_after_block", map[string]string{
+		"input/room.go":        fixtureRoomSrc,
+		"input/sdk_windows.go": "/* Copyright. */\n// +build ignore\n\npackage chat\n\nvar sdk = 1\n",
+	})
+	results, err := generate(t, gen.Config{Dir: dir})
+	require.NoError(t, err)
+	require.Len(t, results, 1)
+	t.Setenv("GOOS", "windows")
+	assert.Empty(t, compileErrors(t, dir, results))
+}
+
 func TestATestFileDoesNotChangeTheGeneratedLocals(t *testing.T) {
 	dir := fixture(t, "test_file_locals", map[string]string{"input/room.go": fixtureRoomSrc})
 	before, err := generate(t, gen.Config{Dir: dir})

@@ -78,15 +78,13 @@ func (b *builder) pkg(p *packages.Package) *Package {
 			m.Generated = append(m.Generated, name)
 			continue
 		}
-		header := f
-		if cgo {
-			// f is cgo's output, not the source: the build constraints are read from the
-			// source itself.
-			if h, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.PackageClauseOnly|parser.ParseComments); err == nil {
-				header = h
-			}
+		// Read from the source itself: for a cgo file, f is cgo's output.
+		src, err := os.ReadFile(name)
+		if err != nil {
+			b.errs.add(b.fset.Position(f.Package), "", "reading the file's build constraint: %v", err)
+			continue
 		}
-		constraint := outputConstraint(name, buildConstraint(header), cgo)
+		constraint := outputConstraint(name, buildConstraint(src), cgo)
 		if mf := b.file(p, f, name, constraint); mf != nil {
 			m.Files = append(m.Files, mf)
 		}
@@ -125,11 +123,15 @@ func (b *builder) unseen(p *packages.Package) []Decl {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") || slices.Contains(p.GoFiles, path) || isGenerated(path) {
 			continue
 		}
-		f, err := parser.ParseFile(b.extFset, path, nil, parser.SkipObjectResolution|parser.ParseComments)
-		if err != nil || f.Name.Name != p.Name {
+		src, err := os.ReadFile(path)
+		if err != nil {
 			continue
 		}
-		if x := buildConstraint(f); x != nil && !canHold(x) {
+		if x := buildConstraint(src); x != nil && !canHold(x) {
+			continue
+		}
+		f, err := parser.ParseFile(b.extFset, path, src, parser.SkipObjectResolution)
+		if err != nil || f.Name.Name != p.Name {
 			continue
 		}
 		add := func(id *ast.Ident, kind string, predeclared bool) {

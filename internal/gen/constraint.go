@@ -1,7 +1,7 @@
 package gen
 
 import (
-	"go/ast"
+	"bytes"
 	"go/build/constraint"
 	"path/filepath"
 	"slices"
@@ -17,31 +17,76 @@ var (
 		"riscv64", "s390", "s390x", "sparc", "sparc64", "wasm"}
 )
 
-// buildConstraint returns the build constraint of f, or nil: its //go:build line, or else its
-// // +build lines (all of them must hold), in every spelling the go command accepts. Only the
-// comments before the package clause count. As for the go command, a //go:build line counts
-// in the package's doc comment too (directly above the package clause), a // +build line
-// only in a comment group of its own.
-func buildConstraint(f *ast.File) constraint.Expr {
-	var plus constraint.Expr
-	for _, g := range f.Comments {
-		if g.Pos() >= f.Package {
-			break
+// buildConstraint returns the build constraint of a Go file whose source is src, or nil, read
+// as the go command reads it: its //go:build line, if one comes before the first text that is
+// not a comment; else its // +build lines (all of them must hold), of which only those count
+// that come before the last blank line of the file's leading run of blank lines and //
+// comments (a /* */ comment ends that run, and a // +build line right above the package
+// clause is its doc comment, not a constraint).
+func buildConstraint(src []byte) constraint.Expr {
+	var (
+		goBuild   constraint.Expr
+		plus      []string // the // +build lines so far, with the offset where each began
+		plusAt    []int
+		header    = 0     // the offset after the last blank line of the leading run
+		ended     = false // a line other than a blank line or a // comment was met
+		inComment = false // inside a /* */ comment
+	)
+	for rest, at := src, 0; len(rest) > 0; {
+		line, next, found := bytes.Cut(rest, []byte("\n"))
+		lineAt := at
+		if at += len(line); found {
+			at++
 		}
-		for _, c := range g.List {
+		rest = next
+		text := bytes.TrimSpace(line)
+		if len(text) == 0 && !ended {
+			header = at
+			continue
+		}
+		if !bytes.HasPrefix(text, []byte("//")) {
+			ended = true
+		}
+		if !inComment && goBuild == nil && constraint.IsGoBuild(string(text)) {
+			if x, err := constraint.Parse(string(text)); err == nil {
+				goBuild = x
+			}
+		}
+		if !inComment && !ended && constraint.IsPlusBuild(string(text)) {
+			plus, plusAt = append(plus, string(text)), append(plusAt, lineAt)
+		}
+		// Past the comments on this line, is there text? Then the header is over.
+		for len(text) > 0 {
 			switch {
-			case constraint.IsGoBuild(c.Text):
-				if x, err := constraint.Parse(c.Text); err == nil {
-					return x
+			case inComment:
+				i := bytes.Index(text, []byte("*/"))
+				if i < 0 {
+					text = nil
+					continue
 				}
-			case constraint.IsPlusBuild(c.Text) && g != f.Doc:
-				if x, err := constraint.Parse(c.Text); err == nil {
-					plus = and(plus, x)
+				inComment, text = false, bytes.TrimSpace(text[i+2:])
+			case bytes.HasPrefix(text, []byte("//")):
+				text = nil
+			case bytes.HasPrefix(text, []byte("/*")):
+				inComment, text = true, text[2:]
+			default:
+				if goBuild != nil {
+					return goBuild
 				}
+				var x constraint.Expr
+				for i, l := range plus {
+					if plusAt[i] >= header {
+						break
+					}
+					if y, err := constraint.Parse(l); err == nil {
+						x = and(x, y)
+					}
+				}
+				return x
 			}
 		}
 	}
-	return plus
+	return goBuild // a file with no code: what its comments say
 }
 
 // maxTags bounds the distinct tags of a build constraint that canHold tries every assignment
@@ -57,7 +102,7 @@ func canHold(x constraint.Expr) bool {
 	walk = func(x constraint.Expr) {
 		switch x := x.(type) {
 		case *constraint.TagExpr:
-			if x.Tag != "ignore" && !slices.Contains(tags, x.Tag) {
+			if len(tags) <= maxTags && x.Tag != "ignore" && !slices.Contains(tags, x.Tag) { // past the bound, one more tells
 				tags = append(tags, x.Tag)
 			}
 		case *constraint.NotExpr:
