@@ -96,8 +96,9 @@ type Config struct {
 	// POST requests from anyone who reaches it. On any other address it follows the node's
 	// TLS, as the mesh listener does: HTTPS with ServerTLS, client-certificate settings
 	// included, and POST requests only from callers whose client certificate ServerTLS
-	// verified; without ServerTLS it needs InsecurePlaintext, and then refuses every POST
-	// and serves only requests that name it by IP address or by this address's host.
+	// verified; without ServerTLS it needs InsecurePlaintext, and then refuses every POST,
+	// serves only requests that name it by IP address, as localhost (a tunnel) or by this
+	// address's host, and serves /debug/pprof/ only through a tunnel to localhost.
 	// The URL goes into the node's registration, where other nodes' pages and the zlink
 	// command find it. docs/ADMIN.md describes the pages and the JSON. Empty (the default):
 	// no admin server.
@@ -418,7 +419,7 @@ func loopback(addr string) bool {
 	if err != nil {
 		return false
 	}
-	if host == "localhost" {
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
 		return true
 	}
 	ip := net.ParseIP(host)

@@ -357,28 +357,35 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /mesh", s.meshView)
 	mux.HandleFunc("POST /relocate", s.relocate)
 	mux.HandleFunc("POST /shutdown", s.shutdown)
-	if s.plaintextNetwork() {
-		mux.HandleFunc("/debug/pprof/", noProfiles)
-		return
+	mux.Handle("/debug/pprof/", s.profiles(pprof.Index))
+	mux.Handle("/debug/pprof/cmdline", s.profiles(pprof.Cmdline))
+	mux.Handle("/debug/pprof/profile", s.profiles(pprof.Profile))
+	mux.Handle("/debug/pprof/symbol", s.profiles(symbol))
+	mux.Handle("/debug/pprof/trace", s.profiles(pprof.Trace))
+}
+
+// profiles serves a profile's route, which a plaintext server on a network address serves
+// only to a request that names it as localhost: a tunnel such as ssh -L or kubectl
+// port-forward, to which browsers send Sec-Fetch-Site, as they do to every loopback or TLS
+// address. To a plain-HTTP network address they send none, and an image sends no Origin
+// either, so a page of another site that the operator visits would be told from the operator
+// by nothing, and could run CPU profiles and traces for as long as it asks.
+func (s *Server) profiles(serve http.HandlerFunc) http.Handler {
+	if !s.plaintextNetwork() {
+		return serve
 	}
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackName(hostName(r.Host)) {
+			writeError(w, http.StatusForbidden, "profiles are served on a loopback address, over TLS, or through a tunnel to localhost only: a plaintext server on a network address cannot tell the operator from a page of another site")
+			return
+		}
+		serve(w, r)
+	})
 }
 
 // plaintextNetwork reports whether the server speaks plain HTTP on a network address
 // (InsecurePlaintext).
 func (s *Server) plaintextNetwork() bool { return !s.cfg.Loopback && s.cfg.TLS == nil }
-
-// noProfiles answers the profiles' routes of a plaintext server on a network address. A
-// browser sends no Sec-Fetch-Site to such an address, and an image or a no-cors fetch sends no
-// Origin either, so a page of another site that the operator visits would be told from the
-// operator by nothing, and could run CPU profiles and traces for as long as it asks.
-func noProfiles(w http.ResponseWriter, _ *http.Request) {
-	writeError(w, http.StatusForbidden, "profiles are served on a loopback address or over TLS only: a plaintext server on a network address cannot tell the operator from a page of another site")
-}
 
 // maxSymbolBody bounds the body of a POST /debug/pprof/symbol: a lookup's answer grows with
 // its body, and pprof reads the body to its end.
@@ -452,15 +459,21 @@ func fromAnotherSite(r *http.Request) string {
 // and no certificate stops it, as TLS would. A page cannot make the browser send an IP
 // address or localhost but its own, whose origin is then the server's.
 func (s *Server) ownName(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), ".")
+	host = hostName(host)
 	if net.ParseIP(host) != nil || loopbackName(host) {
 		return true
 	}
 	own, _, err := net.SplitHostPort(s.cfg.Addr)
 	return err == nil && own != "" && strings.EqualFold(host, strings.TrimSuffix(own, "."))
+}
+
+// hostName is the name or address of host (host[:port], from a request), without brackets
+// or the root's dot.
+func hostName(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), ".")
 }
 
 // loopbackName reports whether name is localhost or a name under it, which resolve to the
@@ -473,11 +486,8 @@ func loopbackName(name string) bool {
 // loopbackHost reports whether host (host[:port], from a request) names the loopback
 // interface.
 func loopbackHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if loopbackName(strings.TrimSuffix(host, ".")) {
+	host = hostName(host)
+	if loopbackName(host) {
 		return true
 	}
 	ip := net.ParseIP(host)

@@ -435,10 +435,11 @@ func TestPlaintextNetworkServerServesOnlyItsOwnNames(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
-// A plaintext server on a network address serves no profiles: a browser marks none of its
-// requests to such an address with Sec-Fetch-Site, and an image sends no Origin, so a page of
-// another site would be told from the operator by nothing.
-func TestPlaintextNetworkServerServesNoProfiles(t *testing.T) {
+// A plaintext server on a network address serves profiles only through a tunnel to
+// localhost: a browser marks none of its requests to such an address with Sec-Fetch-Site, and
+// an image sends no Origin, so a page of another site would be told from the operator by
+// nothing.
+func TestPlaintextNetworkServerServesProfilesOnlyThroughATunnel(t *testing.T) {
 	get := func(s *admin.Server, path, host string) (int, string) {
 		t.Helper()
 		req, err := http.NewRequest(http.MethodGet, s.URL()+path, nil)
@@ -459,10 +460,12 @@ func TestPlaintextNetworkServerServesNoProfiles(t *testing.T) {
 	for _, path := range []string{"/debug/pprof/profile?seconds=1", "/debug/pprof/trace?seconds=1", "/debug/pprof/symbol", "/debug/pprof/", "/debug/pprof/heap?gc=1"} {
 		code, body := get(network, path, "192.0.2.2:"+port)
 		assert.Equal(t, http.StatusForbidden, code, path)
-		assert.Contains(t, body, "loopback address or over TLS only", path)
+		assert.Contains(t, body, "through a tunnel to localhost only", path)
 	}
 	code, _ := get(network, "/status", "192.0.2.2:"+port)
 	assert.Equal(t, http.StatusOK, code, "the status is still served")
+	code, _ = get(network, "/debug/pprof/", "localhost:8080")
+	assert.Equal(t, http.StatusOK, code, "through a tunnel (ssh -L, kubectl port-forward)")
 
 	loopback := serve(t, admin.Config{}, newTestNode())
 	code, _ = get(loopback, "/debug/pprof/", strings.TrimPrefix(loopback.URL(), "http://"))
