@@ -24,6 +24,7 @@ var (
 // comments (a /* */ comment ends that run, and a // +build line right above the package
 // clause is its doc comment, not a constraint).
 func buildConstraint(src []byte) constraint.Expr {
+	src = bytes.TrimPrefix(src, []byte("\ufeff")) // a byte order mark, which the go command drops
 	var (
 		goBuild   constraint.Expr
 		plus      []string // the // +build lines so far, with the offset where each began
@@ -70,23 +71,29 @@ func buildConstraint(src []byte) constraint.Expr {
 			case bytes.HasPrefix(text, []byte("/*")):
 				inComment, text = true, text[2:]
 			default:
-				if goBuild != nil {
-					return goBuild
-				}
-				var x constraint.Expr
-				for i, l := range plus {
-					if plusAt[i] >= header {
-						break
-					}
-					if y, err := constraint.Parse(l); err == nil {
-						x = and(x, y)
-					}
-				}
-				return x
+				return decide(goBuild, plus, plusAt, header)
 			}
 		}
 	}
-	return goBuild // a file with no code: what its comments say
+	return decide(goBuild, plus, plusAt, header) // a file with no code: what its comments say
+}
+
+// decide is buildConstraint's answer: goBuild if the file has one, else the // +build lines
+// that began before header, all of which must hold.
+func decide(goBuild constraint.Expr, plus []string, plusAt []int, header int) constraint.Expr {
+	if goBuild != nil {
+		return goBuild
+	}
+	var x constraint.Expr
+	for i, l := range plus {
+		if plusAt[i] >= header {
+			break
+		}
+		if y, err := constraint.Parse(l); err == nil {
+			x = and(x, y)
+		}
+	}
+	return x
 }
 
 // maxTags bounds the distinct tags of a build constraint that canHold tries every assignment

@@ -167,6 +167,9 @@ func TestBuildConstraintReadsEverySpelling(t *testing.T) {
 		"// +build a\n\n// +build b\npackage p\n":           "a",
 		"package p\n//go:build no\n":                        "",
 		"/* //go:build no */ package p\n":                   "",
+		"\ufeff//go:build linux\n\npackage p\n":             "linux",
+		"\ufeff// +build linux\n\npackage p\n":              "linux",
+		"// +build linux\n\n// only comments\n":             "linux",
 	} {
 		got := ""
 		if x := buildConstraint([]byte(src)); x != nil {
