@@ -39,7 +39,7 @@ func (h *Host) listenAdmin() error {
 		// certificates included.
 		cfg.TLS = withTLS13(h.cfg.ServerTLS)
 		if h.cfg.ServerTLS == nil {
-			h.log.Warn("the admin server listens without TLS on a network address (InsecurePlaintext): anyone who reaches it can read the node's status, and its profiles through a tunnel to localhost",
+			h.log.Warn("the admin server listens without TLS on a network address (InsecurePlaintext): anyone who reaches it can read the node's status, and its profiles through a tunnel that ends on the node",
 				"admin", h.cfg.AdminAddr)
 		}
 	}

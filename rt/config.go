@@ -98,7 +98,8 @@ type Config struct {
 	// included, and POST requests only from callers whose client certificate ServerTLS
 	// verified; without ServerTLS it needs InsecurePlaintext, and then refuses every POST,
 	// serves only requests that name it by IP address, as localhost (a tunnel) or by this
-	// address's host, and serves /debug/pprof/ only through a tunnel to localhost.
+	// address's host, and serves /debug/pprof/ only through a tunnel that ends on the node
+	// (a connection from its loopback interface naming a loopback host).
 	// The URL goes into the node's registration, where other nodes' pages and the zlink
 	// command find it. docs/ADMIN.md describes the pages and the JSON. Empty (the default):
 	// no admin server.
@@ -419,7 +420,7 @@ func loopback(addr string) bool {
 	if err != nil {
 		return false
 	}
-	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+	if strings.EqualFold(host, "localhost") { // not "localhost.", which DNS may answer
 		return true
 	}
 	ip := net.ParseIP(host)

@@ -365,18 +365,21 @@ func (s *Server) routes(mux *http.ServeMux) {
 }
 
 // profiles serves a profile's route, which a plaintext server on a network address serves
-// only to a request that names it as localhost: a tunnel such as ssh -L or kubectl
-// port-forward, to which browsers send Sec-Fetch-Site, as they do to every loopback or TLS
-// address. To a plain-HTTP network address they send none, and an image sends no Origin
-// either, so a page of another site that the operator visits would be told from the operator
-// by nothing, and could run CPU profiles and traces for as long as it asks.
+// only to a connection from this machine's loopback interface that names it as a loopback
+// host: a tunnel that ends on the node, such as kubectl port-forward or ssh -L through the
+// node itself. Browsers mark other sites' requests to a loopback host with Sec-Fetch-Site, as
+// they do to every TLS address. To a plain-HTTP network address they send none, and an image
+// sends no Origin either, so a page of another site that the operator visits would be told
+// from the operator by nothing, and could run CPU profiles and traces for as long as it asks;
+// and any client on the network can name the server as it likes, but not connect from its
+// loopback interface.
 func (s *Server) profiles(serve http.HandlerFunc) http.Handler {
 	if !s.plaintextNetwork() {
 		return serve
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !loopbackName(hostName(r.Host)) {
-			writeError(w, http.StatusForbidden, "profiles are served on a loopback address, over TLS, or through a tunnel to localhost only: a plaintext server on a network address cannot tell the operator from a page of another site")
+		if !loopbackHost(r.Host) || !loopbackPeer(r.RemoteAddr) {
+			writeError(w, http.StatusForbidden, "profiles are served on a loopback address, over TLS, or through a tunnel that ends on the node only: a plaintext server on a network address cannot tell the operator from a page of another site")
 			return
 		}
 		serve(w, r)
@@ -465,6 +468,13 @@ func (s *Server) ownName(host string) bool {
 	}
 	own, _, err := net.SplitHostPort(s.cfg.Addr)
 	return err == nil && own != "" && strings.EqualFold(host, strings.TrimSuffix(own, "."))
+}
+
+// loopbackPeer reports whether addr (a request's RemoteAddr) is on the loopback interface.
+func loopbackPeer(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	ip := net.ParseIP(host)
+	return err == nil && ip != nil && ip.IsLoopback()
 }
 
 // hostName is the name or address of host (host[:port], from a request), without brackets

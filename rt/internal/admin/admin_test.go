@@ -460,12 +460,16 @@ func TestPlaintextNetworkServerServesProfilesOnlyThroughATunnel(t *testing.T) {
 	for _, path := range []string{"/debug/pprof/profile?seconds=1", "/debug/pprof/trace?seconds=1", "/debug/pprof/symbol", "/debug/pprof/", "/debug/pprof/heap?gc=1"} {
 		code, body := get(network, path, "192.0.2.2:"+port)
 		assert.Equal(t, http.StatusForbidden, code, path)
-		assert.Contains(t, body, "through a tunnel to localhost only", path)
+		assert.Contains(t, body, "through a tunnel that ends on the node only", path)
 	}
 	code, _ := get(network, "/status", "192.0.2.2:"+port)
 	assert.Equal(t, http.StatusOK, code, "the status is still served")
+	// The test connects from loopback: a tunnel that ends on the node, such as kubectl
+	// port-forward, names a loopback host.
 	code, _ = get(network, "/debug/pprof/", "localhost:8080")
-	assert.Equal(t, http.StatusOK, code, "through a tunnel (ssh -L, kubectl port-forward)")
+	assert.Equal(t, http.StatusOK, code, "through a tunnel that ends on the node")
+	code, _ = get(network, "/debug/pprof/", "127.0.0.1:8080")
+	assert.Equal(t, http.StatusOK, code, "through a tunnel that ends on the node")
 
 	loopback := serve(t, admin.Config{}, newTestNode())
 	code, _ = get(loopback, "/debug/pprof/", strings.TrimPrefix(loopback.URL(), "http://"))
