@@ -643,12 +643,15 @@ func TestConcurrentMovesOfOneActor(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Positive(t, moved.Load())
-	var last tallyState
-	require.Eventually(t, func() bool {
+	// The condition runs on a goroutine of its own, which may still run when Eventually gives
+	// up and reports: the last state it saw is handed over atomically.
+	var last atomic.Pointer[tallyState]
+	settled := assert.Eventually(t, func() bool {
 		st, err := getTally(a, "both")
-		last = st
+		last.Store(&st)
 		return err == nil && st.Total == 8
-	}, 10*time.Second, 10*time.Millisecond, "%+v", &last)
+	}, 10*time.Second, 10*time.Millisecond)
+	require.True(t, settled, "the last state seen: %+v", last.Load())
 	st, err := getTally(b, "both")
 	require.NoError(t, err)
 	assert.Zero(t, st.Disorder)
