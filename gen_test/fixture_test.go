@@ -54,6 +54,15 @@ func generate(t *testing.T, cfg gen.Config) ([]gen.Result, error) {
 	return gen.Generate(context.Background(), cfg, []string{"./input"})
 }
 
+// generateOne generates with cfg and returns the one output it must give.
+func generateOne(t *testing.T, cfg gen.Config) []gen.Result {
+	t.Helper()
+	results, err := generate(t, cfg)
+	require.NoError(t, err)
+	require.Len(t, results, 1)
+	return results
+}
+
 // compileErrors type-checks dir/input together with the contents of results, built with
 // buildFlags, and returns its errors.
 func compileErrors(t *testing.T, dir string, results []gen.Result, buildFlags ...string) []string {

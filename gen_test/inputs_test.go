@@ -24,9 +24,7 @@ func TestACgoFileIsGeneratedBesideItsSource(t *testing.T) {
 	dir := fixture(t, "cgo", map[string]string{
 		"input/room.go": "package chat\n\n// #include <stdlib.h>\nimport \"C\"\n\n" + withoutPackageClause,
 	})
-	results, err := generate(t, gen.Config{Dir: dir})
-	require.NoError(t, err)
-	require.Len(t, results, 1)
+	results := generateOne(t, gen.Config{Dir: dir})
 	assert.Equal(t, filepath.Join(dir, "input", "room_zlink.go"), results[0].Path)
 	assert.Equal(t, filepath.Join(dir, "input", "room.go"), results[0].Source)
 	assert.Contains(t, string(results[0].Content), "//go:build cgo\n", "the output builds only when its input does")
@@ -134,9 +132,7 @@ func TestEveryBuildConstraintSpellingIsCopiedToTheOutput(t *testing.T) {
 				"input/room.go":  header + fixtureRoomSrc,
 				"input/other.go": "package chat\n",
 			})
-			results, err := generate(t, gen.Config{Dir: dir, BuildFlags: []string{"-tags=special"}})
-			require.NoError(t, err)
-			require.Len(t, results, 1)
+			results := generateOne(t, gen.Config{Dir: dir, BuildFlags: []string{"-tags=special"}})
 			assert.True(t, strings.Contains(string(results[0].Content), "\n//go:build special\n"), "%s", results[0].Content)
 			assert.Empty(t, compileErrors(t, dir, results, "-tags=special"))
 			assert.Empty(t, compileErrors(t, dir, results), "without the tag, the output is left out like its input")
@@ -160,9 +156,7 @@ func TestAGoBuildLineRightAbovePackageIsCopiedToTheOutput(t *testing.T) {
 	dir := fixture(t, "go_build_doc", map[string]string{
 		"input/room.go": "//go:build linux\n" + fixtureRoomSrc,
 	})
-	results, err := generate(t, gen.Config{Dir: dir, Env: append(os.Environ(), "GOOS=linux")})
-	require.NoError(t, err)
-	require.Len(t, results, 1)
+	results := generateOne(t, gen.Config{Dir: dir, Env: append(os.Environ(), "GOOS=linux")})
 	assert.Contains(t, string(results[0].Content), "\n//go:build linux\n", "the go command honours a //go:build line in the package's doc comment")
 }
 
@@ -176,9 +170,7 @@ func TestAnAliasIdenticalToAPredeclaredTypeIsAccepted(t *testing.T) {
 				"input/room.go": fixtureRoomSrc,
 				"input/" + name: file,
 			})
-			results, err := generate(t, gen.Config{Dir: dir})
-			require.NoError(t, err)
-			require.Len(t, results, 1)
+			results := generateOne(t, gen.Config{Dir: dir})
 			assert.Empty(t, compileErrors(t, dir, results))
 		})
 	}
@@ -195,9 +187,7 @@ func TestAFileNoBuildIncludesDoesNotCollide(t *testing.T) {
 				"input/room.go":   fixtureRoomSrc,
 				"input/sketch.go": header + "package chat\n\nfunc OpenRoom() {}\n",
 			})
-			results, err := generate(t, gen.Config{Dir: dir})
-			require.NoError(t, err)
-			require.Len(t, results, 1)
+			results := generateOne(t, gen.Config{Dir: dir})
 			assert.Empty(t, compileErrors(t, dir, results))
 		})
 	}
@@ -210,9 +200,7 @@ func TestAPlusBuildLineAfterABlockCommentDoesNotLeaveTheFileOut(t *testing.T) {
 		"input/room.go":        fixtureRoomSrc,
 		"input/sdk_windows.go": "/* Copyright. */\n// +build ignore\n\npackage chat\n\nvar sdk = 1\n",
 	})
-	results, err := generate(t, gen.Config{Dir: dir})
-	require.NoError(t, err)
-	require.Len(t, results, 1)
+	results := generateOne(t, gen.Config{Dir: dir})
 	t.Setenv("GOOS", "windows")
 	assert.Empty(t, compileErrors(t, dir, results))
 }
@@ -235,9 +223,7 @@ func TestALocalNamedLikeAMessageTypeOfThePackageIsRenamed(t *testing.T) {
 			"req *pb.JoinRequest", "req *in",
 		).Replace(fixtureRoomSrc) + "\ntype in struct{ pb.JoinRequest }\n",
 	})
-	results, err := generate(t, gen.Config{Dir: dir})
-	require.NoError(t, err)
-	require.Len(t, results, 1)
+	results := generateOne(t, gen.Config{Dir: dir})
 	assert.Contains(t, string(results[0].Content), "in2, ok := req.(*in)")
 	assert.Empty(t, compileErrors(t, dir, results))
 }
