@@ -353,8 +353,7 @@ func TestC1_AnActorsClosingCallbackChecksTheLease(t *testing.T) {
 func TestC1_AnEntrySpotsActorsEndWithTheLeaseTheirRecordsName(t *testing.T) {
 	mesh := uniqueMesh(t)
 	peers := &movePeers{to: map[sdk.NodeID]*catalog.Catalog{}}
-	a := newNode(t, nodeOpts{mesh: mesh, id: "node-a", peers: peers, register: registerMovers, lease: shortLease(),
-		cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }})
+	a := leasedPeerNode(t, mesh, "node-a", peers)
 	b := peerNode(t, mesh, "node-b", nil, peers)
 	peers.to["node-a"], peers.to["node-b"] = a.cat, b.cat
 
@@ -577,7 +576,7 @@ func TestB8_ASecondSpawnOfAnIDUnderWayLeavesTheFirstItsRecord(t *testing.T) {
 	s := newGatedStore()
 	mesh := uniqueMesh(t)
 	n, sp := pawnsNode(t, nodeOpts{mesh: mesh, id: "node-a", wrap: s.wrap,
-		cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }},
+		cfg: shortOperations},
 		func(ac sdk.ActorContext) (any, error) {
 			if ac.ID() == id && first.CompareAndSwap(false, true) {
 				close(entered)
@@ -625,8 +624,7 @@ func TestC1_AnEntryActorWhoseMoveRolledBackAfterItsLeaseEndedEndsAtItsRefusal(t 
 	mesh := uniqueMesh(t)
 	mp := &movePeers{to: map[sdk.NodeID]*catalog.Catalog{}}
 	hp := &holdPeers{movePeers: mp, entered: make(chan struct{}), hold: make(chan struct{})}
-	a := newNode(t, nodeOpts{mesh: mesh, id: "node-a", peers: hp, register: registerMovers, lease: shortLease(),
-		cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }})
+	a := leasedPeerNode(t, mesh, "node-a", hp)
 	b := peerNode(t, mesh, "node-b", nil, hp)
 	mp.to["node-a"], mp.to["node-b"] = a.cat, b.cat
 
@@ -662,7 +660,7 @@ func TestC1_AnEntryActorWhoseMoveRolledBackAfterItsLeaseEndedEndsAtItsRefusal(t 
 // starts no turn under the new registration; the close leaves the record to the reclaimer.
 func TestC1_AStaleEntryActorsExplicitCloseGetsOwnerLostAndStartsNoTurn(t *testing.T) {
 	n := newNode(t, nodeOpts{lease: shortLease(), register: registerMovers,
-		cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }})
+		cfg: shortOperations})
 	const id = "p-stale-close"
 	host := lobbyBlocked(t, n, id)
 	closed := make(chan error, 1)
@@ -690,8 +688,7 @@ func TestC1_AStaleEntryActorsExplicitCloseGetsOwnerLostAndStartsNoTurn(t *testin
 // only once the node registered again, starts no turn under the new registration.
 func TestC1_AStaleEntryActorsClosingCallbackStartsNoTurn(t *testing.T) {
 	mesh := uniqueMesh(t)
-	a := newNode(t, nodeOpts{mesh: mesh, id: "node-a", register: registerMovers, lease: shortLease(),
-		cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }})
+	a := leasedPeerNode(t, mesh, "node-a", nil)
 	const id = "entry-stale-turn"
 	// Block the Entry Spot so that the end of the lease cannot run the callback in time.
 	host := lobbyBlocked(t, a, id)
@@ -852,7 +849,7 @@ func TestB8_ACloseReleaseWaitsForAnotherSpotsRelease(t *testing.T) {
 // B8: a factory that panics, or fails, leaves the ID free to spawn again at once.
 func TestB8_AFailedFactoryLeavesItsIDFree(t *testing.T) {
 	var ticks, n atomic.Int64
-	nd, sp := pawnsNode(t, nodeOpts{cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }},
+	nd, sp := pawnsNode(t, nodeOpts{cfg: shortOperations},
 		func(ac sdk.ActorContext) (any, error) {
 			switch n.Add(1) {
 			case 1:

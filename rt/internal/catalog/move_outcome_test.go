@@ -197,9 +197,16 @@ func (p *movePeers) Follow(ctx context.Context, node sdk.NodeID, actor sdk.Targe
 // peerNode is a node of a two-node test with Rooms, the Lobby and pawns, its peers set before
 // it starts.
 func peerNode(t *testing.T, mesh, id string, wrap func(*store.Etcd) store.Store, peers catalog.Peers) *node {
-	return newNode(t, nodeOpts{mesh: mesh, id: id, wrap: wrap, peers: peers, register: registerMovers,
-		cfg: func(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }})
+	return newNode(t, nodeOpts{mesh: mesh, id: id, wrap: wrap, peers: peers, register: registerMovers, cfg: shortOperations})
 }
+
+// leasedPeerNode is peerNode on a short owner lease, which the test may end (endLease).
+func leasedPeerNode(t *testing.T, mesh, id string, peers catalog.Peers) *node {
+	return newNode(t, nodeOpts{mesh: mesh, id: id, peers: peers, register: registerMovers, lease: shortLease(), cfg: shortOperations})
+}
+
+// shortOperations bounds a peer node's store operations at 200 ms.
+func shortOperations(c *catalog.Config) { c.OperationTimeout = 200 * time.Millisecond }
 
 // registerMovers registers the Rooms, the Lobby and the pawns, which keep their hops as they move.
 func registerMovers(types *catalog.Types, f *fixture) {
