@@ -590,17 +590,16 @@ func (c *Catalog) awaitKey(a *activation, key spotKey) bool {
 // reclaimer's), or the node stops.
 func (c *Catalog) releaseOrphan(a *activation, key store.ActorKey, closing *actor, held bool) {
 	k := spotKey{key.Type, key.ID}
-	waited := func() {}
+	waited := func() {} // ends the wait for the key, if any; once, whoever calls it first
 	if held {
 		c.spawning.Store(k, holdSettle)
 	} else {
 		// Counted before it tries the key: a spawn that comes after this does not take the
 		// key before this release.
-		waited = c.waitForKey(k)
+		waited = sync.OnceFunc(c.waitForKey(k))
 		if _, busy := c.spawning.LoadOrStore(k, holdSettle); !busy {
 			held = true
 			waited()
-			waited = func() {}
 		}
 	}
 	if !c.bg.goRun(func() {
@@ -610,7 +609,7 @@ func (c *Catalog) releaseOrphan(a *activation, key store.ActorKey, closing *acto
 				c.spawning.Delete(k)
 			}
 		}()
-		defer func() { waited() }() // the one left to call, if the wait did not end
+		defer waited()
 		wait := time.NewTimer(0)
 		defer wait.Stop()
 		for try, backoff := 0, 50*time.Millisecond; try < orphanTries; try, backoff = try+1, min(2*backoff, 2*time.Second) {
@@ -623,7 +622,6 @@ func (c *Catalog) releaseOrphan(a *activation, key store.ActorKey, closing *acto
 			if !own {
 				own = c.awaitKey(a, k)
 				waited()
-				waited = func() {}
 				if !own {
 					return
 				}
