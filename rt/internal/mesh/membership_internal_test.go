@@ -62,6 +62,8 @@ type testNodeOpts struct {
 	unhandled sdk.UnhandledDispatchOptions
 	// beacon registers the Beacon Entry Spot and its Mark Actors too.
 	beacon bool
+	// maxActive caps the Spots active on the node (D6; 0: no cap).
+	maxActive int
 }
 
 // registerTestNodeWith is registerTestNode with opts.
@@ -89,7 +91,7 @@ func registerTestNodeWith(t *testing.T, endpoints []string, id sdk.NodeID, opts 
 	if opts.wrap != nil {
 		catStore = opts.wrap(n.st)
 	}
-	n.cat, err = catalog.New(catalog.Config{Node: id, Exec: exec.DefaultConfig(), Logger: logger}, catStore, n.reg, types, nil)
+	n.cat, err = catalog.New(catalog.Config{Node: id, Exec: exec.DefaultConfig(), Logger: logger, MaxActive: opts.maxActive}, catStore, n.reg, types, nil)
 	require.NoError(t, err)
 	require.NoError(t, n.cat.Start(ctx))
 	t.Cleanup(func() { _ = n.cat.Close(context.Background()) })

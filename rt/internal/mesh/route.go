@@ -17,8 +17,9 @@ import (
 // it was refused for good — or names the next hop: the object's activation here, the store's
 // answer about where it is, placement's choice for a new one, or a node to send it to. A
 // message is sent again only when the node it went to refused it unrun (a redirect, a refusal
-// at the activation cap during placement) or it never left this node; once a node admitted it,
-// its outcome is the caller's answer, whatever it says (C3).
+// at the activation cap during placement or of a create-intent message on a cached route) or
+// it never left this node; once a node admitted it, its outcome is the caller's answer,
+// whatever it says (C3).
 
 // hopKind is what the router does next with a message.
 type hopKind uint8
@@ -124,6 +125,11 @@ func (m *Mesh) route(ctx context.Context, t sdk.Target, method string, req proto
 				h = *next
 			case refused && h.placed && atActivationCap(err):
 				full = append(full, h.chosen)
+				h = hop{kind: hopPlace}
+			case refused && h.cached && t.CreateIntent() && atActivationCap(err):
+				// The cached node no longer holds the Spot and refused to create it again at
+				// its cap, unrun: placement chooses, as if nothing had been cached.
+				full = append(full, h.node)
 				h = hop{kind: hopPlace}
 			default:
 				return reply, err
