@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/zlink-go/zlink/rt/internal/rttest"
+	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -105,4 +106,68 @@ func TestB6_ACachedRouteToANodeThatLeftIsResolvedAgain(t *testing.T) {
 	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
 	moved := staleRoute(t, ctx, caller, owner, "left", "gone") // "gone": no member, no link
 	requireRunsOnOwner(t, ctx, caller, owner, moved)
+}
+
+// heldMove is a store between a catalog and etcd that holds the relocation commit of one Spot
+// ID until the test releases it: the Spot's relocation unit is under way meanwhile.
+type heldMove struct {
+	*store.Etcd
+	id      string
+	held    chan struct{} // closed once the commit of id is held
+	release chan struct{}
+	once    sync.Once
+}
+
+func (h *heldMove) wrap(st *store.Etcd) store.Store {
+	h.Etcd = st
+	return h
+}
+
+func (h *heldMove) MoveSpot(ctx context.Context, key store.SpotKey, rec store.Record, to store.Owner, attempt uint64) (store.Record, error) {
+	if key.ID == h.id {
+		h.once.Do(func() { close(h.held) })
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return store.Record{}, ctx.Err()
+		}
+	}
+	return h.Etcd.MoveSpot(ctx, key, rec, to, attempt)
+}
+
+// D3, C3: an explicit close that reaches the Spot's owner while a relocation unit moves the
+// Spot away is refused there unrun once the Spot has gone (that node no longer owns it); the
+// close looks for the owner again and closes the Spot where it went, rather than failing with
+// a stale route.
+func TestD3_ACloseThatMeetsARelocationFollowsTheSpot(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	move := &heldMove{id: "moves", held: make(chan struct{}), release: make(chan struct{})}
+	release := sync.OnceFunc(func() { close(move.release) })
+	defer release()
+	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{wrap: move.wrap}, testNodeOpts{})
+	target := registerTestNode(t, endpoints, "target")
+	require.NoError(t, target.m.Start(ctx, target.st, target.reg, target.cat, serving))
+	awaitPeerState(t, ctx, owner.m, "target", sdk.PeerStateReady)
+	awaitPeerState(t, ctx, caller.m, "target", sdk.PeerStateReady)
+
+	spot := sdk.InstanceIntent(rttest.LedgerType, "moves").WithDesc(&rttest.LedgerDesc)
+	_, err := caller.m.Call(ctx, spot, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "owner"})
+	require.NoError(t, err)
+
+	relocated := make(chan error, 1)
+	go func() { relocated <- owner.cat.RelocateSpot(ctx, spot.Plain(), "target") }()
+	awaitChan(t, ctx, move.held, "the relocation's commit")
+
+	closed := make(chan error, 1)
+	go func() { closed <- caller.m.CloseSpot(ctx, spot.Plain(), sdk.CallOptions{}) }()
+	awaitSlowWait(t, ctx, owner.m, closed) // the close waits on the owner for the unit's outcome
+	release()
+	require.NoError(t, <-relocated)
+
+	require.NoError(t, <-closed, "the close followed the Spot to where it went")
+	res, err := caller.st.Lookup(ctx, store.SpotKey{Type: rttest.LedgerType, ID: "moves"})
+	require.NoError(t, err)
+	assert.Equal(t, store.StateMissing, res.State, "the Spot is closed")
+	_, active := target.cat.LocalSpot(spot.Plain())
+	assert.False(t, active, "the Spot is closed on the node it moved to")
 }

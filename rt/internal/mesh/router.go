@@ -15,8 +15,9 @@ import (
 	"github.com/zlink-go/zlink/sdk"
 )
 
-// maxRedirects bounds the redirects that an explicit close follows; each is a request that was
-// not run, so following it is no retry (C3).
+// maxRedirects bounds the redirects, and the refusals of nodes that no longer own the Spot,
+// that an explicit close follows; each is a request that was not run, so following it is no
+// retry (C3).
 const maxRedirects = 4
 
 // Call routes a request to t's owner and returns its reply.
@@ -236,10 +237,13 @@ func (m *Mesh) closeSpot(ctx context.Context, t sdk.Target) error {
 			return err
 		}
 		m.routes.drop(t, owner)
-		if r.Redirect != "" {
+		err = wire.DecodeError(r.Error)
+		if r.Redirect != "" || r.Refused && errors.Is(err, sdk.ErrStaleRoute) {
+			// Refused unrun: that node does not own the Spot (any more; a relocation may have
+			// moved it). The store says where it is now.
 			continue
 		}
-		return wire.DecodeError(r.Error)
+		return err
 	}
 	return fmt.Errorf("%w: close %v: the owner kept changing", sdk.ErrStaleRoute, t.Plain())
 }
