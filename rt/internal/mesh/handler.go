@@ -117,6 +117,12 @@ func (m *Mesh) handleOp(ctx context.Context, from sdk.NodeID, req *wire.Request,
 
 func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target, req *wire.Request, rep transport.Replier) {
 	oneWay, method := req.Op == wire.Op_OP_SEND, req.Method
+	if t.Kind() == sdk.KindEntry && t.Node() != m.cfg.Node {
+		// Another node's Entry Spot, reached by that node's endpoint (its process ended, and
+		// this one took its address): not an owner here (C1), whatever types this node hosts.
+		rep.Reply(refusedReply(fmt.Errorf("%w: node %s is not node %s, which %v is on", sdk.ErrStaleRoute, m.cfg.Node, t.Node(), t)))
+		return
+	}
 	// A message this node knows no handler for is found here, before anything reads the
 	// store or a queue, and follows the node's policy (I1).
 	desc := m.cat.TypeDesc(t.Type())

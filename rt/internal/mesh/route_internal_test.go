@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,4 +41,22 @@ func TestD6_AnIntentCallThatACachedNodeRefusesAtItsCapIsPlaced(t *testing.T) {
 	where, err = caller.m.Call(ctx, target, rttest.LedgerWhere, wrapperspb.String(""), sdk.CallOptions{})
 	require.NoError(t, err, "the node at its cap refused the creation unrun: placement chose another")
 	assert.Equal(t, "caller", where.(*wrapperspb.StringValue).GetValue())
+}
+
+// C1: a node refuses a message for another node's Entry Spot, which reached it by that node's
+// endpoint (a node that ended, whose address this node took), as a stale route that names
+// both nodes. It is the runtime's refusal of an unrun message, not an application error.
+func TestC1_AMessageForAnotherNodesEntrySpotIsAStaleRoute(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{beacon: true}, testNodeOpts{beacon: true})
+	caller.m.tr.Connect("ended", owner.m.Endpoint())
+	awaitPeerState(t, ctx, caller.m, "ended", sdk.PeerStateReady)
+
+	_, err := caller.m.Call(ctx, sdk.EntryTarget(rttest.BeaconType, "ended").WithDesc(&rttest.BeaconDesc), "Spawn",
+		wrapperspb.String("m"), sdk.CallOptions{})
+	require.ErrorIs(t, err, sdk.ErrStaleRoute)
+	var app *sdk.AppError
+	assert.False(t, errors.As(err, &app), "a refusal of the runtime's, not the handler's error: %v", err)
+	assert.ErrorContains(t, err, "owner")
+	assert.ErrorContains(t, err, "ended")
 }
