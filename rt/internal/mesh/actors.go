@@ -42,6 +42,12 @@ func (m *Mesh) actorNode(ctx context.Context, t sdk.Target) (sdk.NodeID, error) 
 	if err != nil {
 		return "", err
 	}
+	if res.Record.Incarnation == loc.Host.Incarnation && res.State == store.StateUnavailable && res.Evidence == store.EvidenceOwnerLeaseEnded {
+		// Its Spot's owner ended and the Spot is not released yet: unavailable, as the Spot
+		// is, not missing (B3, K5).
+		return "", fmt.Errorf("%w: %v: the lease of node %s, the owner of its Spot %s, has ended; it is released only by reclaim",
+			sdk.ErrOwnerUnavailable, t, res.Record.Owner.Node, loc.Host)
+	}
 	if res.State != store.StateReady || res.Record.Incarnation != loc.Host.Incarnation {
 		return "", fmt.Errorf("%w: %v: its Spot %s is gone", sdk.ErrNotFound, t, loc.Host)
 	}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/zlink-go/zlink/rt/internal/rttest"
+	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -59,4 +60,46 @@ func TestC1_AMessageForAnotherNodesEntrySpotIsAStaleRoute(t *testing.T) {
 	assert.False(t, errors.As(err, &app), "a refusal of the runtime's, not the handler's error: %v", err)
 	assert.ErrorContains(t, err, "owner")
 	assert.ErrorContains(t, err, "ended")
+}
+
+// K5, B3: an Actor whose Spot's owner has ended (its lease is gone, the Spot's record not yet
+// reclaimed) is unavailable, as its Spot is, and as an Actor of an ended node's Entry Spot is:
+// not missing, which only the reclaim makes it.
+func TestK5_AnActorOfASpotWhoseOwnerEndedIsUnavailableNotMissing(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	owner := registerTestNodeWith(t, endpoints, "owner", testNodeOpts{beacon: true})
+	require.NoError(t, owner.m.Start(ctx, owner.st, owner.reg, owner.cat, serving))
+	// The caller joins without watching the membership or reclaiming: the ended owner's records
+	// stay as they are.
+	caller := registerTestNodeWith(t, endpoints, "caller", testNodeOpts{beacon: true})
+	_, _, _, err := caller.m.join(ctx, caller.st, caller.reg, caller.cat, serving)
+	require.NoError(t, err)
+	awaitPeerState(t, ctx, caller.m, "owner", sdk.PeerStateReady)
+
+	spawned, err := caller.m.Call(ctx, sdk.EntryTarget(rttest.BeaconType, "owner").WithDesc(&rttest.BeaconDesc), "Spawn",
+		wrapperspb.String("m"), sdk.CallOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "ok", spawned.(*wrapperspb.StringValue).GetValue())
+	host := sdk.InstanceIntent(rttest.LedgerType, "host").WithDesc(&rttest.LedgerDesc)
+	_, err = caller.m.Call(ctx, host, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "owner"})
+	require.NoError(t, err)
+	actor := sdk.ActorTarget(rttest.MarkType, "m").WithDesc(&rttest.MarkDesc)
+	require.NoError(t, caller.m.MoveActor(ctx, actor, host.Plain(), sdk.CallOptions{}))
+	where, err := caller.m.Call(ctx, actor, rttest.MarkWhere, wrapperspb.String(""), sdk.CallOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "owner", where.(*wrapperspb.StringValue).GetValue())
+	caller.m.routes.drop(actor, "owner") // the caller reads where the Actor is from the store
+
+	// The owner ends as at a crash: its process stops answering, and its lease ends.
+	require.NoError(t, owner.m.Close())
+	require.NoError(t, owner.reg.Revoke(ctx))
+	res, err := caller.st.Lookup(ctx, store.SpotKey{Type: rttest.LedgerType, ID: "host"})
+	require.NoError(t, err)
+	require.Equal(t, store.StateUnavailable, res.State)
+
+	_, err = caller.m.Call(ctx, host.Plain(), rttest.LedgerRecord, wrapperspb.String("m2"), sdk.CallOptions{})
+	require.ErrorIs(t, err, sdk.ErrOwnerUnavailable, "the Spot is unavailable")
+	_, err = caller.m.Call(ctx, actor, rttest.MarkWhere, wrapperspb.String(""), sdk.CallOptions{})
+	require.ErrorIs(t, err, sdk.ErrOwnerUnavailable, "its Actor is unavailable too")
+	assert.NotErrorIs(t, err, sdk.ErrNotFound)
 }
