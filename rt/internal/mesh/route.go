@@ -258,10 +258,11 @@ func (m *Mesh) send(ctx context.Context, t sdk.Target, h hop, method string, pay
 	req.Generation, req.Follow = h.generation, h.held
 	r, err := m.callOnce(ctx, h.node, req) // req is the transport's now
 	if err != nil {
-		// A full send queue says nothing of the route: dropping it would send the next callers
-		// to the store while the node is already loaded.
+		// A full send queue, or the end of the caller's own context, says nothing of the
+		// route: dropping it would send the next callers to the store while the node is
+		// already loaded.
 		var ce *sdk.CapacityError
-		if t.Kind() != sdk.KindEntry && !errors.As(err, &ce) {
+		if t.Kind() != sdk.KindEntry && !errors.As(err, &ce) && ctx.Err() == nil {
 			m.routes.drop(t, h.node)
 		}
 		if h.cached && errors.Is(err, transport.ErrNotSent) {

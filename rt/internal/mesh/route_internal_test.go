@@ -1,8 +1,10 @@
 package mesh
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,4 +104,38 @@ func TestK5_AnActorOfASpotWhoseOwnerEndedIsUnavailableNotMissing(t *testing.T) {
 	_, err = caller.m.Call(ctx, actor, rttest.MarkWhere, wrapperspb.String(""), sdk.CallOptions{})
 	require.ErrorIs(t, err, sdk.ErrOwnerUnavailable, "its Actor is unavailable too")
 	assert.NotErrorIs(t, err, sdk.ErrNotFound)
+}
+
+// B6: a caller whose own deadline ends its call to a Spot's owner learns nothing of the route:
+// the route stays cached, so that callers that give up on a slow owner do not send the next
+// callers to the store.
+func TestB6_ACallThatTheCallersDeadlineEndsKeepsTheRoute(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	_, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
+	target := sdk.InstanceIntent(rttest.LedgerType, "slow").WithDesc(&rttest.LedgerDesc)
+	_, err := caller.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "owner"})
+	require.NoError(t, err)
+	route, ok := caller.m.routes.get(target)
+	require.True(t, ok)
+	require.Equal(t, sdk.NodeID("owner"), route)
+
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err = caller.m.Call(short, target.Plain(), rttest.LedgerSleep, wrapperspb.Int64(10_000), sdk.CallOptions{})
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	route, ok = caller.m.routes.get(target)
+	require.True(t, ok, "the caller's deadline says nothing of the route")
+	assert.Equal(t, sdk.NodeID("owner"), route)
+
+	short, cancel = context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := caller.m.Call(short, target.Plain(), rttest.LedgerSleep, wrapperspb.Int64(10_000), sdk.CallOptions{})
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	_, ok = caller.m.routes.get(target)
+	assert.True(t, ok, "nor does the caller's cancellation")
 }
