@@ -171,3 +171,41 @@ func TestD3_ACloseThatMeetsARelocationFollowsTheSpot(t *testing.T) {
 	_, active := target.cat.LocalSpot(spot.Plain())
 	assert.False(t, active, "the Spot is closed on the node it moved to")
 }
+
+// K5, B3: an explicit close of a Spot whose owner's lease has ended fails at once with
+// ErrOwnerUnavailable: only the reclaim releases it. It does not ask the node that took the
+// ended owner's ID since, which owns nothing of it and would refuse it as a stale route.
+func TestK5_ACloseOfASpotWhoseOwnerEndedIsUnavailable(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	old := registerTestNode(t, endpoints, "owner")
+	require.NoError(t, old.m.Start(ctx, old.st, old.reg, old.cat, serving))
+	// The caller watches the membership but does not reclaim: the ended owner's record stays.
+	caller := registerTestNode(t, endpoints, "caller")
+	_, rev, _, err := caller.m.join(ctx, caller.st, caller.reg, caller.cat, serving)
+	require.NoError(t, err)
+	caller.m.watchMembership(rev)
+	awaitPeerState(t, ctx, caller.m, "owner", sdk.PeerStateReady)
+	spot := sdk.InstanceIntent(rttest.LedgerType, "orphan").WithDesc(&rttest.LedgerDesc)
+	_, err = caller.m.Call(ctx, spot, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "owner"})
+	require.NoError(t, err)
+
+	// The owner ends as at a crash, and a new process registers its ID.
+	require.NoError(t, old.m.Close())
+	require.NoError(t, old.reg.Revoke(ctx))
+	restarted := registerTestNode(t, endpoints, "owner")
+	_, _, _, err = restarted.m.join(ctx, restarted.st, restarted.reg, restarted.cat, serving)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		caller.m.mu.RLock()
+		n, ok := caller.m.members["owner"]
+		caller.m.mu.RUnlock()
+		return ok && n.Lease == restarted.reg.Owner().Lease && caller.m.tr.PeerState("owner") == sdk.PeerStateReady
+	}, 10*time.Second, 5*time.Millisecond, "the caller links to the new process")
+
+	err = caller.m.CloseSpot(ctx, spot.Plain(), sdk.CallOptions{})
+	require.ErrorIs(t, err, sdk.ErrOwnerUnavailable)
+	assert.NotErrorIs(t, err, sdk.ErrStaleRoute)
+	res, err := caller.st.Lookup(ctx, store.SpotKey{Type: rttest.LedgerType, ID: "orphan"})
+	require.NoError(t, err)
+	assert.Equal(t, store.StateUnavailable, res.State, "nothing released it")
+}

@@ -232,6 +232,11 @@ func (m *Mesh) closeSpot(ctx context.Context, t sdk.Target) error {
 			return fmt.Errorf("%w: %v", sdk.ErrNotFound, t.Plain())
 		}
 		owner := res.Record.Owner.Node
+		if res.State == store.StateUnavailable && res.Evidence == store.EvidenceOwnerLeaseEnded {
+			// No node owns it now, whichever process has the owner's ID since (B3, K5).
+			return fmt.Errorf("%w: close %v: the lease of node %s, its owner, has ended; it is released only by reclaim",
+				sdk.ErrOwnerUnavailable, t.Plain(), owner)
+		}
 		r, err := m.call(ctx, owner, requestFor(ctx, t.Plain(), wire.Op_OP_CLOSE, "", nil))
 		if err != nil {
 			return err
