@@ -15,7 +15,9 @@ import (
 // and not at or near their active-object cap. Among those, weighted rendezvous hashing picks
 // one: shares follow the weights, and every caller picks the same node for the same ID, so
 // concurrent creators of one object meet on one node.
-func (m *Mesh) place(typ, id string, exclude ...sdk.NodeID) (sdk.NodeID, error) {
+// Nodes that refused the message already (away) are left out: as at their cap, or as not
+// Serving.
+func (m *Mesh) place(typ, id string, away refusals) (sdk.NodeID, error) {
 	cands := m.sortedMembers()
 	var best sdk.NodeID
 	bestScore := math.Inf(-1)
@@ -25,7 +27,7 @@ func (m *Mesh) place(typ, id string, exclude ...sdk.NodeID) (sdk.NodeID, error) 
 		if d.GetRoles()&RoleObjectServer == 0 || d.GetWeight() == 0 || !slices.Contains(d.GetSpotTypes(), typ) {
 			continue
 		}
-		if slices.Contains(exclude, n.ID) {
+		if slices.Contains(away.full, n.ID) {
 			hosting++
 			full++
 			continue
@@ -34,7 +36,7 @@ func (m *Mesh) place(typ, id string, exclude ...sdk.NodeID) (sdk.NodeID, error) 
 		if n.ID == m.cfg.Node && m.state != nil {
 			state = m.state() // its own descriptor may lag behind: a draining node places nothing on itself
 		}
-		if state != sdk.RuntimeStateServing {
+		if state != sdk.RuntimeStateServing || slices.Contains(away.notServing, n.ID) {
 			notServing++
 			continue
 		}

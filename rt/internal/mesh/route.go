@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -65,9 +66,9 @@ const maxHops = 16
 // route takes a valid target's message from its first hop to its outcome.
 func (m *Mesh) route(ctx context.Context, t sdk.Target, method string, req proto.Message, oneWay bool, opts sdk.CallOptions) (proto.Message, error) {
 	var payload []byte
-	var full []sdk.NodeID // nodes that refused to create at their activation cap
+	var away refusals // nodes that refused unrun to create the Spot
 	h := m.firstHop(t, true)
-	for round := 0; round < maxHops+3*len(full); round++ {
+	for round := 0; round < maxHops+3*away.count(); round++ {
 		switch h.kind {
 		case hopHere:
 			reply, next, err := m.deliverHere(ctx, t, h, method, req, oneWay)
@@ -86,8 +87,7 @@ func (m *Mesh) route(ctx context.Context, t sdk.Target, method string, req proto
 		case hopResolve:
 			next, err := m.resolveHop(ctx, t)
 			if err != nil {
-				if h.placed && atActivationCap(err) {
-					full = append(full, h.chosen)
+				if h.placed && away.note(err, h.chosen) {
 					h = hop{kind: hopPlace}
 					continue
 				}
@@ -101,9 +101,9 @@ func (m *Mesh) route(ctx context.Context, t sdk.Target, method string, req proto
 				h = hop{kind: hopSend, node: opts.Node}
 				continue
 			}
-			node, err := m.place(t.Type(), t.ID(), full...)
+			node, err := m.place(t.Type(), t.ID(), away)
 			if err != nil {
-				return nil, err
+				return nil, away.explain(err)
 			}
 			h = hop{kind: hopSend, node: node, placed: true, chosen: node}
 
@@ -123,20 +123,64 @@ func (m *Mesh) route(ctx context.Context, t sdk.Target, method string, req proto
 			switch {
 			case next != nil:
 				h = *next
-			case refused && h.placed && atActivationCap(err):
-				full = append(full, h.chosen)
+			case refused && h.placed && away.note(err, h.chosen, h.node):
 				h = hop{kind: hopPlace}
 			case refused && h.cached && t.CreateIntent() && atActivationCap(err):
 				// The cached node no longer holds the Spot and refused to create it again at
 				// its cap, unrun: placement chooses, as if nothing had been cached.
-				full = append(full, h.node)
+				away.note(err, h.node)
 				h = hop{kind: hopPlace}
 			default:
 				return reply, err
 			}
 		}
 	}
-	return nil, fmt.Errorf("%w: %v: its location kept changing (%d hops)", sdk.ErrStaleRoute, t, maxHops+3*len(full))
+	return nil, fmt.Errorf("%w: %v: its location kept changing (%d hops)", sdk.ErrStaleRoute, t, maxHops+3*away.count())
+}
+
+// refusals are the nodes that refused unrun to create a message's new Spot, which placement
+// leaves out: at their activation cap (their published count lagged), or as not serving (they
+// began a relocation or a drain that their published state did not show yet). Neither ran the
+// message, so placing it on another node is no retry (C3).
+type refusals struct {
+	full, notServing []sdk.NodeID
+	// last is the last refusal as not serving: the answer when no node is left.
+	last error
+}
+
+// note records the refusal err of nodes and reports whether it is one that tries another node.
+func (r *refusals) note(err error, nodes ...sdk.NodeID) bool {
+	switch {
+	case atActivationCap(err):
+		r.full = appendNew(r.full, nodes...)
+	case errors.Is(err, sdk.ErrNotServing):
+		r.notServing = appendNew(r.notServing, nodes...)
+		r.last = err
+	default:
+		return false
+	}
+	return true
+}
+
+func (r *refusals) count() int { return len(r.full) + len(r.notServing) }
+
+// explain is placement's failure err, or, when it found no node because those left refused as
+// not serving, the last such refusal, which names the node and why.
+func (r *refusals) explain(err error) error {
+	if r.last != nil && errors.Is(err, sdk.ErrOwnerUnavailable) {
+		return r.last
+	}
+	return err
+}
+
+// appendNew appends to s the nodes it does not hold yet.
+func appendNew(s []sdk.NodeID, nodes ...sdk.NodeID) []sdk.NodeID {
+	for _, n := range nodes {
+		if n != "" && !slices.Contains(s, n) {
+			s = append(s, n)
+		}
+	}
+	return s
 }
 
 // firstHop is where a message for the valid target t starts, the route cache included when
@@ -335,25 +379,23 @@ func atActivationCap(err error) bool {
 }
 
 // placed runs fn on the node that placement (or opts.Node) chooses for a new Spot. A node that
-// refused at its active-object cap (its published count lagged) is left out and the next is
-// tried. Only a refusal counts: fn reports whether the request was turned away before anything
+// refused at its active-object cap (its published count lagged) or as not serving (its
+// published state lagged) is left out and the next is tried. Only a refusal counts: fn reports whether the request was turned away before anything
 // ran, so a handler's error, whatever it wraps, never makes a message run twice (C3).
 func (m *Mesh) placed(t sdk.Target, opts sdk.CallOptions, fn func(sdk.NodeID) (refused bool, err error)) error {
 	if opts.Node != "" {
 		_, err := fn(opts.Node)
 		return err
 	}
-	var full []sdk.NodeID
+	var away refusals
 	for {
-		target, err := m.place(t.Type(), t.ID(), full...)
+		target, err := m.place(t.Type(), t.ID(), away)
 		if err != nil {
-			return err
+			return away.explain(err)
 		}
 		refused, err := fn(target)
-		var ce *sdk.CapacityError
-		if !refused || !errors.As(err, &ce) || ce.Where != sdk.CapacityActivationCap {
+		if !refused || !away.note(err, target) {
 			return err
 		}
-		full = append(full, target)
 	}
 }

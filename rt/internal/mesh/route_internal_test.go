@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -138,4 +139,48 @@ func TestB6_ACallThatTheCallersDeadlineEndsKeepsTheRoute(t *testing.T) {
 	require.ErrorIs(t, <-done, context.Canceled)
 	_, ok = caller.m.routes.get(target)
 	assert.True(t, ok, "nor does the caller's cancellation")
+}
+
+// D6, C3: a create-intent message that the node placement chose refuses unrun as not serving
+// (it began a relocation or a drain that its published state does not show yet) is placed on
+// another node: it never ran, so placing it again is no retry.
+func TestD6_AnIntentCallThatAPlacedNodeRefusesAsNotServingIsPlacedElsewhere(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
+	id := placedOn(t, caller.m, "owner")
+	owner.cat.SetRelocating(true) // its descriptor still says Serving
+
+	where, err := caller.m.Call(ctx, sdk.InstanceIntent(rttest.LedgerType, id).WithDesc(&rttest.LedgerDesc),
+		rttest.LedgerWhere, wrapperspb.String(""), sdk.CallOptions{})
+	require.NoError(t, err, "the chosen node refused the creation unrun: placement chose another")
+	assert.Equal(t, "caller", where.(*wrapperspb.StringValue).GetValue())
+}
+
+// D6: when every node placement may choose refuses a create-intent message unrun as not
+// serving, the caller gets that refusal, not a capacity error.
+func TestD6_AnIntentCallThatEveryNodeRefusesAsNotServingSaysSo(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
+	id := placedOn(t, caller.m, "owner")
+	owner.cat.SetRelocating(true)
+	caller.cat.SetRelocating(true)
+
+	_, err := caller.m.Call(ctx, sdk.InstanceIntent(rttest.LedgerType, id).WithDesc(&rttest.LedgerDesc),
+		rttest.LedgerWhere, wrapperspb.String(""), sdk.CallOptions{})
+	require.ErrorIs(t, err, sdk.ErrNotServing)
+	var ce *sdk.CapacityError
+	assert.False(t, errors.As(err, &ce), "not a capacity error: %v", err)
+}
+
+// placedOn returns an ID of a Ledger Spot that m's placement puts on node.
+func placedOn(t *testing.T, m *Mesh, node sdk.NodeID) string {
+	t.Helper()
+	for i := range 1000 {
+		id := fmt.Sprint("placed-", i)
+		if got, err := m.place(rttest.LedgerType, id, refusals{}); err == nil && got == node {
+			return id
+		}
+	}
+	t.Fatalf("placement never chose node %s", node)
+	return ""
 }
