@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -136,6 +137,16 @@ func (m *Mesh) route(ctx context.Context, t sdk.Target, method string, req proto
 		}
 	}
 	return nil, fmt.Errorf("%w: %v: its location kept changing (%d hops)", sdk.ErrStaleRoute, t, maxHops+3*away.count())
+}
+
+// callerEnded reports whether ctx has ended, or its deadline has passed although its timer has
+// not fired yet: the transport answers DeadlineExceeded from then on.
+func callerEnded(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // refusals are the nodes that refused unrun to create a message's new Spot, which placement
@@ -306,7 +317,7 @@ func (m *Mesh) send(ctx context.Context, t sdk.Target, h hop, method string, pay
 		// route: dropping it would send the next callers to the store while the node is
 		// already loaded.
 		var ce *sdk.CapacityError
-		if t.Kind() != sdk.KindEntry && !errors.As(err, &ce) && ctx.Err() == nil {
+		if t.Kind() != sdk.KindEntry && !errors.As(err, &ce) && !callerEnded(ctx) {
 			m.routes.drop(t, h.node)
 		}
 		if h.cached && errors.Is(err, transport.ErrNotSent) {
