@@ -222,7 +222,7 @@ func (h *Host) watchStatus(interval time.Duration, kick <-chan struct{}, observe
 // and returns at once with an error saying so: the shutdown waits for that very handler to end.
 func (h *Host) Shutdown(ctx context.Context, deadline time.Duration) (sdk.TerminationResult, error) {
 	op := h.beginShutdown(deadline)
-	if err := h.notFromATurn(ctx); err != nil {
+	if err := h.notFromATurn(ctx, "Shutdown", "shutdown"); err != nil {
 		return sdk.TerminationResult{}, err
 	}
 	select {
@@ -248,10 +248,11 @@ func (h *Host) Close() error {
 	return op.err
 }
 
-// notFromATurn refuses to wait for the shutdown inside a Spot's turn, which it waits for.
-func (h *Host) notFromATurn(ctx context.Context) error {
+// notFromATurn refuses to wait for a lifecycle operation (op, started by call) inside a
+// Spot's turn, which the operation waits for.
+func (h *Host) notFromATurn(ctx context.Context, call, op string) error {
 	if h.catalog != nil && h.catalog.InTurn(ctx) {
-		return fmt.Errorf("rt: Shutdown called from a Spot's handler on node %s: the shutdown goes on once the handler returns; it cannot be waited for here", h.cfg.NodeID)
+		return fmt.Errorf("rt: %s called from a Spot's handler on node %s: the %s goes on once the handler returns; it cannot be waited for here", call, h.cfg.NodeID, op)
 	}
 	return nil
 }

@@ -51,10 +51,10 @@ type relocationOp struct {
 // message is lost or runs twice, messages that meet it wait and then run where it is, and
 // messages sent along old routes follow it.
 //
-// The error is only for arguments the mode does not take, before anything starts. Every other
-// outcome is the result: Relocated when every object moved (the node is then Relocated: it
-// keeps its connections, takes no new application work, and Shutdown closes only its
-// infrastructure), or Blocked with the reason, in which case what did not move serves here
+// The error is for arguments the mode does not take, before anything starts, and for the
+// caller's own wait ending (see below). Every other outcome is the result: Relocated when
+// every object moved (the node is then Relocated: it keeps its connections, takes no new
+// application work, and Shutdown closes only its infrastructure), or Blocked with the reason, in which case what did not move serves here
 // again and the node is Serving, or in Error if it failed meanwhile. While it runs the node is
 // Relocating: it creates and receives no objects, and its status carries the deadline. Without
 // an eligible target the relocation waits for one until its deadline (Deadline, or
@@ -66,6 +66,10 @@ type relocationOp struct {
 // with another one while it runs gets Blocked with OperationInProgress. ctx ends only this
 // caller's wait. A shutdown during the relocation lets the units under way finish, within half
 // the time it leaves, starts no other, and the relocation ends Blocked with ShutdownRequested.
+//
+// Called from a Spot's handler, with the context the handler got, Relocate starts (or joins)
+// the relocation and returns at once with an error saying so: the relocation waits for that
+// very handler to end before its Spot moves. Status and ObserveRuntime tell its result.
 func (h *Host) Relocate(ctx context.Context, opts sdk.RelocationOptions) (sdk.RelocationResult, error) {
 	version, err := opts.EffectiveTarget(h.cfg.ApplicationVersion)
 	if err != nil {
@@ -74,6 +78,9 @@ func (h *Host) Relocate(ctx context.Context, opts sdk.RelocationOptions) (sdk.Re
 	op, res := h.beginRelocation(opts, version)
 	if op == nil {
 		return res, nil
+	}
+	if err := h.notFromATurn(ctx, "Relocate", "relocation"); err != nil {
+		return sdk.RelocationResult{}, err
 	}
 	select {
 	case <-op.done:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -203,4 +204,52 @@ func TestF9_AStuckUnitLeavesTheOtherSpotsTheirClose(t *testing.T) {
 		assert.True(t, ok, "%s ran its closing callback", id)
 		assert.Equal(t, sdk.CloseShutdown, r, id)
 	}
+}
+
+const relocatorType = "relocation.Relocator"
+
+// relocatorDesc is a Spot type whose one-way Go relocates its own node from inside its handler
+// and reports what Relocate returned on out.
+func relocatorDesc(host *atomic.Pointer[rt.Host], out chan<- error) *sdk.SpotDesc {
+	return &sdk.SpotDesc{Name: relocatorType, Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{{
+		Name:       "Go",
+		OneWay:     true,
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(_ any, ctx context.Context, _ proto.Message) (proto.Message, error) {
+			_, err := host.Load().Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance, Deadline: 15 * time.Second})
+			out <- err
+			return nil, nil
+		},
+	}}}
+}
+
+// F7, F10: a Spot's handler that relocates its own node does not wait for the relocation,
+// which waits for that handler's turn before the Spot can move: the relocation starts, the
+// handler is told it cannot wait for it there, and once the handler returned every Spot moves,
+// its own included, and the node is Relocated, rather than the Spot holding the relocation
+// until its deadline.
+func TestF7_RelocateFromAHandlerDoesNotWaitForItself(t *testing.T) {
+	var host atomic.Pointer[rt.Host]
+	out := make(chan error, 1)
+	desc := relocatorDesc(&host, out)
+	c := serversAndClient(t, desc, func(int, sdk.SpotContext) (any, error) { return &gated{}, nil }, nil)
+	a, b, caller := c.hosts[0], c.hosts[1], c.hosts[2]
+	host.Store(a)
+	self := sdk.InstanceIntent(relocatorType, "self").WithDesc(desc)
+	require.NoError(t, caller.Send(ctx, self, "Go", wrapperspb.String(""), sdk.OnNode(a.LocalNode())))
+	var err error
+	select {
+	case err = <-out:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Relocate did not return in the handler")
+	}
+	require.Error(t, err, "the handler cannot wait for the relocation")
+	assert.Contains(t, err.Error(), "from a Spot's handler")
+	require.Eventually(t, func() bool { return a.Status().RelocationResult != nil }, 10*time.Second, 5*time.Millisecond,
+		"the relocation ended while its deadline was still far")
+	res := *a.Status().RelocationResult
+	assert.Equal(t, sdk.RelocationOutcomeRelocated, res.Outcome, "%+v", res)
+	assert.Equal(t, sdk.RuntimeStateRelocated, a.Status().State)
+	assert.Zero(t, a.MeshStatus().Placement.ActiveSpotCount, "the handler's own Spot moved too")
+	assert.EqualValues(t, 1, b.MeshStatus().Placement.ActiveSpotCount)
 }
