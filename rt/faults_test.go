@@ -375,3 +375,48 @@ func TestB8_WaiterNudgesTheOwnerOfALeftOverRecord(t *testing.T) {
 	assert.Eventually(t, func() bool { return a.CatalogStats().LeaksReleased == 1 }, 5*time.Second, 10*time.Millisecond,
 		"node-a released the record as a leak")
 }
+
+// F7, C1: a relocation during which the node's owner lease ends does not answer Relocated: the
+// Spots still here when the lease ended closed with it (CloseOwnerLost) instead of moving, their
+// state lost. It ends Blocked with StoreUnavailable, and the node, registered again, serves.
+func TestF7_ARelocationWhoseOwnerLeaseEndedIsNotRelocated(t *testing.T) {
+	marshalling := make(chan struct{}, 1)
+	c := statefulCluster(t, []*statefulCtl{{marshalDelay: 300 * time.Millisecond, marshalling: marshalling}, {}}, nil,
+		func(_ int, cfg *rt.Config) { cfg.RelocationParallelism = 1 })
+	a, caller := c.hosts[0], c.hosts[2]
+	const spots = 6
+	for i := range spots {
+		addOne(t, caller, sdk.InstanceIntent(statefulType, fmt.Sprint("lease-", i)).WithDesc(statefulDesc(false)), sdk.OnNode(a.LocalNode()))
+	}
+	done := maintain(a, time.Minute)
+	select {
+	case <-marshalling:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first unit never began")
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	defer cli.Close()
+	resp, err := cli.Get(ctx, "/zlink/default/nodes/node-a")
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	_, err = cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)) // etcd ended the lease under the node
+	require.NoError(t, err)
+
+	var res sdk.RelocationResult
+	select {
+	case res = <-done:
+	case <-time.After(50 * time.Second):
+		t.Fatal("the relocation did not end")
+	}
+	assert.Equal(t, sdk.RelocationOutcomeBlocked, res.Outcome, "%+v", res)
+	assert.Equal(t, sdk.RelocationReasonStoreUnavailable, res.Reason)
+	assert.Equal(t, sdk.RuntimeStateServing, a.Status().State, "the node serves again")
+	kept := 0
+	for i := range spots {
+		if _, err := caller.Call(ctx, statefulOf(fmt.Sprint("lease-", i)), "Add", wrapperspb.String("x")); err == nil {
+			kept++
+		}
+	}
+	assert.Less(t, kept, spots, "some Spots closed with the lease rather than moving")
+}

@@ -40,6 +40,9 @@ type relocationOp struct {
 	// storeAnswers looks once whether etcd answers, for the reason of a relocation that ran
 	// out of time.
 	storeAnswers func() bool
+	// reg is the registration the relocation began under: when its owner lease ends, the
+	// objects still here close with it (C1) instead of moving.
+	reg *store.Registration
 }
 
 // Relocate moves this node's live objects, with their state, to other nodes of the mesh, so
@@ -135,6 +138,7 @@ func (h *Host) beginRelocation(opts sdk.RelocationOptions, version int64) (*relo
 		defer cancel()
 		return h.store.Answers(ctx)
 	})
+	op.reg = h.reg.Load()
 	h.lc.relocation = op
 	h.lc.relocResult = nil
 	h.lc.deadline = &op.deadline
@@ -236,9 +240,13 @@ func (h *Host) relocateAll(op *relocationOp) sdk.RelocationReason {
 		}
 		if len(units) == 0 {
 			// Nothing left: every unit moved, unless a shutdown (which stops the relocation
-			// before it closes anything) closed what was left.
+			// before it closes anything) closed what was left, or the end of the owner lease
+			// did, which the store decided: those objects did not move (F7).
 			if h.shuttingDown() && op.gone.Load() > 0 {
 				return sdk.RelocationReasonShutdownRequested
+			}
+			if op.gone.Load() > 0 && leaseEnded(op.reg) {
+				return sdk.RelocationReasonStoreUnavailable
 			}
 			return sdk.RelocationReasonNone
 		}
@@ -249,6 +257,16 @@ func (h *Host) relocateAll(op *relocationOp) sdk.RelocationReason {
 		if reason := h.moveUnits(op, units); reason != sdk.RelocationReasonNone {
 			return reason
 		}
+	}
+}
+
+// leaseEnded reports whether reg's owner lease ended.
+func leaseEnded(reg *store.Registration) bool {
+	select {
+	case <-reg.Lost():
+		return true
+	default:
+		return false
 	}
 }
 
