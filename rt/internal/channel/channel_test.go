@@ -181,3 +181,16 @@ func TestF8_CloseWaitsForEnteredChannelWork(t *testing.T) {
 	r.Leave()
 	require.NoError(t, r.Close(context.Background()))
 }
+
+// F8: a Close whose deadline has passed (the rest of the node's shutdown used it up) reports
+// no channel handler as still running when none is: its error names only what did not stop.
+func TestF8_CloseAfterItsDeadlineWithNoWorkLeftIsNotAnError(t *testing.T) {
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 100 {
+		var r Registry
+		require.True(t, r.Enter())
+		r.Leave() // the work ended
+		require.NoError(t, r.Close(expired))
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -214,7 +215,7 @@ func (r *Registry) Go(fn func()) bool { return r.work.goRun(fn) }
 func (r *Registry) Enter() bool { return r.work.enter() }
 
 // Leave ends the work that Enter counted.
-func (r *Registry) Leave() { r.work.wg.Done() }
+func (r *Registry) Leave() { r.work.leave() }
 
 // Context ends when Close begins: channel work that waits on anything but a handler (a store
 // write) ends with it, rather than holding Close to its deadline.
@@ -237,6 +238,8 @@ type workers struct {
 	mu      sync.Mutex
 	stopped bool
 	wg      sync.WaitGroup
+	// running counts the work under way, which wg waits for: none once it is zero after stop.
+	running atomic.Int64
 	// ctx ends at stop; made at its first use, so that a zero Registry is ready.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -261,7 +264,11 @@ func (w *workers) goRun(fn func()) bool {
 	if w.stopped {
 		return false
 	}
-	w.wg.Go(fn)
+	w.running.Add(1)
+	w.wg.Go(func() {
+		defer w.running.Add(-1)
+		fn()
+	})
 	return true
 }
 
@@ -273,8 +280,15 @@ func (w *workers) enter() bool {
 	if w.stopped {
 		return false
 	}
+	w.running.Add(1)
 	w.wg.Add(1)
 	return true
+}
+
+// leave ends what enter counted.
+func (w *workers) leave() {
+	w.running.Add(-1)
+	w.wg.Done()
 }
 
 func (w *workers) stop() {
@@ -285,8 +299,12 @@ func (w *workers) stop() {
 	w.mu.Unlock()
 }
 
-// wait waits for the workers until ctx ends; stop was called.
+// wait waits for the workers until ctx ends; stop was called, so none starts any more. A ctx
+// that ended already is no error when no work is under way.
 func (w *workers) wait(ctx context.Context) error {
+	if w.running.Load() == 0 {
+		return nil
+	}
 	done := make(chan struct{})
 	go func() {
 		w.wg.Wait()
