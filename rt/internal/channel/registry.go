@@ -265,10 +265,11 @@ func (w *workers) goRun(fn func()) bool {
 		return false
 	}
 	w.running.Add(1)
-	w.wg.Go(func() {
-		defer w.running.Add(-1)
+	w.wg.Add(1)
+	go func() {
+		defer w.leave()
 		fn()
-	})
+	}()
 	return true
 }
 
