@@ -218,8 +218,11 @@ func (h *Host) watchStatus(interval time.Duration, kick <-chan struct{}, observe
 // wait: when it ends first, Shutdown returns ctx's error and the shutdown goes on — even a ctx
 // that had already ended starts it.
 //
-// Called from a Spot's handler, with the context the handler got, Shutdown starts the shutdown
-// and returns at once with an error saying so: the shutdown waits for that very handler to end.
+// Called from a Spot's handler or closing callback, with the context it got, Shutdown starts
+// the shutdown and returns at once with an error saying so: the shutdown waits for that very
+// handler to end. A channel's handler that shuts its node down calls Shutdown on a goroutine
+// of its own: the shutdown waits for that handler too, and waiting for it there lasts until
+// the shutdown's deadline.
 func (h *Host) Shutdown(ctx context.Context, deadline time.Duration) (sdk.TerminationResult, error) {
 	op := h.beginShutdown(deadline)
 	if err := h.notFromATurn(ctx, "Shutdown", "shutdown"); err != nil {

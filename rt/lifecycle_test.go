@@ -406,3 +406,46 @@ func TestF8_ShutdownFromAHandlerDoesNotWaitForItself(t *testing.T) {
 	require.NotNil(t, h.Status().TerminationResult)
 	assert.Equal(t, sdk.TerminationResult{}, *h.Status().TerminationResult, "Stopped, reason None")
 }
+
+// quitter is a Spot whose closing callback, on an explicit close, shuts its own node down with
+// the context it got and reports what Shutdown returned on out.
+type quitter struct {
+	host *atomic.Pointer[rt.Host]
+	out  chan<- error
+}
+
+func (q *quitter) OnClose(ctx context.Context, r sdk.CloseReason) {
+	if r == sdk.CloseExplicit {
+		_, err := q.host.Load().Shutdown(ctx, 15*time.Second)
+		q.out <- err
+	}
+}
+
+// F8, F10, D3: a Spot's closing callback that shuts its own node down does not wait for the
+// shutdown, which waits for that close: the shutdown ends cleanly once the callback returned,
+// instead of force-stopping the node at its deadline.
+func TestF8_ShutdownFromAClosingCallbackDoesNotWaitForItself(t *testing.T) {
+	var host atomic.Pointer[rt.Host]
+	out := make(chan error, 1)
+	desc := spotDesc("test.Quitter", sdk.KindUser)
+	cfg := rt.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.Register = func(r sdk.Registrar) error {
+		return r.RegisterSpot(desc, func(sdk.SpotContext) (any, error) { return &quitter{host: &host, out: out}, nil })
+	}
+	h, err := rt.Start(ctx, cfg)
+	require.NoError(t, err)
+	host.Store(h)
+	require.NoError(t, h.Create(ctx, sdk.UserTarget("test.Quitter", "q").WithDesc(desc)))
+	require.NoError(t, h.CloseSpot(ctx, sdk.UserTarget("test.Quitter", "q").WithDesc(desc)))
+	select {
+	case err = <-out:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Shutdown did not return in the closing callback")
+	}
+	require.Error(t, err, "the closing callback cannot wait for the shutdown")
+	assert.Contains(t, err.Error(), "cannot be waited for here")
+	require.NoError(t, h.Close(), "the shutdown ended cleanly")
+	require.NotNil(t, h.Status().TerminationResult)
+	assert.Equal(t, sdk.TerminationResult{}, *h.Status().TerminationResult, "Stopped, reason None")
+}

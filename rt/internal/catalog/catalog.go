@@ -658,9 +658,12 @@ func (c *Catalog) closeAll(ctx context.Context, spots []ownedSpot, reason sdk.Cl
 }
 
 // InTurn reports whether ctx is the context of a turn running on this node: a one-way
-// message's, a timer's, or a request's, or one derived from it.
+// message's, a timer's, a request's or a closing callback's, or one derived from it.
 func (c *Catalog) InTurn(ctx context.Context) bool {
 	if turnOf(ctx) != nil {
+		return true
+	}
+	if a, _ := ctx.Value(closingKey{}).(*activation); a != nil && a.cat == c {
 		return true
 	}
 	for _, e := range c.sortedEntries() {

@@ -588,8 +588,12 @@ func (w closeWork) Run() {
 	} else {
 		reason = w.a.closingReason(reason)
 	}
-	w.handler.OnClose(w.ctx, reason)
+	w.handler.OnClose(context.WithValue(w.ctx, closingKey{}, w.a), reason)
 }
+
+// closingKey marks the context of a closing callback: its value is the activation whose queue
+// runs it, whose close waits for it.
+type closingKey struct{}
 
 func (w closeWork) Drop(error) { close(w.done) }
 
