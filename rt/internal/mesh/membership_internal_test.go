@@ -64,6 +64,8 @@ type testNodeOpts struct {
 	beacon bool
 	// maxActive caps the Spots active on the node (D6; 0: no cap).
 	maxActive int
+	// user registers the User Ledger too.
+	user bool
 }
 
 // registerTestNodeWith is registerTestNode with opts.
@@ -80,6 +82,9 @@ func registerTestNodeWith(t *testing.T, endpoints []string, id sdk.NodeID, opts 
 	require.NoError(t, rttest.RegisterLedger(types, func(string, string) {}, opts.built))
 	if opts.beacon {
 		require.NoError(t, rttest.RegisterBeacon(types, nil))
+	}
+	if opts.user {
+		require.NoError(t, rttest.RegisterUserLedger(types, func(string, string) {}))
 	}
 	n.reg, err = n.st.Register(ctx, &storepb.NodeDescriptor{
 		NodeId: string(id), Roles: RoleObjectServer, Weight: 1, SpotTypes: types.Names(), Endpoint: n.m.Endpoint(),
