@@ -182,9 +182,11 @@ func (m *Mesh) create(ctx context.Context, t sdk.Target, opts sdk.CallOptions) e
 	}
 	return m.placed(t, opts, func(target sdk.NodeID) (refused bool, err error) {
 		if target == m.cfg.Node {
+			// At its cap, or not serving (a relocation begun that its state does not show
+			// yet): refused before the factory ran, as a remote node's refusal is.
 			err := m.cat.Create(ctx, t)
 			var ce *sdk.CapacityError
-			return errors.As(err, &ce), err
+			return errors.As(err, &ce) || errors.Is(err, sdk.ErrNotServing), err
 		}
 		r, err := m.call(ctx, target, requestFor(ctx, t, wire.Op_OP_CREATE, "", nil))
 		if err != nil {
