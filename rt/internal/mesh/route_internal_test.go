@@ -228,3 +228,28 @@ func placedOnType(t *testing.T, m *Mesh, typ string, node sdk.NodeID) string {
 	t.Fatalf("placement never chose node %s", node)
 	return ""
 }
+
+// deadlinePassed is a context whose deadline has passed although its timer has not fired yet:
+// its Err is still nil.
+type deadlinePassed struct{ context.Context }
+
+func (deadlinePassed) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// B6: a call whose deadline has passed before its context's timer fired ends with
+// DeadlineExceeded from the transport, and keeps the cached route as a call its context ended
+// does.
+func TestB6_ACallWhoseDeadlinePassedBeforeItsTimerKeepsTheRoute(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	_, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
+	target := sdk.InstanceIntent(rttest.LedgerType, "late").WithDesc(&rttest.LedgerDesc)
+	_, err := caller.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "owner"})
+	require.NoError(t, err)
+	_, ok := caller.m.routes.get(target)
+	require.True(t, ok)
+
+	_, err = caller.m.Call(deadlinePassed{ctx}, target.Plain(), rttest.LedgerRecord, wrapperspb.String("m2"), sdk.CallOptions{})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	route, ok := caller.m.routes.get(target)
+	require.True(t, ok, "the caller's deadline says nothing of the route")
+	assert.Equal(t, sdk.NodeID("owner"), route)
+}
