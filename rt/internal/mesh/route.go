@@ -88,7 +88,9 @@ func (m *Mesh) route(ctx context.Context, t sdk.Target, method string, req proto
 		case hopResolve:
 			next, err := m.resolveHop(ctx, t)
 			if err != nil {
-				if h.placed && away.note(err, h.chosen) {
+				// A refusal of this node's, chosen by placement or reached by a redirect: both
+				// are left out.
+				if h.placed && away.note(err, h.chosen, m.cfg.Node) {
 					h = hop{kind: hopPlace}
 					continue
 				}
