@@ -449,3 +449,58 @@ func TestF8_ShutdownFromAClosingCallbackDoesNotWaitForItself(t *testing.T) {
 	require.NotNil(t, h.Status().TerminationResult)
 	assert.Equal(t, sdk.TerminationResult{}, *h.Status().TerminationResult, "Stopped, reason None")
 }
+
+// quitterHostDesc is a Spot type whose one method spawns, into the Spot, an Actor of actor
+// (named by the request).
+func quitterHostDesc(actor *sdk.SpotDesc) *sdk.SpotDesc {
+	return &sdk.SpotDesc{Name: "test.QuitterHost", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{{
+		Name:       "Spawn",
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
+			return wrapperspb.String(""), impl.(sdk.SpotContext).Spawn(ctx, actor, req.(*wrapperspb.StringValue).GetValue())
+		},
+	}}}
+}
+
+// F8, F10: an Actor's closing callback that shuts its own node down, on the Actor's explicit
+// close, does not wait for the shutdown either: the callback runs on its Spot's queue, whose
+// close the shutdown waits for, so the shutdown ends cleanly once the callback returned,
+// instead of force-stopping the node at its deadline.
+func TestF8_ShutdownFromAnActorsClosingCallbackDoesNotWaitForItself(t *testing.T) {
+	var host atomic.Pointer[rt.Host]
+	out := make(chan error, 1)
+	actorDesc := &sdk.SpotDesc{Name: "test.QuitterActor", Kind: sdk.KindActor, Methods: []sdk.MethodDesc{{
+		Name:       "Ping",
+		OneWay:     true,
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke:     func(any, context.Context, proto.Message) (proto.Message, error) { return nil, nil },
+	}}}
+	hostDesc := quitterHostDesc(actorDesc)
+	cfg := rt.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.Register = func(r sdk.Registrar) error {
+		if err := r.RegisterActor(actorDesc, func(sdk.ActorContext) (any, error) { return &quitter{host: &host, out: out}, nil }); err != nil {
+			return err
+		}
+		return r.RegisterSpot(hostDesc, func(sc sdk.SpotContext) (any, error) { return sc, nil })
+	}
+	h, err := rt.Start(ctx, cfg)
+	require.NoError(t, err)
+	host.Store(h)
+	_, err = h.Call(ctx, sdk.InstanceIntent("test.QuitterHost", "h").WithDesc(hostDesc), "Spawn", wrapperspb.String("q"))
+	require.NoError(t, err)
+	closed := make(chan error, 1)
+	go func() { closed <- h.CloseSpot(ctx, sdk.ActorTarget("test.QuitterActor", "q").WithDesc(actorDesc)) }()
+	select {
+	case err = <-out:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Shutdown did not return in the closing callback")
+	}
+	require.Error(t, err, "the closing callback cannot wait for the shutdown")
+	assert.Contains(t, err.Error(), "cannot be waited for here")
+	require.NoError(t, h.Close(), "the shutdown ended cleanly")
+	require.NotNil(t, h.Status().TerminationResult)
+	assert.Equal(t, sdk.TerminationResult{}, *h.Status().TerminationResult, "Stopped, reason None")
+	<-closed
+}

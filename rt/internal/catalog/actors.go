@@ -1035,7 +1035,8 @@ func (w *actorEnd) Run() {
 				w.cat.log.Error("closing callback panicked", "actor", w.act.typ.desc.Name, "id", w.act.id, "panic", v, "stack", string(debug.Stack()))
 			}
 		}()
-		h.OnClose(w.ctx, w.act.closingReason(sdk.CloseExplicit))
+		// Its context is marked as a closing callback's, on its Spot's queue (closingKey).
+		h.OnClose(context.WithValue(w.ctx, closingKey{}, w.act.host), w.act.closingReason(sdk.CloseExplicit))
 	})
 }
 
