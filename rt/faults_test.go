@@ -20,6 +20,7 @@ import (
 
 	"github.com/zlink-go/zlink/internal/proctest"
 	"github.com/zlink-go/zlink/rt"
+	"github.com/zlink-go/zlink/rt/internal/chaos"
 	"github.com/zlink-go/zlink/rt/internal/rttest"
 	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/sdk"
@@ -419,4 +420,59 @@ func TestF7_ARelocationWhoseOwnerLeaseEndedIsNotRelocated(t *testing.T) {
 		}
 	}
 	assert.Less(t, kept, spots, "some Spots closed with the lease rather than moving")
+}
+
+// F7, C1: a relocation whose node's owner lease ends before it lists the units to move — the
+// node paused past its lease just as the relocation began, while etcd does not answer it, and
+// the end of the lease closed every Spot (CloseOwnerLost) before the relocation looked — does
+// not answer Relocated either: those Spots did not move. It ends Blocked with StoreUnavailable,
+// and the node serves again.
+func TestF7_ARelocationWhoseOwnerLeaseEndedBeforeItListedTheUnitsIsNotRelocated(t *testing.T) {
+	var proxy *chaos.Proxy
+	c := statefulCluster(t, []*statefulCtl{{}, {}}, nil, func(i int, cfg *rt.Config) {
+		if i != 0 {
+			return
+		}
+		p, err := chaos.NewProxy("etcd-a", cfg.EtcdEndpoints[0])
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		proxy = p
+		cfg.EtcdEndpoints = []string{p.Addr()}
+	})
+	a, caller := c.hosts[0], c.hosts[2]
+	const spots = 4
+	for i := range spots {
+		addOne(t, caller, sdk.InstanceIntent(statefulType, fmt.Sprint("early-", i)).WithDesc(statefulDesc(false)), sdk.OnNode(a.LocalNode()))
+	}
+	release := a.HoldKeepAlive() // the node pauses: its lease's guard runs out unnoticed
+	defer release()
+	require.Eventually(t, func() bool { valid, _ := a.LeaseGuard(); return !valid }, 15*time.Second, time.Millisecond,
+		"the guard runs out on the clock")
+	proxy.Set(chaos.Blackhole, 0) // etcd does not answer the node: the relocation's first publication waits
+
+	done := maintain(a, time.Minute)
+	require.Eventually(t, func() bool { return a.Status().State == sdk.RuntimeStateRelocating }, 5*time.Second, time.Millisecond)
+	release() // the node resumes and notices that its lease ended: its Spots close
+	require.Eventually(t, func() bool { return a.MeshStatus().Placement.ActiveSpotCount == 0 }, 5*time.Second, time.Millisecond,
+		"the Spots closed with the lease")
+	proxy.Heal()
+
+	var res sdk.RelocationResult
+	select {
+	case res = <-done:
+	case <-time.After(50 * time.Second):
+		t.Fatal("the relocation did not end")
+	}
+	assert.Equal(t, sdk.RelocationOutcomeBlocked, res.Outcome, "%+v", res)
+	assert.Equal(t, sdk.RelocationReasonStoreUnavailable, res.Reason)
+	assert.Equal(t, sdk.RuntimeStateServing, a.Status().State, "the node serves again")
+	assert.Zero(t, c.hosts[1].MeshStatus().Placement.ActiveSpotCount, "no Spot moved")
+	// Registered again on a new lease, the node owns Spots again.
+	var err error
+	require.Eventually(t, func() bool {
+		_, err = caller.Call(ctx, sdk.InstanceIntent(statefulType, "after").WithDesc(statefulDesc(false)), "Add", wrapperspb.String("x"),
+			sdk.OnNode(a.LocalNode()))
+		return err == nil
+	}, 30*time.Second, 20*time.Millisecond, "last error: %v", err)
+	assert.EqualValues(t, 1, a.MeshStatus().Placement.ActiveSpotCount)
 }

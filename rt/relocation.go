@@ -43,6 +43,9 @@ type relocationOp struct {
 	// reg is the registration the relocation began under: when its owner lease ends, the
 	// objects still here close with it (C1) instead of moving.
 	reg *store.Registration
+	// initial are the units here when it began, taken before reg: one that left before the
+	// relocation listed it (the end of reg's lease closed it first) did not move either.
+	initial []unit
 }
 
 // Relocate moves this node's live objects, with their state, to other nodes of the mesh, so
@@ -139,6 +142,7 @@ func (h *Host) beginRelocation(opts sdk.RelocationOptions, version int64) (*relo
 		defer cancel()
 		return h.store.Answers(ctx)
 	})
+	op.initial = h.units()
 	op.reg = h.reg.Load()
 	h.lc.relocation = op
 	h.lc.relocResult = nil
@@ -225,10 +229,20 @@ func (h *Host) relocateAll(op *relocationOp) sdk.RelocationReason {
 	if reason := h.pinnedReason(); reason != sdk.RelocationReasonNone {
 		return reason
 	}
+	// The units here at the start that no round listed yet: each is moved or counted gone once
+	// listed; one never listed left the node unmoved.
+	unlisted := make(map[sdk.Target]struct{}, len(op.initial))
+	for _, u := range op.initial {
+		unlisted[u.t] = struct{}{}
+	}
+	op.initial = nil
 	for {
 		// Unsettled first: whatever it no longer sees has shown itself, among the units.
 		unsettled := h.catalog.Unsettled()
 		units := h.units()
+		for _, u := range units {
+			delete(unlisted, u.t)
+		}
 		if len(units) == 0 && unsettled {
 			// A creation or arrival that began before the node turned Relocating: what it
 			// brings is a unit too, once it shows itself (F7: every object moves).
@@ -243,10 +257,11 @@ func (h *Host) relocateAll(op *relocationOp) sdk.RelocationReason {
 			// Nothing left: every unit moved, unless a shutdown (which stops the relocation
 			// before it closes anything) closed what was left, or the end of the owner lease
 			// did, which the store decided: those objects did not move (F7).
-			if h.shuttingDown() && op.gone.Load() > 0 {
+			left := op.gone.Load() + int64(len(unlisted))
+			if h.shuttingDown() && left > 0 {
 				return sdk.RelocationReasonShutdownRequested
 			}
-			if op.gone.Load() > 0 && leaseEnded(op.reg) {
+			if left > 0 && leaseEnded(op.reg) {
 				return sdk.RelocationReasonStoreUnavailable
 			}
 			return sdk.RelocationReasonNone
