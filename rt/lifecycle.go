@@ -255,7 +255,7 @@ func (h *Host) Close() error {
 // Spot's turn, which the operation waits for.
 func (h *Host) notFromATurn(ctx context.Context, call, op string) error {
 	if h.catalog != nil && h.catalog.InTurn(ctx) {
-		return fmt.Errorf("rt: %s called from a Spot's handler on node %s: the %s goes on once the handler returns; it cannot be waited for here", call, h.cfg.NodeID, op)
+		return fmt.Errorf("rt: %s called from a Spot's handler or closing callback on node %s: the %s goes on once it returns; it cannot be waited for here", call, h.cfg.NodeID, op)
 	}
 	return nil
 }
