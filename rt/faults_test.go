@@ -404,6 +404,20 @@ func TestF7_ARelocationWhoseOwnerLeaseEndedIsNotRelocated(t *testing.T) {
 	_, err = cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)) // etcd ended the lease under the node
 	require.NoError(t, err)
 
+	requireBlockedByTheLeaseEnd(t, a, done)
+	kept := 0
+	for i := range spots {
+		if _, err := caller.Call(ctx, statefulOf(fmt.Sprint("lease-", i)), "Add", wrapperspb.String("x")); err == nil {
+			kept++
+		}
+	}
+	assert.Less(t, kept, spots, "some Spots closed with the lease rather than moving")
+}
+
+// requireBlockedByTheLeaseEnd checks that a's relocation, whose result done carries, ended
+// Blocked with StoreUnavailable, and that a serves again.
+func requireBlockedByTheLeaseEnd(t *testing.T, a *rt.Host, done <-chan sdk.RelocationResult) {
+	t.Helper()
 	var res sdk.RelocationResult
 	select {
 	case res = <-done:
@@ -413,13 +427,6 @@ func TestF7_ARelocationWhoseOwnerLeaseEndedIsNotRelocated(t *testing.T) {
 	assert.Equal(t, sdk.RelocationOutcomeBlocked, res.Outcome, "%+v", res)
 	assert.Equal(t, sdk.RelocationReasonStoreUnavailable, res.Reason)
 	assert.Equal(t, sdk.RuntimeStateServing, a.Status().State, "the node serves again")
-	kept := 0
-	for i := range spots {
-		if _, err := caller.Call(ctx, statefulOf(fmt.Sprint("lease-", i)), "Add", wrapperspb.String("x")); err == nil {
-			kept++
-		}
-	}
-	assert.Less(t, kept, spots, "some Spots closed with the lease rather than moving")
 }
 
 // F7, C1: a relocation whose node's owner lease ends before it lists the units to move — the
@@ -457,15 +464,7 @@ func TestF7_ARelocationWhoseOwnerLeaseEndedBeforeItListedTheUnitsIsNotRelocated(
 		"the Spots closed with the lease")
 	proxy.Heal()
 
-	var res sdk.RelocationResult
-	select {
-	case res = <-done:
-	case <-time.After(50 * time.Second):
-		t.Fatal("the relocation did not end")
-	}
-	assert.Equal(t, sdk.RelocationOutcomeBlocked, res.Outcome, "%+v", res)
-	assert.Equal(t, sdk.RelocationReasonStoreUnavailable, res.Reason)
-	assert.Equal(t, sdk.RuntimeStateServing, a.Status().State, "the node serves again")
+	requireBlockedByTheLeaseEnd(t, a, done)
 	assert.Zero(t, c.hosts[1].MeshStatus().Placement.ActiveSpotCount, "no Spot moved")
 	// Registered again on a new lease, the node owns Spots again.
 	var err error

@@ -175,45 +175,31 @@ func TestD6_AnIntentCallThatEveryNodeRefusesAsNotServingSaysSo(t *testing.T) {
 // placedOn returns an ID of a Ledger Spot that m's placement puts on node.
 func placedOn(t *testing.T, m *Mesh, node sdk.NodeID) string {
 	t.Helper()
-	for i := range 1000 {
-		id := fmt.Sprint("placed-", i)
-		if got, err := m.place(rttest.LedgerType, id, refusals{}); err == nil && got == node {
-			return id
-		}
+	return placedOnType(t, m, rttest.LedgerType, node)
+}
+
+// D6, C3: an explicit create that the node placement chose, this one or a remote one, refuses
+// unrun as not serving (it began a relocation that its state does not show yet) is placed on
+// another node, as a create-intent call is.
+func TestD6_AnExplicitCreateThatThePlacedNodeRefusesAsNotServingIsPlacedElsewhere(t *testing.T) {
+	for _, name := range []sdk.NodeID{"caller", "owner"} {
+		t.Run(string(name), func(t *testing.T) {
+			endpoints, ctx := startEtcd(t)
+			owner, caller := startPair(t, ctx, endpoints, testNodeOpts{user: true}, testNodeOpts{user: true})
+			refuser, other := caller, owner
+			if name == "owner" {
+				refuser, other = owner, caller
+			}
+			id := placedOnType(t, caller.m, rttest.UserLedgerType, name)
+			refuser.cat.SetRelocating(true) // its state still says Serving
+
+			target := sdk.UserTarget(rttest.UserLedgerType, id).WithDesc(&rttest.UserLedgerDesc)
+			require.NoError(t, caller.m.Create(ctx, target, sdk.CallOptions{}), "the chosen node refused the creation unrun: placement chose another")
+			where, err := caller.m.Call(ctx, target, rttest.LedgerWhere, wrapperspb.String(""), sdk.CallOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, string(other.m.cfg.Node), where.(*wrapperspb.StringValue).GetValue())
+		})
 	}
-	t.Fatalf("placement never chose node %s", node)
-	return ""
-}
-
-// D6, C3: an explicit create that this node, which placement chose, refuses unrun as not
-// serving (it began a relocation that its state does not show yet) is placed on another node,
-// as a create-intent call is and as a refusal of a remote node is.
-func TestD6_AnExplicitCreateThatThisNodeRefusesAsNotServingIsPlacedElsewhere(t *testing.T) {
-	endpoints, ctx := startEtcd(t)
-	_, caller := startPair(t, ctx, endpoints, testNodeOpts{user: true}, testNodeOpts{user: true})
-	id := placedOnType(t, caller.m, rttest.UserLedgerType, "caller")
-	caller.cat.SetRelocating(true) // its state still says Serving
-
-	target := sdk.UserTarget(rttest.UserLedgerType, id).WithDesc(&rttest.UserLedgerDesc)
-	require.NoError(t, caller.m.Create(ctx, target, sdk.CallOptions{}), "this node refused the creation unrun: placement chose another")
-	where, err := caller.m.Call(ctx, target, rttest.LedgerWhere, wrapperspb.String(""), sdk.CallOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, "owner", where.(*wrapperspb.StringValue).GetValue())
-}
-
-// D6, C3: an explicit create that a remote node placement chose refuses unrun as not serving is
-// placed on another node.
-func TestD6_AnExplicitCreateThatAPlacedNodeRefusesAsNotServingIsPlacedElsewhere(t *testing.T) {
-	endpoints, ctx := startEtcd(t)
-	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{user: true}, testNodeOpts{user: true})
-	id := placedOnType(t, caller.m, rttest.UserLedgerType, "owner")
-	owner.cat.SetRelocating(true) // its descriptor still says Serving
-
-	target := sdk.UserTarget(rttest.UserLedgerType, id).WithDesc(&rttest.UserLedgerDesc)
-	require.NoError(t, caller.m.Create(ctx, target, sdk.CallOptions{}), "the chosen node refused the creation unrun: placement chose another")
-	where, err := caller.m.Call(ctx, target, rttest.LedgerWhere, wrapperspb.String(""), sdk.CallOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, "caller", where.(*wrapperspb.StringValue).GetValue())
 }
 
 // placedOnType returns an ID of a Spot of type typ that m's placement puts on node.
