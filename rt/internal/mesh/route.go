@@ -19,9 +19,9 @@ import (
 // it was refused for good — or names the next hop: the object's activation here, the store's
 // answer about where it is, placement's choice for a new one, or a node to send it to. A
 // message is sent again only when the node it went to refused it unrun (a redirect, a refusal
-// at the activation cap during placement or of a create-intent message on a cached route) or
-// it never left this node; once a node admitted it, its outcome is the caller's answer,
-// whatever it says (C3).
+// at the activation cap or as not serving during placement, a refusal at the cap of a
+// create-intent message on a cached route) or it never left this node; once a node admitted
+// it, its outcome is the caller's answer, whatever it says (C3).
 
 // hopKind is what the router does next with a message.
 type hopKind uint8
@@ -393,8 +393,9 @@ func atActivationCap(err error) bool {
 
 // placed runs fn on the node that placement (or opts.Node) chooses for a new Spot. A node that
 // refused at its active-object cap (its published count lagged) or as not serving (its
-// published state lagged) is left out and the next is tried. Only a refusal counts: fn reports whether the request was turned away before anything
-// ran, so a handler's error, whatever it wraps, never makes a message run twice (C3).
+// published state lagged) is left out and the next is tried. Only a refusal counts: fn
+// reports whether the request was turned away before anything ran, so a handler's error,
+// whatever it wraps, never makes a message run twice (C3).
 func (m *Mesh) placed(t sdk.Target, opts sdk.CallOptions, fn func(sdk.NodeID) (refused bool, err error)) error {
 	if opts.Node != "" {
 		_, err := fn(opts.Node)
