@@ -140,6 +140,11 @@ func Tiny(n Name) Params {
 	p.Warmup, p.Duration = 10*time.Millisecond, 50*time.Millisecond
 	p.Timeout = 20 * time.Second
 	switch n {
+	case RemoteCall1, RemoteCall64:
+		// A framework's first calls to the other process may take it tens of milliseconds (its
+		// connection, its first batches): the window starts after them, and is long enough
+		// that both processes read and write in it.
+		p.Warmup, p.Duration = 200*time.Millisecond, 100*time.Millisecond
 	case OneWay64:
 		p.Count, p.Objects = 640, 64
 	case ColdActivation, RemoteColdActivation:
