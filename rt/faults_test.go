@@ -190,14 +190,7 @@ func TestC1_LeaseLossIsNotPermanent(t *testing.T) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints, Logger: zap.NewNop()})
 	require.NoError(t, err)
 	defer cli.Close()
-	leaseOf := func() clientv3.LeaseID {
-		resp, err := cli.Get(ctx, "/zlink/default/nodes/node-a")
-		require.NoError(t, err)
-		if len(resp.Kvs) == 0 {
-			return 0
-		}
-		return clientv3.LeaseID(resp.Kvs[0].Lease)
-	}
+	leaseOf := func() clientv3.LeaseID { return nodeLease(t, cli, "node-a") }
 	old := leaseOf()
 	require.NotZero(t, old)
 	_, err = cli.Revoke(ctx, old) // etcd ended the lease under the node, as after a long pause
@@ -356,14 +349,13 @@ func TestB8_WaiterNudgesTheOwnerOfALeftOverRecord(t *testing.T) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints, Logger: zap.NewNop()})
 	require.NoError(t, err)
 	defer cli.Close()
-	resp, err := cli.Get(ctx, "/zlink/default/nodes/node-a")
-	require.NoError(t, err)
-	require.Len(t, resp.Kvs, 1)
+	lease := nodeLease(t, cli, "node-a")
+	require.NotZero(t, lease)
 	st, err := store.New(cli, "default")
 	require.NoError(t, err)
 	defer st.Close()
 	key := store.SpotKey{Type: rttest.LedgerType, ID: "left-over"}
-	r, err := st.Reserve(ctx, key, sdk.KindInstance, store.Owner{Node: a.LocalNode(), Lease: resp.Kvs[0].Lease})
+	r, err := st.Reserve(ctx, key, sdk.KindInstance, store.Owner{Node: a.LocalNode(), Lease: int64(lease)})
 	require.NoError(t, err)
 	require.True(t, r.Won, "node-a's record, with no creation behind it")
 
@@ -398,10 +390,9 @@ func TestF7_ARelocationWhoseOwnerLeaseEndedIsNotRelocated(t *testing.T) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints, Logger: zap.NewNop()})
 	require.NoError(t, err)
 	defer cli.Close()
-	resp, err := cli.Get(ctx, "/zlink/default/nodes/node-a")
-	require.NoError(t, err)
-	require.Len(t, resp.Kvs, 1)
-	_, err = cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)) // etcd ended the lease under the node
+	lease := nodeLease(t, cli, "node-a")
+	require.NotZero(t, lease)
+	_, err = cli.Revoke(ctx, lease) // etcd ended the lease under the node
 	require.NoError(t, err)
 
 	requireBlockedByTheLeaseEnd(t, a, done)
@@ -412,6 +403,18 @@ func TestF7_ARelocationWhoseOwnerLeaseEndedIsNotRelocated(t *testing.T) {
 		}
 	}
 	assert.Less(t, kept, spots, "some Spots closed with the lease rather than moving")
+}
+
+// nodeLease is the owner lease of node's registration in the default mesh, or 0 when it has
+// none.
+func nodeLease(t *testing.T, cli *clientv3.Client, node string) clientv3.LeaseID {
+	t.Helper()
+	resp, err := cli.Get(ctx, "/zlink/default/nodes/"+node)
+	require.NoError(t, err)
+	if len(resp.Kvs) == 0 {
+		return 0
+	}
+	return clientv3.LeaseID(resp.Kvs[0].Lease)
 }
 
 // requireBlockedByTheLeaseEnd checks that a's relocation, whose result done carries, ended
