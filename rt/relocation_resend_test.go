@@ -1,6 +1,9 @@
 package rt_test
 
 import (
+	"context"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,4 +71,108 @@ func TestF12_AUnitWhoseObjectWasGoneStartsTheResendWindow(t *testing.T) {
 	require.Eventually(t, func() bool { return a.Status().SafeToShutdown }, 10*time.Second, 10*time.Millisecond)
 	assert.GreaterOrEqual(t, time.Since(ended), goneWindow*8/10, "not before the window")
 	assert.Zero(t, d.MeshStatus().Placement.ActiveSpotCount, "the closed Spot did not move")
+}
+
+// F12, H1: once the re-send window after the relocation's last commit has passed, the node
+// publishes a status with SafeToShutdown by itself, with nothing else changing to prompt it;
+// and a host closed while that wait is pending ends it, neither hanging nor leaking its
+// goroutine.
+func TestF12_SafeToShutdownIsPublishedOnItsOwnOnceTheWindowPassed(t *testing.T) {
+	relocated := func(t *testing.T, window time.Duration) (*rt.Host, <-chan sdk.RuntimeStatus) {
+		t.Helper()
+		c := statefulCluster(t, []*statefulCtl{{}, {}}, nil, func(_ int, cfg *rt.Config) { cfg.RelocationResendWindow = window })
+		a, caller := c.hosts[0], c.hosts[2]
+		require.EqualValues(t, 1, addOne(t, caller, sdk.InstanceIntent(statefulType, "safe").WithDesc(statefulDesc(false)), sdk.OnNode(a.LocalNode())))
+		octx, cancel := context.WithCancel(ctx)
+		t.Cleanup(cancel)
+		statuses := make(chan sdk.RuntimeStatus, 64)
+		observing := make(chan struct{})
+		go func() {
+			defer close(statuses)
+			first := true
+			for o := range a.ObserveRuntime(octx) {
+				if first {
+					close(observing)
+					first = false
+				}
+				select {
+				case statuses <- o.Status:
+				case <-octx.Done():
+					return
+				}
+			}
+		}()
+		<-observing
+		res, err := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance, Deadline: 20 * time.Second})
+		require.NoError(t, err)
+		require.Equal(t, sdk.RelocationOutcomeRelocated, res.Outcome, "%+v", res)
+		return a, statuses
+	}
+
+	t.Run("published after the window", func(t *testing.T) {
+		const window = time.Second
+		_, statuses := relocated(t, window)
+		ended := time.Now()
+		var sawRelocated bool
+		timeout := time.After(15 * time.Second)
+		for {
+			var st sdk.RuntimeStatus
+			select {
+			case s, ok := <-statuses:
+				require.True(t, ok, "the stream ended")
+				st = s
+			case <-timeout:
+				t.Fatal("no status with SafeToShutdown came after the relocation")
+			}
+			if st.State != sdk.RuntimeStateRelocated {
+				continue
+			}
+			if !st.SafeToShutdown {
+				sawRelocated = true
+				continue
+			}
+			assert.True(t, sawRelocated, "Relocated was published first, not yet safe")
+			assert.GreaterOrEqual(t, time.Since(ended), window*8/10, "not before the window")
+			return
+		}
+	})
+
+	t.Run("ended by the host's close", func(t *testing.T) {
+		a, statuses := relocated(t, time.Minute)
+		closed := make(chan error, 1)
+		go func() { closed <- a.Close() }()
+		select {
+		case err := <-closed:
+			require.NoError(t, err)
+		case <-time.After(15 * time.Second):
+			t.Fatal("Close waited for the SafeToShutdown timer")
+		}
+		assert.Eventually(t, func() bool { return !goroutineRuns("rt.(*Host).scheduleSafe") }, 5*time.Second, 10*time.Millisecond,
+			"the timer ended with the host")
+		timeout := time.After(15 * time.Second)
+		for stopped := false; !stopped; {
+			select {
+			case st, ok := <-statuses:
+				require.True(t, ok, "the stream ended before Stopped")
+				if st.State == sdk.RuntimeStateRelocated {
+					assert.False(t, st.SafeToShutdown, "the window never passed")
+				}
+				stopped = st.State == sdk.RuntimeStateStopped
+			case <-timeout:
+				t.Fatal("Stopped was never observed")
+			}
+		}
+	})
+}
+
+// goroutineRuns reports whether a goroutine of this process has fn in its stack.
+func goroutineRuns(fn string) bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Contains(string(buf[:n]), fn)
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
