@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,7 +21,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { proctest.Cleanup() }))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		proctest.Cleanup()
+		os.Exit(code) // the leak check's verdict: goleak leaves the exit to its cleanup
+	}))
 }
 
 var ctx = context.Background()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { proctest.Cleanup() }))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		proctest.Cleanup()
+		os.Exit(code) // the leak check's verdict: goleak leaves the exit to its cleanup
+	}))
 }
 
 func TestScriptedSession(t *testing.T) {

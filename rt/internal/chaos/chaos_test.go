@@ -31,7 +31,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { proctest.Cleanup() }))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		proctest.Cleanup()
+		os.Exit(code) // the leak check's verdict: goleak leaves the exit to its cleanup
+	}))
 }
 
 // ttl is every node's lease TTL in the suite.
