@@ -93,6 +93,11 @@ func (h *Host) Relocate(ctx context.Context, opts sdk.RelocationOptions) (sdk.Re
 	case <-op.done:
 		return op.result, nil
 	case <-ctx.Done():
+		select {
+		case <-op.done: // it ended as the wait did: its result, as Shutdown answers
+			return op.result, nil
+		default:
+		}
 		return sdk.RelocationResult{}, fmt.Errorf("rt: stopped waiting for node %s's relocation (it goes on): %w", h.cfg.NodeID, context.Cause(ctx))
 	}
 }
