@@ -266,7 +266,7 @@ func (h *Host) relocateAll(op *relocationOp) sdk.RelocationReason {
 			if h.shuttingDown() && left > 0 {
 				return sdk.RelocationReasonShutdownRequested
 			}
-			if left > 0 && leaseEnded(op.reg) {
+			if left > 0 && op.reg.Cause() != nil { // its owner lease ended
 				return sdk.RelocationReasonStoreUnavailable
 			}
 			return sdk.RelocationReasonNone
@@ -278,16 +278,6 @@ func (h *Host) relocateAll(op *relocationOp) sdk.RelocationReason {
 		if reason := h.moveUnits(op, units); reason != sdk.RelocationReasonNone {
 			return reason
 		}
-	}
-}
-
-// leaseEnded reports whether reg's owner lease ended.
-func leaseEnded(reg *store.Registration) bool {
-	select {
-	case <-reg.Lost():
-		return true
-	default:
-		return false
 	}
 }
 
