@@ -111,20 +111,12 @@ func TestK5_AnActorOfASpotWhoseOwnerEndedIsUnavailableNotMissing(t *testing.T) {
 // the route stays cached, so that callers that give up on a slow owner do not send the next
 // callers to the store.
 func TestB6_ACallThatTheCallersDeadlineEndsKeepsTheRoute(t *testing.T) {
-	endpoints, ctx := startEtcd(t)
-	_, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
-	target := sdk.InstanceIntent(rttest.LedgerType, "slow").WithDesc(&rttest.LedgerDesc)
-	_, err := caller.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "owner"})
-	require.NoError(t, err)
-	route, ok := caller.m.routes.get(target)
-	require.True(t, ok)
-	require.Equal(t, sdk.NodeID("owner"), route)
-
+	ctx, caller, target := routedToOwner(t, "slow")
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	_, err = caller.m.Call(short, target.Plain(), rttest.LedgerSleep, wrapperspb.Int64(10_000), sdk.CallOptions{})
+	_, err := caller.m.Call(short, target.Plain(), rttest.LedgerSleep, wrapperspb.Int64(10_000), sdk.CallOptions{})
 	cancel()
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	route, ok = caller.m.routes.get(target)
+	route, ok := caller.m.routes.get(target)
 	require.True(t, ok, "the caller's deadline says nothing of the route")
 	assert.Equal(t, sdk.NodeID("owner"), route)
 
@@ -215,6 +207,21 @@ func placedOnType(t *testing.T, m *Mesh, typ string, node sdk.NodeID) string {
 	return ""
 }
 
+// routedToOwner starts a pair of nodes and creates the Ledger Spot id on the one named owner,
+// which the caller's route cache then names.
+func routedToOwner(t *testing.T, id string) (context.Context, *testNode, sdk.Target) {
+	t.Helper()
+	endpoints, ctx := startEtcd(t)
+	_, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
+	target := sdk.InstanceIntent(rttest.LedgerType, id).WithDesc(&rttest.LedgerDesc)
+	_, err := caller.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "owner"})
+	require.NoError(t, err)
+	route, ok := caller.m.routes.get(target)
+	require.True(t, ok)
+	require.Equal(t, sdk.NodeID("owner"), route)
+	return ctx, caller, target
+}
+
 // deadlinePassed is a context whose deadline has passed although its timer has not fired yet:
 // its Err is still nil.
 type deadlinePassed struct{ context.Context }
@@ -225,15 +232,8 @@ func (deadlinePassed) Deadline() (time.Time, bool) { return time.Now().Add(-time
 // DeadlineExceeded from the transport, and keeps the cached route as a call its context ended
 // does.
 func TestB6_ACallWhoseDeadlinePassedBeforeItsTimerKeepsTheRoute(t *testing.T) {
-	endpoints, ctx := startEtcd(t)
-	_, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
-	target := sdk.InstanceIntent(rttest.LedgerType, "late").WithDesc(&rttest.LedgerDesc)
-	_, err := caller.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "owner"})
-	require.NoError(t, err)
-	_, ok := caller.m.routes.get(target)
-	require.True(t, ok)
-
-	_, err = caller.m.Call(deadlinePassed{ctx}, target.Plain(), rttest.LedgerRecord, wrapperspb.String("m2"), sdk.CallOptions{})
+	ctx, caller, target := routedToOwner(t, "late")
+	_, err := caller.m.Call(deadlinePassed{ctx}, target.Plain(), rttest.LedgerRecord, wrapperspb.String("m2"), sdk.CallOptions{})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	route, ok := caller.m.routes.get(target)
 	require.True(t, ok, "the caller's deadline says nothing of the route")
