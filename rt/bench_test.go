@@ -113,20 +113,24 @@ var one = wrapperspb.Int64(1)
 
 // BenchmarkLocalCall calls a Spot of the same node: diagnostics Off, Normal with the global
 // providers (no-ops until the application installs some), and Normal with the OpenTelemetry
-// API's no-op providers given in the config. The level is a process global: it is restored
-// afterwards.
+// API's no-op providers given in the config; and diagnostics Off with a caller's context that
+// can be cancelled, as an application's request context can, for which the handler's turn
+// gets a context of its own (one allocation) that tells its calls from the caller's. The level
+// is a process global: it is restored afterwards.
 func BenchmarkLocalCall(b *testing.B) {
 	noopProviders := func(c *rt.Config) {
 		c.TracerProvider, c.MeterProvider = tracenoop.NewTracerProvider(), metricnoop.NewMeterProvider()
 	}
 	for _, run := range []struct {
-		name   string
-		level  sdk.DiagnosticsLevel
-		mutate []func(*rt.Config)
+		name       string
+		level      sdk.DiagnosticsLevel
+		mutate     []func(*rt.Config)
+		cancelable bool
 	}{
-		{"diagnostics=Off", sdk.DiagnosticsLevelOff, nil},
-		{"diagnostics=Normal", sdk.DiagnosticsLevelNormal, nil},
-		{"diagnostics=Normal,providers=noop", sdk.DiagnosticsLevelNormal, []func(*rt.Config){noopProviders}},
+		{"diagnostics=Off", sdk.DiagnosticsLevelOff, nil, false},
+		{"diagnostics=Normal", sdk.DiagnosticsLevelNormal, nil, false},
+		{"diagnostics=Normal,providers=noop", sdk.DiagnosticsLevelNormal, []func(*rt.Config){noopProviders}, false},
+		{"diagnostics=Off,caller-ctx=cancelable", sdk.DiagnosticsLevelOff, nil, true},
 	} {
 		level := run.level
 		b.Run(run.name, func(b *testing.B) {
@@ -139,6 +143,11 @@ func BenchmarkLocalCall(b *testing.B) {
 				b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
 					h := benchHost(b, 128, run.mutate...)
 					ctx := context.Background()
+					if run.cancelable {
+						var cancel context.CancelFunc
+						ctx, cancel = context.WithCancel(ctx)
+						defer cancel()
+					}
 					if _, err := h.Call(ctx, sdk.InstanceIntent(sinkDesc.Name, "hot"), "Echo", one); err != nil {
 						b.Fatal(err)
 					}
