@@ -119,25 +119,36 @@ func TestB6_AMessageTheOwnerDropsKeepsTheRoute(t *testing.T) {
 	assert.Equal(t, sdk.NodeID("dropper"), node)
 }
 
-// answersDropped is a peer that answers every request as a dropped one-way message.
-type answersDropped struct{}
+// answerWith is a peer that is no node of ours: it answers every request with what the
+// function makes of it.
+type answerWith func(*wire.Request) *wire.Reply
 
-func (answersDropped) Handle(_ context.Context, _ sdk.NodeID, req *wire.Request, rep transport.Replier) {
+func (a answerWith) Handle(_ context.Context, _ sdk.NodeID, req *wire.Request, rep transport.Replier) {
+	r := a(req)
 	wire.RecycleInboundRequest(req)
-	rep.Reply(&wire.Reply{Dropped: true})
+	rep.Reply(r)
 }
 
-// droppingPeer registers the node "broken", described by desc and with memberships ms, whose
-// transport answers every request as a dropped one-way message (answersDropped).
-func droppingPeer(t *testing.T, ctx context.Context, endpoints []string, desc *storepb.NodeDescriptor, ms ...store.ChannelMembership) {
+// answeringPeer registers the node desc.NodeId, described by desc and with memberships ms,
+// whose transport answers every request with answer, and returns its registration.
+func answeringPeer(t *testing.T, ctx context.Context, endpoints []string, desc *storepb.NodeDescriptor, answer answerWith, ms ...store.ChannelMembership) *store.Registration {
 	t.Helper()
-	tr, err := transport.New(transport.Config{Node: "broken", ListenAddr: "127.0.0.1:0"}, answersDropped{})
+	tr, err := transport.New(transport.Config{Node: sdk.NodeID(desc.NodeId), ListenAddr: "127.0.0.1:0"}, answer)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tr.Close() })
-	desc.NodeId, desc.Weight, desc.Endpoint, desc.State = "broken", 1, tr.Addr(), uint32(sdk.RuntimeStateServing)
+	desc.Endpoint = tr.Addr()
 	reg, err := newTestStore(t, endpoints).Register(ctx, desc, store.LeaseOptions{TTL: 5 * time.Second}, ms...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+	return reg
+}
+
+// droppingPeer registers the node "broken", described by desc and with memberships ms, whose
+// transport answers every request as a dropped one-way message.
+func droppingPeer(t *testing.T, ctx context.Context, endpoints []string, desc *storepb.NodeDescriptor, ms ...store.ChannelMembership) {
+	t.Helper()
+	desc.NodeId, desc.Weight, desc.State = "broken", 1, uint32(sdk.RuntimeStateServing)
+	answeringPeer(t, ctx, endpoints, desc, func(*wire.Request) *wire.Reply { return &wire.Reply{Dropped: true} }, ms...)
 }
 
 // A peer that acknowledges a request as a dropped one-way message is broken: the call fails
