@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 
 	"github.com/zlink-go/zlink/rt/internal/rttest"
 	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/rt/internal/store/storepb"
+	"github.com/zlink-go/zlink/rt/internal/wire"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -238,4 +241,32 @@ func TestB6_ACallWhoseDeadlinePassedBeforeItsTimerKeepsTheRoute(t *testing.T) {
 	route, ok := caller.m.routes.get(target)
 	require.True(t, ok, "the caller's deadline says nothing of the route")
 	assert.Equal(t, sdk.NodeID("owner"), route)
+}
+
+// B6, C3: a message that two broken peers redirect to each other ends at the hop bound as a
+// stale route, and the caller forgets the route that the last redirect left cached: its next
+// message reads the owner from the store and runs there, rather than starting from the loop
+// again.
+func TestB6_ARedirectLoopEndedByTheHopBoundDropsTheRoute(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
+	var sent atomic.Int64
+	for _, loop := range [][2]sdk.NodeID{{"ping", "pong"}, {"pong", "ping"}} {
+		to := loop[1]
+		// An Object Server hosting no type: placement never chooses it.
+		answeringPeer(t, ctx, endpoints, &storepb.NodeDescriptor{NodeId: string(loop[0]), Roles: RoleObjectServer, Weight: 1,
+			State: uint32(sdk.RuntimeStateServing)}, func(*wire.Request) *wire.Reply {
+			sent.Add(1)
+			return &wire.Reply{Redirect: string(to), Refused: true}
+		})
+		awaitPeerState(t, ctx, caller.m, loop[0], sdk.PeerStateReady)
+	}
+	looped := staleRoute(t, ctx, caller, owner, "looped", "ping")
+
+	_, err := caller.m.Call(ctx, looped.Plain(), rttest.LedgerRecord, wrapperspb.String("lost"), sdk.CallOptions{})
+	require.ErrorIs(t, err, sdk.ErrStaleRoute)
+	assert.Equal(t, int64(maxHops), sent.Load(), "the hop bound ended the loop")
+	_, cached := caller.m.routes.get(looped)
+	assert.False(t, cached, "the route the loop left is forgotten")
+	requireRunsOnOwner(t, ctx, caller, owner, looped)
 }

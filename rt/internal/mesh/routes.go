@@ -9,7 +9,8 @@ import (
 type routeKey struct{ typ, id string }
 
 // routeCache is the positive route cache: only Ready routes enter it (B6). An entry goes when
-// its owner refuses a message (C3), its connection fails, or its owner's lease ends.
+// its owner refuses a message (C3), its connection fails, its owner's lease ends, or a
+// message's hops end at their bound.
 type routeCache struct {
 	mu  sync.RWMutex
 	max int
