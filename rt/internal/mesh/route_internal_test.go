@@ -270,3 +270,37 @@ func TestB6_ARedirectLoopEndedByTheHopBoundDropsTheRoute(t *testing.T) {
 	assert.False(t, cached, "the route the loop left is forgotten")
 	requireRunsOnOwner(t, ctx, caller, owner, looped)
 }
+
+// B5, C3: a create-intent message for a Spot whose record names a node that is shutting down
+// (its peers see it draining, its record still says Ready there) reaches that node by a
+// redirect of the node placement chose, or by this node's own read of the record, and the
+// node refuses it unrun as not serving. That refusal is the answer: every other node would
+// read the same record and lead there again, and none may create the Spot while it names an
+// owner.
+func TestB5_AnIntentCallThatTheRecordsOwnerRefusesAsNotServingEndsThere(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	caller := registerTestNode(t, endpoints, "caller")
+	require.NoError(t, caller.m.Start(ctx, caller.st, caller.reg, caller.cat, serving))
+	other := registerTestNode(t, endpoints, "other")
+	require.NoError(t, other.m.Start(ctx, other.st, other.reg, other.cat, serving))
+	awaitPeerState(t, ctx, caller.m, "other", sdk.PeerStateReady)
+	var refused atomic.Int64
+	reg := answeringPeer(t, ctx, endpoints, &storepb.NodeDescriptor{NodeId: "draining", Roles: RoleObjectServer, Weight: 1,
+		SpotTypes: []string{rttest.LedgerType}, State: uint32(sdk.RuntimeStateDraining)}, func(*wire.Request) *wire.Reply {
+		refused.Add(1)
+		return refusedReply(fmt.Errorf("%w: node draining is closing its connections and did not run the request", sdk.ErrNotServing))
+	})
+	awaitPeerState(t, ctx, caller.m, "draining", sdk.PeerStateReady)
+	id := placedOn(t, caller.m, "other")
+	res, err := caller.st.Reserve(ctx, store.SpotKey{Type: rttest.LedgerType, ID: id}, sdk.KindInstance, reg.Owner())
+	require.NoError(t, err)
+	require.True(t, res.Won)
+	_, err = caller.st.CommitReady(ctx, res.Reservation)
+	require.NoError(t, err)
+
+	_, err = caller.m.Call(ctx, sdk.InstanceIntent(rttest.LedgerType, id).WithDesc(&rttest.LedgerDesc),
+		rttest.LedgerWhere, wrapperspb.String(""), sdk.CallOptions{})
+	require.ErrorIs(t, err, sdk.ErrNotServing)
+	assert.ErrorContains(t, err, "draining")
+	assert.Equal(t, int64(1), refused.Load(), "the owner's refusal was the answer: no other node led there again")
+}
