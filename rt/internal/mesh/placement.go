@@ -16,7 +16,8 @@ import (
 // one: shares follow the weights, and every caller picks the same node for the same ID, so
 // concurrent creators of one object meet on one node.
 // Nodes that refused the message already (away) are left out: as at their cap, or as not
-// Serving.
+// Serving. When none is left, the answer names the last not-serving refusal, which says which
+// node refused and why.
 func (m *Mesh) place(typ, id string, away refusals) (sdk.NodeID, error) {
 	cands := m.sortedMembers()
 	var best sdk.NodeID
@@ -55,12 +56,20 @@ func (m *Mesh) place(typ, id string, away refusals) (sdk.NodeID, error) {
 	switch {
 	case best != "":
 		return best, nil
+	case hosting == 0 && notServing > 0 && away.last != nil:
+		// Every node hosting it refused as not serving or is not Serving: the last refusal
+		// names a node and why.
+		return "", away.last
 	case hosting == 0 && notServing > 0:
 		return "", fmt.Errorf("%w: place %s/%q: every node hosting it is starting, draining or stopped", sdk.ErrOwnerUnavailable, typ, id)
 	case hosting == 0:
 		return "", fmt.Errorf("%w: no Serving Object Server of the mesh hosts spot type %s", sdk.ErrUnhandled, typ)
 	case full == hosting:
 		return "", fmt.Errorf("place %s/%q: every node hosting it is at its cap: %w", typ, id, &sdk.CapacityError{Where: sdk.CapacityPlacement})
+	case away.last != nil:
+		// A node that may take it is not reachable, which is why none is left: that is the
+		// answer, with what the nodes that were reached said.
+		return "", fmt.Errorf("%w: place %s/%q: no node hosting it is reachable, and the last one reached refused: %v", sdk.ErrOwnerUnavailable, typ, id, away.last)
 	}
 	return "", fmt.Errorf("%w: place %s/%q: no node hosting it is reachable", sdk.ErrOwnerUnavailable, typ, id)
 }

@@ -106,7 +106,7 @@ func (m *Mesh) route(ctx context.Context, t sdk.Target, method string, req proto
 			}
 			node, err := m.place(t.Type(), t.ID(), away)
 			if err != nil {
-				return nil, away.explain(err)
+				return nil, err
 			}
 			h = hop{kind: hopSend, node: node, placed: true, chosen: node}
 
@@ -169,7 +169,7 @@ func callerEnded(ctx context.Context) bool {
 // message, so placing it on another node is no retry (C3).
 type refusals struct {
 	full, notServing []sdk.NodeID
-	// last is the last refusal as not serving: the answer when no node is left.
+	// last is the last refusal as not serving, which placement names when no node is left.
 	last error
 }
 
@@ -188,15 +188,6 @@ func (r *refusals) note(err error, nodes ...sdk.NodeID) bool {
 }
 
 func (r *refusals) count() int { return len(r.full) + len(r.notServing) }
-
-// explain is placement's failure err, or, when it found no node because those left refused as
-// not serving, the last such refusal, which names the node and why.
-func (r *refusals) explain(err error) error {
-	if r.last != nil && errors.Is(err, sdk.ErrOwnerUnavailable) {
-		return r.last
-	}
-	return err
-}
 
 // appendNew appends to s the nodes it does not hold yet.
 func appendNew(s []sdk.NodeID, nodes ...sdk.NodeID) []sdk.NodeID {
@@ -417,7 +408,7 @@ func (m *Mesh) placed(t sdk.Target, opts sdk.CallOptions, fn func(sdk.NodeID) (r
 	for {
 		target, err := m.place(t.Type(), t.ID(), away)
 		if err != nil {
-			return away.explain(err)
+			return err
 		}
 		refused, err := fn(target)
 		if !refused || !away.note(err, target) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -303,4 +305,32 @@ func TestB5_AnIntentCallThatTheRecordsOwnerRefusesAsNotServingEndsThere(t *testi
 	require.ErrorIs(t, err, sdk.ErrNotServing)
 	assert.ErrorContains(t, err, "draining")
 	assert.Equal(t, int64(1), refused.Load(), "the owner's refusal was the answer: no other node led there again")
+}
+
+// D6, C3: when the nodes placement may choose refuse a create-intent message unrun as not
+// serving and the one left that could take it cannot be reached, the caller learns both: no
+// node hosting the type is reachable (what placement would have answered had their published
+// states been current), and what the last refusal said.
+func TestD6_AnIntentCallWithNoNodeLeftAndOneUnreachableSaysBoth(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
+	// "far" is Serving and hosts the Ledger, but nothing listens at its endpoint.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	require.NoError(t, l.Close())
+	far, err := newTestStore(t, endpoints).Register(ctx, &storepb.NodeDescriptor{NodeId: "far", Roles: RoleObjectServer, Weight: 1,
+		SpotTypes: []string{rttest.LedgerType}, Endpoint: l.Addr().String(), State: uint32(sdk.RuntimeStateServing)},
+		store.LeaseOptions{TTL: 5 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = far.Close(context.Background()) })
+	require.Eventually(t, func() bool { return slices.Contains(memberIDs(caller.m), "far") }, 10*time.Second, 5*time.Millisecond)
+	require.NotEqual(t, sdk.PeerStateReady, caller.m.tr.PeerState("far"))
+	owner.cat.SetRelocating(true) // both still say Serving
+	caller.cat.SetRelocating(true)
+
+	_, err = caller.m.Call(ctx, sdk.InstanceIntent(rttest.LedgerType, "nowhere").WithDesc(&rttest.LedgerDesc),
+		rttest.LedgerWhere, wrapperspb.String(""), sdk.CallOptions{})
+	require.ErrorIs(t, err, sdk.ErrOwnerUnavailable, "a node that could take it is not reachable")
+	assert.ErrorContains(t, err, "reachable")
+	assert.ErrorContains(t, err, "relocating its objects", "the last refusal is named")
 }
