@@ -218,11 +218,11 @@ func (h *Host) watchStatus(interval time.Duration, kick <-chan struct{}, observe
 // wait: when it ends first, Shutdown returns ctx's error and the shutdown goes on — even a ctx
 // that had already ended starts it.
 //
-// Called from a Spot's handler or closing callback, with the context it got, Shutdown starts
-// the shutdown and returns at once with an error saying so: the shutdown waits for that very
-// handler to end. A channel's handler that shuts its node down calls Shutdown on a goroutine
-// of its own: the shutdown waits for that handler too, and waiting for it there lasts until
-// the shutdown's deadline.
+// Called from a Spot's handler, closing callback or OnActivate, with the context it got,
+// Shutdown starts the shutdown and returns at once with an error saying so: the shutdown waits
+// for that very handler to end (and ends the creation that runs OnActivate). A channel's
+// handler that shuts its node down calls Shutdown on a goroutine of its own: the shutdown
+// waits for that handler too, and waiting for it there lasts until the shutdown's deadline.
 func (h *Host) Shutdown(ctx context.Context, deadline time.Duration) (sdk.TerminationResult, error) {
 	op := h.beginShutdown(deadline)
 	if err := h.notFromATurn(ctx, "Shutdown", "shutdown"); err != nil {
@@ -252,10 +252,10 @@ func (h *Host) Close() error {
 }
 
 // notFromATurn refuses to wait for a lifecycle operation (op, started by call) inside a
-// Spot's turn, which the operation waits for.
+// Spot's turn, closing callback or OnActivate, which the operation waits for.
 func (h *Host) notFromATurn(ctx context.Context, call, op string) error {
 	if h.catalog != nil && h.catalog.InTurn(ctx) {
-		return fmt.Errorf("rt: %s called from a Spot's handler or closing callback on node %s: the %s goes on once it returns; it cannot be waited for here", call, h.cfg.NodeID, op)
+		return fmt.Errorf("rt: %s called from a Spot's handler, closing callback or OnActivate on node %s: the %s goes on once it returns; it cannot be waited for here", call, h.cfg.NodeID, op)
 	}
 	return nil
 }

@@ -503,3 +503,49 @@ func TestF8_ShutdownFromAnActorsClosingCallbackDoesNotWaitForItself(t *testing.T
 	requireShutdownRefusedToTheCallback(t, h, out)
 	<-closed
 }
+
+// onActivateHook is a Spot object whose OnActivate returns what hook returns for the context
+// it got.
+type onActivateHook struct {
+	hook func(ctx context.Context) error
+}
+
+func (o *onActivateHook) OnActivate(ctx context.Context) error { return o.hook(ctx) }
+
+// F8, F10, B7: a Spot's OnActivate that shuts its own node down does not wait for the shutdown,
+// which ends that creation: Shutdown returns at once with an error saying so (it returned the
+// end of the creation's context instead, which says nothing of why), and the shutdown then
+// ends cleanly. OnActivate then fails its creation, so that what the shutdown finds does not
+// depend on whether the creation ended before the Spots were listed for closing.
+func TestF8_ShutdownFromOnActivateDoesNotWaitForItself(t *testing.T) {
+	var host atomic.Pointer[rt.Host]
+	out := make(chan error, 1)
+	desc := &sdk.SpotDesc{Name: "test.ActivateQuitter", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{{
+		Name:       "Ping",
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke:     func(any, context.Context, proto.Message) (proto.Message, error) { return wrapperspb.String(""), nil },
+	}}}
+	cfg := rt.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.OperationTimeout = 5 * time.Second
+	cfg.Register = func(r sdk.Registrar) error {
+		return r.RegisterSpot(desc, func(sdk.SpotContext) (any, error) {
+			return &onActivateHook{hook: func(ctx context.Context) error {
+				_, err := host.Load().Shutdown(ctx, 15*time.Second)
+				out <- err
+				return errors.New("the node shuts down")
+			}}, nil
+		})
+	}
+	h, err := rt.Start(ctx, cfg)
+	require.NoError(t, err)
+	host.Store(h)
+	called := make(chan error, 1)
+	go func() {
+		_, err := h.Call(ctx, sdk.InstanceIntent("test.ActivateQuitter", "q").WithDesc(desc), "Ping", wrapperspb.String(""))
+		called <- err
+	}()
+	requireShutdownRefusedToTheCallback(t, h, out)
+	assert.Error(t, <-called, "the creation failed")
+}

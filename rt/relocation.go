@@ -73,10 +73,10 @@ type relocationOp struct {
 // caller's wait. A shutdown during the relocation lets the units under way finish, within half
 // the time it leaves, starts no other, and the relocation ends Blocked with ShutdownRequested.
 //
-// Called from a Spot's handler or closing callback, with the context it got, Relocate starts
-// (or joins) the relocation and returns at once with an error saying so: the relocation waits
-// for that very handler to end before its Spot moves or is gone. Status and ObserveRuntime
-// tell its result.
+// Called from a Spot's handler, closing callback or OnActivate, with the context it got,
+// Relocate starts (or joins) the relocation and returns at once with an error saying so: the
+// relocation waits for that very handler, or the creation that runs OnActivate, to end before
+// its Spot moves or is gone. Status and ObserveRuntime tell its result.
 func (h *Host) Relocate(ctx context.Context, opts sdk.RelocationOptions) (sdk.RelocationResult, error) {
 	version, err := opts.EffectiveTarget(h.cfg.ApplicationVersion)
 	if err != nil {

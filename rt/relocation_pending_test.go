@@ -253,3 +253,75 @@ func TestF7_RelocateFromAHandlerDoesNotWaitForItself(t *testing.T) {
 	assert.Zero(t, a.MeshStatus().Placement.ActiveSpotCount, "the handler's own Spot moved too")
 	assert.EqualValues(t, 1, b.MeshStatus().Placement.ActiveSpotCount)
 }
+
+// activatorDesc is a Spot type whose one method counts, served by activator.
+var activatorDesc = &sdk.SpotDesc{Name: "relocation.Activator", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{{
+	Name:       "Add",
+	NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+	NewReply:   func() proto.Message { return new(wrapperspb.Int64Value) },
+	Invoke: func(impl any, _ context.Context, _ proto.Message) (proto.Message, error) {
+		g := &impl.(*activator).gated
+		g.n++
+		return wrapperspb.Int64(g.n), nil
+	},
+}}}
+
+// activator is a gated Spot whose OnActivate runs onActivate, if set, with the context it got.
+type activator struct {
+	gated
+	onActivate func(ctx context.Context)
+}
+
+func (a *activator) OnActivate(ctx context.Context) error {
+	if a.onActivate != nil {
+		a.onActivate(ctx)
+	}
+	return nil
+}
+
+// F7, F10, B7: a Spot's OnActivate that relocates its own node does not wait for the
+// relocation, which waits for that creation to end before it can move the Spot: the relocation
+// starts, OnActivate is told it cannot wait for it there, the creation ends, and the node is
+// Relocated with the new Spot moved too, rather than the creation failing at its
+// OperationTimeout.
+func TestF7_RelocateFromOnActivateDoesNotWaitForItself(t *testing.T) {
+	out := make(chan error, 1)
+	var host atomic.Pointer[rt.Host]
+	c := serversAndClient(t, activatorDesc, func(i int, sc sdk.SpotContext) (any, error) {
+		act := &activator{}
+		if i == 0 {
+			act.onActivate = func(ctx context.Context) {
+				_, err := host.Load().Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance, Deadline: 15 * time.Second})
+				out <- err
+			}
+		}
+		return act, nil
+	}, func(cfg *rt.Config) { cfg.OperationTimeout = 5 * time.Second })
+	a, b, caller := c.hosts[0], c.hosts[1], c.hosts[2]
+	host.Store(a)
+	called := make(chan error, 1)
+	go func() {
+		_, err := caller.Call(ctx, sdk.InstanceIntent(activatorDesc.Name, "self").WithDesc(activatorDesc), "Add", wrapperspb.String(""), sdk.OnNode(a.LocalNode()))
+		called <- err
+	}()
+	var err error
+	select {
+	case err = <-out:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Relocate did not return in OnActivate")
+	}
+	require.Error(t, err, "OnActivate cannot wait for the relocation")
+	assert.Contains(t, err.Error(), "cannot be waited for here")
+	select {
+	case err = <-called:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call that created the Spot did not return")
+	}
+	require.NoError(t, err, "the creation ended well and the call reached the Spot")
+	require.Eventually(t, func() bool { return a.Status().RelocationResult != nil }, 20*time.Second, 5*time.Millisecond,
+		"the relocation ended while its deadline was still far")
+	res := *a.Status().RelocationResult
+	assert.Equal(t, sdk.RelocationOutcomeRelocated, res.Outcome, "%+v", res)
+	assert.Zero(t, a.MeshStatus().Placement.ActiveSpotCount, "the new Spot moved too")
+	assert.EqualValues(t, 1, b.MeshStatus().Placement.ActiveSpotCount)
+}

@@ -274,6 +274,9 @@ type Catalog struct {
 
 	ctx    context.Context // cancelled by Close: ends timers and background work
 	cancel context.CancelFunc
+	// activatingCtx is ctx marked as an OnActivate's (activatingKey), made once: the creations
+	// derive their contexts from it, so that marking OnActivate's costs them nothing.
+	activatingCtx context.Context
 	// hardCtx bounds the shared operations (creations, closes); it is cancelled when Close
 	// runs out of time, so that nothing waits on after a forced stop.
 	hardCtx    context.Context
@@ -369,6 +372,7 @@ func New(cfg Config, st store.Store, reg *store.Registration, types *Types, clie
 		closed:     make(chan struct{}),
 		activating: make(chan struct{}, cfg.MaxConcurrentActivations),
 	}
+	c.activatingCtx = context.WithValue(ctx, activatingKey{}, c)
 	c.suspects.init()
 	c.reg.Store(reg)
 	cfg.Meter.SetReclaim(c.reclaimHeld)
@@ -658,12 +662,16 @@ func (c *Catalog) closeAll(ctx context.Context, spots []ownedSpot, reason sdk.Cl
 }
 
 // InTurn reports whether ctx is the context of a turn running on this node: a one-way
-// message's, a timer's, a request's or a closing callback's, or one derived from it.
+// message's, a timer's, a request's, a closing callback's or an OnActivate's, or one derived
+// from it.
 func (c *Catalog) InTurn(ctx context.Context) bool {
 	if turnOf(ctx) != nil {
 		return true
 	}
 	if a, _ := ctx.Value(closingKey{}).(*activation); a != nil && a.cat == c {
+		return true
+	}
+	if activating(ctx) == c {
 		return true
 	}
 	for _, e := range c.sortedEntries() {

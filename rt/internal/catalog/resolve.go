@@ -382,7 +382,8 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 	sh.mu.Unlock()
 
 	started := c.bg.goRun(func() {
-		octx, cancel := context.WithTimeout(c.ctx, c.cfg.OperationTimeout)
+		// Derived from activatingCtx: OnActivate's context is marked as one (InTurn) at no cost.
+		octx, cancel := context.WithTimeout(c.activatingCtx, c.cfg.OperationTimeout)
 		defer cancel()
 		var sp ownedSpot
 		var lost *store.Resolution
@@ -644,11 +645,32 @@ func (c *Catalog) construct(ctx context.Context, sc sdk.SpotContext, typ *spotTy
 		return nil, errors.New("factory returned no object")
 	}
 	if h, ok := impl.(sdk.ActivateHandler); ok {
-		if err := h.OnActivate(ctx); err != nil {
+		if err := h.OnActivate(c.markActivating(ctx)); err != nil {
 			return nil, fmt.Errorf("OnActivate: %w", err)
 		}
 	}
 	return impl, nil
+}
+
+// activatingKey marks the context of an OnActivate: its value is the catalog whose creation
+// runs it. A shutdown or relocation of the node waits for the creation, which waits for
+// OnActivate, so InTurn refuses to wait for either there.
+type activatingKey struct{}
+
+// activating returns the catalog whose OnActivate ctx is, or derives from, if any.
+func activating(ctx context.Context) *Catalog {
+	c, _ := ctx.Value(activatingKey{}).(*Catalog)
+	return c
+}
+
+// markActivating returns ctx marked as the context of this catalog's OnActivate: ctx itself
+// when it derives from activatingCtx, as a creation's does (no allocation), and otherwise (an
+// arrival, an Entry Spot at the node's start) a context around it.
+func (c *Catalog) markActivating(ctx context.Context) context.Context {
+	if activating(ctx) == c {
+		return ctx
+	}
+	return context.WithValue(ctx, activatingKey{}, c)
 }
 
 // releaseLeaked releases a record of this node's registration that no local activation or
