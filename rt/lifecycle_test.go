@@ -549,3 +549,46 @@ func TestF8_ShutdownFromOnActivateDoesNotWaitForItself(t *testing.T) {
 	requireShutdownRefusedToTheCallback(t, h, out)
 	assert.Error(t, <-called, "the creation failed")
 }
+
+// F8, F10: a one-way handler of one node that shuts down another node of the same process
+// waits for that shutdown, which waits for nothing of the handler's: only a turn of the node
+// that shuts down is refused the wait. It was refused as if it were one.
+func TestF8_ShutdownOfAnotherNodeFromAOneWayHandlerWaitsForIt(t *testing.T) {
+	var other atomic.Pointer[rt.Host]
+	type outcome struct {
+		res sdk.TerminationResult
+		err error
+	}
+	out := make(chan outcome, 1)
+	desc := &sdk.SpotDesc{Name: "test.OtherStopper", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{{
+		Name:       "StopOther",
+		OneWay:     true,
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(_ any, ctx context.Context, _ proto.Message) (proto.Message, error) {
+			res, err := other.Load().Shutdown(ctx, 15*time.Second)
+			out <- outcome{res, err}
+			return nil, nil
+		},
+	}}}
+	c := newCluster(t, 2, func(i int, cfg *rt.Config) {
+		if i == 0 {
+			ledgers := cfg.Register
+			cfg.Register = func(r sdk.Registrar) error {
+				return errors.Join(ledgers(r), r.RegisterSpot(desc, func(sdk.SpotContext) (any, error) { return struct{}{}, nil }))
+			}
+		}
+	})
+	a, b := c.hosts[0], c.hosts[1]
+	other.Store(b)
+	require.NoError(t, a.Send(ctx, sdk.InstanceIntent(desc.Name, "s").WithDesc(desc), "StopOther", wrapperspb.String(""), sdk.OnNode(a.LocalNode())))
+	var got outcome
+	select {
+	case got = <-out:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Shutdown of the other node did not return in the handler")
+	}
+	require.NoError(t, got.err, "the handler is no turn of the node it shuts down")
+	assert.Equal(t, sdk.TerminationResult{}, got.res, "Stopped, reason None")
+	assert.Equal(t, sdk.RuntimeStateStopped, b.Status().State)
+	assert.Equal(t, sdk.RuntimeStateServing, a.Status().State, "the handler's own node serves on")
+}

@@ -663,9 +663,11 @@ func (c *Catalog) closeAll(ctx context.Context, spots []ownedSpot, reason sdk.Cl
 
 // InTurn reports whether ctx is the context of a turn running on this node: a one-way
 // message's, a timer's, a request's, a closing callback's or an OnActivate's, or one derived
-// from it.
+// from it. A turn of another catalog of the process is not one of this node's.
 func (c *Catalog) InTurn(ctx context.Context) bool {
-	if turnOf(ctx) != nil {
+	// F10: only this node's turns are waited for by its shutdown or relocation; a one-way
+	// turn or a timer of another node of the process is not.
+	if a := turnOf(ctx); a != nil && a.cat == c {
 		return true
 	}
 	if a, _ := ctx.Value(closingKey{}).(*activation); a != nil && a.cat == c {
