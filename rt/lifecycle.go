@@ -132,8 +132,11 @@ func (h *Host) startServing() error {
 // application work, the deadline of a shutdown in progress, the result of the one that ended,
 // and the capacity figures now (the statuses that ObserveRuntime delivers carry the figures of
 // the moment their state changed).
+//
+// The status is the caller's own: it neither changes under the caller nor, when written to,
+// changes what another caller or observer sees.
 func (h *Host) Status() sdk.RuntimeStatus {
-	st := h.lc.runtime.Current()
+	st := ownRuntimeStatus(h.lc.runtime.Current())
 	st.Capacity = h.CapacityStatus()
 	h.lc.mu.Lock()
 	st.SafeToShutdown = h.safeToShutdownLocked()
@@ -147,9 +150,45 @@ func (h *Host) Status() sdk.RuntimeStatus {
 // stream ends when ctx ends (nothing is delivered after the cancellation is seen; other
 // observers are unaffected), when the loop stops, or after the host stopped and the Stopped
 // status was delivered. An observer that stops reading holds up neither the host nor other
-// observers.
+// observers. Each status it delivers is the observer's own, as Status's is.
 func (h *Host) ObserveRuntime(ctx context.Context) iter.Seq[sdk.Observed[sdk.RuntimeStatus]] {
-	return h.lc.runtime.Observe(ctx)
+	seq := h.lc.runtime.Observe(ctx)
+	return func(yield func(sdk.Observed[sdk.RuntimeStatus]) bool) {
+		for o := range seq {
+			o.Status = ownRuntimeStatus(o.Status)
+			o.Status.Capacity = ownCapacityStatus(o.Status.Capacity)
+			if !yield(o) {
+				return
+			}
+		}
+	}
+}
+
+// ownRuntimeStatus is st with copies of what its pointer fields point to, but for Capacity's:
+// the snapshots that the host publishes share them (H1), and a status handed out is its
+// receiver's own, which no write of another's changes.
+func ownRuntimeStatus(st sdk.RuntimeStatus) sdk.RuntimeStatus {
+	st.Deadline = copyOf(st.Deadline)
+	st.RelocationResult = copyOf(st.RelocationResult)
+	st.TerminationResult = copyOf(st.TerminationResult)
+	return st
+}
+
+// ownCapacityStatus is c with copies of what its pointer fields point to.
+func ownCapacityStatus(c sdk.HostCapacityStatus) sdk.HostCapacityStatus {
+	c.CoreHwm.ConfiguredMemoryLimitBytes = copyOf(c.CoreHwm.ConfiguredMemoryLimitBytes)
+	c.CoreHwm.ConfiguredBudgetBytes = copyOf(c.CoreHwm.ConfiguredBudgetBytes)
+	c.ApplicationJobQueue.ConfiguredManualMax = copyOf(c.ApplicationJobQueue.ConfiguredManualMax)
+	return c
+}
+
+// copyOf is a pointer to a copy of *p, or nil.
+func copyOf[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }
 
 // ObserveMesh streams the RouteMesh status of the named mesh, as ObserveRuntime does the
@@ -277,7 +316,7 @@ func (h *Host) beginShutdown(deadline time.Duration) *shutdownOp {
 		// Spot's close waits for its own); no other starts, and the relocation ends Blocked.
 		r.shutdownBy(op.deadline)
 	}
-	h.lc.deadline = &op.deadline
+	h.lc.deadline = copyOf(&op.deadline) // the statuses' own: none of them reaches op's
 	go h.runShutdown(op)
 	return op
 }

@@ -592,3 +592,58 @@ func TestF8_ShutdownOfAnotherNodeFromAOneWayHandlerWaitsForIt(t *testing.T) {
 	assert.Equal(t, sdk.RuntimeStateStopped, b.Status().State)
 	assert.Equal(t, sdk.RuntimeStateServing, a.Status().State, "the handler's own node serves on")
 }
+
+// H1, F11: the status Host.Status returns is the caller's own. What its pointer fields point
+// to (the deadline of the operation in progress, the last relocation's result, the shutdown's)
+// neither changes under the caller nor, when the caller writes to it, changes what the next
+// Status or an observer sees; each observer's statuses are its own too. They were the host's
+// own fields, the deadline that of the operation itself.
+func TestH1_ARuntimeStatusIsTheCallersOwn(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	h := c.hosts[0]
+	_, err := record(h, openLedger("stays"), "x")
+	require.NoError(t, err)
+	octx, stopObserving := context.WithCancel(context.Background())
+	defer stopObserving()
+	_, observed := collect(h.ObserveRuntime(octx))
+	// With no other node, the relocation waits for a target until its deadline (F6).
+	relocated := maintain(h, 2*time.Second)
+	require.Eventually(t, func() bool { return h.Status().Deadline != nil }, 10*time.Second, 5*time.Millisecond)
+	st := h.Status()
+	deadline := *st.Deadline
+	*st.Deadline = deadline.Add(time.Hour)
+	require.NotNil(t, h.Status().Deadline)
+	assert.Equal(t, deadline, *h.Status().Deadline, "writing to a status's deadline changes no other status")
+	var seen sdk.RuntimeStatus
+	require.Eventually(t, func() bool {
+		for _, o := range observed() {
+			if o.Status.Deadline != nil {
+				seen = o.Status
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 5*time.Millisecond, "an observer saw the relocation's deadline")
+	*seen.Deadline = time.Time{}
+	assert.Equal(t, deadline, *h.Status().Deadline, "nor does writing to an observed status's")
+
+	var res sdk.RelocationResult
+	select {
+	case res = <-relocated:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the relocation did not end at its deadline")
+	}
+	require.Equal(t, sdk.RelocationOutcomeBlocked, res.Outcome, "%+v", res)
+	st = h.Status()
+	require.NotNil(t, st.RelocationResult)
+	*st.RelocationResult = sdk.RelocationResult{}
+	require.NotNil(t, h.Status().RelocationResult)
+	assert.Equal(t, res, *h.Status().RelocationResult, "writing to a status's relocation result changes no other status")
+
+	require.NoError(t, h.Close())
+	st = h.Status()
+	require.NotNil(t, st.TerminationResult)
+	st.TerminationResult.Outcome = sdk.TerminationOutcomeForceStopped
+	require.NotNil(t, h.Status().TerminationResult)
+	assert.Equal(t, sdk.TerminationResult{}, *h.Status().TerminationResult, "writing to a status's termination result changes no other status")
+}

@@ -151,7 +151,7 @@ func (h *Host) beginRelocation(opts sdk.RelocationOptions, version int64) (*relo
 	op.reg = h.reg.Load()
 	h.lc.relocation = op
 	h.lc.relocResult = nil
-	h.lc.deadline = &op.deadline
+	h.lc.deadline = copyOf(&op.deadline) // the statuses' own: none of them reaches op's
 	h.lc.unsafeUntil = time.Time{}
 	h.lc.unitsOpen++ // the relocation itself: SafeToShutdown is false until it has ended
 	h.catalog.SetRelocating(true)
