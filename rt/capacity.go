@@ -27,8 +27,12 @@ func (h *Host) CapacityStatus() sdk.HostCapacityStatus {
 // ObserveCapacity streams the node's capacity figures, as ObserveRuntime does the runtime
 // status: the current figures first, then new figures whenever they change, read every
 // quarter of a second and at once when the application job queue pauses or resumes its
-// intake. The stream ends when ctx ends or after the node stopped.
+// intake. The stream ends when ctx ends or after the node stopped. A nil ctx gives a stream
+// that delivers nothing, and an error in the node's log.
 func (h *Host) ObserveCapacity(ctx context.Context) iter.Seq[sdk.Observed[sdk.HostCapacityStatus]] {
+	if ctx == nil {
+		return noStream[sdk.HostCapacityStatus](h, "ObserveCapacity")
+	}
 	h.publishCapacity()
 	return h.lc.capacity.Observe(ctx)
 }

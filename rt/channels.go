@@ -15,6 +15,9 @@ import (
 // ClientServer channel, chosen by weight (a server of this node included) or, with sdk.Key, by
 // rendezvous hashing on the key. With no Ready server it fails with sdk.ErrNoReadyTarget.
 func (h *Host) CallChannel(ctx context.Context, desc *sdk.ChannelDesc, method string, req proto.Message, opts ...sdk.CallOption) (proto.Message, error) {
+	if ctx == nil {
+		return nil, errNilContext("CallChannel")
+	}
 	if err := h.serving(); err != nil {
 		return nil, err
 	}
@@ -23,6 +26,9 @@ func (h *Host) CallChannel(ctx context.Context, desc *sdk.ChannelDesc, method st
 
 // SendChannel implements sdk.ChannelClient.
 func (h *Host) SendChannel(ctx context.Context, desc *sdk.ChannelDesc, method string, msg proto.Message, opts ...sdk.CallOption) error {
+	if ctx == nil {
+		return errNilContext("SendChannel")
+	}
 	if err := h.serving(); err != nil {
 		return err
 	}
@@ -34,6 +40,9 @@ func (h *Host) SendChannel(ctx context.Context, desc *sdk.ChannelDesc, method st
 // serving and connected gets msg once; none gets it later (at most once). It returns once each
 // took it, and its error names the subscriber nodes that refused it.
 func (h *Host) Publish(ctx context.Context, desc *sdk.ChannelDesc, method string, msg proto.Message, _ ...sdk.CallOption) error {
+	if ctx == nil {
+		return errNilContext("Publish")
+	}
 	if err := h.serving(); err != nil {
 		return err
 	}
@@ -41,15 +50,24 @@ func (h *Host) Publish(ctx context.Context, desc *sdk.ChannelDesc, method string
 }
 
 func (c spotClient) CallChannel(ctx context.Context, desc *sdk.ChannelDesc, method string, req proto.Message, opts ...sdk.CallOption) (proto.Message, error) {
+	if ctx == nil {
+		return nil, errNilContext("CallChannel")
+	}
 	return c.h.mesh.CallChannel(ctx, desc, method, req, false, sdk.ApplyCallOptions(opts))
 }
 
 func (c spotClient) SendChannel(ctx context.Context, desc *sdk.ChannelDesc, method string, msg proto.Message, opts ...sdk.CallOption) error {
+	if ctx == nil {
+		return errNilContext("SendChannel")
+	}
 	_, err := c.h.mesh.CallChannel(ctx, desc, method, msg, true, sdk.ApplyCallOptions(opts))
 	return err
 }
 
 func (c spotClient) Publish(ctx context.Context, desc *sdk.ChannelDesc, method string, msg proto.Message, _ ...sdk.CallOption) error {
+	if ctx == nil {
+		return errNilContext("Publish")
+	}
 	return c.h.mesh.PublishChannel(ctx, desc, method, msg)
 }
 
@@ -69,8 +87,12 @@ func (h *Host) FanoutStatus(name string) (sdk.FanoutStatus, error) { return h.me
 
 // ObserveClientServer streams the status of the ClientServer channel name as ObserveMesh does
 // the mesh's: servers joining, leaving, draining or reconnecting, the channel losing its last
-// Ready target and getting one again, the node stopping. It fails as ClientServerStatus does.
+// Ready target and getting one again, the node stopping. It fails as ClientServerStatus does,
+// and with an error wrapping sdk.ErrInvalidArgument for a nil ctx.
 func (h *Host) ObserveClientServer(ctx context.Context, name string) (iter.Seq[sdk.Observed[sdk.ClientServerStatus]], error) {
+	if ctx == nil {
+		return nil, errNilContext("ObserveClientServer")
+	}
 	st, err := h.ClientServerStatus(name)
 	if err != nil {
 		return nil, err
@@ -81,8 +103,12 @@ func (h *Host) ObserveClientServer(ctx context.Context, name string) (iter.Seq[s
 }
 
 // ObserveFanout streams the status of this node's automatic subscriber of the Fanout channel
-// name. It fails as FanoutStatus does.
+// name. It fails as FanoutStatus does, and with an error wrapping sdk.ErrInvalidArgument for a
+// nil ctx.
 func (h *Host) ObserveFanout(ctx context.Context, name string) (iter.Seq[sdk.Observed[sdk.FanoutStatus]], error) {
+	if ctx == nil {
+		return nil, errNilContext("ObserveFanout")
+	}
 	st, err := h.FanoutStatus(name)
 	if err != nil {
 		return nil, err

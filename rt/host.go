@@ -81,8 +81,12 @@ var _ sdk.Client = (*Host)(nil)
 // Start starts a node: it connects to etcd (or starts an embedded one when no endpoints are
 // configured), listens for peers, registers the node on an owner lease, registers the Spot
 // types, makes the Entry Spots, joins the mesh and begins serving. Cancelling ctx aborts the
-// start; everything started so far is stopped, within StopTimeout.
+// start; everything started so far is stopped, within StopTimeout. A nil ctx is refused with
+// an error wrapping sdk.ErrInvalidArgument, and nothing starts.
 func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
+	if ctx == nil {
+		return nil, errNilContext("Start")
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -328,6 +332,12 @@ func (h *Host) EtcdEndpoints() []string { return h.client.Endpoints() }
 // endpoint is the address peers dial to reach this node: internal (F13), tests reach it.
 func (h *Host) endpoint() string { return h.mesh.Endpoint() }
 
+// errNilContext refuses call, made with a nil context, before it does anything: never a panic
+// on a caller's input.
+func errNilContext(call string) error {
+	return fmt.Errorf("%w: %s needs a context, got nil (context.Background() when there is none)", sdk.ErrInvalidArgument, call)
+}
+
 func (h *Host) serving() error {
 	if s := h.runtimeState(); s != sdk.RuntimeStateServing {
 		return fmt.Errorf("%w: node %s is %s", sdk.ErrNotServing, h.cfg.NodeID, s)
@@ -337,6 +347,9 @@ func (h *Host) serving() error {
 
 // Call implements sdk.Client.
 func (h *Host) Call(ctx context.Context, t sdk.Target, method string, req proto.Message, opts ...sdk.CallOption) (proto.Message, error) {
+	if ctx == nil {
+		return nil, errNilContext("Call")
+	}
 	if err := h.serving(); err != nil {
 		return nil, err
 	}
@@ -345,6 +358,9 @@ func (h *Host) Call(ctx context.Context, t sdk.Target, method string, req proto.
 
 // Send implements sdk.Client.
 func (h *Host) Send(ctx context.Context, t sdk.Target, method string, msg proto.Message, opts ...sdk.CallOption) error {
+	if ctx == nil {
+		return errNilContext("Send")
+	}
 	if err := h.serving(); err != nil {
 		return err
 	}
@@ -353,6 +369,9 @@ func (h *Host) Send(ctx context.Context, t sdk.Target, method string, msg proto.
 
 // Create implements sdk.Client.
 func (h *Host) Create(ctx context.Context, t sdk.Target, opts ...sdk.CallOption) error {
+	if ctx == nil {
+		return errNilContext("Create")
+	}
 	if err := h.serving(); err != nil {
 		return err
 	}
@@ -361,6 +380,9 @@ func (h *Host) Create(ctx context.Context, t sdk.Target, opts ...sdk.CallOption)
 
 // CloseSpot implements sdk.Client.
 func (h *Host) CloseSpot(ctx context.Context, t sdk.Target, opts ...sdk.CallOption) error {
+	if ctx == nil {
+		return errNilContext("CloseSpot")
+	}
 	if err := h.serving(); err != nil {
 		return err
 	}
@@ -369,6 +391,9 @@ func (h *Host) CloseSpot(ctx context.Context, t sdk.Target, opts ...sdk.CallOpti
 
 // MoveActor implements sdk.Client.
 func (h *Host) MoveActor(ctx context.Context, actor, to sdk.Target, opts ...sdk.CallOption) error {
+	if ctx == nil {
+		return errNilContext("MoveActor")
+	}
 	if err := h.serving(); err != nil {
 		return err
 	}
@@ -381,22 +406,37 @@ func (h *Host) MoveActor(ctx context.Context, actor, to sdk.Target, opts ...sdk.
 type spotClient struct{ h *Host }
 
 func (c spotClient) Call(ctx context.Context, t sdk.Target, method string, req proto.Message, opts ...sdk.CallOption) (proto.Message, error) {
+	if ctx == nil {
+		return nil, errNilContext("Call")
+	}
 	return c.h.mesh.Call(ctx, t, method, req, sdk.ApplyCallOptions(opts))
 }
 
 func (c spotClient) Send(ctx context.Context, t sdk.Target, method string, msg proto.Message, opts ...sdk.CallOption) error {
+	if ctx == nil {
+		return errNilContext("Send")
+	}
 	return c.h.mesh.Send(ctx, t, method, msg, sdk.ApplyCallOptions(opts))
 }
 
 func (c spotClient) Create(ctx context.Context, t sdk.Target, opts ...sdk.CallOption) error {
+	if ctx == nil {
+		return errNilContext("Create")
+	}
 	return c.h.mesh.Create(ctx, t, sdk.ApplyCallOptions(opts))
 }
 
 func (c spotClient) CloseSpot(ctx context.Context, t sdk.Target, opts ...sdk.CallOption) error {
+	if ctx == nil {
+		return errNilContext("CloseSpot")
+	}
 	return c.h.mesh.CloseSpot(ctx, t, sdk.ApplyCallOptions(opts))
 }
 
 func (c spotClient) MoveActor(ctx context.Context, actor, to sdk.Target, opts ...sdk.CallOption) error {
+	if ctx == nil {
+		return errNilContext("MoveActor")
+	}
 	return c.h.mesh.MoveActor(ctx, actor, to, sdk.ApplyCallOptions(opts))
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/zlink-go/zlink/internal/proctest"
 	"github.com/zlink-go/zlink/rt"
+	"github.com/zlink-go/zlink/rt/internal/rttest"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -203,4 +204,110 @@ func TestAFailedStartStopsWithinStopTimeout(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Start did not return after it failed")
 	}
+}
+
+// nilCtx is the context a caller forgot to give.
+var nilCtx context.Context
+
+// assertNilContextRefused checks that err refuses a nil context as an invalid argument,
+// naming what was called.
+func assertNilContextRefused(t *testing.T, call string, err error) {
+	t.Helper()
+	if assert.ErrorIs(t, err, sdk.ErrInvalidArgument, call) {
+		assert.Contains(t, err.Error(), call+" needs a context, got nil", call)
+	}
+}
+
+// Bad input gets a clear error, never a panic, and starts nothing (F4's rule for a
+// relocation's arguments, held for every operation): each method of a Host and of a Spot's
+// SpotContext that takes a context, and Start, refuses a nil one before doing anything. A
+// nil context made Shutdown and Relocate start the operation and then panic in the caller.
+func TestNilContextGetsAClearErrorAndStartsNothing(t *testing.T) {
+	var built atomic.Int64
+	var spot atomic.Pointer[sdk.SpotContext]
+	holderDesc := &sdk.SpotDesc{Name: "test.Holder", Kind: sdk.KindUser, Methods: []sdk.MethodDesc{{
+		Name:       "Ping",
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke:     func(any, context.Context, proto.Message) (proto.Message, error) { return wrapperspb.String(""), nil },
+	}}}
+	actorDesc := &sdk.SpotDesc{Name: "test.Held", Kind: sdk.KindActor, Methods: holderDesc.Methods}
+	cfg := config(t, &built)
+	counters := cfg.Register
+	cfg.Register = func(r sdk.Registrar) error {
+		return errors.Join(counters(r),
+			r.RegisterSpot(holderDesc, func(sc sdk.SpotContext) (any, error) {
+				spot.Store(&sc)
+				return struct{}{}, nil
+			}),
+			r.RegisterActor(actorDesc, func(sdk.ActorContext) (any, error) { return struct{}{}, nil }))
+	}
+	h, err := rt.Start(ctx, cfg)
+	require.NoError(t, err)
+	defer h.Close()
+	holder := sdk.UserTarget(holderDesc.Name, "h").WithDesc(holderDesc)
+	require.NoError(t, h.Create(ctx, holder))
+	sc := *spot.Load()
+	counter := sdk.InstanceIntent("test.Counter", "c")
+	actor := sdk.ActorTarget(actorDesc.Name, "a").WithDesc(actorDesc)
+	msg := wrapperspb.Int64(1)
+
+	for _, c := range []struct {
+		name   string
+		client sdk.Client
+	}{{"Host", h}, {"SpotContext.Client", sc.Client()}} {
+		t.Run(c.name, func(t *testing.T) {
+			assert.NotPanics(t, func() {
+				_, err := c.client.Call(nilCtx, counter, "Add", msg)
+				assertNilContextRefused(t, "Call", err)
+				assertNilContextRefused(t, "Send", c.client.Send(nilCtx, counter, "Add", msg))
+				assertNilContextRefused(t, "Create", c.client.Create(nilCtx, sdk.UserTarget(holderDesc.Name, "other").WithDesc(holderDesc)))
+				assertNilContextRefused(t, "CloseSpot", c.client.CloseSpot(nilCtx, holder))
+				assertNilContextRefused(t, "MoveActor", c.client.MoveActor(nilCtx, actor, holder))
+				_, err = c.client.CallChannel(nilCtx, &rttest.WhoDesc, rttest.WhoWho, wrapperspb.String(""))
+				assertNilContextRefused(t, "CallChannel", err)
+				assertNilContextRefused(t, "SendChannel", c.client.SendChannel(nilCtx, &rttest.WhoDesc, rttest.WhoWho, wrapperspb.String("")))
+				assertNilContextRefused(t, "Publish", c.client.Publish(nilCtx, &rttest.FeedDesc, rttest.FeedPost, wrapperspb.String("")))
+			})
+		})
+	}
+	assert.NotPanics(t, func() {
+		assertNilContextRefused(t, "Spawn", sc.Spawn(nilCtx, actorDesc, "a"))
+		assertNilContextRefused(t, "CloseSpot", sc.Client().CloseSpot(nilCtx, holder))
+	})
+	assert.NotPanics(t, func() {
+		_, err := h.ObserveMesh(nilCtx, "default")
+		assertNilContextRefused(t, "ObserveMesh", err)
+		_, err = h.ObserveClientServer(nilCtx, rttest.WhoChannel)
+		assertNilContextRefused(t, "ObserveClientServer", err)
+		_, err = h.ObserveFanout(nilCtx, rttest.FeedChannel)
+		assertNilContextRefused(t, "ObserveFanout", err)
+		for range h.ObserveRuntime(nilCtx) {
+			t.Error("a stream with a nil context delivered a status")
+		}
+		for range h.ObserveCapacity(nilCtx) {
+			t.Error("a stream with a nil context delivered figures")
+		}
+	})
+	assert.NotPanics(t, func() {
+		_, err := h.Relocate(nilCtx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance})
+		assertNilContextRefused(t, "Relocate", err)
+		_, err = h.Shutdown(nilCtx, time.Minute)
+		assertNilContextRefused(t, "Shutdown", err)
+	})
+	st := h.Status()
+	assert.Equal(t, sdk.RuntimeStateServing, st.State, "no relocation or shutdown started")
+	assert.Nil(t, st.Deadline)
+	assert.Nil(t, st.RelocationResult)
+	assert.Zero(t, built.Load(), "no Counter was created")
+	assert.Equal(t, 1, h.MeshStatus().Placement.ActiveSpotCount, "only the holder is active")
+	assert.Zero(t, h.MeshStatus().Placement.ActiveActorCount, "no Actor was spawned")
+
+	assert.NotPanics(t, func() {
+		other := config(t, &built)
+		other.EtcdEndpoints = h.EtcdEndpoints()
+		other.NodeID = "never-started"
+		_, err := rt.Start(nilCtx, other)
+		assertNilContextRefused(t, "Start", err)
+	})
 }

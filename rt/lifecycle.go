@@ -150,8 +150,12 @@ func (h *Host) Status() sdk.RuntimeStatus {
 // stream ends when ctx ends (nothing is delivered after the cancellation is seen; other
 // observers are unaffected), when the loop stops, or after the host stopped and the Stopped
 // status was delivered. An observer that stops reading holds up neither the host nor other
-// observers. Each status it delivers is the observer's own, as Status's is.
+// observers. Each status it delivers is the observer's own, as Status's is. A nil ctx gives
+// a stream that delivers nothing, and an error in the node's log.
 func (h *Host) ObserveRuntime(ctx context.Context) iter.Seq[sdk.Observed[sdk.RuntimeStatus]] {
+	if ctx == nil {
+		return noStream[sdk.RuntimeStatus](h, "ObserveRuntime")
+	}
 	seq := h.lc.runtime.Observe(ctx)
 	return func(yield func(sdk.Observed[sdk.RuntimeStatus]) bool) {
 		for o := range seq {
@@ -162,6 +166,13 @@ func (h *Host) ObserveRuntime(ctx context.Context) iter.Seq[sdk.Observed[sdk.Run
 			}
 		}
 	}
+}
+
+// noStream is the stream of an observation that call refused, for a nil context: it delivers
+// nothing. Its method returns no error, so the node's log tells why.
+func noStream[T any](h *Host, call string) iter.Seq[sdk.Observed[T]] {
+	h.log.Error("the observation delivers nothing", "err", errNilContext(call))
+	return func(func(sdk.Observed[T]) bool) {}
 }
 
 // ownRuntimeStatus is st with copies of what its pointer fields point to, but for Capacity's:
@@ -193,8 +204,12 @@ func copyOf[T any](p *T) *T {
 
 // ObserveMesh streams the RouteMesh status of the named mesh, as ObserveRuntime does the
 // runtime's: peers joining, leaving, connecting or draining, placement becoming unavailable
-// and available again, the mesh stopping. A mesh this node is not part of is ErrNotFound.
+// and available again, the mesh stopping. A mesh this node is not part of is ErrNotFound; a nil
+// ctx is an error wrapping ErrInvalidArgument.
 func (h *Host) ObserveMesh(ctx context.Context, mesh string) (iter.Seq[sdk.Observed[sdk.RouteMeshStatus]], error) {
+	if ctx == nil {
+		return nil, errNilContext("ObserveMesh")
+	}
 	if mesh != h.cfg.MeshName {
 		return nil, fmt.Errorf("%w: node %s is not part of mesh %q (its mesh is %q)", sdk.ErrNotFound, h.cfg.NodeID, mesh, h.cfg.MeshName)
 	}
@@ -255,7 +270,8 @@ func (h *Host) watchStatus(interval time.Duration, kick <-chan struct{}, observe
 // Every call shares one shutdown: a second call, concurrent or later, joins it and gets the
 // same result, and its deadline does not change the one in force. ctx bounds only this caller's
 // wait: when it ends first, Shutdown returns ctx's error and the shutdown goes on — even a ctx
-// that had already ended starts it.
+// that had already ended starts it. A nil ctx is refused with an error wrapping
+// sdk.ErrInvalidArgument, and no shutdown starts.
 //
 // Called from a Spot's handler, closing callback or OnActivate, with the context it got,
 // Shutdown starts the shutdown and returns at once with an error saying so: the shutdown waits
@@ -263,6 +279,9 @@ func (h *Host) watchStatus(interval time.Duration, kick <-chan struct{}, observe
 // handler that shuts its node down calls Shutdown on a goroutine of its own: the shutdown
 // waits for that handler too, and waiting for it there lasts until the shutdown's deadline.
 func (h *Host) Shutdown(ctx context.Context, deadline time.Duration) (sdk.TerminationResult, error) {
+	if ctx == nil {
+		return sdk.TerminationResult{}, errNilContext("Shutdown")
+	}
 	op := h.beginShutdown(deadline)
 	if err := h.notFromATurn(ctx, "Shutdown", "shutdown"); err != nil {
 		return sdk.TerminationResult{}, err

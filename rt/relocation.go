@@ -57,16 +57,16 @@ type relocationOp struct {
 // message is lost or runs twice, messages that meet it wait and then run where it is, and
 // messages sent along old routes follow it.
 //
-// The error is for arguments the mode does not take, before anything starts, and for the
-// caller's own wait ending (see below). Every other outcome is the result: Relocated when
-// every object moved (the node is then Relocated: it keeps its connections, takes no new
-// application work, and Shutdown closes only its infrastructure), or Blocked with the reason,
-// in which case what did not move serves here again and the node is Serving, or in Error if it
-// failed meanwhile. While it runs the node is Relocating: it creates and receives no objects,
-// and its status carries the deadline. Without an eligible target the relocation waits for one
-// until its deadline (Deadline, or Config.RelocationDeadline). One wait may outlast the
-// deadline: a unit whose commit was sent and whose answer was lost waits until etcd tells
-// whether it took, since serving the object here again could make two of it.
+// The error is for arguments the mode does not take and for a nil ctx, before anything starts,
+// and for the caller's own wait ending (see below). Every other outcome is the result:
+// Relocated when every object moved (the node is then Relocated: it keeps its connections,
+// takes no new application work, and Shutdown closes only its infrastructure), or Blocked with
+// the reason, in which case what did not move serves here again and the node is Serving, or in
+// Error if it failed meanwhile. While it runs the node is Relocating: it creates and receives
+// no objects, and its status carries the deadline. Without an eligible target the relocation
+// waits for one until its deadline (Deadline, or Config.RelocationDeadline). One wait may
+// outlast the deadline: a unit whose commit was sent and whose answer was lost waits until etcd
+// tells whether it took, since serving the object here again could make two of it.
 //
 // Calls with the same mode and target version share one relocation and its result; a call
 // with another one while it runs gets Blocked with OperationInProgress. ctx ends only this
@@ -78,6 +78,9 @@ type relocationOp struct {
 // relocation waits for that very handler, or the creation that runs OnActivate, to end before
 // its Spot moves or is gone. Status and ObserveRuntime tell its result.
 func (h *Host) Relocate(ctx context.Context, opts sdk.RelocationOptions) (sdk.RelocationResult, error) {
+	if ctx == nil {
+		return sdk.RelocationResult{}, errNilContext("Relocate")
+	}
 	version, err := opts.EffectiveTarget(h.cfg.ApplicationVersion)
 	if err != nil {
 		return sdk.RelocationResult{}, err

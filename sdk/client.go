@@ -13,7 +13,9 @@ import (
 // and ActorContext.Client.
 //
 // Cancelling ctx ends the caller's wait. A call already admitted to the Spot's queue is
-// dropped unrun if its context is done by the time its turn comes.
+// dropped unrun if its context is done by the time its turn comes. A nil ctx is refused with
+// an error wrapping [ErrInvalidArgument] before anything is sent; so it is by every method of
+// the runtime that takes a context.
 type Client interface {
 	// Call sends req to method of t and waits for the reply.
 	Call(ctx context.Context, t Target, method string, req proto.Message, opts ...CallOption) (proto.Message, error)
@@ -117,7 +119,8 @@ type SpotContext interface {
 	// Spawn makes the Actor of the type desc describes (an Actor descriptor, of kind
 	// [KindActor]) with ID id, as a member of this Spot, and returns once it exists. Spawning
 	// is the only way an Actor comes to exist. When an Actor of that type and ID exists
-	// anywhere, in this Spot or another, the spawn fails with [ErrAlreadyExists].
+	// anywhere, in this Spot or another, the spawn fails with [ErrAlreadyExists]. A nil ctx
+	// is refused with an error wrapping [ErrInvalidArgument].
 	Spawn(ctx context.Context, desc *SpotDesc, id string) error
 	// RestoredState is the state the Spot brought along when its host's relocation moved it to
 	// this node: what its object's MarshalState returned on the node it left (see

@@ -19,10 +19,14 @@ var diagnosticsLevel atomic.Uint32
 // SetDiagnosticsLevel sets the process's diagnostics level, for every node of the process. The
 // change is atomic and waits for no message: processing that started before it keeps the level
 // it started with, and processing that starts after it uses the new one; nothing already done
-// is recorded again. An unknown level is refused with an error wrapping ErrInvalidArgument and
-// changes nothing, and so does a ctx that has already ended (its error is returned).
+// is recorded again. An unknown level or a nil ctx is refused with an error wrapping
+// ErrInvalidArgument and changes nothing, and so does a ctx that has already ended (its error
+// is returned).
 func SetDiagnosticsLevel(ctx context.Context, level DiagnosticsLevel) error {
 	// I3: this is the canonical setter; SetDiagnosticsLevelSync bridges to it.
+	if ctx == nil {
+		return fmt.Errorf("%w: SetDiagnosticsLevel needs a context, got nil (context.Background() when there is none)", ErrInvalidArgument)
+	}
 	if int(level) >= len(diagnosticsLevelNames) {
 		return fmt.Errorf("%w: unknown diagnostics level %s", ErrInvalidArgument, level)
 	}

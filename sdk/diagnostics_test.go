@@ -51,6 +51,19 @@ func TestI3_EndedContextChangesNothing(t *testing.T) {
 	assert.Equal(t, sdk.DiagnosticsLevelErrors, sdk.CurrentDiagnosticsLevel())
 }
 
+// I3: a nil context is refused as an invalid argument, not a panic, and changes nothing.
+func TestI3_NilContextChangesNothing(t *testing.T) {
+	restoreLevel(t)
+	require.NoError(t, sdk.SetDiagnosticsLevelSync(sdk.DiagnosticsLevelErrors))
+	var nilCtx context.Context
+	assert.NotPanics(t, func() {
+		err := sdk.SetDiagnosticsLevel(nilCtx, sdk.DiagnosticsLevelOff)
+		require.ErrorIs(t, err, sdk.ErrInvalidArgument)
+		assert.Contains(t, err.Error(), "SetDiagnosticsLevel needs a context, got nil")
+	})
+	assert.Equal(t, sdk.DiagnosticsLevelErrors, sdk.CurrentDiagnosticsLevel())
+}
+
 func TestI3_ReadingTheLevelAllocatesNothing(t *testing.T) {
 	var sink sdk.DiagnosticsLevel
 	allocs := testing.AllocsPerRun(100, func() { sink = sdk.CurrentDiagnosticsLevel() })

@@ -342,6 +342,9 @@ func (c *Catalog) storeHost(a *activation) (store.Host, error) {
 // runs after, and a failing one releases the record again.
 func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) error {
 	c := a.cat
+	if ctx == nil {
+		return errNilContext("Spawn")
+	}
 	if desc == nil {
 		return fmt.Errorf("%w: Spawn needs an Actor descriptor", sdk.ErrInvalidArgument)
 	}

@@ -15,8 +15,17 @@ type spotClient struct {
 	a *activation
 }
 
+// errNilContext refuses call, made with a nil context, before it does anything: never a panic
+// on a caller's input.
+func errNilContext(call string) error {
+	return fmt.Errorf("%w: %s needs a context, got nil (context.Background() when there is none)", sdk.ErrInvalidArgument, call)
+}
+
 // CloseSpot implements sdk.Client.
 func (c spotClient) CloseSpot(ctx context.Context, t sdk.Target, opts ...sdk.CallOption) error {
+	if ctx == nil {
+		return errNilContext("CloseSpot") // a close of the Spot itself does not use it, but is refused too
+	}
 	a := c.a
 	if t.Kind() != a.typ.desc.Kind || t.Type() != a.typ.desc.Name || t.ID() != a.id || t.Kind() == sdk.KindEntry {
 		return c.Client.CloseSpot(ctx, t, opts...)
