@@ -126,12 +126,6 @@ func (m *Mesh) route(ctx context.Context, t sdk.Target, method string, req proto
 			switch {
 			case next != nil:
 				h = *next
-			case refused && h.placed && h.node != h.chosen && errors.Is(err, sdk.ErrNotServing):
-				// The owner that the Spot's record names (a redirect, or this node's read of
-				// the record, led here) refused as not serving: every other node would read
-				// the same record and lead here again, and none may create the Spot while the
-				// record names an owner (B5). Its refusal is the answer, as for a plain message.
-				return nil, err
 			case refused && h.placed && away.note(err, h.chosen, h.node):
 				h = hop{kind: hopPlace}
 			case refused && h.cached && t.CreateIntent() && atActivationCap(err):

@@ -276,10 +276,10 @@ func TestB6_ARedirectLoopEndedByTheHopBoundDropsTheRoute(t *testing.T) {
 // B5, C3: a create-intent message for a Spot whose record names a node that is shutting down
 // (its peers see it draining, its record still says Ready there) reaches that node by a
 // redirect of the node placement chose, or by this node's own read of the record, and the
-// node refuses it unrun as not serving. That refusal is the answer: every other node would
-// read the same record and lead there again, and none may create the Spot while it names an
-// owner.
-func TestB5_AnIntentCallThatTheRecordsOwnerRefusesAsNotServingEndsThere(t *testing.T) {
+// node refuses it unrun as not serving. Other nodes are tried (the Spot may have moved on by
+// the time they read its record), but none creates the Spot while its record names an owner:
+// the refusal is the answer, and the record still names the draining node.
+func TestB5_AnIntentCallThatTheRecordsOwnerRefusesAsNotServingCreatesNothingElsewhere(t *testing.T) {
 	endpoints, ctx := startEtcd(t)
 	caller := registerTestNode(t, endpoints, "caller")
 	require.NoError(t, caller.m.Start(ctx, caller.st, caller.reg, caller.cat, serving))
@@ -304,7 +304,11 @@ func TestB5_AnIntentCallThatTheRecordsOwnerRefusesAsNotServingEndsThere(t *testi
 		rttest.LedgerWhere, wrapperspb.String(""), sdk.CallOptions{})
 	require.ErrorIs(t, err, sdk.ErrNotServing)
 	assert.ErrorContains(t, err, "draining")
-	assert.Equal(t, int64(1), refused.Load(), "the owner's refusal was the answer: no other node led there again")
+	assert.Positive(t, refused.Load(), "the owner refused it")
+	look, err := caller.st.Lookup(ctx, store.SpotKey{Type: rttest.LedgerType, ID: id})
+	require.NoError(t, err)
+	assert.Equal(t, reg.Owner(), look.Record.Owner, "no node created the Spot while its record named an owner")
+	assert.Equal(t, store.PhaseReady, look.Record.Phase)
 }
 
 // D6, C3: when the nodes placement may choose refuse a create-intent message unrun as not
@@ -333,4 +337,32 @@ func TestD6_AnIntentCallWithNoNodeLeftAndOneUnreachableSaysBoth(t *testing.T) {
 	require.ErrorIs(t, err, sdk.ErrOwnerUnavailable, "a node that could take it is not reachable")
 	assert.ErrorContains(t, err, "reachable")
 	assert.ErrorContains(t, err, "relocating its objects", "the last refusal is named")
+}
+
+// F7, D6, C3: a create-intent message for a Spot that has moved (its record names its new
+// owner) can still reach the node it left, by the redirect of a node that read the record
+// before the move; that node, relocating, refuses it unrun as not serving. The caller tries
+// another node, which reads the record as it is now: the message runs once, on the new owner.
+func TestF7_AnIntentCallThatTheNodeASpotLeftRefusesFindsItOnItsNewOwner(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
+	left := registerTestNode(t, endpoints, "left")
+	require.NoError(t, left.m.Start(ctx, left.st, left.reg, left.cat, serving))
+	awaitPeerState(t, ctx, caller.m, "left", sdk.PeerStateReady)
+	left.cat.SetRelocating(true) // its published state still says Serving
+	// "stale" read the record before the move: it redirects every message to "left".
+	answeringPeer(t, ctx, endpoints, &storepb.NodeDescriptor{NodeId: "stale", Roles: RoleObjectServer, Weight: 1,
+		SpotTypes: []string{rttest.LedgerType}, State: uint32(sdk.RuntimeStateServing)}, func(*wire.Request) *wire.Reply {
+		return &wire.Reply{Redirect: "left", Refused: true}
+	})
+	awaitPeerState(t, ctx, caller.m, "stale", sdk.PeerStateReady)
+	id := placedOn(t, caller.m, "stale")
+	target := sdk.InstanceIntent(rttest.LedgerType, id).WithDesc(&rttest.LedgerDesc)
+	_, err := owner.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "owner"})
+	require.NoError(t, err)
+
+	where, err := caller.m.Call(ctx, target, rttest.LedgerWhere, wrapperspb.String(""), sdk.CallOptions{})
+	require.NoError(t, err, "the Spot was found on its new owner")
+	assert.Equal(t, "owner", where.(*wrapperspb.StringValue).GetValue())
+	assert.Equal(t, int64(1), ledgerCount(t, ctx, caller.m, target.Plain()), "no second Spot was created")
 }
