@@ -23,7 +23,10 @@ var (
 	// certainly valid; the message was not run and is never retried by the runtime.
 	ErrStaleRoute = errors.New("zlink: stale route")
 	// ErrOwnerUnavailable: the object's authority exists but its owner cannot be used; no
-	// creation starts until a formal lifecycle operation releases the authority.
+	// creation starts until a formal lifecycle operation releases the authority. A new
+	// object's message or explicit create gets it too when no node that may create the object
+	// can be reached (those reached refused, as draining or relocating, or none is Serving):
+	// nothing ran, and a later try may find a node.
 	ErrOwnerUnavailable = errors.New("zlink: owner unavailable")
 	// ErrQueueFull: a Spot's execution lane refused admission; *QueueFullError tells which lane
 	// and which axis.

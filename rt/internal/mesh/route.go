@@ -138,11 +138,11 @@ func (m *Mesh) route(ctx context.Context, t sdk.Target, method string, req proto
 			}
 		}
 	}
-	// The route cached for t came from the hops that kept changing (the last redirect's node,
-	// as a rule): the next message reads the owner from the store rather than starting from
-	// the loop again (B6).
-	if owner, ok := m.routes.get(t); ok {
-		m.routes.drop(t, owner)
+	// The last redirect cached its node: the next message reads the owner from the store
+	// rather than starting from the loop again (B6). Only that route goes: one that another
+	// message cached meanwhile, from the store or a reply, stays.
+	if h.kind == hopSend && !h.cached {
+		m.routes.drop(t, h.node)
 	}
 	return nil, fmt.Errorf("%w: %v: its location kept changing (%d hops)", sdk.ErrStaleRoute, t, maxHops+3*away.count())
 }
