@@ -274,9 +274,6 @@ type Catalog struct {
 
 	ctx    context.Context // cancelled by Close: ends timers and background work
 	cancel context.CancelFunc
-	// activatingCtx is ctx marked as an OnActivate's (activatingKey), made once: the creations
-	// derive their contexts from it, so that marking OnActivate's costs them nothing.
-	activatingCtx context.Context
 	// hardCtx bounds the shared operations (creations, closes); it is cancelled when Close
 	// runs out of time, so that nothing waits on after a forced stop.
 	hardCtx    context.Context
@@ -372,7 +369,6 @@ func New(cfg Config, st store.Store, reg *store.Registration, types *Types, clie
 		closed:     make(chan struct{}),
 		activating: make(chan struct{}, cfg.MaxConcurrentActivations),
 	}
-	c.activatingCtx = context.WithValue(ctx, activatingKey{}, c)
 	c.suspects.init()
 	c.reg.Store(reg)
 	cfg.Meter.SetReclaim(c.reclaimHeld)
@@ -673,7 +669,7 @@ func (c *Catalog) InTurn(ctx context.Context) bool {
 	if a, _ := ctx.Value(closingKey{}).(*activation); a != nil && a.cat == c {
 		return true
 	}
-	if activating(ctx) == c {
+	if m := activating(ctx); m != nil && m.cat == c && !m.ended.Load() {
 		return true
 	}
 	for _, e := range c.sortedEntries() {

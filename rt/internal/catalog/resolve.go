@@ -382,8 +382,7 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 	sh.mu.Unlock()
 
 	started := c.bg.goRun(func() {
-		// Derived from activatingCtx: OnActivate's context is marked as one (InTurn) at no cost.
-		octx, cancel := context.WithTimeout(c.activatingCtx, c.cfg.OperationTimeout)
+		octx, cancel := context.WithTimeout(c.ctx, c.cfg.OperationTimeout)
 		defer cancel()
 		var sp ownedSpot
 		var lost *store.Resolution
@@ -645,32 +644,42 @@ func (c *Catalog) construct(ctx context.Context, sc sdk.SpotContext, typ *spotTy
 		return nil, errors.New("factory returned no object")
 	}
 	if h, ok := impl.(sdk.ActivateHandler); ok {
-		if err := h.OnActivate(c.markActivating(ctx)); err != nil {
+		mark := &activatingCtx{Context: ctx, cat: c}
+		err := h.OnActivate(mark)
+		mark.ended.Store(true)
+		if err != nil {
 			return nil, fmt.Errorf("OnActivate: %w", err)
 		}
 	}
 	return impl, nil
 }
 
-// activatingKey marks the context of an OnActivate: its value is the catalog whose creation
-// runs it. A shutdown or relocation of the node waits for the creation, which waits for
-// OnActivate, so InTurn refuses to wait for either there.
-type activatingKey struct{}
-
-// activating returns the catalog whose OnActivate ctx is, or derives from, if any.
-func activating(ctx context.Context) *Catalog {
-	c, _ := ctx.Value(activatingKey{}).(*Catalog)
-	return c
+// activatingCtx is the context of an OnActivate: ctx of the creation, marked until OnActivate
+// returns. A shutdown or relocation of the node waits for the creation, which waits for
+// OnActivate, so InTurn refuses to wait for either from it; a goroutine that OnActivate started
+// with it, or a context derived from it, is free to wait once OnActivate has returned.
+type activatingCtx struct {
+	context.Context
+	cat   *Catalog
+	ended atomic.Bool
 }
 
-// markActivating returns ctx marked as the context of this catalog's OnActivate: ctx itself
-// when it derives from activatingCtx, as a creation's does (no allocation), and otherwise (an
-// arrival, an Entry Spot at the node's start) a context around it.
-func (c *Catalog) markActivating(ctx context.Context) context.Context {
-	if activating(ctx) == c {
-		return ctx
+// activatingKey is the key under which an OnActivate's context, and every context derived
+// from it, answers its activatingCtx.
+type activatingKey struct{}
+
+// Value implements context.Context.
+func (c *activatingCtx) Value(key any) any {
+	if key == (activatingKey{}) {
+		return c
 	}
-	return context.WithValue(ctx, activatingKey{}, c)
+	return c.Context.Value(key)
+}
+
+// activating returns the OnActivate context that ctx is, or derives from, if any.
+func activating(ctx context.Context) *activatingCtx {
+	m, _ := ctx.Value(activatingKey{}).(*activatingCtx)
+	return m
 }
 
 // releaseLeaked releases a record of this node's registration that no local activation or
