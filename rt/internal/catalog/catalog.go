@@ -491,8 +491,9 @@ func (c *Catalog) HasRoom() bool {
 	return !c.cfg.ClientOnly && (c.cfg.MaxActive == 0 || c.active.Load() < int64(c.cfg.MaxActive))
 }
 
-// ErrForceStopped is returned by Close when ctx ended before every Spot closed: the rest were
-// stopped without their closing callbacks, and their records were left to the reclaimer.
+// ErrForceStopped is returned by Close when a Spot did not close, because ctx ended first or
+// its close failed: the rest were stopped without their closing callbacks, and their records
+// were left to the reclaimer. The error that wraps it wraps those causes too.
 var ErrForceStopped = errors.New("catalog: force-stopped")
 
 // forcedGrace bounds the wait for the catalog's own goroutines after a forced stop; they wait
@@ -542,7 +543,7 @@ func (c *Catalog) Close(ctx context.Context) error {
 			c.log.Error("the catalog's goroutines did not end after a forced stop")
 		}
 		if forced > 0 {
-			err = fmt.Errorf("%w: %d Spots did not close in time: %w", ErrForceStopped, forced, errors.Join(err, ctx.Err()))
+			err = forcedError(forced, err, ctx.Err())
 		}
 		// A factory that never returned already failed its creation; it is not the close's to
 		// wait for.
@@ -553,6 +554,27 @@ func (c *Catalog) Close(ctx context.Context) error {
 		close(c.closed)
 	})
 	return err
+}
+
+// forcedError is Close's error when it force-stopped n activations: it wraps ErrForceStopped
+// and the causes that exist — closes that failed (err), ctx's end (ended) — and names no
+// missing one.
+func forcedError(n int, err, ended error) error {
+	if ended != nil && !errors.Is(err, ended) {
+		err = errors.Join(err, ended)
+	}
+	if err == nil {
+		return fmt.Errorf("%w: %s still active after their closes", ErrForceStopped, spots(n))
+	}
+	return fmt.Errorf("%w: %s did not close: %w", ErrForceStopped, spots(n), err)
+}
+
+// spots is "1 Spot" or "n Spots".
+func spots(n int) string {
+	if n == 1 {
+		return "1 Spot"
+	}
+	return fmt.Sprintf("%d Spots", n)
 }
 
 // halfLeft is ctx ending halfway to its deadline, or ctx itself when it has none.

@@ -301,7 +301,7 @@ func TestF8_CloseFromTheOwnTurnThroughAnotherClientFailsInTime(t *testing.T) {
 }
 
 // F8: Close is bounded by its context: a handler that never returns does not hold it; the Spot
-// is force-stopped without its callback and Close says so.
+// is force-stopped without its callback and Close says so, naming the deadline.
 func TestF8_CloseIsBoundedByItsContext(t *testing.T) {
 	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) { c.OperationTimeout = time.Minute }})
 	_, err := n.call("stuck", "Join", "x")
@@ -314,6 +314,8 @@ func TestF8_CloseIsBoundedByItsContext(t *testing.T) {
 	err = n.cat.Close(c)
 	took := time.Since(start)
 	require.ErrorIs(t, err, catalog.ErrForceStopped)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the error names the deadline")
+	assert.NotContains(t, err.Error(), "%!")
 	assert.Less(t, took, 5*time.Second)
 	assert.Empty(t, n.f.closeReasons("stuck"), "a force-stopped Spot gets no callback")
 	close(n.f.release)
