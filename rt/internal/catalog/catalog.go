@@ -442,7 +442,7 @@ func (c *Catalog) watchLoss(reg *store.Registration) {
 		"cause", reg.Cause(), "spots", len(lost))
 	ctx, cancel := context.WithTimeout(c.hardCtx, c.cfg.OperationTimeout)
 	defer cancel()
-	if err := c.closeAll(ctx, lost, sdk.CloseOwnerLost); err != nil {
+	if err := c.closeAll(ctx, lost, sdk.CloseOwnerLost, c.bg.goRun); err != nil {
 		c.log.Warn("closing the Spots of an ended owner lease", "err", err)
 	}
 	// The Entry Spots stay, and serve again once the node registers again; their Actors'
@@ -508,16 +508,19 @@ var expired = func() context.Context {
 }()
 
 // Close closes every Spot with reason Shutdown and releases the User and Instance Spots'
-// locations, then stops the catalog's background work. ctx bounds it (F8): when it ends first,
-// the remaining Spots are stopped at once — queued work dropped, contexts cancelled, no
-// closing callback — their records are left to turn Unavailable when the node's lease ends,
-// and the error wraps ErrForceStopped. A handler or callback still running then cannot be
-// stopped; it ends on its own, and nothing waits for it. Safe to call more than once.
+// locations, then stops the catalog's background work. A Spot whose creation finishes while
+// Close runs closes in the same way once the creations still in flight have ended. ctx bounds
+// it (F8): when it ends first, or a Spot's close fails, the remaining Spots are stopped at
+// once — queued work dropped, contexts cancelled, no closing callback — their records are left
+// to turn Unavailable when the node's lease ends, and the error wraps ErrForceStopped and says
+// why. A handler or callback still running then cannot be stopped; it ends on its own, and
+// nothing waits for it. Safe to call more than once.
 func (c *Catalog) Close(ctx context.Context) error {
 	var err error
 	c.closeOnce.Do(func() {
 		c.stopping.Store(true)
-		err = c.CloseOwned(ctx, sdk.CloseShutdown)
+		listed := c.ownedSpots(nil)
+		err = c.closeAll(ctx, listed, sdk.CloseShutdown, c.bg.goRun)
 		c.endArrivals()
 		for _, e := range c.sortedEntries() {
 			c.closeEntry(ctx, e)
@@ -529,11 +532,27 @@ func (c *Catalog) Close(ctx context.Context) error {
 		waitFor(&c.units, unitsCtx, 0)
 		cancelUnits()
 		// Background work ends, and nothing new starts: a goroutine started now would race
-		// with the wait for them. A creation still in flight fails; one that finished anyway
-		// is force-stopped below.
+		// with the wait for them. A creation still in flight fails.
 		c.cancel()
 		c.bg.seal()
 		done := waitFor(&c.bg.wg, ctx, 0)
+		if done && ctx.Err() == nil {
+			// F8: a creation that passed its check of stopping before Close set it, and
+			// finished after the Spots were listed, closes its Spot itself (settleLate) unless
+			// the seal came first. The creations have all ended now and none starts any more:
+			// such a Spot closes here as the others did. Its close needs no background work
+			// (c.ctx has ended; it is bounded by ctx and hardCtx), and runs on goroutines of
+			// the group, which is waited for again below.
+			in := make(map[ownedSpot]bool, len(listed))
+			for _, sp := range listed {
+				in[sp] = true
+			}
+			if late := c.ownedSpots(func(sp ownedSpot) bool { return !in[sp] }); len(late) > 0 {
+				if lerr := c.closeAll(ctx, late, sdk.CloseShutdown, c.bg.goSealed); lerr != nil {
+					err = errors.Join(err, fmt.Errorf("%s created while the node closed: %w", spots(len(late)), lerr))
+				}
+			}
+		}
 		forced := 0
 		if !done || ctx.Err() != nil || c.ActiveSpots() > len(c.entries) {
 			forced = c.forceStop()
@@ -644,7 +663,7 @@ func (c *Catalog) sortedEntries() []*entrySpot {
 // gone) the store is not written and the activations only end here, leaving their records to
 // the reclaimer.
 func (c *Catalog) CloseOwned(ctx context.Context, reason sdk.CloseReason) error {
-	return c.closeAll(ctx, c.ownedSpots(nil), reason)
+	return c.closeAll(ctx, c.ownedSpots(nil), reason, c.bg.goRun)
 }
 
 // ownedSpots returns the User and Instance Spots active here that keep passes (all when nil).
@@ -659,15 +678,16 @@ func (c *Catalog) ownedSpots(keep func(ownedSpot) bool) []ownedSpot {
 	return out
 }
 
-// closeAll closes spots with reason, 64 at a time, each bounded by ctx.
-func (c *Catalog) closeAll(ctx context.Context, spots []ownedSpot, reason sdk.CloseReason) error {
+// closeAll closes spots with reason, 64 at a time, each bounded by ctx; the close transactions
+// it starts run on goroutines that run starts (beginCloseOn).
+func (c *Catalog) closeAll(ctx context.Context, spots []ownedSpot, reason sdk.CloseReason, run func(func()) bool) error {
 	errs := make(chan error, len(spots))
 	sem := make(chan struct{}, 64)
 	for _, s := range spots {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem }()
-			errs <- c.closeSpot(ctx, s, reason, false)
+			errs <- c.closeSpotOn(ctx, s, reason, false, run)
 		}()
 	}
 	var all []error

@@ -196,8 +196,14 @@ func (c *Catalog) AwaitClose(ctx context.Context, t sdk.Target) error {
 // release the store did not take — tries again on its own, unless it is an idle cleanup
 // itself: a Shutdown or OwnerLost close must not be lost with the close it joined.
 func (c *Catalog) closeSpot(ctx context.Context, sp ownedSpot, reason sdk.CloseReason, idle bool) error {
+	return c.closeSpotOn(ctx, sp, reason, idle, c.bg.goRun)
+}
+
+// closeSpotOn is closeSpot whose close transaction, when it starts one, runs on a goroutine
+// that run starts (beginCloseOn).
+func (c *Catalog) closeSpotOn(ctx context.Context, sp ownedSpot, reason sdk.CloseReason, idle bool, run func(func()) bool) error {
 	for {
-		tx, err := c.beginClose(ctx, sp, reason, idle)
+		tx, err := c.beginCloseOn(ctx, sp, reason, idle, run)
 		if err != nil {
 			return err
 		}
@@ -254,6 +260,13 @@ func (c *Catalog) closeSelf(sp ownedSpot) error {
 // beginClose starts the close transaction of sp, or returns the one in progress. The close is
 // shared: one closer's cancellation ends only its own wait.
 func (c *Catalog) beginClose(from context.Context, sp ownedSpot, reason sdk.CloseReason, idle bool) (*closeTxn, error) {
+	return c.beginCloseOn(from, sp, reason, idle, c.bg.goRun)
+}
+
+// beginCloseOn is beginClose whose close transaction, when it starts one, runs on a goroutine
+// that run starts: one of the catalog's background work (c.bg.goRun), or, once Close sealed
+// that, one of Close's own (c.bg.goSealed).
+func (c *Catalog) beginCloseOn(from context.Context, sp ownedSpot, reason sdk.CloseReason, idle bool, run func(func()) bool) (*closeTxn, error) {
 	a := sp.base()
 	a.mu.Lock()
 	if tx := a.closing; tx != nil {
@@ -269,7 +282,7 @@ func (c *Catalog) beginClose(from context.Context, sp ownedSpot, reason sdk.Clos
 	a.closing = tx
 	a.mu.Unlock()
 
-	started := c.bg.goRun(func() {
+	started := run(func() {
 		tx.err = c.runClose(sp, tx, idle)
 		c.endClose(a, tx)
 	})

@@ -171,3 +171,71 @@ func TestD3_ASlowReleaseWriteLeavesTheCallbackItsBudget(t *testing.T) {
 	require.NoError(t, n.cat.CloseTarget(ctx, sdk.InstanceTarget(closingType, "slow-release")))
 	requireCallbackSawItsRecord(t, r)
 }
+
+// closeWhileCreating creates the Instance Spot id on n and holds its creation once its record
+// is committed Ready, before the Spot is in the node's index, until Close has listed the Spots
+// to close and sealed its background work: the creation passed its check of the node's
+// closing before Close began, and the close of the Spot that the creation starts itself can
+// no longer start. It returns what Close returned.
+func closeWhileCreating(t *testing.T, n *node, fs *faultStore, id string) error {
+	t.Helper()
+	committed, resume := make(chan struct{}), make(chan struct{})
+	fs.onCommitReady(func(ctx context.Context, r store.Reservation) (store.Record, error) {
+		fs.onCommitReady(nil)
+		rec, err := fs.Etcd.CommitReady(ctx, r)
+		close(committed)
+		select {
+		case <-resume:
+		case <-time.After(wait.Bound):
+		}
+		return rec, err
+	})
+	called := make(chan error, 1)
+	go func() {
+		_, err := n.call(id, "Join", "x")
+		called <- err
+	}()
+	wait.For(t, committed)
+	closed := make(chan error, 1)
+	go func() {
+		c, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		closed <- n.cat.Close(c)
+	}()
+	require.Eventually(t, n.cat.BackgroundSealed, wait.Bound, time.Millisecond,
+		"Close did not reach the end of its background work")
+	close(resume)
+	err := wait.For(t, closed)
+	wait.For(t, called) // its outcome depends on whether Join ran before the close
+	return err
+}
+
+// F8: a Spot whose creation finished while the node closed, after Close listed the Spots to
+// close, is closed as they are while Close has time left: its closing callback gets Shutdown,
+// its record is released, and Close is not forced.
+func TestF8_ASpotCreatedWhileTheNodeClosesIsClosedNotForceStopped(t *testing.T) {
+	var fs *faultStore
+	n := newNode(t, nodeOpts{wrap: withFaults(&fs)})
+	require.NoError(t, closeWhileCreating(t, n, fs, "late"), "nothing was left to force-stop")
+	assert.Equal(t, []sdk.CloseReason{sdk.CloseShutdown}, n.f.closeReasons("late"))
+	assert.Equal(t, store.StateMissing, n.lookup(t, roomType, "late").State, "its record was released")
+	assert.Zero(t, n.cat.ActiveOwned(), "the Spot left the node")
+}
+
+// F8: a Spot created while the node closed whose close fails is force-stopped, and Close's
+// error says why: it wraps ErrForceStopped and the close's failure, names the Spot's late
+// creation, and formats no missing cause.
+func TestF8_AForcedStopOfASpotCreatedWhileTheNodeClosedSaysWhy(t *testing.T) {
+	var fs *faultStore
+	n := newNode(t, nodeOpts{wrap: withFaults(&fs)})
+	fs.onBeginRelease(func(context.Context, store.SpotKey, store.Record, store.ReleaseTag) (store.Record, error) {
+		return store.Record{}, fmt.Errorf("store: begin release: %w", sdk.ErrStoreUnavailable)
+	})
+	err := closeWhileCreating(t, n, fs, "late")
+	require.ErrorIs(t, err, catalog.ErrForceStopped)
+	require.ErrorIs(t, err, sdk.ErrStoreUnavailable)
+	assert.NotErrorIs(t, err, context.DeadlineExceeded, "Close's deadline had not passed")
+	assert.Contains(t, err.Error(), "created while the node closed")
+	assert.NotContains(t, err.Error(), "%!")
+	assert.Empty(t, n.f.closeReasons("late"), "a force-stopped Spot gets no callback")
+}

@@ -145,3 +145,11 @@ func (c *Catalog) ActorHolds(t sdk.Target) int {
 	defer act.mu.Unlock()
 	return len(act.held)
 }
+
+// BackgroundSealed reports whether Close has sealed the catalog's background work: no
+// goroutine of the catalog's own starts from then on.
+func (c *Catalog) BackgroundSealed() bool {
+	c.bg.mu.Lock()
+	defer c.bg.mu.Unlock()
+	return c.bg.sealed
+}

@@ -24,11 +24,28 @@ import (
 	"github.com/zlink-go/zlink/sdk"
 )
 
-// faultStore puts the test between the catalog and etcd for one kind of write.
+// faultStore puts the test between the catalog and etcd for some kinds of write.
 type faultStore struct {
 	*store.Etcd
 	mu           sync.Mutex
 	beginRelease func(ctx context.Context, key store.SpotKey, rec store.Record, tag store.ReleaseTag) (store.Record, error)
+	commitReady  func(ctx context.Context, r store.Reservation) (store.Record, error)
+}
+
+func (f *faultStore) CommitReady(ctx context.Context, r store.Reservation) (store.Record, error) {
+	f.mu.Lock()
+	h := f.commitReady
+	f.mu.Unlock()
+	if h != nil {
+		return h(ctx, r)
+	}
+	return f.Etcd.CommitReady(ctx, r)
+}
+
+func (f *faultStore) onCommitReady(h func(ctx context.Context, r store.Reservation) (store.Record, error)) {
+	f.mu.Lock()
+	f.commitReady = h
+	f.mu.Unlock()
 }
 
 func (f *faultStore) BeginRelease(ctx context.Context, key store.SpotKey, rec store.Record, tag store.ReleaseTag) (store.Record, error) {
