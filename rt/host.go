@@ -442,8 +442,10 @@ func (c spotClient) MoveActor(ctx context.Context, actor, to sdk.Target, opts ..
 
 func (c spotClient) LocalNode() sdk.NodeID { return c.h.cfg.NodeID }
 
-// MeshStatus returns the RouteMesh status of the node's mesh.
-func (h *Host) MeshStatus() sdk.RouteMeshStatus { return h.mesh.Status(h.cfg.MeshName) }
+// MeshStatus returns the RouteMesh status of the node's mesh. The status is the caller's own:
+// writing to its slices or to what its pointers point to changes what no other caller or
+// observer sees, nor the status's next Sequence.
+func (h *Host) MeshStatus() sdk.RouteMeshStatus { return ownMeshStatus(h.mesh.Status(h.cfg.MeshName)) }
 
 // catalogStats and transportStats are the runtime's internal counters (F13); tests reach them
 // through export_test.go.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 	"time"
 
@@ -156,11 +157,15 @@ func (h *Host) ObserveRuntime(ctx context.Context) iter.Seq[sdk.Observed[sdk.Run
 	if ctx == nil {
 		return noStream[sdk.RuntimeStatus](h, "ObserveRuntime")
 	}
-	seq := h.lc.runtime.Observe(ctx)
-	return func(yield func(sdk.Observed[sdk.RuntimeStatus]) bool) {
+	return ownStream(h.lc.runtime.Observe(ctx), ownRuntimeStatus)
+}
+
+// ownStream is seq with each status made its observer's own by own: the hub shares one
+// snapshot among all observers (H1), and a status handed out is its receiver's own.
+func ownStream[T any](seq iter.Seq[sdk.Observed[T]], own func(T) T) iter.Seq[sdk.Observed[T]] {
+	return func(yield func(sdk.Observed[T]) bool) {
 		for o := range seq {
-			o.Status = ownRuntimeStatus(o.Status)
-			o.Status.Capacity = ownCapacityStatus(o.Status.Capacity)
+			o.Status = own(o.Status)
 			if !yield(o) {
 				return
 			}
@@ -175,13 +180,14 @@ func noStream[T any](h *Host, call string) iter.Seq[sdk.Observed[T]] {
 	return func(func(sdk.Observed[T]) bool) {}
 }
 
-// ownRuntimeStatus is st with copies of what its pointer fields point to, but for Capacity's:
-// the snapshots that the host publishes share them (H1), and a status handed out is its
-// receiver's own, which no write of another's changes.
+// ownRuntimeStatus is st with copies of what its pointer fields point to: the snapshots that
+// the host publishes share them (H1), and a status handed out is its receiver's own, which no
+// write of another's changes.
 func ownRuntimeStatus(st sdk.RuntimeStatus) sdk.RuntimeStatus {
 	st.Deadline = copyOf(st.Deadline)
 	st.RelocationResult = copyOf(st.RelocationResult)
 	st.TerminationResult = copyOf(st.TerminationResult)
+	st.Capacity = ownCapacityStatus(st.Capacity)
 	return st
 }
 
@@ -191,6 +197,25 @@ func ownCapacityStatus(c sdk.HostCapacityStatus) sdk.HostCapacityStatus {
 	c.CoreHwm.ConfiguredBudgetBytes = copyOf(c.CoreHwm.ConfiguredBudgetBytes)
 	c.ApplicationJobQueue.ConfiguredManualMax = copyOf(c.ApplicationJobQueue.ConfiguredManualMax)
 	return c
+}
+
+// ownMeshStatus is st with copies of its slices and of what its pointers point to: the mesh
+// numbers each status against the last one it made, which shares them (H3), and the hub
+// shares each snapshot among its observers (H1).
+func ownMeshStatus(st sdk.RouteMeshStatus) sdk.RouteMeshStatus {
+	st.Channels = slices.Clone(st.Channels)
+	st.Peers = ownPeers(st.Peers)
+	st.Placement.UnavailableReason = copyOf(st.Placement.UnavailableReason)
+	return st
+}
+
+// ownPeers is a copy of peers with copies of what their reasons point to.
+func ownPeers(peers []sdk.PeerStatus) []sdk.PeerStatus {
+	peers = slices.Clone(peers)
+	for i := range peers {
+		peers[i].UnavailableReason = copyOf(peers[i].UnavailableReason)
+	}
+	return peers
 }
 
 // copyOf is a pointer to a copy of *p, or nil.
@@ -204,8 +229,9 @@ func copyOf[T any](p *T) *T {
 
 // ObserveMesh streams the RouteMesh status of the named mesh, as ObserveRuntime does the
 // runtime's: peers joining, leaving, connecting or draining, placement becoming unavailable
-// and available again, the mesh stopping. A mesh this node is not part of is ErrNotFound; a nil
-// ctx is an error wrapping ErrInvalidArgument.
+// and available again, the mesh stopping. Each status it delivers is the observer's own, as
+// MeshStatus's is. A mesh this node is not part of is ErrNotFound; a nil ctx is an error
+// wrapping ErrInvalidArgument.
 func (h *Host) ObserveMesh(ctx context.Context, mesh string) (iter.Seq[sdk.Observed[sdk.RouteMeshStatus]], error) {
 	if ctx == nil {
 		return nil, errNilContext("ObserveMesh")
@@ -214,7 +240,7 @@ func (h *Host) ObserveMesh(ctx context.Context, mesh string) (iter.Seq[sdk.Obser
 		return nil, fmt.Errorf("%w: node %s is not part of mesh %q (its mesh is %q)", sdk.ErrNotFound, h.cfg.NodeID, mesh, h.cfg.MeshName)
 	}
 	h.publishMesh() // observations start from a fresh status
-	return h.lc.mesh.Observe(ctx), nil
+	return ownStream(h.lc.mesh.Observe(ctx), ownMeshStatus), nil
 }
 
 // publishMesh publishes the mesh status to its observers if it changed.

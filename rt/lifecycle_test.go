@@ -3,6 +3,7 @@ package rt_test
 import (
 	"context"
 	"errors"
+	"iter"
 	"log/slog"
 	"net"
 	"sync"
@@ -57,6 +58,22 @@ func collect[T any](seq func(func(sdk.Observed[T]) bool)) (<-chan []sdk.Observed
 		defer mu.Unlock()
 		return append([]sdk.Observed[T](nil), got...)
 	}
+}
+
+// firstOfTwo starts two observations with observe, each ended by the test's end, and returns
+// the first status each took.
+func firstOfTwo[T any](t *testing.T, observe func(context.Context) (iter.Seq[sdk.Observed[T]], error)) (mine, theirs T) {
+	t.Helper()
+	octx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	var got [2]func() []sdk.Observed[T]
+	for i := range got {
+		seq, err := observe(octx)
+		require.NoError(t, err)
+		_, got[i] = collect(seq)
+	}
+	require.Eventually(t, func() bool { return len(got[0]()) > 0 && len(got[1]()) > 0 }, 5*time.Second, time.Millisecond)
+	return got[0]()[0].Status, got[1]()[0].Status
 }
 
 // F11: the runtime status says Serving and ready while the node serves; a shutdown shows

@@ -3,6 +3,7 @@ package rt_test
 import (
 	"context"
 	"fmt"
+	"iter"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -404,4 +405,57 @@ func TestClientNodeFindsSpotsOfTypesItDoesNotHost(t *testing.T) {
 	require.NoError(t, client.CloseSpot(ctx, ledger("foreign")), "and so does a close")
 	_, err = record(client, ledger("foreign"), "after")
 	require.ErrorIs(t, err, sdk.ErrNotFound)
+}
+
+// scribble writes to everything a mesh status shares when it is not its holder's own: its
+// slices' elements and what its pointers point to.
+func scribble(st *sdk.RouteMeshStatus) {
+	st.Peers[0].State = sdk.PeerStateNotConnected
+	st.Peers[0].UnavailableReason = new(sdk.TopologyReason)
+	st.Channels[0].ReadyTargetCount = 99
+	*st.Placement.UnavailableReason = sdk.TopologyReasonInternalFailure
+}
+
+// H1, H3, G3: the mesh status MeshStatus returns is the caller's own. Writing to its peers,
+// its channels or its placement's reason changes neither the next status nor its Sequence,
+// which grows only when the mesh changes; each observer's statuses are its own too. They
+// shared their slices and pointers with the mesh's last status, against which the next one is
+// numbered, and with every other observer.
+func TestH1_AMeshStatusIsTheCallersOwn(t *testing.T) {
+	servers := withChannels(func(_ int, r sdk.Registrar, node sdk.NodeID) error {
+		return rttest.RegisterWhoServer(r, node, nil)
+	})
+	c := newCluster(t, 2, func(i int, cfg *rt.Config) {
+		servers(i, cfg)
+		if i == 0 {
+			clientOnly(cfg) // its placement is unavailable, with a reason
+		}
+	})
+	h := c.hosts[0]
+	awaitReadyTargets(t, h, 2)
+	want := h.MeshStatus()
+	require.Len(t, want.Peers, 1)
+	require.Len(t, want.Channels, 1)
+	require.NotNil(t, want.Placement.UnavailableReason)
+	unstamped := func(st sdk.RouteMeshStatus) sdk.RouteMeshStatus {
+		st.Sequence, st.ObservedAt = 0, time.Time{}
+		return st
+	}
+
+	st := h.MeshStatus()
+	require.Equal(t, want.Sequence, st.Sequence, "the mesh did not change")
+	scribble(&st)
+	next := h.MeshStatus()
+	assert.Equal(t, want.Sequence, next.Sequence, "writing to a status is no change of the mesh")
+	assert.Equal(t, unstamped(want), unstamped(next), "writing to a status changes no other status")
+
+	mine, theirs := firstOfTwo(t, func(ctx context.Context) (iter.Seq[sdk.Observed[sdk.RouteMeshStatus]], error) {
+		return h.ObserveMesh(ctx, want.MeshName)
+	})
+	require.Equal(t, mine.Sequence, theirs.Sequence, "both observers took the same status first")
+	scribble(&mine)
+	assert.Equal(t, unstamped(want), unstamped(theirs), "writing to an observed status changes no other observer's")
+	next = h.MeshStatus()
+	assert.Equal(t, theirs.Sequence, next.Sequence, "nor the mesh's")
+	assert.Equal(t, unstamped(want), unstamped(next), "nor the next status")
 }

@@ -133,9 +133,10 @@ type PlacementStatus struct {
 	UnavailableReason *TopologyReason
 }
 
-// RouteMeshStatus is a complete, immutable snapshot of one RouteMesh: its peer connections,
-// channel readiness and placement. Its slices are shared among observers and must not be
-// modified. Descriptor revisions, generations and endpoints are never in it.
+// RouteMeshStatus is a complete snapshot of one RouteMesh: its peer connections, channel
+// readiness and placement. Each one a host hands out is its receiver's own: it never changes
+// under the receiver, and writing to its slices or to what its pointers point to changes what
+// no other receiver sees. Descriptor revisions, generations and endpoints are never in it.
 type RouteMeshStatus struct {
 	MeshName string
 	// State is the mesh's availability.
