@@ -73,49 +73,56 @@ func (c spotClient) Publish(ctx context.Context, desc *sdk.ChannelDesc, method s
 
 // ClientServerStatus returns the status of the ClientServer channel name: this node's role on
 // it, its servers with their weights and states (local and remote alike), and how many are
-// Ready targets. The targets are diagnostics: they select nothing. A channel this node knows
-// nothing of is sdk.ErrNotFound; a Fanout channel is sdk.ErrInvalidArgument.
+// Ready targets. The targets are diagnostics: they select nothing. The status is the caller's
+// own: writing to its targets or to what its pointers point to changes what no other caller
+// or observer sees, nor the status's next Sequence. A channel this node knows nothing of is
+// sdk.ErrNotFound; a Fanout channel is sdk.ErrInvalidArgument.
 func (h *Host) ClientServerStatus(name string) (sdk.ClientServerStatus, error) {
-	return h.mesh.ClientServerStatus(name)
+	st, err := h.mesh.ClientServerStatus(name)
+	return ownClientServerStatus(st), err
 }
 
 // FanoutStatus returns the status of this node's automatic subscriber of the Fanout channel
-// name: the channel's publishers and their connection states. A manual subscriber's channel
-// is sdk.ErrConfig: its connections are its own. A channel this node does not subscribe to is
-// sdk.ErrNotFound.
-func (h *Host) FanoutStatus(name string) (sdk.FanoutStatus, error) { return h.mesh.FanoutStatus(name) }
+// name: the channel's publishers and their connection states. The status is the caller's own,
+// as ClientServerStatus's is. A manual subscriber's channel is sdk.ErrConfig: its connections
+// are its own. A channel this node does not subscribe to is sdk.ErrNotFound.
+func (h *Host) FanoutStatus(name string) (sdk.FanoutStatus, error) {
+	st, err := h.mesh.FanoutStatus(name)
+	return ownFanoutStatus(st), err
+}
 
 // ObserveClientServer streams the status of the ClientServer channel name as ObserveMesh does
 // the mesh's: servers joining, leaving, draining or reconnecting, the channel losing its last
-// Ready target and getting one again, the node stopping. It fails as ClientServerStatus does,
-// and with an error wrapping sdk.ErrInvalidArgument for a nil ctx.
+// Ready target and getting one again, the node stopping. Each status it delivers is the
+// observer's own, as ClientServerStatus's is. It fails as ClientServerStatus does, and with an
+// error wrapping sdk.ErrInvalidArgument for a nil ctx.
 func (h *Host) ObserveClientServer(ctx context.Context, name string) (iter.Seq[sdk.Observed[sdk.ClientServerStatus]], error) {
 	if ctx == nil {
 		return nil, errNilContext("ObserveClientServer")
 	}
-	st, err := h.ClientServerStatus(name)
+	st, err := h.mesh.ClientServerStatus(name)
 	if err != nil {
 		return nil, err
 	}
 	hub := channelHub(&h.chans, &h.chans.clientServer, name, st, observe.TerminalStates(func(s *sdk.ClientServerStatus) sdk.TopologyState { return s.State }, sdk.TopologyStateStopped))
 	h.publishChannels()
-	return hub.Observe(ctx), nil
+	return ownStream(hub.Observe(ctx), ownClientServerStatus), nil
 }
 
 // ObserveFanout streams the status of this node's automatic subscriber of the Fanout channel
-// name. It fails as FanoutStatus does, and with an error wrapping sdk.ErrInvalidArgument for a
-// nil ctx.
+// name. Each status it delivers is the observer's own, as FanoutStatus's is. It fails as
+// FanoutStatus does, and with an error wrapping sdk.ErrInvalidArgument for a nil ctx.
 func (h *Host) ObserveFanout(ctx context.Context, name string) (iter.Seq[sdk.Observed[sdk.FanoutStatus]], error) {
 	if ctx == nil {
 		return nil, errNilContext("ObserveFanout")
 	}
-	st, err := h.FanoutStatus(name)
+	st, err := h.mesh.FanoutStatus(name)
 	if err != nil {
 		return nil, err
 	}
 	hub := channelHub(&h.chans, &h.chans.fanout, name, st, observe.TerminalStates(func(s *sdk.FanoutStatus) sdk.TopologyState { return s.State }, sdk.TopologyStateStopped))
 	h.publishChannels()
-	return hub.Observe(ctx), nil
+	return ownStream(hub.Observe(ctx), ownFanoutStatus), nil
 }
 
 // channelHubs are the observation hubs of the channels someone observed, made on the first

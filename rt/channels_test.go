@@ -615,3 +615,101 @@ func TestF8_ShutdownIsBoundedWhileAChannelHandlerBlocks(t *testing.T) {
 	assert.Equal(t, sdk.TerminationReasonDeadlineExceeded, res.Reason)
 	assert.Less(t, time.Since(start), 10*time.Second, "the deadline bounds the shutdown")
 }
+
+// H1, H3, G6: the ClientServer status ClientServerStatus returns is the caller's own. Writing
+// to its targets or to what its reasons point to changes neither the next status nor its
+// Sequence, which grows only when the channel changes; each observer's statuses are its own
+// too. They shared their targets and reasons with the channel's last status, against which
+// the next one is numbered, and with every other observer.
+func TestH1_AClientServerStatusIsTheCallersOwn(t *testing.T) {
+	c := newCluster(t, 2, withChannels(func(i int, r sdk.Registrar, node sdk.NodeID) error {
+		if i == 1 {
+			return rttest.RegisterWhoServer(r, node, nil, sdk.Weight(0)) // it and the channel have a reason
+		}
+		return nil
+	}))
+	a := c.hosts[0]
+	var want sdk.ClientServerStatus
+	require.Eventually(t, func() bool {
+		var err error
+		want, err = a.ClientServerStatus(rttest.WhoChannel)
+		return err == nil && len(want.Targets) == 1 && want.Targets[0].State == sdk.PeerStateReady
+	}, 15*time.Second, 10*time.Millisecond, "%+v", want)
+	require.NotNil(t, want.UnavailableReason)
+	require.NotNil(t, want.Targets[0].UnavailableReason)
+	unstamped := func(st sdk.ClientServerStatus) sdk.ClientServerStatus {
+		st.Sequence, st.ObservedAt = 0, time.Time{}
+		return st
+	}
+	scribble := func(st *sdk.ClientServerStatus) {
+		st.Targets[0].Weight, st.Targets[0].State = 99, sdk.PeerStateNotConnected
+		*st.Targets[0].UnavailableReason = sdk.TopologyReasonInternalFailure
+		*st.UnavailableReason = sdk.TopologyReasonInternalFailure
+	}
+
+	st, err := a.ClientServerStatus(rttest.WhoChannel)
+	require.NoError(t, err)
+	require.Equal(t, want.Sequence, st.Sequence, "the channel did not change")
+	scribble(&st)
+	next, err := a.ClientServerStatus(rttest.WhoChannel)
+	require.NoError(t, err)
+	assert.Equal(t, want.Sequence, next.Sequence, "writing to a status is no change of the channel")
+	assert.Equal(t, unstamped(want), unstamped(next), "writing to a status changes no other status")
+
+	mine, theirs := firstOfTwo(t, func(ctx context.Context) (iter.Seq[sdk.Observed[sdk.ClientServerStatus]], error) {
+		return a.ObserveClientServer(ctx, rttest.WhoChannel)
+	})
+	require.Equal(t, mine.Sequence, theirs.Sequence, "both observers took the same status first")
+	scribble(&mine)
+	assert.Equal(t, unstamped(want), unstamped(theirs), "writing to an observed status changes no other observer's")
+	next, err = a.ClientServerStatus(rttest.WhoChannel)
+	require.NoError(t, err)
+	assert.Equal(t, theirs.Sequence, next.Sequence, "nor the channel's")
+	assert.Equal(t, unstamped(want), unstamped(next), "nor the next status")
+}
+
+// H1, H3, G7: the Fanout status FanoutStatus returns is the caller's own, as a ClientServer
+// status is: writing to its publishers changes neither the next status nor its Sequence, nor
+// what another observer sees.
+func TestH1_AFanoutStatusIsTheCallersOwn(t *testing.T) {
+	c := newCluster(t, 2, withChannels(func(_ int, r sdk.Registrar, _ sdk.NodeID) error {
+		return rttest.SubscribeFeed(r, rttest.NewFeedLog(0))
+	}))
+	a, b := c.hosts[0], c.hosts[1]
+	require.Eventually(t, func() bool { return reach(b) == 2 }, 15*time.Second, 10*time.Millisecond)
+	require.NoError(t, b.Publish(ctx, &rttest.FeedDesc, rttest.FeedPost, rttest.FeedPostOf("node-b", 1)))
+	var want sdk.FanoutStatus
+	require.Eventually(t, func() bool {
+		var err error
+		want, err = a.FanoutStatus(rttest.FeedChannel)
+		return err == nil && want.ReadyPublisherCount == 1
+	}, 15*time.Second, 10*time.Millisecond, "%+v", want)
+	unstamped := func(st sdk.FanoutStatus) sdk.FanoutStatus {
+		st.Sequence, st.ObservedAt = 0, time.Time{}
+		return st
+	}
+	scribble := func(st *sdk.FanoutStatus) {
+		st.Publishers[0].State = sdk.PeerStateNotConnected
+		st.Publishers[0].UnavailableReason = new(sdk.TopologyReason)
+	}
+
+	st, err := a.FanoutStatus(rttest.FeedChannel)
+	require.NoError(t, err)
+	require.Equal(t, want.Sequence, st.Sequence, "the channel did not change")
+	scribble(&st)
+	next, err := a.FanoutStatus(rttest.FeedChannel)
+	require.NoError(t, err)
+	assert.Equal(t, want.Sequence, next.Sequence, "writing to a status is no change of the channel")
+	assert.Equal(t, unstamped(want), unstamped(next), "writing to a status changes no other status")
+
+	mine, theirs := firstOfTwo(t, func(ctx context.Context) (iter.Seq[sdk.Observed[sdk.FanoutStatus]], error) {
+		return a.ObserveFanout(ctx, rttest.FeedChannel)
+	})
+	require.Equal(t, mine.Sequence, theirs.Sequence, "both observers took the same status first")
+	scribble(&mine)
+	assert.Equal(t, unstamped(want), unstamped(theirs), "writing to an observed status changes no other observer's")
+	next, err = a.FanoutStatus(rttest.FeedChannel)
+	require.NoError(t, err)
+	assert.Equal(t, theirs.Sequence, next.Sequence, "nor the channel's")
+	assert.Equal(t, unstamped(want), unstamped(next), "nor the next status")
+}

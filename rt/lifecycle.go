@@ -209,6 +209,26 @@ func ownMeshStatus(st sdk.RouteMeshStatus) sdk.RouteMeshStatus {
 	return st
 }
 
+// ownClientServerStatus is st with copies of its targets and of what its pointers point to:
+// the channel numbers each status against the last one it made, which shares them (H3), and
+// the hub shares each snapshot among its observers (H1).
+func ownClientServerStatus(st sdk.ClientServerStatus) sdk.ClientServerStatus {
+	st.UnavailableReason = copyOf(st.UnavailableReason)
+	st.Targets = slices.Clone(st.Targets)
+	for i := range st.Targets {
+		st.Targets[i].UnavailableReason = copyOf(st.Targets[i].UnavailableReason)
+	}
+	return st
+}
+
+// ownFanoutStatus is st with copies of its publishers and of what its pointers point to, for
+// the reasons ownClientServerStatus gives.
+func ownFanoutStatus(st sdk.FanoutStatus) sdk.FanoutStatus {
+	st.UnavailableReason = copyOf(st.UnavailableReason)
+	st.Publishers = ownPeers(st.Publishers)
+	return st
+}
+
 // ownPeers is a copy of peers with copies of what their reasons point to.
 func ownPeers(peers []sdk.PeerStatus) []sdk.PeerStatus {
 	peers = slices.Clone(peers)

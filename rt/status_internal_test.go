@@ -15,6 +15,8 @@ func TestH1_AStatusHandedOutSharesNoMemory(t *testing.T) {
 	t.Run("RuntimeStatus", func(t *testing.T) { assertOwnCopy(t, ownRuntimeStatus) })
 	t.Run("HostCapacityStatus", func(t *testing.T) { assertOwnCopy(t, ownCapacityStatus) })
 	t.Run("RouteMeshStatus", func(t *testing.T) { assertOwnCopy(t, ownMeshStatus) })
+	t.Run("ClientServerStatus", func(t *testing.T) { assertOwnCopy(t, ownClientServerStatus) })
+	t.Run("FanoutStatus", func(t *testing.T) { assertOwnCopy(t, ownFanoutStatus) })
 }
 
 // assertOwnCopy checks that own, given a status whose every field is set, returns an equal

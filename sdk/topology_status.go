@@ -195,9 +195,9 @@ type ClientServerTargetStatus struct {
 	UnavailableReason *TopologyReason
 }
 
-// ClientServerStatus is a complete, immutable snapshot of one ClientServer channel. Its
-// slices are shared among observers and must not be modified. Endpoints and discovery
-// revisions are never in it.
+// ClientServerStatus is a complete snapshot of one ClientServer channel. Each one a host hands
+// out is its receiver's own, as a [RouteMeshStatus] is. Endpoints and discovery revisions are
+// never in it.
 type ClientServerStatus struct {
 	ChannelName string
 	// LocalRole is this process's role on the channel.
@@ -220,9 +220,10 @@ type ClientServerStatus struct {
 	ObservedAt time.Time
 }
 
-// FanoutStatus is a complete, immutable snapshot of the publisher connections an automatic
-// subscriber of one Fanout channel can use. Asking it of a manual subscriber's channel is an
-// ErrConfig error. Publisher endpoints, discovery sources and generations are internal.
+// FanoutStatus is a complete snapshot of the publisher connections an automatic subscriber of
+// one Fanout channel can use. Each one a host hands out is its receiver's own, as a
+// [RouteMeshStatus] is. Asking it of a manual subscriber's channel is an ErrConfig error.
+// Publisher endpoints, discovery sources and generations are internal.
 type FanoutStatus struct {
 	ChannelName string
 	// State is the channel's availability.
@@ -234,7 +235,7 @@ type FanoutStatus struct {
 	// UnavailableReason tells why the channel is not Ready — NoReadyPeer when a publisher is
 	// not connected, RuntimeNotReady when the host does not serve — or is nil.
 	UnavailableReason *TopologyReason
-	// Publishers lists the channel's publishers; the slice is shared and must not be modified.
+	// Publishers lists the channel's publishers.
 	Publishers []PeerStatus
 	// Sequence orders the statuses of this runtime instance.
 	Sequence uint64
