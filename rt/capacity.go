@@ -15,7 +15,8 @@ const capacitySampleInterval = 250 * time.Millisecond
 // CapacityStatus returns the node's capacity figures now: the Core HWM, the byte budget for
 // what its peers sent and it still holds, and the application job queue, which bounds the jobs
 // queued or running in all its Spots at once. Peaks and totals run from the start of the
-// measurement epoch (ResetCapacityMetrics starts a new one).
+// measurement epoch (ResetCapacityMetrics starts a new one). The status is the caller's own, as
+// Status's is.
 func (h *Host) CapacityStatus() sdk.HostCapacityStatus {
 	spots := 0
 	if c := h.spots.Load(); c != nil {
@@ -27,14 +28,15 @@ func (h *Host) CapacityStatus() sdk.HostCapacityStatus {
 // ObserveCapacity streams the node's capacity figures, as ObserveRuntime does the runtime
 // status: the current figures first, then new figures whenever they change, read every
 // quarter of a second and at once when the application job queue pauses or resumes its
-// intake. The stream ends when ctx ends or after the node stopped. A nil ctx gives a stream
-// that delivers nothing, and an error in the node's log.
+// intake. Each status it delivers is the observer's own, as CapacityStatus's is. The stream
+// ends when ctx ends or after the node stopped. A nil ctx gives a stream that delivers
+// nothing, and an error in the node's log.
 func (h *Host) ObserveCapacity(ctx context.Context) iter.Seq[sdk.Observed[sdk.HostCapacityStatus]] {
 	if ctx == nil {
 		return noStream[sdk.HostCapacityStatus](h, "ObserveCapacity")
 	}
 	h.publishCapacity()
-	return h.lc.capacity.Observe(ctx)
+	return ownStream(h.lc.capacity.Observe(ctx), ownCapacityStatus)
 }
 
 // ResetCapacityMetrics resets every peak and cumulative capacity figure and starts a new

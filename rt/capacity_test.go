@@ -469,6 +469,50 @@ func TestJ1_ObserveCapacityAndResetCapacityMetrics(t *testing.T) {
 	assert.Equal(t, uint64(2), h.Status().Capacity.MeasurementEpoch)
 }
 
+// H1, J1: each capacity status that ObserveCapacity delivers is the observer's own. Writing to
+// what its configured figures point to changes what no other observer sees, and is no change
+// of the figures: nothing more is delivered. Every observer shared the one snapshot, against
+// which the host compares the figures it reads next.
+func TestH1_AnObservedCapacityStatusIsTheObserversOwn(t *testing.T) {
+	cfg := rt.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.Inbound = sdk.InboundDispatchOptions{
+		CoreHwmMemoryLimitBytes:    u64(1 << 30),
+		CoreHwmBudgetBytes:         u64(64 << 20),
+		ApplicationJobQueueProfile: sdk.ApplicationJobQueueProfileManual,
+		MaxQueuedApplicationJobs:   u64(512),
+	}
+	h, err := rt.Start(ctx, cfg)
+	require.NoError(t, err)
+	defer h.Close()
+	pointers := func(c sdk.HostCapacityStatus) []*uint64 {
+		return []*uint64{c.CoreHwm.ConfiguredMemoryLimitBytes, c.CoreHwm.ConfiguredBudgetBytes, c.ApplicationJobQueue.ConfiguredManualMax}
+	}
+	configured := func(c sdk.HostCapacityStatus) (out []uint64) {
+		for _, p := range pointers(c) {
+			require.NotNil(t, p)
+			out = append(out, *p)
+		}
+		return out
+	}
+	want := []uint64{1 << 30, 64 << 20, 512}
+	require.Equal(t, want, configured(h.CapacityStatus()))
+
+	octx, stop := context.WithCancel(ctx)
+	defer stop()
+	_, first := collect(h.ObserveCapacity(octx))
+	_, second := collect(h.ObserveCapacity(octx))
+	require.Eventually(t, func() bool { return len(first()) > 0 && len(second()) > 0 }, 5*time.Second, time.Millisecond)
+	for _, p := range pointers(first()[0].Status) {
+		*p = 1
+	}
+	assert.Equal(t, want, configured(second()[0].Status), "writing to an observed status changes no other observer's")
+	assert.Equal(t, want, configured(h.CapacityStatus()), "nor the figures now")
+	time.Sleep(3 * 250 * time.Millisecond) // three readings of the figures
+	assert.Len(t, first(), 1, "nor is it a change of the figures, which they are read against")
+	assert.Len(t, second(), 1, "nor is it a change of the figures, which they are read against")
+}
+
 // E1: one peer that sends one-way messages to a busy Spot fills no more than its stream's share
 // of the budget: their bytes stay charged to its stream until they run, and another peer's
 // call still fits.

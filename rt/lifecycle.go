@@ -191,7 +191,8 @@ func ownRuntimeStatus(st sdk.RuntimeStatus) sdk.RuntimeStatus {
 	return st
 }
 
-// ownCapacityStatus is c with copies of what its pointer fields point to.
+// ownCapacityStatus is c with copies of what its pointer fields point to: the hub shares each
+// snapshot among its observers (H1), and the host compares the figures it reads next with it.
 func ownCapacityStatus(c sdk.HostCapacityStatus) sdk.HostCapacityStatus {
 	c.CoreHwm.ConfiguredMemoryLimitBytes = copyOf(c.CoreHwm.ConfiguredMemoryLimitBytes)
 	c.CoreHwm.ConfiguredBudgetBytes = copyOf(c.CoreHwm.ConfiguredBudgetBytes)
