@@ -72,7 +72,8 @@ func (s ApplicationJobQueuePressureState) String() string {
 }
 
 // HostCapacityStatus is the host's inbound capacity figures, part of RuntimeStatus.
-// Peak figures are reset by the runtime's capacity-metrics reset.
+// Peak figures are reset by the runtime's capacity-metrics reset. Each one a host hands out is
+// its receiver's own, as a [RuntimeStatus] is.
 type HostCapacityStatus struct {
 	// MeasurementEpoch identifies the measurement period; it changes when the peak figures are
 	// reset.

@@ -239,8 +239,10 @@ type TerminationResult struct {
 // DefaultShutdownDeadline is the deadline of a shutdown when the caller gives none.
 const DefaultShutdownDeadline = 30 * time.Second
 
-// RuntimeStatus is a complete, immutable snapshot of the host's lifecycle. Observers share
-// it; a consumer treats every status it receives as the current state.
+// RuntimeStatus is a complete snapshot of the host's lifecycle. Each one a host hands out is its
+// receiver's own: it never changes under the receiver, and writing to what its pointers point
+// to changes what no other receiver sees. A consumer treats every status it receives as the
+// current state.
 type RuntimeStatus struct {
 	// State is the host's lifecycle state.
 	State RuntimeState

@@ -12,13 +12,14 @@ type ObservationLoss struct {
 
 // Observed is one item of an observation stream: a status and the observation's loss so far.
 //
-// Status is a complete, immutable snapshot, shared among all observers: treat it as the current
-// state, never modify it, and do not interpret it as an event. A consumer slower than the
-// changes gets intermediate statuses coalesced and always receives the latest one; the stream is
-// not an audit log of every transition. The status's Sequence orders the statuses of one
-// runtime instance only; it may restart at 0 after a process restart. Cancelling one
-// observation ends only it: once the cancellation is seen no new status is delivered, and other
-// observers, connections and the host are unaffected.
+// Status is a complete snapshot, the same for every observer, and each observer's own copy of
+// it: it never changes under the observer, and writing to it changes what no other observer
+// sees. Treat it as the current state, and do not interpret it as an event. A consumer slower
+// than the changes gets intermediate statuses coalesced and always receives the latest one;
+// the stream is not an audit log of every transition. The status's Sequence orders the
+// statuses of one runtime instance only; it may restart at 0 after a process restart.
+// Cancelling one observation ends only it: once the cancellation is seen no new status is
+// delivered, and other observers, connections and the host are unaffected.
 type Observed[T any] struct {
 	// Status is the snapshot.
 	Status T

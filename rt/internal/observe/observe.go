@@ -6,6 +6,8 @@
 // observer therefore always gets the newest status and learns how many it skipped; a terminal
 // status that an observer did not take before a newer one replaced it counts apart, so that it
 // is never lost silently. Snapshots are shared: one allocation per change, not per observer.
+// The host copies what it delivers of them for each observer, since a status it hands out is
+// its receiver's own.
 package observe
 
 import (
