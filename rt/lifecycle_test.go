@@ -3,6 +3,7 @@ package rt_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"log/slog"
 	"net"
@@ -569,53 +570,64 @@ func TestF8_ShutdownFromOnActivateDoesNotWaitForItself(t *testing.T) {
 
 // F8, F10: OnActivate's context is marked only while OnActivate runs. A goroutine that it
 // started with a context derived from its own (context.WithoutCancel, as background work is
-// started) shuts the node down once the creation has ended, and waits for the result: nothing
-// of the creation is left to wait for. The mark was the catalog's for good, and the shutdown
-// was refused as if it came from OnActivate.
+// started) shuts the node down once OnActivate has returned, or panicked, and waits for the
+// result: nothing of the creation is left to wait for. The mark was the catalog's for good,
+// and the shutdown was refused as if it came from OnActivate.
 func TestF8_AGoroutineThatOnActivateStartedMayShutDownOnceItReturned(t *testing.T) {
-	var host atomic.Pointer[rt.Host]
-	type outcome struct {
-		res sdk.TerminationResult
-		err error
-	}
-	out := make(chan outcome, 1)
-	created := make(chan struct{})
-	desc := &sdk.SpotDesc{Name: "test.LateQuitter", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{{
-		Name:       "Ping",
-		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
-		NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
-		Invoke:     func(any, context.Context, proto.Message) (proto.Message, error) { return wrapperspb.String(""), nil },
-	}}}
-	cfg := rt.DefaultConfig()
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	cfg.Register = func(r sdk.Registrar) error {
-		return r.RegisterSpot(desc, func(sdk.SpotContext) (any, error) {
-			return &onActivateHook{hook: func(ctx context.Context) error {
-				bg := context.WithoutCancel(ctx)
-				go func() {
-					<-created
-					res, err := host.Load().Shutdown(bg, 15*time.Second)
-					out <- outcome{res, err}
-				}()
-				return nil
-			}}, nil
+	for _, panics := range []bool{false, true} {
+		t.Run(fmt.Sprintf("panics=%v", panics), func(t *testing.T) {
+			var host atomic.Pointer[rt.Host]
+			type outcome struct {
+				res sdk.TerminationResult
+				err error
+			}
+			out := make(chan outcome, 1)
+			created := make(chan struct{})
+			desc := &sdk.SpotDesc{Name: "test.LateQuitter", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{{
+				Name:       "Ping",
+				NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+				NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
+				Invoke:     func(any, context.Context, proto.Message) (proto.Message, error) { return wrapperspb.String(""), nil },
+			}}}
+			cfg := rt.DefaultConfig()
+			cfg.Logger = slog.New(slog.DiscardHandler)
+			cfg.Register = func(r sdk.Registrar) error {
+				return r.RegisterSpot(desc, func(sdk.SpotContext) (any, error) {
+					return &onActivateHook{hook: func(ctx context.Context) error {
+						bg := context.WithoutCancel(ctx)
+						go func() {
+							<-created
+							res, err := host.Load().Shutdown(bg, 15*time.Second)
+							out <- outcome{res, err}
+						}()
+						if panics {
+							panic("OnActivate failed")
+						}
+						return nil
+					}}, nil
+				})
+			}
+			h, err := rt.Start(ctx, cfg)
+			require.NoError(t, err)
+			host.Store(h)
+			_, err = h.Call(ctx, sdk.InstanceIntent("test.LateQuitter", "q").WithDesc(desc), "Ping", wrapperspb.String(""))
+			if panics {
+				require.Error(t, err, "the creation failed")
+			} else {
+				require.NoError(t, err, "the Spot was created")
+			}
+			close(created)
+			var got outcome
+			select {
+			case got = <-out:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the shutdown did not return")
+			}
+			require.NoError(t, got.err, "OnActivate had ended: nothing of it is waited for")
+			assert.Equal(t, sdk.TerminationResult{}, got.res, "Stopped, reason None")
+			assert.Equal(t, sdk.RuntimeStateStopped, h.Status().State)
 		})
 	}
-	h, err := rt.Start(ctx, cfg)
-	require.NoError(t, err)
-	host.Store(h)
-	_, err = h.Call(ctx, sdk.InstanceIntent("test.LateQuitter", "q").WithDesc(desc), "Ping", wrapperspb.String(""))
-	require.NoError(t, err, "the Spot was created")
-	close(created)
-	var got outcome
-	select {
-	case got = <-out:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the shutdown did not return")
-	}
-	require.NoError(t, got.err, "OnActivate had returned: nothing of it is waited for")
-	assert.Equal(t, sdk.TerminationResult{}, got.res, "Stopped, reason None")
-	assert.Equal(t, sdk.RuntimeStateStopped, h.Status().State)
 }
 
 // F8, F10: a one-way handler of one node that shuts down another node of the same process

@@ -509,7 +509,8 @@ var expired = func() context.Context {
 
 // Close closes every Spot with reason Shutdown and releases the User and Instance Spots'
 // locations, then stops the catalog's background work. A Spot whose creation finishes while
-// Close runs closes in the same way once the creations still in flight have ended. ctx bounds
+// Close runs closes in the same way once all of that work, the creations in flight among it,
+// has ended within ctx. ctx bounds
 // it (F8): when it ends first, or a Spot's close fails, the remaining Spots are stopped at
 // once — queued work dropped, contexts cancelled, no closing callback — their records are left
 // to turn Unavailable when the node's lease ends, and the error wraps ErrForceStopped and says

@@ -645,9 +645,8 @@ func (c *Catalog) construct(ctx context.Context, sc sdk.SpotContext, typ *spotTy
 	}
 	if h, ok := impl.(sdk.ActivateHandler); ok {
 		mark := &activatingCtx{Context: ctx, cat: c}
-		err := h.OnActivate(mark)
-		mark.ended.Store(true)
-		if err != nil {
+		defer mark.ended.Store(true) // however OnActivate ends, a panic too
+		if err := h.OnActivate(mark); err != nil {
 			return nil, fmt.Errorf("OnActivate: %w", err)
 		}
 	}

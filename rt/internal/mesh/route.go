@@ -115,6 +115,15 @@ func (m *Mesh) route(ctx context.Context, t sdk.Target, method string, req proto
 				h = m.hereHop(t, h)
 				continue
 			}
+			if h.placed && h.node != h.chosen {
+				if err := away.refusalOf(h.node); err != nil {
+					// A second node's read of the Spot's record leads to the owner that refused
+					// as not serving already: the Spot has not moved (F7 moves it elsewhere),
+					// and every other node would lead there again. Its refusal is the answer,
+					// after one other try rather than one through every node.
+					return nil, err
+				}
+			}
 			if payload == nil {
 				b, err := proto.Marshal(req)
 				if err != nil {
@@ -165,9 +174,18 @@ type refusals struct {
 	full, notServing []sdk.NodeID
 	// last is the last refusal as not serving, which placement names when no node is left.
 	last error
+	// refusers are the nodes that refused as not serving themselves, each with its refusal.
+	refusers []refusal
+}
+
+// refusal is a node's own refusal of a message as not serving.
+type refusal struct {
+	node sdk.NodeID
+	err  error
 }
 
 // note records the refusal err of nodes and reports whether it is one that tries another node.
+// The last of nodes is the one that refused; the others led the message there.
 func (r *refusals) note(err error, nodes ...sdk.NodeID) bool {
 	switch {
 	case atActivationCap(err):
@@ -175,10 +193,23 @@ func (r *refusals) note(err error, nodes ...sdk.NodeID) bool {
 	case errors.Is(err, sdk.ErrNotServing):
 		r.notServing = appendNew(r.notServing, nodes...)
 		r.last = err
+		if len(nodes) > 0 && r.refusalOf(nodes[len(nodes)-1]) == nil {
+			r.refusers = append(r.refusers, refusal{nodes[len(nodes)-1], err})
+		}
 	default:
 		return false
 	}
 	return true
+}
+
+// refusalOf is node's own refusal as not serving, if it made one.
+func (r *refusals) refusalOf(node sdk.NodeID) error {
+	for _, f := range r.refusers {
+		if f.node == node {
+			return f.err
+		}
+	}
+	return nil
 }
 
 func (r *refusals) count() int { return len(r.full) + len(r.notServing) }
