@@ -637,35 +637,21 @@ func TestH1_AClientServerStatusIsTheCallersOwn(t *testing.T) {
 	}, 15*time.Second, 10*time.Millisecond, "%+v", want)
 	require.NotNil(t, want.UnavailableReason)
 	require.NotNil(t, want.Targets[0].UnavailableReason)
-	unstamped := func(st sdk.ClientServerStatus) sdk.ClientServerStatus {
-		st.Sequence, st.ObservedAt = 0, time.Time{}
-		return st
-	}
-	scribble := func(st *sdk.ClientServerStatus) {
-		st.Targets[0].Weight, st.Targets[0].State = 99, sdk.PeerStateNotConnected
-		*st.Targets[0].UnavailableReason = sdk.TopologyReasonInternalFailure
-		*st.UnavailableReason = sdk.TopologyReasonInternalFailure
-	}
-
-	st, err := a.ClientServerStatus(rttest.WhoChannel)
-	require.NoError(t, err)
-	require.Equal(t, want.Sequence, st.Sequence, "the channel did not change")
-	scribble(&st)
-	next, err := a.ClientServerStatus(rttest.WhoChannel)
-	require.NoError(t, err)
-	assert.Equal(t, want.Sequence, next.Sequence, "writing to a status is no change of the channel")
-	assert.Equal(t, unstamped(want), unstamped(next), "writing to a status changes no other status")
-
-	mine, theirs := firstOfTwo(t, func(ctx context.Context) (iter.Seq[sdk.Observed[sdk.ClientServerStatus]], error) {
-		return a.ObserveClientServer(ctx, rttest.WhoChannel)
-	})
-	require.Equal(t, mine.Sequence, theirs.Sequence, "both observers took the same status first")
-	scribble(&mine)
-	assert.Equal(t, unstamped(want), unstamped(theirs), "writing to an observed status changes no other observer's")
-	next, err = a.ClientServerStatus(rttest.WhoChannel)
-	require.NoError(t, err)
-	assert.Equal(t, theirs.Sequence, next.Sequence, "nor the channel's")
-	assert.Equal(t, unstamped(want), unstamped(next), "nor the next status")
+	requireOwnStatus(t, want, ownStatus[sdk.ClientServerStatus]{
+		sequence: func(st sdk.ClientServerStatus) uint64 { return st.Sequence },
+		unstamped: func(st sdk.ClientServerStatus) sdk.ClientServerStatus {
+			st.Sequence, st.ObservedAt = 0, time.Time{}
+			return st
+		},
+		scribble: func(st *sdk.ClientServerStatus) {
+			st.Targets[0].Weight, st.Targets[0].State = 99, sdk.PeerStateNotConnected
+			*st.Targets[0].UnavailableReason = sdk.TopologyReasonInternalFailure
+			*st.UnavailableReason = sdk.TopologyReasonInternalFailure
+		},
+	}, func() (sdk.ClientServerStatus, error) { return a.ClientServerStatus(rttest.WhoChannel) },
+		func(ctx context.Context) (iter.Seq[sdk.Observed[sdk.ClientServerStatus]], error) {
+			return a.ObserveClientServer(ctx, rttest.WhoChannel)
+		})
 }
 
 // H1, H3, G7: the Fanout status FanoutStatus returns is the caller's own, as a ClientServer
@@ -684,32 +670,18 @@ func TestH1_AFanoutStatusIsTheCallersOwn(t *testing.T) {
 		want, err = a.FanoutStatus(rttest.FeedChannel)
 		return err == nil && want.ReadyPublisherCount == 1
 	}, 15*time.Second, 10*time.Millisecond, "%+v", want)
-	unstamped := func(st sdk.FanoutStatus) sdk.FanoutStatus {
-		st.Sequence, st.ObservedAt = 0, time.Time{}
-		return st
-	}
-	scribble := func(st *sdk.FanoutStatus) {
-		st.Publishers[0].State = sdk.PeerStateNotConnected
-		st.Publishers[0].UnavailableReason = new(sdk.TopologyReason)
-	}
-
-	st, err := a.FanoutStatus(rttest.FeedChannel)
-	require.NoError(t, err)
-	require.Equal(t, want.Sequence, st.Sequence, "the channel did not change")
-	scribble(&st)
-	next, err := a.FanoutStatus(rttest.FeedChannel)
-	require.NoError(t, err)
-	assert.Equal(t, want.Sequence, next.Sequence, "writing to a status is no change of the channel")
-	assert.Equal(t, unstamped(want), unstamped(next), "writing to a status changes no other status")
-
-	mine, theirs := firstOfTwo(t, func(ctx context.Context) (iter.Seq[sdk.Observed[sdk.FanoutStatus]], error) {
-		return a.ObserveFanout(ctx, rttest.FeedChannel)
-	})
-	require.Equal(t, mine.Sequence, theirs.Sequence, "both observers took the same status first")
-	scribble(&mine)
-	assert.Equal(t, unstamped(want), unstamped(theirs), "writing to an observed status changes no other observer's")
-	next, err = a.FanoutStatus(rttest.FeedChannel)
-	require.NoError(t, err)
-	assert.Equal(t, theirs.Sequence, next.Sequence, "nor the channel's")
-	assert.Equal(t, unstamped(want), unstamped(next), "nor the next status")
+	requireOwnStatus(t, want, ownStatus[sdk.FanoutStatus]{
+		sequence: func(st sdk.FanoutStatus) uint64 { return st.Sequence },
+		unstamped: func(st sdk.FanoutStatus) sdk.FanoutStatus {
+			st.Sequence, st.ObservedAt = 0, time.Time{}
+			return st
+		},
+		scribble: func(st *sdk.FanoutStatus) {
+			st.Publishers[0].State = sdk.PeerStateNotConnected
+			st.Publishers[0].UnavailableReason = new(sdk.TopologyReason)
+		},
+	}, func() (sdk.FanoutStatus, error) { return a.FanoutStatus(rttest.FeedChannel) },
+		func(ctx context.Context) (iter.Seq[sdk.Observed[sdk.FanoutStatus]], error) {
+			return a.ObserveFanout(ctx, rttest.FeedChannel)
+		})
 }

@@ -77,6 +77,40 @@ func firstOfTwo[T any](t *testing.T, observe func(context.Context) (iter.Seq[sdk
 	return got[0]()[0].Status, got[1]()[0].Status
 }
 
+// ownStatus is what requireOwnStatus needs of a status type: how to read its Sequence and
+// clear its stamps (Sequence, ObservedAt), and how to write to every part it could share.
+type ownStatus[S any] struct {
+	sequence  func(S) uint64
+	unstamped func(S) S
+	scribble  func(*S)
+}
+
+// requireOwnStatus checks that the statuses get returns and observe delivers are their
+// receiver's own (H1): writing to one changes neither the next status, nor its Sequence (it
+// grows only when what it reports changes), nor what another observer took. want is the
+// status now; nothing changes meanwhile.
+func requireOwnStatus[S any](t *testing.T, want S, o ownStatus[S], get func() (S, error),
+	observe func(context.Context) (iter.Seq[sdk.Observed[S]], error)) {
+	t.Helper()
+	st, err := get()
+	require.NoError(t, err)
+	require.Equal(t, o.sequence(want), o.sequence(st), "nothing changed")
+	o.scribble(&st)
+	next, err := get()
+	require.NoError(t, err)
+	assert.Equal(t, o.sequence(want), o.sequence(next), "writing to a status is no change")
+	assert.Equal(t, o.unstamped(want), o.unstamped(next), "writing to a status changes no other status")
+
+	mine, theirs := firstOfTwo(t, observe)
+	require.Equal(t, o.sequence(mine), o.sequence(theirs), "both observers took the same status first")
+	o.scribble(&mine)
+	assert.Equal(t, o.unstamped(want), o.unstamped(theirs), "writing to an observed status changes no other observer's")
+	next, err = get()
+	require.NoError(t, err)
+	assert.Equal(t, o.sequence(theirs), o.sequence(next), "nor the Sequence")
+	assert.Equal(t, o.unstamped(want), o.unstamped(next), "nor the next status")
+}
+
 // F11: the runtime status says Serving and ready while the node serves; a shutdown shows
 // Draining with its deadline, then Stopped with the shutdown's result, and the observation ends.
 func TestF11_StatusFollowsTheLifecycle(t *testing.T) {
@@ -530,15 +564,13 @@ type onActivateHook struct {
 
 func (o *onActivateHook) OnActivate(ctx context.Context) error { return o.hook(ctx) }
 
-// F8, F10, B7: a Spot's OnActivate that shuts its own node down does not wait for the shutdown,
-// which ends that creation: Shutdown returns at once with an error saying so (it returned the
-// end of the creation's context instead, which says nothing of why), and the shutdown then
-// ends cleanly. OnActivate then fails its creation, so that what the shutdown finds does not
-// depend on whether the creation ended before the Spots were listed for closing.
-func TestF8_ShutdownFromOnActivateDoesNotWaitForItself(t *testing.T) {
+// activatingNode starts a node whose one Spot type, the Instance type name with a method Ping,
+// runs onActivate in OnActivate with the host and its context, and returns the host and a
+// target that creates such a Spot.
+func activatingNode(t *testing.T, name string, onActivate func(h *rt.Host, ctx context.Context) error) (*rt.Host, sdk.Target) {
+	t.Helper()
 	var host atomic.Pointer[rt.Host]
-	out := make(chan error, 1)
-	desc := &sdk.SpotDesc{Name: "test.ActivateQuitter", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{{
+	desc := &sdk.SpotDesc{Name: name, Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{{
 		Name:       "Ping",
 		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
 		NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
@@ -549,23 +581,55 @@ func TestF8_ShutdownFromOnActivateDoesNotWaitForItself(t *testing.T) {
 	cfg.OperationTimeout = 5 * time.Second
 	cfg.Register = func(r sdk.Registrar) error {
 		return r.RegisterSpot(desc, func(sdk.SpotContext) (any, error) {
-			return &onActivateHook{hook: func(ctx context.Context) error {
-				_, err := host.Load().Shutdown(ctx, 15*time.Second)
-				out <- err
-				return errors.New("the node shuts down")
-			}}, nil
+			return &onActivateHook{hook: func(ctx context.Context) error { return onActivate(host.Load(), ctx) }}, nil
 		})
 	}
 	h, err := rt.Start(ctx, cfg)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
 	host.Store(h)
+	return h, sdk.InstanceIntent(name, "q").WithDesc(desc)
+}
+
+// F8, F10, B7: a Spot's OnActivate that shuts its own node down does not wait for the shutdown,
+// which ends that creation: Shutdown returns at once with an error saying so (it returned the
+// end of the creation's context instead, which says nothing of why), and the shutdown then
+// ends cleanly. OnActivate then fails its creation, so that what the shutdown finds does not
+// depend on whether the creation ended before the Spots were listed for closing.
+func TestF8_ShutdownFromOnActivateDoesNotWaitForItself(t *testing.T) {
+	out := make(chan error, 1)
+	h, target := activatingNode(t, "test.ActivateQuitter", func(h *rt.Host, ctx context.Context) error {
+		_, err := h.Shutdown(ctx, 15*time.Second)
+		out <- err
+		return errors.New("the node shuts down")
+	})
 	called := make(chan error, 1)
 	go func() {
-		_, err := h.Call(ctx, sdk.InstanceIntent("test.ActivateQuitter", "q").WithDesc(desc), "Ping", wrapperspb.String(""))
+		_, err := h.Call(ctx, target, "Ping", wrapperspb.String(""))
 		called <- err
 	}()
 	requireShutdownRefusedToTheCallback(t, h, out)
 	assert.Error(t, <-called, "the creation failed")
+}
+
+// shutdownOutcome is what a Shutdown called on another goroutine answered.
+type shutdownOutcome struct {
+	res sdk.TerminationResult
+	err error
+}
+
+// requireCleanShutdown waits for the answer of a Shutdown on out, which why says should have
+// waited for the shutdown and found it clean: no error, Stopped with reason None.
+func requireCleanShutdown(t *testing.T, out <-chan shutdownOutcome, why string) {
+	t.Helper()
+	var got shutdownOutcome
+	select {
+	case got = <-out:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the shutdown did not return")
+	}
+	require.NoError(t, got.err, why)
+	assert.Equal(t, sdk.TerminationResult{}, got.res, "Stopped, reason None")
 }
 
 // F8, F10: OnActivate's context is marked only while OnActivate runs. A goroutine that it
@@ -576,55 +640,28 @@ func TestF8_ShutdownFromOnActivateDoesNotWaitForItself(t *testing.T) {
 func TestF8_AGoroutineThatOnActivateStartedMayShutDownOnceItReturned(t *testing.T) {
 	for _, panics := range []bool{false, true} {
 		t.Run(fmt.Sprintf("panics=%v", panics), func(t *testing.T) {
-			var host atomic.Pointer[rt.Host]
-			type outcome struct {
-				res sdk.TerminationResult
-				err error
-			}
-			out := make(chan outcome, 1)
+			out := make(chan shutdownOutcome, 1)
 			created := make(chan struct{})
-			desc := &sdk.SpotDesc{Name: "test.LateQuitter", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{{
-				Name:       "Ping",
-				NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
-				NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
-				Invoke:     func(any, context.Context, proto.Message) (proto.Message, error) { return wrapperspb.String(""), nil },
-			}}}
-			cfg := rt.DefaultConfig()
-			cfg.Logger = slog.New(slog.DiscardHandler)
-			cfg.Register = func(r sdk.Registrar) error {
-				return r.RegisterSpot(desc, func(sdk.SpotContext) (any, error) {
-					return &onActivateHook{hook: func(ctx context.Context) error {
-						bg := context.WithoutCancel(ctx)
-						go func() {
-							<-created
-							res, err := host.Load().Shutdown(bg, 15*time.Second)
-							out <- outcome{res, err}
-						}()
-						if panics {
-							panic("OnActivate failed")
-						}
-						return nil
-					}}, nil
-				})
-			}
-			h, err := rt.Start(ctx, cfg)
-			require.NoError(t, err)
-			host.Store(h)
-			_, err = h.Call(ctx, sdk.InstanceIntent("test.LateQuitter", "q").WithDesc(desc), "Ping", wrapperspb.String(""))
+			h, target := activatingNode(t, "test.LateQuitter", func(h *rt.Host, ctx context.Context) error {
+				bg := context.WithoutCancel(ctx)
+				go func() {
+					<-created
+					res, err := h.Shutdown(bg, 15*time.Second)
+					out <- shutdownOutcome{res, err}
+				}()
+				if panics {
+					panic("OnActivate failed")
+				}
+				return nil
+			})
+			_, err := h.Call(ctx, target, "Ping", wrapperspb.String(""))
 			if panics {
 				require.Error(t, err, "the creation failed")
 			} else {
 				require.NoError(t, err, "the Spot was created")
 			}
 			close(created)
-			var got outcome
-			select {
-			case got = <-out:
-			case <-time.After(30 * time.Second):
-				t.Fatal("the shutdown did not return")
-			}
-			require.NoError(t, got.err, "OnActivate had ended: nothing of it is waited for")
-			assert.Equal(t, sdk.TerminationResult{}, got.res, "Stopped, reason None")
+			requireCleanShutdown(t, out, "OnActivate had ended: nothing of it is waited for")
 			assert.Equal(t, sdk.RuntimeStateStopped, h.Status().State)
 		})
 	}
@@ -635,18 +672,14 @@ func TestF8_AGoroutineThatOnActivateStartedMayShutDownOnceItReturned(t *testing.
 // that shuts down is refused the wait. It was refused as if it were one.
 func TestF8_ShutdownOfAnotherNodeFromAOneWayHandlerWaitsForIt(t *testing.T) {
 	var other atomic.Pointer[rt.Host]
-	type outcome struct {
-		res sdk.TerminationResult
-		err error
-	}
-	out := make(chan outcome, 1)
+	out := make(chan shutdownOutcome, 1)
 	desc := &sdk.SpotDesc{Name: "test.OtherStopper", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{{
 		Name:       "StopOther",
 		OneWay:     true,
 		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
 		Invoke: func(_ any, ctx context.Context, _ proto.Message) (proto.Message, error) {
 			res, err := other.Load().Shutdown(ctx, 15*time.Second)
-			out <- outcome{res, err}
+			out <- shutdownOutcome{res, err}
 			return nil, nil
 		},
 	}}}
@@ -661,14 +694,7 @@ func TestF8_ShutdownOfAnotherNodeFromAOneWayHandlerWaitsForIt(t *testing.T) {
 	a, b := c.hosts[0], c.hosts[1]
 	other.Store(b)
 	require.NoError(t, a.Send(ctx, sdk.InstanceIntent(desc.Name, "s").WithDesc(desc), "StopOther", wrapperspb.String(""), sdk.OnNode(a.LocalNode())))
-	var got outcome
-	select {
-	case got = <-out:
-	case <-time.After(30 * time.Second):
-		t.Fatal("Shutdown of the other node did not return in the handler")
-	}
-	require.NoError(t, got.err, "the handler is no turn of the node it shuts down")
-	assert.Equal(t, sdk.TerminationResult{}, got.res, "Stopped, reason None")
+	requireCleanShutdown(t, out, "the handler is no turn of the node it shuts down")
 	assert.Equal(t, sdk.RuntimeStateStopped, b.Status().State)
 	assert.Equal(t, sdk.RuntimeStateServing, a.Status().State, "the handler's own node serves on")
 }

@@ -437,25 +437,15 @@ func TestH1_AMeshStatusIsTheCallersOwn(t *testing.T) {
 	require.Len(t, want.Peers, 1)
 	require.Len(t, want.Channels, 1)
 	require.NotNil(t, want.Placement.UnavailableReason)
-	unstamped := func(st sdk.RouteMeshStatus) sdk.RouteMeshStatus {
-		st.Sequence, st.ObservedAt = 0, time.Time{}
-		return st
-	}
-
-	st := h.MeshStatus()
-	require.Equal(t, want.Sequence, st.Sequence, "the mesh did not change")
-	scribble(&st)
-	next := h.MeshStatus()
-	assert.Equal(t, want.Sequence, next.Sequence, "writing to a status is no change of the mesh")
-	assert.Equal(t, unstamped(want), unstamped(next), "writing to a status changes no other status")
-
-	mine, theirs := firstOfTwo(t, func(ctx context.Context) (iter.Seq[sdk.Observed[sdk.RouteMeshStatus]], error) {
-		return h.ObserveMesh(ctx, want.MeshName)
-	})
-	require.Equal(t, mine.Sequence, theirs.Sequence, "both observers took the same status first")
-	scribble(&mine)
-	assert.Equal(t, unstamped(want), unstamped(theirs), "writing to an observed status changes no other observer's")
-	next = h.MeshStatus()
-	assert.Equal(t, theirs.Sequence, next.Sequence, "nor the mesh's")
-	assert.Equal(t, unstamped(want), unstamped(next), "nor the next status")
+	requireOwnStatus(t, want, ownStatus[sdk.RouteMeshStatus]{
+		sequence: func(st sdk.RouteMeshStatus) uint64 { return st.Sequence },
+		unstamped: func(st sdk.RouteMeshStatus) sdk.RouteMeshStatus {
+			st.Sequence, st.ObservedAt = 0, time.Time{}
+			return st
+		},
+		scribble: scribble,
+	}, func() (sdk.RouteMeshStatus, error) { return h.MeshStatus(), nil },
+		func(ctx context.Context) (iter.Seq[sdk.Observed[sdk.RouteMeshStatus]], error) {
+			return h.ObserveMesh(ctx, want.MeshName)
+		})
 }
