@@ -185,7 +185,8 @@ type refusal struct {
 }
 
 // note records the refusal err of nodes and reports whether it is one that tries another node.
-// The last of nodes is the one that refused; the others led the message there.
+// The first of nodes is the one placement chose, the last the one that refused: the others led
+// the message there.
 func (r *refusals) note(err error, nodes ...sdk.NodeID) bool {
 	switch {
 	case atActivationCap(err):
@@ -193,8 +194,11 @@ func (r *refusals) note(err error, nodes ...sdk.NodeID) bool {
 	case errors.Is(err, sdk.ErrNotServing):
 		r.notServing = appendNew(r.notServing, nodes...)
 		r.last = err
-		if len(nodes) > 0 && r.refusalOf(nodes[len(nodes)-1]) == nil {
-			r.refusers = append(r.refusers, refusal{nodes[len(nodes)-1], err})
+		// Only a node that a redirect or a read of the record led to is a refuser: the chosen
+		// node's refusal turned down a creation, often for a moment (starting, a relocation
+		// that may end Blocked), and says nothing of a Spot that serves there later.
+		if n := len(nodes); n > 1 && nodes[n-1] != nodes[0] && r.refusalOf(nodes[n-1]) == nil {
+			r.refusers = append(r.refusers, refusal{nodes[n-1], err})
 		}
 	default:
 		return false

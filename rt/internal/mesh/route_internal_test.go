@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/zlink-go/zlink/rt/internal/rttest"
@@ -366,4 +367,43 @@ func TestF7_AnIntentCallThatTheNodeASpotLeftRefusesFindsItOnItsNewOwner(t *testi
 	require.NoError(t, err, "the Spot was found on its new owner")
 	assert.Equal(t, "owner", where.(*wrapperspb.StringValue).GetValue())
 	assert.Equal(t, int64(1), ledgerCount(t, ctx, caller.m, target.Plain()), "no second Spot was created")
+}
+
+// B5, D6, C3: the node placement chose refuses a new Spot's message as not serving for a
+// moment (it is starting), while another caller's message creates the Spot there. The
+// message is placed elsewhere, whose read of the record leads back to that node: it is asked
+// again and runs there, rather than its first refusal being taken for the answer.
+func TestB5_AChosenNodesPassingRefusalIsNotTheAnswerForTheSpotItServesNow(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	_, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
+	var fresh atomic.Pointer[store.Registration]
+	var asked atomic.Int64
+	var id string
+	fresh.Store(answeringPeer(t, ctx, endpoints, &storepb.NodeDescriptor{NodeId: "fresh", Roles: RoleObjectServer, Weight: 1,
+		SpotTypes: []string{rttest.LedgerType}, State: uint32(sdk.RuntimeStateServing)}, func(*wire.Request) *wire.Reply {
+		if asked.Add(1) > 1 {
+			b, err := proto.Marshal(wrapperspb.String("fresh"))
+			if err != nil {
+				return refusedReply(err)
+			}
+			return &wire.Reply{Payload: b}
+		}
+		// Another caller's creation lands here meanwhile; this message is refused unrun.
+		res, err := caller.st.Reserve(ctx, store.SpotKey{Type: rttest.LedgerType, ID: id}, sdk.KindInstance, fresh.Load().Owner())
+		if err == nil && res.Won {
+			_, err = caller.st.CommitReady(ctx, res.Reservation)
+		}
+		if err != nil {
+			return refusedReply(err)
+		}
+		return refusedReply(fmt.Errorf("%w: node fresh is starting", sdk.ErrNotServing))
+	}))
+	awaitPeerState(t, ctx, caller.m, "fresh", sdk.PeerStateReady)
+	id = placedOn(t, caller.m, "fresh")
+
+	where, err := caller.m.Call(ctx, sdk.InstanceIntent(rttest.LedgerType, id).WithDesc(&rttest.LedgerDesc),
+		rttest.LedgerWhere, wrapperspb.String(""), sdk.CallOptions{})
+	require.NoError(t, err, "the Spot serves on the node that refused a moment before")
+	assert.Equal(t, "fresh", where.(*wrapperspb.StringValue).GetValue())
+	assert.Equal(t, int64(2), asked.Load())
 }
