@@ -20,6 +20,7 @@ import (
 	"github.com/zlink-go/zlink/internal/proctest"
 	"github.com/zlink-go/zlink/rt"
 	"github.com/zlink-go/zlink/rt/internal/rttest"
+	"github.com/zlink-go/zlink/rt/internal/rttest/wait"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -493,6 +494,54 @@ func TestF8_ShutdownFromAClosingCallbackDoesNotWaitForItself(t *testing.T) {
 	requireShutdownRefusedToTheCallback(t, h, out)
 }
 
+// lateQuitter is a Spot whose closing callback starts a goroutine with a context derived from
+// its own (context.WithoutCancel, as background work is started), which shuts the node down
+// once closed is closed and reports the answer on out.
+type lateQuitter struct {
+	host   *atomic.Pointer[rt.Host]
+	closed <-chan struct{}
+	out    chan<- shutdownOutcome
+}
+
+func (q *lateQuitter) OnClose(ctx context.Context, r sdk.CloseReason) {
+	if r != sdk.CloseExplicit {
+		return
+	}
+	bg := context.WithoutCancel(ctx)
+	go func() {
+		<-q.closed
+		res, err := q.host.Load().Shutdown(bg, 15*time.Second)
+		q.out <- shutdownOutcome{res, err}
+	}()
+}
+
+// F8, F10, D3: a closing callback's context is marked only while the callback runs, as
+// OnActivate's is. A goroutine that it started with a context derived from its own shuts the
+// node down once the close has ended, and waits for the result. The mark did not end, and the
+// shutdown was refused as if it came from the callback.
+func TestF8_AGoroutineThatAClosingCallbackStartedMayShutDownOnceItReturned(t *testing.T) {
+	var host atomic.Pointer[rt.Host]
+	closed := make(chan struct{})
+	out := make(chan shutdownOutcome, 1)
+	desc := spotDesc("test.LateCloser", sdk.KindUser)
+	cfg := rt.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.Register = func(r sdk.Registrar) error {
+		return r.RegisterSpot(desc, func(sdk.SpotContext) (any, error) {
+			return &lateQuitter{host: &host, closed: closed, out: out}, nil
+		})
+	}
+	h, err := rt.Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	host.Store(h)
+	require.NoError(t, h.Create(ctx, sdk.UserTarget("test.LateCloser", "q").WithDesc(desc)))
+	require.NoError(t, h.CloseSpot(ctx, sdk.UserTarget("test.LateCloser", "q").WithDesc(desc)))
+	close(closed)
+	requireCleanShutdown(t, out, "the closing callback had returned: nothing of it is waited for")
+	assert.Equal(t, sdk.RuntimeStateStopped, h.Status().State)
+}
+
 // requireShutdownRefusedToTheCallback checks that a closing callback's Shutdown, whose answer
 // out carries, returned at once with an error, and that h's shutdown then ended cleanly.
 func requireShutdownRefusedToTheCallback(t *testing.T, h *rt.Host, out <-chan error) {
@@ -622,12 +671,7 @@ type shutdownOutcome struct {
 // waited for the shutdown and found it clean: no error, Stopped with reason None.
 func requireCleanShutdown(t *testing.T, out <-chan shutdownOutcome, why string) {
 	t.Helper()
-	var got shutdownOutcome
-	select {
-	case got = <-out:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the shutdown did not return")
-	}
+	got := wait.For(t, out)
 	require.NoError(t, got.err, why)
 	assert.Equal(t, sdk.TerminationResult{}, got.res, "Stopped, reason None")
 }
@@ -733,12 +777,7 @@ func TestH1_ARuntimeStatusIsTheCallersOwn(t *testing.T) {
 	*seen.Deadline = time.Time{}
 	assert.Equal(t, deadline, *h.Status().Deadline, "nor does writing to an observed status's")
 
-	var res sdk.RelocationResult
-	select {
-	case res = <-relocated:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the relocation did not end at its deadline")
-	}
+	res := wait.For(t, relocated)
 	require.Equal(t, sdk.RelocationOutcomeBlocked, res.Outcome, "%+v", res)
 	st = h.Status()
 	require.NotNil(t, st.RelocationResult)

@@ -1038,8 +1038,10 @@ func (w *actorEnd) Run() {
 				w.cat.log.Error("closing callback panicked", "actor", w.act.typ.desc.Name, "id", w.act.id, "panic", v, "stack", string(debug.Stack()))
 			}
 		}()
-		// Its context is marked as a closing callback's, on its Spot's queue (closingKey).
-		h.OnClose(context.WithValue(w.ctx, closingKey{}, w.act.host), w.act.closingReason(sdk.CloseExplicit))
+		// Its context is marked as a closing callback's: it runs on its Spot's queue.
+		mark := w.cat.markCallback(w.ctx)
+		defer mark.end()
+		h.OnClose(mark, w.act.closingReason(sdk.CloseExplicit))
 	})
 }
 

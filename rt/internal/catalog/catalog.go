@@ -701,18 +701,15 @@ func (c *Catalog) closeAll(ctx context.Context, spots []ownedSpot, reason sdk.Cl
 }
 
 // InTurn reports whether ctx is the context of a turn running on this node: a one-way
-// message's, a timer's, a request's, a closing callback's or an OnActivate's, or one derived
-// from it. A turn of another catalog of the process is not one of this node's.
+// message's, a timer's, a request's, or a closing callback's or an OnActivate's while it runs,
+// or one derived from it. A turn of another catalog of the process is not one of this node's.
 func (c *Catalog) InTurn(ctx context.Context) bool {
 	// F10: only this node's turns are waited for by its shutdown or relocation; a one-way
 	// turn or a timer of another node of the process is not.
 	if a := turnOf(ctx); a != nil && a.cat == c {
 		return true
 	}
-	if a, _ := ctx.Value(closingKey{}).(*activation); a != nil && a.cat == c {
-		return true
-	}
-	if m := activating(ctx); m != nil && m.cat == c && !m.ended.Load() {
+	if c.inCallback(ctx) {
 		return true
 	}
 	for _, e := range c.sortedEntries() {

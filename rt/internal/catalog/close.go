@@ -601,12 +601,10 @@ func (w closeWork) Run() {
 	} else {
 		reason = w.a.closingReason(reason)
 	}
-	w.handler.OnClose(context.WithValue(w.ctx, closingKey{}, w.a), reason)
+	mark := w.a.cat.markCallback(w.ctx)
+	defer mark.end()
+	w.handler.OnClose(mark, reason)
 }
-
-// closingKey marks the context of a closing callback: its value is the activation whose queue
-// runs it, whose close waits for it.
-type closingKey struct{}
 
 func (w closeWork) Drop(error) { close(w.done) }
 

@@ -644,41 +644,13 @@ func (c *Catalog) construct(ctx context.Context, sc sdk.SpotContext, typ *spotTy
 		return nil, errors.New("factory returned no object")
 	}
 	if h, ok := impl.(sdk.ActivateHandler); ok {
-		mark := &activatingCtx{Context: ctx, cat: c}
-		defer mark.ended.Store(true) // however OnActivate ends, a panic too
+		mark := c.markCallback(ctx)
+		defer mark.end() // however OnActivate ends, a panic too
 		if err := h.OnActivate(mark); err != nil {
 			return nil, fmt.Errorf("OnActivate: %w", err)
 		}
 	}
 	return impl, nil
-}
-
-// activatingCtx is the context of an OnActivate: ctx of the creation, marked until OnActivate
-// returns. A shutdown or relocation of the node waits for the creation, which waits for
-// OnActivate, so InTurn refuses to wait for either from it; a goroutine that OnActivate started
-// with it, or a context derived from it, is free to wait once OnActivate has returned.
-type activatingCtx struct {
-	context.Context
-	cat   *Catalog
-	ended atomic.Bool
-}
-
-// activatingKey is the key under which an OnActivate's context, and every context derived
-// from it, answers its activatingCtx.
-type activatingKey struct{}
-
-// Value implements context.Context.
-func (c *activatingCtx) Value(key any) any {
-	if key == (activatingKey{}) {
-		return c
-	}
-	return c.Context.Value(key)
-}
-
-// activating returns the OnActivate context that ctx is, or derives from, if any.
-func activating(ctx context.Context) *activatingCtx {
-	m, _ := ctx.Value(activatingKey{}).(*activatingCtx)
-	return m
 }
 
 // releaseLeaked releases a record of this node's registration that no local activation or
