@@ -542,6 +542,66 @@ func TestF8_AGoroutineThatAClosingCallbackStartedMayShutDownOnceItReturned(t *te
 	assert.Equal(t, sdk.RuntimeStateStopped, h.Status().State)
 }
 
+// onCloseHook is a Spot or Actor object whose closing callback, on an explicit close, runs hook
+// with the context it got.
+type onCloseHook struct{ hook func(ctx context.Context) }
+
+func (o *onCloseHook) OnClose(ctx context.Context, r sdk.CloseReason) {
+	if r == sdk.CloseExplicit {
+		o.hook(ctx)
+	}
+}
+
+// F8, F10, D3: a closing callback of node A closes, with its context, an Actor of node B (two
+// nodes of one process), whose closing callback shuts node A down with the context it got.
+// That context derives from A's callback, which still runs and which A's shutdown waits for:
+// the Shutdown returns at once with an error. Only the nearest mark was read, B's, which is
+// another node's, and A's shutdown waited until its deadline.
+func TestF8_ShutdownFromACallbackNestedInAnotherNodesIsRefused(t *testing.T) {
+	var nodeA, nodeB atomic.Pointer[rt.Host]
+	out := make(chan error, 1)
+	closerDesc := spotDesc("test.ActorCloser", sdk.KindUser)
+	actorDesc := &sdk.SpotDesc{Name: "test.NestedQuitter", Kind: sdk.KindActor, Methods: []sdk.MethodDesc{{
+		Name:       "Ping",
+		OneWay:     true,
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke:     func(any, context.Context, proto.Message) (proto.Message, error) { return nil, nil },
+	}}}
+	hostDesc := quitterHostDesc(actorDesc)
+	actor := sdk.ActorTarget("test.NestedQuitter", "x").WithDesc(actorDesc)
+	start := func(register func(sdk.Registrar) error) *rt.Host {
+		cfg := rt.DefaultConfig()
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Register = register
+		h, err := rt.Start(ctx, cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = h.Close() })
+		return h
+	}
+	a := start(func(r sdk.Registrar) error {
+		return r.RegisterSpot(closerDesc, func(sdk.SpotContext) (any, error) {
+			return &onCloseHook{hook: func(ctx context.Context) { _ = nodeB.Load().CloseSpot(ctx, actor) }}, nil
+		})
+	})
+	nodeA.Store(a)
+	b := start(func(r sdk.Registrar) error {
+		err := r.RegisterActor(actorDesc, func(sdk.ActorContext) (any, error) {
+			return &onCloseHook{hook: func(ctx context.Context) {
+				_, err := nodeA.Load().Shutdown(ctx, 8*time.Second)
+				out <- err
+			}}, nil
+		})
+		return errors.Join(err, r.RegisterSpot(hostDesc, func(sc sdk.SpotContext) (any, error) { return sc, nil }))
+	})
+	nodeB.Store(b)
+	_, err := b.Call(ctx, sdk.InstanceIntent("test.QuitterHost", "h").WithDesc(hostDesc), "Spawn", wrapperspb.String("x"))
+	require.NoError(t, err)
+	closer := sdk.UserTarget("test.ActorCloser", "a").WithDesc(closerDesc)
+	require.NoError(t, a.Create(ctx, closer))
+	go func() { _ = a.CloseSpot(ctx, closer) }()
+	requireShutdownRefusedToTheCallback(t, a, out)
+}
+
 // requireShutdownRefusedToTheCallback checks that a closing callback's Shutdown, whose answer
 // out carries, returned at once with an error, and that h's shutdown then ended cleanly.
 func requireShutdownRefusedToTheCallback(t *testing.T, h *rt.Host, out <-chan error) {

@@ -39,6 +39,13 @@ func (m *callbackCtx) Value(key any) any {
 // inCallback reports whether ctx is, or derives from, the context of a callback of c that has
 // not ended.
 func (c *Catalog) inCallback(ctx context.Context) bool {
-	m, _ := ctx.Value(callbackKey{}).(*callbackCtx)
-	return m != nil && m.cat == c && !m.ended.Load()
+	// A callback's context may derive from another's (a closing callback that closes a Spot,
+	// of this node or another, with its context): the one nearest may have ended, or be
+	// another node's, while an outer one of c's still runs.
+	for m, _ := ctx.Value(callbackKey{}).(*callbackCtx); m != nil; m, _ = m.Context.Value(callbackKey{}).(*callbackCtx) {
+		if m.cat == c && !m.ended.Load() {
+			return true
+		}
+	}
+	return false
 }
