@@ -334,6 +334,25 @@ func BenchmarkColdActivation(b *testing.B) {
 			})
 		})
 	}
+	// The same from a client-only node to a serving node of this process over gRPC on
+	// loopback: each activation is a peer's intent call, which the serving node resolves off
+	// its stream's reader. node-cpu-µs/op is both nodes'.
+	b.Run("zlink-remote/max-txn-ops=128/callers=64", func(b *testing.B) {
+		etcd, eps := etcdProcessForBench(b)
+		benchHostOn(b, eps, 128, func(cfg *rt.Config) { cfg.NodeID = "serving" })
+		h := benchHostOn(b, eps, 128, func(cfg *rt.Config) { cfg.NodeID, cfg.Roles = "calling", rt.RoleObjectClient })
+		ctx := context.Background()
+		if _, err := h.Call(ctx, sdk.InstanceIntent(sinkDesc.Name, "warm"), "Echo", one); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		withProcessCPU(b, etcd.Pid(), func() {
+			rttest.RunCallers(b, 64, func(i int64) error {
+				_, err := h.Call(ctx, sdk.InstanceIntent(sinkDesc.Name, fmt.Sprint("cold-", i)), "Echo", one)
+				return err
+			})
+		})
+	})
 }
 
 // withProcessCPU runs run and reports the processor time per operation of this process

@@ -21,6 +21,7 @@ import (
 	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/channel"
 	"github.com/zlink-go/zlink/rt/internal/exec"
+	"github.com/zlink-go/zlink/rt/internal/gopool"
 	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/rt/internal/telemetry"
 	"github.com/zlink-go/zlink/sdk"
@@ -369,6 +370,7 @@ func New(cfg Config, st store.Store, reg *store.Registration, types *Types, clie
 		closed:     make(chan struct{}),
 		activating: make(chan struct{}, cfg.MaxConcurrentActivations),
 	}
+	c.bg.pool = gopool.New(0, 0)
 	c.suspects.init()
 	c.reg.Store(reg)
 	cfg.Meter.SetReclaim(c.reclaimHeld)
@@ -559,9 +561,11 @@ func (c *Catalog) Close(ctx context.Context) error {
 			forced = c.forceStop()
 		}
 		c.hardCancel()
-		if !waitFor(&c.bg.wg, expired, forcedGrace) {
+		ended := waitFor(&c.bg.wg, expired, forcedGrace)
+		if !ended {
 			c.log.Error("the catalog's goroutines did not end after a forced stop")
 		}
+		c.bg.end(ended)
 		if forced > 0 {
 			err = forcedError(forced, err, ctx.Err())
 		}

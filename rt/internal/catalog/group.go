@@ -1,14 +1,21 @@
 package catalog
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/zlink-go/zlink/rt/internal/gopool"
+)
 
 // group owns the catalog's goroutines: each is started through it and Close waits for them.
 // Once sealed it starts no more, so that a close requested while the catalog stops cannot
 // start a goroutine nobody waits for; only Close itself starts some after that (goSealed).
+// They run on a pool's workers: a creation or a close calls through the etcd client, which
+// would grow a new goroutine's stack by copying, two or three times each.
 type group struct {
 	mu     sync.Mutex
 	wg     sync.WaitGroup
 	sealed bool
+	pool   *gopool.Pool // set by New
 }
 
 // goRun runs fn on a goroutine of the group's; it reports false, running nothing, once the
@@ -19,9 +26,18 @@ func (g *group) goRun(fn func()) bool {
 	if g.sealed {
 		return false
 	}
-	// Go adds to the group before it returns, so the add stays under the lock seal takes.
-	g.wg.Go(fn)
+	// Added under the lock seal takes.
+	g.start(fn)
 	return true
+}
+
+// start runs fn on a worker of the pool, counted in wg until it returns.
+func (g *group) start(fn func()) {
+	g.wg.Add(1)
+	g.pool.Go(func() {
+		defer g.wg.Done()
+		fn()
+	})
 }
 
 // seal makes goRun refuse from now on; the goroutines already started go on.
@@ -35,6 +51,16 @@ func (g *group) seal() {
 // it, once its wait for every goroutine of the group has returned and before it waits for the
 // group again, so that fn is waited for as the others were.
 func (g *group) goSealed(fn func()) bool {
-	g.wg.Go(fn)
+	g.start(fn)
 	return true
+}
+
+// end ends the pool's workers once the group's goroutines have ended (ended), or, when some
+// are still running, lets each of their workers end with it.
+func (g *group) end(ended bool) {
+	if ended {
+		g.pool.Close()
+	} else {
+		g.pool.Stop()
+	}
 }

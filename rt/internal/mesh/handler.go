@@ -323,7 +323,11 @@ func (m *Mesh) slow(ctx context.Context, reply func(*wire.Reply), fn func()) {
 		reply(refusedReply(fmt.Errorf("%w: node %s is closing", sdk.ErrNotServing, m.cfg.Node)))
 		return
 	}
-	m.wg.Go(func() {
+	// On a pooled goroutine: a creation's call through the etcd client would grow a new
+	// goroutine's stack by copying, two or three times per request.
+	m.wg.Add(1)
+	m.slowPool.Go(func() {
+		defer m.wg.Done()
 		defer func() { <-m.slowSlots }()
 		fn()
 	})

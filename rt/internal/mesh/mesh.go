@@ -18,6 +18,7 @@ import (
 
 	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/rt/internal/channel"
+	"github.com/zlink-go/zlink/rt/internal/gopool"
 	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/rt/internal/telemetry"
 	"github.com/zlink-go/zlink/rt/internal/transport"
@@ -124,6 +125,7 @@ type Mesh struct {
 	wg          sync.WaitGroup
 	reclaimKick chan struct{}
 	slowSlots   chan struct{} // a place for each peer's request that may wait on the store
+	slowPool    *gopool.Pool  // runs those requests; closed after wg's wait
 	publishing  chan struct{} // held while the node's descriptor is written: one writer at a time
 	held        atomic.Int64  // peers' dropped requests whose replies are withheld now
 	closeOnce   sync.Once
@@ -138,7 +140,7 @@ func Listen(cfg Config) (*Mesh, error) {
 		cfg: cfg, log: cfg.Logger.With("node", string(cfg.Node)),
 		members: make(map[sdk.NodeID]store.Node), ctx: ctx, cancel: cancel,
 		reclaimKick: make(chan struct{}, 1), slowSlots: make(chan struct{}, cfg.MaxSlowRequests),
-		publishing: make(chan struct{}, 1),
+		slowPool: gopool.New(0, 0), publishing: make(chan struct{}, 1),
 	}
 	m.routes.init(cfg.RouteCacheSize)
 	tr, err := transport.New(cfg.Transport, m)
@@ -470,6 +472,7 @@ func (m *Mesh) Close() error {
 		// which ends the requests still being resolved.
 		_ = m.tr.Close()
 		m.wg.Wait()
+		m.slowPool.Close()
 	})
 	return nil
 }

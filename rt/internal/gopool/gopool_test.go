@@ -1,0 +1,195 @@
+package gopool_test
+
+import (
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/zlink-go/zlink/rt/internal/gopool"
+	"github.com/zlink-go/zlink/rt/internal/rttest/wait"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// idleWorkers waits until p has n idle workers.
+func idleWorkers(t *testing.T, p *gopool.Pool, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return p.IdleWorkers() == n }, wait.Bound, time.Millisecond,
+		"idle workers: %d, want %d", p.IdleWorkers(), n)
+}
+
+func TestEveryTaskRuns(t *testing.T) {
+	p := gopool.New(4, time.Minute)
+	defer p.Close()
+	var wg sync.WaitGroup
+	var ran atomic.Int64
+	for range 1000 {
+		wg.Add(1)
+		p.Go(func() {
+			defer wg.Done()
+			ran.Add(1)
+		})
+	}
+	wg.Wait()
+	assert.EqualValues(t, 1000, ran.Load())
+}
+
+func TestTasksRunOnWorkersThatWaitForThem(t *testing.T) {
+	p := gopool.New(4, time.Minute)
+	defer p.Close()
+	ran := make(chan uint64, 1)
+	seen := map[uint64]bool{}
+	const tasks = 50
+	for range tasks {
+		p.Go(func() { ran <- goroutineID() })
+		seen[wait.For(t, ran)] = true
+		idleWorkers(t, p, 1)
+	}
+	// A task given while its worker has not yet begun to wait starts another, now and then.
+	assert.Less(t, len(seen), tasks/5, "tasks ran on %d goroutines", len(seen))
+}
+
+// goroutineID is the ID of the calling goroutine, from its stack trace's header.
+func goroutineID() uint64 {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := strings.Fields(string(buf))
+	id, _ := strconv.ParseUint(f[1], 10, 64)
+	return id
+}
+
+func TestAtMostMaxIdleWorkersWait(t *testing.T) {
+	p := gopool.New(2, time.Minute)
+	defer p.Close()
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	for range 10 {
+		started.Add(1)
+		p.Go(func() {
+			started.Done()
+			<-release
+		})
+	}
+	started.Wait()
+	close(release)
+	idleWorkers(t, p, 2)
+	time.Sleep(20 * time.Millisecond) // a third would have had time to wait as well
+	assert.Equal(t, 2, p.IdleWorkers())
+}
+
+func TestAnIdleWorkerEndsAfterItsIdleTime(t *testing.T) {
+	p := gopool.New(4, 10*time.Millisecond)
+	defer p.Close()
+	done := make(chan struct{})
+	p.Go(func() { close(done) })
+	wait.For(t, done)
+	idleWorkers(t, p, 0)
+	// A task after that runs on a new worker.
+	again := make(chan struct{})
+	p.Go(func() { close(again) })
+	wait.For(t, again)
+}
+
+func TestCloseWaitsForABusyWorkersTask(t *testing.T) {
+	p := gopool.New(4, time.Minute)
+	release, started := make(chan struct{}), make(chan struct{})
+	p.Go(func() {
+		close(started)
+		<-release
+	})
+	wait.For(t, started)
+	closed := make(chan struct{})
+	go func() {
+		p.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a task ran")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	wait.For(t, closed)
+	assert.Equal(t, 0, p.IdleWorkers())
+}
+
+func TestATaskGivenAfterStopRunsAndNoWorkerIsLeft(t *testing.T) {
+	p := gopool.New(4, time.Minute)
+	first := make(chan struct{})
+	p.Go(func() { close(first) })
+	wait.For(t, first)
+	idleWorkers(t, p, 1)
+	p.Stop()
+	idleWorkers(t, p, 0)
+	ran := make(chan struct{})
+	p.Go(func() { close(ran) })
+	wait.For(t, ran)
+	p.Close() // goleak (TestMain) checks that nothing is left
+}
+
+func TestStopLetsABusyWorkerEndWithItsTask(t *testing.T) {
+	p := gopool.New(4, time.Minute)
+	release, started, ended := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	p.Go(func() {
+		defer close(ended)
+		close(started)
+		<-release
+	})
+	wait.For(t, started)
+	p.Stop()
+	close(release)
+	wait.For(t, ended)
+	p.Close()
+	assert.Equal(t, 0, p.IdleWorkers())
+}
+
+// deep needs a stack of some 16 KiB, about what a creation's calls through the etcd client
+// need.
+//
+//go:noinline
+func deep(n int) byte {
+	var frame [512]byte
+	frame[n%len(frame)] = byte(n)
+	if n == 0 {
+		return frame[0]
+	}
+	return deep(n-1) + frame[n%len(frame)]
+}
+
+var sink atomic.Int64
+
+// BenchmarkDeepTask runs tasks that need a deep stack on a goroutine each and on a pool's
+// workers, 64 at a time.
+//
+//	go test -run '^$' -bench BenchmarkDeepTask -benchmem ./rt/internal/gopool/
+func BenchmarkDeepTask(b *testing.B) {
+	run := func(b *testing.B, start func(func())) {
+		slots := make(chan struct{}, 64)
+		var wg sync.WaitGroup
+		b.ReportAllocs()
+		for range b.N {
+			slots <- struct{}{}
+			wg.Add(1)
+			start(func() {
+				defer wg.Done()
+				sink.Add(int64(deep(28)))
+				<-slots
+			})
+		}
+		wg.Wait()
+	}
+	b.Run("goroutine", func(b *testing.B) { run(b, func(f func()) { go f() }) })
+	b.Run("pool", func(b *testing.B) {
+		p := gopool.New(0, 0)
+		defer p.Close()
+		run(b, p.Go)
+	})
+}
