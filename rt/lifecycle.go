@@ -2,14 +2,12 @@ package rt
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/rt/internal/observe"
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -311,8 +309,9 @@ func (h *Host) watchStatus(interval time.Duration, kick <-chan struct{}, observe
 // Stopped. If that takes longer than deadline (zero: Config.StopTimeout, 30 s by default), the
 // rest is force-stopped — queued work dropped, no closing callback — and the outcome is
 // ForceStopped with reason DeadlineExceeded; the records left behind turn Unavailable with the
-// lease and are reclaimed. A step of the teardown that fails gives ForceStopped with reason
-// TeardownFailed.
+// lease and are reclaimed. A step of the teardown that fails before the deadline gives
+// ForceStopped with reason TeardownFailed: a Spot whose close failed (its location could not
+// be released, say) is force-stopped then, with the rest of the teardown done.
 //
 // Every call shares one shutdown: a second call, concurrent or later, joins it and gets the
 // same result, and its deadline does not change the one in force. ctx bounds only this caller's
@@ -394,18 +393,26 @@ func (h *Host) runShutdown(op *shutdownOp) {
 	ctx, endSpan := h.tel.StartShutdown(ctx, sdk.CurrentDiagnosticsLevel())
 	err := h.teardown(ctx)
 	defer func() { endSpan(op.result.Outcome.String(), op.result.Reason.String()) }()
-	switch {
-	case err == nil:
-		op.result = sdk.TerminationResult{Outcome: sdk.TerminationOutcomeStopped}
-	case errors.Is(err, catalog.ErrForceStopped) || ctx.Err() != nil:
-		op.result = sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}
-		op.err = fmt.Errorf("rt: node %s did not stop within %v: %w", h.cfg.NodeID, op.within, err)
-	default:
-		op.result = sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonTeardownFailed}
-		op.err = fmt.Errorf("rt: node %s: shutdown: %w", h.cfg.NodeID, err)
-	}
+	op.result, op.err = termination(h.cfg.NodeID, op.within, err, ctx.Err() != nil)
 	h.finish(op.result)
 	h.closeAdmin() // after the end, which its pages show
+}
+
+// termination is how a shutdown of node ended whose teardown returned err, and the error that
+// says why it force-stopped: Stopped when every step succeeded; else DeadlineExceeded when its
+// deadline (within) passed (expired), whatever else failed; else TeardownFailed, a step having
+// failed before it (a Spot's close among them, which leaves its Spot to the forced stop).
+func termination(node sdk.NodeID, within time.Duration, err error, expired bool) (sdk.TerminationResult, error) {
+	switch {
+	case err == nil:
+		return sdk.TerminationResult{Outcome: sdk.TerminationOutcomeStopped}, nil
+	case expired:
+		return sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded},
+			fmt.Errorf("rt: node %s did not stop within %v: %w", node, within, err)
+	default:
+		return sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonTeardownFailed},
+			fmt.Errorf("rt: node %s: shutdown: %w", node, err)
+	}
 }
 
 // finish publishes the terminal statuses and ends every observation after it.

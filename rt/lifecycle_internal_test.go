@@ -3,6 +3,7 @@ package rt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"log/slog"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -79,4 +81,40 @@ func TestH5_AMissedErrorStatusIsCountedApart(t *testing.T) {
 	require.Equal(t, sdk.RuntimeStateStopped, last.Status.State)
 	assert.EqualValues(t, 1, last.Loss.DiscardedTerminalCount, "the Error status it missed")
 	assert.NotZero(t, last.Loss.CoalescedCount)
+}
+
+// F8: a forced stop is reported by its cause. One that a Spot's failed close made before the
+// deadline is TeardownFailed; DeadlineExceeded only once the deadline passed.
+func TestF8_AForcedStopIsReportedByItsCause(t *testing.T) {
+	closeFailed := fmt.Errorf("%w: 1 Spot did not close: %w", catalog.ErrForceStopped, errors.New("release: etcd refused the write"))
+	for _, tc := range []struct {
+		name    string
+		err     error
+		expired bool
+		want    sdk.TerminationResult
+		says    string
+	}{
+		{"clean", nil, false, sdk.TerminationResult{Outcome: sdk.TerminationOutcomeStopped}, ""},
+		{"clean after the deadline", nil, true, sdk.TerminationResult{Outcome: sdk.TerminationOutcomeStopped}, ""},
+		{"a close failed before the deadline", closeFailed, false,
+			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonTeardownFailed}, "etcd refused the write"},
+		{"the deadline passed", fmt.Errorf("%w: %w", catalog.ErrForceStopped, context.DeadlineExceeded), true,
+			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}, "did not stop within 1s"},
+		{"a close failed and the deadline passed", closeFailed, true,
+			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}, "etcd refused the write"},
+		{"another step failed", errors.New("revoke: lease not found"), false,
+			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonTeardownFailed}, "lease not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := termination("n1", time.Second, tc.err, tc.expired)
+			assert.Equal(t, tc.want, got)
+			if tc.says == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.says)
+			assert.ErrorIs(t, err, tc.err)
+		})
+	}
 }
