@@ -5,9 +5,14 @@
 // grows a fresh goroutine's stack two or three times; run on a goroutine that ran such a task
 // before, it finds the stack grown. A worker that finds no task for a while ends, and only a
 // bounded number wait at once, so that a burst of tasks leaves no crowd of idle stacks behind.
+//
+// Tasks run without profiler labels (runtime/pprof): a worker would otherwise carry the labels
+// of the goroutine that started it into every later task, whoever gave it.
 package gopool
 
 import (
+	"context"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +74,7 @@ func (p *Pool) Go(fn func()) {
 // already has maxIdle workers waiting, or the pool stops.
 func (p *Pool) work(fn func()) {
 	defer p.workers.Done()
+	pprof.SetGoroutineLabels(context.Background())
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -85,7 +91,15 @@ func (p *Pool) work(fn func()) {
 		if timer == nil {
 			timer = time.NewTimer(p.idleTime)
 		} else {
-			timer.Reset(p.idleTime) // its channel holds no stale tick after Reset (Go 1.23)
+			// Drained first: a program may keep timers' channels as they were before Go 1.23
+			// (asynctimerchan=1), where a tick sent during the task would stay after Reset.
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+			timer.Reset(p.idleTime)
 		}
 		select {
 		case fn = <-p.handoff:

@@ -26,6 +26,29 @@ func idleWorkers(t *testing.T, p *gopool.Pool, n int) {
 		"idle workers: %d, want %d", p.IdleWorkers(), n)
 }
 
+// workers waits until the process has n goroutines of pools' workers, counted in a dump of
+// every goroutine's stack.
+func workers(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(wait.Bound)
+	for {
+		got := workerGoroutines()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workers: %d, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func workerGoroutines() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "gopool.(*Pool).work(")
+}
+
 func TestEveryTaskRuns(t *testing.T) {
 	p := gopool.New(4, time.Minute)
 	defer p.Close()
@@ -43,7 +66,9 @@ func TestEveryTaskRuns(t *testing.T) {
 }
 
 func TestTasksRunOnWorkersThatWaitForThem(t *testing.T) {
-	p := gopool.New(4, time.Minute)
+	// One idle worker at most: one started because its task came before the idle one waited
+	// ends rather than wait as well.
+	p := gopool.New(1, time.Minute)
 	defer p.Close()
 	ran := make(chan uint64, 1)
 	seen := map[uint64]bool{}
@@ -52,9 +77,11 @@ func TestTasksRunOnWorkersThatWaitForThem(t *testing.T) {
 		p.Go(func() { ran <- goroutineID() })
 		seen[wait.For(t, ran)] = true
 		idleWorkers(t, p, 1)
+		time.Sleep(time.Millisecond) // for it to reach its wait: counted idle, it may not be there yet
 	}
-	// A task given while its worker has not yet begun to wait starts another, now and then.
-	assert.Less(t, len(seen), tasks/5, "tasks ran on %d goroutines", len(seen))
+	// A task given while its worker has not yet begun to wait starts another, now and then;
+	// without the hand-off every task would.
+	assert.Less(t, len(seen), tasks/2, "tasks ran on %d goroutines", len(seen))
 }
 
 // goroutineID is the ID of the calling goroutine, from its stack trace's header.
@@ -79,23 +106,25 @@ func TestAtMostMaxIdleWorkersWait(t *testing.T) {
 		})
 	}
 	started.Wait()
+	// (A worker of an earlier pool may still be on its way out after its Close.)
+	assert.GreaterOrEqual(t, workerGoroutines(), 10)
 	close(release)
-	idleWorkers(t, p, 2)
-	time.Sleep(20 * time.Millisecond) // a third would have had time to wait as well
+	// Of the ten workers, the two that wait are all that is left.
+	workers(t, 2)
 	assert.Equal(t, 2, p.IdleWorkers())
 }
 
 func TestAnIdleWorkerEndsAfterItsIdleTime(t *testing.T) {
-	p := gopool.New(4, 10*time.Millisecond)
+	p := gopool.New(4, 20*time.Millisecond)
 	defer p.Close()
-	done := make(chan struct{})
-	p.Go(func() { close(done) })
-	wait.For(t, done)
-	idleWorkers(t, p, 0)
+	ran := make(chan uint64, 1)
+	p.Go(func() { ran <- goroutineID() })
+	first := wait.For(t, ran)
+	workers(t, 0)
+	assert.Equal(t, 0, p.IdleWorkers())
 	// A task after that runs on a new worker.
-	again := make(chan struct{})
-	p.Go(func() { close(again) })
-	wait.For(t, again)
+	p.Go(func() { ran <- goroutineID() })
+	assert.NotEqual(t, first, wait.For(t, ran))
 }
 
 func TestCloseWaitsForABusyWorkersTask(t *testing.T) {
@@ -136,19 +165,43 @@ func TestATaskGivenAfterStopRunsAndNoWorkerIsLeft(t *testing.T) {
 }
 
 func TestStopLetsABusyWorkerEndWithItsTask(t *testing.T) {
-	p := gopool.New(4, time.Minute)
-	release, started, ended := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	p := gopool.New(4, time.Hour)
+	release, started := make(chan struct{}), make(chan struct{})
 	p.Go(func() {
-		defer close(ended)
 		close(started)
 		<-release
 	})
 	wait.For(t, started)
 	p.Stop()
 	close(release)
-	wait.For(t, ended)
+	// Not by its idle time, an hour.
+	workers(t, 0)
 	p.Close()
-	assert.Equal(t, 0, p.IdleWorkers())
+}
+
+func TestTasksGivenWhileThePoolClosesAllRun(t *testing.T) {
+	for range 20 {
+		p := gopool.New(2, time.Minute)
+		var ran atomic.Int64
+		var tasks, givers sync.WaitGroup
+		for range 8 {
+			givers.Go(func() {
+				for range 50 {
+					tasks.Add(1)
+					p.Go(func() {
+						defer tasks.Done()
+						ran.Add(1)
+					})
+				}
+			})
+		}
+		p.Close()
+		givers.Wait()
+		tasks.Wait()
+		p.Close() // the workers started meanwhile
+		require.EqualValues(t, 400, ran.Load())
+		assert.Equal(t, 0, p.IdleWorkers())
+	}
 }
 
 // deep needs a stack of some 16 KiB, about what a creation's calls through the etcd client

@@ -308,7 +308,8 @@ func (m *Mesh) admitReply(err error) *wire.Reply {
 	return m.ownerReply(err)
 }
 
-// slow runs fn on a goroutine of its own, owned by the mesh: work that may wait on the store.
+// slow runs fn on a goroutine of the mesh's pool, owned by the mesh: work that may wait on the
+// store.
 // At most MaxSlowRequests run at once; the peer's stream waits for a place (its later requests
 // wait with it), and a request whose context ends first is refused with
 // ErrCapacityExceeded{Scheduler}: a peer that floods a node with creations slows itself down,
@@ -323,8 +324,8 @@ func (m *Mesh) slow(ctx context.Context, reply func(*wire.Reply), fn func()) {
 		reply(refusedReply(fmt.Errorf("%w: node %s is closing", sdk.ErrNotServing, m.cfg.Node)))
 		return
 	}
-	// On a pooled goroutine: a creation's call through the etcd client would grow a new
-	// goroutine's stack by copying, two or three times per request.
+	// Pooled: a creation's calls through the etcd client would grow a new goroutine's stack
+	// by copying, two or three times per request.
 	m.wg.Add(1)
 	m.slowPool.Go(func() {
 		defer m.wg.Done()
