@@ -107,7 +107,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 			// Bounded as a shutdown is: a closing callback of a Spot that Start made, which does
 			// not return, holds the failed start no longer than StopTimeout.
 			tctx, cancel := context.WithTimeout(context.Background(), cfg.StopTimeout)
-			_ = h.teardown(tctx)
+			_, _ = h.teardown(tctx)
 			cancel()
 			h.state.Store(uint32(sdk.RuntimeStateStopped))
 			h.closeAdmin()
@@ -453,8 +453,10 @@ func (h *Host) catalogStats() catalog.Stats { return h.catalog.Stats() }
 
 func (h *Host) transportStats() transport.Stats { return h.mesh.Transport().Stats() }
 
-// teardown stops, in reverse order, whatever Start got to.
-func (h *Host) teardown(ctx context.Context) error {
+// teardown stops, in reverse order, whatever Start got to. It reports whether ctx had
+// ended by the end of the last step that ctx bounds (expired): the steps after it (the mesh's
+// close, the lease's revoke) may outlast ctx by design.
+func (h *Host) teardown(ctx context.Context) (expired bool, err error) {
 	h.setState(sdk.RuntimeStateDraining)
 	if h.lc.mesh != nil {
 		// F8: peers see the node draining and place nothing more on it, before its Spots close.
@@ -483,6 +485,7 @@ func (h *Host) teardown(ctx context.Context) error {
 		// dropped (at most once).
 		errs = append(errs, h.channels.Close(ctx))
 	}
+	expired = ctx.Err() != nil
 	if h.mesh != nil {
 		errs = append(errs, h.mesh.Close())
 	}
@@ -504,5 +507,5 @@ func (h *Host) teardown(ctx context.Context) error {
 	if h.etcd != nil {
 		errs = append(errs, h.etcd.Close())
 	}
-	return errors.Join(errs...)
+	return expired, errors.Join(errs...)
 }

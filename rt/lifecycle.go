@@ -2,6 +2,7 @@ package rt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -309,9 +310,11 @@ func (h *Host) watchStatus(interval time.Duration, kick <-chan struct{}, observe
 // Stopped. If that takes longer than deadline (zero: Config.StopTimeout, 30 s by default), the
 // rest is force-stopped — queued work dropped, no closing callback — and the outcome is
 // ForceStopped with reason DeadlineExceeded; the records left behind turn Unavailable with the
-// lease and are reclaimed. A step of the teardown that fails before the deadline gives
-// ForceStopped with reason TeardownFailed: a Spot whose close failed (its location could not
-// be released, say) is force-stopped then, with the rest of the teardown done.
+// lease and are reclaimed; so is a step that runs out of its own time first (a Spot's close
+// waits for its turn for Config.OperationTimeout at most). A step of the teardown that fails
+// before the deadline gives ForceStopped with reason TeardownFailed: a Spot whose close failed
+// (its location could not be released, say) is force-stopped then, with the rest of the
+// teardown done.
 //
 // Every call shares one shutdown: a second call, concurrent or later, joins it and gets the
 // same result, and its deadline does not change the one in force. ctx bounds only this caller's
@@ -391,24 +394,28 @@ func (h *Host) runShutdown(op *shutdownOp) {
 	ctx, cancel := context.WithDeadline(context.Background(), op.deadline)
 	defer cancel()
 	ctx, endSpan := h.tel.StartShutdown(ctx, sdk.CurrentDiagnosticsLevel())
-	err := h.teardown(ctx)
+	expired, err := h.teardown(ctx)
 	defer func() { endSpan(op.result.Outcome.String(), op.result.Reason.String()) }()
-	op.result, op.err = termination(h.cfg.NodeID, op.within, err, ctx.Err() != nil)
+	op.result, op.err = termination(h.cfg.NodeID, op.within, err, expired)
 	h.finish(op.result)
 	h.closeAdmin() // after the end, which its pages show
 }
 
 // termination is how a shutdown of node ended whose teardown returned err, and the error that
 // says why it force-stopped: Stopped when every step succeeded; else DeadlineExceeded when its
-// deadline (within) passed (expired), whatever else failed; else TeardownFailed, a step having
-// failed before it (a Spot's close among them, which leaves its Spot to the forced stop).
+// deadline (within) had passed by the end of the steps it bounds (expired), whatever else
+// failed, or when a step ran out of its own time (a Spot's close waits for its turn for
+// OperationTimeout at most); else TeardownFailed, a step having failed before it (a Spot's
+// close whose location could not be released among them).
 func termination(node sdk.NodeID, within time.Duration, err error, expired bool) (sdk.TerminationResult, error) {
+	deadlineExceeded := sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}
 	switch {
 	case err == nil:
 		return sdk.TerminationResult{Outcome: sdk.TerminationOutcomeStopped}, nil
 	case expired:
-		return sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded},
-			fmt.Errorf("rt: node %s did not stop within %v: %w", node, within, err)
+		return deadlineExceeded, fmt.Errorf("rt: node %s did not stop within %v: %w", node, within, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return deadlineExceeded, fmt.Errorf("rt: node %s: shutdown: a step ran out of time: %w", node, err)
 	default:
 		return sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonTeardownFailed},
 			fmt.Errorf("rt: node %s: shutdown: %w", node, err)

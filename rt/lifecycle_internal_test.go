@@ -101,7 +101,10 @@ func TestF8_AForcedStopIsReportedByItsCause(t *testing.T) {
 		{"the deadline passed", fmt.Errorf("%w: %w", catalog.ErrForceStopped, context.DeadlineExceeded), true,
 			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}, "did not stop within 1s"},
 		{"a close failed and the deadline passed", closeFailed, true,
-			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}, "etcd refused the write"},
+			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}, "did not stop within 1s"},
+		{"a close ran out of its own time before the deadline",
+			fmt.Errorf("%w: 1 Spot did not close: the turn in progress did not finish in time: %w", catalog.ErrForceStopped, context.DeadlineExceeded), false,
+			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}, "ran out of time"},
 		{"another step failed", errors.New("revoke: lease not found"), false,
 			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonTeardownFailed}, "lease not found"},
 	} {

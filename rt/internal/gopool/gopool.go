@@ -6,8 +6,9 @@
 // before, it finds the stack grown. A worker that finds no task for a while ends, and only a
 // bounded number wait at once, so that a burst of tasks leaves no crowd of idle stacks behind.
 //
-// Tasks run without profiler labels (runtime/pprof): a worker would otherwise carry the labels
-// of the goroutine that started it into every later task, whoever gave it.
+// Tasks run without profiler labels (runtime/pprof), rather than with those of the goroutine
+// that gave them: a worker would otherwise carry the labels of the goroutine that started it,
+// or those a task set, into every later task, whoever gave it.
 package gopool
 
 import (
@@ -84,6 +85,7 @@ func (p *Pool) work(fn func()) {
 	for {
 		fn()
 		fn = nil // lets go of the task while waiting
+		pprof.SetGoroutineLabels(context.Background())
 		if p.idle.Add(1) > p.maxIdle {
 			p.idle.Add(-1)
 			return
@@ -93,6 +95,7 @@ func (p *Pool) work(fn func()) {
 		} else {
 			// Drained first: a program may keep timers' channels as they were before Go 1.23
 			// (asynctimerchan=1), where a tick sent during the task would stay after Reset.
+			// One sent just as Stop runs can still arrive: the worker then ends early.
 			if !timer.Stop() {
 				select {
 				case <-timer.C:

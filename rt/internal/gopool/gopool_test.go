@@ -1,7 +1,10 @@
 package gopool_test
 
 import (
+	"bytes"
+	"context"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +44,12 @@ func workers(t *testing.T, n int) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// onAWorker reports whether the calling goroutine is a pool's worker.
+func onAWorker() bool {
+	buf := make([]byte, 1<<16)
+	return strings.Contains(string(buf[:runtime.Stack(buf, false)]), "gopool.(*Pool).work(")
 }
 
 func workerGoroutines() int {
@@ -129,6 +138,7 @@ func TestAnIdleWorkerEndsAfterItsIdleTime(t *testing.T) {
 
 func TestCloseWaitsForABusyWorkersTask(t *testing.T) {
 	p := gopool.New(4, time.Minute)
+	defer p.Close()
 	release, started := make(chan struct{}), make(chan struct{})
 	p.Go(func() {
 		close(started)
@@ -150,22 +160,24 @@ func TestCloseWaitsForABusyWorkersTask(t *testing.T) {
 	assert.Equal(t, 0, p.IdleWorkers())
 }
 
-func TestATaskGivenAfterStopRunsAndNoWorkerIsLeft(t *testing.T) {
+func TestATaskGivenAfterStopRunsOnAGoroutineOfItsOwn(t *testing.T) {
 	p := gopool.New(4, time.Minute)
+	defer p.Close()
 	first := make(chan struct{})
 	p.Go(func() { close(first) })
 	wait.For(t, first)
 	idleWorkers(t, p, 1)
 	p.Stop()
 	idleWorkers(t, p, 0)
-	ran := make(chan struct{})
-	p.Go(func() { close(ran) })
-	wait.For(t, ran)
-	p.Close() // goleak (TestMain) checks that nothing is left
+	onWorker := make(chan bool, 1)
+	p.Go(func() { onWorker <- onAWorker() })
+	assert.False(t, wait.For(t, onWorker))
+	workers(t, 0)
 }
 
 func TestStopLetsABusyWorkerEndWithItsTask(t *testing.T) {
 	p := gopool.New(4, time.Hour)
+	defer p.Close()
 	release, started := make(chan struct{}), make(chan struct{})
 	p.Go(func() {
 		close(started)
@@ -198,7 +210,6 @@ func TestTasksGivenWhileThePoolClosesAllRun(t *testing.T) {
 		p.Close()
 		givers.Wait()
 		tasks.Wait()
-		p.Close() // the workers started meanwhile
 		require.EqualValues(t, 400, ran.Load())
 		assert.Equal(t, 0, p.IdleWorkers())
 	}
@@ -245,4 +256,43 @@ func BenchmarkDeepTask(b *testing.B) {
 		defer p.Close()
 		run(b, p.Go)
 	})
+}
+
+func TestATaskRunsWithoutTheLabelsOfTheGoroutineThatStartedItsWorkerOrOfTheTaskBefore(t *testing.T) {
+	p := gopool.New(1, time.Minute)
+	defer p.Close()
+	labelled := pprof.WithLabels(context.Background(), pprof.Labels("tenant", "alice"))
+	first, second := make(chan string, 1), make(chan string, 1)
+	// The worker starts on a labelled goroutine, and its first task labels it too.
+	pprof.Do(context.Background(), pprof.Labels("tenant", "bob"), func(context.Context) {
+		p.Go(func() {
+			first <- labelsHere(t)
+			pprof.SetGoroutineLabels(labelled)
+		})
+	})
+	assert.NotContains(t, wait.For(t, first), "tenant")
+	idleWorkers(t, p, 1)
+	time.Sleep(time.Millisecond) // for it to reach its wait
+	p.Go(func() { second <- labelsHere(t) })
+	assert.NotContains(t, wait.For(t, second), "tenant")
+}
+
+// labelsHere returns the profiler labels of the calling goroutine, as the goroutine profile
+// prints them ("# labels: {...}"), or "" for none.
+func labelsHere(t *testing.T) string {
+	t.Helper()
+	var buf bytes.Buffer
+	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&buf, 1))
+	for record := range strings.SplitSeq(buf.String(), "\n\n") {
+		if strings.Contains(record, "labelsHere") {
+			for line := range strings.SplitSeq(record, "\n") {
+				if strings.HasPrefix(line, "# labels:") {
+					return line
+				}
+			}
+			return ""
+		}
+	}
+	t.Fatal("the goroutine profile has no labelsHere")
+	return ""
 }
