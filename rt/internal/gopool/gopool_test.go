@@ -46,6 +46,18 @@ func workers(t *testing.T, n int) {
 	}
 }
 
+// busyTask gives p a task that runs until release is closed, once it has started.
+func busyTask(t *testing.T, p *gopool.Pool) (release chan struct{}) {
+	t.Helper()
+	release, started := make(chan struct{}), make(chan struct{})
+	p.Go(func() {
+		close(started)
+		<-release
+	})
+	wait.For(t, started)
+	return release
+}
+
 // onAWorker reports whether the calling goroutine is a pool's worker.
 func onAWorker() bool {
 	buf := make([]byte, 1<<16)
@@ -139,12 +151,7 @@ func TestAnIdleWorkerEndsAfterItsIdleTime(t *testing.T) {
 func TestCloseWaitsForABusyWorkersTask(t *testing.T) {
 	p := gopool.New(4, time.Minute)
 	defer p.Close()
-	release, started := make(chan struct{}), make(chan struct{})
-	p.Go(func() {
-		close(started)
-		<-release
-	})
-	wait.For(t, started)
+	release := busyTask(t, p)
 	closed := make(chan struct{})
 	go func() {
 		p.Close()
@@ -178,12 +185,7 @@ func TestATaskGivenAfterStopRunsOnAGoroutineOfItsOwn(t *testing.T) {
 func TestStopLetsABusyWorkerEndWithItsTask(t *testing.T) {
 	p := gopool.New(4, time.Hour)
 	defer p.Close()
-	release, started := make(chan struct{}), make(chan struct{})
-	p.Go(func() {
-		close(started)
-		<-release
-	})
-	wait.For(t, started)
+	release := busyTask(t, p)
 	p.Stop()
 	close(release)
 	// Not by its idle time, an hour.
