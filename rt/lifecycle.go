@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/rt/internal/observe"
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -310,11 +311,11 @@ func (h *Host) watchStatus(interval time.Duration, kick <-chan struct{}, observe
 // Stopped. If that takes longer than deadline (zero: Config.StopTimeout, 30 s by default), the
 // rest is force-stopped — queued work dropped, no closing callback — and the outcome is
 // ForceStopped with reason DeadlineExceeded; the records left behind turn Unavailable with the
-// lease and are reclaimed; so is a step that runs out of its own time first (a Spot's close
-// waits for its turn for Config.OperationTimeout at most). A step of the teardown that fails
+// lease and are reclaimed; so is a Spot whose close gave up waiting for its work before that
+// (a close waits for Config.OperationTimeout at most). A step of the teardown that fails
 // before the deadline gives ForceStopped with reason TeardownFailed: a Spot whose close failed
-// (its location could not be released, say) is force-stopped then, with the rest of the
-// teardown done.
+// (its location could not be released, say, etcd being unreachable) is force-stopped then,
+// with the rest of the teardown done.
 //
 // Every call shares one shutdown: a second call, concurrent or later, joins it and gets the
 // same result, and its deadline does not change the one in force. ctx bounds only this caller's
@@ -404,9 +405,9 @@ func (h *Host) runShutdown(op *shutdownOp) {
 // termination is how a shutdown of node ended whose teardown returned err, and the error that
 // says why it force-stopped: Stopped when every step succeeded; else DeadlineExceeded when its
 // deadline (within) had passed by the end of the steps it bounds (expired), whatever else
-// failed, or when a step ran out of its own time (a Spot's close waits for its turn for
-// OperationTimeout at most); else TeardownFailed, a step having failed before it (a Spot's
-// close whose location could not be released among them).
+// failed, or when a Spot's close gave up waiting for its work (for OperationTimeout at most);
+// else TeardownFailed, a step having failed before it (a Spot's close whose location could not
+// be released, the lease's revoke, even when etcd's silence timed them out).
 func termination(node sdk.NodeID, within time.Duration, err error, expired bool) (sdk.TerminationResult, error) {
 	deadlineExceeded := sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}
 	switch {
@@ -414,8 +415,8 @@ func termination(node sdk.NodeID, within time.Duration, err error, expired bool)
 		return sdk.TerminationResult{Outcome: sdk.TerminationOutcomeStopped}, nil
 	case expired:
 		return deadlineExceeded, fmt.Errorf("rt: node %s did not stop within %v: %w", node, within, err)
-	case errors.Is(err, context.DeadlineExceeded):
-		return deadlineExceeded, fmt.Errorf("rt: node %s: shutdown: a step ran out of time: %w", node, err)
+	case errors.Is(err, catalog.ErrWorkOutlastedClose):
+		return deadlineExceeded, fmt.Errorf("rt: node %s: shutdown: a Spot's work outlasted its close: %w", node, err)
 	default:
 		return sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonTeardownFailed},
 			fmt.Errorf("rt: node %s: shutdown: %w", node, err)

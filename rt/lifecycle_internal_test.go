@@ -84,7 +84,8 @@ func TestH5_AMissedErrorStatusIsCountedApart(t *testing.T) {
 }
 
 // F8: a forced stop is reported by its cause. One that a Spot's failed close made before the
-// deadline is TeardownFailed; DeadlineExceeded only once the deadline passed.
+// deadline is TeardownFailed, even when etcd's silence timed the close out; DeadlineExceeded
+// once the deadline passed, or when a Spot's work outlasted its close.
 func TestF8_AForcedStopIsReportedByItsCause(t *testing.T) {
 	closeFailed := fmt.Errorf("%w: 1 Spot did not close: %w", catalog.ErrForceStopped, errors.New("release: etcd refused the write"))
 	for _, tc := range []struct {
@@ -102,9 +103,14 @@ func TestF8_AForcedStopIsReportedByItsCause(t *testing.T) {
 			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}, "did not stop within 1s"},
 		{"a close failed and the deadline passed", closeFailed, true,
 			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}, "did not stop within 1s"},
-		{"a close ran out of its own time before the deadline",
-			fmt.Errorf("%w: 1 Spot did not close: the turn in progress did not finish in time: %w", catalog.ErrForceStopped, context.DeadlineExceeded), false,
-			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}, "ran out of time"},
+		{"a Spot's work outlasted its close before the deadline",
+			fmt.Errorf("%w: 1 Spot did not close: %w", catalog.ErrForceStopped, fmt.Errorf("%w: %w", catalog.ErrWorkOutlastedClose, context.DeadlineExceeded)), false,
+			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}, "outlasted its close"},
+		{"a release timed out by etcd's silence before the deadline",
+			fmt.Errorf("%w: 1 Spot did not close: store: begin release: %w", catalog.ErrForceStopped, context.DeadlineExceeded), false,
+			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonTeardownFailed}, "begin release"},
+		{"the revoke timed out", fmt.Errorf("store: deregister n1: %w", context.DeadlineExceeded), false,
+			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonTeardownFailed}, "deregister"},
 		{"another step failed", errors.New("revoke: lease not found"), false,
 			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonTeardownFailed}, "lease not found"},
 	} {

@@ -214,9 +214,11 @@ type TerminationReason uint8
 const (
 	// TerminationReasonNone: no reason; the outcome is Stopped.
 	TerminationReasonNone TerminationReason = 0
-	// TerminationReasonDeadlineExceeded: the cleanup did not finish before the deadline.
+	// TerminationReasonDeadlineExceeded: the cleanup did not finish before the deadline, or a
+	// Spot's queued work did not finish within its close's time.
 	TerminationReasonDeadlineExceeded TerminationReason = 1
-	// TerminationReasonTeardownFailed: releasing a resource failed.
+	// TerminationReasonTeardownFailed: releasing a resource failed before the deadline (a
+	// Spot's location, the node's lease), also when the store's silence timed it out.
 	TerminationReasonTeardownFailed TerminationReason = 2
 )
 

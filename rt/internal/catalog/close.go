@@ -519,7 +519,7 @@ func (c *Catalog) awaitTurnEnd(ctx context.Context, a *activation) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("the turn in progress or the queued work did not finish in time: %w", ctx.Err())
+		return fmt.Errorf("%w: %w", ErrWorkOutlastedClose, ctx.Err())
 	}
 }
 

@@ -264,19 +264,26 @@ func TestATaskRunsWithoutTheLabelsOfTheGoroutineThatStartedItsWorkerOrOfTheTaskB
 	p := gopool.New(1, time.Minute)
 	defer p.Close()
 	labelled := pprof.WithLabels(context.Background(), pprof.Labels("tenant", "alice"))
-	first, second := make(chan string, 1), make(chan string, 1)
+	type seen struct {
+		labels    string
+		goroutine uint64
+	}
+	first, second := make(chan seen, 1), make(chan seen, 1)
 	// The worker starts on a labelled goroutine, and its first task labels it too.
 	pprof.Do(context.Background(), pprof.Labels("tenant", "bob"), func(context.Context) {
 		p.Go(func() {
-			first <- labelsHere(t)
+			first <- seen{labelsHere(t), goroutineID()}
 			pprof.SetGoroutineLabels(labelled)
 		})
 	})
-	assert.NotContains(t, wait.For(t, first), "tenant")
+	one := wait.For(t, first)
+	assert.NotContains(t, one.labels, "tenant")
 	idleWorkers(t, p, 1)
 	time.Sleep(time.Millisecond) // for it to reach its wait
-	p.Go(func() { second <- labelsHere(t) })
-	assert.NotContains(t, wait.For(t, second), "tenant")
+	p.Go(func() { second <- seen{labelsHere(t), goroutineID()} })
+	two := wait.For(t, second)
+	assert.NotContains(t, two.labels, "tenant")
+	assert.Equal(t, one.goroutine, two.goroutine, "the second task ran on a new worker: no label could carry over")
 }
 
 // labelsHere returns the profiler labels of the calling goroutine, as the goroutine profile
