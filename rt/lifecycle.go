@@ -311,11 +311,12 @@ func (h *Host) watchStatus(interval time.Duration, kick <-chan struct{}, observe
 // Stopped. If that takes longer than deadline (zero: Config.StopTimeout, 30 s by default), the
 // rest is force-stopped — queued work dropped, no closing callback — and the outcome is
 // ForceStopped with reason DeadlineExceeded; the records left behind turn Unavailable with the
-// lease and are reclaimed; so is a Spot whose close gave up waiting for its work before that
-// (a close waits for Config.OperationTimeout at most). A step of the teardown that fails
-// before the deadline gives ForceStopped with reason TeardownFailed: a Spot whose close failed
-// (its location could not be released, say, etcd being unreachable) is force-stopped then,
-// with the rest of the teardown done.
+// lease and are reclaimed; so is a Spot whose close gave up waiting for its turn in progress
+// or its queued work before that (a close waits for Config.OperationTimeout at most). A step
+// of the teardown that fails while the deadline has not passed gives ForceStopped with reason
+// TeardownFailed: a Spot whose close failed (its location could not be released, say, etcd
+// being unreachable) is force-stopped then, with the rest of the teardown done. The lease's
+// revoke, last, may outlast the deadline by a second: its failure is TeardownFailed too.
 //
 // Every call shares one shutdown: a second call, concurrent or later, joins it and gets the
 // same result, and its deadline does not change the one in force. ctx bounds only this caller's

@@ -215,10 +215,11 @@ const (
 	// TerminationReasonNone: no reason; the outcome is Stopped.
 	TerminationReasonNone TerminationReason = 0
 	// TerminationReasonDeadlineExceeded: the cleanup did not finish before the deadline, or a
-	// Spot's queued work did not finish within its close's time.
+	// Spot's turn in progress or queued work did not finish within its close's time.
 	TerminationReasonDeadlineExceeded TerminationReason = 1
-	// TerminationReasonTeardownFailed: releasing a resource failed before the deadline (a
-	// Spot's location, the node's lease), also when the store's silence timed it out.
+	// TerminationReasonTeardownFailed: a step of the cleanup failed while the deadline had not
+	// passed — releasing a Spot's location or the node's lease, among others — also when the
+	// store's silence timed it out.
 	TerminationReasonTeardownFailed TerminationReason = 2
 )
 

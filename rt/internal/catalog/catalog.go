@@ -498,8 +498,9 @@ func (c *Catalog) HasRoom() bool {
 // were left to the reclaimer. The error that wraps it wraps those causes too.
 var ErrForceStopped = errors.New("catalog: force-stopped")
 
-// ErrWorkOutlastedClose is a Spot's close failing because the turn in progress or the queued
-// work did not finish within the close's time: the close ran out of time, nothing failed.
+// ErrWorkOutlastedClose is a Spot's close (or a relocation unit) giving up because the turn in
+// progress or the queued work did not finish within its time: it ran out of time, nothing
+// failed.
 var ErrWorkOutlastedClose = errors.New("catalog: the turn in progress or the queued work did not finish in time")
 
 // forcedGrace bounds the wait for the catalog's own goroutines after a forced stop; they wait

@@ -513,6 +513,10 @@ func (c *Catalog) awaitTurnEnd(ctx context.Context, a *activation) error {
 		if errors.Is(err, exec.ErrAdmissionClosed) {
 			return nil // the executor closed: nothing runs any more
 		}
+		if ctx.Err() != nil {
+			// The lifecycle lane stayed full behind work that did not end.
+			return fmt.Errorf("%w: %w", ErrWorkOutlastedClose, err)
+		}
 		return err
 	}
 	select {
