@@ -852,3 +852,34 @@ func TestH1_ARuntimeStatusIsTheCallersOwn(t *testing.T) {
 	require.NotNil(t, h.Status().TerminationResult)
 	assert.Equal(t, sdk.TerminationResult{}, *h.Status().TerminationResult, "writing to a status's termination result changes no other status")
 }
+
+// F8: an Entry Spot whose turn outlasts the shutdown's deadline is force-stopped as any Spot
+// is, and the shutdown says so.
+func TestF8_AnEntryWhoseTurnOutlastsTheDeadlineIsForceStopped(t *testing.T) {
+	release, held := make(chan struct{}), make(chan struct{}, 1)
+	defer close(release)
+	desc := &sdk.SpotDesc{Name: "stop.Stuck", Kind: sdk.KindEntry, Methods: []sdk.MethodDesc{{
+		Name:       "Do",
+		NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+		NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
+		Invoke: func(_ any, _ context.Context, req proto.Message) (proto.Message, error) {
+			held <- struct{}{}
+			<-release
+			return req, nil
+		},
+	}}}
+	cfg := rt.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.NodeID = "stuck-entry"
+	cfg.Register = func(r sdk.Registrar) error {
+		return r.RegisterSpot(desc, func(sdk.SpotContext) (any, error) { return struct{}{}, nil })
+	}
+	h, err := rt.Start(ctx, cfg)
+	require.NoError(t, err)
+	go func() { _, _ = h.Call(ctx, sdk.EntryTarget(desc.Name, cfg.NodeID), "Do", wrapperspb.String("hold")) }()
+	wait.For(t, held)
+	res, err := h.Shutdown(ctx, 300*time.Millisecond)
+	require.NoError(t, err)
+	assert.Equal(t, sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}, res)
+	require.Error(t, h.Close(), "Close reports the forced stop")
+}

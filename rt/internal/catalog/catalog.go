@@ -530,8 +530,14 @@ func (c *Catalog) Close(ctx context.Context) error {
 		listed := c.ownedSpots(nil)
 		err = c.closeAll(ctx, listed, sdk.CloseShutdown, c.bg.goRun)
 		c.endArrivals()
+		// An Entry whose work outlasted ctx is stopped without its closing callbacks, as the
+		// forced stop below stops the others.
+		forcedEntries := 0
 		for _, e := range c.sortedEntries() {
-			c.closeEntry(ctx, e)
+			if eerr := c.closeEntry(ctx, e); eerr != nil {
+				forcedEntries++
+				err = errors.Join(err, fmt.Errorf("entry spot %s: %w", e.typ.desc.Name, eerr))
+			}
 		}
 		// The units under way have decided (each Spot's close waited for its own); a unit
 		// that committed still tells its target, which serves the Spot once it hears. Half of
@@ -571,7 +577,7 @@ func (c *Catalog) Close(ctx context.Context) error {
 			c.log.Error("the catalog's goroutines did not end after a forced stop")
 		}
 		c.bg.end(ended)
-		if forced > 0 {
+		if forced += forcedEntries; forced > 0 {
 			err = forcedError(forced, err, ctx.Err())
 		}
 		// A factory that never returned already failed its creation; it is not the close's to

@@ -612,11 +612,13 @@ func (w closeWork) Run() {
 
 func (w closeWork) Drop(error) { close(w.done) }
 
-// closeEntry closes an Entry Spot at the node's end, bounded by ctx.
-func (c *Catalog) closeEntry(ctx context.Context, e *entrySpot) {
+// closeEntry closes an Entry Spot at the node's end, bounded by ctx. When its work outlasts
+// ctx it stops the Spot without its closing callbacks and returns why.
+func (c *Catalog) closeEntry(ctx context.Context, e *entrySpot) error {
 	e.exec.CloseApplication(false)
 	e.state.Store(uint32(stateClosing))
-	if err := c.awaitTurnEnd(ctx, &e.activation); err == nil {
+	err := c.awaitTurnEnd(ctx, &e.activation)
+	if err == nil {
 		hadActors := e.memberCount.Load() != 0
 		c.closeMembers(ctx, &e.activation, sdk.CloseShutdown, func() (context.Context, context.CancelFunc) { return ctx, func() {} })
 		c.notifyClose(ctx, &e.activation, sdk.CloseShutdown)
@@ -627,6 +629,7 @@ func (c *Catalog) closeEntry(ctx context.Context, e *entrySpot) {
 	e.exec.Close(fmt.Errorf("%w: node %s closed", sdk.ErrClosed, c.cfg.Node))
 	e.teardown()
 	e.state.Store(uint32(stateClosed))
+	return err
 }
 
 // releaseEntryActors deletes the records of the Actors of the Entry Spot e, which closes with
