@@ -75,7 +75,6 @@ func (p *Pool) Go(fn func()) {
 // already has maxIdle workers waiting, or the pool stops.
 func (p *Pool) work(fn func()) {
 	defer p.workers.Done()
-	pprof.SetGoroutineLabels(context.Background())
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -83,9 +82,10 @@ func (p *Pool) work(fn func()) {
 		}
 	}()
 	for {
+		// No labels of the goroutine that started the worker, nor of the task before.
+		pprof.SetGoroutineLabels(context.Background())
 		fn()
 		fn = nil // lets go of the task while waiting
-		pprof.SetGoroutineLabels(context.Background())
 		if p.idle.Add(1) > p.maxIdle {
 			p.idle.Add(-1)
 			return
