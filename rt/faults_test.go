@@ -215,6 +215,42 @@ func TestC1_LeaseLossIsNotPermanent(t *testing.T) {
 	assert.Equal(t, 2, c.factoryRuns("orphan"))
 }
 
+// C1, DESIGN §4: a node whose owner lease ended while another process registered its node ID
+// does not wait for that process to end: it fails, says who holds its ID, and tries no more;
+// the other process keeps the ID and serves.
+func TestC1_ANodeWhoseIDAnotherProcessTookWhileItsLeaseWasGoneFails(t *testing.T) {
+	sink := &logSink{}
+	c := newCluster(t, 1, func(_ int, cfg *rt.Config) { cfg.Logger = slog.New(sinkHandler{sink: sink}) })
+	a := c.hosts[0]
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	defer cli.Close()
+
+	release := a.HoldKeepAlive() // a does not notice the lease's end until the other holds its ID
+	defer release()
+	old := nodeLease(t, cli, "node-a")
+	_, err = cli.Revoke(ctx, old)
+	require.NoError(t, err)
+	other := c.start(t, 0, nil) // another process started as node-a
+	taken := nodeLease(t, cli, "node-a")
+	require.NotZero(t, taken)
+	release()
+
+	require.Eventually(t, func() bool { return a.Status().State == sdk.RuntimeStateError }, 15*time.Second, 10*time.Millisecond,
+		"the node fails rather than waiting for the other process to end")
+	failed := sink.find("the node failed and cannot serve; shut it down")
+	require.Len(t, failed, 1)
+	assert.Contains(t, failed[0].attrs["err"], "another live process")
+	assert.Contains(t, failed[0].attrs["err"], fmt.Sprintf("owner lease %x", int64(taken)), "it names the holder's lease")
+	time.Sleep(500 * time.Millisecond) // past the first retries' backoff
+	assert.Empty(t, sink.find("registering the node again failed; it is tried again"), "the node tried to register again")
+	assert.Equal(t, taken, nodeLease(t, cli, "node-a"), "the other process keeps the ID")
+	assert.Equal(t, sdk.RuntimeStateServing, other.Status().State)
+	_, err = record(other, openLedger("on-the-other"), "x")
+	require.NoError(t, err, "the other process owns objects")
+	require.NoError(t, a.Close(), "the failed node shuts down")
+}
+
 // C1: a one-way message that its node admits after its owner lease's guard ran out, before the
 // keep-alive noticed (as just after a pause of the process), never runs: its turn reads the
 // clock.

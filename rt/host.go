@@ -295,7 +295,10 @@ func (h *Host) watchLease() {
 
 // register registers the node again after old's lease ended, retrying until it succeeds or
 // the host closes. The old lease is revoked first, so that the node's ID is free at once when
-// etcd still held it (the guard ran out before the server's lease did).
+// etcd still held it (the guard ran out before the server's lease did). A node ID that another
+// process registered meanwhile is not waited for: that process is the node now, and this one
+// fails (an Orleans silo declared dead stops too); it keeps calling other nodes' objects until
+// it is shut down.
 func (h *Host) register(old *store.Registration) (*store.Registration, bool) {
 	backoff := 100 * time.Millisecond
 	for {
@@ -309,6 +312,10 @@ func (h *Host) register(old *store.Registration) (*store.Registration, bool) {
 		cancel()
 		if err == nil {
 			return next, true
+		}
+		if taken := (*store.NodeIDInUseError)(nil); errors.As(err, &taken) {
+			h.fail(fmt.Errorf("its owner lease ended, and another process registered its node ID meanwhile; it cannot own objects again: %w", err))
+			return nil, false
 		}
 		h.log.Warn("registering the node again failed; it is tried again", "err", err)
 		select {

@@ -86,6 +86,19 @@ func (h sinkHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h sinkHandler) WithGroup(string) slog.Handler { return h }
 
+// find returns the records whose message is msg.
+func (s *logSink) find(msg string) []captured {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []captured
+	for _, r := range s.recs {
+		if r.msg == msg {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // unhandled returns the records about unhandled messages.
 func (s *logSink) unhandled() []captured {
 	s.mu.Lock()

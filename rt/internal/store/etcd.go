@@ -29,6 +29,10 @@ type Etcd struct {
 	// local holds this process's registrations (Owner -> *Registration): while a lease guard
 	// holds, its owner is known alive without a read.
 	local sync.Map
+	// granted holds the owner leases this store granted for registrations and has not seen
+	// revoked (ownLeases): a node ID that one of them holds, and no live registration, is this
+	// process's own, left by a registration whose answer was lost, and not another process's.
+	granted ownLeases
 	// batch is the group commit of record writes; nil when disabled.
 	batch *batcher
 	// kv sends the record writes; internal tests replace it to lose answers.

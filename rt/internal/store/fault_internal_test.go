@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -250,4 +252,36 @@ func endLease(t *testing.T, s *Etcd, reg *Registration) func() {
 		_, err := s.client.Revoke(ctx, clientv3.LeaseID(reg.Owner().Lease))
 		require.NoError(t, err)
 	}
+}
+
+// DESIGN §4: a registration whose answer was lost and whose revoke failed leaves the node ID
+// held by a lease of this process. The next registration revokes that lease and says so, the
+// one after takes the ID: the process is not taken for another that holds it.
+func TestARegistrationLeftByThisProcessIsRevokedNotTakenForAnotherProcess(t *testing.T) {
+	s, err := New(startEtcd(t), "own")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	left, err := s.client.Grant(ctx, 60)
+	require.NoError(t, err)
+	s.granted.add(int64(left.ID))
+	val, err := encodeNode(&storepb.NodeDescriptor{NodeId: "node-a", Endpoint: "127.0.0.1:1"})
+	require.NoError(t, err)
+	_, err = s.client.Put(ctx, s.keys.node("node-a"), val, clientv3.WithLease(left.ID))
+	require.NoError(t, err)
+
+	_, err = s.Register(ctx, &storepb.NodeDescriptor{NodeId: "node-a", Roles: 1, Weight: 1}, LeaseOptions{})
+	require.ErrorIs(t, err, ErrNodeIDInUse)
+	var taken *NodeIDInUseError
+	assert.False(t, errors.As(err, &taken), "the ID is held by this process's own lease: %v", err)
+	assert.Contains(t, err.Error(), "revoked now")
+	ttl, err := s.client.TimeToLive(ctx, left.ID)
+	require.NoError(t, err)
+	assert.EqualValues(t, -1, ttl.TTL, "the lease left behind is revoked")
+	assert.False(t, s.granted.has(int64(left.ID)))
+	assert.Empty(t, s.granted.leases, "the failed registration's own lease is revoked and forgotten too")
+
+	reg := registerNode(t, s, "node-a")
+	assert.True(t, s.granted.has(reg.Owner().Lease))
+	require.NoError(t, reg.Close(ctx))
+	assert.Empty(t, s.granted.leases, "a closed registration's lease is forgotten")
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -180,6 +181,7 @@ func (s *Etcd) Register(ctx context.Context, desc *storepb.NodeDescriptor, opts 
 	if err != nil {
 		return nil, fmt.Errorf("store: register %s: grant lease: %w", rid, unavailable(err))
 	}
+	s.granted.add(int64(grant.ID))
 	guard.extend(sent, time.Duration(grant.TTL)*time.Second, opts.GuardMargin)
 	owner := Owner{Node: rid, Lease: int64(grant.ID)}
 	nodeKey := s.keys.node(rid)
@@ -187,7 +189,7 @@ func (s *Etcd) Register(ctx context.Context, desc *storepb.NodeDescriptor, opts 
 	if err != nil {
 		guard.lose()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		_, _ = s.client.Revoke(rctx, grant.ID)
+		_ = s.revokeOwn(rctx, owner.Lease)
 		cancel()
 		return nil, err
 	}
@@ -196,14 +198,14 @@ func (s *Etcd) Register(ctx context.Context, desc *storepb.NodeDescriptor, opts 
 		clientv3.OpPut(s.keys.incarnation(rid, owner.Lease), time.Now().UTC().Format(time.RFC3339Nano)))
 	resp, err := s.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(nodeKey), "=", 0)).
-		Then(ops...).Commit()
+		Then(ops...).Else(clientv3.OpGet(nodeKey)).Commit()
 	if err == nil && !resp.Succeeded {
-		err = fmt.Errorf("%w: %s", ErrNodeIDInUse, rid)
+		err = s.idInUse(ctx, rid, resp)
 	}
 	if err != nil {
 		guard.lose()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		_, _ = s.client.Revoke(rctx, grant.ID)
+		_ = s.revokeOwn(rctx, owner.Lease)
 		cancel()
 		return nil, fmt.Errorf("store: register %s: %w", rid, unavailable(err))
 	}
@@ -367,8 +369,7 @@ func (r *Registration) waitWhileHeld(ctx context.Context) bool {
 // Revoke revokes the owner lease, whether or not the registration was closed: the node's ID is
 // free at once instead of at the lease's expiry. A lease that is already gone is no error.
 func (r *Registration) Revoke(ctx context.Context) error {
-	_, err := r.store.client.Revoke(ctx, clientv3.LeaseID(r.owner.Lease))
-	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+	if err := r.store.revokeOwn(ctx, r.owner.Lease); err != nil {
 		return fmt.Errorf("store: revoke the lease of %s: %w", r.owner.Node, unavailable(err))
 	}
 	return nil
@@ -385,9 +386,84 @@ func (r *Registration) Close(ctx context.Context) error {
 	<-r.done
 	r.guard.lose()
 	r.store.local.Delete(r.owner)
-	_, err := r.store.client.Revoke(ctx, clientv3.LeaseID(r.owner.Lease))
-	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+	if err := r.store.revokeOwn(ctx, r.owner.Lease); err != nil {
 		return fmt.Errorf("store: deregister %s: %w", r.owner.Node, err)
 	}
 	return nil
+}
+
+// idInUse says who holds the node ID rid, from the node key that a registration's failed
+// transaction resp read: a live registration of this process; a lease that this process was
+// granted and lost track of, as when a registration's answer was lost and its revoke failed
+// (revoked now, so that the next try takes the ID); or another process (*NodeIDInUseError).
+func (s *Etcd) idInUse(ctx context.Context, rid sdk.NodeID, resp *clientv3.TxnResponse) error {
+	var kvs []*mvccpb.KeyValue
+	if len(resp.Responses) > 0 {
+		kvs = resp.Responses[0].GetResponseRange().GetKvs()
+	}
+	if len(kvs) == 0 {
+		return fmt.Errorf("%w: %s, by a registration that ended just now", ErrNodeIDInUse, rid)
+	}
+	holder := kvs[0].Lease
+	if _, live := s.local.Load(Owner{Node: rid, Lease: holder}); live {
+		return fmt.Errorf("%w: %s, by a live registration of this process", ErrNodeIDInUse, rid)
+	}
+	if s.granted.has(holder) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if err := s.revokeOwn(rctx, holder); err != nil {
+			return fmt.Errorf("%w: %s, by an earlier lease of this process, not revoked yet: %w", ErrNodeIDInUse, rid, unavailable(err))
+		}
+		return fmt.Errorf("%w: %s, by an earlier lease of this process, revoked now", ErrNodeIDInUse, rid)
+	}
+	inUse := &NodeIDInUseError{Node: rid, Lease: holder}
+	if d, err := decodeNode(kvs[0].Value); err == nil {
+		inUse.Endpoint = d.GetEndpoint()
+	}
+	return inUse
+}
+
+// revokeOwn revokes the owner lease that this store granted; a lease already gone is no error.
+func (s *Etcd) revokeOwn(ctx context.Context, lease int64) error {
+	_, err := s.client.Revoke(ctx, clientv3.LeaseID(lease))
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return err
+	}
+	s.granted.remove(lease)
+	return nil
+}
+
+// maxOwnLeases bounds the leases an ownLeases holds: one per live registration, and one per
+// registration whose answer and whose revoke were both lost. Past it a lease is not noted, and
+// a node ID that it comes to hold would be taken for another process's.
+const maxOwnLeases = 1024
+
+// ownLeases are the owner leases a store granted and has not seen revoked.
+type ownLeases struct {
+	mu     sync.Mutex
+	leases map[int64]struct{}
+}
+
+func (o *ownLeases) add(lease int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.leases == nil {
+		o.leases = make(map[int64]struct{})
+	}
+	if len(o.leases) < maxOwnLeases {
+		o.leases[lease] = struct{}{}
+	}
+}
+
+func (o *ownLeases) remove(lease int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.leases, lease)
+}
+
+func (o *ownLeases) has(lease int64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.leases[lease]
+	return ok
 }

@@ -223,12 +223,34 @@ type ReclaimStats struct {
 	ActorsReleased int
 }
 
+// NodeIDInUseError says that a live registration of another process holds a node's ID. It
+// is ErrNodeIDInUse.
+type NodeIDInUseError struct {
+	Node sdk.NodeID
+	// Lease is the owner lease of the registration that holds the ID.
+	Lease int64
+	// Endpoint is the address its peers dial, when its descriptor names one.
+	Endpoint string
+}
+
+func (e *NodeIDInUseError) Error() string {
+	at := ""
+	if e.Endpoint != "" {
+		at = ", reached at " + e.Endpoint
+	}
+	return fmt.Sprintf("store: node ID %s is registered by another live process (owner lease %x%s)", e.Node, e.Lease, at)
+}
+
+// Unwrap makes the error ErrNodeIDInUse.
+func (e *NodeIDInUseError) Unwrap() error { return ErrNodeIDInUse }
+
 // Store errors.
 var (
 	// ErrFenced: the write's fence no longer holds (the record changed, or the owner lease
 	// ended); nothing was written.
 	ErrFenced = errors.New("store: fenced: the record or the owner lease changed")
-	// ErrNodeIDInUse: another live node is registered with the same ID.
+	// ErrNodeIDInUse: another live node is registered with the same ID. It comes as a
+	// *NodeIDInUseError when another process holds the ID.
 	ErrNodeIDInUse = errors.New("store: node ID in use by a live node")
 	// ErrCorruptRecord: a stored value could not be decoded.
 	ErrCorruptRecord = errors.New("store: corrupt record")

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -366,9 +367,36 @@ func TestNodeIDInUseByLiveNode(t *testing.T) {
 	reg := register(t, s, "node-a", store.LeaseOptions{})
 	_, err := s.Register(ctx, reg.Descriptor(), store.LeaseOptions{})
 	require.ErrorIs(t, err, store.ErrNodeIDInUse)
+	var taken *store.NodeIDInUseError
+	assert.False(t, errors.As(err, &taken), "this process's own live registration holds the ID: %v", err)
+	assert.True(t, reg.Guard().Valid(), "the live registration keeps its lease")
 	require.NoError(t, reg.Close(ctx))
 	again := register(t, s, "node-a", store.LeaseOptions{})
 	assert.NotEqual(t, reg.Owner().Lease, again.Owner().Lease, "a restarted node gets a new owner lease")
+}
+
+// DESIGN §4: a registration that finds the node ID held by another process's registration
+// names it: its owner lease and the address its peers dial.
+func TestNodeIDInUseByAnotherProcessNamesIt(t *testing.T) {
+	s := newStore(t)
+	desc := nodeDesc("node-a")
+	desc.Endpoint = "127.0.0.1:4711"
+	reg, err := s.Register(ctx, desc, store.LeaseOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+
+	other, err := store.New(newClient(t), meshOf(t, s)) // another process's store
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Close() })
+	_, err = other.Register(ctx, nodeDesc("node-a"), store.LeaseOptions{})
+	require.ErrorIs(t, err, store.ErrNodeIDInUse)
+	var taken *store.NodeIDInUseError
+	require.ErrorAs(t, err, &taken)
+	assert.Equal(t, sdk.NodeID("node-a"), taken.Node)
+	assert.Equal(t, reg.Owner().Lease, taken.Lease)
+	assert.Equal(t, "127.0.0.1:4711", taken.Endpoint)
+	assert.Contains(t, err.Error(), "another live process")
+	assert.True(t, reg.Guard().Valid(), "the holder keeps its lease")
 }
 
 // C1: the guard trips before etcd expires the lease, and so does its lost flag, which the
