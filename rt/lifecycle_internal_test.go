@@ -85,7 +85,8 @@ func TestH5_AMissedErrorStatusIsCountedApart(t *testing.T) {
 
 // F8: a forced stop is reported by its cause. One that a Spot's failed close made before the
 // deadline is TeardownFailed, even when etcd's silence timed the close out; DeadlineExceeded
-// once the deadline passed, or when a Spot's work outlasted its close.
+// once the deadline passed, or when a Spot's work outlasted its close, whatever else failed
+// (some Spot was stopped without its closing callback), with every failure in the error.
 func TestF8_AForcedStopIsReportedByItsCause(t *testing.T) {
 	closeFailed := fmt.Errorf("%w: 1 Spot did not close: %w", catalog.ErrForceStopped, errors.New("release: etcd refused the write"))
 	for _, tc := range []struct {
@@ -106,6 +107,10 @@ func TestF8_AForcedStopIsReportedByItsCause(t *testing.T) {
 		{"a Spot's work outlasted its close before the deadline",
 			fmt.Errorf("%w: 1 Spot did not close: %w", catalog.ErrForceStopped, fmt.Errorf("%w: %w", catalog.ErrWorkOutlastedClose, context.DeadlineExceeded)), false,
 			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}, "outlasted its close"},
+		{"a Spot's work outlasted its close and another's close failed",
+			fmt.Errorf("%w: 2 Spots did not close: %w", catalog.ErrForceStopped, errors.Join(
+				fmt.Errorf("%w: %w", catalog.ErrWorkOutlastedClose, context.DeadlineExceeded), errors.New("release: etcd refused the write"))), false,
+			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}, "etcd refused the write"},
 		{"a release timed out by etcd's silence before the deadline",
 			fmt.Errorf("%w: 1 Spot did not close: store: begin release: %w", catalog.ErrForceStopped, context.DeadlineExceeded), false,
 			sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonTeardownFailed}, "begin release"},

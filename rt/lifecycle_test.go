@@ -19,6 +19,7 @@ import (
 
 	"github.com/zlink-go/zlink/internal/proctest"
 	"github.com/zlink-go/zlink/rt"
+	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/rt/internal/rttest"
 	"github.com/zlink-go/zlink/rt/internal/rttest/wait"
 	"github.com/zlink-go/zlink/sdk"
@@ -876,10 +877,52 @@ func TestF8_AnEntryWhoseTurnOutlastsTheDeadlineIsForceStopped(t *testing.T) {
 	}
 	h, err := rt.Start(ctx, cfg)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
 	go func() { _, _ = h.Call(ctx, sdk.EntryTarget(desc.Name, cfg.NodeID), "Do", wrapperspb.String("hold")) }()
 	wait.For(t, held)
 	res, err := h.Shutdown(ctx, 300*time.Millisecond)
 	require.NoError(t, err)
 	assert.Equal(t, sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}, res)
 	require.Error(t, h.Close(), "Close reports the forced stop")
+}
+
+// overrunCloser is an Entry Spot whose closing callback overruns the shutdown's deadline.
+type overrunCloser struct{ release <-chan struct{} }
+
+func (o overrunCloser) OnClose(context.Context, sdk.CloseReason) { <-o.release }
+
+// F8: an idle Entry Spot whose close begins once the deadline has passed, spent by another's
+// closing callback, is force-stopped for that: the shutdown names the late start, not work of
+// its own that did not finish.
+func TestF8_AnIdleEntryWhoseCloseBeginsAfterTheDeadlineSaysSo(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	entry := func(name string) *sdk.SpotDesc {
+		return &sdk.SpotDesc{Name: name, Kind: sdk.KindEntry, Methods: []sdk.MethodDesc{{
+			Name:       "Do",
+			NewRequest: func() proto.Message { return new(wrapperspb.StringValue) },
+			NewReply:   func() proto.Message { return new(wrapperspb.StringValue) },
+			Invoke:     func(_ any, _ context.Context, req proto.Message) (proto.Message, error) { return req, nil },
+		}}}
+	}
+	cfg := rt.DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.NodeID = "late-entry"
+	cfg.Register = func(r sdk.Registrar) error {
+		// Entry Spots close in the order of their names.
+		if err := r.RegisterSpot(entry("stop.A"), func(sdk.SpotContext) (any, error) { return overrunCloser{release}, nil }); err != nil {
+			return err
+		}
+		return r.RegisterSpot(entry("stop.B"), func(sdk.SpotContext) (any, error) { return struct{}{}, nil })
+	}
+	h, err := rt.Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Close() })
+	res, err := h.Shutdown(ctx, 300*time.Millisecond)
+	require.NoError(t, err)
+	assert.Equal(t, sdk.TerminationResult{Outcome: sdk.TerminationOutcomeForceStopped, Reason: sdk.TerminationReasonDeadlineExceeded}, res)
+	err = h.Close()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "entry spot stop.B: its close began after the time had run out")
+	assert.NotContains(t, err.Error(), "entry spot stop.B: "+catalog.ErrWorkOutlastedClose.Error(), "the idle Spot's own work is not the cause")
 }

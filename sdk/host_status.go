@@ -215,7 +215,9 @@ const (
 	// TerminationReasonNone: no reason; the outcome is Stopped.
 	TerminationReasonNone TerminationReason = 0
 	// TerminationReasonDeadlineExceeded: the cleanup did not finish before the deadline, or a
-	// Spot's turn in progress or queued work did not finish within its close's time.
+	// Spot's turn in progress or queued work did not finish within its close's time. It is the
+	// reason whenever that happened, even when a step also failed: some Spot was then stopped
+	// without its closing callback. The error of Close names every failure.
 	TerminationReasonDeadlineExceeded TerminationReason = 1
 	// TerminationReasonTeardownFailed: a step of the cleanup failed while the deadline had not
 	// passed — releasing a Spot's location or the node's lease, among others — also when the

@@ -613,11 +613,18 @@ func (w closeWork) Run() {
 func (w closeWork) Drop(error) { close(w.done) }
 
 // closeEntry closes an Entry Spot at the node's end, bounded by ctx. When its work outlasts
-// ctx it stops the Spot without its closing callbacks and returns why.
+// ctx, or ctx ended before its close began, it stops the Spot without its closing callbacks
+// and returns why.
 func (c *Catalog) closeEntry(ctx context.Context, e *entrySpot) error {
 	e.exec.CloseApplication(false)
 	e.state.Store(uint32(stateClosing))
-	err := c.awaitTurnEnd(ctx, &e.activation)
+	err := ctx.Err()
+	if err != nil {
+		// The Spots closed before it spent the time: its own work is not the cause.
+		err = fmt.Errorf("its close began after the time had run out: %w", err)
+	} else {
+		err = c.awaitTurnEnd(ctx, &e.activation)
+	}
 	if err == nil {
 		hadActors := e.memberCount.Load() != 0
 		c.closeMembers(ctx, &e.activation, sdk.CloseShutdown, func() (context.Context, context.CancelFunc) { return ctx, func() {} })
