@@ -239,3 +239,22 @@ func TestF8_AForcedStopOfASpotCreatedWhileTheNodeClosedSaysWhy(t *testing.T) {
 	assert.NotContains(t, err.Error(), "%!")
 	assert.Empty(t, n.f.closeReasons("late"), "a force-stopped Spot gets no callback")
 }
+
+// F8: a close that waits for room in a lifecycle lane that stays full behind a turn that does
+// not end gives up as one whose Spot's work outlasted it, not as a failure of its own.
+func TestF8_ACloseBehindAFullLifecycleLaneSaysTheWorkOutlastedIt(t *testing.T) {
+	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) {
+		c.OperationTimeout = 300 * time.Millisecond
+		c.Exec.Lifecycle.Count = 2
+	}})
+	t.Cleanup(func() { close(n.f.release) })
+	go func() { _, _ = n.call("full", "Block", "") }()
+	require.Equal(t, "full", <-n.f.blocked)
+	queued, err := n.cat.FillLifecycleLane(room("full"))
+	require.NoError(t, err)
+	require.Equal(t, 2, queued)
+
+	err = n.cat.CloseTarget(ctx, room("full"))
+	require.ErrorIs(t, err, catalog.ErrWorkOutlastedClose)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}

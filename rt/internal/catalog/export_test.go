@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -152,4 +153,29 @@ func (c *Catalog) BackgroundSealed() bool {
 	c.bg.mu.Lock()
 	defer c.bg.mu.Unlock()
 	return c.bg.sealed
+}
+
+// noWork is lifecycle work that does nothing.
+type noWork struct{}
+
+func (noWork) Run()       {}
+func (noWork) Drop(error) {}
+
+// FillLifecycleLane queues lifecycle work that does nothing on the local Spot t, after its
+// application work, until its lifecycle lane refuses more; it returns how much it queued.
+func (c *Catalog) FillLifecycleLane(t sdk.Target) (int, error) {
+	sp := c.spotAt(spotKey{t.Type(), t.ID()})
+	if sp == nil {
+		return 0, errors.New("no such local Spot")
+	}
+	for n := 0; ; n++ {
+		err := sp.base().exec.Submit(exec.Item{Lane: sdk.LaneLifecycle, AfterApplication: true}, noWork{})
+		var full *sdk.QueueFullError
+		if errors.As(err, &full) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }
