@@ -119,8 +119,10 @@ type SpotContext interface {
 	// Spawn makes the Actor of the type desc describes (an Actor descriptor, of kind
 	// [KindActor]) with ID id, as a member of this Spot, and returns once it exists. Spawning
 	// is the only way an Actor comes to exist. When an Actor of that type and ID exists
-	// anywhere, in this Spot or another, the spawn fails with [ErrAlreadyExists]. A nil ctx
-	// is refused with an error wrapping [ErrInvalidArgument].
+	// anywhere, in this Spot or another, the spawn fails with [ErrAlreadyExists]. A factory
+	// that fails, or does not return within ctx and the runtime's operation timeout, fails the
+	// spawn with [ErrCreationFailed] and leaves the ID free; what such a factory returns at
+	// last is dropped. A nil ctx is refused with an error wrapping [ErrInvalidArgument].
 	Spawn(ctx context.Context, desc *SpotDesc, id string) error
 	// RestoredState is the state the Spot brought along when its host's relocation moved it to
 	// this node: what its object's MarshalState returned on the node it left (see

@@ -550,7 +550,7 @@ func (c *Catalog) prepare(actorT, hostT sdk.Target, state []byte, source *actor,
 	} else {
 		act.slot.Store(true)
 	}
-	if err := c.constructActor(act); err != nil {
+	if err := c.constructActor(c.hardCtx, act); err != nil {
 		act.discard()
 		c.handBack(act, source)
 		return store.Host{}, &creationError{msg: fmt.Sprintf("%v: %v arriving in %v: %v", sdk.ErrCreationFailed, actorT, hostT, err), cause: err}

@@ -404,7 +404,7 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 		handed = c.releaseActor(a, loc, host)
 		return err
 	}
-	if err := c.constructActor(act); err != nil {
+	if err := c.constructActor(ctx, act); err != nil {
 		return undo(&creationError{msg: fmt.Sprintf("%v: actor %s/%q: %v", sdk.ErrCreationFailed, desc.Name, id, err), cause: err})
 	}
 	// Counted from here until it is registered, and refused if the node began to relocate
@@ -441,23 +441,53 @@ func (c *Catalog) holdForSpawn(key spotKey) error {
 	return nil
 }
 
-// construct runs act's factory, turning a panic into an error.
-func (c *Catalog) constructActor(act *actor) (err error) {
+// constructActor runs act's factory on one of the builders, for ctx and OperationTimeout at
+// most: a factory that does not return in time fails the spawn or the arrival, as a Spot's
+// fails its creation (B8), and the caller discards act, so that no timer it arms runs; the
+// object it returns at last is dropped.
+func (c *Catalog) constructActor(ctx context.Context, act *actor) error {
+	out := make(chan built, 1)
+	if !c.builders.goRun(func() {
+		impl, err := c.runActorFactory(act)
+		out <- built{impl, err}
+	}) {
+		return c.errStopping()
+	}
+	timeout := time.NewTimer(c.cfg.OperationTimeout)
+	defer timeout.Stop()
+	var late error
+	select {
+	case b := <-out:
+		if b.err != nil {
+			return b.err
+		}
+		act.impl = b.impl
+		return nil
+	case <-timeout.C:
+		late = fmt.Errorf("the factory did not return within %v", c.cfg.OperationTimeout)
+	case <-ctx.Done():
+		late = fmt.Errorf("the factory did not return in time: %w", ctx.Err())
+	}
+	c.log.Error("an Actor's factory did not return in time; its spawn or arrival failed", "actor", act.typ.desc.Name, "id", act.id, "err", late)
+	return late
+}
+
+// runActorFactory runs act's factory, turning a panic into an error.
+func (c *Catalog) runActorFactory(act *actor) (impl any, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			c.log.Error("actor factory panicked", "actor", act.typ.desc.Name, "id", act.id, "panic", v, "stack", string(debug.Stack()))
-			err = fmt.Errorf("factory panicked: %v", v)
+			impl, err = nil, fmt.Errorf("factory panicked: %v", v)
 		}
 	}()
-	impl, err := act.typ.actorFactory(act)
+	impl, err = act.typ.actorFactory(act)
 	if err != nil {
-		return fmt.Errorf("factory: %w", err)
+		return nil, fmt.Errorf("factory: %w", err)
 	}
 	if impl == nil {
-		return errors.New("factory returned no object")
+		return nil, errors.New("factory returned no object")
 	}
-	act.impl = impl
-	return nil
+	return impl, nil
 }
 
 // register puts act in the actor index and in its host's members; active makes it Active as

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/zlink-go/zlink/rt/internal/catalog"
+	"github.com/zlink-go/zlink/rt/internal/rttest/wait"
 	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -575,8 +576,9 @@ func TestB8_ASecondSpawnOfAnIDUnderWayLeavesTheFirstItsRecord(t *testing.T) {
 	var first atomic.Bool
 	s := newGatedStore()
 	mesh := uniqueMesh(t)
+	// The first factory is held past a release's time, within its own OperationTimeout.
 	n, sp := pawnsNode(t, nodeOpts{mesh: mesh, id: "node-a", wrap: s.wrap,
-		cfg: shortOperations},
+		cfg: func(c *catalog.Config) { c.OperationTimeout = 5 * time.Second }},
 		func(ac sdk.ActorContext) (any, error) {
 			if ac.ID() == id && first.CompareAndSwap(false, true) {
 				close(entered)
@@ -864,4 +866,42 @@ func TestB8_AFailedFactoryLeavesItsIDFree(t *testing.T) {
 	require.ErrorIs(t, sp.get("room-1").Spawn(ctx, pawnDesc, "fp"), sdk.ErrCreationFailed)
 	require.ErrorIs(t, sp.get("room-1").Spawn(ctx, pawnDesc, "fp"), sdk.ErrCreationFailed)
 	require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, "fp"))
+}
+
+// B8: an Actor's factory that never returns fails its spawn at OperationTimeout, as a Spot's
+// fails its creation: the ID is free to spawn again, and what the factory does when it
+// returns at last (a timer it arms, the object it returns) is dropped.
+func TestB8_AnActorFactoryThatNeverReturnsFailsItsSpawn(t *testing.T) {
+	var ticks, lateTicks, builds atomic.Int64
+	release, stuck := make(chan struct{}), make(chan struct{})
+	returned := make(chan struct{})
+	nd, sp := pawnsNode(t, nodeOpts{cfg: shortOperations},
+		func(ac sdk.ActorContext) (any, error) {
+			if builds.Add(1) == 1 {
+				close(stuck)
+				<-release
+				defer close(returned)
+				ac.Every(time.Millisecond, func(context.Context) { lateTicks.Add(1) })
+			}
+			return &pawn{ac: ac, ticks: &ticks, closes: &pawnCloses}, nil
+		})
+	_, err := nd.call("room-1", "Join", "ann")
+	require.NoError(t, err)
+
+	spawned := make(chan error, 1)
+	go func() { spawned <- sp.get("room-1").Spawn(ctx, pawnDesc, "stuck") }()
+	err = wait.For(t, spawned)
+	require.ErrorIs(t, err, sdk.ErrCreationFailed)
+	assert.Contains(t, err.Error(), "did not return within")
+	wait.For(t, stuck)
+	recordReleased(t, nd, "stuck")
+	require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, "stuck"), "the ID is free to spawn again")
+
+	close(release)
+	wait.For(t, returned)
+	time.Sleep(20 * time.Millisecond)
+	assert.Zero(t, lateTicks.Load(), "the timer the late factory armed ran")
+	out, err := nd.callT(pawnAt("stuck"), "Hop", "x")
+	require.NoError(t, err, "the second spawn's Actor serves")
+	assert.Equal(t, "x hop 1 in "+room("room-1").String(), out, "and only it")
 }

@@ -280,9 +280,9 @@ type Catalog struct {
 	hardCtx    context.Context
 	hardCancel context.CancelFunc
 	bg         group
-	// builders run factories and OnActivate; a creation waits for one only as long as its
-	// OperationTimeout, and Close only as long as its context.
-	builders sync.WaitGroup
+	// builders run factories and OnActivate; a creation or a spawn waits for one only as long
+	// as its OperationTimeout, and Close only briefly.
+	builders builders
 	// units are the relocation units under way (RelocateSpot), until they end.
 	units sync.WaitGroup
 
@@ -582,7 +582,7 @@ func (c *Catalog) Close(ctx context.Context) error {
 		}
 		// A factory that never returned already failed its creation; it is not the close's to
 		// wait for.
-		if !waitFor(&c.builders, expired, 50*time.Millisecond) {
+		if !waitFor(c.builders.close(), expired, 50*time.Millisecond) {
 			c.log.Warn("factories or OnActivate callbacks that timed out are still running")
 		}
 		c.stopGauge()

@@ -64,3 +64,34 @@ func (g *group) end(ended bool) {
 		g.pool.Stop()
 	}
 }
+
+// builders own the goroutines that run factories and OnActivate callbacks, which the
+// creations and spawns waiting for them abandon after OperationTimeout. Once Close waits for
+// them (close), none starts any more: a spawn from a handler that a forced stop left running
+// fails rather than start one that nobody waits for.
+type builders struct {
+	mu     sync.Mutex
+	wg     sync.WaitGroup
+	closed bool
+}
+
+// goRun runs fn on a goroutine of its own, counted until it returns; it reports false,
+// running nothing, once the builders are closed.
+func (b *builders) goRun(fn func()) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Go(fn)
+	return true
+}
+
+// close makes goRun refuse from now on, and returns what to wait on for the goroutines
+// already started.
+func (b *builders) close() *sync.WaitGroup {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	return &b.wg
+}

@@ -597,7 +597,7 @@ func (c *Catalog) PrepareSpot(ctx context.Context, in Arrival) (store.Owner, err
 	}
 	a.impl = impl
 	for _, m := range in.Members {
-		act, err := c.arriveMember(a, m, in.Token)
+		act, err := c.arriveMember(ctx, a, m, in.Token)
 		if err != nil {
 			return fail(err)
 		}
@@ -637,7 +637,7 @@ func missingShapes(want, have []string) []string {
 
 // arriveMember makes the Actor of m, arriving with its Spot a: it holds its messages until the
 // unit settles.
-func (c *Catalog) arriveMember(a *activation, m MemberState, token uint64) (*actor, error) {
+func (c *Catalog) arriveMember(ctx context.Context, a *activation, m MemberState, token uint64) (*actor, error) {
 	typ, err := c.actorType(m.Actor.Type())
 	if err != nil {
 		return nil, err
@@ -649,7 +649,7 @@ func (c *Catalog) arriveMember(a *activation, m MemberState, token uint64) (*act
 	act := &actor{cat: c, typ: typ, id: m.Actor.ID(), host: a, restored: m.State, settled: make(chan struct{}), token: token}
 	act.slot.Store(true)
 	act.state.Store(uint32(actorArriving))
-	if err := c.constructActor(act); err != nil {
+	if err := c.constructActor(ctx, act); err != nil {
 		act.discard()
 		c.giveSlot(act)
 		return nil, &creationError{msg: fmt.Sprintf("%v: %v arriving on %s: %v", sdk.ErrCreationFailed, m.Actor, c.cfg.Node, err), cause: err}

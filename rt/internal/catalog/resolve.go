@@ -611,11 +611,14 @@ func (c *Catalog) build(ctx context.Context, a *activation, sc sdk.SpotContext, 
 	}
 	out := make(chan built, 1)
 	hold.retain()
-	c.builders.Go(func() {
+	if !c.builders.goRun(func() {
 		defer hold.release()
 		impl, err := c.construct(ctx, sc, typ)
 		out <- built{impl, err}
-	})
+	}) {
+		hold.release()
+		return nil, c.errStopping()
+	}
 	select {
 	case b := <-out:
 		return b.impl, b.err
