@@ -280,6 +280,9 @@ type Catalog struct {
 	hardCtx    context.Context
 	hardCancel context.CancelFunc
 	bg         group
+	// creations are the creations under way, among the background work: Close closes the
+	// Spots they made late once they have ended, whatever other work goes on.
+	creations sync.WaitGroup
 	// builders run factories and OnActivate; a creation or a spawn waits for one only as long
 	// as its OperationTimeout, and Close only briefly.
 	builders builders
@@ -549,14 +552,13 @@ func (c *Catalog) Close(ctx context.Context) error {
 		// with the wait for them. A creation still in flight fails.
 		c.cancel()
 		c.bg.seal()
-		done := waitFor(&c.bg.wg, ctx, 0)
-		if done && ctx.Err() == nil {
+		if waitFor(&c.creations, ctx, 0) && ctx.Err() == nil {
 			// F8: a creation that passed its check of stopping before Close set it, and
 			// finished after the Spots were listed, closes its Spot itself (settleLate) unless
 			// the seal came first. The creations have all ended now and none starts any more:
-			// such a Spot closes here as the others did. Its close needs no background work
-			// (c.ctx has ended; it is bounded by ctx and hardCtx), and runs on goroutines of
-			// the group, which is waited for again below.
+			// such a Spot closes here as the others did, whatever other background work is
+			// still under way. Its close needs none (c.ctx has ended; it is bounded by ctx and
+			// hardCtx), and runs on goroutines of the group, which is waited for below.
 			in := make(map[ownedSpot]bool, len(listed))
 			for _, sp := range listed {
 				in[sp] = true
@@ -567,6 +569,7 @@ func (c *Catalog) Close(ctx context.Context) error {
 				}
 			}
 		}
+		done := waitFor(&c.bg.wg, ctx, 0)
 		forced := 0
 		if !done || ctx.Err() != nil || c.ActiveSpots() > len(c.entries) {
 			forced = c.forceStop()

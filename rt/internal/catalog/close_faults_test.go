@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,6 +221,31 @@ func TestF8_ASpotCreatedWhileTheNodeClosesIsClosedNotForceStopped(t *testing.T) 
 	assert.Equal(t, []sdk.CloseReason{sdk.CloseShutdown}, n.f.closeReasons("late"))
 	assert.Equal(t, store.StateMissing, n.lookup(t, roomType, "late").State, "its record was released")
 	assert.Zero(t, n.cat.ActiveOwned(), "the Spot left the node")
+}
+
+// F8: a Spot whose creation finished while the node closed is closed once the creations
+// have ended, while other background work of the node's still goes on.
+func TestF8_ASpotCreatedWhileTheNodeClosesIsClosedWhileOtherBackgroundWorkGoesOn(t *testing.T) {
+	var fs *faultStore
+	n := newNode(t, nodeOpts{wrap: withFaults(&fs)})
+	release := make(chan struct{})
+	require.True(t, n.cat.HoldBackground(release))
+	var closedWhileHeld atomic.Bool
+	go func() {
+		defer close(release)
+		deadline := time.Now().Add(wait.Bound)
+		for time.Now().Before(deadline) {
+			if len(n.f.closeReasons("late")) > 0 {
+				closedWhileHeld.Store(true)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	require.NoError(t, closeWhileCreating(t, n, fs, "late"), "nothing was left to force-stop")
+	assert.True(t, closedWhileHeld.Load(), "the late Spot waited for the other background work")
+	assert.Equal(t, []sdk.CloseReason{sdk.CloseShutdown}, n.f.closeReasons("late"))
+	assert.Equal(t, store.StateMissing, n.lookup(t, roomType, "late").State, "its record was released")
 }
 
 // F8: a Spot created while the node closed whose close fails is force-stopped, and Close's

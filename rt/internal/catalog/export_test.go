@@ -179,3 +179,9 @@ func (c *Catalog) FillLifecycleLane(t sdk.Target) (int, error) {
 		}
 	}
 }
+
+// HoldBackground runs background work of the catalog's that lasts until release is closed, as
+// a slow release or settle in the background would; false once the background is sealed.
+func (c *Catalog) HoldBackground(release <-chan struct{}) bool {
+	return c.bg.goRun(func() { <-release })
+}

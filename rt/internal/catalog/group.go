@@ -31,6 +31,21 @@ func (g *group) goRun(fn func()) bool {
 	return true
 }
 
+// goRunAlso is goRun of fn, which also counts in also until it returns.
+func (g *group) goRunAlso(also *sync.WaitGroup, fn func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.sealed {
+		return false
+	}
+	also.Add(1)
+	g.start(func() {
+		defer also.Done()
+		fn()
+	})
+	return true
+}
+
 // start runs fn on a worker of the pool, counted in wg until it returns.
 func (g *group) start(fn func()) {
 	g.wg.Add(1)

@@ -381,7 +381,7 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 	sh.put(key, &slot{creating: cr})
 	sh.mu.Unlock()
 
-	started := c.bg.goRun(func() {
+	started := c.bg.goRunAlso(&c.creations, func() {
 		octx, cancel := context.WithTimeout(c.ctx, c.cfg.OperationTimeout)
 		defer cancel()
 		var sp ownedSpot
