@@ -23,6 +23,7 @@ import (
 	"github.com/zlink-go/zlink/rt/internal/chaos"
 	"github.com/zlink-go/zlink/rt/internal/rttest"
 	"github.com/zlink-go/zlink/rt/internal/store"
+	"github.com/zlink-go/zlink/rt/internal/store/storepb"
 	"github.com/zlink-go/zlink/sdk"
 )
 
@@ -236,19 +237,53 @@ func TestC1_ANodeWhoseIDAnotherProcessTookWhileItsLeaseWasGoneFails(t *testing.T
 	require.NotZero(t, taken)
 	release()
 
-	require.Eventually(t, func() bool { return a.Status().State == sdk.RuntimeStateError }, 15*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return a.Status().State == sdk.RuntimeStateError }, 30*time.Second, 10*time.Millisecond,
 		"the node fails rather than waiting for the other process to end")
 	failed := sink.find("the node failed and cannot serve; shut it down")
 	require.Len(t, failed, 1)
 	assert.Contains(t, failed[0].attrs["err"], "another live process")
 	assert.Contains(t, failed[0].attrs["err"], fmt.Sprintf("owner lease %x", int64(taken)), "it names the holder's lease")
-	time.Sleep(500 * time.Millisecond) // past the first retries' backoff
-	assert.Empty(t, sink.find("registering the node again failed; it is tried again"), "the node tried to register again")
+	tries := len(sink.find("registering the node again failed; it is tried again"))
+	time.Sleep(3 * time.Second) // past the retries' longest backoff, the lease's TTL
+	assert.Len(t, sink.find("registering the node again failed; it is tried again"), tries, "the failed node tried to register again")
 	assert.Equal(t, taken, nodeLease(t, cli, "node-a"), "the other process keeps the ID")
 	assert.Equal(t, sdk.RuntimeStateServing, other.Status().State)
 	_, err = record(other, openLedger("on-the-other"), "x")
 	require.NoError(t, err, "the other process owns objects")
 	require.NoError(t, a.Close(), "the failed node shuts down")
+}
+
+// C1, DESIGN §4: a node whose owner lease ended while a process that is not alive held its
+// node ID (a lease nobody keeps alive, as a process that died at once leaves) registers again
+// once that lease has expired, rather than failing.
+func TestC1_ANodeWhoseIDADeadProcessHeldRegistersAgainOnceItsLeaseExpires(t *testing.T) {
+	sink := &logSink{}
+	c := newCluster(t, 1, func(_ int, cfg *rt.Config) { cfg.Logger = slog.New(sinkHandler{sink: sink}) })
+	a := c.hosts[0]
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	defer cli.Close()
+
+	release := a.HoldKeepAlive()
+	defer release()
+	old := nodeLease(t, cli, "node-a")
+	_, err = cli.Revoke(ctx, old)
+	require.NoError(t, err)
+	dead, err := cli.Grant(ctx, 2) // never kept alive
+	require.NoError(t, err)
+	desc, err := proto.Marshal(&storepb.NodeDescriptor{NodeId: "node-a", Roles: 1, Weight: 1, Endpoint: "127.0.0.1:1"})
+	require.NoError(t, err)
+	_, err = cli.Put(ctx, "/zlink/default/nodes/node-a", string(desc), clientv3.WithLease(dead.ID))
+	require.NoError(t, err)
+	release()
+
+	require.Eventually(t, func() bool { l := nodeLease(t, cli, "node-a"); return l != 0 && l != old && l != dead.ID }, 30*time.Second, 10*time.Millisecond,
+		"the node registered again once the dead process's lease expired")
+	require.Eventually(t, func() bool { return a.MeshStatus().Placement.IsAvailable }, 15*time.Second, 10*time.Millisecond)
+	_, err = record(a, openLedger("after"), "x", sdk.OnNode(a.LocalNode()))
+	require.NoError(t, err, "the node owns objects again")
+	assert.Equal(t, sdk.RuntimeStateServing, a.Status().State)
+	assert.Empty(t, sink.find("the node failed and cannot serve; shut it down"))
 }
 
 // C1: a one-way message that its node admits after its owner lease's guard ran out, before the

@@ -140,7 +140,7 @@ func (c *Catalog) move(ctx context.Context, act *actor, to sdk.Target) error {
 	token := rand.Uint64() | 1
 	var toHost store.Host
 	if node == c.cfg.Node {
-		toHost, err = c.prepare(act.Target(), to.Plain(), state, act, token)
+		toHost, err = c.prepare(wctx, act.Target(), to.Plain(), state, act, token)
 	} else if c.peers == nil {
 		err = fmt.Errorf("%w: node %s cannot reach node %s", sdk.ErrNotServing, c.cfg.Node, node)
 	} else {
@@ -501,16 +501,16 @@ func (c *Catalog) forward(node sdk.NodeID, act *actor, k *call) {
 }
 
 // PrepareArrival receives the Actor actor, with its state, as a member of the Spot host on this
-// node, for a move from another node: the Actor is made (its factory gets the state), and it
-// holds every message but those that follow it until the move settles. It returns host's
-// fence for the move's commit.
-func (c *Catalog) PrepareArrival(actor, host sdk.Target, state []byte, token uint64) (store.Host, error) {
-	return c.prepare(actor, host, state, nil, token)
+// node, for a move from another node: the Actor is made (its factory gets the state, and has
+// ctx, the mover's request, and OperationTimeout to return), and it holds every message but
+// those that follow it until the move settles. It returns host's fence for the move's commit.
+func (c *Catalog) PrepareArrival(ctx context.Context, actor, host sdk.Target, state []byte, token uint64) (store.Host, error) {
+	return c.prepare(ctx, actor, host, state, nil, token)
 }
 
 // prepare is PrepareArrival; source, for a move between two Spots of this node, is the Actor
 // that leaves, whose place in the index the arriving one takes.
-func (c *Catalog) prepare(actorT, hostT sdk.Target, state []byte, source *actor, token uint64) (store.Host, error) {
+func (c *Catalog) prepare(ctx context.Context, actorT, hostT sdk.Target, state []byte, source *actor, token uint64) (store.Host, error) {
 	if c.stopping.Load() {
 		return store.Host{}, c.errStopping()
 	}
@@ -550,10 +550,10 @@ func (c *Catalog) prepare(actorT, hostT sdk.Target, state []byte, source *actor,
 	} else {
 		act.slot.Store(true)
 	}
-	if err := c.constructActor(c.hardCtx, act); err != nil {
+	if err := c.constructActor(ctx, act); err != nil {
 		act.discard()
 		c.handBack(act, source)
-		return store.Host{}, &creationError{msg: fmt.Sprintf("%v: %v arriving in %v: %v", sdk.ErrCreationFailed, actorT, hostT, err), cause: err}
+		return store.Host{}, factoryFailure(err, func() string { return fmt.Sprintf("%v arriving in %v", actorT, hostT) })
 	}
 	if source == nil {
 		// Counted from here until it is a member, and refused if the node began to relocate

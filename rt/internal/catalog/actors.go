@@ -405,7 +405,7 @@ func (a *activation) Spawn(ctx context.Context, desc *sdk.SpotDesc, id string) e
 		return err
 	}
 	if err := c.constructActor(ctx, act); err != nil {
-		return undo(&creationError{msg: fmt.Sprintf("%v: actor %s/%q: %v", sdk.ErrCreationFailed, desc.Name, id, err), cause: err})
+		return undo(factoryFailure(err, func() string { return fmt.Sprintf("actor %s/%q", desc.Name, id) }))
 	}
 	// Counted from here until it is registered, and refused if the node began to relocate
 	// while its factory ran: a relocation waits for it, never for a factory (Unsettled).
@@ -442,34 +442,79 @@ func (c *Catalog) holdForSpawn(key spotKey) error {
 }
 
 // constructActor runs act's factory on one of the builders, for ctx and OperationTimeout at
-// most: a factory that does not return in time fails the spawn or the arrival, as a Spot's
-// fails its creation (B8), and the caller discards act, so that no timer it arms runs; the
-// object it returns at last is dropped.
+// most: a factory that does not return within OperationTimeout fails the spawn or the arrival,
+// as a Spot's fails its creation (B8), and the caller discards act, so that no timer it arms
+// runs; the object it returns at last is dropped. Factories left running so are counted
+// (strayFactories): while MaxConcurrentActivations of them run, no other starts, as a Spot's
+// creation waits for a slot that its stuck factory holds (G5). When the factory did not run,
+// or ctx ended first, the error is a *notBuilt: not the factory's failure.
 func (c *Catalog) constructActor(ctx context.Context, act *actor) error {
+	if n := c.strayFactories.Load(); n >= int64(c.cfg.MaxConcurrentActivations) {
+		return fmt.Errorf("factory not run: %d Actor factories that did not return in time still run", n)
+	}
 	out := make(chan built, 1)
+	var taken atomic.Int32 // builtTaken by the caller, or builtLeft once it gave up
 	if !c.builders.goRun(func() {
 		impl, err := c.runActorFactory(act)
 		out <- built{impl, err}
+		if !taken.CompareAndSwap(builtPending, builtTaken) {
+			c.strayFactories.Add(-1) // the caller gave up on it and counted it
+		}
 	}) {
-		return c.errStopping()
+		return &notBuilt{c.errStopping()}
 	}
 	timeout := time.NewTimer(c.cfg.OperationTimeout)
 	defer timeout.Stop()
 	var late error
 	select {
 	case b := <-out:
-		if b.err != nil {
-			return b.err
-		}
-		act.impl = b.impl
-		return nil
+		return act.take(b)
 	case <-timeout.C:
 		late = fmt.Errorf("the factory did not return within %v", c.cfg.OperationTimeout)
 	case <-ctx.Done():
-		late = fmt.Errorf("the factory did not return in time: %w", ctx.Err())
+		late = &notBuilt{fmt.Errorf("the factory did not return before the caller's context ended: %w", ctx.Err())}
+	}
+	c.strayFactories.Add(1)
+	if !taken.CompareAndSwap(builtPending, builtLeft) {
+		// It returned as the wait ended (a pause lets both happen at once): its outcome holds.
+		c.strayFactories.Add(-1)
+		return act.take(<-out)
 	}
 	c.log.Error("an Actor's factory did not return in time; its spawn or arrival failed", "actor", act.typ.desc.Name, "id", act.id, "err", late)
 	return late
+}
+
+// What became of a factory's outcome: pending until the factory returns or its caller gives
+// up, whichever comes first.
+const (
+	builtPending int32 = iota
+	builtTaken
+	builtLeft
+)
+
+// take makes b, what act's factory made, act's object, or returns its failure.
+func (act *actor) take(b built) error {
+	if b.err != nil {
+		return b.err
+	}
+	act.impl = b.impl
+	return nil
+}
+
+// notBuilt is the error of a factory that did not run, or that its caller stopped waiting for
+// when its context ended: not a failure of the factory's, which its callers return as it is.
+type notBuilt struct{ err error }
+
+func (e *notBuilt) Error() string { return e.err.Error() }
+func (e *notBuilt) Unwrap() error { return e.err }
+
+// factoryFailure is the error of a spawn or arrival whose factory failed, described by
+// describe: a creation failure, unless it was not the factory's (notBuilt).
+func factoryFailure(err error, describe func() string) error {
+	if nb := (*notBuilt)(nil); errors.As(err, &nb) {
+		return fmt.Errorf("%s: %w", describe(), nb.err)
+	}
+	return &creationError{msg: fmt.Sprintf("%v: %s: %v", sdk.ErrCreationFailed, describe(), err), cause: err}
 }
 
 // runActorFactory runs act's factory, turning a panic into an error.

@@ -875,7 +875,7 @@ func TestB8_AnActorFactoryThatNeverReturnsFailsItsSpawn(t *testing.T) {
 	var ticks, lateTicks, builds atomic.Int64
 	release, stuck := make(chan struct{}), make(chan struct{})
 	returned := make(chan struct{})
-	nd, sp := pawnsNode(t, nodeOpts{cfg: shortOperations},
+	nd, sp := pawnsNode(t, nodeOpts{cfg: func(c *catalog.Config) { c.OperationTimeout = time.Second }},
 		func(ac sdk.ActorContext) (any, error) {
 			if builds.Add(1) == 1 {
 				close(stuck)
@@ -904,4 +904,58 @@ func TestB8_AnActorFactoryThatNeverReturnsFailsItsSpawn(t *testing.T) {
 	out, err := nd.callT(pawnAt("stuck"), "Hop", "x")
 	require.NoError(t, err, "the second spawn's Actor serves")
 	assert.Equal(t, "x hop 1 in "+room("room-1").String(), out, "and only it")
+}
+
+// B8, G5: Actor factories left running by spawns that stopped waiting for them are bounded as
+// stuck Spot factories are: while MaxConcurrentActivations of them run, a spawn runs no
+// factory and fails at once; once they return, spawns run again.
+func TestB8_StuckActorFactoriesAreBounded(t *testing.T) {
+	var ticks atomic.Int64
+	release := make(chan struct{})
+	returned := make(chan struct{}, 2)
+	nd, sp := pawnsNode(t, nodeOpts{cfg: func(c *catalog.Config) {
+		c.OperationTimeout = time.Second
+		c.MaxConcurrentActivations = 1
+	}}, func(ac sdk.ActorContext) (any, error) {
+		if ac.ID() == "stuck" {
+			<-release
+			defer func() { returned <- struct{}{} }()
+		}
+		return &pawn{ac: ac, ticks: &ticks, closes: &pawnCloses}, nil
+	})
+	_, err := nd.call("room-1", "Join", "ann")
+	require.NoError(t, err)
+	require.ErrorIs(t, sp.get("room-1").Spawn(ctx, pawnDesc, "stuck"), sdk.ErrCreationFailed)
+
+	err = sp.get("room-1").Spawn(ctx, pawnDesc, "next")
+	require.ErrorIs(t, err, sdk.ErrCreationFailed)
+	assert.Contains(t, err.Error(), "1 Actor factories that did not return in time still run")
+	close(release)
+	wait.For(t, returned)
+	require.Eventually(t, func() bool { return sp.get("room-1").Spawn(ctx, pawnDesc, "next") == nil }, wait.Bound, 10*time.Millisecond,
+		"spawns run factories again once the stuck one returned")
+}
+
+// B8: a spawn whose context ends while its factory runs fails with the context's error, not as
+// a failed creation, and leaves the ID free.
+func TestB8_ASpawnWhoseContextEndsDuringItsFactoryFailsWithItsContextsError(t *testing.T) {
+	var ticks, builds atomic.Int64
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	nd, sp := pawnsNode(t, nodeOpts{cfg: func(c *catalog.Config) { c.OperationTimeout = 5 * time.Second }},
+		func(ac sdk.ActorContext) (any, error) {
+			if builds.Add(1) == 1 {
+				<-release
+			}
+			return &pawn{ac: ac, ticks: &ticks, closes: &pawnCloses}, nil
+		})
+	_, err := nd.call("room-1", "Join", "ann")
+	require.NoError(t, err)
+	sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	err = sp.get("room-1").Spawn(sctx, pawnDesc, "cancelled")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.NotErrorIs(t, err, sdk.ErrCreationFailed, "the factory did not fail")
+	recordReleased(t, nd, "cancelled")
+	require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, "cancelled"), "the ID is free to spawn again")
 }

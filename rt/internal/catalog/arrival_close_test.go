@@ -130,7 +130,7 @@ func TestF8_ANodesCloseKeepsToItsContextWithArrivalsInItsEntrySpot(t *testing.T)
 	_, err := n.callT(lobby, "Join", "x")
 	require.NoError(t, err)
 	for i := range arrivals {
-		_, err := n.cat.PrepareArrival(pawnAt(fmt.Sprintf("f8-arriving-%d", i)), lobby, nil, uint64(2*i+1))
+		_, err := n.cat.PrepareArrival(ctx, pawnAt(fmt.Sprintf("f8-arriving-%d", i)), lobby, nil, uint64(2*i+1))
 		require.NoError(t, err)
 	}
 	hs.hang.Store(true)

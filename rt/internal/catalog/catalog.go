@@ -286,6 +286,9 @@ type Catalog struct {
 	// builders run factories and OnActivate; a creation or a spawn waits for one only as long
 	// as its OperationTimeout, and Close only briefly.
 	builders builders
+	// strayFactories counts the Actor factories whose spawn or arrival stopped waiting for
+	// them and that have not returned yet (constructActor).
+	strayFactories atomic.Int64
 	// units are the relocation units under way (RelocateSpot), until they end.
 	units sync.WaitGroup
 

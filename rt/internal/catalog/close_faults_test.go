@@ -270,7 +270,7 @@ func TestF8_AForcedStopOfASpotCreatedWhileTheNodeClosedSaysWhy(t *testing.T) {
 // not end gives up as one whose Spot's work outlasted it, not as a failure of its own.
 func TestF8_ACloseBehindAFullLifecycleLaneSaysTheWorkOutlastedIt(t *testing.T) {
 	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) {
-		c.OperationTimeout = 300 * time.Millisecond
+		c.OperationTimeout = time.Second
 		c.Exec.Lifecycle.Count = 2
 	}})
 	t.Cleanup(func() { close(n.f.release) })

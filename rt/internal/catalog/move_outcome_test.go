@@ -160,7 +160,7 @@ func (*movePeers) AbortSpot(context.Context, sdk.NodeID, sdk.Target, uint64) err
 }
 
 func (p *movePeers) PrepareArrival(_ context.Context, node sdk.NodeID, actor, host sdk.Target, state []byte, token uint64) (store.Host, error) {
-	return p.to[node].PrepareArrival(actor, host, state, token)
+	return p.to[node].PrepareArrival(ctx, actor, host, state, token)
 }
 
 func (p *movePeers) SettleArrival(_ context.Context, node sdk.NodeID, actor sdk.Target, token uint64) error {

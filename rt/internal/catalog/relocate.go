@@ -652,7 +652,7 @@ func (c *Catalog) arriveMember(ctx context.Context, a *activation, m MemberState
 	if err := c.constructActor(ctx, act); err != nil {
 		act.discard()
 		c.giveSlot(act)
-		return nil, &creationError{msg: fmt.Sprintf("%v: %v arriving on %s: %v", sdk.ErrCreationFailed, m.Actor, c.cfg.Node, err), cause: err}
+		return nil, factoryFailure(err, func() string { return fmt.Sprintf("%v arriving on %s", m.Actor, c.cfg.Node) })
 	}
 	if err := c.register(act, false); err != nil {
 		act.discard()

@@ -143,7 +143,7 @@ func (m *Mesh) handleActorOp(ctx context.Context, t sdk.Target, req *wire.Reques
 	m.slow(ctx, reply, func() {
 		switch req.Op {
 		case wire.Op_OP_ACTOR_PREPARE:
-			host, err := m.cat.PrepareArrival(t, spot, place.State, place.Token)
+			host, err := m.cat.PrepareArrival(ctx, t, spot, place.State, place.Token)
 			if err != nil {
 				reply(refusedReply(err))
 				return

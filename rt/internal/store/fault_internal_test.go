@@ -263,7 +263,8 @@ func TestARegistrationLeftByThisProcessIsRevokedNotTakenForAnotherProcess(t *tes
 	t.Cleanup(func() { _ = s.Close() })
 	left, err := s.client.Grant(ctx, 60)
 	require.NoError(t, err)
-	s.granted.add(int64(left.ID))
+	s.granted.add(int64(left.ID), time.Minute)
+	s.granted.leave(int64(left.ID))
 	val, err := encodeNode(&storepb.NodeDescriptor{NodeId: "node-a", Endpoint: "127.0.0.1:1"})
 	require.NoError(t, err)
 	_, err = s.client.Put(ctx, s.keys.node("node-a"), val, clientv3.WithLease(left.ID))
@@ -277,11 +278,49 @@ func TestARegistrationLeftByThisProcessIsRevokedNotTakenForAnotherProcess(t *tes
 	ttl, err := s.client.TimeToLive(ctx, left.ID)
 	require.NoError(t, err)
 	assert.EqualValues(t, -1, ttl.TTL, "the lease left behind is revoked")
-	assert.False(t, s.granted.has(int64(left.ID)))
+	assert.Equal(t, leaseUnknown, s.granted.state(int64(left.ID)))
 	assert.Empty(t, s.granted.leases, "the failed registration's own lease is revoked and forgotten too")
 
 	reg := registerNode(t, s, "node-a")
-	assert.True(t, s.granted.has(reg.Owner().Lease))
+	assert.Equal(t, leaseSettled, s.granted.state(reg.Owner().Lease))
 	require.NoError(t, reg.Close(ctx))
 	assert.Empty(t, s.granted.leases, "a closed registration's lease is forgotten")
+}
+
+// DESIGN §4: two registrations of one node ID under way in one process at once: the one that
+// loses says so, and leaves the lease of the one that won alone, although that one's
+// registration is not yet among the store's live ones.
+func TestARegistrationUnderWayIsNotTakenForALeaseLeftBehind(t *testing.T) {
+	s, err := New(startEtcd(t), "racing")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	winning, err := s.client.Grant(ctx, 60)
+	require.NoError(t, err)
+	s.granted.add(int64(winning.ID), time.Minute) // granted, its registration not made yet
+	val, err := encodeNode(&storepb.NodeDescriptor{NodeId: "node-a"})
+	require.NoError(t, err)
+	_, err = s.client.Put(ctx, s.keys.node("node-a"), val, clientv3.WithLease(winning.ID))
+	require.NoError(t, err)
+
+	_, err = s.Register(ctx, &storepb.NodeDescriptor{NodeId: "node-a", Roles: 1, Weight: 1}, LeaseOptions{})
+	require.ErrorIs(t, err, ErrNodeIDInUse)
+	assert.Contains(t, err.Error(), "under way")
+	ttl, err := s.client.TimeToLive(ctx, winning.ID)
+	require.NoError(t, err)
+	assert.Positive(t, ttl.TTL, "the winner's lease was revoked")
+}
+
+// A lease left behind is forgotten once it has certainly expired: the set of a store's own
+// leases stays bounded by the recent ones.
+func TestALeaseLeftBehindIsForgottenOnceItHasExpired(t *testing.T) {
+	var o ownLeases
+	o.add(1, time.Millisecond)
+	o.leave(1)
+	o.add(2, time.Minute)
+	assert.Equal(t, leaseLeft, o.state(1))
+	time.Sleep(5 * time.Millisecond)
+	o.add(3, time.Minute)
+	assert.Equal(t, leaseUnknown, o.state(1), "forgotten three TTLs after it was left")
+	assert.Equal(t, leaseRegistering, o.state(2), "a lease under way is kept")
+	assert.Equal(t, leaseRegistering, o.state(3))
 }

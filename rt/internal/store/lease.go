@@ -181,8 +181,9 @@ func (s *Etcd) Register(ctx context.Context, desc *storepb.NodeDescriptor, opts 
 	if err != nil {
 		return nil, fmt.Errorf("store: register %s: grant lease: %w", rid, unavailable(err))
 	}
-	s.granted.add(int64(grant.ID))
-	guard.extend(sent, time.Duration(grant.TTL)*time.Second, opts.GuardMargin)
+	leaseTTL := time.Duration(grant.TTL) * time.Second
+	s.granted.add(int64(grant.ID), leaseTTL)
+	guard.extend(sent, leaseTTL, opts.GuardMargin)
 	owner := Owner{Node: rid, Lease: int64(grant.ID)}
 	nodeKey := s.keys.node(rid)
 	ops, err := s.channelOps(rid, owner.Lease, channels)
@@ -216,6 +217,7 @@ func (s *Etcd) Register(ctx context.Context, desc *storepb.NodeDescriptor, opts 
 		lostCh:   make(chan struct{}), cancel: cancel, done: make(chan struct{}),
 	}
 	s.local.Store(owner, r)
+	s.granted.settle(owner.Lease)
 	go r.keepAlive(kctx)
 	return r, nil
 }
@@ -393,9 +395,10 @@ func (r *Registration) Close(ctx context.Context) error {
 }
 
 // idInUse says who holds the node ID rid, from the node key that a registration's failed
-// transaction resp read: a live registration of this process; a lease that this process was
-// granted and lost track of, as when a registration's answer was lost and its revoke failed
-// (revoked now, so that the next try takes the ID); or another process (*NodeIDInUseError).
+// transaction resp read: a registration of this process, live or under way; a lease that this
+// process was granted and lost track of, as when a registration's answer was lost and its
+// revoke failed (revoked now, so that the next try takes the ID); or another process
+// (*NodeIDInUseError).
 func (s *Etcd) idInUse(ctx context.Context, rid sdk.NodeID, resp *clientv3.TxnResponse) error {
 	var kvs []*mvccpb.KeyValue
 	if len(resp.Responses) > 0 {
@@ -408,7 +411,10 @@ func (s *Etcd) idInUse(ctx context.Context, rid sdk.NodeID, resp *clientv3.TxnRe
 	if _, live := s.local.Load(Owner{Node: rid, Lease: holder}); live {
 		return fmt.Errorf("%w: %s, by a live registration of this process", ErrNodeIDInUse, rid)
 	}
-	if s.granted.has(holder) {
+	switch s.granted.state(holder) {
+	case leaseRegistering:
+		return fmt.Errorf("%w: %s, by a registration of this process under way", ErrNodeIDInUse, rid)
+	case leaseSettled, leaseLeft: // closed, or closing: its revoke failed or is about to run
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
 		if err := s.revokeOwn(rctx, holder); err != nil {
@@ -420,40 +426,86 @@ func (s *Etcd) idInUse(ctx context.Context, rid sdk.NodeID, resp *clientv3.TxnRe
 	if d, err := decodeNode(kvs[0].Value); err == nil {
 		inUse.Endpoint = d.GetEndpoint()
 	}
+	if ttl, err := s.client.TimeToLive(ctx, clientv3.LeaseID(holder)); err == nil && ttl.GrantedTTL > 0 {
+		inUse.TTL = time.Duration(ttl.GrantedTTL) * time.Second
+	}
 	return inUse
 }
 
 // revokeOwn revokes the owner lease that this store granted; a lease already gone is no error.
+// One that could not be revoked is left behind, and remembered as this process's.
 func (s *Etcd) revokeOwn(ctx context.Context, lease int64) error {
 	_, err := s.client.Revoke(ctx, clientv3.LeaseID(lease))
 	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		s.granted.leave(lease)
 		return err
 	}
 	s.granted.remove(lease)
 	return nil
 }
 
-// maxOwnLeases bounds the leases an ownLeases holds: one per live registration, and one per
-// registration whose answer and whose revoke were both lost. Past it a lease is not noted, and
-// a node ID that it comes to hold would be taken for another process's.
-const maxOwnLeases = 1024
+// maxOwnLeases bounds the leases an ownLeases holds, past what forgetting old ones leaves: a
+// lease granted past it is not noted, and a node ID that it came to hold would be taken for
+// another process's until the lease expired.
+const maxOwnLeases = 4096
 
-// ownLeases are the owner leases a store granted and has not seen revoked.
+// ownLeases are the owner leases a store granted for registrations and has not seen revoked:
+// registering from their grant until their registration is made (settled) or fails; a lease
+// left behind by a registration whose revoke failed (leave) is this process's until it has
+// certainly expired, three of its TTLs later (nothing keeps it alive, and an etcd leader change
+// renews a lease only once), and is forgotten then.
 type ownLeases struct {
 	mu     sync.Mutex
-	leases map[int64]struct{}
+	leases map[int64]ownLease
 }
 
-func (o *ownLeases) add(lease int64) {
+type ownLease struct {
+	ttl      time.Duration
+	use      leaseUse
+	forgetAt time.Time // of a lease left behind
+}
+
+// leaseUse is what an owner lease a store granted is for now.
+type leaseUse uint8
+
+const (
+	leaseUnknown     leaseUse = iota // not one of the store's
+	leaseRegistering                 // its registration is under way
+	leaseSettled                     // its registration was made
+	leaseLeft                        // left behind by a registration that failed or closed
+)
+
+func (o *ownLeases) add(lease int64, ttl time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.leases == nil {
-		o.leases = make(map[int64]struct{})
+		o.leases = make(map[int64]ownLease)
+	}
+	now := time.Now()
+	for id, l := range o.leases {
+		if l.use == leaseLeft && now.After(l.forgetAt) {
+			delete(o.leases, id)
+		}
 	}
 	if len(o.leases) < maxOwnLeases {
-		o.leases[lease] = struct{}{}
+		o.leases[lease] = ownLease{ttl: ttl, use: leaseRegistering}
 	}
 }
+
+func (o *ownLeases) set(lease int64, use leaseUse) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if l, ok := o.leases[lease]; ok {
+		l.use = use
+		if use == leaseLeft {
+			l.forgetAt = time.Now().Add(3 * l.ttl)
+		}
+		o.leases[lease] = l
+	}
+}
+
+func (o *ownLeases) settle(lease int64) { o.set(lease, leaseSettled) }
+func (o *ownLeases) leave(lease int64)  { o.set(lease, leaseLeft) }
 
 func (o *ownLeases) remove(lease int64) {
 	o.mu.Lock()
@@ -461,9 +513,9 @@ func (o *ownLeases) remove(lease int64) {
 	delete(o.leases, lease)
 }
 
-func (o *ownLeases) has(lease int64) bool {
+// state is what lease is for now, as far as the store knows.
+func (o *ownLeases) state(lease int64) leaseUse {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	_, ok := o.leases[lease]
-	return ok
+	return o.leases[lease].use
 }

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/zlink-go/zlink/rt/internal/store/storepb"
 	"github.com/zlink-go/zlink/sdk"
@@ -231,6 +232,9 @@ type NodeIDInUseError struct {
 	Lease int64
 	// Endpoint is the address its peers dial, when its descriptor names one.
 	Endpoint string
+	// TTL is the time to live its lease was granted, when etcd told it: a registration that
+	// still holds the ID after it has kept its lease alive.
+	TTL time.Duration
 }
 
 func (e *NodeIDInUseError) Error() string {

@@ -395,6 +395,7 @@ func TestNodeIDInUseByAnotherProcessNamesIt(t *testing.T) {
 	assert.Equal(t, sdk.NodeID("node-a"), taken.Node)
 	assert.Equal(t, reg.Owner().Lease, taken.Lease)
 	assert.Equal(t, "127.0.0.1:4711", taken.Endpoint)
+	assert.Equal(t, 10*time.Second, taken.TTL, "the holder's lease was granted the default TTL")
 	assert.Contains(t, err.Error(), "another live process")
 	assert.True(t, reg.Guard().Valid(), "the holder keeps its lease")
 }
