@@ -216,26 +216,44 @@ func TestC1_LeaseLossIsNotPermanent(t *testing.T) {
 	assert.Equal(t, 2, c.factoryRuns("orphan"))
 }
 
-// C1, DESIGN §4: a node whose owner lease ended while another process registered its node ID
-// does not wait for that process to end: it fails, says who holds its ID, and tries no more;
-// the other process keeps the ID and serves.
-func TestC1_ANodeWhoseIDAnotherProcessTookWhileItsLeaseWasGoneFails(t *testing.T) {
-	sink := &logSink{}
-	c := newCluster(t, 1, func(_ int, cfg *rt.Config) { cfg.Logger = slog.New(sinkHandler{sink: sink}) })
-	a := c.hosts[0]
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints, Logger: zap.NewNop()})
-	require.NoError(t, err)
-	defer cli.Close()
+// leaseEndedUnnoticed is a one-node cluster whose node's owner lease etcd ended, with its
+// keep-alive held so that it does not notice until release: the test decides what holds the
+// node ID meanwhile.
+type leaseEndedUnnoticed struct {
+	c       *cluster
+	a       *rt.Host
+	sink    *logSink
+	cli     *clientv3.Client
+	old     clientv3.LeaseID
+	release func()
+}
 
-	release := a.HoldKeepAlive() // a does not notice the lease's end until the other holds its ID
-	defer release()
-	old := nodeLease(t, cli, "node-a")
-	_, err = cli.Revoke(ctx, old)
+func endLeaseUnnoticed(t *testing.T) *leaseEndedUnnoticed {
+	l := &leaseEndedUnnoticed{sink: &logSink{}}
+	l.c = newCluster(t, 1, func(_ int, cfg *rt.Config) { cfg.Logger = slog.New(sinkHandler{sink: l.sink}) })
+	l.a = l.c.hosts[0]
+	cli, err := clientv3.New(clientv3.Config{Endpoints: l.c.endpoints, Logger: zap.NewNop()})
 	require.NoError(t, err)
-	other := c.start(t, 0, nil) // another process started as node-a
+	t.Cleanup(func() { _ = cli.Close() })
+	l.cli = cli
+	l.release = l.a.HoldKeepAlive()
+	t.Cleanup(l.release)
+	l.old = nodeLease(t, cli, "node-a")
+	_, err = cli.Revoke(ctx, l.old)
+	require.NoError(t, err)
+	return l
+}
+
+// C1, DESIGN §4: a node whose owner lease ended while another live process registered its
+// node ID waits only until that process has kept its lease alive: then it fails, says who
+// holds its ID, and tries no more; the other process keeps the ID and serves.
+func TestC1_ANodeWhoseIDAnotherProcessTookWhileItsLeaseWasGoneFails(t *testing.T) {
+	l := endLeaseUnnoticed(t)
+	a, sink, cli := l.a, l.sink, l.cli
+	other := l.c.start(t, 0, nil) // another process started as node-a
 	taken := nodeLease(t, cli, "node-a")
 	require.NotZero(t, taken)
-	release()
+	l.release()
 
 	require.Eventually(t, func() bool { return a.Status().State == sdk.RuntimeStateError }, 30*time.Second, 10*time.Millisecond,
 		"the node fails rather than waiting for the other process to end")
@@ -248,7 +266,7 @@ func TestC1_ANodeWhoseIDAnotherProcessTookWhileItsLeaseWasGoneFails(t *testing.T
 	assert.Len(t, sink.find("registering the node again failed; it is tried again"), tries, "the failed node tried to register again")
 	assert.Equal(t, taken, nodeLease(t, cli, "node-a"), "the other process keeps the ID")
 	assert.Equal(t, sdk.RuntimeStateServing, other.Status().State)
-	_, err = record(other, openLedger("on-the-other"), "x")
+	_, err := record(other, openLedger("on-the-other"), "x")
 	require.NoError(t, err, "the other process owns objects")
 	require.NoError(t, a.Close(), "the failed node shuts down")
 }
@@ -257,25 +275,15 @@ func TestC1_ANodeWhoseIDAnotherProcessTookWhileItsLeaseWasGoneFails(t *testing.T
 // node ID (a lease nobody keeps alive, as a process that died at once leaves) registers again
 // once that lease has expired, rather than failing.
 func TestC1_ANodeWhoseIDADeadProcessHeldRegistersAgainOnceItsLeaseExpires(t *testing.T) {
-	sink := &logSink{}
-	c := newCluster(t, 1, func(_ int, cfg *rt.Config) { cfg.Logger = slog.New(sinkHandler{sink: sink}) })
-	a := c.hosts[0]
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints, Logger: zap.NewNop()})
-	require.NoError(t, err)
-	defer cli.Close()
-
-	release := a.HoldKeepAlive()
-	defer release()
-	old := nodeLease(t, cli, "node-a")
-	_, err = cli.Revoke(ctx, old)
-	require.NoError(t, err)
+	l := endLeaseUnnoticed(t)
+	a, sink, cli, old := l.a, l.sink, l.cli, l.old
 	dead, err := cli.Grant(ctx, 2) // never kept alive
 	require.NoError(t, err)
 	desc, err := proto.Marshal(&storepb.NodeDescriptor{NodeId: "node-a", Roles: 1, Weight: 1, Endpoint: "127.0.0.1:1"})
 	require.NoError(t, err)
 	_, err = cli.Put(ctx, "/zlink/default/nodes/node-a", string(desc), clientv3.WithLease(dead.ID))
 	require.NoError(t, err)
-	release()
+	l.release()
 
 	require.Eventually(t, func() bool { l := nodeLease(t, cli, "node-a"); return l != 0 && l != old && l != dead.ID }, 30*time.Second, 10*time.Millisecond,
 		"the node registered again once the dead process's lease expired")
