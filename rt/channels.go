@@ -104,7 +104,7 @@ func (h *Host) ObserveClientServer(ctx context.Context, name string) (iter.Seq[s
 	if err != nil {
 		return nil, err
 	}
-	hub := channelHub(&h.chans, &h.chans.clientServer, name, st, observe.TerminalStates(func(s *sdk.ClientServerStatus) sdk.TopologyState { return s.State }, sdk.TopologyStateStopped))
+	hub := channelHub(&h.chans, &h.chans.clientServer, name, st, lostChannel(func(s *sdk.ClientServerStatus) sdk.TopologyState { return s.State }))
 	h.publishChannels()
 	return ownStream(hub.Observe(ctx), ownClientServerStatus), nil
 }
@@ -120,7 +120,7 @@ func (h *Host) ObserveFanout(ctx context.Context, name string) (iter.Seq[sdk.Obs
 	if err != nil {
 		return nil, err
 	}
-	hub := channelHub(&h.chans, &h.chans.fanout, name, st, observe.TerminalStates(func(s *sdk.FanoutStatus) sdk.TopologyState { return s.State }, sdk.TopologyStateStopped))
+	hub := channelHub(&h.chans, &h.chans.fanout, name, st, lostChannel(func(s *sdk.FanoutStatus) sdk.TopologyState { return s.State }))
 	h.publishChannels()
 	return ownStream(hub.Observe(ctx), ownFanoutStatus), nil
 }

@@ -54,13 +54,20 @@ type shutdownOp struct {
 }
 
 // The terminal statuses an observer that missed them is told of apart from the coalesced ones
-// (H1): Stopped, which ends a stream, and a runtime's Error, which only a shutdown follows.
+// (H1): Stopped, which ends a stream, and a runtime's Error, or the Failed it makes of its
+// topologies, which only a shutdown follows.
 var (
 	lostRuntime = observe.TerminalStates(func(s *sdk.RuntimeStatus) sdk.RuntimeState { return s.State },
 		sdk.RuntimeStateStopped, sdk.RuntimeStateError)
 	lostMesh = observe.TerminalStates(func(s *sdk.RouteMeshStatus) sdk.TopologyState { return s.State },
-		sdk.TopologyStateStopped)
+		sdk.TopologyStateStopped, sdk.TopologyStateFailed)
 )
+
+// lostChannel is the lost rule of a channel's statuses: Stopped, and Failed, which the host's
+// Error makes and only a shutdown follows.
+func lostChannel[T any](state func(*T) sdk.TopologyState) func(missed, next *T) bool {
+	return observe.TerminalStates(state, sdk.TopologyStateStopped, sdk.TopologyStateFailed)
+}
 
 func (h *Host) initLifecycle() {
 	h.lc.meshKick = make(chan struct{}, 1)
@@ -125,6 +132,9 @@ func (h *Host) startServing() error {
 	if h.lc.failure != nil {
 		return h.lc.failure
 	}
+	if h.lc.shutdown != nil {
+		return nil // shut down as it started (from an Entry Spot's OnActivate): it stays Draining
+	}
 	h.setStateLocked(sdk.RuntimeStateServing)
 	return nil
 }
@@ -137,11 +147,16 @@ func (h *Host) startServing() error {
 // The status is the caller's own: it neither changes under the caller nor, when written to,
 // changes what another caller or observer sees.
 func (h *Host) Status() sdk.RuntimeStatus {
-	st := ownRuntimeStatus(h.lc.runtime.Current())
-	st.Capacity = h.CapacityStatus()
 	h.lc.mu.Lock()
-	st.SafeToShutdown = h.safeToShutdownLocked()
+	if h.runtimeState() != sdk.RuntimeStateStopped {
+		// What time alone changed (SafeToShutdown, once the re-send window passed) is
+		// published first: the answer is a status that observers see too, under its own
+		// Sequence. A stopped host's last status stays the answer.
+		h.publishRuntimeLocked()
+	}
+	st := ownRuntimeStatus(h.lc.runtime.Current())
 	h.lc.mu.Unlock()
+	st.Capacity = h.CapacityStatus()
 	return st
 }
 
@@ -387,6 +402,10 @@ func (h *Host) beginShutdown(deadline time.Duration) *shutdownOp {
 		r.shutdownBy(op.deadline)
 	}
 	h.lc.deadline = copyOf(&op.deadline) // the statuses' own: none of them reaches op's
+	// F8: the node takes no new application work from here, and says so with the deadline,
+	// before this returns.
+	h.setStateLocked(sdk.RuntimeStateDraining)
+	h.publishRuntimeLocked()
 	go h.runShutdown(op)
 	return op
 }

@@ -16,6 +16,34 @@ import (
 	"github.com/zlink-go/zlink/sdk"
 )
 
+// H1: a mesh status Failed, which the host's Error makes and only a shutdown follows, that an
+// observer missed is counted apart as a lost terminal status, as the runtime's Error is.
+func TestH1_AMissedFailedMeshStatusIsCountedAsALostTerminalStatus(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	h, err := Start(context.Background(), cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	obs, err := h.ObserveMesh(ctx, cfg.MeshName)
+	require.NoError(t, err)
+	next, stop := iter.Pull(obs)
+	defer stop()
+	_, ok := next() // the first status; the observer reads no more until the shutdown ended
+	require.True(t, ok)
+
+	h.fail(errors.New("the listener failed"))
+	require.Eventually(t, func() bool { return h.lc.mesh.Current().State == sdk.TopologyStateFailed }, 10*time.Second, time.Millisecond,
+		"Failed was published to the mesh's observers")
+	_, err = h.Shutdown(context.Background(), 10*time.Second)
+	require.NoError(t, err)
+	var discarded uint64
+	for o, ok := next(); ok; o, ok = next() {
+		discarded += o.Loss.DiscardedTerminalCount
+	}
+	assert.Positive(t, discarded, "the Failed status was coalesced away as if it were not terminal")
+}
+
 // G1 InternalFailure: when the node's listener fails (the transport reports it through
 // OnServeFailure, which calls fail; transport's TestListenerFailureIsReported proves that
 // half), the host is in Error, not ready and not accepting work, and its mesh is Failed with

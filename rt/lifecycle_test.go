@@ -260,6 +260,32 @@ func TestF8_ShutdownPastItsDeadlineForceStops(t *testing.T) {
 
 // F10: concurrent and repeated shutdowns share one operation and one result; the first
 // deadline stays in force; a caller whose context ends stops only its own wait.
+// F8, F11: a shutdown stops taking application work at once: when Shutdown returns, even to a
+// caller that gave up waiting before it began, the node is Draining with the shutdown's
+// deadline, and refuses new calls.
+func TestF8_ShutdownStopsTakingWorkBeforeItReturns(t *testing.T) {
+	release, held := make(chan struct{}), make(chan struct{}, 1)
+	var c *cluster
+	c = newCluster(t, 1, holdingLedgers(&c, release, held))
+	t.Cleanup(func() { close(release) })
+	h := c.hosts[0]
+	_, err := record(h, openLedger("busy"), "first")
+	require.NoError(t, err)
+	require.NoError(t, h.Send(ctx, ledger("busy"), rttest.LedgerNote, wrapperspb.String("hold")))
+	<-held
+
+	gaveUp, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = h.Shutdown(gaveUp, 20*time.Second)
+	require.ErrorIs(t, err, context.Canceled)
+	st := h.Status()
+	assert.Equal(t, sdk.RuntimeStateDraining, st.State)
+	assert.False(t, st.AcceptingWork)
+	assert.NotNil(t, st.Deadline, "the status carries the shutdown's deadline")
+	_, err = record(h, openLedger("after"), "x")
+	require.ErrorIs(t, err, sdk.ErrNotServing, "a call made once Shutdown returned is refused")
+}
+
 func TestF10_ShutdownsJoinAndACancelledWaiterEndsOnlyItsWait(t *testing.T) {
 	release, held := make(chan struct{}), make(chan struct{}, 1)
 	var c *cluster

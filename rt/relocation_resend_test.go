@@ -137,6 +137,21 @@ func TestF12_SafeToShutdownIsPublishedOnItsOwnOnceTheWindowPassed(t *testing.T) 
 		}
 	})
 
+	t.Run("the stopped host's status stays the last one published", func(t *testing.T) {
+		const window = time.Second
+		a, statuses := relocated(t, window)
+		require.NoError(t, a.Close())
+		var last sdk.RuntimeStatus
+		for st := range statuses {
+			last = st
+		}
+		require.Equal(t, sdk.RuntimeStateStopped, last.State)
+		time.Sleep(window + 200*time.Millisecond) // past the re-send window the relocation began
+		st := a.Status()
+		assert.Equal(t, last.Sequence, st.Sequence)
+		assert.Equal(t, last.SafeToShutdown, st.SafeToShutdown, "Status says what no published status said, under its Sequence")
+	})
+
 	t.Run("ended by the host's close", func(t *testing.T) {
 		a, statuses := relocated(t, time.Minute)
 		closed := make(chan error, 1)

@@ -258,8 +258,8 @@ type RuntimeStatus struct {
 	// Deadline is the deadline of the lifecycle operation in progress (relocation or shutdown),
 	// or nil when there is none.
 	Deadline *time.Time
-	// RelocationResult is the last relocation's terminal result, or nil when no relocation has
-	// ended.
+	// RelocationResult is the terminal result of the last relocation that ended, or nil when
+	// none has, and while another one runs.
 	RelocationResult *RelocationResult
 	// TerminationResult is the shutdown's terminal result, or nil when no shutdown has ended.
 	TerminationResult *TerminationResult
