@@ -106,6 +106,27 @@ func TestG6_LocalServerIsANormalWeightedTarget(t *testing.T) {
 	assert.Equal(t, []sdk.ChannelStatus{{ChannelName: rttest.WhoChannel, IsReady: true, ReadyTargetCount: 3}}, mesh.Channels)
 }
 
+// G1, G6: a node that relocated its objects takes no new application work: its view of a
+// channel is Degraded for RuntimeNotReady, not Ready with no reason, although every server is
+// Ready.
+func TestG6_ARelocatedNodesChannelIsNotReadyAndSaysWhy(t *testing.T) {
+	c := newCluster(t, 2, withChannels(func(_ int, r sdk.Registrar, node sdk.NodeID) error {
+		return rttest.RegisterWhoServer(r, node, nil)
+	}))
+	a := c.hosts[0]
+	awaitReadyTargets(t, a, 2)
+	res, err := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance, Deadline: 20 * time.Second})
+	require.NoError(t, err)
+	require.Equal(t, sdk.RelocationOutcomeRelocated, res.Outcome, "%+v", res)
+
+	st, err := a.ClientServerStatus(rttest.WhoChannel)
+	require.NoError(t, err)
+	assert.False(t, st.IsReady)
+	assert.Equal(t, sdk.TopologyStateDegraded, st.State)
+	require.NotNil(t, st.UnavailableReason)
+	assert.Equal(t, sdk.TopologyReasonRuntimeNotReady, *st.UnavailableReason)
+}
+
 func TestG6_StickyKey(t *testing.T) {
 	c := newCluster(t, 3, withChannels(func(_ int, r sdk.Registrar, node sdk.NodeID) error {
 		return rttest.RegisterWhoServer(r, node, nil)
@@ -471,7 +492,10 @@ func TestChannelBadInputGetsClearErrors(t *testing.T) {
 		reg  func(r sdk.Registrar) error
 		want string
 	}{
-		{"negative weight", func(r sdk.Registrar) error { return rttest.RegisterWhoServer(r, "n", nil, sdk.Weight(-1)) }, "negative"},
+		{"negative weight", func(r sdk.Registrar) error { return rttest.RegisterWhoServer(r, "n", nil, sdk.Weight(-1)) }, "outside 0..4294967295"},
+		{"weight past the largest", func(r sdk.Registrar) error {
+			return rttest.RegisterWhoServer(r, "n", nil, sdk.Weight(sdk.MaxChannelWeight+1))
+		}, "weight 4294967296 is outside 0..4294967295"},
 		{"twice", func(r sdk.Registrar) error {
 			_ = rttest.RegisterWhoServer(r, "n", nil)
 			return rttest.RegisterWhoServer(r, "n", nil)

@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"google.golang.org/protobuf/proto"
 )
@@ -77,8 +78,12 @@ type ChannelOptions struct {
 	QueueSet bool
 }
 
-// Weight sets a server's weight: its share of the channel's calls is w over the sum of the
-// Ready servers' weights. A weight of 0 keeps the server a member that is never chosen.
+// MaxChannelWeight is the largest server weight: a node's placement weight has the same range.
+const MaxChannelWeight = math.MaxUint32
+
+// Weight sets a server's weight, 0..[MaxChannelWeight]: its share of the channel's calls is w
+// over the sum of the Ready servers' weights. A weight of 0 keeps the server a member that is
+// never chosen.
 func Weight(w int) ChannelOption {
 	return func(o *ChannelOptions) { o.Weight, o.WeightSet = w, true }
 }

@@ -57,8 +57,8 @@ func (r *Registry) RegisterServer(desc *sdk.ChannelDesc, impl any, opts ...sdk.C
 	if o.WeightSet {
 		weight = o.Weight
 	}
-	if weight < 0 {
-		return fmt.Errorf("%w: channel %s: server weight %d is negative", sdk.ErrConfig, desc.Name, weight)
+	if weight < 0 || int64(weight) > sdk.MaxChannelWeight {
+		return fmt.Errorf("%w: channel %s: server weight %d is outside 0..%d", sdk.ErrConfig, desc.Name, weight, sdk.MaxChannelWeight)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

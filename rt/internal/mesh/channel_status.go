@@ -139,6 +139,9 @@ func (m *Mesh) ClientServerStatus(name string) (sdk.ClientServerStatus, error) {
 	switch {
 	case st.State != sdk.TopologyStateReady:
 		st.UnavailableReason = reason(sdk.TopologyReasonRuntimeNotReady)
+	case !serving:
+		// Relocating or Relocated: the node takes no new application work, calls included.
+		st.State, st.UnavailableReason = sdk.TopologyStateDegraded, reason(sdk.TopologyReasonRuntimeNotReady)
 	case st.ReadyTargetCount == 0:
 		st.State, st.UnavailableReason = sdk.TopologyStateDegraded, reason(sdk.TopologyReasonNoReadyTarget)
 	}
@@ -198,6 +201,8 @@ func (m *Mesh) FanoutStatus(name string) (sdk.FanoutStatus, error) {
 	switch {
 	case state != sdk.TopologyStateReady:
 		st.UnavailableReason = reason(sdk.TopologyReasonRuntimeNotReady)
+	case !serving:
+		st.State, st.UnavailableReason = sdk.TopologyStateDegraded, reason(sdk.TopologyReasonRuntimeNotReady)
 	case notConnected:
 		// A publisher it must be connected to is not: that counts as a failure (G4).
 		st.State, st.UnavailableReason = sdk.TopologyStateDegraded, reason(sdk.TopologyReasonNoReadyPeer)

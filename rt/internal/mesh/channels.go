@@ -402,7 +402,7 @@ func (m *Mesh) readyServers(name string, dst []serverCandidate) []serverCandidat
 	if ch := m.channels.byName[name]; ch != nil {
 		for id, mb := range ch.servers {
 			own = own || id == m.cfg.Node
-			if mb.Weight > 0 {
+			if mb.Weight > 0 && mb.Weight <= sdk.MaxChannelWeight { // a peer's record out of range is never chosen
 				dst = append(dst, serverCandidate{node: id, weight: mb.Weight})
 			}
 		}
