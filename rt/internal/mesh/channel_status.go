@@ -18,9 +18,16 @@ type sequencer[T any] struct {
 	last T
 }
 
-// stamp numbers st, which has no Sequence or ObservedAt yet, and returns its Sequence.
-func (s *sequencer[T]) stamp(st T) uint64 {
+// lock begins a status: it is computed and then stamped under the sequencer's lock, so that
+// of two computed at once the newer one also gets the larger Sequence (H3).
+func (s *sequencer[T]) lock() *sequencer[T] {
 	s.mu.Lock()
+	return s
+}
+
+// stamp numbers st, which has no Sequence or ObservedAt yet, returns its Sequence and ends
+// what lock began.
+func (s *sequencer[T]) stamp(st T) uint64 {
 	defer s.mu.Unlock()
 	if s.seq == 0 || !reflect.DeepEqual(s.last, st) {
 		s.seq++
@@ -102,6 +109,7 @@ func (m *Mesh) ClientServerStatus(name string) (sdk.ClientServerStatus, error) {
 	case kind != sdk.ChannelClientServer:
 		return sdk.ClientServerStatus{}, fmt.Errorf("%w: channel %q is a %s channel; ask for its Fanout status", sdk.ErrInvalidArgument, name, kind)
 	}
+	seq := sequencerOf[sdk.ClientServerStatus](&m.channels.sequences, "cs/"+name).lock()
 	st := sdk.ClientServerStatus{ChannelName: name, LocalRole: sdk.ClientServerRoleClient, Targets: []sdk.ClientServerTargetStatus{}}
 	if m.cfg.Channels.Server(name) != nil {
 		st.LocalRole = sdk.ClientServerRoleServer
@@ -146,7 +154,7 @@ func (m *Mesh) ClientServerStatus(name string) (sdk.ClientServerStatus, error) {
 		st.State, st.UnavailableReason = sdk.TopologyStateDegraded, reason(sdk.TopologyReasonNoReadyTarget)
 	}
 	st.IsReady = serving && st.ReadyTargetCount > 0
-	st.Sequence = sequencerOf[sdk.ClientServerStatus](&m.channels.sequences, "cs/"+name).stamp(st)
+	st.Sequence = seq.stamp(st)
 	st.ObservedAt = time.Now()
 	return st, nil
 }
@@ -166,6 +174,7 @@ func (m *Mesh) FanoutStatus(name string) (sdk.FanoutStatus, error) {
 	case sub.Manual:
 		return sdk.FanoutStatus{}, fmt.Errorf("%w: node %s subscribes to channel %q manually: its publisher connections are its own, and it has no Fanout status", sdk.ErrConfig, m.cfg.Node, name)
 	}
+	seq := sequencerOf[sdk.FanoutStatus](&m.channels.sequences, "fanout/"+name).lock()
 	st := sdk.FanoutStatus{ChannelName: name, Publishers: []sdk.PeerStatus{}}
 	m.channels.mu.RLock()
 	if ch := m.channels.byName[name]; ch != nil {
@@ -208,7 +217,7 @@ func (m *Mesh) FanoutStatus(name string) (sdk.FanoutStatus, error) {
 		st.State, st.UnavailableReason = sdk.TopologyStateDegraded, reason(sdk.TopologyReasonNoReadyPeer)
 	}
 	st.IsReady = serving && st.State == sdk.TopologyStateReady
-	st.Sequence = sequencerOf[sdk.FanoutStatus](&m.channels.sequences, "fanout/"+name).stamp(st)
+	st.Sequence = seq.stamp(st)
 	st.ObservedAt = time.Now()
 	return st, nil
 }

@@ -17,6 +17,10 @@ type statusTracker struct {
 
 // Status returns the RouteMesh status (G3): peers and their states, placement, readiness.
 func (m *Mesh) Status(meshName string) sdk.RouteMeshStatus {
+	// Computed and numbered under one lock: of two statuses computed at once, the newer one
+	// gets the larger Sequence (H3).
+	m.status.mu.Lock()
+	defer m.status.mu.Unlock()
 	state := sdk.RuntimeStatePreparing
 	if m.state != nil {
 		state = m.state()
@@ -89,8 +93,6 @@ func (m *Mesh) Status(meshName string) sdk.RouteMeshStatus {
 	st.IsReady = state == sdk.RuntimeStateServing && st.State != sdk.TopologyStateFailed
 	st.Channels = m.channelSummaries(state == sdk.RuntimeStateServing)
 
-	m.status.mu.Lock()
-	defer m.status.mu.Unlock()
 	prev := m.status.last
 	prev.Sequence, prev.ObservedAt = 0, time.Time{}
 	if m.status.seq == 0 || !reflect.DeepEqual(prev, st) {
