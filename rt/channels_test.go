@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -494,7 +495,7 @@ func TestChannelBadInputGetsClearErrors(t *testing.T) {
 	}{
 		{"negative weight", func(r sdk.Registrar) error { return rttest.RegisterWhoServer(r, "n", nil, sdk.Weight(-1)) }, "outside 0..4294967295"},
 		{"weight past the largest", func(r sdk.Registrar) error {
-			return rttest.RegisterWhoServer(r, "n", nil, sdk.Weight(sdk.MaxChannelWeight+1))
+			return rttest.RegisterWhoServer(r, "n", nil, sdk.Weight(int(min(sdk.MaxChannelWeight+1, math.MaxInt))))
 		}, "weight 4294967296 is outside 0..4294967295"},
 		{"twice", func(r sdk.Registrar) error {
 			_ = rttest.RegisterWhoServer(r, "n", nil)

@@ -132,9 +132,6 @@ func (h *Host) startServing() error {
 	if h.lc.failure != nil {
 		return h.lc.failure
 	}
-	if h.lc.shutdown != nil {
-		return nil // shut down as it started (from an Entry Spot's OnActivate): it stays Draining
-	}
 	h.setStateLocked(sdk.RuntimeStateServing)
 	return nil
 }

@@ -79,7 +79,7 @@ type ChannelOptions struct {
 }
 
 // MaxChannelWeight is the largest server weight: a node's placement weight has the same range.
-const MaxChannelWeight = math.MaxUint32
+const MaxChannelWeight int64 = math.MaxUint32
 
 // Weight sets a server's weight, 0..[MaxChannelWeight]: its share of the channel's calls is w
 // over the sum of the Ready servers' weights. A weight of 0 keeps the server a member that is

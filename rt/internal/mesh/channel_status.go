@@ -18,17 +18,12 @@ type sequencer[T any] struct {
 	last T
 }
 
-// lock begins a status: it is computed and then stamped under the sequencer's lock, so that
-// of two computed at once the newer one also gets the larger Sequence (H3).
-func (s *sequencer[T]) lock() *sequencer[T] {
-	s.mu.Lock()
-	return s
-}
+// A status is computed, numbered and timed under its sequencer's lock (mu), so that of two
+// computed at once the newer one also gets the larger Sequence (H3).
 
-// stamp numbers st, which has no Sequence or ObservedAt yet, returns its Sequence and ends
-// what lock began.
+// stamp numbers st, which has no Sequence or ObservedAt yet, and returns its Sequence; s.mu is
+// held.
 func (s *sequencer[T]) stamp(st T) uint64 {
-	defer s.mu.Unlock()
 	if s.seq == 0 || !reflect.DeepEqual(s.last, st) {
 		s.seq++
 	}
@@ -109,7 +104,9 @@ func (m *Mesh) ClientServerStatus(name string) (sdk.ClientServerStatus, error) {
 	case kind != sdk.ChannelClientServer:
 		return sdk.ClientServerStatus{}, fmt.Errorf("%w: channel %q is a %s channel; ask for its Fanout status", sdk.ErrInvalidArgument, name, kind)
 	}
-	seq := sequencerOf[sdk.ClientServerStatus](&m.channels.sequences, "cs/"+name).lock()
+	seq := sequencerOf[sdk.ClientServerStatus](&m.channels.sequences, "cs/"+name)
+	seq.mu.Lock()
+	defer seq.mu.Unlock()
 	st := sdk.ClientServerStatus{ChannelName: name, LocalRole: sdk.ClientServerRoleClient, Targets: []sdk.ClientServerTargetStatus{}}
 	if m.cfg.Channels.Server(name) != nil {
 		st.LocalRole = sdk.ClientServerRoleServer
@@ -136,7 +133,7 @@ func (m *Mesh) ClientServerStatus(name string) (sdk.ClientServerStatus, error) {
 		t.UnavailableReason = peerReason(t.State)
 		switch {
 		case t.State != sdk.PeerStateReady:
-		case t.Weight <= 0:
+		case !chosable(int64(t.Weight)):
 			t.UnavailableReason = reason(sdk.TopologyReasonNoReadyTarget) // a member that is never chosen
 		default:
 			st.ReadyTargetCount++
@@ -174,7 +171,9 @@ func (m *Mesh) FanoutStatus(name string) (sdk.FanoutStatus, error) {
 	case sub.Manual:
 		return sdk.FanoutStatus{}, fmt.Errorf("%w: node %s subscribes to channel %q manually: its publisher connections are its own, and it has no Fanout status", sdk.ErrConfig, m.cfg.Node, name)
 	}
-	seq := sequencerOf[sdk.FanoutStatus](&m.channels.sequences, "fanout/"+name).lock()
+	seq := sequencerOf[sdk.FanoutStatus](&m.channels.sequences, "fanout/"+name)
+	seq.mu.Lock()
+	defer seq.mu.Unlock()
 	st := sdk.FanoutStatus{ChannelName: name, Publishers: []sdk.PeerStatus{}}
 	m.channels.mu.RLock()
 	if ch := m.channels.byName[name]; ch != nil {

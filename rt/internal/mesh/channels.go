@@ -392,6 +392,11 @@ type serverCandidate struct {
 	weight int64
 }
 
+// chosable reports whether a server of weight w may be chosen: a weight of 0 keeps a member
+// that is never chosen, and a peer's record out of range (one written before weights were
+// bounded) is never chosen either.
+func chosable(w int64) bool { return w > 0 && w <= sdk.MaxChannelWeight }
+
 // readyServers lists the channel's Ready servers of positive weight (G6): this node's own
 // while it serves, and each peer's that is Serving and connected. This node's own server is
 // one even while its membership record is missing from the watched table (its owner lease
@@ -402,7 +407,7 @@ func (m *Mesh) readyServers(name string, dst []serverCandidate) []serverCandidat
 	if ch := m.channels.byName[name]; ch != nil {
 		for id, mb := range ch.servers {
 			own = own || id == m.cfg.Node
-			if mb.Weight > 0 && mb.Weight <= sdk.MaxChannelWeight { // a peer's record out of range is never chosen
+			if chosable(mb.Weight) {
 				dst = append(dst, serverCandidate{node: id, weight: mb.Weight})
 			}
 		}
@@ -463,7 +468,7 @@ func (m *Mesh) pickServer(name, key string, tried []sdk.NodeID) (sdk.NodeID, boo
 	if key != "" {
 		best, bestScore := cands[0].node, math.Inf(-1)
 		for _, c := range cands {
-			if s := score(name, key, c.node, uint32(min(c.weight, math.MaxUint32))); s > bestScore {
+			if s := score(name, key, c.node, uint32(c.weight)); s > bestScore {
 				best, bestScore = c.node, s
 			}
 		}

@@ -32,3 +32,13 @@ func TestG6_ALocalOneWayHandlersContextKeepsOnlyTheTrace(t *testing.T) {
 	closeMesh()
 	require.ErrorIs(t, hctx.Err(), context.Canceled, "the mesh closing ends it")
 }
+
+// G6: the servers that routing may choose are those that the ClientServer status counts as
+// Ready targets: of positive weight, within the bound of a weight.
+func TestG6_AServerIsChosableOnlyWithAWeightInRange(t *testing.T) {
+	assert.False(t, chosable(0), "a member that is never chosen")
+	assert.False(t, chosable(-1))
+	assert.True(t, chosable(1))
+	assert.True(t, chosable(1<<32-1))
+	assert.False(t, chosable(1<<32), "a peer's record past the bound")
+}
