@@ -112,10 +112,16 @@ func TestG6_LocalServerIsANormalWeightedTarget(t *testing.T) {
 // Ready.
 func TestG6_ARelocatedNodesChannelIsNotReadyAndSaysWhy(t *testing.T) {
 	c := newCluster(t, 2, withChannels(func(_ int, r sdk.Registrar, node sdk.NodeID) error {
-		return rttest.RegisterWhoServer(r, node, nil)
+		if err := rttest.RegisterWhoServer(r, node, nil); err != nil {
+			return err
+		}
+		return rttest.SubscribeFeed(r, rttest.NewFeedLog(0))
 	}))
 	a := c.hosts[0]
 	awaitReadyTargets(t, a, 2)
+	fan, err := a.FanoutStatus(rttest.FeedChannel)
+	require.NoError(t, err)
+	require.True(t, fan.IsReady, "%+v", fan)
 	res, err := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance, Deadline: 20 * time.Second})
 	require.NoError(t, err)
 	require.Equal(t, sdk.RelocationOutcomeRelocated, res.Outcome, "%+v", res)
@@ -126,6 +132,13 @@ func TestG6_ARelocatedNodesChannelIsNotReadyAndSaysWhy(t *testing.T) {
 	assert.Equal(t, sdk.TopologyStateDegraded, st.State)
 	require.NotNil(t, st.UnavailableReason)
 	assert.Equal(t, sdk.TopologyReasonRuntimeNotReady, *st.UnavailableReason)
+
+	fan, err = a.FanoutStatus(rttest.FeedChannel)
+	require.NoError(t, err)
+	assert.False(t, fan.IsReady)
+	assert.Equal(t, sdk.TopologyStateDegraded, fan.State)
+	require.NotNil(t, fan.UnavailableReason)
+	assert.Equal(t, sdk.TopologyReasonRuntimeNotReady, *fan.UnavailableReason)
 }
 
 func TestG6_StickyKey(t *testing.T) {
