@@ -145,8 +145,8 @@ func (h *Host) startServing() error {
 // changes what another caller or observer sees.
 func (h *Host) Status() sdk.RuntimeStatus {
 	h.lc.mu.Lock()
-	if h.runtimeState() != sdk.RuntimeStateStopped {
-		// What time alone changed (SafeToShutdown, once the re-send window passed) is
+	if h.runtimeState() != sdk.RuntimeStateStopped && h.lc.runtime.Current().SafeToShutdown != h.safeToShutdownLocked() {
+		// What time alone changes (SafeToShutdown, once the re-send window passed) is
 		// published first: the answer is a status that observers see too, under its own
 		// Sequence. A stopped host's last status stays the answer.
 		h.publishRuntimeLocked()
@@ -402,7 +402,6 @@ func (h *Host) beginShutdown(deadline time.Duration) *shutdownOp {
 	// F8: the node takes no new application work from here, and says so with the deadline,
 	// before this returns.
 	h.setStateLocked(sdk.RuntimeStateDraining)
-	h.publishRuntimeLocked()
 	go h.runShutdown(op)
 	return op
 }

@@ -70,17 +70,22 @@ func workerGoroutines() int {
 	return strings.Count(string(buf), "gopool.(*Pool).work(")
 }
 
+// goCounted gives p a task that counts itself in ran, waited for in wg.
+func goCounted(p *gopool.Pool, wg *sync.WaitGroup, ran *atomic.Int64) {
+	wg.Add(1)
+	p.Go(func() {
+		defer wg.Done()
+		ran.Add(1)
+	})
+}
+
 func TestEveryTaskRuns(t *testing.T) {
 	p := gopool.New(4, time.Minute)
 	defer p.Close()
 	var wg sync.WaitGroup
 	var ran atomic.Int64
 	for range 1000 {
-		wg.Add(1)
-		p.Go(func() {
-			defer wg.Done()
-			ran.Add(1)
-		})
+		goCounted(p, &wg, &ran)
 	}
 	wg.Wait()
 	assert.EqualValues(t, 1000, ran.Load())
@@ -201,11 +206,7 @@ func TestTasksGivenWhileThePoolClosesAllRun(t *testing.T) {
 		for range 8 {
 			givers.Go(func() {
 				for range 50 {
-					tasks.Add(1)
-					p.Go(func() {
-						defer tasks.Done()
-						ran.Add(1)
-					})
+					goCounted(p, &tasks, &ran)
 				}
 			})
 		}

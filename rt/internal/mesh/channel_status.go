@@ -12,14 +12,13 @@ import (
 )
 
 // sequencer numbers the statuses of one channel: Sequence grows when the status changes (H3).
+// A status is computed, numbered and timed under mu, so that of two computed at once the newer
+// one also gets the larger Sequence.
 type sequencer[T any] struct {
 	mu   sync.Mutex
 	seq  uint64
 	last T
 }
-
-// A status is computed, numbered and timed under its sequencer's lock (mu), so that of two
-// computed at once the newer one also gets the larger Sequence (H3).
 
 // stamp numbers st, which has no Sequence or ObservedAt yet, and returns its Sequence; s.mu is
 // held.

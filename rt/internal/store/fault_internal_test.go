@@ -254,31 +254,39 @@ func endLease(t *testing.T, s *Etcd, reg *Registration) func() {
 	}
 }
 
+// storeWithNodeIDHeld is a store on an etcd of its own whose node ID id a lease it granted
+// holds, a lease put to use as far as the store knows.
+func storeWithNodeIDHeld(t *testing.T, id string, use leaseUse) (*Etcd, clientv3.LeaseID) {
+	t.Helper()
+	s, err := New(startEtcd(t), "held")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	grant, err := s.client.Grant(ctx, 60)
+	require.NoError(t, err)
+	s.granted.add(int64(grant.ID), time.Minute)
+	s.granted.set(int64(grant.ID), use)
+	val, err := encodeNode(&storepb.NodeDescriptor{NodeId: id, Endpoint: "127.0.0.1:1"})
+	require.NoError(t, err)
+	_, err = s.client.Put(ctx, s.keys.node(sdk.NodeID(id)), val, clientv3.WithLease(grant.ID))
+	require.NoError(t, err)
+	return s, grant.ID
+}
+
 // DESIGN §4: a registration whose answer was lost and whose revoke failed leaves the node ID
 // held by a lease of this process. The next registration revokes that lease and says so, the
 // one after takes the ID: the process is not taken for another that holds it.
 func TestARegistrationLeftByThisProcessIsRevokedNotTakenForAnotherProcess(t *testing.T) {
-	s, err := New(startEtcd(t), "own")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	left, err := s.client.Grant(ctx, 60)
-	require.NoError(t, err)
-	s.granted.add(int64(left.ID), time.Minute)
-	s.granted.leave(int64(left.ID))
-	val, err := encodeNode(&storepb.NodeDescriptor{NodeId: "node-a", Endpoint: "127.0.0.1:1"})
-	require.NoError(t, err)
-	_, err = s.client.Put(ctx, s.keys.node("node-a"), val, clientv3.WithLease(left.ID))
-	require.NoError(t, err)
+	s, left := storeWithNodeIDHeld(t, "node-a", leaseLeft)
 
-	_, err = s.Register(ctx, &storepb.NodeDescriptor{NodeId: "node-a", Roles: 1, Weight: 1}, LeaseOptions{})
+	_, err := s.Register(ctx, &storepb.NodeDescriptor{NodeId: "node-a", Roles: 1, Weight: 1}, LeaseOptions{})
 	require.ErrorIs(t, err, ErrNodeIDInUse)
 	var taken *NodeIDInUseError
 	assert.False(t, errors.As(err, &taken), "the ID is held by this process's own lease: %v", err)
 	assert.Contains(t, err.Error(), "revoked now")
-	ttl, err := s.client.TimeToLive(ctx, left.ID)
+	ttl, err := s.client.TimeToLive(ctx, left)
 	require.NoError(t, err)
 	assert.EqualValues(t, -1, ttl.TTL, "the lease left behind is revoked")
-	assert.Equal(t, leaseUnknown, s.granted.state(int64(left.ID)))
+	assert.Equal(t, leaseUnknown, s.granted.state(int64(left)))
 	assert.Empty(t, s.granted.leases, "the failed registration's own lease is revoked and forgotten too")
 
 	reg := registerNode(t, s, "node-a")
@@ -291,21 +299,12 @@ func TestARegistrationLeftByThisProcessIsRevokedNotTakenForAnotherProcess(t *tes
 // loses says so, and leaves the lease of the one that won alone, although that one's
 // registration is not yet among the store's live ones.
 func TestARegistrationUnderWayIsNotTakenForALeaseLeftBehind(t *testing.T) {
-	s, err := New(startEtcd(t), "racing")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	winning, err := s.client.Grant(ctx, 60)
-	require.NoError(t, err)
-	s.granted.add(int64(winning.ID), time.Minute) // granted, its registration not made yet
-	val, err := encodeNode(&storepb.NodeDescriptor{NodeId: "node-a"})
-	require.NoError(t, err)
-	_, err = s.client.Put(ctx, s.keys.node("node-a"), val, clientv3.WithLease(winning.ID))
-	require.NoError(t, err)
+	s, winning := storeWithNodeIDHeld(t, "node-a", leaseRegistering) // its registration not made yet
 
-	_, err = s.Register(ctx, &storepb.NodeDescriptor{NodeId: "node-a", Roles: 1, Weight: 1}, LeaseOptions{})
+	_, err := s.Register(ctx, &storepb.NodeDescriptor{NodeId: "node-a", Roles: 1, Weight: 1}, LeaseOptions{})
 	require.ErrorIs(t, err, ErrNodeIDInUse)
 	assert.Contains(t, err.Error(), "under way")
-	ttl, err := s.client.TimeToLive(ctx, winning.ID)
+	ttl, err := s.client.TimeToLive(ctx, winning)
 	require.NoError(t, err)
 	assert.Positive(t, ttl.TTL, "the winner's lease was revoked")
 }
