@@ -297,7 +297,7 @@ func (h *Host) watchLease() {
 // the host closes. The old lease is revoked first, so that the node's ID is free at once when
 // etcd still held it (the guard ran out before the server's lease did). A node ID that another
 // process registered meanwhile is waited for only until that process has shown itself alive,
-// its lease holding the ID for twice its TTL: that process is the node now, and this one fails
+// its lease holding the ID through tries that etcd answered for twice its TTL: that process is the node now, and this one fails
 // (an Orleans silo declared dead stops too); it keeps calling other nodes' objects until it is
 // shut down. A process that ends sooner, or never kept its lease alive, leaves the ID to this
 // one.
@@ -317,13 +317,14 @@ func (h *Host) register(old *store.Registration) (*store.Registration, bool) {
 		if err == nil {
 			return next, true
 		}
-		if taken := (*store.NodeIDInUseError)(nil); errors.As(err, &taken) {
-			if taken.Lease != heldBy {
-				heldBy, heldSince = taken.Lease, time.Now()
-			} else if time.Since(heldSince) > 2*max(taken.TTL, h.cfg.LeaseTTL) {
-				h.fail(fmt.Errorf("its owner lease ended, and another live process registered its node ID meanwhile; it cannot own objects again: %w", err))
-				return nil, false
-			}
+		if taken := (*store.NodeIDInUseError)(nil); !errors.As(err, &taken) {
+			// An outage in between proves nothing: a new etcd leader renews every lease once.
+			heldBy = 0
+		} else if taken.Lease != heldBy {
+			heldBy, heldSince = taken.Lease, time.Now()
+		} else if time.Since(heldSince) > 2*max(taken.TTL, h.cfg.LeaseTTL) {
+			h.fail(fmt.Errorf("its owner lease ended, and another live process registered its node ID meanwhile; it cannot own objects again: %w", err))
+			return nil, false
 		}
 		h.log.Warn("registering the node again failed; it is tried again", "err", err)
 		select {

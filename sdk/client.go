@@ -122,8 +122,9 @@ type SpotContext interface {
 	// anywhere, in this Spot or another, the spawn fails with [ErrAlreadyExists]. A factory
 	// that fails, or does not return within the runtime's operation timeout, fails the spawn
 	// with [ErrCreationFailed] and leaves the ID free; what such a factory returns at last is
-	// dropped. When ctx ends before the factory returns, the spawn fails with ctx's error. A
-	// nil ctx is refused with an error wrapping [ErrInvalidArgument].
+	// dropped. When ctx ends before the factory returns, the spawn fails with ctx's error; when
+	// the node runs as many factories as it may at once until the operation timeout, with
+	// [ErrCapacityExceeded]. A nil ctx is refused with an error wrapping [ErrInvalidArgument].
 	Spawn(ctx context.Context, desc *SpotDesc, id string) error
 	// RestoredState is the state the Spot brought along when its host's relocation moved it to
 	// this node: what its object's MarshalState returned on the node it left (see

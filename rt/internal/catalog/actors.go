@@ -441,30 +441,36 @@ func (c *Catalog) holdForSpawn(key spotKey) error {
 	return nil
 }
 
-// constructActor runs act's factory on one of the builders, for ctx and OperationTimeout at
-// most: a factory that does not return within OperationTimeout fails the spawn or the arrival,
-// as a Spot's fails its creation (B8), and the caller discards act, so that no timer it arms
-// runs; the object it returns at last is dropped. Factories left running so are counted
-// (strayFactories): while MaxConcurrentActivations of them run, no other starts, as a Spot's
-// creation waits for a slot that its stuck factory holds (G5). When the factory did not run,
-// or ctx ended first, the error is a *notBuilt: not the factory's failure.
+// constructActor runs act's factory on one of the builders once one of the
+// MaxConcurrentActivations places for Actor factories is free, as a Spot's creation waits for
+// one of its own (G5); it waits for ctx and OperationTimeout at most, the factory included. A
+// factory that does not return in that time fails the spawn or the arrival, as a Spot's fails
+// its creation (B8), and the caller discards act, so that no timer it arms runs; the object it
+// returns at last is dropped. A factory keeps its place until it returns, however it ends, so
+// that factories left running bound those that may start. When the factory did not run, or ctx
+// ended first, the error is a *notBuilt: not the factory's failure.
 func (c *Catalog) constructActor(ctx context.Context, act *actor) error {
-	if n := c.strayFactories.Load(); n >= int64(c.cfg.MaxConcurrentActivations) {
-		return fmt.Errorf("factory not run: %d Actor factories that did not return in time still run", n)
-	}
-	out := make(chan built, 1)
-	var taken atomic.Int32 // builtTaken by the caller, or builtLeft once it gave up
-	if !c.builders.goRun(func() {
-		impl, err := c.runActorFactory(act)
-		out <- built{impl, err}
-		if !taken.CompareAndSwap(builtPending, builtTaken) {
-			c.strayFactories.Add(-1) // the caller gave up on it and counted it
-		}
-	}) {
-		return &notBuilt{c.errStopping()}
+	if err := ctx.Err(); err != nil {
+		return &notBuilt{fmt.Errorf("the factory did not run: %w", err)}
 	}
 	timeout := time.NewTimer(c.cfg.OperationTimeout)
 	defer timeout.Stop()
+	select {
+	case c.actorFactories <- struct{}{}:
+	case <-timeout.C:
+		return &notBuilt{fmt.Errorf("the factory did not run: %w", &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: int64(cap(c.actorFactories))})}
+	case <-ctx.Done():
+		return &notBuilt{fmt.Errorf("the factory did not run: %w", ctx.Err())}
+	}
+	out := make(chan built, 1)
+	if !c.builders.goRun(func() {
+		defer func() { <-c.actorFactories }()
+		impl, err := c.runActorFactory(act)
+		out <- built{impl, err}
+	}) {
+		<-c.actorFactories
+		return &notBuilt{c.errStopping()}
+	}
 	var late error
 	select {
 	case b := <-out:
@@ -474,23 +480,14 @@ func (c *Catalog) constructActor(ctx context.Context, act *actor) error {
 	case <-ctx.Done():
 		late = &notBuilt{fmt.Errorf("the factory did not return before the caller's context ended: %w", ctx.Err())}
 	}
-	c.strayFactories.Add(1)
-	if !taken.CompareAndSwap(builtPending, builtLeft) {
-		// It returned as the wait ended (a pause lets both happen at once): its outcome holds.
-		c.strayFactories.Add(-1)
-		return act.take(<-out)
+	select {
+	case b := <-out: // it returned as the wait ended (a pause lets both happen at once)
+		return act.take(b)
+	default:
 	}
 	c.log.Error("an Actor's factory did not return in time; its spawn or arrival failed", "actor", act.typ.desc.Name, "id", act.id, "err", late)
 	return late
 }
-
-// What became of a factory's outcome: pending until the factory returns or its caller gives
-// up, whichever comes first.
-const (
-	builtPending int32 = iota
-	builtTaken
-	builtLeft
-)
 
 // take makes b, what act's factory made, act's object, or returns its failure.
 func (act *actor) take(b built) error {

@@ -286,9 +286,8 @@ type Catalog struct {
 	// builders run factories and OnActivate; a creation or a spawn waits for one only as long
 	// as its OperationTimeout, and Close only briefly.
 	builders builders
-	// strayFactories counts the Actor factories whose spawn or arrival stopped waiting for
-	// them and that have not returned yet (constructActor).
-	strayFactories atomic.Int64
+	// actorFactories holds a place for each Actor factory running now (constructActor).
+	actorFactories chan struct{}
 	// units are the relocation units under way (RelocateSpot), until they end.
 	units sync.WaitGroup
 
@@ -372,9 +371,10 @@ func New(cfg Config, st store.Store, reg *store.Registration, types *Types, clie
 		cfg: cfg, store: st, types: byName, client: client,
 		log: cfg.Logger.With("node", string(cfg.Node)), tel: cfg.Telemetry,
 		ctx: ctx, cancel: cancel, hardCtx: hardCtx, hardCancel: hardCancel,
-		entries:    make(map[string]*entrySpot),
-		closed:     make(chan struct{}),
-		activating: make(chan struct{}, cfg.MaxConcurrentActivations),
+		entries:        make(map[string]*entrySpot),
+		closed:         make(chan struct{}),
+		activating:     make(chan struct{}, cfg.MaxConcurrentActivations),
+		actorFactories: make(chan struct{}, cfg.MaxConcurrentActivations),
 	}
 	c.bg.pool = gopool.New(0, 0)
 	c.suspects.init()
@@ -522,8 +522,8 @@ var expired = func() context.Context {
 
 // Close closes every Spot with reason Shutdown and releases the User and Instance Spots'
 // locations, then stops the catalog's background work. A Spot whose creation finishes while
-// Close runs closes in the same way once all of that work, the creations in flight among it,
-// has ended within ctx. ctx bounds
+// Close runs closes in the same way once the creations in flight have ended within ctx. ctx
+// bounds
 // it (F8): when it ends first, or a Spot's close fails, the remaining Spots are stopped at
 // once — queued work dropped, contexts cancelled, no closing callback — their records are left
 // to turn Unavailable when the node's lease ends, and the error wraps ErrForceStopped and says

@@ -63,8 +63,8 @@ func (g *group) seal() {
 }
 
 // goSealed runs fn on a goroutine of the group's even though it is sealed. Only Close calls
-// it, once its wait for every goroutine of the group has returned and before it waits for the
-// group again, so that fn is waited for as the others were.
+// it, once the creations have ended and before it waits for the group, so that fn is waited
+// for as the others are.
 func (g *group) goSealed(fn func()) bool {
 	g.start(fn)
 	return true
