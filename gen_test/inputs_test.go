@@ -227,3 +227,128 @@ func TestALocalNamedLikeAMessageTypeOfThePackageIsRenamed(t *testing.T) {
 	assert.Contains(t, string(results[0].Content), "in2, ok := req.(*in)")
 	assert.Empty(t, compileErrors(t, dir, results))
 }
+
+// A struct that embeds a message has its ProtoReflect method, promoted, yet is no message:
+// the runtime would decode into it through a nil field.
+func TestAStructThatEmbedsAMessageIsRefused(t *testing.T) {
+	dir := fixture(t, "embeds_message", map[string]string{
+		"input/room.go": `package chat
+
+import (
+	"context"
+
+	"github.com/zlink-go/zlink/gen_test/testdata/pb"
+)
+
+// MyJoin wraps a message.
+type MyJoin struct {
+	*pb.JoinRequest
+	Extra string
+}
+
+//zlink:spot instance
+type Room interface {
+	Join(ctx context.Context, req *MyJoin) (*pb.JoinReply, error)
+}
+`,
+	})
+	list := inputErrors(t, dir)
+	require.Len(t, list, 1)
+	assert.Contains(t, list[0].Error(), "input/room.go:17:32: zlinkgen: Room.Join: the request must be a pointer to a protobuf message")
+	assert.Contains(t, list[0].Error(), "got *MyJoin")
+}
+
+// A directive in a _test.go file, or a comment written like a directive that is not one, is
+// reported rather than left without generated code.
+func TestDirectivesThatWouldBeSilentlyMissedAreReported(t *testing.T) {
+	dir := fixture(t, "missed_directives", map[string]string{
+		"input/room.go": fixtureRoomSrc + `
+// zlink:spot user
+type Player interface {
+	Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinReply, error)
+}
+
+/*zlink:spot user*/
+type Guest interface {
+	Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinReply, error)
+}
+
+// Note is prose that mentions zlink: it is no directive.
+type Note interface{}
+`,
+		"input/room_test.go":  "package chat\n\n//zlink:spot entry\ntype Fake interface{}\n",
+		"input/other_test.go": "package chat_test\n\n//zlink :spot entry\ntype Other interface{}\n",
+	})
+	list := inputErrors(t, dir)
+	var msgs []string
+	for _, e := range list {
+		msgs = append(msgs, e.Error())
+	}
+	assert.ElementsMatch(t, []string{
+		`input/other_test.go:3:1: zlinkgen: "//zlink :spot entry" is not read as a directive: write //zlink:spot, with no space and as a line comment`,
+		`input/room.go:14:1: zlinkgen: "// zlink:spot user" is not read as a directive: write //zlink:spot, with no space and as a line comment`,
+		`input/room.go:19:1: zlinkgen: "/*zlink:spot user*/" is not read as a directive: write //zlink:spot, with no space and as a line comment`,
+		`input/room_test.go:3:1: zlinkgen: //zlink:spot in a _test.go file: zlinkgen reads only the package's other files; move the interface to one of them`,
+	}, msgs)
+}
+
+// Stable names are not split inside a multi-byte character, some of whose bytes are white
+// space in Latin-1.
+func TestANonASCIIStableNameIsReadWhole(t *testing.T) {
+	dir := fixture(t, "non_ascii_name", map[string]string{
+		"input/room.go": strings.Replace(fixtureRoomSrc, "//zlink:spot instance", "//zlink:spot instance name=chat.Salà", 1),
+	})
+	results := generateOne(t, gen.Config{Dir: dir})
+	assert.Contains(t, string(results[0].Content), `"chat.Salà"`)
+}
+
+func TestAChannelWithoutMethodsIsRefused(t *testing.T) {
+	dir := fixture(t, "empty_channel", map[string]string{
+		"input/room.go": fixtureRoomSrc + "\n//zlink:server\ntype Hub interface{}\n",
+	})
+	list := inputErrors(t, dir)
+	require.Len(t, list, 1)
+	assert.Equal(t, "input/room.go:14:1: zlinkgen: Hub: a channel needs at least one method: the runtime refuses to register one without", list[0].Error())
+}
+
+// A file the go command ignores (its name starts with _ or .) declares nothing that the
+// generated code could collide with.
+func TestAFileTheGoCommandIgnoresDoesNotCollide(t *testing.T) {
+	dir := fixture(t, "ignored_file", map[string]string{
+		"input/room.go": fixtureRoomSrc,
+		"input/_old.go": "package chat\n\ntype RoomRef struct{}\n",
+		"input/.tmp.go": "package chat\n\nfunc OpenRoom() {}\n",
+	})
+	_, err := generate(t, gen.Config{Dir: dir})
+	require.NoError(t, err)
+}
+
+// A method declared twice, once through an embedded interface and once with //zlink:send, is
+// one-way whichever comes first.
+func TestASendMarkOnARepeatedMethodIsKept(t *testing.T) {
+	dir := fixture(t, "repeated_send", map[string]string{
+		"input/room.go": `package chat
+
+import (
+	"context"
+
+	"github.com/zlink-go/zlink/gen_test/testdata/pb"
+)
+
+// Leaver leaves.
+type Leaver interface {
+	Leave(ctx context.Context, req *pb.LeaveRequest) error
+}
+
+//zlink:spot instance
+type Room interface {
+	Leaver
+	//zlink:send
+	Leave(ctx context.Context, req *pb.LeaveRequest) error
+}
+`,
+	})
+	results := generateOne(t, gen.Config{Dir: dir})
+	assert.Contains(t, string(results[0].Content), "OneWay: true")
+	assert.Empty(t, compileErrors(t, dir, results))
+}

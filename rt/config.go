@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -314,8 +315,8 @@ func (c Config) withDefaults() Config {
 // Validate reports every problem of the configuration at once. Unset fields that have
 // defaults are not problems.
 func (c Config) Validate() error {
+	errs := c.negatives()
 	c = c.withDefaults()
-	var errs []error
 	if err := c.NodeID.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -334,8 +335,11 @@ func (c Config) Validate() error {
 	if c.MaxActiveActors < 0 {
 		errs = append(errs, fmt.Errorf("%w: MaxActiveActors must not be negative, got %d", sdk.ErrConfig, c.MaxActiveActors))
 	}
-	if c.MaxMessageSize < 0 {
-		errs = append(errs, fmt.Errorf("%w: MaxMessageSize must be positive, got %d", sdk.ErrConfig, c.MaxMessageSize))
+	if c.MaxMessageSize < 0 || c.MaxMessageSize > MaxMessageSizeLimit {
+		errs = append(errs, fmt.Errorf("%w: MaxMessageSize must be 1..%d bytes, got %d", sdk.ErrConfig, MaxMessageSizeLimit, c.MaxMessageSize))
+	}
+	if len(c.MaintenanceWave) > maxMaintenanceWave || !utf8.ValidString(c.MaintenanceWave) {
+		errs = append(errs, fmt.Errorf("%w: MaintenanceWave must be valid UTF-8 of at most %d bytes, got %d bytes", sdk.ErrConfig, maxMaintenanceWave, len(c.MaintenanceWave)))
 	}
 	if c.EtcdMaxTxnOps < 4 {
 		errs = append(errs, fmt.Errorf("%w: EtcdMaxTxnOps must be at least 4, got %d", sdk.ErrConfig, c.EtcdMaxTxnOps))
@@ -354,7 +358,9 @@ func (c Config) Validate() error {
 	if (c.ServerTLS == nil) != (c.ClientTLS == nil) {
 		errs = append(errs, fmt.Errorf("%w: set both ServerTLS and ClientTLS or neither: nodes speak TLS both ways or not at all", sdk.ErrConfig))
 	}
-	if c.ServerTLS == nil && !c.InsecurePlaintext && !loopback(c.ListenAddr) {
+	if err := checkHostPort(c.ListenAddr); err != nil {
+		errs = append(errs, fmt.Errorf("%w: ListenAddr %q: %v", sdk.ErrConfig, c.ListenAddr, err))
+	} else if c.ServerTLS == nil && !c.InsecurePlaintext && !loopback(c.ListenAddr) {
 		errs = append(errs, fmt.Errorf("%w: the node listens on %s without TLS, so anyone who reaches that port can call, create and close any Spot: "+
 			"set ServerTLS and ClientTLS (mutual TLS), or InsecurePlaintext on a network you trust", sdk.ErrConfig, c.ListenAddr))
 	}
@@ -376,6 +382,53 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// MaxMessageSizeLimit is the largest MaxMessageSize a node takes: gRPC frames a message with a
+// 32-bit length, and a request's envelope must fit beside its payload.
+const MaxMessageSizeLimit = 1<<31 - 1 - 64<<10
+
+// maxMaintenanceWave bounds MaintenanceWave, which every node descriptor in etcd carries.
+const maxMaintenanceWave = 256
+
+// negatives reports the fields, as configured, that must not be negative: zero means the
+// default, and a negative value is a mistake rather than another way to say it.
+func (c Config) negatives() []error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"EtcdDialTimeout", c.EtcdDialTimeout}, {"LeaseTTL", c.LeaseTTL}, {"OperationTimeout", c.OperationTimeout},
+		{"StopTimeout", c.StopTimeout}, {"RelocationDeadline", c.RelocationDeadline}, {"RelocationResendWindow", c.RelocationResendWindow},
+	} {
+		if f.d < 0 {
+			errs = append(errs, fmt.Errorf("%w: %s must not be negative (0 means the default), got %v", sdk.ErrConfig, f.name, f.d))
+		}
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{
+		{"MaxConcurrentActivations", c.MaxConcurrentActivations}, {"RelocationParallelism", c.RelocationParallelism},
+	} {
+		if f.n < 0 {
+			errs = append(errs, fmt.Errorf("%w: %s must not be negative (0 means the default), got %d", sdk.ErrConfig, f.name, f.n))
+		}
+	}
+	return errs
+}
+
+// checkHostPort reports why addr is not host:port with a port in 0..65535.
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("not host:port: %v", err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("port %q is not a number in 0..65535 nor a service name", port)
+	}
+	return nil
+}
+
 // validateAdmin reports the problems of the admin server's settings.
 func (c Config) validateAdmin() []error {
 	var errs []error
@@ -385,8 +438,8 @@ func (c Config) validateAdmin() []error {
 		}
 		return errs
 	}
-	if _, _, err := net.SplitHostPort(c.AdminAddr); err != nil {
-		errs = append(errs, fmt.Errorf("%w: AdminAddr %q is not host:port: %v", sdk.ErrConfig, c.AdminAddr, err))
+	if err := checkHostPort(c.AdminAddr); err != nil {
+		errs = append(errs, fmt.Errorf("%w: AdminAddr %q: %v", sdk.ErrConfig, c.AdminAddr, err))
 	} else if c.ServerTLS == nil && !c.InsecurePlaintext && !loopback(c.AdminAddr) {
 		errs = append(errs, fmt.Errorf("%w: the admin server listens on %s without TLS, so anyone who reaches that port can read the node's status and profiles: "+
 			"set ServerTLS and ClientTLS, use a loopback AdminAddr, or set InsecurePlaintext on a network you trust", sdk.ErrConfig, c.AdminAddr))

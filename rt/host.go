@@ -37,7 +37,8 @@ import (
 	"github.com/zlink-go/zlink/sdk"
 )
 
-// Host is a running node. It is an sdk.Client.
+// Host is a running node. It is an sdk.Client. Only Start makes a Host: the zero value is not
+// a node, and its methods must not be called.
 type Host struct {
 	cfg     Config
 	log     *slog.Logger

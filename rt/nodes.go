@@ -36,6 +36,9 @@ type NodeInfo struct {
 // their admin servers. A node is listed while its owner lease lives. EtcdEndpoints must be
 // set; etcd not answering within EtcdDialTimeout (or ctx) is an error.
 func ListNodes(ctx context.Context, cfg Config) ([]NodeInfo, error) {
+	if ctx == nil {
+		return nil, errNilContext("ListNodes")
+	}
 	cfg = cfg.withDefaults()
 	if len(cfg.EtcdEndpoints) == 0 {
 		return nil, fmt.Errorf("%w: ListNodes needs etcd endpoints", sdk.ErrConfig)

@@ -184,7 +184,7 @@ func TestI1_ReplyErrorRequest(t *testing.T) {
 	t.Run("local", func(t *testing.T) {
 		_, err := p.b.Call(ctx, p.v2, "Get", &emptypb.Empty{})
 		require.ErrorIs(t, err, sdk.ErrUnhandled)
-		assert.Contains(t, err.Error(), "has no method Get")
+		assert.Contains(t, err.Error(), `has no method "Get"`)
 		assert.Equal(t, int64(1), p.b.UnhandledStats().Requests)
 	})
 	t.Run("remote", func(t *testing.T) {

@@ -66,14 +66,16 @@ func OnNode(node NodeID) CallOption { return func(o *CallOptions) { o.Node = nod
 // alone.
 func Key(k string) CallOption { return func(o *CallOptions) { o.Key = k } }
 
-// ApplyCallOptions folds opts into a CallOptions value.
+// ApplyCallOptions folds opts into a CallOptions value; a nil option is skipped.
 func ApplyCallOptions(opts []CallOption) CallOptions {
 	if len(opts) == 0 {
 		return CallOptions{} // the common case allocates nothing
 	}
 	var o CallOptions
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	return o
 }
@@ -185,3 +187,14 @@ type TimerOptions struct {
 
 // KeepAlive makes a timer's runs count as activity for idle eviction.
 func KeepAlive() TimerOption { return func(o *TimerOptions) { o.KeepAlive = true } }
+
+// ApplyTimerOptions folds opts into a TimerOptions value; a nil option is skipped.
+func ApplyTimerOptions(opts []TimerOption) TimerOptions {
+	var o TimerOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
+}

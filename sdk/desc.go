@@ -2,7 +2,11 @@ package sdk
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 )
@@ -50,6 +54,46 @@ type MethodDesc struct {
 	Invoke func(impl any, ctx context.Context, req proto.Message) (proto.Message, error)
 }
 
+// Validate reports what the entry lacks: a name of valid UTF-8, Invoke, NewRequest, and
+// NewReply unless the method is one-way.
+func (m *MethodDesc) Validate() error {
+	var missing []string
+	if m.Name == "" || !utf8.ValidString(m.Name) {
+		missing = append(missing, "a name of valid UTF-8")
+	}
+	if m.Invoke == nil {
+		missing = append(missing, "Invoke")
+	}
+	if m.NewRequest == nil {
+		missing = append(missing, "NewRequest")
+	}
+	if !m.OneWay && m.NewReply == nil {
+		missing = append(missing, "NewReply (it is not one-way)")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("method %q has no %s", m.Name, strings.Join(missing, ", no "))
+	}
+	return nil
+}
+
+// ValidateMethods checks every entry of a dispatch table and that no two share a name.
+func ValidateMethods(methods []MethodDesc) error {
+	var errs []error
+	seen := make(map[string]struct{}, len(methods))
+	for i := range methods {
+		m := &methods[i]
+		if err := m.Validate(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, dup := seen[m.Name]; dup {
+			errs = append(errs, fmt.Errorf("method %q appears twice", m.Name))
+		}
+		seen[m.Name] = struct{}{}
+	}
+	return errors.Join(errs...)
+}
+
 // FullMethodName returns "/<type>/<method>", the form of the generated constants.
 func FullMethodName(typ, method string) string { return "/" + typ + "/" + method }
 
@@ -87,6 +131,17 @@ type TypeOptions struct {
 	// Relocation says how a relocation of the host moves an active object of the type whose
 	// object does not implement Relocatable.
 	Relocation RelocationPolicy
+}
+
+// ApplyTypeOptions folds opts into a TypeOptions value; a nil option is skipped.
+func ApplyTypeOptions(opts []TypeOption) TypeOptions {
+	var o TypeOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
 }
 
 // RelocationPolicy says what a host's relocation does with an active object of a type whose

@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"bytes"
 	"cmp"
 	"go/ast"
 	"go/parser"
@@ -89,6 +90,7 @@ func (b *builder) pkg(p *packages.Package) *Package {
 			m.Files = append(m.Files, mf)
 		}
 	}
+	b.testDirectives(p)
 	if len(m.Files) > 0 {
 		m.Unseen = b.unseen(p)
 		for _, d := range m.Unseen {
@@ -98,6 +100,45 @@ func (b *builder) pkg(p *packages.Package) *Package {
 		m.Declared = slices.Compact(m.Declared)
 	}
 	return m
+}
+
+// ignoredByGo reports whether the go command leaves out a file of this name.
+func ignoredByGo(name string) bool {
+	return strings.HasPrefix(name, "_") || strings.HasPrefix(name, ".")
+}
+
+// testDirectives reports the directives, and the comments written like one, in the _test.go
+// files of p's directory: zlinkgen reads only a package's other files, so an interface
+// annotated there would silently get no generated code.
+func (b *builder) testDirectives(p *packages.Package) {
+	if len(p.GoFiles) == 0 {
+		return
+	}
+	dir := filepath.Dir(p.GoFiles[0])
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), "_test.go") || ignoredByGo(e.Name()) {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		src, err := os.ReadFile(path)
+		if err != nil || !bytes.Contains(src, []byte("zlink")) {
+			continue
+		}
+		f, err := parser.ParseFile(b.extFset, path, src, parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil || (f.Name.Name != p.Name && f.Name.Name != p.Name+"_test") {
+			continue
+		}
+		for _, g := range f.Comments {
+			for _, d := range directivesOf(g) {
+				b.errs.add(b.extFset.Position(d.comment.Pos()), "", "//zlink:%s in a _test.go file: zlinkgen reads only the package's other files; move the interface to one of them", d.name)
+			}
+			b.nearDirectives(g, b.extFset)
+		}
+	}
 }
 
 // unseen returns the package-level declarations of the .go files in p's directory that
@@ -120,7 +161,7 @@ func (b *builder) unseen(p *packages.Package) []Decl {
 	var decls []Decl
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") || slices.Contains(p.GoFiles, path) || isGenerated(path) {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") || ignoredByGo(e.Name()) || slices.Contains(p.GoFiles, path) || isGenerated(path) {
 			continue
 		}
 		src, err := os.ReadFile(path)
@@ -283,11 +324,28 @@ func (b *builder) file(p *packages.Package, f *ast.File, name, constraint string
 			}
 			b.errs.add(b.dirs.pos(d, 0), "", "misplaced //zlink:%s: directives go in the doc comment of an interface type (spot, actor, server, fanout) or of an interface method (send)", d.name)
 		}
+		b.nearDirectives(g, b.fset)
 	}
 	if len(out.Spots) == 0 {
 		return nil
 	}
 	return out
+}
+
+// nearDirectives reports the comments of g written like a directive that is not read as one,
+// such as "// zlink:spot instance": the directive would be silently missing.
+func (b *builder) nearDirectives(g *ast.CommentGroup, fset *token.FileSet) {
+	for _, c := range g.List {
+		if m := nearDirective.FindStringSubmatch(c.Text); m != nil && !strings.HasPrefix(c.Text, directivePrefix) {
+			b.errs.add(fset.Position(c.Pos()), "", "%q is not read as a directive: write //zlink:%s, with no space and as a line comment", firstLine(c.Text), m[1])
+		}
+	}
+}
+
+// firstLine is s up to its first line break.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 // declares is what a directive on an interface makes it, for messages: the thing ("a Spot
@@ -458,9 +516,15 @@ func (b *builder) embed(s *Interface, et types.Type, expr ast.Expr, fset *token.
 }
 
 // addMethod appends m to s unless a method of that name is already there (an interface may
-// embed two that declare the same method).
+// embed two that declare the same method, or embed one and declare it again). A //zlink:send
+// on any of its declarations makes the method one-way.
 func (b *builder) addMethod(s *Interface, m *types.Func, pos token.Position, doc string, send, inferred bool, ft *ast.FuncType, fset *token.FileSet, seen map[string]bool) {
 	if seen[m.Name()] {
+		if send {
+			if i := slices.IndexFunc(s.Methods, func(x *Method) bool { return x.Name == m.Name() }); i >= 0 {
+				s.Methods[i].Send = true
+			}
+		}
 		return
 	}
 	seen[m.Name()] = true

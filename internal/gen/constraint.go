@@ -156,7 +156,9 @@ func outputConstraint(source string, expr constraint.Expr, cgo bool) string {
 	if cgo {
 		x = and(x, &constraint.TagExpr{Tag: "cgo"})
 	}
-	parts := strings.Split(strings.TrimSuffix(filepath.Base(source), ".go"), "_")
+	// As the go command reads the name: up to its first dot (room.api_linux.go is no Linux file).
+	name, _, _ := strings.Cut(filepath.Base(source), ".")
+	parts := strings.Split(name, "_")
 	if n := len(parts); n >= 3 && slices.Contains(knownOS, parts[n-2]) && slices.Contains(knownArch, parts[n-1]) {
 		x = and(and(x, &constraint.TagExpr{Tag: parts[n-2]}), &constraint.TagExpr{Tag: parts[n-1]})
 	} else if n >= 2 && (slices.Contains(knownOS, parts[n-1]) || slices.Contains(knownArch, parts[n-1])) {

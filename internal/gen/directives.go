@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go/ast"
 	"go/token"
+	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -40,12 +41,12 @@ func parseDirective(c *ast.Comment) (d directive, ok bool) {
 	base := len(directivePrefix)
 	first := true
 	for i := 0; i < len(rest); {
-		if unicode.IsSpace(rune(rest[i])) {
+		if isSpace(rest[i]) {
 			i++
 			continue
 		}
 		j := i
-		for j < len(rest) && !unicode.IsSpace(rune(rest[j])) {
+		for j < len(rest) && !isSpace(rest[j]) {
 			j++
 		}
 		if first {
@@ -58,6 +59,16 @@ func parseDirective(c *ast.Comment) (d directive, ok bool) {
 	}
 	return d, true
 }
+
+// isSpace reports whether b separates a directive's words: ASCII white space only, as a byte
+// of a multi-byte UTF-8 character is never one.
+func isSpace(b byte) bool {
+	return b == ' ' || b == '\t' || b == '\r' || b == '\n' || b == '\v' || b == '\f'
+}
+
+// nearDirective matches a comment written like a directive that is not read as one: a space
+// after the slashes or before the colon, or a block comment.
+var nearDirective = regexp.MustCompile(`^(?://|/\*)\s*zlink\s*:\s*(spot|actor|send|server|fanout)\b`)
 
 // spotDirective is a parsed //zlink:spot or //zlink:actor line.
 type spotDirective struct {

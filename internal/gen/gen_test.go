@@ -147,6 +147,7 @@ func TestOutputConstraint(t *testing.T) {
 	assert.Equal(t, "//go:build amd64 && (foo || bar)", outputConstraint("/x/room_amd64.go", expr("//go:build foo || bar"), false))
 	assert.Equal(t, "//go:build cgo && linux && !foo", outputConstraint("/x/room_linux.go", expr("//go:build !foo"), true))
 	assert.Equal(t, "", outputConstraint("/x/linux.go", nil, false), "a name that is only the OS is no constraint")
+	assert.Equal(t, "", outputConstraint("/x/room.api_linux.go", nil, false), "the go command reads a name up to its first dot")
 }
 
 func TestBuildConstraintReadsEverySpelling(t *testing.T) {

@@ -38,6 +38,9 @@ func (v *validator) pkg(p *Package) {
 		spots = append(spots, f.Spots...)
 	}
 	for _, s := range spots {
+		if s.IsChannel() && len(s.Methods) == 0 {
+			v.errs.add(s.DirectivePos, s.Name, "a channel needs at least one method: the runtime refuses to register one without")
+		}
 		for _, m := range s.Methods {
 			v.method(p, s, m, qual)
 		}
@@ -216,12 +219,13 @@ func canImport(from, to string) bool {
 	return from == parent || strings.HasPrefix(from, parent+"/")
 }
 
-// isProtoMessage reports whether t implements proto.Message: it has the method
-// ProtoReflect() protoreflect.Message.
+// isProtoMessage reports whether t implements proto.Message with a method of its own: it
+// declares ProtoReflect() protoreflect.Message. A struct that only embeds a message gets the
+// method promoted, yet is no message: decoding into it would write through a nil field.
 func isProtoMessage(t types.Type) bool {
-	obj, _, _ := types.LookupFieldOrMethod(t, true, nil, "ProtoReflect")
+	obj, index, _ := types.LookupFieldOrMethod(t, true, nil, "ProtoReflect")
 	fn, ok := obj.(*types.Func)
-	if !ok {
+	if !ok || len(index) != 1 {
 		return false
 	}
 	sig := fn.Type().(*types.Signature)

@@ -87,12 +87,17 @@ type Server struct {
 // Start starts an embedded etcd on free loopback ports and returns once it serves clients.
 // Cancelling ctx aborts the start.
 func Start(ctx context.Context, opts ...Option) (*Server, error) {
+	if ctx == nil {
+		return nil, errors.New("devetcd: start: a nil context (context.Background() when there is none)")
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("devetcd: start: %w", err)
 	}
 	o := options{readyWithin: 30 * time.Second, name: "zlink-dev", maxTxnOps: embed.DefaultMaxTxnOps}
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
 	s := &Server{dir: o.dir, level: zap.NewAtomicLevelAt(zapcore.ErrorLevel), maxTxnOps: o.maxTxnOps}
 	if s.dir == "" {

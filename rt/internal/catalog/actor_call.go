@@ -205,7 +205,7 @@ func (act *actor) requeue(held []*call) {
 // is Deliver's: false says the message did not run and may be routed again (the Actor just
 // left this node).
 func (c *Catalog) DeliverActor(ctx context.Context, act *actor, method string, req proto.Message, oneWay bool) (reply proto.Message, admitted bool, err error) {
-	md, err := c.method(act.typ, method, oneWay)
+	md, err := c.method(act.typ, method, oneWay, req)
 	if err != nil {
 		return nil, false, err
 	}
@@ -286,7 +286,7 @@ func (c *Catalog) AdmitActor(ctx context.Context, t sdk.Target, method string, r
 		}
 		return fmt.Errorf("%w: node %s does not hold %v", sdk.ErrStaleRoute, c.cfg.Node, t)
 	}
-	md, err := c.method(act.typ, method, oneWay)
+	md, err := c.method(act.typ, method, oneWay, nil)
 	if err != nil {
 		return err
 	}

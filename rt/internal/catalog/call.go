@@ -38,7 +38,7 @@ func (c *Catalog) invoke(ctx context.Context, t sdk.Target, method string, req p
 		return nil, fmt.Errorf("%w: %v %s: nil message", sdk.ErrInvalidArgument, t, method)
 	}
 	if t.Kind() == sdk.KindEntry {
-		e, md, err := c.entryMethod(t, method, oneWay)
+		e, md, err := c.entryMethod(t, method, oneWay, req)
 		if err != nil {
 			return nil, err
 		}
@@ -83,14 +83,14 @@ func (c *Catalog) Deliver(ctx context.Context, route Route, method string, req p
 	if !route.Local() {
 		return nil, false, ErrRemoteOwner
 	}
-	md, err := c.method(route.local.base().typ, method, oneWay)
+	md, err := c.method(route.local.base().typ, method, oneWay, req)
 	if err != nil {
 		return nil, false, err
 	}
 	return c.deliver(ctx, route.local.base(), md, req, oneWay)
 }
 
-func (c *Catalog) entryMethod(t sdk.Target, method string, oneWay bool) (*entrySpot, *sdk.MethodDesc, error) {
+func (c *Catalog) entryMethod(t sdk.Target, method string, oneWay bool, req proto.Message) (*entrySpot, *sdk.MethodDesc, error) {
 	if err := t.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -101,20 +101,28 @@ func (c *Catalog) entryMethod(t sdk.Target, method string, oneWay bool) (*entryS
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: no Entry Spot type %s on node %s", sdk.ErrUnhandled, t.Type(), c.cfg.Node)
 	}
-	md, err := c.method(e.typ, method, oneWay)
+	md, err := c.method(e.typ, method, oneWay, req)
 	return e, md, err
 }
 
-func (c *Catalog) method(typ *spotType, name string, oneWay bool) (*sdk.MethodDesc, error) {
-	md, ok := typ.methods[name]
+// method finds typ's method name for a message (oneWay) or a request, and checks that req,
+// when given, is the method's request message.
+func (c *Catalog) method(typ *spotType, name string, oneWay bool, req proto.Message) (*sdk.MethodDesc, error) {
+	m, ok := typ.methods[name]
+	md := m.desc
 	if !ok {
-		return nil, fmt.Errorf("%w: spot type %s has no method %s", sdk.ErrUnhandled, typ.desc.Name, name)
+		return nil, fmt.Errorf("%w: spot type %s has no method %q", sdk.ErrUnhandled, typ.desc.Name, name)
 	}
 	if md.OneWay != oneWay {
 		if md.OneWay {
 			return nil, fmt.Errorf("%w: %s.%s is one-way: use Send", sdk.ErrInvalidArgument, typ.desc.Name, name)
 		}
 		return nil, fmt.Errorf("%w: %s.%s is request/reply: use Call", sdk.ErrInvalidArgument, typ.desc.Name, name)
+	}
+	if req != nil {
+		if err := m.check(typ.desc.Name, req); err != nil {
+			return nil, err
+		}
 	}
 	return md, nil
 }
@@ -475,6 +483,9 @@ func (m *message) invoke(ctx context.Context) (reply proto.Message, err error) {
 	reply, err = m.md.Invoke(impl, ctx, m.req)
 	if err != nil {
 		err = wire.HandlerError(err)
+	} else if !m.md.OneWay && (reply == nil || !reply.ProtoReflect().IsValid()) {
+		// A handler that answered nil: the caller gets an empty reply, as a remote caller does.
+		reply = m.md.NewReply()
 	}
 	return reply, err
 }
@@ -708,7 +719,7 @@ func (c *Catalog) Admit(ctx context.Context, t sdk.Target, method string, req pr
 // lane without the lane's limits and without a job permit (E5).
 func (c *Catalog) admit(ctx context.Context, t sdk.Target, method string, req proto.Message, size int, oneWay, follow bool, done Answer) error {
 	if t.Kind() == sdk.KindEntry {
-		e, md, err := c.entryMethod(t, method, oneWay)
+		e, md, err := c.entryMethod(t, method, oneWay, req)
 		if err != nil {
 			return err
 		}
@@ -762,7 +773,7 @@ func (c *Catalog) admit(ctx context.Context, t sdk.Target, method string, req pr
 	default:
 		return fmt.Errorf("%w: %v is closing", sdk.ErrNotFound, t.Plain())
 	}
-	md, err := c.method(typ, method, oneWay)
+	md, err := c.method(typ, method, oneWay, nil)
 	if err != nil {
 		return err
 	}
@@ -783,7 +794,7 @@ func (c *Catalog) DeliverAsync(ctx context.Context, route Route, method string, 
 	if !route.Local() {
 		return ErrRemoteOwner
 	}
-	md, err := c.method(route.local.base().typ, method, oneWay)
+	md, err := c.method(route.local.base().typ, method, oneWay, nil)
 	if err != nil {
 		return err
 	}
@@ -861,6 +872,18 @@ func (c *Catalog) submit(ctx context.Context, a *activation, act *actor, md *sdk
 func (c *Catalog) TypeDesc(name string) *sdk.SpotDesc {
 	if t, ok := c.types[name]; ok {
 		return t.desc
+	}
+	return nil
+}
+
+// CheckRequest refuses req for method of the type named typ when this node registered that
+// type and the method takes another message: a peer would decode req's bytes into its own
+// request message and run the handler on what came out.
+func (c *Catalog) CheckRequest(typ, method string, req proto.Message) error {
+	if t, ok := c.types[typ]; ok {
+		if m, ok := t.methods[method]; ok {
+			return m.check(typ, req)
+		}
 	}
 	return nil
 }

@@ -18,6 +18,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/channel"
 	"github.com/zlink-go/zlink/rt/internal/exec"
@@ -113,7 +116,21 @@ type spotType struct {
 	factory      sdk.Factory      // a Spot type's
 	actorFactory sdk.ActorFactory // an Actor type's
 	opts         sdk.TypeOptions
-	methods      map[string]*sdk.MethodDesc
+	methods      map[string]typeMethod
+}
+
+// typeMethod is one method of a registered type, with the full name of its request message.
+type typeMethod struct {
+	desc    *sdk.MethodDesc
+	request protoreflect.FullName
+}
+
+// check refuses req unless it is the method's request message.
+func (m typeMethod) check(typ string, req proto.Message) error {
+	if got := req.ProtoReflect().Descriptor().FullName(); got != m.request {
+		return fmt.Errorf("%w: %s.%s takes %s, got %s", sdk.ErrInvalidArgument, typ, m.desc.Name, m.request, got)
+	}
+	return nil
 }
 
 // idleTimeout is the type's idle timeout: its registration option, else its descriptor's
@@ -181,11 +198,8 @@ func (ts *Types) RegisterSpot(desc *sdk.SpotDesc, factory sdk.Factory, opts ...s
 	if !desc.Kind.IsSpot() {
 		return fmt.Errorf("%w: spot type %s has kind %s", sdk.ErrInvalidArgument, desc.Name, desc.Kind)
 	}
-	t := &spotType{desc: desc, factory: factory}
-	for _, opt := range opts {
-		opt(&t.opts)
-	}
-	if t.opts.IdleTimeout != 0 && desc.Kind != sdk.KindInstance {
+	t := &spotType{desc: desc, factory: factory, opts: sdk.ApplyTypeOptions(opts)}
+	if (t.opts.IdleTimeout != 0 || desc.IdleTimeout != 0) && desc.Kind != sdk.KindInstance {
 		return fmt.Errorf("%w: spot type %s: only Instance Spots are idle-evicted (D7), it is %s", sdk.ErrInvalidArgument, desc.Name, desc.Kind)
 	}
 	return ts.add(t)
@@ -202,11 +216,8 @@ func (ts *Types) RegisterActor(desc *sdk.SpotDesc, factory sdk.ActorFactory, opt
 	if desc.Kind != sdk.KindActor {
 		return fmt.Errorf("%w: %s is a %s Spot type: register it with RegisterSpot", sdk.ErrInvalidArgument, desc.Name, desc.Kind)
 	}
-	t := &spotType{desc: desc, actorFactory: factory}
-	for _, opt := range opts {
-		opt(&t.opts)
-	}
-	if t.opts.IdleTimeout != 0 {
+	t := &spotType{desc: desc, actorFactory: factory, opts: sdk.ApplyTypeOptions(opts)}
+	if t.opts.IdleTimeout != 0 || desc.IdleTimeout != 0 {
 		return fmt.Errorf("%w: actor type %s: an Actor is never idle-evicted on its own; its Spot is", sdk.ErrInvalidArgument, desc.Name)
 	}
 	return ts.add(t)
@@ -215,16 +226,20 @@ func (ts *Types) RegisterActor(desc *sdk.SpotDesc, factory sdk.ActorFactory, opt
 // add checks t's methods and registers it under its name, which Spot and Actor types share.
 func (ts *Types) add(t *spotType) error {
 	desc := t.desc
-	t.methods = make(map[string]*sdk.MethodDesc, len(desc.Methods))
+	if err := sdk.ValidateMethods(desc.Methods); err != nil {
+		return fmt.Errorf("%w: %s type %s: %w", sdk.ErrInvalidArgument, desc.Kind, desc.Name, err)
+	}
+	if p := t.opts.Relocation; p != sdk.RelocationRecreate && p != sdk.RelocationPin {
+		return fmt.Errorf("%w: %s type %s: unknown relocation policy %d", sdk.ErrInvalidArgument, desc.Kind, desc.Name, p)
+	}
+	t.methods = make(map[string]typeMethod, len(desc.Methods))
 	for i := range desc.Methods {
 		m := &desc.Methods[i]
-		if m.Name == "" || m.Invoke == nil || m.NewRequest == nil {
-			return fmt.Errorf("%w: %s type %s: method %d is incomplete", sdk.ErrInvalidArgument, desc.Kind, desc.Name, i)
+		req := m.NewRequest()
+		if req == nil {
+			return fmt.Errorf("%w: %s type %s: method %q: NewRequest returned nil", sdk.ErrInvalidArgument, desc.Kind, desc.Name, m.Name)
 		}
-		if _, dup := t.methods[m.Name]; dup {
-			return fmt.Errorf("%w: %s type %s: method %s appears twice", sdk.ErrInvalidArgument, desc.Kind, desc.Name, m.Name)
-		}
-		t.methods[m.Name] = m
+		t.methods[m.Name] = typeMethod{desc: m, request: req.ProtoReflect().Descriptor().FullName()}
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()

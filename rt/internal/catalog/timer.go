@@ -75,10 +75,7 @@ func (a *activation) startMemberTimer(act *actor, d, period time.Duration, fn fu
 }
 
 func newTimer(a *activation, member *actor, period time.Duration, fn func(context.Context), opts []sdk.TimerOption) *spotTimer {
-	var o sdk.TimerOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := sdk.ApplyTimerOptions(opts)
 	return &spotTimer{a: a, member: member, fn: fn, period: period, keepAlive: o.KeepAlive}
 }
 

@@ -136,11 +136,11 @@ func validate(desc *sdk.ChannelDesc, kind sdk.ChannelKind, impl any, opts []sdk.
 		return sdk.ChannelOptions{}, fmt.Errorf("%w: channel %s has no methods", sdk.ErrConfig, desc.Name)
 	}
 	var errs []error
+	if err := sdk.ValidateMethods(desc.Methods); err != nil {
+		errs = append(errs, fmt.Errorf("%w: channel %s: %w", sdk.ErrConfig, desc.Name, err))
+	}
 	for i := range desc.Methods {
 		md := &desc.Methods[i]
-		if md.Invoke == nil || md.NewRequest == nil || (!md.OneWay && md.NewReply == nil) {
-			errs = append(errs, fmt.Errorf("%w: channel %s: method %q is incomplete", sdk.ErrConfig, desc.Name, md.Name))
-		}
 		if kind == sdk.ChannelFanout && !md.OneWay {
 			errs = append(errs, fmt.Errorf("%w: channel %s: method %s is not one-way; a Fanout channel's methods are", sdk.ErrConfig, desc.Name, md.Name))
 		}

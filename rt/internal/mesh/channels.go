@@ -216,13 +216,16 @@ func checkChannel(desc *sdk.ChannelDesc, kind sdk.ChannelKind, method string, ms
 	}
 	md := desc.Method(method)
 	if md == nil {
-		return nil, fmt.Errorf("%w: channel %s has no method %s", sdk.ErrInvalidArgument, desc.Name, method)
+		return nil, fmt.Errorf("%w: channel %s has no method %q", sdk.ErrInvalidArgument, desc.Name, method)
 	}
 	if md.OneWay != oneWay {
 		if oneWay {
 			return nil, fmt.Errorf("%w: channel %s: method %s has a reply: call it", sdk.ErrInvalidArgument, desc.Name, method)
 		}
 		return nil, fmt.Errorf("%w: channel %s: method %s is one-way: send it", sdk.ErrInvalidArgument, desc.Name, method)
+	}
+	if md.NewRequest == nil || (!oneWay && md.NewReply == nil) {
+		return nil, fmt.Errorf("%w: channel %s: %w", sdk.ErrInvalidArgument, desc.Name, md.Validate())
 	}
 	if msg == nil || !msg.ProtoReflect().IsValid() {
 		return nil, fmt.Errorf("%w: channel %s.%s: nil message", sdk.ErrInvalidArgument, desc.Name, method)
@@ -321,7 +324,7 @@ func (m *Mesh) callLocalServer(ctx context.Context, desc *sdk.ChannelDesc, md *s
 	}
 	smd := srv.Desc.Method(md.Name)
 	if smd == nil {
-		err := fmt.Errorf("%w: channel %s has no method %s on node %s", sdk.ErrUnhandled, desc.Name, md.Name, m.cfg.Node)
+		err := fmt.Errorf("%w: channel %s has no method %q on node %s", sdk.ErrUnhandled, desc.Name, md.Name, m.cfg.Node)
 		what := func() []any { return []any{"channel", desc.Name, "method", md.Name} }
 		switch {
 		case !m.unhandledAs(familyOf(md.OneWay), what, "", err):
@@ -528,7 +531,7 @@ func (m *Mesh) handleChannel(ctx context.Context, from sdk.NodeID, req *wire.Req
 	}
 	md := srv.Desc.Method(req.Method)
 	if md == nil {
-		err := fmt.Errorf("%w: channel %s has no method %s on node %s", sdk.ErrUnhandled, req.Type, req.Method, m.cfg.Node)
+		err := fmt.Errorf("%w: channel %s has no method %q on node %s", sdk.ErrUnhandled, req.Type, req.Method, m.cfg.Node)
 		m.answerUnhandled(ctx, m.unhandledAs(familyOf(oneWay), what, from, err), oneWay, err, reply)
 		return
 	}
@@ -660,7 +663,7 @@ func (m *Mesh) publishLocal(ctx context.Context, desc *sdk.ChannelDesc, md *sdk.
 	}
 	smd := sub.Desc.Method(md.Name)
 	if smd == nil {
-		err := fmt.Errorf("%w: channel %s has no method %s on node %s", sdk.ErrUnhandled, desc.Name, md.Name, m.cfg.Node)
+		err := fmt.Errorf("%w: channel %s has no method %q on node %s", sdk.ErrUnhandled, desc.Name, md.Name, m.cfg.Node)
 		what := func() []any { return []any{"channel", desc.Name, "method", md.Name} }
 		if m.unhandledAs(familyPublish, what, "", err) {
 			return nil
@@ -796,7 +799,7 @@ func (m *Mesh) handlePublish(ctx context.Context, from sdk.NodeID, req *wire.Req
 	}
 	md := sub.Desc.Method(req.Method)
 	if md == nil {
-		err := fmt.Errorf("%w: channel %s has no method %s on node %s", sdk.ErrUnhandled, req.Type, req.Method, m.cfg.Node)
+		err := fmt.Errorf("%w: channel %s has no method %q on node %s", sdk.ErrUnhandled, req.Type, req.Method, m.cfg.Node)
 		m.answerUnhandled(ctx, m.unhandledAs(familyPublish, what, from, err), true, err, reply)
 		return
 	}

@@ -144,7 +144,7 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 	md := desc.Method(method)
 	if md == nil {
 		m.refuseUnhandled(ctx, from, t, method, oneWay,
-			fmt.Errorf("%w: spot type %s has no method %s", sdk.ErrUnhandled, t.Type(), method), rep.Reply)
+			fmt.Errorf("%w: spot type %s has no method %q", sdk.ErrUnhandled, t.Type(), method), rep.Reply)
 		return
 	}
 	msg := md.NewRequest()

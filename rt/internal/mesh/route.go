@@ -101,6 +101,9 @@ func (m *Mesh) route(ctx context.Context, t sdk.Target, method string, req proto
 
 		case hopPlace:
 			if opts.Node != "" {
+				if err := opts.Node.Validate(); err != nil {
+					return nil, fmt.Errorf("OnNode: %w", err)
+				}
 				h = hop{kind: hopSend, node: opts.Node}
 				continue
 			}
@@ -430,6 +433,9 @@ func atActivationCap(err error) bool {
 // whatever it wraps, never makes a message run twice (C3).
 func (m *Mesh) placed(t sdk.Target, opts sdk.CallOptions, fn func(sdk.NodeID) (refused bool, err error)) error {
 	if opts.Node != "" {
+		if err := opts.Node.Validate(); err != nil {
+			return fmt.Errorf("OnNode: %w", err)
+		}
 		_, err := fn(opts.Node)
 		return err
 	}

@@ -68,6 +68,9 @@ func (m *Mesh) invoke(ctx context.Context, t sdk.Target, method string, req prot
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
+	if err := m.cat.CheckRequest(t.Type(), method, req); err != nil {
+		return nil, err
+	}
 	if t.Kind() != sdk.KindActor {
 		if err := m.throwUnhosted(t, method, oneWay); err != nil {
 			return nil, err

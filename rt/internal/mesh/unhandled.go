@@ -234,7 +234,7 @@ func (m *Mesh) throwBeforeSend(t sdk.Target, method string, oneWay bool) error {
 	}
 	if d := t.Desc(); d != nil && d.Name == t.Type() && d.Method(method) == nil {
 		m.unhandledCount.notSent.Add(1)
-		return fmt.Errorf("%w: spot type %s has no method %s in its descriptor; the message was not sent", sdk.ErrUnhandled, t.Type(), method)
+		return fmt.Errorf("%w: spot type %s has no method %q in its descriptor; the message was not sent", sdk.ErrUnhandled, t.Type(), method)
 	}
 	return nil
 }

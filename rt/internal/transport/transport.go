@@ -363,9 +363,21 @@ func (t *Transport) dialOptions() []grpc.DialOption {
 		grpc.WithInitialConnWindowSize(flowWindow),
 	}
 	if t.cfg.Dialer != nil {
-		opts = append(opts, grpc.WithContextDialer(t.cfg.Dialer))
+		opts = append(opts, grpc.WithContextDialer(checkedDialer(t.cfg.Dialer)))
 	}
 	return opts
+}
+
+// checkedDialer refuses what dial returns when it is no connection and no error, which gRPC
+// would use as a connection and crash the process on.
+func checkedDialer(dial func(context.Context, string) (net.Conn, error)) func(context.Context, string) (net.Conn, error) {
+	return func(ctx context.Context, endpoint string) (net.Conn, error) {
+		conn, err := dial(ctx, endpoint)
+		if err == nil && conn == nil {
+			return nil, fmt.Errorf("%w: the configured Dialer returned neither a connection nor an error for %s", sdk.ErrConfig, endpoint)
+		}
+		return conn, err
+	}
 }
 
 // Connect makes sure a link to peer at endpoint exists; it connects in the background and
