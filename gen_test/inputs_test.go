@@ -258,14 +258,15 @@ type Room interface {
 	assert.Contains(t, list[0].Error(), "got *MyJoin")
 }
 
-// A directive in a _test.go file, or a comment written like a directive that is not one, is
-// reported rather than left without generated code.
+// A directive in a _test.go file, or a doc comment written like a directive that is not one,
+// is reported rather than left without generated code; prose that mentions zlink is not.
 func TestDirectivesThatWouldBeSilentlyMissedAreReported(t *testing.T) {
 	dir := fixture(t, "missed_directives", map[string]string{
 		"input/room.go": fixtureRoomSrc + `
 // zlink:spot user
 type Player interface {
-	Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinReply, error)
+	// zlink:send
+	Leave(ctx context.Context, req *pb.LeaveRequest) error
 }
 
 /*zlink:spot user*/
@@ -273,11 +274,16 @@ type Guest interface {
 	Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinReply, error)
 }
 
-// Note is prose that mentions zlink: it is no directive.
+// Note is prose.
+//
+// zlink: server setup lives in main.go.
 type Note interface{}
+
+// zlink:spot is not a doc comment here.
+var _ = 1
 `,
 		"input/room_test.go":  "package chat\n\n//zlink:spot entry\ntype Fake interface{}\n",
-		"input/other_test.go": "package chat_test\n\n//zlink :spot entry\ntype Other interface{}\n",
+		"input/other_test.go": "package chat_test\n\n// zlink:spot entry\ntype Other interface{}\n",
 	})
 	list := inputErrors(t, dir)
 	var msgs []string
@@ -285,9 +291,9 @@ type Note interface{}
 		msgs = append(msgs, e.Error())
 	}
 	assert.ElementsMatch(t, []string{
-		`input/other_test.go:3:1: zlinkgen: "//zlink :spot entry" is not read as a directive: write //zlink:spot, with no space and as a line comment`,
 		`input/room.go:14:1: zlinkgen: "// zlink:spot user" is not read as a directive: write //zlink:spot, with no space and as a line comment`,
-		`input/room.go:19:1: zlinkgen: "/*zlink:spot user*/" is not read as a directive: write //zlink:spot, with no space and as a line comment`,
+		`input/room.go:16:2: zlinkgen: "// zlink:send" is not read as a directive: write //zlink:send, with no space and as a line comment`,
+		`input/room.go:20:1: zlinkgen: "/*zlink:spot user*/" is not read as a directive: write //zlink:spot, with no space and as a line comment`,
 		`input/room_test.go:3:1: zlinkgen: //zlink:spot in a _test.go file: zlinkgen reads only the package's other files; move the interface to one of them`,
 	}, msgs)
 }
@@ -350,5 +356,31 @@ type Room interface {
 	})
 	results := generateOne(t, gen.Config{Dir: dir})
 	assert.Contains(t, string(results[0].Content), "OneWay: true")
+	assert.Empty(t, compileErrors(t, dir, results))
+}
+
+// A struct that embeds a message by value is one: a new one's message is there to decode into.
+func TestAStructThatEmbedsAMessageByValueIsAccepted(t *testing.T) {
+	dir := fixture(t, "embeds_message_value", map[string]string{
+		"input/room.go": `package chat
+
+import (
+	"context"
+
+	"github.com/zlink-go/zlink/gen_test/testdata/pb"
+)
+
+// MyJoin wraps a message.
+type MyJoin struct {
+	pb.JoinRequest
+}
+
+//zlink:spot instance
+type Room interface {
+	Join(ctx context.Context, req *MyJoin) (*pb.JoinReply, error)
+}
+`,
+	})
+	results := generateOne(t, gen.Config{Dir: dir})
 	assert.Empty(t, compileErrors(t, dir, results))
 }

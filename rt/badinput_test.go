@@ -165,6 +165,11 @@ func TestRegistrationRefusesIncompleteOrContradictoryDescriptors(t *testing.T) {
 			m.NewRequest = func() proto.Message { return nil }
 			return r.RegisterSpot(&sdk.SpotDesc{Name: "t.A", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{m}}, factory)
 		}, "NewRequest returned nil"},
+		"a Spot method whose NewRequest panics": {func(r sdk.Registrar) error {
+			m := method("Add")
+			m.NewRequest = func() proto.Message { panic("not ready") }
+			return r.RegisterSpot(&sdk.SpotDesc{Name: "t.A", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{m}}, factory)
+		}, "NewRequest panicked: not ready"},
 		"an unknown relocation policy": {func(r sdk.Registrar) error {
 			return r.RegisterSpot(&sdk.SpotDesc{Name: "t.A", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{method("Add")}},
 				factory, sdk.WithRelocation(sdk.RelocationPolicy(42)))
@@ -214,8 +219,8 @@ func TestConfigValidateRefusesWhatItCannotServe(t *testing.T) {
 		"a message size gRPC cannot frame":   {func(c *rt.Config) { c.MaxMessageSize = math.MaxInt }, "MaxMessageSize must be 1.."},
 		"a maintenance wave of invalid text": {func(c *rt.Config) { c.MaintenanceWave = "wave\xff" }, "MaintenanceWave must be valid UTF-8"},
 		"a maintenance wave too long":        {func(c *rt.Config) { c.MaintenanceWave = strings.Repeat("w", 2<<20) }, "MaintenanceWave must be valid UTF-8 of at most 256 bytes"},
-		"a listen address without a port":    {func(c *rt.Config) { c.ListenAddr = "127.0.0.1" }, `ListenAddr "127.0.0.1": not host:port`},
-		"a listen port out of range":         {func(c *rt.Config) { c.ListenAddr = "127.0.0.1:99999" }, `port "99999" is not a number in 0..65535`},
+		"a listen address without a port":    {func(c *rt.Config) { c.ListenAddr = "127.0.0.1" }, `ListenAddr "127.0.0.1" is not host:port`},
+		"a listen port out of range":         {func(c *rt.Config) { c.ListenAddr = "127.0.0.1:99999" }, `ListenAddr "127.0.0.1:99999" has port "99999", which is not a number in 0..65535`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -231,6 +236,8 @@ func TestConfigValidateRefusesWhatItCannotServe(t *testing.T) {
 	cfg.MaxMessageSize = rt.MaxMessageSizeLimit
 	cfg.ListenAddr = "localhost:0"
 	require.NoError(t, cfg.Validate(), "a negative idle timeout turns eviction off, and the largest message size is taken")
+	cfg.MaxMessageSize = math.MaxInt32
+	require.NoError(t, cfg.Validate(), "gRPC's customary unlimited size is taken")
 }
 
 // OnNode with a malformed node ID is refused as an invalid ID, not looked up as a node.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -359,7 +360,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%w: set both ServerTLS and ClientTLS or neither: nodes speak TLS both ways or not at all", sdk.ErrConfig))
 	}
 	if err := checkHostPort(c.ListenAddr); err != nil {
-		errs = append(errs, fmt.Errorf("%w: ListenAddr %q: %v", sdk.ErrConfig, c.ListenAddr, err))
+		errs = append(errs, fmt.Errorf("%w: ListenAddr %q %v", sdk.ErrConfig, c.ListenAddr, err))
 	} else if c.ServerTLS == nil && !c.InsecurePlaintext && !loopback(c.ListenAddr) {
 		errs = append(errs, fmt.Errorf("%w: the node listens on %s without TLS, so anyone who reaches that port can call, create and close any Spot: "+
 			"set ServerTLS and ClientTLS (mutual TLS), or InsecurePlaintext on a network you trust", sdk.ErrConfig, c.ListenAddr))
@@ -383,8 +384,9 @@ func (c Config) Validate() error {
 }
 
 // MaxMessageSizeLimit is the largest MaxMessageSize a node takes: gRPC frames a message with a
-// 32-bit length, and a request's envelope must fit beside its payload.
-const MaxMessageSizeLimit = 1<<31 - 1 - 64<<10
+// 32-bit length, a request's envelope must fit beside its payload, and a send queue holds four
+// of the largest messages.
+const MaxMessageSizeLimit = min(1<<32-1, math.MaxInt/4) - 64<<10
 
 // maxMaintenanceWave bounds MaintenanceWave, which every node descriptor in etcd carries.
 const maxMaintenanceWave = 256
@@ -421,10 +423,10 @@ func (c Config) negatives() []error {
 func checkHostPort(addr string) error {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("not host:port: %v", err)
+		return fmt.Errorf("is not host:port: %v", err)
 	}
 	if _, err := net.LookupPort("tcp", port); err != nil {
-		return fmt.Errorf("port %q is not a number in 0..65535 nor a service name", port)
+		return fmt.Errorf("has port %q, which is not a number in 0..65535 nor a service name", port)
 	}
 	return nil
 }
@@ -439,7 +441,7 @@ func (c Config) validateAdmin() []error {
 		return errs
 	}
 	if err := checkHostPort(c.AdminAddr); err != nil {
-		errs = append(errs, fmt.Errorf("%w: AdminAddr %q: %v", sdk.ErrConfig, c.AdminAddr, err))
+		errs = append(errs, fmt.Errorf("%w: AdminAddr %q %v", sdk.ErrConfig, c.AdminAddr, err))
 	} else if c.ServerTLS == nil && !c.InsecurePlaintext && !loopback(c.AdminAddr) {
 		errs = append(errs, fmt.Errorf("%w: the admin server listens on %s without TLS, so anyone who reaches that port can read the node's status and profiles: "+
 			"set ServerTLS and ClientTLS, use a loopback AdminAddr, or set InsecurePlaintext on a network you trust", sdk.ErrConfig, c.AdminAddr))

@@ -107,8 +107,7 @@ func ignoredByGo(name string) bool {
 	return strings.HasPrefix(name, "_") || strings.HasPrefix(name, ".")
 }
 
-// testDirectives reports the directives, and the comments written like one, in the _test.go
-// files of p's directory: zlinkgen reads only a package's other files, so an interface
+// testDirectives reports the directives in the _test.go files of p's directory: zlinkgen reads only a package's other files, so an interface
 // annotated there would silently get no generated code.
 func (b *builder) testDirectives(p *packages.Package) {
 	if len(p.GoFiles) == 0 {
@@ -136,7 +135,6 @@ func (b *builder) testDirectives(p *packages.Package) {
 			for _, d := range directivesOf(g) {
 				b.errs.add(b.extFset.Position(d.comment.Pos()), "", "//zlink:%s in a _test.go file: zlinkgen reads only the package's other files; move the interface to one of them", d.name)
 			}
-			b.nearDirectives(g, b.extFset)
 		}
 	}
 }
@@ -258,6 +256,7 @@ func (b *builder) file(p *packages.Package, f *ast.File, name, constraint string
 				if typeName != "" {
 					where = typeName + "." + where
 				}
+				b.nearDirectives(field.Doc)
 				for _, d := range directivesOf(field.Doc) {
 					handled[d.comment] = true
 					if !b.dirs.known(d, where) {
@@ -290,6 +289,7 @@ func (b *builder) file(p *packages.Package, f *ast.File, name, constraint string
 			}
 			var spots []directive
 			for _, g := range docs {
+				b.nearDirectives(g)
 				for _, d := range directivesOf(g) {
 					handled[d.comment] = true
 					if !b.dirs.known(d, ts.Name.Name) {
@@ -324,7 +324,6 @@ func (b *builder) file(p *packages.Package, f *ast.File, name, constraint string
 			}
 			b.errs.add(b.dirs.pos(d, 0), "", "misplaced //zlink:%s: directives go in the doc comment of an interface type (spot, actor, server, fanout) or of an interface method (send)", d.name)
 		}
-		b.nearDirectives(g, b.fset)
 	}
 	if len(out.Spots) == 0 {
 		return nil
@@ -332,12 +331,16 @@ func (b *builder) file(p *packages.Package, f *ast.File, name, constraint string
 	return out
 }
 
-// nearDirectives reports the comments of g written like a directive that is not read as one,
-// such as "// zlink:spot instance": the directive would be silently missing.
-func (b *builder) nearDirectives(g *ast.CommentGroup, fset *token.FileSet) {
+// nearDirectives reports the comments of g, the doc comment of a type or of an interface's
+// method, written like a directive that is not read as one, such as "// zlink:spot instance":
+// the directive would be silently missing. Comments elsewhere are prose.
+func (b *builder) nearDirectives(g *ast.CommentGroup) {
+	if g == nil {
+		return
+	}
 	for _, c := range g.List {
 		if m := nearDirective.FindStringSubmatch(c.Text); m != nil && !strings.HasPrefix(c.Text, directivePrefix) {
-			b.errs.add(fset.Position(c.Pos()), "", "%q is not read as a directive: write //zlink:%s, with no space and as a line comment", firstLine(c.Text), m[1])
+			b.errs.add(b.fset.Position(c.Pos()), "", "%q is not read as a directive: write //zlink:%s, with no space and as a line comment", firstLine(c.Text), m[1])
 		}
 	}
 }

@@ -219,13 +219,14 @@ func canImport(from, to string) bool {
 	return from == parent || strings.HasPrefix(from, parent+"/")
 }
 
-// isProtoMessage reports whether t implements proto.Message with a method of its own: it
-// declares ProtoReflect() protoreflect.Message. A struct that only embeds a message gets the
-// method promoted, yet is no message: decoding into it would write through a nil field.
+// isProtoMessage reports whether t implements proto.Message: it has the method ProtoReflect()
+// protoreflect.Message, declared or promoted through embedded values. One promoted through an
+// embedded pointer does not count: in a new message that pointer is nil, and decoding into it
+// would write through it.
 func isProtoMessage(t types.Type) bool {
 	obj, index, _ := types.LookupFieldOrMethod(t, true, nil, "ProtoReflect")
 	fn, ok := obj.(*types.Func)
-	if !ok || len(index) != 1 {
+	if !ok || throughEmbeddedPointer(t, index) {
 		return false
 	}
 	sig := fn.Type().(*types.Signature)
@@ -233,6 +234,25 @@ func isProtoMessage(t types.Type) bool {
 		return false
 	}
 	return isNamed(sig.Results().At(0).Type(), protoreflectPath, "Message")
+}
+
+// throughEmbeddedPointer reports whether the path index, from t to a promoted method, passes
+// through an embedded field of pointer type.
+func throughEmbeddedPointer(t types.Type, index []int) bool {
+	for _, i := range index[:max(len(index)-1, 0)] {
+		if p, ok := types.Unalias(t).(*types.Pointer); ok {
+			t = p.Elem()
+		}
+		st, ok := t.Underlying().(*types.Struct)
+		if !ok || i >= st.NumFields() {
+			return true
+		}
+		t = st.Field(i).Type()
+		if _, ok := types.Unalias(t).(*types.Pointer); ok {
+			return true
+		}
+	}
+	return false
 }
 
 func isContext(t types.Type) bool { return isNamed(t, "context", "Context") }

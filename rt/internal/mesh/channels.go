@@ -224,8 +224,9 @@ func checkChannel(desc *sdk.ChannelDesc, kind sdk.ChannelKind, method string, ms
 		}
 		return nil, fmt.Errorf("%w: channel %s: method %s is one-way: send it", sdk.ErrInvalidArgument, desc.Name, method)
 	}
-	if md.NewRequest == nil || (!oneWay && md.NewReply == nil) {
-		return nil, fmt.Errorf("%w: channel %s: %w", sdk.ErrInvalidArgument, desc.Name, md.Validate())
+	if !oneWay && md.NewReply == nil {
+		// The server would run the call, and its reply could not be decoded here.
+		return nil, fmt.Errorf("%w: channel %s: method %q has no NewReply", sdk.ErrInvalidArgument, desc.Name, method)
 	}
 	if msg == nil || !msg.ProtoReflect().IsValid() {
 		return nil, fmt.Errorf("%w: channel %s.%s: nil message", sdk.ErrInvalidArgument, desc.Name, method)
