@@ -228,34 +228,45 @@ func TestALocalNamedLikeAMessageTypeOfThePackageIsRenamed(t *testing.T) {
 	assert.Empty(t, compileErrors(t, dir, results))
 }
 
-// A struct that embeds a message has its ProtoReflect method, promoted, yet is no message:
-// the runtime would decode into it through a nil field.
-func TestAStructThatEmbedsAMessageIsRefused(t *testing.T) {
-	dir := fixture(t, "embeds_message", map[string]string{
-		"input/room.go": `package chat
+// A struct that gets its ProtoReflect method through an embedded pointer or interface is no
+// message: in a new one that field is nil, and decoding into it would panic.
+func TestAStructThatEmbedsAMessageThroughAPointerOrInterfaceIsRefused(t *testing.T) {
+	for name, field := range map[string]string{
+		"pointer":   "*pb.JoinRequest",
+		"interface": "proto.Message",
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := fixture(t, "embeds_message_"+name, map[string]string{
+				"input/room.go": `package chat
 
 import (
 	"context"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/zlink-go/zlink/gen_test/testdata/pb"
 )
 
 // MyJoin wraps a message.
 type MyJoin struct {
-	*pb.JoinRequest
+	` + field + `
 	Extra string
 }
+
+var _ proto.Message = MyJoin{}
 
 //zlink:spot instance
 type Room interface {
 	Join(ctx context.Context, req *MyJoin) (*pb.JoinReply, error)
 }
 `,
-	})
-	list := inputErrors(t, dir)
-	require.Len(t, list, 1)
-	assert.Contains(t, list[0].Error(), "input/room.go:17:32: zlinkgen: Room.Join: the request must be a pointer to a protobuf message")
-	assert.Contains(t, list[0].Error(), "got *MyJoin")
+			})
+			list := inputErrors(t, dir)
+			require.Len(t, list, 1)
+			assert.Contains(t, list[0].Error(), "input/room.go:21:32: zlinkgen: Room.Join: the request must be a pointer to a protobuf message")
+			assert.Contains(t, list[0].Error(), "got *MyJoin")
+		})
+	}
 }
 
 // A directive in a _test.go file, or a doc comment written like a directive that is not one,

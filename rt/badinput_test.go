@@ -164,7 +164,22 @@ func TestRegistrationRefusesIncompleteOrContradictoryDescriptors(t *testing.T) {
 			m := method("Add")
 			m.NewRequest = func() proto.Message { return nil }
 			return r.RegisterSpot(&sdk.SpotDesc{Name: "t.A", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{m}}, factory)
-		}, "NewRequest returned nil"},
+		}, "NewRequest returned no message"},
+		"a Spot method whose NewRequest returns a nil pointer": {func(r sdk.Registrar) error {
+			m := method("Add")
+			m.NewRequest = func() proto.Message { return (*wrapperspb.Int64Value)(nil) }
+			return r.RegisterSpot(&sdk.SpotDesc{Name: "t.A", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{m}}, factory)
+		}, "NewRequest returned no message"},
+		"a Spot method whose NewReply panics": {func(r sdk.Registrar) error {
+			m := method("Add")
+			m.NewReply = func() proto.Message { panic("not ready") }
+			return r.RegisterSpot(&sdk.SpotDesc{Name: "t.A", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{m}}, factory)
+		}, "NewReply panicked: not ready"},
+		"a channel method whose NewRequest panics": {func(r sdk.Registrar) error {
+			m := method("M")
+			m.NewRequest = func() proto.Message { panic("not ready") }
+			return r.RegisterServer(&sdk.ChannelDesc{Name: "t.C", Kind: sdk.ChannelClientServer, Methods: []sdk.MethodDesc{m}}, struct{}{})
+		}, "NewRequest panicked: not ready"},
 		"a Spot method whose NewRequest panics": {func(r sdk.Registrar) error {
 			m := method("Add")
 			m.NewRequest = func() proto.Message { panic("not ready") }

@@ -55,7 +55,8 @@ type MethodDesc struct {
 }
 
 // Validate reports what the entry lacks: a name of valid UTF-8, Invoke, NewRequest, and
-// NewReply unless the method is one-way.
+// NewReply unless the method is one-way; and that NewRequest and NewReply, when set, each make
+// a message (it calls them once).
 func (m *MethodDesc) Validate() error {
 	var missing []string
 	if m.Name == "" || !utf8.ValidString(m.Name) {
@@ -72,6 +73,31 @@ func (m *MethodDesc) Validate() error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("method %q has no %s", m.Name, strings.Join(missing, ", no "))
+	}
+	for _, f := range []struct {
+		name   string
+		newMsg func() proto.Message
+	}{{"NewRequest", m.NewRequest}, {"NewReply", m.NewReply}} {
+		if f.newMsg == nil {
+			continue
+		}
+		if err := makesMessage(f.newMsg); err != nil {
+			return fmt.Errorf("method %q: %s %w", m.Name, f.name, err)
+		}
+	}
+	return nil
+}
+
+// makesMessage reports whether newMsg returns a message, not nil or a nil pointer, without
+// panicking.
+func makesMessage(newMsg func() proto.Message) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("panicked: %v", v)
+		}
+	}()
+	if msg := newMsg(); msg == nil || !msg.ProtoReflect().IsValid() {
+		return errors.New("returned no message")
 	}
 	return nil
 }

@@ -237,7 +237,7 @@ func isProtoMessage(t types.Type) bool {
 }
 
 // throughEmbeddedPointer reports whether the path index, from t to a promoted method, passes
-// through an embedded field of pointer type.
+// through an embedded field of pointer or interface type: one that is nil in a new value.
 func throughEmbeddedPointer(t types.Type, index []int) bool {
 	for _, i := range index[:max(len(index)-1, 0)] {
 		if p, ok := types.Unalias(t).(*types.Pointer); ok {
@@ -248,7 +248,7 @@ func throughEmbeddedPointer(t types.Type, index []int) bool {
 			return true
 		}
 		t = st.Field(i).Type()
-		if _, ok := types.Unalias(t).(*types.Pointer); ok {
+		if _, ok := types.Unalias(t).(*types.Pointer); ok || types.IsInterface(t) {
 			return true
 		}
 	}

@@ -134,8 +134,8 @@ func requestName(m *sdk.MethodDesc) (name protoreflect.FullName, err error) {
 		}
 	}()
 	req := m.NewRequest()
-	if req == nil || req.ProtoReflect() == nil {
-		return "", errors.New("NewRequest returned nil")
+	if req == nil || !req.ProtoReflect().IsValid() {
+		return "", errors.New("NewRequest returned no message")
 	}
 	return req.ProtoReflect().Descriptor().FullName(), nil
 }
