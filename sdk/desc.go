@@ -72,7 +72,7 @@ func (m *MethodDesc) Validate() error {
 		missing = append(missing, "NewReply (it is not one-way)")
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("method %q has no %s", m.Name, strings.Join(missing, ", no "))
+		return fmt.Errorf("method %q lacks %s", m.Name, strings.Join(missing, ", "))
 	}
 	for _, f := range []struct {
 		name   string
