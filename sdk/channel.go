@@ -104,15 +104,7 @@ func ChannelQueue(n int, bytes int64) ChannelOption {
 }
 
 // ApplyChannelOptions folds opts into a ChannelOptions value.
-func ApplyChannelOptions(opts []ChannelOption) ChannelOptions {
-	var o ChannelOptions
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	return o
-}
+func ApplyChannelOptions(opts []ChannelOption) ChannelOptions { return apply(opts) }
 
 // ChannelRegistrar takes a node's channel servers and subscribers before it starts serving.
 // Generated RegisterXServer and SubscribeX functions call it.

@@ -67,18 +67,7 @@ func OnNode(node NodeID) CallOption { return func(o *CallOptions) { o.Node = nod
 func Key(k string) CallOption { return func(o *CallOptions) { o.Key = k } }
 
 // ApplyCallOptions folds opts into a CallOptions value; a nil option is skipped.
-func ApplyCallOptions(opts []CallOption) CallOptions {
-	if len(opts) == 0 {
-		return CallOptions{} // the common case allocates nothing
-	}
-	var o CallOptions
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	return o
-}
+func ApplyCallOptions(opts []CallOption) CallOptions { return apply(opts) }
 
 // SpotContext is what a Spot's factory and handlers get from the runtime: the Spot's
 // identity, a logger, timers that run on the Spot's own serial queue, and a Client to call
@@ -189,8 +178,16 @@ type TimerOptions struct {
 func KeepAlive() TimerOption { return func(o *TimerOptions) { o.KeepAlive = true } }
 
 // ApplyTimerOptions folds opts into a TimerOptions value; a nil option is skipped.
-func ApplyTimerOptions(opts []TimerOption) TimerOptions {
-	var o TimerOptions
+func ApplyTimerOptions(opts []TimerOption) TimerOptions { return apply(opts) }
+
+// apply folds functional options into their options value, skipping nil ones. The value the
+// options write through escapes, so a call with none, the common case, returns before it is made.
+func apply[O any, F ~func(*O)](opts []F) O {
+	if len(opts) == 0 {
+		var zero O
+		return zero
+	}
+	var o O
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)

@@ -160,15 +160,7 @@ type TypeOptions struct {
 }
 
 // ApplyTypeOptions folds opts into a TypeOptions value; a nil option is skipped.
-func ApplyTypeOptions(opts []TypeOption) TypeOptions {
-	var o TypeOptions
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	return o
-}
+func ApplyTypeOptions(opts []TypeOption) TypeOptions { return apply(opts) }
 
 // RelocationPolicy says what a host's relocation does with an active object of a type whose
 // object does not implement [Relocatable], and so has no state to carry.

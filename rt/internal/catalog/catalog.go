@@ -125,21 +125,6 @@ type typeMethod struct {
 	request protoreflect.FullName
 }
 
-// requestName is the full name of the message m.NewRequest makes; a NewRequest that panics or
-// makes no message is an error, not a crash of the node's start.
-func requestName(m *sdk.MethodDesc) (name protoreflect.FullName, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("NewRequest panicked: %v", v)
-		}
-	}()
-	req := m.NewRequest()
-	if req == nil || !req.ProtoReflect().IsValid() {
-		return "", errors.New("NewRequest returned no message")
-	}
-	return req.ProtoReflect().Descriptor().FullName(), nil
-}
-
 // check refuses req unless it is the method's request message.
 func (m typeMethod) check(typ string, req proto.Message) error {
 	if got := req.ProtoReflect().Descriptor().FullName(); got != m.request {
@@ -250,10 +235,8 @@ func (ts *Types) add(t *spotType) error {
 	t.methods = make(map[string]typeMethod, len(desc.Methods))
 	for i := range desc.Methods {
 		m := &desc.Methods[i]
-		request, err := requestName(m)
-		if err != nil {
-			return fmt.Errorf("%w: %s type %s: method %q: %v", sdk.ErrInvalidArgument, desc.Kind, desc.Name, m.Name, err)
-		}
+		// ValidateMethods has seen NewRequest make a message without panicking.
+		request := m.NewRequest().ProtoReflect().Descriptor().FullName()
 		t.methods[m.Name] = typeMethod{desc: m, request: request}
 	}
 	ts.mu.Lock()
