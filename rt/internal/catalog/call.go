@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"google.golang.org/protobuf/proto"
@@ -414,7 +415,7 @@ func (m *message) run() (proto.Message, error) {
 		// of the Spot itself is recognised.
 		ctx = m.a.turnContext(m.ctx)
 	default:
-		if err := ctx.Err(); err != nil {
+		if err := errAt(ctx, checked); err != nil {
 			return nil, err // the caller gave up while it was queued
 		}
 		callers = true
@@ -429,6 +430,16 @@ func (m *message) run() (proto.Message, error) {
 		return m.invokeAsRequestTurn(ctx)
 	}
 	return m.invoke(ctx)
+}
+
+// errAt is ctx's error with its deadline checked at now, the reading of the clock that the
+// turn's lease check has just taken. A peer's request context answers for that reading
+// (transport's ErrAt) rather than reading the clock again; any other context answers Err.
+func errAt(ctx context.Context, now time.Time) error {
+	if c, ok := ctx.(interface{ ErrAt(time.Time) error }); ok {
+		return c.ErrAt(now)
+	}
+	return ctx.Err()
 }
 
 // invokeAsRequestTurn runs a request's handler with ctx under the turn's identity, by which a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -30,3 +31,31 @@ func TestF10_AOneWayTurnsCauseIsItsSpotsEndNotItsSenders(t *testing.T) {
 }
 
 type senderKey struct{}
+
+// deadlineAt is a request context that answers for a reading of the clock it is given, as the
+// transport's does.
+type deadlineAt struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c deadlineAt) ErrAt(now time.Time) error {
+	if !now.Before(c.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// A turn asks whether its caller gave up at the reading of the clock its lease check took: a
+// context that can answer for that reading is asked for it, any other for its Err.
+func TestATurnChecksItsCallersDeadlineAtItsLeaseChecksReading(t *testing.T) {
+	now := time.Now()
+	ctx := deadlineAt{Context: context.Background(), deadline: now.Add(time.Second)}
+	require.NoError(t, errAt(ctx, now))
+	require.ErrorIs(t, errAt(ctx, now.Add(time.Second)), context.DeadlineExceeded, "the reading decides, not a clock of its own")
+
+	canceled, cancel := context.WithCancel(context.Background())
+	require.NoError(t, errAt(canceled, now.Add(time.Hour)), "a plain context answers its Err")
+	cancel()
+	require.ErrorIs(t, errAt(canceled, now), context.Canceled)
+}

@@ -161,7 +161,7 @@ func (c *callCtx) materialize() context.Context {
 	m := &madeCtx{}
 	err := answered(c.flags.Load())
 	if err == nil {
-		if err = c.ending(); err != nil {
+		if err = c.ending(time.Time{}); err != nil {
 			err = c.endLocked(err)
 		}
 	}
@@ -187,7 +187,18 @@ func (c *callCtx) materialize() context.Context {
 // Err implements context.Context. Once it answers an error, it answers that one for good, as
 // the context package's contexts do: a cancel, the stream's end or the deadline that comes
 // after does not change it.
-func (c *callCtx) Err() error {
+func (c *callCtx) Err() error { return c.errAt(time.Time{}) }
+
+// callCtx answers for a turn's reading of the clock (the catalog's errAt asks for ErrAt).
+var _ interface{ ErrAt(time.Time) error } = (*callCtx)(nil)
+
+// ErrAt is Err with the deadline checked at now, a reading of this process's clock (time.Now's,
+// with its monotonic part) just taken, rather than at a reading of its own: a turn that has
+// read the clock for its lease check reads it once.
+func (c *callCtx) ErrAt(now time.Time) error { return c.errAt(now) }
+
+// errAt is Err, with the deadline checked at now; the zero time reads the clock.
+func (c *callCtx) errAt(now time.Time) error {
 	if err := answered(c.flags.Load()); err != nil {
 		return err
 	}
@@ -195,7 +206,7 @@ func (c *callCtx) Err() error {
 	if m := c.made.Load(); m != nil {
 		err = m.ctx.Err()
 	} else {
-		err = c.ending()
+		err = c.ending(now)
 	}
 	if err == nil {
 		return nil
@@ -211,17 +222,21 @@ func (c *callCtx) Err() error {
 	return c.endLocked(err)
 }
 
-// ending is what ends the context now, before Done made the context it reads: its cancel, the
-// stream's end or its deadline; nil while none has.
-func (c *callCtx) ending() error {
+// ending is what ends the context at now (the zero time: when the clock is read), before Done
+// made the context it reads: its cancel, the stream's end or its deadline; nil while none has.
+func (c *callCtx) ending(now time.Time) error {
 	if c.flags.Load()&callCanceled != 0 {
 		return context.Canceled
 	}
 	if err := c.stream.Err(); err != nil {
 		return err
 	}
-	// Since reads only the monotonic clock, as expires holds a monotonic reading.
-	if !c.expires.IsZero() && time.Since(c.expires) >= 0 {
+	if c.expires.IsZero() {
+		return nil
+	}
+	// Since and Before read only the monotonic clock, as expires and now hold monotonic
+	// readings.
+	if now.IsZero() && time.Since(c.expires) >= 0 || !now.IsZero() && !now.Before(c.expires) {
 		return context.DeadlineExceeded
 	}
 	return nil

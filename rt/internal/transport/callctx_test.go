@@ -172,6 +172,30 @@ func TestARequestContextsErrNeverChanges(t *testing.T) {
 	assert.Equal(t, context.Canceled, c.Err())
 }
 
+// ErrAt answers for the reading it is given, as Err answers for the clock's: a turn that read
+// the clock for its lease check does not read it again, and the answer sticks as Err's does.
+func TestErrAtAnswersForTheReadingItIsGiven(t *testing.T) {
+	now := time.Now()
+	c := started(context.Background(), now.Add(time.Hour), now)
+	require.NoError(t, c.ErrAt(now.Add(59*time.Minute)), "before the deadline")
+	require.NoError(t, c.Err())
+	assert.Equal(t, context.DeadlineExceeded, c.ErrAt(now.Add(time.Hour)), "at the deadline")
+	assert.Equal(t, context.DeadlineExceeded, c.Err(), "once answered, the clock's reading does not undo it")
+	assert.Equal(t, context.DeadlineExceeded, c.ErrAt(now), "nor an earlier reading")
+
+	c = started(context.Background(), time.Time{}, now)
+	assert.NoError(t, c.ErrAt(now.Add(1000*time.Hour)), "no deadline, no end")
+	c.cancel()
+	assert.Equal(t, context.Canceled, c.ErrAt(now), "a cancel ends it at any reading")
+
+	c = started(context.Background(), now.Add(time.Hour), now)
+	done := c.Done()
+	assert.NoError(t, c.ErrAt(now.Add(2*time.Hour)), "once Done is made, its context answers")
+	c.cancel()
+	<-done
+	assert.Equal(t, context.Canceled, c.ErrAt(now))
+}
+
 // Once Err answers an error, Done is closed, whatever ended the context: the stream's own
 // deadline included, before the caller's.
 func TestARequestContextIsDoneOnceErrAnswers(t *testing.T) {

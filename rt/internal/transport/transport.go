@@ -666,10 +666,13 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 			if ctx.Err() != nil {
 				return
 			}
+			// The batch's requests arrived now: their timeouts count from here, including any
+			// wait for their admission, and the clock is read once for them all.
+			arrived := time.Now()
 			for _, env := range b.envelopes() {
 				switch {
 				case env.Request != nil:
-					if !p.admit(ctx, env.Request) {
+					if !p.admit(ctx, env.Request, arrived) {
 						return
 					}
 				case env.Cancel != nil:
@@ -784,7 +787,8 @@ func (p *peerStream) cancel(id uint64) {
 // it, so that gRPC's flow control holds the peer's further requests on its side. Once the
 // transport closes, req is refused unrun instead (refuseClosing), and so is a request whose
 // wait the close ended. It reports false when ctx, the stream's, ended while it waited.
-func (p *peerStream) admit(ctx context.Context, req *wire.Request) bool {
+// arrived is when req's batch arrived.
+func (p *peerStream) admit(ctx context.Context, req *wire.Request, arrived time.Time) bool {
 	if p.closing.Load() {
 		return p.refuseClosing(ctx, req)
 	}
@@ -794,7 +798,7 @@ func (p *peerStream) admit(ctx context.Context, req *wire.Request) bool {
 	}
 	n := capacity.Request(len(req.Payload))
 	if m == nil {
-		p.dispatch(ctx, req, &callCtx{})
+		p.dispatch(ctx, req, &callCtx{}, arrived)
 		return true
 	}
 	if held := p.held.Load(); held > 0 && held+n > p.share {
@@ -807,7 +811,7 @@ func (p *peerStream) admit(ctx context.Context, req *wire.Request) bool {
 		return m.WaitRoom(p.intake, n) == nil || ctx.Err() == nil
 	}
 	p.held.Add(n)
-	p.dispatch(ctx, req, charged(n, p))
+	p.dispatch(ctx, req, charged(n, p), arrived)
 	return true
 }
 
@@ -959,8 +963,9 @@ func (p *peerStream) answer(r *wire.Reply, charge *capacity.Charge) {
 // dispatch runs req in call, not yet started, which holds its charge (none without a meter): a
 // context that ends at the caller's deadline, when the caller cancels, or when the stream ends;
 // its reply goes back on the stream. The handler finds the charge in its context, to keep it
-// for a one-way job.
-func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, call *callCtx) {
+// for a one-way job. arrived is when req's batch arrived, a reading of this process's clock: a
+// request whose deadline passed while it waited for its admission is refused by its turn.
+func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, call *callCtx, arrived time.Time) {
 	t, id, charge := p.t, req.CallId, call.heldCharge()
 	if len(req.Payload) > t.cfg.MaxMessageSize {
 		p.answer(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: %d bytes from %s, over %s's limit of %d",
@@ -970,9 +975,10 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, call *call
 	var dl, now time.Time
 	wall := false // dl is the caller's absolute deadline
 	if req.TimeoutNanos > 0 || req.DeadlineUnixNanos > 0 {
-		// The earlier of the caller's absolute deadline and the timeout from now: the timeout
-		// alone would start again for a request that waited in a sender or a TCP buffer.
-		now = time.Now()
+		// The earlier of the caller's absolute deadline and the timeout from the batch's
+		// arrival: the timeout alone would start again for a request that waited in a sender
+		// or a TCP buffer.
+		now = arrived
 		if req.TimeoutNanos > 0 {
 			dl = now.Add(time.Duration(req.TimeoutNanos))
 		}

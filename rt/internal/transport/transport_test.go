@@ -601,6 +601,30 @@ func TestExpiredRequestIsDroppedUnrun(t *testing.T) {
 	assert.Zero(t, ran.Load(), "the handler never ran")
 }
 
+// The timeout of a request counts from when its batch arrived, not from when the node came to
+// it: a request that waited behind others of its batch has waited that long already.
+func TestATimeoutCountsFromTheArrivalOfItsBatch(t *testing.T) {
+	const wait, timeout = time.Second, 500 * time.Millisecond
+	deadlines := make(chan time.Time, 1)
+	b := start(t, "b", handler{fn: func(ctx context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+		if req.CallId == 1 {
+			time.Sleep(wait) // this test's handler runs on the stream's reader: the next waits
+		} else {
+			dl, _ := ctx.Deadline()
+			deadlines <- dl
+		}
+		reply(&wire.Reply{})
+	}}, nil)
+	s := rawStream(t, b.Addr(), "x")
+	sent := time.Now()
+	sendRequests(t, s, &wire.Request{CallId: 1}, &wire.Request{CallId: 2, TimeoutNanos: int64(timeout)})
+	recvReply(t, s, 2)
+	dl := <-deadlines
+	assert.True(t, dl.Before(sent.Add(timeout+wait/2)),
+		"the deadline %v after the send counts from the batch's arrival, not from the end of the wait of %v", dl.Sub(sent), wait)
+	assert.False(t, dl.Before(sent.Add(timeout)), "nor from before the send")
+}
+
 func TestHandlerDeadlineIsNoLaterThanTheCallersDeadline(t *testing.T) {
 	type seen struct {
 		deadline time.Time
