@@ -395,3 +395,63 @@ type Room interface {
 	results := generateOne(t, gen.Config{Dir: dir})
 	assert.Empty(t, compileErrors(t, dir, results))
 }
+
+// Output that would not compile with the package around it is never written: each way the
+// user's code can clash with the generated code is reported where the user wrote it, though
+// the package compiles without the output.
+func TestOutputThatWouldNotCompileWithItsPackageIsRefused(t *testing.T) {
+	const module = "github.com/zlink-go/zlink/gen_test/testdata/"
+	for _, c := range []struct {
+		name  string
+		files map[string]string
+		want  []string
+		cgo   bool
+	}{{
+		name: "dot_import",
+		files: map[string]string{
+			"input/room.go": fixtureRoomSrc,
+			"input/use.go":  "package chat\n\nimport . \"" + module + "tmp_output_check_dot_import/other\"\n\nvar _ = Helper\n",
+			"other/other.go": "package other\n\n// OpenRoom opens a room.\nfunc OpenRoom() {}\n\n" +
+				"// Helper helps.\nfunc Helper() {}\n",
+		},
+		want: []string{"input/use.go:3:8: zlinkgen: the dot import of \"" + module + "tmp_output_check_dot_import/other\" brings OpenRoom " +
+			"into the file, and the generated code declares OpenRoom in the package; import it by name"},
+	}, {
+		name: "method_on_generated_type",
+		files: map[string]string{
+			"input/room.go":  fixtureRoomSrc,
+			"input/extra.go": "package chat\n\n// Join is the user's own.\nfunc (r RoomRef) Join() {}\n",
+		},
+		want: []string{"input/extra.go:4:18: zlinkgen: with the generated code, package chat would not compile: " +
+			"the generated room_zlink.go declares method RoomRef.Join as well; rename yours"},
+	}, {
+		// A package that uses cgo is checked by loading it again, the output in place.
+		name: "method_on_generated_type_with_cgo",
+		files: map[string]string{
+			"input/room.go":  "package chat\n\n// #include <stdlib.h>\nimport \"C\"\n\n" + withoutPackageClause,
+			"input/extra.go": "package chat\n\n// Join is the user's own.\nfunc (r RoomRef) Join() {}\n",
+		},
+		want: []string{"input/extra.go:4:18: zlinkgen: with the generated code, package chat would not compile: " +
+			"the generated room_zlink.go declares method RoomRef.Join as well; rename yours"},
+		cgo: true,
+	}, {
+		name: "embeds_own_intent",
+		files: map[string]string{
+			"input/room.go": strings.Replace(fixtureRoomSrc, "type Room interface {\n", "type Room interface {\n\tRoomIntent\n", 1),
+		},
+		want: []string{"input/room.go:11:2: zlinkgen: Room: embeds RoomIntent, which zlinkgen generates: an interface can embed only interfaces of its own"},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			if out, err := exec.Command("go", "env", "CGO_ENABLED").Output(); c.cgo && (err != nil || strings.TrimSpace(string(out)) != "1") {
+				t.Skip("cgo is not enabled")
+			}
+			dir := fixture(t, "output_check_"+c.name, c.files)
+			list := inputErrors(t, dir)
+			var got []string
+			for _, e := range list {
+				got = append(got, e.Error())
+			}
+			assert.Equal(t, c.want, got)
+		})
+	}
+}

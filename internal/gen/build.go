@@ -515,6 +515,12 @@ func (b *builder) embed(s *Interface, et types.Type, expr ast.Expr, fset *token.
 			return
 		}
 		b.flatten(s, t, lit, fset, seen, pos, stack)
+	case *types.Basic:
+		if t.Kind() == types.Invalid {
+			// Undefined: a name that this run generates (any other fails the package's
+			// compile check, which then reports it instead). Generated types are structs.
+			b.errs.add(pos, s.Name, "embeds %s, which zlinkgen generates: an interface can embed only interfaces of its own", types.ExprString(expr))
+		}
 	}
 }
 

@@ -71,18 +71,41 @@ func generate(ctx context.Context, cfg Config, patterns []string) (results []Res
 			return nil, fmt.Errorf("zlinkgen: %w", err)
 		}
 	}
-	pkgs, fset, err := load(ctx, cfg, patterns)
+	pkgs, fset, sdk, err := load(ctx, cfg, patterns)
 	if err != nil {
 		return nil, err
 	}
 	if len(pkgs) == 0 {
 		return nil, ErrorList{{Msg: fmt.Sprintf("no packages match %q", patterns)}}
 	}
-	return run(cfg, pkgs, fset)
+	results, generated, err := run(cfg, pkgs, fset)
+	if err != nil || len(results) == 0 {
+		return results, err
+	}
+	// The output is checked with its package before anything may be written: a clash that
+	// only the two together show would otherwise surface as a compile error of the output.
+	clashes, err := checkOutput(ctx, cfg, patterns, pkgs, sdk, results, generated)
+	if err != nil {
+		return nil, err
+	}
+	if len(clashes) == 0 {
+		return results, nil
+	}
+	for i := range results {
+		r := &results[i]
+		r.Content = nil
+		for _, e := range clashes {
+			if e.Pos.Filename == r.Source && r.Source != "" {
+				r.Errors = append(r.Errors, e)
+			}
+		}
+	}
+	return results, finish(clashes, cfg.Dir)
 }
 
-// run builds, validates and emits the loaded packages.
-func run(cfg Config, pkgs []*packages.Package, fset *token.FileSet) ([]Result, error) {
+// run builds, validates and emits the loaded packages. It also returns the names the run
+// generates in each package.
+func run(cfg Config, pkgs []*packages.Package, fset *token.FileSet) ([]Result, map[GoImportPath]map[string]bool, error) {
 	errs := &errorCollector{}
 	b := newBuilder(fset, errs, pkgs)
 	v := &validator{fset: fset, errs: errs, rel: func(p token.Position) string {
@@ -135,9 +158,9 @@ func run(cfg Config, pkgs []*packages.Package, fset *token.FileSet) ([]Result, e
 	slices.SortFunc(results, func(a, b Result) int { return cmp.Compare(a.Path, b.Path) })
 	results = slices.CompactFunc(results, func(a, b Result) bool { return a.Path == b.Path })
 	if len(list) > 0 {
-		return results, list
+		return results, generated, list
 	}
-	return results, nil
+	return results, generated, nil
 }
 
 // emitPackage renders the outputs of one valid package, and marks its orphaned generated

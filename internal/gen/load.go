@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,8 +29,11 @@ const loadMode = packages.NeedName | packages.NeedFiles | packages.NeedCompiledG
 
 // load loads the packages that patterns match. The files zlinkgen generated earlier are
 // replaced by an empty file of the same package, so that stale output never hides or breaks
-// the input: the package is checked as the user wrote it.
-func load(ctx context.Context, cfg Config, patterns []string) ([]*packages.Package, *token.FileSet, error) {
+// the input: the package is checked as the user wrote it. The same load brings in the
+// package sdk, which the output imports, and through it the others the output imports, so that
+// the output can be type-checked with its package against what this load imported
+// (checkOutput); sdk is nil when the module cannot import it.
+func load(ctx context.Context, cfg Config, patterns []string) (pkgs []*packages.Package, fset *token.FileSet, sdk *packages.Package, err error) {
 	base := &packages.Config{
 		Context:    ctx,
 		Dir:        cfg.Dir,
@@ -39,26 +43,36 @@ func load(ctx context.Context, cfg Config, patterns []string) ([]*packages.Packa
 	}
 	listed, err := packages.Load(base, patterns...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("zlinkgen: load %s: %w", strings.Join(patterns, " "), err)
+		return nil, nil, nil, fmt.Errorf("zlinkgen: load %s: %w", strings.Join(patterns, " "), err)
 	}
 	overlay := map[string][]byte{}
+	roots := map[string]bool{}
 	for _, p := range listed {
+		roots[p.ID] = true
 		for _, f := range p.GoFiles {
 			if isGenerated(f) {
 				overlay[f] = []byte("package " + p.Name + "\n")
 			}
 		}
 	}
-	fset := token.NewFileSet()
+	fset = token.NewFileSet()
 	full := *base
 	full.Mode = loadMode
 	full.Fset = fset
 	full.Overlay = overlay
-	pkgs, err := packages.Load(&full, patterns...)
+	all, err := packages.Load(&full, append(slices.Clone(patterns), string(sdkPackage))...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("zlinkgen: load %s: %w", strings.Join(patterns, " "), err)
+		return nil, nil, nil, fmt.Errorf("zlinkgen: load %s: %w", strings.Join(patterns, " "), err)
 	}
-	return pkgs, fset, nil
+	for _, p := range all {
+		if p.PkgPath == string(sdkPackage) && len(p.Errors) == 0 && p.Types != nil {
+			sdk = p
+		}
+		if roots[p.ID] {
+			pkgs = append(pkgs, p)
+		}
+	}
+	return pkgs, fset, sdk, nil
 }
 
 // isGenerated reports whether path is a file that zlinkgen wrote: its name ends in _zlink.go

@@ -16,7 +16,7 @@ func loadModel(t *testing.T, dir string) *Package {
 	t.Helper()
 	abs, err := filepath.Abs(dir)
 	require.NoError(t, err)
-	pkgs, fset, err := load(context.Background(), Config{Dir: abs}, []string{"."})
+	pkgs, fset, _, err := load(context.Background(), Config{Dir: abs}, []string{"."})
 	require.NoError(t, err)
 	require.Len(t, pkgs, 1)
 	errs := &errorCollector{}
