@@ -667,7 +667,7 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 				return
 			}
 			// The batch's requests arrived now: their timeouts count from here, including any
-			// wait for their admission, and the clock is read once for them all.
+			// wait for their admission, and the wall clock is read once for them all.
 			arrived := time.Now()
 			for _, env := range b.envelopes() {
 				switch {
@@ -963,8 +963,7 @@ func (p *peerStream) answer(r *wire.Reply, charge *capacity.Charge) {
 // dispatch runs req in call, not yet started, which holds its charge (none without a meter): a
 // context that ends at the caller's deadline, when the caller cancels, or when the stream ends;
 // its reply goes back on the stream. The handler finds the charge in its context, to keep it
-// for a one-way job. arrived is when req's batch arrived, a reading of this process's clock: a
-// request whose deadline passed while it waited for its admission is refused by its turn.
+// for a one-way job. arrived is when req's batch arrived, a reading of this process's clock.
 func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, call *callCtx, arrived time.Time) {
 	t, id, charge := p.t, req.CallId, call.heldCharge()
 	if len(req.Payload) > t.cfg.MaxMessageSize {
@@ -977,10 +976,12 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, call *call
 	if req.TimeoutNanos > 0 || req.DeadlineUnixNanos > 0 {
 		// The earlier of the caller's absolute deadline and the timeout from the batch's
 		// arrival: the timeout alone would start again for a request that waited in a sender
-		// or a TCP buffer.
-		now = arrived
+		// or a TCP buffer. The deadline is judged at a fresh reading, whatever held the
+		// stream's reader since the batch arrived (an earlier request's admission, a pause);
+		// it costs a read of the monotonic clock only, its wall part carried from arrived.
+		now = arrived.Add(time.Since(arrived))
 		if req.TimeoutNanos > 0 {
-			dl = now.Add(time.Duration(req.TimeoutNanos))
+			dl = arrived.Add(time.Duration(req.TimeoutNanos))
 		}
 		if req.DeadlineUnixNanos > 0 {
 			if abs := time.Unix(0, req.DeadlineUnixNanos); dl.IsZero() || abs.Before(dl) {
@@ -990,7 +991,7 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, call *call
 		if !dl.After(now) {
 			// Its caller's deadline has passed, so the caller has seen DeadlineExceeded or is
 			// about to: the request never starts.
-			p.answer(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: the request from %s arrived %v after its deadline and did not run",
+			p.answer(&wire.Reply{CallId: id, Refused: true, Error: wire.EncodeError(fmt.Errorf("%w: the request from %s was %v past its deadline when it came to run, and did not run",
 				context.DeadlineExceeded, p.from, now.Sub(dl)))}, charge)
 			return
 		}

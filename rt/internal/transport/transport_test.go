@@ -602,14 +602,19 @@ func TestExpiredRequestIsDroppedUnrun(t *testing.T) {
 }
 
 // The timeout of a request counts from when its batch arrived, not from when the node came to
-// it: a request that waited behind others of its batch has waited that long already.
+// it: a request that waited behind others of its batch has waited that long already. One whose
+// timeout ran out meanwhile is refused unrun; the deadline of one that runs is its arrival's.
 func TestATimeoutCountsFromTheArrivalOfItsBatch(t *testing.T) {
-	const wait, timeout = time.Second, 500 * time.Millisecond
+	const wait = time.Second
+	var ran atomic.Int64
 	deadlines := make(chan time.Time, 1)
 	b := start(t, "b", handler{fn: func(ctx context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
-		if req.CallId == 1 {
-			time.Sleep(wait) // this test's handler runs on the stream's reader: the next waits
-		} else {
+		switch req.CallId {
+		case 1:
+			time.Sleep(wait) // this test's handler runs on the stream's reader: the next wait
+		case 2:
+			ran.Add(1)
+		case 3:
 			dl, _ := ctx.Deadline()
 			deadlines <- dl
 		}
@@ -617,12 +622,51 @@ func TestATimeoutCountsFromTheArrivalOfItsBatch(t *testing.T) {
 	}}, nil)
 	s := rawStream(t, b.Addr(), "x")
 	sent := time.Now()
-	sendRequests(t, s, &wire.Request{CallId: 1}, &wire.Request{CallId: 2, TimeoutNanos: int64(timeout)})
-	recvReply(t, s, 2)
+	sendRequests(t, s, &wire.Request{CallId: 1},
+		&wire.Request{CallId: 2, TimeoutNanos: int64(wait / 2)},
+		&wire.Request{CallId: 3, TimeoutNanos: int64(3 * wait)})
+	replies := map[uint64]*wire.Reply{}
+	for len(replies) < 3 {
+		var b wire.Batch
+		require.NoError(t, s.RecvMsg(&b))
+		for _, env := range b.Envelopes {
+			if r := env.GetReply(); r != nil {
+				replies[r.CallId] = r
+			}
+		}
+	}
+	require.True(t, replies[2].Refused, "its timeout ran out while it waited: refused unrun")
+	require.ErrorIs(t, wire.DecodeError(replies[2].Error), context.DeadlineExceeded)
+	assert.Zero(t, ran.Load(), "the handler never ran")
+	require.Nil(t, replies[3].Error)
 	dl := <-deadlines
-	assert.True(t, dl.Before(sent.Add(timeout+wait/2)),
+	assert.True(t, dl.Before(sent.Add(3*wait+wait/2)),
 		"the deadline %v after the send counts from the batch's arrival, not from the end of the wait of %v", dl.Sub(sent), wait)
-	assert.False(t, dl.Before(sent.Add(timeout)), "nor from before the send")
+	assert.False(t, dl.Before(sent.Add(3*wait)), "nor from before the send")
+}
+
+// A request whose caller's deadline passes while the stream's reader is held by an earlier
+// request of its batch (its admission, a pause of the process) is refused unrun when its turn
+// comes: the deadline is judged at a fresh reading of the clock, not at the batch's arrival.
+func TestARequestWhoseDeadlinePassedAfterItsBatchArrivedIsRefusedUnrun(t *testing.T) {
+	var ran atomic.Int64
+	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+		if req.CallId == 1 {
+			time.Sleep(time.Second) // this test's handler runs on the stream's reader: the next waits
+		} else {
+			ran.Add(1)
+		}
+		reply(&wire.Reply{})
+	}}, nil)
+	s := rawStream(t, b.Addr(), "x")
+	const timeout = 300 * time.Millisecond
+	dl := time.Now().Add(timeout)
+	// As a link sends a request: its timeout and its absolute deadline.
+	sendRequests(t, s, &wire.Request{CallId: 1}, &wire.Request{CallId: 2, TimeoutNanos: int64(timeout), DeadlineUnixNanos: dl.UnixNano()})
+	r := recvReply(t, s, 2)
+	require.True(t, r.Refused, "refused unrun")
+	require.ErrorIs(t, wire.DecodeError(r.Error), context.DeadlineExceeded)
+	assert.Zero(t, ran.Load(), "the handler never ran")
 }
 
 func TestHandlerDeadlineIsNoLaterThanTheCallersDeadline(t *testing.T) {
