@@ -2,6 +2,7 @@ package gen_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -452,6 +453,52 @@ func TestOutputThatWouldNotCompileWithItsPackageIsRefused(t *testing.T) {
 				got = append(got, e.Error())
 			}
 			assert.Equal(t, c.want, got)
+		})
+	}
+}
+
+// The output's check refuses only clashes: valid input whose output compiles is generated,
+// however its package reaches the packages the output imports, and whatever the package's
+// own code still says of the generated API it used before.
+func TestOutputThatCompilesWithItsPackageIsGenerated(t *testing.T) {
+	const module = "github.com/zlink-go/zlink/gen_test/testdata/"
+	for _, c := range []struct {
+		name     string
+		files    map[string]string
+		patterns []string
+	}{{
+		// The messages' package reaches the Spot's package only through api's export data.
+		name: "embeds_another_packages_interface",
+		files: map[string]string{
+			"api/api.go": "package api\n\nimport (\n\t\"context\"\n\n\t\"" + module + "pb\"\n)\n\n" +
+				"// Base is a service.\ntype Base interface {\n\tJoin(ctx context.Context, req *pb.JoinRequest) (*pb.JoinReply, error)\n}\n",
+			"input/room.go": "package chat\n\nimport \"" + module + "tmp_output_ok_embeds_another_packages_interface/api\"\n\n" +
+				"//zlink:spot instance\ntype Room interface {\n\tapi.Base\n}\n",
+		},
+	}, {
+		name:     "named_file",
+		files:    map[string]string{"input/room.go": fixtureRoomSrc},
+		patterns: []string{"input/room.go"},
+	}, {
+		// Code of the package that calls a method the interface no longer has is the user's to
+		// fix once the output is there.
+		name: "caller_of_a_renamed_method",
+		files: map[string]string{
+			"input/room.go": fixtureRoomSrc,
+			"input/use.go": "package chat\n\nimport (\n\t\"context\"\n\n\t\"github.com/zlink-go/zlink/sdk\"\n\t\"" + module + "pb\"\n)\n\n" +
+				"func use(ctx context.Context, c sdk.Client) {\n\t_ = RoomOf(c, \"x\").Leave(ctx, &pb.LeaveRequest{})\n}\n",
+		},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := fixture(t, "output_ok_"+c.name, c.files)
+			patterns := c.patterns
+			if patterns == nil {
+				patterns = []string{"./input"}
+			}
+			results, err := gen.Generate(context.Background(), gen.Config{Dir: dir}, patterns)
+			require.NoError(t, err)
+			require.Len(t, results, 1)
+			assert.NotEmpty(t, results[0].Content)
 		})
 	}
 }

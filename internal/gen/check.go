@@ -35,6 +35,9 @@ func checkOutput(ctx context.Context, cfg Config, patterns []string, loaded []*p
 	}
 	var checked []checkedPackage
 	for _, p := range loaded {
+		if !hasOutput(p, results) {
+			continue // nothing of it changes
+		}
 		c, ok := checkHere(p, sdk, results, generated)
 		if !ok {
 			var err error
@@ -70,7 +73,16 @@ func reportClash(errs *errorCollector, c checkedPackage, e types.Error, sources 
 	pos := c.fset.Position(e.Pos)
 	source, inOutput := sources[pos.Filename]
 	if !inOutput {
-		errs.add(pos, "", "with the generated code, package %s would not compile: %s", c.name, e.Msg)
+		// The user's code: a clash names an output's declaration. Anything else is code that
+		// uses what the output declared before (a method since renamed), which the user fixes
+		// once the output is there.
+		for out := range sources {
+			if strings.Contains(e.Msg, out) {
+				errs.add(pos, "", "with the generated code, package %s would not compile: %s", c.name,
+					strings.ReplaceAll(e.Msg, dir+string(filepath.Separator), ""))
+				return
+			}
+		}
 		return
 	}
 	if m := dotImportedRE.FindStringSubmatch(e.Msg); m != nil {
@@ -184,7 +196,9 @@ func checkHere(p, sdk *packages.Package, results []Result, generated map[GoImpor
 			if path == "unsafe" {
 				return types.Unsafe, nil
 			}
-			if t := imported[path]; t != nil {
+			// A package reached only through another's export data is known in part: what
+			// that package's API mentions of it.
+			if t := imported[path]; t != nil && t.Complete() {
 				return t, nil
 			}
 			missing = true
@@ -212,6 +226,16 @@ func tolerated(p *packages.Package, errs []types.Error, generated map[GoImportPa
 		pe := packages.Error{Pos: e.Fset.Position(e.Pos).String(), Msg: e.Msg, Kind: packages.TypeError}
 		return refersToGenerated(p, e.Fset, pe, generated)
 	})
+}
+
+// hasOutput reports whether results write or remove a file of p.
+func hasOutput(p *packages.Package, results []Result) bool {
+	for _, r := range results {
+		if r.Content != nil && slices.Contains(p.GoFiles, r.Source) || r.Remove && slices.Contains(p.GoFiles, r.Path) {
+			return true
+		}
+	}
+	return false
 }
 
 // importerFunc is a types.Importer of a function.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -60,7 +61,11 @@ func load(ctx context.Context, cfg Config, patterns []string) (pkgs []*packages.
 	full.Mode = loadMode
 	full.Fset = fset
 	full.Overlay = overlay
-	all, err := packages.Load(&full, append(slices.Clone(patterns), string(sdkPackage))...)
+	withSDK := patterns
+	if mayLoadSDK(ctx, cfg, patterns) {
+		withSDK = append(slices.Clone(patterns), string(sdkPackage))
+	}
+	all, err := packages.Load(&full, withSDK...)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("zlinkgen: load %s: %w", strings.Join(patterns, " "), err)
 	}
@@ -73,6 +78,31 @@ func load(ctx context.Context, cfg Config, patterns []string) (pkgs []*packages.
 		}
 	}
 	return pkgs, fset, sdk, nil
+}
+
+// mayLoadSDK reports whether load may add the package sdk to the user's patterns: not beside
+// named .go files or queries, which the go command takes only by themselves, and not when
+// the go command may change go.mod to find it (-mod=mod, in GOFLAGS as the go command sees
+// it or in the build flags), which a run must never do.
+func mayLoadSDK(ctx context.Context, cfg Config, patterns []string) bool {
+	for _, p := range patterns {
+		if strings.HasSuffix(p, ".go") || strings.Contains(p, "=") {
+			return false
+		}
+	}
+	goEnv := exec.CommandContext(ctx, "go", "env", "GOFLAGS")
+	goEnv.Dir, goEnv.Env = cfg.Dir, cfg.Env
+	out, err := goEnv.Output()
+	if err != nil {
+		return false
+	}
+	mod := ""
+	for _, f := range append(strings.Fields(string(out)), cfg.BuildFlags...) { // the command line's flags win
+		if v, ok := strings.CutPrefix(strings.TrimLeft(f, "-"), "mod="); ok {
+			mod = v
+		}
+	}
+	return mod != "mod"
 }
 
 // isGenerated reports whether path is a file that zlinkgen wrote: its name ends in _zlink.go
