@@ -403,10 +403,11 @@ type Room interface {
 func TestOutputThatWouldNotCompileWithItsPackageIsRefused(t *testing.T) {
 	const module = "github.com/zlink-go/zlink/gen_test/testdata/"
 	for _, c := range []struct {
-		name  string
-		files map[string]string
-		want  []string
-		cgo   bool
+		name     string
+		files    map[string]string
+		patterns []string
+		want     []string
+		cgo      bool
 	}{{
 		name: "dot_import",
 		files: map[string]string{
@@ -425,6 +426,32 @@ func TestOutputThatWouldNotCompileWithItsPackageIsRefused(t *testing.T) {
 		},
 		want: []string{"input/extra.go:4:18: zlinkgen: with the generated code, package chat would not compile: " +
 			"the generated room_zlink.go declares method RoomRef.Join as well; rename yours"},
+	}, {
+		// Named files make a package of their own, which the check loads with the output.
+		name: "named_files",
+		files: map[string]string{
+			"input/room.go":  fixtureRoomSrc,
+			"input/extra.go": "package chat\n\n// Join is the user's own.\nfunc (r RoomRef) Join() {}\n",
+		},
+		patterns: []string{"input/room.go", "input/extra.go"},
+		want: []string{"input/extra.go:4:18: zlinkgen: with the generated code, package chat would not compile: " +
+			"the generated room_zlink.go declares method RoomRef.Join as well; rename yours"},
+	}, {
+		name: "field_named_like_a_method",
+		files: map[string]string{
+			"input/room.go":  fixtureRoomSrc,
+			"input/extra.go": "package chat\n\nfunc (r RoomRef) id() string { return \"\" }\n",
+		},
+		want: []string{"input/extra.go:3:18: zlinkgen: with the generated code, package chat would not compile: field and method with the same name id"},
+	}, {
+		// The user's own type that embeds a generated one gets a second Join.
+		name: "ambiguous_selector",
+		files: map[string]string{
+			"input/room.go": fixtureRoomSrc,
+			"input/extra.go": "package chat\n\ntype other struct{}\n\nfunc (other) Join() {}\n\n" +
+				"type both struct {\n\tRoomRef\n\tother\n}\n\nfunc use(b both) { b.Join() }\n",
+		},
+		want: []string{"input/extra.go:12:22: zlinkgen: with the generated code, package chat would not compile: ambiguous selector b.Join"},
 	}, {
 		// A package that uses cgo is checked by loading it again, the output in place.
 		name: "method_on_generated_type_with_cgo",
@@ -447,7 +474,16 @@ func TestOutputThatWouldNotCompileWithItsPackageIsRefused(t *testing.T) {
 				t.Skip("cgo is not enabled")
 			}
 			dir := fixture(t, "output_check_"+c.name, c.files)
-			list := inputErrors(t, dir)
+			patterns := c.patterns
+			if patterns == nil {
+				patterns = []string{"./input"}
+			}
+			results, err := gen.Generate(context.Background(), gen.Config{Dir: dir}, patterns)
+			var list gen.ErrorList
+			require.ErrorAs(t, err, &list)
+			for _, r := range results {
+				require.Nil(t, r.Content, "%s: no content when the input has errors", r.Path)
+			}
 			var got []string
 			for _, e := range list {
 				got = append(got, e.Error())

@@ -151,3 +151,20 @@ func TestInitTemplates(t *testing.T) {
 	assert.Equal(t, "zlinkgen init: unknown template \"chess\"; the templates are app, match\n", stderr, "one clear line")
 	assert.NoDirExists(t, other)
 }
+
+// A module that does not require zlink yet gets its output, as before the output was checked
+// with its package: the output's check cannot import sdk, which go mod tidy adds after. The
+// run changes nothing but the output.
+func TestAModuleThatDoesNotRequireZlinkYetIsGenerated(t *testing.T) {
+	dir := module(t, map[string]string{"counter/counter.go": counterSrc})
+	mod := "module example.com/tmp\n\ngo 1.26.0\n\nrequire google.golang.org/protobuf v1.36.12\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644))
+	t.Setenv("GOFLAGS", "-mod=readonly")
+	t.Setenv("GOPROXY", "off")
+	code, _, stderr := zlinkgen("./counter")
+	assert.Equal(t, 0, code, stderr)
+	assert.FileExists(t, filepath.Join(dir, "counter", "counter_zlink.go"))
+	got, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	require.NoError(t, err)
+	assert.Equal(t, mod, string(got))
+}

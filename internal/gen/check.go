@@ -48,13 +48,18 @@ func checkOutput(ctx context.Context, cfg Config, patterns []string, loaded []*p
 		}
 		checked = append(checked, c)
 	}
-	errs := &errorCollector{}
+	// An error at the user's code is the cause; the errors it leaves in the output only
+	// repeat it, and are reported only when nothing is found at the user's code.
+	atUser, inOutput := &errorCollector{}, &errorCollector{}
 	for _, c := range checked {
 		for _, e := range c.errs {
-			reportClash(errs, c, e, sources, cfg.Dir)
+			reportClash(atUser, inOutput, c, e, sources, cfg.Dir)
 		}
 	}
-	return errs.errs, nil
+	if len(atUser.errs) > 0 {
+		return atUser.errs, nil
+	}
+	return inOutput.errs, nil
 }
 
 // checkedPackage is a package type-checked with its output: its files and their type errors.
@@ -65,29 +70,33 @@ type checkedPackage struct {
 	errs  []types.Error
 }
 
-// reportClash adds e, a type error of c with its output in place, to errs.
-func reportClash(errs *errorCollector, c checkedPackage, e types.Error, sources map[string]string, dir string) {
+// reportClash adds e, a type error of c with its output in place, to atUser when it is, or
+// is told, at the user's code, else to inOutput.
+func reportClash(atUser, inOutput *errorCollector, c checkedPackage, e types.Error, sources map[string]string, dir string) {
 	if strings.HasPrefix(e.Msg, "\t") {
 		return // a continuation ("\tother declaration of X") of the error before it
 	}
 	pos := c.fset.Position(e.Pos)
-	source, inOutput := sources[pos.Filename]
-	if !inOutput {
-		// The user's code: a clash names an output's declaration. Anything else is code that
-		// uses what the output declared before (a method since renamed), which the user fixes
-		// once the output is there.
-		for out := range sources {
-			if strings.Contains(e.Msg, out) {
-				errs.add(pos, "", "with the generated code, package %s would not compile: %s", c.name,
-					strings.ReplaceAll(e.Msg, dir+string(filepath.Separator), ""))
-				return
-			}
+	source, output := sources[pos.Filename]
+	if !output {
+		// The user's code. Code that uses what the output declared before (a method since
+		// renamed, a message since changed) is the user's to fix once the output is there;
+		// anything else is a clash.
+		if staleUseRE.MatchString(e.Msg) {
+			return
 		}
+		atUser.add(pos, "", "with the generated code, package %s would not compile: %s", c.name,
+			strings.ReplaceAll(e.Msg, dir+string(filepath.Separator), ""))
+		return
+	}
+	if strings.HasPrefix(e.Msg, "could not import ") {
+		// The module cannot import what the output imports (it does not require the zlink
+		// module yet, say): no clash to judge, and the build names what is missing.
 		return
 	}
 	if m := dotImportedRE.FindStringSubmatch(e.Msg); m != nil {
 		if at, ok := dotImportOf(c, m[2]); ok {
-			errs.add(at, "", "the dot import of %q brings %s into the file, and the generated code declares %s in the package; import it by name",
+			atUser.add(at, "", "the dot import of %q brings %s into the file, and the generated code declares %s in the package; import it by name",
 				m[2], m[1], m[1])
 			return
 		}
@@ -95,19 +104,22 @@ func reportClash(errs *errorCollector, c checkedPackage, e types.Error, sources 
 	if m := declaredAtRE.FindStringSubmatch(e.Msg); m != nil {
 		if at := parsePos(m[2]); at.Filename != "" {
 			if _, generated := sources[at.Filename]; !generated {
-				errs.add(at, "", "with the generated code, package %s would not compile: the generated %s declares %s as well; rename yours",
+				atUser.add(at, "", "with the generated code, package %s would not compile: the generated %s declares %s as well; rename yours",
 					c.name, filepath.Base(pos.Filename), m[1])
 				return
 			}
 		}
 	}
-	errs.add(token.Position{Filename: source}, "", "the generated %s would not compile in package %s: %s: %s",
+	inOutput.add(token.Position{Filename: source}, "", "the generated %s would not compile in package %s: %s: %s",
 		filepath.Base(pos.Filename), c.name, positionIn(pos), strings.ReplaceAll(e.Msg, dir+string(filepath.Separator), ""))
 }
 
 // The type checker's words for a clash with a name that a dot import brings in, and with a
-// declaration elsewhere ("method RoomRef.Join already declared at room.go:4:18").
+// declaration elsewhere ("method RoomRef.Join already declared at room.go:4:18"), and for code
+// that uses an API as it was: a selector, a name, arguments or results, a value's type.
 var (
+	staleUseRE = regexp.MustCompile(`has no field or method|^undefined: |not enough arguments|too many arguments|` +
+		`^assignment mismatch|^cannot use |does not implement|not enough return values|too many return values`)
 	dotImportedRE = regexp.MustCompile(`^(\w+) already declared through dot-import of package \w+ \("([^"]+)"\)$`)
 	declaredAtRE  = regexp.MustCompile(`^(.+) already declared at (\S+)$`)
 )
@@ -247,6 +259,17 @@ func (f importerFunc) Import(path string) (*types.Package, error) { return f(pat
 // their outputs.
 func checkByLoading(ctx context.Context, cfg Config, patterns []string, loaded []*packages.Package, results []Result, generated map[GoImportPath]map[string]bool) ([]checkedPackage, error) {
 	overlay := map[string][]byte{}
+	files := slices.ContainsFunc(patterns, func(p string) bool { return strings.HasSuffix(p, ".go") && !strings.Contains(p, "=") })
+	if files {
+		// Named files make a package of just those files: the outputs join them, all by
+		// absolute path, as the go command wants named files in one form.
+		patterns = slices.Clone(patterns)
+		for i, p := range patterns {
+			if strings.HasSuffix(p, ".go") && !filepath.IsAbs(p) {
+				patterns[i] = filepath.Join(cfg.Dir, p)
+			}
+		}
+	}
 	for _, r := range results {
 		switch {
 		case r.Remove:
@@ -255,6 +278,9 @@ func checkByLoading(ctx context.Context, cfg Config, patterns []string, loaded [
 			}
 		case r.Content != nil:
 			overlay[r.Path] = r.Content
+			if files && !slices.Contains(patterns, r.Path) {
+				patterns = append(patterns, r.Path)
+			}
 		}
 	}
 	fset := token.NewFileSet()

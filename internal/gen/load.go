@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"go/token"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -62,7 +61,7 @@ func load(ctx context.Context, cfg Config, patterns []string) (pkgs []*packages.
 	full.Fset = fset
 	full.Overlay = overlay
 	withSDK := patterns
-	if mayLoadSDK(ctx, cfg, patterns) {
+	if mayLoadSDK(patterns) {
 		withSDK = append(slices.Clone(patterns), string(sdkPackage))
 	}
 	all, err := packages.Load(&full, withSDK...)
@@ -81,28 +80,14 @@ func load(ctx context.Context, cfg Config, patterns []string) (pkgs []*packages.
 }
 
 // mayLoadSDK reports whether load may add the package sdk to the user's patterns: not beside
-// named .go files or queries, which the go command takes only by themselves, and not when
-// the go command may change go.mod to find it (-mod=mod, in GOFLAGS as the go command sees
-// it or in the build flags), which a run must never do.
-func mayLoadSDK(ctx context.Context, cfg Config, patterns []string) bool {
-	for _, p := range patterns {
-		if strings.HasSuffix(p, ".go") || strings.Contains(p, "=") {
-			return false
-		}
-	}
-	goEnv := exec.CommandContext(ctx, "go", "env", "GOFLAGS")
-	goEnv.Dir, goEnv.Env = cfg.Dir, cfg.Env
-	out, err := goEnv.Output()
-	if err != nil {
-		return false
-	}
-	mod := ""
-	for _, f := range append(strings.Fields(string(out)), cfg.BuildFlags...) { // the command line's flags win
-		if v, ok := strings.CutPrefix(strings.TrimLeft(f, "-"), "mod="); ok {
-			mod = v
-		}
-	}
-	return mod != "mod"
+// named .go files or queries, which the go command takes only by themselves.
+func mayLoadSDK(patterns []string) bool {
+	return !slices.ContainsFunc(patterns, namesFiles)
+}
+
+// namesFiles reports whether pattern names .go files or is a query, not packages.
+func namesFiles(pattern string) bool {
+	return strings.HasSuffix(pattern, ".go") || strings.Contains(pattern, "=")
 }
 
 // isGenerated reports whether path is a file that zlinkgen wrote: its name ends in _zlink.go
