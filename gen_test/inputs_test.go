@@ -427,6 +427,16 @@ func TestOutputThatWouldNotCompileWithItsPackageIsRefused(t *testing.T) {
 		want: []string{"input/extra.go:4:18: zlinkgen: with the generated code, package chat would not compile: " +
 			"the generated room_zlink.go declares method RoomRef.Join as well; rename yours"},
 	}, {
+		// The output lands in the directory's package, files not named included.
+		name: "a_file_not_named",
+		files: map[string]string{
+			"input/room.go": fixtureRoomSrc,
+			"input/use.go":  "package chat\n\n// Join is the user's own.\nfunc (r RoomRef) Join() {}\n",
+		},
+		patterns: []string{"input/room.go"},
+		want: []string{"input/use.go:4:18: zlinkgen: with the generated code, package chat would not compile: " +
+			"the generated room_zlink.go declares method RoomRef.Join as well; rename yours"},
+	}, {
 		// Named files make a package of their own, which the check loads with the output.
 		name: "named_files",
 		files: map[string]string{
@@ -523,6 +533,23 @@ func TestOutputThatCompilesWithItsPackageIsGenerated(t *testing.T) {
 			"input/room.go": fixtureRoomSrc,
 			"input/use.go": "package chat\n\nimport (\n\t\"context\"\n\n\t\"github.com/zlink-go/zlink/sdk\"\n\t\"" + module + "pb\"\n)\n\n" +
 				"func use(ctx context.Context, c sdk.Client) {\n\t_ = RoomOf(c, \"x\").Leave(ctx, &pb.LeaveRequest{})\n}\n",
+		},
+	}, {
+		// Join was one-way, and the code still reads it so.
+		name: "caller_of_a_method_no_longer_one_way",
+		files: map[string]string{
+			"input/room.go": fixtureRoomSrc,
+			"input/use.go": "package chat\n\nimport (\n\t\"context\"\n\n\t\"github.com/zlink-go/zlink/sdk\"\n\t\"" + module + "pb\"\n)\n\n" +
+				"func use(ctx context.Context, c sdk.Client) bool {\n\treturn RoomOf(c, \"x\").Join(ctx, &pb.JoinRequest{}) != nil\n}\n",
+		},
+	}, {
+		// A generic function's constraint names a method the Spot no longer has.
+		name: "constraint_of_a_renamed_method",
+		files: map[string]string{
+			"input/room.go": fixtureRoomSrc,
+			"input/use.go": "package chat\n\nimport (\n\t\"context\"\n\n\t\"github.com/zlink-go/zlink/sdk\"\n\t\"" + module + "pb\"\n)\n\n" +
+				"func leave[R interface {\n\tLeave(context.Context, *pb.LeaveRequest, ...sdk.CallOption) error\n}](ctx context.Context, r R) error {\n\treturn r.Leave(ctx, &pb.LeaveRequest{})\n}\n\n" +
+				"func use(ctx context.Context, c sdk.Client) error { return leave(ctx, RoomOf(c, \"x\")) }\n",
 		},
 	}} {
 		t.Run(c.name, func(t *testing.T) {

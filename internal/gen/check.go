@@ -79,11 +79,19 @@ func reportClash(atUser, inOutput *errorCollector, c checkedPackage, e types.Err
 	pos := c.fset.Position(e.Pos)
 	source, output := sources[pos.Filename]
 	if !output {
-		// The user's code. Code that uses what the output declared before (a method since
-		// renamed, a message since changed) is the user's to fix once the output is there;
-		// anything else is a clash.
-		if staleUseRE.MatchString(e.Msg) {
+		// The user's code: a declaration of its that the output's declarations make invalid
+		// is a clash. Anything else is code that uses what the output declared before (a
+		// method since renamed or made one-way, a message since changed), which the user
+		// fixes once the output is there.
+		if !clashAtUserRE.MatchString(e.Msg) {
 			return
+		}
+		if m := declaredAtRE.FindStringSubmatch(e.Msg); m != nil {
+			if out := parsePos(m[2]).Filename; isOutput(sources, out) {
+				atUser.add(pos, "", "with the generated code, package %s would not compile: the generated %s declares %s as well; rename yours",
+					c.name, filepath.Base(out), m[1])
+				return
+			}
 		}
 		atUser.add(pos, "", "with the generated code, package %s would not compile: %s", c.name,
 			strings.ReplaceAll(e.Msg, dir+string(filepath.Separator), ""))
@@ -103,7 +111,7 @@ func reportClash(atUser, inOutput *errorCollector, c checkedPackage, e types.Err
 	}
 	if m := declaredAtRE.FindStringSubmatch(e.Msg); m != nil {
 		if at := parsePos(m[2]); at.Filename != "" {
-			if _, generated := sources[at.Filename]; !generated {
+			if !isOutput(sources, at.Filename) {
 				atUser.add(at, "", "with the generated code, package %s would not compile: the generated %s declares %s as well; rename yours",
 					c.name, filepath.Base(pos.Filename), m[1])
 				return
@@ -114,15 +122,21 @@ func reportClash(atUser, inOutput *errorCollector, c checkedPackage, e types.Err
 		filepath.Base(pos.Filename), c.name, positionIn(pos), strings.ReplaceAll(e.Msg, dir+string(filepath.Separator), ""))
 }
 
-// The type checker's words for a clash with a name that a dot import brings in, and with a
-// declaration elsewhere ("method RoomRef.Join already declared at room.go:4:18"), and for code
-// that uses an API as it was: a selector, a name, arguments or results, a value's type.
+// The type checker's words for a clash at the user's code (a declaration that another makes
+// invalid), with a name that a dot import brings in, and with a declaration elsewhere
+// ("method RoomRef.Join already declared at room.go:4:18").
 var (
-	staleUseRE = regexp.MustCompile(`has no field or method|^undefined: |not enough arguments|too many arguments|` +
-		`^assignment mismatch|^cannot use |does not implement|not enough return values|too many return values`)
+	clashAtUserRE = regexp.MustCompile(`redeclared|already declared|field and method with the same name|ambiguous selector|` +
+		`duplicate (method|field)|invalid recursive type|initialization cycle`)
 	dotImportedRE = regexp.MustCompile(`^(\w+) already declared through dot-import of package \w+ \("([^"]+)"\)$`)
 	declaredAtRE  = regexp.MustCompile(`^(.+) already declared at (\S+)$`)
 )
+
+// isOutput reports whether path is one of the run's outputs.
+func isOutput(sources map[string]string, path string) bool {
+	_, ok := sources[path]
+	return ok
+}
 
 // dotImportOf finds the dot import of the package at importPath in c's files.
 func dotImportOf(c checkedPackage, importPath string) (token.Position, bool) {
@@ -259,16 +273,19 @@ func (f importerFunc) Import(path string) (*types.Package, error) { return f(pat
 // their outputs.
 func checkByLoading(ctx context.Context, cfg Config, patterns []string, loaded []*packages.Package, results []Result, generated map[GoImportPath]map[string]bool) ([]checkedPackage, error) {
 	overlay := map[string][]byte{}
-	files := slices.ContainsFunc(patterns, func(p string) bool { return strings.HasSuffix(p, ".go") && !strings.Contains(p, "=") })
-	if files {
-		// Named files make a package of just those files: the outputs join them, all by
-		// absolute path, as the go command wants named files in one form.
-		patterns = slices.Clone(patterns)
-		for i, p := range patterns {
-			if strings.HasSuffix(p, ".go") && !filepath.IsAbs(p) {
-				patterns[i] = filepath.Join(cfg.Dir, p)
+	if slices.ContainsFunc(patterns, func(p string) bool { return strings.HasSuffix(p, ".go") && !strings.Contains(p, "=") }) {
+		// Named files make a package of just those files, but the outputs land in their
+		// directory's package: that package is checked, the files not named included.
+		var dirs []string
+		for _, p := range patterns {
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(cfg.Dir, p)
+			}
+			if d := filepath.Dir(p); !slices.Contains(dirs, d) {
+				dirs = append(dirs, d)
 			}
 		}
+		patterns = dirs
 	}
 	for _, r := range results {
 		switch {
@@ -278,9 +295,6 @@ func checkByLoading(ctx context.Context, cfg Config, patterns []string, loaded [
 			}
 		case r.Content != nil:
 			overlay[r.Path] = r.Content
-			if files && !slices.Contains(patterns, r.Path) {
-				patterns = append(patterns, r.Path)
-			}
 		}
 	}
 	fset := token.NewFileSet()
