@@ -20,11 +20,11 @@ import (
 // and returns what would then not compile. Each package compiled without its output (run
 // stops otherwise), so each of these is a clash between the user's code and the generated
 // code that only the two together show: a name that a dot import brings in and the output
-// declares, a method of the user's on a generated type named like one the output declares. An
-// error in the user's code is reported where it is; one in an output at its input file,
-// naming the output's line. A package is checked in this process against the packages its
-// first load imported (with sdk, which that load brought in); one whose output imports a
-// package that load did not (or that uses cgo) is loaded again with the output in place, which
+// declares, a method of the user's on a generated type named like one the output declares. A
+// clash at the user's code is reported there; an error in an output at its input file, naming
+// the output's line. A package is checked in this process against the packages its first load
+// imported (with sdk, which that load brought in); one whose output imports a package that
+// load knows only in part (or that uses cgo) is loaded again with the output in place, which
 // costs another run of the go command.
 func checkOutput(ctx context.Context, cfg Config, patterns []string, loaded []*packages.Package, sdk *packages.Package, results []Result, generated map[GoImportPath]map[string]bool) ([]*Error, error) {
 	sources := map[string]string{} // output -> its input
@@ -164,9 +164,9 @@ var errNotLoaded = errors.New("not imported by the package as loaded")
 
 // checkHere type-checks p with its outputs among results in place of the files zlinkgen
 // generated earlier, against the packages that p and sdk, loaded with it, import. It reports
-// false when that cannot tell: an output imports a package neither does (directly or through
-// their imports), or p uses cgo. A reference of p to a name that another package of the run generates is no clash:
-// that package was imported without its output.
+// false when that cannot tell: an output imports a package that neither imports in full
+// (directly or through their imports), or p uses cgo. A reference of p to a name that another
+// package of the run generates is no clash: that package was imported without its output.
 func checkHere(p, sdk *packages.Package, results []Result, generated map[GoImportPath]map[string]bool) (checkedPackage, bool) {
 	if p.Types == nil || p.Fset == nil || len(p.Syntax) != len(p.CompiledGoFiles) || !slices.Equal(p.GoFiles, p.CompiledGoFiles) {
 		return checkedPackage{}, false // cgo, or what go/packages did not type-check from source
