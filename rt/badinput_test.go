@@ -151,6 +151,9 @@ func TestRegistrationRefusesIncompleteOrContradictoryDescriptors(t *testing.T) {
 	method := func(name string) sdk.MethodDesc {
 		return sdk.MethodDesc{Name: name, NewRequest: newMsg, NewReply: newMsg, Invoke: invoke}
 	}
+	spotWith := func(r sdk.Registrar, m sdk.MethodDesc) error {
+		return r.RegisterSpot(&sdk.SpotDesc{Name: "t.A", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{m}}, factory)
+	}
 	noReply := method("Add")
 	noReply.NewReply = nil
 	cases := map[string]struct {
@@ -158,22 +161,22 @@ func TestRegistrationRefusesIncompleteOrContradictoryDescriptors(t *testing.T) {
 		want     string
 	}{
 		"a request/reply Spot method without NewReply": {func(r sdk.Registrar) error {
-			return r.RegisterSpot(&sdk.SpotDesc{Name: "t.A", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{noReply}}, factory)
+			return spotWith(r, noReply)
 		}, "NewReply"},
 		"a Spot method whose NewRequest returns nil": {func(r sdk.Registrar) error {
 			m := method("Add")
 			m.NewRequest = func() proto.Message { return nil }
-			return r.RegisterSpot(&sdk.SpotDesc{Name: "t.A", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{m}}, factory)
+			return spotWith(r, m)
 		}, "NewRequest returned no message"},
 		"a Spot method whose NewRequest returns a nil pointer": {func(r sdk.Registrar) error {
 			m := method("Add")
 			m.NewRequest = func() proto.Message { return (*wrapperspb.Int64Value)(nil) }
-			return r.RegisterSpot(&sdk.SpotDesc{Name: "t.A", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{m}}, factory)
+			return spotWith(r, m)
 		}, "NewRequest returned no message"},
 		"a Spot method whose NewReply panics": {func(r sdk.Registrar) error {
 			m := method("Add")
 			m.NewReply = func() proto.Message { panic("not ready") }
-			return r.RegisterSpot(&sdk.SpotDesc{Name: "t.A", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{m}}, factory)
+			return spotWith(r, m)
 		}, "NewReply panicked: not ready"},
 		"a channel method whose NewRequest panics": {func(r sdk.Registrar) error {
 			m := method("M")
@@ -183,7 +186,7 @@ func TestRegistrationRefusesIncompleteOrContradictoryDescriptors(t *testing.T) {
 		"a Spot method whose NewRequest panics": {func(r sdk.Registrar) error {
 			m := method("Add")
 			m.NewRequest = func() proto.Message { panic("not ready") }
-			return r.RegisterSpot(&sdk.SpotDesc{Name: "t.A", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{m}}, factory)
+			return spotWith(r, m)
 		}, "NewRequest panicked: not ready"},
 		"an unknown relocation policy": {func(r sdk.Registrar) error {
 			return r.RegisterSpot(&sdk.SpotDesc{Name: "t.A", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{method("Add")}},

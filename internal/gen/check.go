@@ -78,23 +78,28 @@ func reportClash(atUser, inOutput *errorCollector, c checkedPackage, e types.Err
 	}
 	pos := c.fset.Position(e.Pos)
 	source, output := sources[pos.Filename]
+	// A declaration of the user's and one of the output's: whichever the checker met second
+	// names the other.
+	if m := declaredAtRE.FindStringSubmatch(e.Msg); m != nil {
+		user, out := pos, parsePos(m[2])
+		if output {
+			user, out = out, pos
+		}
+		if user.Filename != "" && !isOutput(sources, user.Filename) && isOutput(sources, out.Filename) {
+			atUser.add(user, "", "with the generated code, package %s would not compile: the generated %s declares %s as well; rename yours",
+				c.name, filepath.Base(out.Filename), m[1])
+			return
+		}
+	}
 	if !output {
 		// The user's code: a declaration of its that the output's declarations make invalid
 		// is a clash. Anything else is code that uses what the output declared before (a
 		// method since renamed or made one-way, a message since changed), which the user
 		// fixes once the output is there.
-		if !clashAtUserRE.MatchString(e.Msg) {
-			return
+		if clashAtUserRE.MatchString(e.Msg) {
+			atUser.add(pos, "", "with the generated code, package %s would not compile: %s", c.name,
+				strings.ReplaceAll(e.Msg, dir+string(filepath.Separator), ""))
 		}
-		if m := declaredAtRE.FindStringSubmatch(e.Msg); m != nil {
-			if out := parsePos(m[2]).Filename; isOutput(sources, out) {
-				atUser.add(pos, "", "with the generated code, package %s would not compile: the generated %s declares %s as well; rename yours",
-					c.name, filepath.Base(out), m[1])
-				return
-			}
-		}
-		atUser.add(pos, "", "with the generated code, package %s would not compile: %s", c.name,
-			strings.ReplaceAll(e.Msg, dir+string(filepath.Separator), ""))
 		return
 	}
 	if strings.HasPrefix(e.Msg, "could not import ") {
@@ -107,15 +112,6 @@ func reportClash(atUser, inOutput *errorCollector, c checkedPackage, e types.Err
 			atUser.add(at, "", "the dot import of %q brings %s into the file, and the generated code declares %s in the package; import it by name",
 				m[2], m[1], m[1])
 			return
-		}
-	}
-	if m := declaredAtRE.FindStringSubmatch(e.Msg); m != nil {
-		if at := parsePos(m[2]); at.Filename != "" {
-			if !isOutput(sources, at.Filename) {
-				atUser.add(at, "", "with the generated code, package %s would not compile: the generated %s declares %s as well; rename yours",
-					c.name, filepath.Base(pos.Filename), m[1])
-				return
-			}
 		}
 	}
 	inOutput.add(token.Position{Filename: source}, "", "the generated %s would not compile in package %s: %s: %s",
@@ -273,7 +269,7 @@ func (f importerFunc) Import(path string) (*types.Package, error) { return f(pat
 // their outputs.
 func checkByLoading(ctx context.Context, cfg Config, patterns []string, loaded []*packages.Package, results []Result, generated map[GoImportPath]map[string]bool) ([]checkedPackage, error) {
 	overlay := map[string][]byte{}
-	if slices.ContainsFunc(patterns, func(p string) bool { return strings.HasSuffix(p, ".go") && !strings.Contains(p, "=") }) {
+	if slices.ContainsFunc(patterns, namedFile) {
 		// Named files make a package of just those files, but the outputs land in their
 		// directory's package: that package is checked, the files not named included.
 		var dirs []string

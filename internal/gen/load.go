@@ -82,13 +82,14 @@ func load(ctx context.Context, cfg Config, patterns []string) (pkgs []*packages.
 // mayLoadSDK reports whether load may add the package sdk to the user's patterns: not beside
 // named .go files or queries, which the go command takes only by themselves.
 func mayLoadSDK(patterns []string) bool {
-	return !slices.ContainsFunc(patterns, namesFiles)
+	return !slices.ContainsFunc(patterns, func(p string) bool { return namedFile(p) || query(p) })
 }
 
-// namesFiles reports whether pattern names .go files or is a query, not packages.
-func namesFiles(pattern string) bool {
-	return strings.HasSuffix(pattern, ".go") || strings.Contains(pattern, "=")
-}
+// namedFile reports whether pattern names a .go file.
+func namedFile(pattern string) bool { return strings.HasSuffix(pattern, ".go") && !query(pattern) }
+
+// query reports whether pattern is a query of the go command ("file=room.go").
+func query(pattern string) bool { return strings.Contains(pattern, "=") }
 
 // isGenerated reports whether path is a file that zlinkgen wrote: its name ends in _zlink.go
 // and its first line is zlinkgen's header.

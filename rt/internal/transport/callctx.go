@@ -236,7 +236,11 @@ func (c *callCtx) ending(now time.Time) error {
 	}
 	// Since and Before read only the monotonic clock, as expires and now hold monotonic
 	// readings.
-	if now.IsZero() && time.Since(c.expires) >= 0 || !now.IsZero() && !now.Before(c.expires) {
+	passed := !now.Before(c.expires)
+	if now.IsZero() {
+		passed = time.Since(c.expires) >= 0
+	}
+	if passed {
 		return context.DeadlineExceeded
 	}
 	return nil
