@@ -478,6 +478,12 @@ func TestOutputThatWouldNotCompileWithItsPackageIsRefused(t *testing.T) {
 			"input/room.go": strings.Replace(fixtureRoomSrc, "type Room interface {\n", "type Room interface {\n\tRoomIntent\n", 1),
 		},
 		want: []string{"input/room.go:11:2: zlinkgen: Room: embeds RoomIntent, which zlinkgen generates: an interface can embed only interfaces of its own"},
+	}, {
+		name: "defined_from_own_intent",
+		files: map[string]string{
+			"input/room.go": fixtureRoomSrc + "\n//zlink:spot instance\ntype Lobby RoomIntent\n",
+		},
+		want: []string{"input/room.go:15:6: zlinkgen: Lobby: is defined from RoomIntent, which zlinkgen generates: an interface can be defined only from interfaces of its own"},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			if out, err := exec.Command("go", "env", "CGO_ENABLED").Output(); c.cgo && (err != nil || strings.TrimSpace(string(out)) != "1") {

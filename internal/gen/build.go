@@ -397,16 +397,20 @@ func (b *builder) spot(p *packages.Package, ts *ast.TypeSpec, doc *ast.CommentGr
 		b.errs.add(pos, name, "a generic interface cannot be %s: its methods need concrete message types", thing)
 		return nil
 	}
-	it, isIface := ts.Type.(*ast.InterfaceType)
-	if !isIface {
-		b.errs.add(pos, name, "//zlink:%s is on %s, which is %s, not an interface", first.name, name, describeTypeExpr(ts.Type))
-		return nil
+	// An interface is written as a literal, in parentheses or not, or defined from another
+	// interface (type Lobby Room), whose methods it then has as if it embedded it.
+	expr := ast.Unparen(ts.Type)
+	it, literal := expr.(*ast.InterfaceType)
+	obj, _ := p.TypesInfo.Defs[ts.Name].(*types.TypeName)
+	if !literal {
+		if !b.definedFromInterface(obj, p.TypesInfo.TypeOf(expr), expr, first, pos, name) {
+			return nil
+		}
 	}
 	if !ast.IsExported(name) {
 		b.errs.add(pos, name, "%s interface must be exported: the API generated for it is", what)
 		return nil
 	}
-	obj, _ := p.TypesInfo.Defs[ts.Name].(*types.TypeName)
 	if obj == nil {
 		return nil // the type checker failed; its errors say why
 	}
@@ -431,8 +435,45 @@ func (b *builder) spot(p *packages.Package, ts *ast.TypeSpec, doc *ast.CommentGr
 		TypeName:     cmp.Or(sd.name, cd.name, p.Name+"."+name),
 		Idle:         sd.idle,
 	}
-	b.flatten(s, iface, it, b.fset, map[string]bool{}, pos, nil)
+	if literal {
+		b.flatten(s, iface, it, b.fset, map[string]bool{}, pos, nil)
+	} else {
+		b.embed(s, p.TypesInfo.TypeOf(expr), expr, b.fset, map[string]bool{}, pos, nil)
+	}
 	return s
+}
+
+// definedFromInterface reports whether the type obj, declared as expr of type rhs (not an
+// interface literal), is defined from an interface that it can take its methods from, and
+// reports why not otherwise.
+func (b *builder) definedFromInterface(obj *types.TypeName, rhs types.Type, expr ast.Expr, d directive, pos token.Position, name string) bool {
+	switch expr.(type) {
+	case *ast.Ident, *ast.SelectorExpr, *ast.IndexExpr, *ast.IndexListExpr:
+	default:
+		b.errs.add(pos, name, "//zlink:%s is on %s, which is %s, not an interface", d.name, name, describeTypeExpr(expr))
+		return false
+	}
+	if obj == nil || rhs == nil {
+		return false // the type checker failed; its errors say why
+	}
+	from := types.ExprString(expr)
+	switch u := obj.Type().Underlying().(type) {
+	case *types.Interface:
+		if n, ok := types.Unalias(rhs).(*types.Named); ok && n.TypeArgs().Len() > 0 {
+			b.errs.add(pos, name, "is defined from the generic interface %s, which is not supported", n.Obj().Name())
+			return false
+		}
+		return true
+	case *types.Basic:
+		if u.Kind() == types.Invalid {
+			// Undefined: a name that this run generates (any other fails the package's
+			// compile check, which then reports it instead). Generated types are structs.
+			b.errs.add(pos, name, "is defined from %s, which zlinkgen generates: an interface can be defined only from interfaces of its own", from)
+			return false
+		}
+	}
+	b.errs.add(pos, name, "//zlink:%s is on %s, which is defined as %s, not an interface", d.name, name, from)
+	return false
 }
 
 // flatten appends the methods of iface to s in declaration order, embedded interfaces in

@@ -32,3 +32,21 @@ func NotAType() {}
 var notAType = 1
 
 var _ = notAType
+
+// Count is a defined integer type.
+//
+//zlink:spot instance
+type Count int
+
+// Box is a generic interface.
+type Box[T any] interface{ Put(T) }
+
+// Boxed is defined from an instance of a generic interface.
+//
+//zlink:spot instance
+type Boxed Box[int]
+
+// Pointer is a pointer type, in parentheses.
+//
+//zlink:spot instance
+type Pointer (*Valid)
