@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -19,7 +20,7 @@ type inBatch struct {
 	n     int
 	names names
 	// max is the most messages a batch may hold: the bound the peer announced
-	// (maxBatchHeader), or 0, no bound, for a peer that announced none.
+	// (maxBatchHeader); 0 is maxSentEnvelopes, so that no batch is read without a bound.
 	max int
 }
 
@@ -61,6 +62,7 @@ func (b *inBatch) next() *wire.Envelope {
 // before any of it is charged (E1).
 func (b *inBatch) decode(data []byte) error {
 	b.reset()
+	bound := cmp.Or(b.max, maxSentEnvelopes)
 	for i := 0; len(data) > 0; {
 		num, typ, n := protowire.ConsumeTag(data)
 		if n < 0 {
@@ -82,8 +84,8 @@ func (b *inBatch) decode(data []byte) error {
 			return fmt.Errorf("transport: envelope %d of the batch: %w", i, protowire.ParseError(n))
 		}
 		data = data[n:]
-		if b.n == b.max && b.max > 0 {
-			return fmt.Errorf("transport: the batch holds more than the %d messages its sender announced", b.max)
+		if b.n == bound {
+			return fmt.Errorf("transport: the batch holds more than %d messages, the most its sender may put in one", bound)
 		}
 		env := b.next()
 		if err := b.readEnvelope(env, v); err != nil {

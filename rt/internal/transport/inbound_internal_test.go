@@ -364,12 +364,13 @@ func TestE1_ABatchOfMoreMessagesThanASenderSendsIsRefused(t *testing.T) {
 	runtime.KeepAlive(&b)
 }
 
-// TestE1_APeerThatAnnouncesNoBoundIsReadWithoutOne: a peer of a release that bounds its
-// batches by bytes alone announces no bound, and sends as many small messages in one batch as
-// fit (cancels, or replies, of thousands of calls): they are all read.
-func TestE1_APeerThatAnnouncesNoBoundIsReadWithoutOne(t *testing.T) {
-	const n = 2*maxSentEnvelopes + 1
+// TestE1_ABatchIsHeldToTheProtocolsBoundWhenNoneIsSet: a stream whose peer announced no bound
+// holds its batches to the one every release announces: a batch of that many small messages
+// is read, and one more fails it. No batch is read without a count bound.
+func TestE1_ABatchIsHeldToTheProtocolsBoundWhenNoneIsSet(t *testing.T) {
 	var b inBatch
-	require.NoError(t, newWireCodec().Unmarshal(mem.BufferSlice{mem.SliceBuffer(emptyRequests(n))}, &b))
-	assert.Len(t, b.envelopes(), n)
+	require.NoError(t, newWireCodec().Unmarshal(mem.BufferSlice{mem.SliceBuffer(emptyRequests(maxSentEnvelopes))}, &b))
+	assert.Len(t, b.envelopes(), maxSentEnvelopes)
+	err := newWireCodec().Unmarshal(mem.BufferSlice{mem.SliceBuffer(emptyRequests(maxSentEnvelopes + 1))}, &b)
+	assert.ErrorContains(t, err, fmt.Sprintf("more than %d messages", maxSentEnvelopes))
 }

@@ -236,8 +236,8 @@ const (
 	// in the server's response header. A peer that sends none uses DefaultMaxMessageSize.
 	maxMessageHeader = "zlink-max-message"
 	// maxBatchHeader carries the most envelopes a node's sender puts in a batch, where
-	// maxMessageHeader goes. A peer that sends none bounds its batches by bytes alone (an
-	// older release): its batches are read without a count bound.
+	// maxMessageHeader goes. A peer that sends none is held to maxSentEnvelopes, the bound
+	// that every release announces: no peer's batch is read without a count bound.
 	maxBatchHeader = "zlink-max-batch"
 )
 
@@ -264,11 +264,11 @@ func peerLimit(md metadata.MD) (int, error) {
 }
 
 // peerBatchLimit reads the most messages a peer puts in a batch from its stream metadata:
-// 0, no bound, when it announces none.
+// maxSentEnvelopes when it announces none.
 func peerBatchLimit(md metadata.MD) (int, error) {
 	v := md.Get(maxBatchHeader)
 	if len(v) == 0 {
-		return 0, nil
+		return maxSentEnvelopes, nil
 	}
 	n, err := strconv.Atoi(v[0])
 	if err != nil || n <= 0 || len(v) > 1 {
