@@ -51,3 +51,7 @@ func (h *Host) ServingMembers() int {
 	}
 	return n
 }
+
+// BetweenRelocationReads has f run between the two reads of each round of the node's
+// relocations: whether a creation is under way, then which objects are here.
+func (h *Host) BetweenRelocationReads(f func()) { h.betweenReads.Store(&f) }

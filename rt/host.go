@@ -75,6 +75,9 @@ type Host struct {
 	chans    channelHubs
 	// admin is the admin server, when Config.AdminAddr is set.
 	admin *admin.Server
+	// betweenReads, when set, runs between the two reads of each round of a relocation
+	// (relocateAll): tests hold a round there.
+	betweenReads atomic.Pointer[func()]
 }
 
 var _ sdk.Client = (*Host)(nil)

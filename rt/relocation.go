@@ -247,6 +247,9 @@ func (h *Host) relocateAll(op *relocationOp) sdk.RelocationReason {
 	for {
 		// Unsettled first: whatever it no longer sees has shown itself, among the units.
 		unsettled := h.catalog.Unsettled()
+		if f := h.betweenReads.Load(); f != nil {
+			(*f)()
+		}
 		units := h.units()
 		for _, u := range units {
 			delete(unlisted, u.t)

@@ -149,6 +149,36 @@ func TestF7_ARelocationMovesTheCreationUnderWayToo(t *testing.T) {
 	assert.EqualValues(t, 2, addGated(t, caller, intent.Plain()), "the Spot moved with its state")
 }
 
+// F7: a creation that ends between a relocation round's two reads, after the round saw it
+// under way and before it listed the objects here, is among the objects listed: the
+// relocation moves it rather than answer Relocated holding it.
+func TestF7_ACreationThatEndsBetweenARoundsTwoReadsIsMoved(t *testing.T) {
+	creating, release := make(chan struct{}, 1), make(chan struct{})
+	c := gatedCluster(t, func(i int, sc sdk.SpotContext) {
+		if i == 0 && sc.ID() == "z" && sc.RestoredState() == nil {
+			creating <- struct{}{}
+			<-release
+		}
+	})
+	a, caller := c.hosts[0], c.hosts[2]
+	intent := sdk.InstanceIntent(gatedType, "z").WithDesc(gatedDesc)
+	first := make(chan int64, 1)
+	go func() { first <- addGated(t, caller, intent, sdk.OnNode(a.LocalNode())) }()
+	<-creating
+	var once sync.Once
+	a.BetweenRelocationReads(func() {
+		once.Do(func() {
+			// The round has read the creation as under way: it ends, its first call runs.
+			close(release)
+			assert.EqualValues(t, 1, <-first)
+		})
+	})
+	res := <-maintain(a, 20*time.Second)
+	require.Equal(t, sdk.RelocationOutcomeRelocated, res.Outcome)
+	assert.Zero(t, a.MeshStatus().Placement.ActiveSpotCount, "a Relocated node holds nothing")
+	assert.EqualValues(t, 2, addGated(t, caller, intent.Plain()), "the Spot moved with its state")
+}
+
 const closerType = "relocation.Closer"
 
 var closerDesc = &sdk.SpotDesc{Name: closerType, Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{{
