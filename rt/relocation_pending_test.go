@@ -123,60 +123,71 @@ func TestF7_ANodeDoesNotAnswerRelocatedWhileAnArrivalIsPending(t *testing.T) {
 	assert.EqualValues(t, 4, addGated(t, caller, intent.Plain()), "the Spot serves on node-b with its state")
 }
 
+// heldCreation is the first call of a gated Spot on node-a of a gated cluster, made from its
+// client, whose creation waits at the gate until release is closed; the call's result comes on
+// first.
+type heldCreation struct {
+	c       *cluster
+	intent  sdk.Target
+	release chan struct{}
+	first   chan int64
+}
+
+// holdCreation starts the first call of the gated Spot id on node-a and returns once its
+// creation waits at the gate.
+func holdCreation(t *testing.T, id string) heldCreation {
+	creating := make(chan struct{}, 1)
+	h := heldCreation{release: make(chan struct{}), first: make(chan int64, 1)}
+	h.c = gatedCluster(t, func(i int, sc sdk.SpotContext) {
+		if i == 0 && sc.ID() == id && sc.RestoredState() == nil {
+			creating <- struct{}{}
+			<-h.release
+		}
+	})
+	a, caller := h.c.hosts[0], h.c.hosts[2]
+	h.intent = sdk.InstanceIntent(gatedType, id).WithDesc(gatedDesc)
+	go func() { h.first <- addGated(t, caller, h.intent, sdk.OnNode(a.LocalNode())) }()
+	<-creating
+	return h
+}
+
+// movedWithState checks that node-a's relocation answered Relocated holding nothing, and that
+// the Spot of h, called once before, serves on with its state.
+func (h heldCreation) movedWithState(t *testing.T, res sdk.RelocationResult) {
+	t.Helper()
+	require.Equal(t, sdk.RelocationOutcomeRelocated, res.Outcome)
+	assert.Zero(t, h.c.hosts[0].MeshStatus().Placement.ActiveSpotCount, "a Relocated node holds nothing")
+	assert.EqualValues(t, 2, addGated(t, h.c.hosts[2], h.intent.Plain()), "the Spot moved with its state")
+}
+
 // F7: a creation under way when its node's relocation begins is a unit too: the relocation
 // waits for it and moves it, with its state, and then answers Relocated holding nothing.
 func TestF7_ARelocationMovesTheCreationUnderWayToo(t *testing.T) {
-	creating, release := make(chan struct{}, 1), make(chan struct{})
-	c := gatedCluster(t, func(i int, sc sdk.SpotContext) {
-		if i == 0 && sc.ID() == "y" && sc.RestoredState() == nil {
-			creating <- struct{}{}
-			<-release
-		}
-	})
-	a, caller := c.hosts[0], c.hosts[2]
-	intent := sdk.InstanceIntent(gatedType, "y").WithDesc(gatedDesc)
-	first := make(chan int64, 1)
-	go func() { first <- addGated(t, caller, intent, sdk.OnNode(a.LocalNode())) }()
-	<-creating
+	h := holdCreation(t, "y")
+	a := h.c.hosts[0]
 	done := maintain(a, 20*time.Second)
 	require.Eventually(t, func() bool { return a.Status().State == sdk.RuntimeStateRelocating }, 5*time.Second, 5*time.Millisecond)
 	time.Sleep(300 * time.Millisecond) // the relocation looks for its units meanwhile
-	close(release)
-	require.EqualValues(t, 1, <-first)
-	res := <-done
-	require.Equal(t, sdk.RelocationOutcomeRelocated, res.Outcome)
-	assert.Zero(t, a.MeshStatus().Placement.ActiveSpotCount, "a Relocated node holds nothing")
-	assert.EqualValues(t, 2, addGated(t, caller, intent.Plain()), "the Spot moved with its state")
+	close(h.release)
+	require.EqualValues(t, 1, <-h.first)
+	h.movedWithState(t, <-done)
 }
 
 // F7: a creation that ends between a relocation round's two reads, after the round saw it
 // under way and before it listed the objects here, is among the objects listed: the
 // relocation moves it rather than answer Relocated holding it.
 func TestF7_ACreationThatEndsBetweenARoundsTwoReadsIsMoved(t *testing.T) {
-	creating, release := make(chan struct{}, 1), make(chan struct{})
-	c := gatedCluster(t, func(i int, sc sdk.SpotContext) {
-		if i == 0 && sc.ID() == "z" && sc.RestoredState() == nil {
-			creating <- struct{}{}
-			<-release
-		}
-	})
-	a, caller := c.hosts[0], c.hosts[2]
-	intent := sdk.InstanceIntent(gatedType, "z").WithDesc(gatedDesc)
-	first := make(chan int64, 1)
-	go func() { first <- addGated(t, caller, intent, sdk.OnNode(a.LocalNode())) }()
-	<-creating
+	h := holdCreation(t, "z")
+	a := h.c.hosts[0]
 	var once sync.Once
 	a.BetweenRelocationReads(func() {
 		once.Do(func() {
 			// The round has read the creation as under way: it ends, its first call runs.
-			close(release)
-			assert.EqualValues(t, 1, <-first)
+			close(h.release)
+			assert.EqualValues(t, 1, <-h.first)
 		})
 	})
-	res := <-maintain(a, 20*time.Second)
-	require.Equal(t, sdk.RelocationOutcomeRelocated, res.Outcome)
-	assert.Zero(t, a.MeshStatus().Placement.ActiveSpotCount, "a Relocated node holds nothing")
-	assert.EqualValues(t, 2, addGated(t, caller, intent.Plain()), "the Spot moved with its state")
+	h.movedWithState(t, <-maintain(a, 20*time.Second))
 }
 
 const closerType = "relocation.Closer"
