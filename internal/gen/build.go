@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/tools/go/packages"
@@ -25,7 +26,7 @@ type builder struct {
 	errs *errorCollector
 	dirs directiveParser
 	// decls are the type declarations of the loaded packages.
-	decls map[*types.TypeName]*ast.TypeSpec
+	decls map[*types.TypeName]typeDecl
 	// ext are source files of other packages, parsed on demand to read the declarations of
 	// embedded interfaces (their order, doc comments and directives).
 	extFset *token.FileSet
@@ -37,7 +38,7 @@ func newBuilder(fset *token.FileSet, errs *errorCollector, pkgs []*packages.Pack
 		fset:    fset,
 		errs:    errs,
 		dirs:    directiveParser{fset: fset, errs: errs},
-		decls:   map[*types.TypeName]*ast.TypeSpec{},
+		decls:   map[*types.TypeName]typeDecl{},
 		extFset: token.NewFileSet(),
 		ext:     map[string]*ast.File{},
 	}
@@ -54,7 +55,7 @@ func newBuilder(fset *token.FileSet, errs *errorCollector, pkgs []*packages.Pack
 				for _, s := range gd.Specs {
 					ts := s.(*ast.TypeSpec)
 					if obj, ok := p.TypesInfo.Defs[ts.Name].(*types.TypeName); ok {
-						b.decls[obj] = ts
+						b.decls[obj] = typeDecl{spec: ts, fset: fset, info: p.TypesInfo}
 					}
 				}
 			}
@@ -543,17 +544,17 @@ func (b *builder) embed(s *Interface, et types.Type, expr ast.Expr, fset *token.
 		if slices.Contains(stack, t.Obj()) {
 			return
 		}
-		spec, sfset := b.declOf(t.Obj())
-		var it *ast.InterfaceType
-		if spec != nil {
-			it, _ = spec.Type.(*ast.InterfaceType)
-		}
+		it, sfset := b.literalOf(t.Obj())
 		b.flatten(s, ii, it, sfset, seen, pos, append(stack, t.Obj()))
 	case *types.Interface:
-		lit, _ := expr.(*ast.InterfaceType)
+		lit, _ := ast.Unparen(expr).(*ast.InterfaceType)
 		if !t.IsMethodSet() {
 			b.errs.add(pos, s.Name, "embeds a constraint interface, which has type terms")
 			return
+		}
+		if a, ok := et.(*types.Alias); ok && lit == nil {
+			// An alias of an interface literal: the literal, where the alias is declared.
+			lit, fset = b.literalOf(a.Obj())
 		}
 		b.flatten(s, t, lit, fset, seen, pos, stack)
 	case *types.Basic:
@@ -604,18 +605,115 @@ func (b *builder) addMethod(s *Interface, m *types.Func, pos token.Position, doc
 	s.Methods = append(s.Methods, meth)
 }
 
+// typeDecl is the declaration of a type: its spec, read with fset, and the type information
+// of its package when it was loaded, or else the file it was parsed from on demand.
+type typeDecl struct {
+	spec *ast.TypeSpec
+	fset *token.FileSet
+	info *types.Info
+	file *ast.File
+}
+
+// maxDeclSteps bounds the declarations literalOf follows: a cycle is a type error, and a
+// chain of defined types that long is no interface anyone writes.
+const maxDeclSteps = 64
+
+// literalOf follows the declaration of the interface type obj to the interface literal it is
+// written as: through parentheses, and through the defined types and aliases it names in turn
+// (type Lobby Room; type Room = interface{ ... }), whose methods are the literal's. It
+// returns nil when a declaration on the way cannot be read, or names a generic instance: the
+// methods then follow their source positions.
+func (b *builder) literalOf(obj *types.TypeName) (*ast.InterfaceType, *token.FileSet) {
+	for range maxDeclSteps {
+		d, ok := b.declOf(obj)
+		if !ok {
+			return nil, nil
+		}
+		switch x := ast.Unparen(d.spec.Type).(type) {
+		case *ast.InterfaceType:
+			return x, d.fset
+		case *ast.Ident, *ast.SelectorExpr:
+			if obj = b.namedBy(obj, d, x); obj == nil {
+				return nil, nil
+			}
+		default:
+			return nil, nil
+		}
+	}
+	return nil, nil
+}
+
+// namedBy returns the defined type or alias that the type expression x of obj's declaration d
+// names, or nil.
+func (b *builder) namedBy(obj *types.TypeName, d typeDecl, x ast.Expr) *types.TypeName {
+	if d.info != nil {
+		switch t := d.info.TypeOf(x).(type) {
+		case *types.Alias:
+			return t.Obj()
+		case *types.Named:
+			if t.TypeArgs().Len() == 0 {
+				return t.Obj()
+			}
+		}
+		return nil
+	}
+	// A file parsed on demand: its names are looked up in the package's scope, and a
+	// qualified one in the package that the file imports under its qualifier.
+	scope := obj.Pkg().Scope()
+	name := ""
+	switch x := x.(type) {
+	case *ast.Ident:
+		name = x.Name
+		if scope.Lookup(name) == nil {
+			scope = types.Universe
+		}
+	case *ast.SelectorExpr:
+		q, ok := x.X.(*ast.Ident)
+		if !ok {
+			return nil
+		}
+		imp := importedPackage(d.file, q.Name, obj.Pkg())
+		if imp == nil {
+			return nil
+		}
+		scope, name = imp.Scope(), x.Sel.Name
+	}
+	tn, _ := scope.Lookup(name).(*types.TypeName)
+	return tn
+}
+
+// importedPackage is the package that file, of package pkg, imports under name, among those
+// pkg's type information knows.
+func importedPackage(file *ast.File, name string, pkg *types.Package) *types.Package {
+	for _, spec := range file.Imports {
+		path, err := strconv.Unquote(spec.Path.Value)
+		if err != nil {
+			continue
+		}
+		for _, imp := range pkg.Imports() {
+			if imp.Path() != path {
+				continue
+			}
+			if (spec.Name != nil && spec.Name.Name == name) || (spec.Name == nil && imp.Name() == name) {
+				return imp
+			}
+		}
+	}
+	return nil
+}
+
 // declOf finds the declaration of a named type: in the loaded packages, or else in its source
-// file, parsed on demand. It returns nil when the source cannot be read.
-func (b *builder) declOf(obj *types.TypeName) (*ast.TypeSpec, *token.FileSet) {
-	if ts, ok := b.decls[obj]; ok {
-		return ts, b.fset
+// file, parsed on demand. It reports false when the source cannot be read.
+func (b *builder) declOf(obj *types.TypeName) (typeDecl, bool) {
+	if d, ok := b.decls[obj]; ok {
+		return d, true
 	}
 	if obj.Pkg() == nil {
-		return nil, nil
+		return typeDecl{}, false
 	}
 	name := b.fset.Position(obj.Pos()).Filename
 	if name == "" || !filepath.IsAbs(name) {
-		return nil, nil
+		return typeDecl{}, false
 	}
 	f, ok := b.ext[name]
 	if !ok {
@@ -623,7 +721,7 @@ func (b *builder) declOf(obj *types.TypeName) (*ast.TypeSpec, *token.FileSet) {
 		b.ext[name] = f
 	}
 	if f == nil {
-		return nil, nil
+		return typeDecl{}, false
 	}
 	for _, d := range f.Decls {
 		gd, ok := d.(*ast.GenDecl)
@@ -635,11 +733,11 @@ func (b *builder) declOf(obj *types.TypeName) (*ast.TypeSpec, *token.FileSet) {
 				if ts.Doc == nil && len(gd.Specs) == 1 {
 					ts.Doc = gd.Doc
 				}
-				return ts, b.extFset
+				return typeDecl{spec: ts, fset: b.extFset, file: f}, true
 			}
 		}
 	}
-	return nil, nil
+	return typeDecl{}, false
 }
 
 // explicitMethod returns the method name declared in iface itself, or nil.

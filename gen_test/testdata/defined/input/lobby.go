@@ -5,6 +5,7 @@ package lobby
 import (
 	"context"
 
+	"github.com/zlink-go/zlink/gen_test/testdata/defined/far"
 	"github.com/zlink-go/zlink/gen_test/testdata/embedded/base"
 	"github.com/zlink-go/zlink/gen_test/testdata/pb"
 )
@@ -36,3 +37,39 @@ type Hall (interface {
 //
 //zlink:spot instance
 type Echo (base.Pinger)
+
+// Guest is defined from Member, in parentheses; nothing generates it.
+type Guest (Member)
+
+// Visitor is defined from Member through Guest: Member's methods, docs and marks.
+//
+//zlink:spot instance
+type Visitor Guest
+
+// Note is an alias of an interface literal.
+type Note = interface {
+	// Post posts a note.
+	//
+	//zlink:send
+	Post(ctx context.Context, msg *pb.Note) error
+	// Read reads the notes.
+	Read(ctx context.Context, req *pb.Ping) (*pb.Pong, error)
+}
+
+// Board is defined from the alias Note: the literal's methods, docs and marks.
+//
+//zlink:spot instance
+type Board Note
+
+// Pinned is defined from an interface of another package through a type of its own.
+type Pinned base.Pinger
+
+// Desk is defined from base.Pinger through Pinned.
+//
+//zlink:spot instance
+type Desk Pinned
+
+// Kiosk is defined from base.Pinger through two types of another package, read from source.
+//
+//zlink:spot instance
+type Kiosk far.Hop

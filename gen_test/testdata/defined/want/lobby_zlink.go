@@ -510,3 +510,763 @@ func (r EchoIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	}
 	return r.c.CloseSpot(ctx, sdk.InstanceTarget(EchoTypeName, r.id).WithDesc(&Echo_SpotDesc), opts...)
 }
+
+// VisitorTypeName is the stable type name of the Instance Spot Visitor.
+const VisitorTypeName = "lobby.Visitor"
+
+// The full method names of Visitor, "/<type>/<method>" as [sdk.FullMethodName] makes them.
+const (
+	Visitor_Join_FullMethodName  = "/lobby.Visitor/Join"
+	Visitor_Leave_FullMethodName = "/lobby.Visitor/Leave"
+)
+
+// Visitor_SpotDesc describes the Instance Spot type Visitor to the runtime. Its dispatch table is keyed by
+// stable method names, never ordinals, so nodes of different versions agree. RegisterVisitor registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
+var Visitor_SpotDesc = sdk.SpotDesc{
+	Name: VisitorTypeName,
+	Kind: sdk.KindInstance,
+	Methods: []sdk.MethodDesc{
+		{
+			Name: "Join",
+			NewRequest: func() proto.Message {
+				return new(pb.JoinRequest)
+			},
+			NewReply: func() proto.Message {
+				return new(pb.JoinReply)
+			},
+			Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
+				s, ok := impl.(Visitor)
+				if !ok {
+					return nil, fmt.Errorf("%w: %T does not implement Visitor", sdk.ErrUnhandled, impl)
+				}
+				in, ok := req.(*pb.JoinRequest)
+				if !ok {
+					return nil, fmt.Errorf("%w: %s takes *pb.JoinRequest, got %T", sdk.ErrInvalidArgument, Visitor_Join_FullMethodName, req)
+				}
+				out, err := s.Join(ctx, in)
+				if err != nil {
+					return nil, err
+				}
+				return out, nil
+			},
+		},
+		{
+			Name:   "Leave",
+			OneWay: true,
+			NewRequest: func() proto.Message {
+				return new(pb.LeaveRequest)
+			},
+			Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
+				s, ok := impl.(Visitor)
+				if !ok {
+					return nil, fmt.Errorf("%w: %T does not implement Visitor", sdk.ErrUnhandled, impl)
+				}
+				in, ok := req.(*pb.LeaveRequest)
+				if !ok {
+					return nil, fmt.Errorf("%w: %s takes *pb.LeaveRequest, got %T", sdk.ErrInvalidArgument, Visitor_Leave_FullMethodName, req)
+				}
+				return nil, s.Leave(ctx, in)
+			},
+		},
+	},
+}
+
+// RegisterVisitor registers the Instance Spot type Visitor with r. newVisitor makes the object that serves a
+// Visitor each time one is activated; opts configure the type ([sdk.WithIdleTimeout]).
+func RegisterVisitor(r sdk.Registrar, newVisitor func(sdk.SpotContext) (Visitor, error), opts ...sdk.TypeOption) error {
+	if r == nil || newVisitor == nil {
+		return fmt.Errorf("%w: RegisterVisitor needs a registrar and a factory", sdk.ErrInvalidArgument)
+	}
+	return r.RegisterSpot(&Visitor_SpotDesc, func(sc sdk.SpotContext) (any, error) {
+		v, err := newVisitor(sc)
+		if err != nil {
+			return nil, err
+		}
+		if v == nil {
+			return nil, fmt.Errorf("%w: the factory of %s returned nil", sdk.ErrInvalidArgument, VisitorTypeName)
+		}
+		return v, nil
+	}, opts...)
+}
+
+// VisitorRef is a plain reference to one Instance Spot of type Visitor: its calls never create the Spot,
+// and a call to a missing one answers [sdk.ErrNotFound]. [OpenVisitor] makes references whose calls create.
+//
+// Visitor is defined from Member through Guest: Member's methods, docs and marks.
+type VisitorRef struct {
+	c  sdk.Client
+	id string
+}
+
+// VisitorOf returns a plain reference to the Visitor id through c: its calls never create it.
+func VisitorOf(c sdk.Client, id string) VisitorRef {
+	return VisitorRef{c: c, id: id}
+}
+
+// ID returns the ID of the Visitor the reference addresses.
+func (r VisitorRef) ID() string {
+	return r.id
+}
+
+// Join joins.
+func (r VisitorRef) Join(ctx context.Context, req *pb.JoinRequest, opts ...sdk.CallOption) (*pb.JoinReply, error) {
+	if r.c == nil {
+		return nil, fmt.Errorf("%w: Join on a zero VisitorRef (make references with VisitorOf)", sdk.ErrInvalidArgument)
+	}
+	out, err := r.c.Call(ctx, sdk.InstanceTarget(VisitorTypeName, r.id).WithDesc(&Visitor_SpotDesc), "Join", req, opts...)
+	if err != nil {
+		return nil, err
+	}
+	reply, ok := out.(*pb.JoinReply)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s replied %T, want *pb.JoinReply", sdk.ErrUnhandled, Visitor_Join_FullMethodName, out)
+	}
+	return reply, nil
+}
+
+// Leave leaves.
+func (r VisitorRef) Leave(ctx context.Context, msg *pb.LeaveRequest, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Leave on a zero VisitorRef (make references with VisitorOf)", sdk.ErrInvalidArgument)
+	}
+	return r.c.Send(ctx, sdk.InstanceTarget(VisitorTypeName, r.id).WithDesc(&Visitor_SpotDesc), "Leave", msg, opts...)
+}
+
+// Close explicitly closes the Visitor: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Visitor.
+func (r VisitorRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Close on a zero VisitorRef (make references with VisitorOf)", sdk.ErrInvalidArgument)
+	}
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(VisitorTypeName, r.id).WithDesc(&Visitor_SpotDesc), opts...)
+}
+
+// VisitorIntent is a reference to one Instance Spot of type Visitor whose every call carries create-intent:
+// the first call to a missing Spot creates it, and concurrent first calls all reach the one created.
+// Use [VisitorRef] for calls that must not create.
+//
+// Visitor is defined from Member through Guest: Member's methods, docs and marks.
+type VisitorIntent struct {
+	c  sdk.Client
+	id string
+}
+
+// OpenVisitor returns a reference to the Visitor id through c whose calls create it when it is missing.
+// Nothing is created until the first call.
+func OpenVisitor(c sdk.Client, id string) VisitorIntent {
+	return VisitorIntent{c: c, id: id}
+}
+
+// ID returns the ID of the Visitor the reference addresses.
+func (r VisitorIntent) ID() string {
+	return r.id
+}
+
+// Ref returns the plain reference to the same Visitor: its calls never create it.
+func (r VisitorIntent) Ref() VisitorRef {
+	return VisitorRef(r)
+}
+
+// Join joins.
+func (r VisitorIntent) Join(ctx context.Context, req *pb.JoinRequest, opts ...sdk.CallOption) (*pb.JoinReply, error) {
+	if r.c == nil {
+		return nil, fmt.Errorf("%w: Join on a zero VisitorIntent (make references with OpenVisitor)", sdk.ErrInvalidArgument)
+	}
+	out, err := r.c.Call(ctx, sdk.InstanceIntent(VisitorTypeName, r.id).WithDesc(&Visitor_SpotDesc), "Join", req, opts...)
+	if err != nil {
+		return nil, err
+	}
+	reply, ok := out.(*pb.JoinReply)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s replied %T, want *pb.JoinReply", sdk.ErrUnhandled, Visitor_Join_FullMethodName, out)
+	}
+	return reply, nil
+}
+
+// Leave leaves.
+func (r VisitorIntent) Leave(ctx context.Context, msg *pb.LeaveRequest, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Leave on a zero VisitorIntent (make references with OpenVisitor)", sdk.ErrInvalidArgument)
+	}
+	return r.c.Send(ctx, sdk.InstanceIntent(VisitorTypeName, r.id).WithDesc(&Visitor_SpotDesc), "Leave", msg, opts...)
+}
+
+// Close explicitly closes the Visitor: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Visitor.
+func (r VisitorIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Close on a zero VisitorIntent (make references with OpenVisitor)", sdk.ErrInvalidArgument)
+	}
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(VisitorTypeName, r.id).WithDesc(&Visitor_SpotDesc), opts...)
+}
+
+// BoardTypeName is the stable type name of the Instance Spot Board.
+const BoardTypeName = "lobby.Board"
+
+// The full method names of Board, "/<type>/<method>" as [sdk.FullMethodName] makes them.
+const (
+	Board_Post_FullMethodName = "/lobby.Board/Post"
+	Board_Read_FullMethodName = "/lobby.Board/Read"
+)
+
+// Board_SpotDesc describes the Instance Spot type Board to the runtime. Its dispatch table is keyed by
+// stable method names, never ordinals, so nodes of different versions agree. RegisterBoard registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
+var Board_SpotDesc = sdk.SpotDesc{
+	Name: BoardTypeName,
+	Kind: sdk.KindInstance,
+	Methods: []sdk.MethodDesc{
+		{
+			Name:   "Post",
+			OneWay: true,
+			NewRequest: func() proto.Message {
+				return new(pb.Note)
+			},
+			Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
+				s, ok := impl.(Board)
+				if !ok {
+					return nil, fmt.Errorf("%w: %T does not implement Board", sdk.ErrUnhandled, impl)
+				}
+				in, ok := req.(*pb.Note)
+				if !ok {
+					return nil, fmt.Errorf("%w: %s takes *pb.Note, got %T", sdk.ErrInvalidArgument, Board_Post_FullMethodName, req)
+				}
+				return nil, s.Post(ctx, in)
+			},
+		},
+		{
+			Name: "Read",
+			NewRequest: func() proto.Message {
+				return new(pb.Ping)
+			},
+			NewReply: func() proto.Message {
+				return new(pb.Pong)
+			},
+			Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
+				s, ok := impl.(Board)
+				if !ok {
+					return nil, fmt.Errorf("%w: %T does not implement Board", sdk.ErrUnhandled, impl)
+				}
+				in, ok := req.(*pb.Ping)
+				if !ok {
+					return nil, fmt.Errorf("%w: %s takes *pb.Ping, got %T", sdk.ErrInvalidArgument, Board_Read_FullMethodName, req)
+				}
+				out, err := s.Read(ctx, in)
+				if err != nil {
+					return nil, err
+				}
+				return out, nil
+			},
+		},
+	},
+}
+
+// RegisterBoard registers the Instance Spot type Board with r. newBoard makes the object that serves a
+// Board each time one is activated; opts configure the type ([sdk.WithIdleTimeout]).
+func RegisterBoard(r sdk.Registrar, newBoard func(sdk.SpotContext) (Board, error), opts ...sdk.TypeOption) error {
+	if r == nil || newBoard == nil {
+		return fmt.Errorf("%w: RegisterBoard needs a registrar and a factory", sdk.ErrInvalidArgument)
+	}
+	return r.RegisterSpot(&Board_SpotDesc, func(sc sdk.SpotContext) (any, error) {
+		v, err := newBoard(sc)
+		if err != nil {
+			return nil, err
+		}
+		if v == nil {
+			return nil, fmt.Errorf("%w: the factory of %s returned nil", sdk.ErrInvalidArgument, BoardTypeName)
+		}
+		return v, nil
+	}, opts...)
+}
+
+// BoardRef is a plain reference to one Instance Spot of type Board: its calls never create the Spot,
+// and a call to a missing one answers [sdk.ErrNotFound]. [OpenBoard] makes references whose calls create.
+//
+// Board is defined from the alias Note: the literal's methods, docs and marks.
+type BoardRef struct {
+	c  sdk.Client
+	id string
+}
+
+// BoardOf returns a plain reference to the Board id through c: its calls never create it.
+func BoardOf(c sdk.Client, id string) BoardRef {
+	return BoardRef{c: c, id: id}
+}
+
+// ID returns the ID of the Board the reference addresses.
+func (r BoardRef) ID() string {
+	return r.id
+}
+
+// Post posts a note.
+func (r BoardRef) Post(ctx context.Context, msg *pb.Note, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Post on a zero BoardRef (make references with BoardOf)", sdk.ErrInvalidArgument)
+	}
+	return r.c.Send(ctx, sdk.InstanceTarget(BoardTypeName, r.id).WithDesc(&Board_SpotDesc), "Post", msg, opts...)
+}
+
+// Read reads the notes.
+func (r BoardRef) Read(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption) (*pb.Pong, error) {
+	if r.c == nil {
+		return nil, fmt.Errorf("%w: Read on a zero BoardRef (make references with BoardOf)", sdk.ErrInvalidArgument)
+	}
+	out, err := r.c.Call(ctx, sdk.InstanceTarget(BoardTypeName, r.id).WithDesc(&Board_SpotDesc), "Read", req, opts...)
+	if err != nil {
+		return nil, err
+	}
+	reply, ok := out.(*pb.Pong)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s replied %T, want *pb.Pong", sdk.ErrUnhandled, Board_Read_FullMethodName, out)
+	}
+	return reply, nil
+}
+
+// Close explicitly closes the Board: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Board.
+func (r BoardRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Close on a zero BoardRef (make references with BoardOf)", sdk.ErrInvalidArgument)
+	}
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(BoardTypeName, r.id).WithDesc(&Board_SpotDesc), opts...)
+}
+
+// BoardIntent is a reference to one Instance Spot of type Board whose every call carries create-intent:
+// the first call to a missing Spot creates it, and concurrent first calls all reach the one created.
+// Use [BoardRef] for calls that must not create.
+//
+// Board is defined from the alias Note: the literal's methods, docs and marks.
+type BoardIntent struct {
+	c  sdk.Client
+	id string
+}
+
+// OpenBoard returns a reference to the Board id through c whose calls create it when it is missing.
+// Nothing is created until the first call.
+func OpenBoard(c sdk.Client, id string) BoardIntent {
+	return BoardIntent{c: c, id: id}
+}
+
+// ID returns the ID of the Board the reference addresses.
+func (r BoardIntent) ID() string {
+	return r.id
+}
+
+// Ref returns the plain reference to the same Board: its calls never create it.
+func (r BoardIntent) Ref() BoardRef {
+	return BoardRef(r)
+}
+
+// Post posts a note.
+func (r BoardIntent) Post(ctx context.Context, msg *pb.Note, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Post on a zero BoardIntent (make references with OpenBoard)", sdk.ErrInvalidArgument)
+	}
+	return r.c.Send(ctx, sdk.InstanceIntent(BoardTypeName, r.id).WithDesc(&Board_SpotDesc), "Post", msg, opts...)
+}
+
+// Read reads the notes.
+func (r BoardIntent) Read(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption) (*pb.Pong, error) {
+	if r.c == nil {
+		return nil, fmt.Errorf("%w: Read on a zero BoardIntent (make references with OpenBoard)", sdk.ErrInvalidArgument)
+	}
+	out, err := r.c.Call(ctx, sdk.InstanceIntent(BoardTypeName, r.id).WithDesc(&Board_SpotDesc), "Read", req, opts...)
+	if err != nil {
+		return nil, err
+	}
+	reply, ok := out.(*pb.Pong)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s replied %T, want *pb.Pong", sdk.ErrUnhandled, Board_Read_FullMethodName, out)
+	}
+	return reply, nil
+}
+
+// Close explicitly closes the Board: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Board.
+func (r BoardIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Close on a zero BoardIntent (make references with OpenBoard)", sdk.ErrInvalidArgument)
+	}
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(BoardTypeName, r.id).WithDesc(&Board_SpotDesc), opts...)
+}
+
+// DeskTypeName is the stable type name of the Instance Spot Desk.
+const DeskTypeName = "lobby.Desk"
+
+// The full method names of Desk, "/<type>/<method>" as [sdk.FullMethodName] makes them.
+const (
+	Desk_Ping_FullMethodName   = "/lobby.Desk/Ping"
+	Desk_Forget_FullMethodName = "/lobby.Desk/Forget"
+)
+
+// Desk_SpotDesc describes the Instance Spot type Desk to the runtime. Its dispatch table is keyed by
+// stable method names, never ordinals, so nodes of different versions agree. RegisterDesk registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
+var Desk_SpotDesc = sdk.SpotDesc{
+	Name: DeskTypeName,
+	Kind: sdk.KindInstance,
+	Methods: []sdk.MethodDesc{
+		{
+			Name: "Ping",
+			NewRequest: func() proto.Message {
+				return new(pb.Ping)
+			},
+			NewReply: func() proto.Message {
+				return new(pb.Pong)
+			},
+			Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
+				s, ok := impl.(Desk)
+				if !ok {
+					return nil, fmt.Errorf("%w: %T does not implement Desk", sdk.ErrUnhandled, impl)
+				}
+				in, ok := req.(*pb.Ping)
+				if !ok {
+					return nil, fmt.Errorf("%w: %s takes *pb.Ping, got %T", sdk.ErrInvalidArgument, Desk_Ping_FullMethodName, req)
+				}
+				out, err := s.Ping(ctx, in)
+				if err != nil {
+					return nil, err
+				}
+				return out, nil
+			},
+		},
+		{
+			Name:   "Forget",
+			OneWay: true,
+			NewRequest: func() proto.Message {
+				return new(pb.Note)
+			},
+			Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
+				s, ok := impl.(Desk)
+				if !ok {
+					return nil, fmt.Errorf("%w: %T does not implement Desk", sdk.ErrUnhandled, impl)
+				}
+				in, ok := req.(*pb.Note)
+				if !ok {
+					return nil, fmt.Errorf("%w: %s takes *pb.Note, got %T", sdk.ErrInvalidArgument, Desk_Forget_FullMethodName, req)
+				}
+				return nil, s.Forget(ctx, in)
+			},
+		},
+	},
+}
+
+// RegisterDesk registers the Instance Spot type Desk with r. newDesk makes the object that serves a
+// Desk each time one is activated; opts configure the type ([sdk.WithIdleTimeout]).
+func RegisterDesk(r sdk.Registrar, newDesk func(sdk.SpotContext) (Desk, error), opts ...sdk.TypeOption) error {
+	if r == nil || newDesk == nil {
+		return fmt.Errorf("%w: RegisterDesk needs a registrar and a factory", sdk.ErrInvalidArgument)
+	}
+	return r.RegisterSpot(&Desk_SpotDesc, func(sc sdk.SpotContext) (any, error) {
+		v, err := newDesk(sc)
+		if err != nil {
+			return nil, err
+		}
+		if v == nil {
+			return nil, fmt.Errorf("%w: the factory of %s returned nil", sdk.ErrInvalidArgument, DeskTypeName)
+		}
+		return v, nil
+	}, opts...)
+}
+
+// DeskRef is a plain reference to one Instance Spot of type Desk: its calls never create the Spot,
+// and a call to a missing one answers [sdk.ErrNotFound]. [OpenDesk] makes references whose calls create.
+//
+// Desk is defined from base.Pinger through Pinned.
+type DeskRef struct {
+	c  sdk.Client
+	id string
+}
+
+// DeskOf returns a plain reference to the Desk id through c: its calls never create it.
+func DeskOf(c sdk.Client, id string) DeskRef {
+	return DeskRef{c: c, id: id}
+}
+
+// ID returns the ID of the Desk the reference addresses.
+func (r DeskRef) ID() string {
+	return r.id
+}
+
+// Ping answers a ping.
+func (r DeskRef) Ping(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption) (*pb.Pong, error) {
+	if r.c == nil {
+		return nil, fmt.Errorf("%w: Ping on a zero DeskRef (make references with DeskOf)", sdk.ErrInvalidArgument)
+	}
+	out, err := r.c.Call(ctx, sdk.InstanceTarget(DeskTypeName, r.id).WithDesc(&Desk_SpotDesc), "Ping", req, opts...)
+	if err != nil {
+		return nil, err
+	}
+	reply, ok := out.(*pb.Pong)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s replied %T, want *pb.Pong", sdk.ErrUnhandled, Desk_Ping_FullMethodName, out)
+	}
+	return reply, nil
+}
+
+// Forget drops a note.
+func (r DeskRef) Forget(ctx context.Context, msg *pb.Note, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Forget on a zero DeskRef (make references with DeskOf)", sdk.ErrInvalidArgument)
+	}
+	return r.c.Send(ctx, sdk.InstanceTarget(DeskTypeName, r.id).WithDesc(&Desk_SpotDesc), "Forget", msg, opts...)
+}
+
+// Close explicitly closes the Desk: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Desk.
+func (r DeskRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Close on a zero DeskRef (make references with DeskOf)", sdk.ErrInvalidArgument)
+	}
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(DeskTypeName, r.id).WithDesc(&Desk_SpotDesc), opts...)
+}
+
+// DeskIntent is a reference to one Instance Spot of type Desk whose every call carries create-intent:
+// the first call to a missing Spot creates it, and concurrent first calls all reach the one created.
+// Use [DeskRef] for calls that must not create.
+//
+// Desk is defined from base.Pinger through Pinned.
+type DeskIntent struct {
+	c  sdk.Client
+	id string
+}
+
+// OpenDesk returns a reference to the Desk id through c whose calls create it when it is missing.
+// Nothing is created until the first call.
+func OpenDesk(c sdk.Client, id string) DeskIntent {
+	return DeskIntent{c: c, id: id}
+}
+
+// ID returns the ID of the Desk the reference addresses.
+func (r DeskIntent) ID() string {
+	return r.id
+}
+
+// Ref returns the plain reference to the same Desk: its calls never create it.
+func (r DeskIntent) Ref() DeskRef {
+	return DeskRef(r)
+}
+
+// Ping answers a ping.
+func (r DeskIntent) Ping(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption) (*pb.Pong, error) {
+	if r.c == nil {
+		return nil, fmt.Errorf("%w: Ping on a zero DeskIntent (make references with OpenDesk)", sdk.ErrInvalidArgument)
+	}
+	out, err := r.c.Call(ctx, sdk.InstanceIntent(DeskTypeName, r.id).WithDesc(&Desk_SpotDesc), "Ping", req, opts...)
+	if err != nil {
+		return nil, err
+	}
+	reply, ok := out.(*pb.Pong)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s replied %T, want *pb.Pong", sdk.ErrUnhandled, Desk_Ping_FullMethodName, out)
+	}
+	return reply, nil
+}
+
+// Forget drops a note.
+func (r DeskIntent) Forget(ctx context.Context, msg *pb.Note, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Forget on a zero DeskIntent (make references with OpenDesk)", sdk.ErrInvalidArgument)
+	}
+	return r.c.Send(ctx, sdk.InstanceIntent(DeskTypeName, r.id).WithDesc(&Desk_SpotDesc), "Forget", msg, opts...)
+}
+
+// Close explicitly closes the Desk: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Desk.
+func (r DeskIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Close on a zero DeskIntent (make references with OpenDesk)", sdk.ErrInvalidArgument)
+	}
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(DeskTypeName, r.id).WithDesc(&Desk_SpotDesc), opts...)
+}
+
+// KioskTypeName is the stable type name of the Instance Spot Kiosk.
+const KioskTypeName = "lobby.Kiosk"
+
+// The full method names of Kiosk, "/<type>/<method>" as [sdk.FullMethodName] makes them.
+const (
+	Kiosk_Ping_FullMethodName   = "/lobby.Kiosk/Ping"
+	Kiosk_Forget_FullMethodName = "/lobby.Kiosk/Forget"
+)
+
+// Kiosk_SpotDesc describes the Instance Spot type Kiosk to the runtime. Its dispatch table is keyed by
+// stable method names, never ordinals, so nodes of different versions agree. RegisterKiosk registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
+var Kiosk_SpotDesc = sdk.SpotDesc{
+	Name: KioskTypeName,
+	Kind: sdk.KindInstance,
+	Methods: []sdk.MethodDesc{
+		{
+			Name: "Ping",
+			NewRequest: func() proto.Message {
+				return new(pb.Ping)
+			},
+			NewReply: func() proto.Message {
+				return new(pb.Pong)
+			},
+			Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
+				s, ok := impl.(Kiosk)
+				if !ok {
+					return nil, fmt.Errorf("%w: %T does not implement Kiosk", sdk.ErrUnhandled, impl)
+				}
+				in, ok := req.(*pb.Ping)
+				if !ok {
+					return nil, fmt.Errorf("%w: %s takes *pb.Ping, got %T", sdk.ErrInvalidArgument, Kiosk_Ping_FullMethodName, req)
+				}
+				out, err := s.Ping(ctx, in)
+				if err != nil {
+					return nil, err
+				}
+				return out, nil
+			},
+		},
+		{
+			Name:   "Forget",
+			OneWay: true,
+			NewRequest: func() proto.Message {
+				return new(pb.Note)
+			},
+			Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
+				s, ok := impl.(Kiosk)
+				if !ok {
+					return nil, fmt.Errorf("%w: %T does not implement Kiosk", sdk.ErrUnhandled, impl)
+				}
+				in, ok := req.(*pb.Note)
+				if !ok {
+					return nil, fmt.Errorf("%w: %s takes *pb.Note, got %T", sdk.ErrInvalidArgument, Kiosk_Forget_FullMethodName, req)
+				}
+				return nil, s.Forget(ctx, in)
+			},
+		},
+	},
+}
+
+// RegisterKiosk registers the Instance Spot type Kiosk with r. newKiosk makes the object that serves a
+// Kiosk each time one is activated; opts configure the type ([sdk.WithIdleTimeout]).
+func RegisterKiosk(r sdk.Registrar, newKiosk func(sdk.SpotContext) (Kiosk, error), opts ...sdk.TypeOption) error {
+	if r == nil || newKiosk == nil {
+		return fmt.Errorf("%w: RegisterKiosk needs a registrar and a factory", sdk.ErrInvalidArgument)
+	}
+	return r.RegisterSpot(&Kiosk_SpotDesc, func(sc sdk.SpotContext) (any, error) {
+		v, err := newKiosk(sc)
+		if err != nil {
+			return nil, err
+		}
+		if v == nil {
+			return nil, fmt.Errorf("%w: the factory of %s returned nil", sdk.ErrInvalidArgument, KioskTypeName)
+		}
+		return v, nil
+	}, opts...)
+}
+
+// KioskRef is a plain reference to one Instance Spot of type Kiosk: its calls never create the Spot,
+// and a call to a missing one answers [sdk.ErrNotFound]. [OpenKiosk] makes references whose calls create.
+//
+// Kiosk is defined from base.Pinger through two types of another package, read from source.
+type KioskRef struct {
+	c  sdk.Client
+	id string
+}
+
+// KioskOf returns a plain reference to the Kiosk id through c: its calls never create it.
+func KioskOf(c sdk.Client, id string) KioskRef {
+	return KioskRef{c: c, id: id}
+}
+
+// ID returns the ID of the Kiosk the reference addresses.
+func (r KioskRef) ID() string {
+	return r.id
+}
+
+// Ping answers a ping.
+func (r KioskRef) Ping(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption) (*pb.Pong, error) {
+	if r.c == nil {
+		return nil, fmt.Errorf("%w: Ping on a zero KioskRef (make references with KioskOf)", sdk.ErrInvalidArgument)
+	}
+	out, err := r.c.Call(ctx, sdk.InstanceTarget(KioskTypeName, r.id).WithDesc(&Kiosk_SpotDesc), "Ping", req, opts...)
+	if err != nil {
+		return nil, err
+	}
+	reply, ok := out.(*pb.Pong)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s replied %T, want *pb.Pong", sdk.ErrUnhandled, Kiosk_Ping_FullMethodName, out)
+	}
+	return reply, nil
+}
+
+// Forget drops a note.
+func (r KioskRef) Forget(ctx context.Context, msg *pb.Note, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Forget on a zero KioskRef (make references with KioskOf)", sdk.ErrInvalidArgument)
+	}
+	return r.c.Send(ctx, sdk.InstanceTarget(KioskTypeName, r.id).WithDesc(&Kiosk_SpotDesc), "Forget", msg, opts...)
+}
+
+// Close explicitly closes the Kiosk: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Kiosk.
+func (r KioskRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Close on a zero KioskRef (make references with KioskOf)", sdk.ErrInvalidArgument)
+	}
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(KioskTypeName, r.id).WithDesc(&Kiosk_SpotDesc), opts...)
+}
+
+// KioskIntent is a reference to one Instance Spot of type Kiosk whose every call carries create-intent:
+// the first call to a missing Spot creates it, and concurrent first calls all reach the one created.
+// Use [KioskRef] for calls that must not create.
+//
+// Kiosk is defined from base.Pinger through two types of another package, read from source.
+type KioskIntent struct {
+	c  sdk.Client
+	id string
+}
+
+// OpenKiosk returns a reference to the Kiosk id through c whose calls create it when it is missing.
+// Nothing is created until the first call.
+func OpenKiosk(c sdk.Client, id string) KioskIntent {
+	return KioskIntent{c: c, id: id}
+}
+
+// ID returns the ID of the Kiosk the reference addresses.
+func (r KioskIntent) ID() string {
+	return r.id
+}
+
+// Ref returns the plain reference to the same Kiosk: its calls never create it.
+func (r KioskIntent) Ref() KioskRef {
+	return KioskRef(r)
+}
+
+// Ping answers a ping.
+func (r KioskIntent) Ping(ctx context.Context, req *pb.Ping, opts ...sdk.CallOption) (*pb.Pong, error) {
+	if r.c == nil {
+		return nil, fmt.Errorf("%w: Ping on a zero KioskIntent (make references with OpenKiosk)", sdk.ErrInvalidArgument)
+	}
+	out, err := r.c.Call(ctx, sdk.InstanceIntent(KioskTypeName, r.id).WithDesc(&Kiosk_SpotDesc), "Ping", req, opts...)
+	if err != nil {
+		return nil, err
+	}
+	reply, ok := out.(*pb.Pong)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s replied %T, want *pb.Pong", sdk.ErrUnhandled, Kiosk_Ping_FullMethodName, out)
+	}
+	return reply, nil
+}
+
+// Forget drops a note.
+func (r KioskIntent) Forget(ctx context.Context, msg *pb.Note, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Forget on a zero KioskIntent (make references with OpenKiosk)", sdk.ErrInvalidArgument)
+	}
+	return r.c.Send(ctx, sdk.InstanceIntent(KioskTypeName, r.id).WithDesc(&Kiosk_SpotDesc), "Forget", msg, opts...)
+}
+
+// Close explicitly closes the Kiosk: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Kiosk.
+func (r KioskIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Close on a zero KioskIntent (make references with OpenKiosk)", sdk.ErrInvalidArgument)
+	}
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(KioskTypeName, r.id).WithDesc(&Kiosk_SpotDesc), opts...)
+}

@@ -1,0 +1,33 @@
+// Package bad is the defined error case: an interface defined through other types is checked
+// as the interface literal at the end of the chain declares it, its marks included.
+package bad
+
+import (
+	"context"
+
+	"github.com/zlink-go/zlink/gen_test/testdata/pb"
+)
+
+// Member has a method shaped as a one-way message, without its mark.
+type Member interface {
+	Notify(ctx context.Context, msg *pb.Note) error
+}
+
+// Guest is defined from Member.
+type Guest Member
+
+// Visitor is defined from Member through Guest.
+//
+//zlink:spot instance
+type Visitor Guest
+
+// Note is an alias of a literal with a request/reply method marked one-way.
+type Note = interface {
+	//zlink:send
+	Ask(ctx context.Context, req *pb.Ping) (*pb.Pong, error)
+}
+
+// Board is defined from the alias Note.
+//
+//zlink:spot instance
+type Board Note
