@@ -2,8 +2,10 @@ package transport
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -162,7 +165,7 @@ func FuzzInBatchReadsAsTheCodecReads(f *testing.F) {
 	f.Add([]byte{0x28, 0x01, 0x0a, 0x04, 0x1a, 0x02, 0x08, 0x07, 0x12, 0x00, 0x4b, 0x08, 0x01, 0x4c})
 	c := newWireCodec()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var viaStream inBatch
+		viaStream := inBatch{max: math.MaxInt} // the codec has no count bound either
 		// Read from a copy that is overwritten once read, as gRPC reuses what it read into.
 		read := slices.Clone(data)
 		streamErr := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(read)}, &viaStream)
@@ -362,6 +365,39 @@ func TestE1_ABatchOfMoreMessagesThanASenderSendsIsRefused(t *testing.T) {
 	assert.LessOrEqual(t, b.n, maxSentEnvelopes)
 	assert.LessOrEqual(t, held, int64(len(data)), "%d bytes of empty requests decoded to %d bytes", len(data), held)
 	runtime.KeepAlive(&b)
+}
+
+// TestE1_APeersBatchBoundIsReadFromItsHeader: a peer's announced bound is taken as it is up to
+// the one this node reads, the protocol's when it announces none; a larger one, or a header
+// that names no positive count, is refused.
+func TestE1_APeersBatchBoundIsReadFromItsHeader(t *testing.T) {
+	for _, c := range []struct {
+		header []string
+		want   int
+		err    string
+	}{
+		{nil, maxSentEnvelopes, ""},
+		{[]string{"2"}, 2, ""},
+		{[]string{strconv.Itoa(maxSentEnvelopes)}, maxSentEnvelopes, ""},
+		{[]string{strconv.Itoa(maxSentEnvelopes + 1)}, 0, "more than the 4096 this node reads"},
+		{[]string{"9223372036854775807"}, 0, "more than the 4096 this node reads"},
+		{[]string{"0"}, 0, "invalid zlink-max-batch header"},
+		{[]string{"-1"}, 0, "invalid zlink-max-batch header"},
+		{[]string{"many"}, 0, "invalid zlink-max-batch header"},
+		{[]string{"2", "3"}, 0, "invalid zlink-max-batch header"},
+	} {
+		md := metadata.MD{}
+		if c.header != nil {
+			md[maxBatchHeader] = c.header
+		}
+		n, err := peerBatchLimit(md)
+		if c.err != "" {
+			assert.ErrorContains(t, err, c.err, "%q", c.header)
+			continue
+		}
+		require.NoError(t, err, "%q", c.header)
+		assert.Equal(t, c.want, n, "%q", c.header)
+	}
 }
 
 // TestE1_ABatchIsHeldToTheProtocolsBoundWhenNoneIsSet: a stream whose peer announced no bound

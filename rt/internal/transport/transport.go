@@ -264,7 +264,7 @@ func peerLimit(md metadata.MD) (int, error) {
 }
 
 // peerBatchLimit reads the most messages a peer puts in a batch from its stream metadata:
-// maxSentEnvelopes when it announces none.
+// maxSentEnvelopes when it announces none. A peer that announces more is refused.
 func peerBatchLimit(md metadata.MD) (int, error) {
 	v := md.Get(maxBatchHeader)
 	if len(v) == 0 {
@@ -273,6 +273,10 @@ func peerBatchLimit(md metadata.MD) (int, error) {
 	n, err := strconv.Atoi(v[0])
 	if err != nil || n <= 0 || len(v) > 1 {
 		return 0, fmt.Errorf("invalid %s header %q", maxBatchHeader, v)
+	}
+	if n > maxSentEnvelopes {
+		// What one batch decodes to stays bounded by this node, whatever a peer announces.
+		return 0, fmt.Errorf("the peer announces batches of up to %d messages (%s), more than the %d this node reads", n, maxBatchHeader, maxSentEnvelopes)
 	}
 	return n, nil
 }
