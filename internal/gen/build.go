@@ -27,10 +27,9 @@ type builder struct {
 	dirs directiveParser
 	// decls are the type declarations of the loaded packages.
 	decls map[*types.TypeName]typeDecl
-	// ext are source files of other packages, parsed on demand to read the declarations of
-	// embedded interfaces (their order, doc comments and directives).
+	// extFset reads the files of the packages not loaded: _test.go files, and sources.
 	extFset *token.FileSet
-	ext     map[string]*ast.File
+	sources *sources
 }
 
 func newBuilder(fset *token.FileSet, errs *errorCollector, pkgs []*packages.Package) *builder {
@@ -40,8 +39,8 @@ func newBuilder(fset *token.FileSet, errs *errorCollector, pkgs []*packages.Pack
 		dirs:    directiveParser{fset: fset, errs: errs},
 		decls:   map[*types.TypeName]typeDecl{},
 		extFset: token.NewFileSet(),
-		ext:     map[string]*ast.File{},
 	}
+	b.sources = newSources(b.extFset)
 	for _, p := range pkgs {
 		if p.TypesInfo == nil {
 			continue
@@ -629,11 +628,17 @@ func (b *builder) literalOf(obj *types.TypeName) (*ast.InterfaceType, *token.Fil
 		if !ok {
 			return nil, nil
 		}
+		if d.info == nil {
+			// Read from source: the rest of the chain is followed by its syntax alone, so that
+			// it reads the same whatever else the run loaded (a dependency's type information
+			// holds only what the packages loaded refer to).
+			return b.literalInSource(obj.Pkg().Path(), d)
+		}
 		switch x := ast.Unparen(d.spec.Type).(type) {
 		case *ast.InterfaceType:
 			return x, d.fset
 		case *ast.Ident, *ast.SelectorExpr:
-			if obj = b.namedBy(obj, d, x); obj == nil {
+			if obj = namedBy(d.info, x); obj == nil {
 				return nil, nil
 			}
 		default:
@@ -643,63 +648,58 @@ func (b *builder) literalOf(obj *types.TypeName) (*ast.InterfaceType, *token.Fil
 	return nil, nil
 }
 
-// namedBy returns the defined type or alias that the type expression x of obj's declaration d
-// names, or nil.
-func (b *builder) namedBy(obj *types.TypeName, d typeDecl, x ast.Expr) *types.TypeName {
-	if d.info != nil {
-		switch t := d.info.TypeOf(x).(type) {
-		case *types.Alias:
+// namedBy returns the defined type or alias that the type expression x names, as info says,
+// or nil.
+func namedBy(info *types.Info, x ast.Expr) *types.TypeName {
+	switch t := info.TypeOf(x).(type) {
+	case *types.Alias:
+		return t.Obj()
+	case *types.Named:
+		if t.TypeArgs().Len() == 0 {
 			return t.Obj()
-		case *types.Named:
-			if t.TypeArgs().Len() == 0 {
-				return t.Obj()
-			}
-		}
-		return nil
-	}
-	// A file parsed on demand: its names are looked up in the package's scope, and a
-	// qualified one in the package that the file imports under its qualifier.
-	scope := obj.Pkg().Scope()
-	name := ""
-	switch x := x.(type) {
-	case *ast.Ident:
-		name = x.Name
-		if scope.Lookup(name) == nil {
-			scope = types.Universe
-		}
-	case *ast.SelectorExpr:
-		q, ok := x.X.(*ast.Ident)
-		if !ok {
-			return nil
-		}
-		imp := importedPackage(d.file, q.Name, obj.Pkg())
-		if imp == nil {
-			return nil
-		}
-		scope, name = imp.Scope(), x.Sel.Name
-	}
-	tn, _ := scope.Lookup(name).(*types.TypeName)
-	return tn
-}
-
-// importedPackage is the package that file, of package pkg, imports under name, among those
-// pkg's type information knows.
-func importedPackage(file *ast.File, name string, pkg *types.Package) *types.Package {
-	for _, spec := range file.Imports {
-		path, err := strconv.Unquote(spec.Path.Value)
-		if err != nil {
-			continue
-		}
-		for _, imp := range pkg.Imports() {
-			if imp.Path() != path {
-				continue
-			}
-			if (spec.Name != nil && spec.Name.Name == name) || (spec.Name == nil && imp.Name() == name) {
-				return imp
-			}
 		}
 	}
 	return nil
+}
+
+// literalInSource follows, by their syntax, the declarations from d, read from the source of
+// the package path, to the interface literal they lead to (see literalOf).
+func (b *builder) literalInSource(path string, d typeDecl) (*ast.InterfaceType, *token.FileSet) {
+	for range maxDeclSteps {
+		var ok bool
+		switch x := ast.Unparen(d.spec.Type).(type) {
+		case *ast.InterfaceType:
+			return x, d.fset
+		case *ast.Ident:
+			// Declared in the package, or brought in by one of the file's dot imports.
+			from := d.file
+			if d, ok = b.sources.spec(path, x.Name); ok {
+				continue
+			}
+			for _, imp := range from.Imports {
+				if imp.Name != nil && imp.Name.Name == "." {
+					if p, err := strconv.Unquote(imp.Path.Value); err == nil {
+						if d, ok = b.sources.spec(p, x.Name); ok {
+							path = p
+							break
+						}
+					}
+				}
+			}
+		case *ast.SelectorExpr:
+			q, isIdent := x.X.(*ast.Ident)
+			if !isIdent {
+				return nil, nil
+			}
+			if path = b.sources.importedAs(d.file, q.Name); path != "" {
+				d, ok = b.sources.spec(path, x.Sel.Name)
+			}
+		}
+		if !ok {
+			return nil, nil
+		}
+	}
+	return nil, nil
 }
 
 // declOf finds the declaration of a named type: in the loaded packages, or else in its source
@@ -715,29 +715,7 @@ func (b *builder) declOf(obj *types.TypeName) (typeDecl, bool) {
 	if name == "" || !filepath.IsAbs(name) {
 		return typeDecl{}, false
 	}
-	f, ok := b.ext[name]
-	if !ok {
-		f, _ = parser.ParseFile(b.extFset, name, nil, parser.ParseComments|parser.SkipObjectResolution)
-		b.ext[name] = f
-	}
-	if f == nil {
-		return typeDecl{}, false
-	}
-	for _, d := range f.Decls {
-		gd, ok := d.(*ast.GenDecl)
-		if !ok || gd.Tok != token.TYPE {
-			continue
-		}
-		for _, sp := range gd.Specs {
-			if ts := sp.(*ast.TypeSpec); ts.Name.Name == obj.Name() {
-				if ts.Doc == nil && len(gd.Specs) == 1 {
-					ts.Doc = gd.Doc
-				}
-				return typeDecl{spec: ts, fset: b.extFset, file: f}, true
-			}
-		}
-	}
-	return typeDecl{}, false
+	return b.sources.specIn(name, obj.Name())
 }
 
 // explicitMethod returns the method name declared in iface itself, or nil.

@@ -78,7 +78,7 @@ func generate(ctx context.Context, cfg Config, patterns []string) (results []Res
 	if len(pkgs) == 0 {
 		return nil, ErrorList{{Msg: fmt.Sprintf("no packages match %q", patterns)}}
 	}
-	results, generated, err := run(cfg, pkgs, fset)
+	results, generated, err := run(ctx, cfg, pkgs, fset)
 	if err != nil || len(results) == 0 {
 		return results, err
 	}
@@ -105,9 +105,13 @@ func generate(ctx context.Context, cfg Config, patterns []string) (results []Res
 
 // run builds, validates and emits the loaded packages. It also returns the names the run
 // generates in each package.
-func run(cfg Config, pkgs []*packages.Package, fset *token.FileSet) ([]Result, map[GoImportPath]map[string]bool, error) {
+func run(ctx context.Context, cfg Config, pkgs []*packages.Package, fset *token.FileSet) ([]Result, map[GoImportPath]map[string]bool, error) {
 	errs := &errorCollector{}
 	b := newBuilder(fset, errs, pkgs)
+	b.sources.list = &packages.Config{
+		Context: ctx, Dir: cfg.Dir, Env: cfg.Env, BuildFlags: cfg.BuildFlags,
+		Mode: packages.NeedName | packages.NeedFiles,
+	}
 	v := &validator{fset: fset, errs: errs, rel: func(p token.Position) string {
 		p.Filename = relPath(cfg.Dir, p.Filename)
 		return p.String()

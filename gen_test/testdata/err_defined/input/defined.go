@@ -5,6 +5,7 @@ package bad
 import (
 	"context"
 
+	"github.com/zlink-go/zlink/gen_test/testdata/err_defined/near"
 	"github.com/zlink-go/zlink/gen_test/testdata/pb"
 )
 
@@ -31,3 +32,8 @@ type Note = interface {
 //
 //zlink:spot instance
 type Board Note
+
+// Kiosk is defined from near.Relay, whose declarations are read from source.
+//
+//zlink:spot instance
+type Kiosk near.Relay

@@ -1,0 +1,15 @@
+// Package near declares, behind a defined type, an interface whose one-way method has no mark.
+package near
+
+import (
+	"context"
+
+	"github.com/zlink-go/zlink/gen_test/testdata/pb"
+)
+
+// Relay is defined from member.
+type Relay member
+
+type member interface {
+	Notify(ctx context.Context, msg *pb.Note) error
+}
