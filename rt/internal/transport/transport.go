@@ -276,7 +276,7 @@ func peerBatchLimit(md metadata.MD) (int, error) {
 	}
 	if n > maxSentEnvelopes {
 		// What one batch decodes to stays bounded by this node, whatever a peer announces.
-		return 0, fmt.Errorf("the peer announces batches of up to %d messages (%s), more than the %d this node reads", n, maxBatchHeader, maxSentEnvelopes)
+		return 0, fmt.Errorf("its %s header announces batches of up to %d messages, more than the %d this node reads", maxBatchHeader, n, maxSentEnvelopes)
 	}
 	return n, nil
 }
