@@ -70,33 +70,39 @@ func TestCommittedSampleIsCurrent(t *testing.T) {
 
 // A Spot defined through a chain of declarations in packages that it does not import is
 // generated from the literal at the chain's end, its docs included, on the first run as on the
-// next one, which loads the package with its output: the chain is read from source both times.
+// next one, which loads the package with its output: the chain is read from source both times,
+// with the dependencies' file names trimmed (-trimpath) or not.
 func TestAChainReadFromSourceIsGeneratedTheSameOnTheNextRun(t *testing.T) {
 	const module = "github.com/zlink-go/zlink/gen_test/testdata/"
-	dir := fixture(t, "chain_rerun", map[string]string{
-		"input/desk.go": "package desk\n\nimport \"" + module + "tmp_chain_rerun/near\"\n\n" +
-			"//zlink:spot instance\ntype Desk near.Relay\n",
-		"near/near.go": "package near\n\nimport f \"" + module + "tmp_chain_rerun/far\"\n\n" +
-			"// Relay is defined from far.Hop.\ntype Relay f.Hop\n",
-		"far/far.go": "package far\n\nimport (\n\t\"context\"\n\n\t\"" + module + "pb\"\n)\n\n" +
-			"// Hop is defined from hidden.\ntype Hop hidden\n\ntype hidden interface {\n" +
-			"\t// Ping answers a ping.\n\tPing(ctx context.Context, req *pb.Ping) (*pb.Pong, error)\n}\n",
-	})
-	ctx, cfg := context.Background(), gen.Config{Dir: dir}
-	results, err := gen.Generate(ctx, cfg, []string{"./input"})
-	require.NoError(t, err)
-	require.Len(t, results, 1)
-	assert.True(t, strings.Contains(string(results[0].Content), "// Ping answers a ping.\nfunc (r DeskRef) Ping("),
-		"the method has the doc comment of the literal at the chain's end")
-	changed, err := gen.Write(results)
-	require.NoError(t, err)
-	require.Len(t, changed, 1)
+	for name, flags := range map[string][]string{"paths": nil, "trimmed": {"-trimpath"}} {
+		t.Run(name, func(t *testing.T) {
+			tmp := module + "tmp_chain_rerun_" + name
+			dir := fixture(t, "chain_rerun_"+name, map[string]string{
+				"input/desk.go": "package desk\n\nimport \"" + tmp + "/near\"\n\n" +
+					"//zlink:spot instance\ntype Desk near.Relay\n",
+				"near/near.go": "package near\n\nimport f \"" + tmp + "/far\"\n\n" +
+					"// Relay is defined from far.Hop.\ntype Relay f.Hop\n",
+				"far/far.go": "package far\n\nimport (\n\t\"context\"\n\n\t\"" + module + "pb\"\n)\n\n" +
+					"// Hop is defined from hidden.\ntype Hop hidden\n\ntype hidden interface {\n" +
+					"\t// Ping answers a ping.\n\tPing(ctx context.Context, req *pb.Ping) (*pb.Pong, error)\n}\n",
+			})
+			ctx, cfg := context.Background(), gen.Config{Dir: dir, BuildFlags: flags}
+			results, err := gen.Generate(ctx, cfg, []string{"./input"})
+			require.NoError(t, err)
+			require.Len(t, results, 1)
+			assert.True(t, strings.Contains(string(results[0].Content), "// Ping answers a ping.\nfunc (r DeskRef) Ping("),
+				"the method has the doc comment of the literal at the chain's end")
+			changed, err := gen.Write(results)
+			require.NoError(t, err)
+			require.Len(t, changed, 1)
 
-	results, err = gen.Generate(ctx, cfg, []string{"./input"})
-	require.NoError(t, err)
-	stale, err := gen.Check(results)
-	require.NoError(t, err)
-	assert.Empty(t, stale, "the next run generates the same")
+			results, err = gen.Generate(ctx, cfg, []string{"./input"})
+			require.NoError(t, err)
+			stale, err := gen.Check(results)
+			require.NoError(t, err)
+			assert.Empty(t, stale, "the next run generates the same")
+		})
+	}
 }
 
 func TestWriteRewritesOnlyChangedFilesAndCheckFindsStaleOnes(t *testing.T) {

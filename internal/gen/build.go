@@ -491,9 +491,10 @@ func (b *builder) flatten(s *Interface, iface *types.Interface, it *ast.Interfac
 		})
 		for _, m := range ms {
 			// A method whose source is not at hand is reported at the embedding: a position
-			// from export data, such as $GOROOT/src/io/io.go, is no file the user can open.
+			// from export data, such as $GOROOT/src/io/io.go, is no file the user can open,
+			// and the standard library's own files are none of the user's.
 			pos := b.fset.Position(m.Pos())
-			if !pos.IsValid() || !filepath.IsAbs(pos.Filename) {
+			if !pos.IsValid() || !filepath.IsAbs(pos.Filename) || b.sources.inGOROOT(pos.Filename) {
 				pos = at
 			}
 			b.addMethod(s, m, pos, "", false, true, nil, fset, seen)
@@ -711,11 +712,13 @@ func (b *builder) declOf(obj *types.TypeName) (typeDecl, bool) {
 	if obj.Pkg() == nil {
 		return typeDecl{}, false
 	}
-	name := b.fset.Position(obj.Pos()).Filename
-	if name == "" || !filepath.IsAbs(name) {
-		return typeDecl{}, false
+	// By its file where the position names one, which holds the same declaration whether the
+	// package's type information came from export data or from source; else (a trimmed path)
+	// by its package.
+	if name := b.fset.Position(obj.Pos()).Filename; filepath.IsAbs(name) {
+		return b.sources.specIn(name, obj.Name())
 	}
-	return b.sources.specIn(name, obj.Name())
+	return b.sources.spec(obj.Pkg().Path(), obj.Name())
 }
 
 // explicitMethod returns the method name declared in iface itself, or nil.

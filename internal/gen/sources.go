@@ -2,9 +2,14 @@ package gen
 
 import (
 	"go/ast"
+	"go/build"
 	"go/parser"
 	"go/token"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 
 	"golang.org/x/tools/go/packages"
 )
@@ -21,6 +26,9 @@ type sources struct {
 	list  *packages.Config
 	files map[string]*ast.File // by file name; nil: unreadable
 	pkgs  map[string]listedPackage
+	// gorootSrc is the standard library's source directory, with a trailing separator, once
+	// known: its declarations are never read (a position there is no file of the user's).
+	gorootSrc string
 }
 
 // listedPackage is a package's name and Go files, as the go command lists them.
@@ -36,17 +44,50 @@ func newSources(fset *token.FileSet) *sources {
 // listed returns the package path as the go command lists it, once per run; false when it
 // cannot be listed.
 func (s *sources) listed(path string) (listedPackage, bool) {
-	if l, ok := s.pkgs[path]; ok {
-		return l, l.name != ""
-	}
-	var l listedPackage
-	if s.list != nil {
-		if ps, err := packages.Load(s.list, path); err == nil && len(ps) == 1 && len(ps[0].Errors) == 0 {
-			l = listedPackage{name: ps[0].Name, files: ps[0].GoFiles}
+	s.listAll([]string{path})
+	l := s.pkgs[path]
+	return l, l.name != ""
+}
+
+// listAll lists, in one run of the go command, the packages of paths not listed yet.
+func (s *sources) listAll(paths []string) {
+	var todo []string
+	for _, p := range paths {
+		if _, ok := s.pkgs[p]; !ok && !slices.Contains(todo, p) {
+			todo = append(todo, p)
 		}
 	}
-	s.pkgs[path] = l
-	return l, l.name != ""
+	if len(todo) == 0 {
+		return
+	}
+	for _, p := range todo {
+		s.pkgs[p] = listedPackage{} // unless listed below
+	}
+	if s.list == nil {
+		return
+	}
+	ps, err := packages.Load(s.list, todo...)
+	if err != nil {
+		return
+	}
+	for _, p := range ps {
+		if len(p.Errors) == 0 && slices.Contains(todo, p.PkgPath) {
+			s.pkgs[p.PkgPath] = listedPackage{name: p.Name, files: p.GoFiles}
+		}
+	}
+}
+
+// inGOROOT reports whether the file called name is the standard library's.
+func (s *sources) inGOROOT(name string) bool {
+	if s.gorootSrc == "" {
+		root := build.Default.GOROOT
+		// The go command's own: the directory of package unsafe's file, in GOROOT/src/unsafe.
+		if l, ok := s.listed("unsafe"); ok && len(l.files) > 0 {
+			root = filepath.Dir(filepath.Dir(filepath.Dir(l.files[0])))
+		}
+		s.gorootSrc = filepath.Join(root, "src") + string(filepath.Separator)
+	}
+	return strings.HasPrefix(name, s.gorootSrc)
 }
 
 // file returns the file called name, parsed once with its comments; nil when it cannot be.
@@ -59,8 +100,12 @@ func (s *sources) file(name string) *ast.File {
 	return f
 }
 
-// specIn returns the declaration of the type name in the file called file.
+// specIn returns the declaration of the type name in the file called file, unless that file
+// is the standard library's.
 func (s *sources) specIn(file, name string) (typeDecl, bool) {
+	if s.inGOROOT(file) {
+		return typeDecl{}, false
+	}
 	f := s.file(file)
 	if f == nil {
 		return typeDecl{}, false
@@ -96,11 +141,14 @@ func (s *sources) spec(path, name string) (typeDecl, bool) {
 	return typeDecl{}, false
 }
 
-// importedAs is the import path that file imports under name, or "" when it imports none.
+// importedAs is the import path that file imports under name, or "" when it imports none. A
+// named import says so itself; an unnamed one is known by its package's name, which is
+// usually its path's last element: those are listed first, and the rest together.
 func (s *sources) importedAs(file *ast.File, name string) string {
+	var unnamed []string
 	for _, imp := range file.Imports {
 		path, err := strconv.Unquote(imp.Path.Value)
-		if err != nil {
+		if err != nil || path == "C" {
 			continue
 		}
 		if imp.Name != nil {
@@ -109,9 +157,26 @@ func (s *sources) importedAs(file *ast.File, name string) string {
 			}
 			continue
 		}
-		if l, ok := s.listed(path); ok && l.name == name {
-			return path
+		unnamed = append(unnamed, path)
+	}
+	likely := slices.DeleteFunc(slices.Clone(unnamed), func(p string) bool { return lastElement(p) != name })
+	for _, paths := range [][]string{likely, unnamed} {
+		s.listAll(paths)
+		for _, p := range paths {
+			if l, ok := s.listed(p); ok && l.name == name {
+				return p
+			}
 		}
 	}
 	return ""
+}
+
+// versionSuffix is a major version at the end of an import path: /v2, .v3.
+var versionSuffix = regexp.MustCompile(`[/.]v[0-9]+$`)
+
+// lastElement is the last element of an import path, without a major version suffix: the name
+// its package usually has.
+func lastElement(path string) string {
+	path = versionSuffix.ReplaceAllString(path, "")
+	return path[strings.LastIndex(path, "/")+1:]
 }
