@@ -715,7 +715,10 @@ func (b *builder) declOf(obj *types.TypeName) (typeDecl, bool) {
 	// By its file where the position names one, which holds the same declaration whether the
 	// package's type information came from export data or from source; else (a trimmed path)
 	// by its package.
-	if name := b.fset.Position(obj.Pos()).Filename; filepath.IsAbs(name) {
+	switch name := b.fset.Position(obj.Pos()).Filename; {
+	case strings.HasPrefix(name, "$GOROOT/"):
+		return typeDecl{}, false // the standard library's, from export data: never read
+	case filepath.IsAbs(name):
 		return b.sources.specIn(name, obj.Name())
 	}
 	return b.sources.spec(obj.Pkg().Path(), obj.Name())

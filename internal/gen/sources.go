@@ -60,6 +60,10 @@ func (s *sources) listAll(paths []string) {
 	if len(todo) == 0 {
 		return
 	}
+	if _, ok := s.pkgs[gorootWitness]; !ok && !slices.Contains(todo, gorootWitness) {
+		// Where GOROOT is comes with the first listing (inGOROOT), at no run of its own.
+		todo = append(todo, gorootWitness)
+	}
 	for _, p := range todo {
 		s.pkgs[p] = listedPackage{} // unless listed below
 	}
@@ -77,12 +81,15 @@ func (s *sources) listAll(paths []string) {
 	}
 }
 
+// gorootWitness is a package of GOROOT whose file tells where the go command's GOROOT is.
+const gorootWitness = "unsafe"
+
 // inGOROOT reports whether the file called name is the standard library's.
 func (s *sources) inGOROOT(name string) bool {
 	if s.gorootSrc == "" {
 		root := build.Default.GOROOT
 		// The go command's own: the directory of package unsafe's file, in GOROOT/src/unsafe.
-		if l, ok := s.listed("unsafe"); ok && len(l.files) > 0 {
+		if l, ok := s.listed(gorootWitness); ok && len(l.files) > 0 {
 			root = filepath.Dir(filepath.Dir(filepath.Dir(l.files[0])))
 		}
 		s.gorootSrc = filepath.Join(root, "src") + string(filepath.Separator)
