@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"golang.org/x/tools/go/packages"
@@ -672,27 +671,10 @@ func (b *builder) literalInSource(path string, d typeDecl) (*ast.InterfaceType, 
 		case *ast.InterfaceType:
 			return x, d.fset
 		case *ast.Ident:
-			// Declared in the package, or brought in by one of the file's dot imports.
-			from := d.file
-			if d, ok = b.sources.spec(path, x.Name); ok {
-				continue
-			}
-			for _, imp := range from.Imports {
-				if imp.Name != nil && imp.Name.Name == "." {
-					if p, err := strconv.Unquote(imp.Path.Value); err == nil {
-						if d, ok = b.sources.spec(p, x.Name); ok {
-							path = p
-							break
-						}
-					}
-				}
-			}
+			d, path, ok = b.sources.specNamed(path, d.file, x.Name)
 		case *ast.SelectorExpr:
-			q, isIdent := x.X.(*ast.Ident)
-			if !isIdent {
-				return nil, nil
-			}
-			if path = b.sources.importedAs(d.file, q.Name); path != "" {
+			if q, isIdent := x.X.(*ast.Ident); isIdent {
+				path = b.sources.importedAs(d.file, q.Name)
 				d, ok = b.sources.spec(path, x.Sel.Name)
 			}
 		}

@@ -294,15 +294,9 @@ func checkByLoading(ctx context.Context, cfg Config, patterns []string, loaded [
 		}
 	}
 	fset := token.NewFileSet()
-	pkgs, err := packages.Load(&packages.Config{
-		Context:    ctx,
-		Dir:        cfg.Dir,
-		Env:        cfg.Env,
-		BuildFlags: cfg.BuildFlags,
-		Mode:       loadMode,
-		Fset:       fset,
-		Overlay:    overlay,
-	}, patterns...)
+	withOutput := cfg.packages(ctx, loadMode)
+	withOutput.Fset, withOutput.Overlay = fset, overlay
+	pkgs, err := packages.Load(withOutput, patterns...)
 	if err != nil {
 		return nil, fmt.Errorf("zlinkgen: check the output: load %s: %w", strings.Join(patterns, " "), err)
 	}

@@ -25,6 +25,12 @@ type Config struct {
 	Env []string
 }
 
+// packages is the configuration of a load of mode with the run's directory, environment and
+// build flags.
+func (c Config) packages(ctx context.Context, mode packages.LoadMode) *packages.Config {
+	return &packages.Config{Context: ctx, Dir: c.Dir, Env: c.Env, BuildFlags: c.BuildFlags, Mode: mode}
+}
+
 // Result is one output file of a run.
 type Result struct {
 	// Path is the output file's absolute path (dir/room_zlink.go).
@@ -108,10 +114,7 @@ func generate(ctx context.Context, cfg Config, patterns []string) (results []Res
 func run(ctx context.Context, cfg Config, pkgs []*packages.Package, fset *token.FileSet) ([]Result, map[GoImportPath]map[string]bool, error) {
 	errs := &errorCollector{}
 	b := newBuilder(fset, errs, pkgs)
-	b.sources.list = &packages.Config{
-		Context: ctx, Dir: cfg.Dir, Env: cfg.Env, BuildFlags: cfg.BuildFlags,
-		Mode: packages.NeedName | packages.NeedFiles,
-	}
+	b.sources.list = cfg.packages(ctx, packages.NeedName|packages.NeedFiles)
 	v := &validator{fset: fset, errs: errs, rel: func(p token.Position) string {
 		p.Filename = relPath(cfg.Dir, p.Filename)
 		return p.String()

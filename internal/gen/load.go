@@ -34,13 +34,7 @@ const loadMode = packages.NeedName | packages.NeedFiles | packages.NeedCompiledG
 // the output can be type-checked with its package against what this load imported
 // (checkOutput); sdk is nil when the module cannot import it.
 func load(ctx context.Context, cfg Config, patterns []string) (pkgs []*packages.Package, fset *token.FileSet, sdk *packages.Package, err error) {
-	base := &packages.Config{
-		Context:    ctx,
-		Dir:        cfg.Dir,
-		Env:        cfg.Env,
-		BuildFlags: cfg.BuildFlags,
-		Mode:       packages.NeedName | packages.NeedFiles,
-	}
+	base := cfg.packages(ctx, packages.NeedName|packages.NeedFiles)
 	listed, err := packages.Load(base, patterns...)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("zlinkgen: load %s: %w", strings.Join(patterns, " "), err)

@@ -136,6 +136,9 @@ func (s *sources) specIn(file, name string) (typeDecl, bool) {
 
 // spec returns the declaration of the type name in the package path.
 func (s *sources) spec(path, name string) (typeDecl, bool) {
+	if path == "" {
+		return typeDecl{}, false // no package: a qualifier the file does not import
+	}
 	l, ok := s.listed(path)
 	if !ok {
 		return typeDecl{}, false
@@ -146,6 +149,25 @@ func (s *sources) spec(path, name string) (typeDecl, bool) {
 		}
 	}
 	return typeDecl{}, false
+}
+
+// specNamed returns the declaration of the type that file, of package path, names as name:
+// declared in the package, or in one that the file dot-imports, which it returns too.
+func (s *sources) specNamed(path string, file *ast.File, name string) (typeDecl, string, bool) {
+	if d, ok := s.spec(path, name); ok {
+		return d, path, true
+	}
+	for _, imp := range file.Imports {
+		if imp.Name == nil || imp.Name.Name != "." {
+			continue
+		}
+		if p, err := strconv.Unquote(imp.Path.Value); err == nil {
+			if d, ok := s.spec(p, name); ok {
+				return d, p, true
+			}
+		}
+	}
+	return typeDecl{}, "", false
 }
 
 // importedAs is the import path that file imports under name, or "" when it imports none. A
