@@ -41,6 +41,9 @@ func newBuilder(fset *token.FileSet, errs *errorCollector, pkgs []*packages.Pack
 	}
 	b.sources = newSources(b.extFset)
 	for _, p := range pkgs {
+		for _, f := range slices.Concat(p.GoFiles, p.IgnoredFiles) {
+			b.sources.owned[filepath.Dir(f)] = true // a loaded package's directory: the user's
+		}
 		if p.TypesInfo == nil {
 			continue
 		}
@@ -435,9 +438,9 @@ func (b *builder) spot(p *packages.Package, ts *ast.TypeSpec, doc *ast.CommentGr
 		Idle:         sd.idle,
 	}
 	if literal {
-		b.flatten(s, iface, it, b.fset, map[string]bool{}, pos, nil)
+		b.flatten(s, iface, it, b.fset, map[string]bool{}, nil, nil)
 	} else {
-		b.embed(s, p.TypesInfo.TypeOf(expr), expr, b.fset, map[string]bool{}, pos, nil)
+		b.embed(s, p.TypesInfo.TypeOf(expr), expr, b.fset, map[string]bool{}, []token.Position{pos}, nil)
 	}
 	return s
 }
@@ -477,8 +480,9 @@ func (b *builder) definedFromInterface(obj *types.TypeName, rhs types.Type, expr
 
 // flatten appends the methods of iface to s in declaration order, embedded interfaces in
 // place. it is the interface's syntax, read with fset, or nil when the source is not at hand:
-// the methods then follow their source positions.
-func (b *builder) flatten(s *Interface, iface *types.Interface, it *ast.InterfaceType, fset *token.FileSet, seen map[string]bool, at token.Position, stack []*types.TypeName) {
+// the methods then follow their source positions. via are the embeddings that lead to iface
+// from the Spot's declaration, outermost first (see Method.Via).
+func (b *builder) flatten(s *Interface, iface *types.Interface, it *ast.InterfaceType, fset *token.FileSet, seen map[string]bool, via []token.Position, stack []*types.TypeName) {
 	if it == nil {
 		ms := make([]*types.Func, iface.NumMethods())
 		for i := range ms {
@@ -494,9 +498,9 @@ func (b *builder) flatten(s *Interface, iface *types.Interface, it *ast.Interfac
 			// and the standard library's own files are none of the user's.
 			pos := b.fset.Position(m.Pos())
 			if !pos.IsValid() || !filepath.IsAbs(pos.Filename) || b.sources.inGOROOT(pos.Filename) {
-				pos = at
+				pos = via[len(via)-1] // an interface without source is always reached by embedding
 			}
-			b.addMethod(s, m, pos, "", false, true, nil, fset, seen)
+			b.addMethod(s, m, pos, "", false, true, nil, fset, seen, via)
 		}
 		return
 	}
@@ -512,7 +516,7 @@ func (b *builder) flatten(s *Interface, iface *types.Interface, it *ast.Interfac
 				send = send || d.name == "send"
 			}
 			ft, _ := field.Type.(*ast.FuncType)
-			b.addMethod(s, m, fset.Position(field.Names[0].Pos()), field.Doc.Text(), send, false, ft, fset, seen)
+			b.addMethod(s, m, fset.Position(field.Names[0].Pos()), field.Doc.Text(), send, false, ft, fset, seen, via)
 			continue
 		}
 		if k >= iface.NumEmbeddeds() {
@@ -520,12 +524,14 @@ func (b *builder) flatten(s *Interface, iface *types.Interface, it *ast.Interfac
 		}
 		et := iface.EmbeddedType(k)
 		k++
-		b.embed(s, et, field.Type, fset, seen, fset.Position(field.Type.Pos()), stack)
+		b.embed(s, et, field.Type, fset, seen, append(slices.Clip(via), fset.Position(field.Type.Pos())), stack)
 	}
 }
 
-// embed flattens the embedded type et (written as expr) into s.
-func (b *builder) embed(s *Interface, et types.Type, expr ast.Expr, fset *token.FileSet, seen map[string]bool, pos token.Position, stack []*types.TypeName) {
+// embed flattens the embedded type et (written as expr) into s. via are the embeddings that
+// lead to it, this one last.
+func (b *builder) embed(s *Interface, et types.Type, expr ast.Expr, fset *token.FileSet, seen map[string]bool, via []token.Position, stack []*types.TypeName) {
+	pos := via[len(via)-1]
 	switch t := types.Unalias(et).(type) {
 	case *types.Named:
 		if t.TypeArgs().Len() > 0 {
@@ -544,7 +550,7 @@ func (b *builder) embed(s *Interface, et types.Type, expr ast.Expr, fset *token.
 			return
 		}
 		it, sfset := b.literalOf(t.Obj())
-		b.flatten(s, ii, it, sfset, seen, pos, append(stack, t.Obj()))
+		b.flatten(s, ii, it, sfset, seen, via, append(stack, t.Obj()))
 	case *types.Interface:
 		lit, _ := ast.Unparen(expr).(*ast.InterfaceType)
 		if !t.IsMethodSet() {
@@ -555,7 +561,7 @@ func (b *builder) embed(s *Interface, et types.Type, expr ast.Expr, fset *token.
 			// An alias of an interface literal: the literal, where the alias is declared.
 			lit, fset = b.literalOf(a.Obj())
 		}
-		b.flatten(s, t, lit, fset, seen, pos, stack)
+		b.flatten(s, t, lit, fset, seen, via, stack)
 	case *types.Basic:
 		if t.Kind() == types.Invalid {
 			// Undefined: a name that this run generates (any other fails the package's
@@ -568,7 +574,7 @@ func (b *builder) embed(s *Interface, et types.Type, expr ast.Expr, fset *token.
 // addMethod appends m to s unless a method of that name is already there (an interface may
 // embed two that declare the same method, or embed one and declare it again). A //zlink:send
 // on any of its declarations makes the method one-way.
-func (b *builder) addMethod(s *Interface, m *types.Func, pos token.Position, doc string, send, inferred bool, ft *ast.FuncType, fset *token.FileSet, seen map[string]bool) {
+func (b *builder) addMethod(s *Interface, m *types.Func, pos token.Position, doc string, send, inferred bool, ft *ast.FuncType, fset *token.FileSet, seen map[string]bool, via []token.Position) {
 	if seen[m.Name()] {
 		if send {
 			if i := slices.IndexFunc(s.Methods, func(x *Method) bool { return x.Name == m.Name() }); i >= 0 {
@@ -583,6 +589,7 @@ func (b *builder) addMethod(s *Interface, m *types.Func, pos token.Position, doc
 		Obj:      m,
 		Name:     m.Name(),
 		Pos:      pos,
+		Via:      via,
 		Doc:      doc,
 		Send:     send,
 		Inferred: inferred,

@@ -101,6 +101,11 @@ type Method struct {
 	Name string
 	// Pos is where the method is declared.
 	Pos token.Position
+	// Via are the embeddings that bring the method into the interface, outermost first (the
+	// first is in the interface's own declaration); none for a method the interface declares.
+	// A method declared where the user cannot edit it (another module, the standard library)
+	// is reported at the last of them that the user can.
+	Via []token.Position
 	// Doc is the method's doc comment, directives removed.
 	Doc string
 	// Send is set by a //zlink:send directive: the method is one-way. Every method of a Fanout

@@ -29,6 +29,8 @@ type sources struct {
 	// gorootSrc is the standard library's source directory, with a trailing separator, once
 	// known: its declarations are never read (a position there is no file of the user's).
 	gorootSrc string
+	// owned says of a directory whether its files are the user's (see own).
+	owned map[string]bool
 }
 
 // listedPackage is a package's name and Go files, as the go command lists them.
@@ -38,7 +40,34 @@ type listedPackage struct {
 }
 
 func newSources(fset *token.FileSet) *sources {
-	return &sources{fset: fset, files: map[string]*ast.File{}, pkgs: map[string]listedPackage{}}
+	return &sources{fset: fset, files: map[string]*ast.File{}, pkgs: map[string]listedPackage{}, owned: map[string]bool{}}
+}
+
+// own reports whether the file called name is the user's to edit: in a package that the run
+// loaded, or in another package of a main module (of the workspace, when there is one); not
+// in another module (the module cache, a vendor directory) nor in the standard library. The
+// go command is asked once per directory, and only of files that a problem is reported in.
+func (s *sources) own(name string) bool {
+	if !filepath.IsAbs(name) {
+		return false // a position from export data, such as $GOROOT/src/io/io.go
+	}
+	dir := filepath.Dir(name)
+	if own, ok := s.owned[dir]; ok {
+		return own
+	}
+	own := false
+	switch {
+	case s.inGOROOT(name):
+	case s.list == nil:
+		own = true // nothing to ask: the position stays
+	default:
+		cfg := *s.list
+		cfg.Mode = packages.NeedName | packages.NeedFiles | packages.NeedModule // a file query matches by files
+		ps, err := packages.Load(&cfg, "file="+name)
+		own = err == nil && slices.ContainsFunc(ps, func(p *packages.Package) bool { return p.Module != nil && p.Module.Main })
+	}
+	s.owned[dir] = own
+	return own
 }
 
 // listed returns the package path as the go command lists it, once per run; false when it
