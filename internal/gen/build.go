@@ -625,10 +625,10 @@ type typeDecl struct {
 const maxDeclSteps = 64
 
 // literalOf follows the declaration of the interface type obj to the interface literal it is
-// written as: through parentheses, and through the defined types and aliases it names in turn
-// (type Lobby Room; type Room = interface{ ... }), whose methods are the literal's. It
-// returns nil when a declaration on the way cannot be read, or names a generic instance: the
-// methods then follow their source positions.
+// written as: through parentheses, and through the defined types, aliases and generic types
+// it names in turn (type Lobby Room; type Room = interface{ ... }), whose methods are the
+// literal's. It returns nil when a declaration on the way cannot be read: the methods then
+// follow their source positions.
 func (b *builder) literalOf(obj *types.TypeName) (*ast.InterfaceType, *token.FileSet) {
 	for range maxDeclSteps {
 		d, ok := b.declOf(obj)
@@ -641,7 +641,7 @@ func (b *builder) literalOf(obj *types.TypeName) (*ast.InterfaceType, *token.Fil
 			// holds only what the packages loaded refer to).
 			return b.literalInSource(obj.Pkg().Path(), d)
 		}
-		switch x := ast.Unparen(d.spec.Type).(type) {
+		switch x := genericOf(d.spec.Type).(type) {
 		case *ast.InterfaceType:
 			return x, d.fset
 		case *ast.Ident, *ast.SelectorExpr:
@@ -653,6 +653,21 @@ func (b *builder) literalOf(obj *types.TypeName) (*ast.InterfaceType, *token.Fil
 		}
 	}
 	return nil, nil
+}
+
+// genericOf is the type expression x without its parentheses and, for an instance of a generic
+// type (G[T]), the generic type it instantiates, whose declaration has the instance's methods
+// with their marks: an instance of a generic alias has its literal's. (An instance of a
+// generic defined type is refused before its methods are read.)
+func genericOf(x ast.Expr) ast.Expr {
+	x = ast.Unparen(x)
+	switch ix := x.(type) {
+	case *ast.IndexExpr:
+		return ast.Unparen(ix.X)
+	case *ast.IndexListExpr:
+		return ast.Unparen(ix.X)
+	}
+	return x
 }
 
 // namedBy returns the defined type or alias that the type expression x names, as info says,
@@ -674,7 +689,7 @@ func namedBy(info *types.Info, x ast.Expr) *types.TypeName {
 func (b *builder) literalInSource(path string, d typeDecl) (*ast.InterfaceType, *token.FileSet) {
 	for range maxDeclSteps {
 		var ok bool
-		switch x := ast.Unparen(d.spec.Type).(type) {
+		switch x := genericOf(d.spec.Type).(type) {
 		case *ast.InterfaceType:
 			return x, d.fset
 		case *ast.Ident:

@@ -73,3 +73,19 @@ type Desk Pinned
 //
 //zlink:spot instance
 type Kiosk far.Hop
+
+// Tagged is a generic alias of an interface literal.
+type Tagged[T any] = interface {
+	// Tag tags a note.
+	//
+	//zlink:send
+	Tag(ctx context.Context, msg T) error
+}
+
+// Stamped is an alias of an instance of Tagged.
+type Stamped = Tagged[*pb.Note]
+
+// Stand is defined from Stamped: the generic literal's methods, docs and marks.
+//
+//zlink:spot instance
+type Stand Stamped

@@ -1270,3 +1270,136 @@ func (r KioskIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
 	}
 	return r.c.CloseSpot(ctx, sdk.InstanceTarget(KioskTypeName, r.id).WithDesc(&Kiosk_SpotDesc), opts...)
 }
+
+// StandTypeName is the stable type name of the Instance Spot Stand.
+const StandTypeName = "lobby.Stand"
+
+// The full method names of Stand, "/<type>/<method>" as [sdk.FullMethodName] makes them.
+const (
+	Stand_Tag_FullMethodName = "/lobby.Stand/Tag"
+)
+
+// Stand_SpotDesc describes the Instance Spot type Stand to the runtime. Its dispatch table is keyed by
+// stable method names, never ordinals, so nodes of different versions agree. RegisterStand registers it.
+// It is for the generated code and the runtime: do not modify it, not even a copy.
+var Stand_SpotDesc = sdk.SpotDesc{
+	Name: StandTypeName,
+	Kind: sdk.KindInstance,
+	Methods: []sdk.MethodDesc{
+		{
+			Name:   "Tag",
+			OneWay: true,
+			NewRequest: func() proto.Message {
+				return new(pb.Note)
+			},
+			Invoke: func(impl any, ctx context.Context, req proto.Message) (proto.Message, error) {
+				s, ok := impl.(Stand)
+				if !ok {
+					return nil, fmt.Errorf("%w: %T does not implement Stand", sdk.ErrUnhandled, impl)
+				}
+				in, ok := req.(*pb.Note)
+				if !ok {
+					return nil, fmt.Errorf("%w: %s takes *pb.Note, got %T", sdk.ErrInvalidArgument, Stand_Tag_FullMethodName, req)
+				}
+				return nil, s.Tag(ctx, in)
+			},
+		},
+	},
+}
+
+// RegisterStand registers the Instance Spot type Stand with r. newStand makes the object that serves a
+// Stand each time one is activated; opts configure the type ([sdk.WithIdleTimeout]).
+func RegisterStand(r sdk.Registrar, newStand func(sdk.SpotContext) (Stand, error), opts ...sdk.TypeOption) error {
+	if r == nil || newStand == nil {
+		return fmt.Errorf("%w: RegisterStand needs a registrar and a factory", sdk.ErrInvalidArgument)
+	}
+	return r.RegisterSpot(&Stand_SpotDesc, func(sc sdk.SpotContext) (any, error) {
+		v, err := newStand(sc)
+		if err != nil {
+			return nil, err
+		}
+		if v == nil {
+			return nil, fmt.Errorf("%w: the factory of %s returned nil", sdk.ErrInvalidArgument, StandTypeName)
+		}
+		return v, nil
+	}, opts...)
+}
+
+// StandRef is a plain reference to one Instance Spot of type Stand: its calls never create the Spot,
+// and a call to a missing one answers [sdk.ErrNotFound]. [OpenStand] makes references whose calls create.
+//
+// Stand is defined from Stamped: the generic literal's methods, docs and marks.
+type StandRef struct {
+	c  sdk.Client
+	id string
+}
+
+// StandOf returns a plain reference to the Stand id through c: its calls never create it.
+func StandOf(c sdk.Client, id string) StandRef {
+	return StandRef{c: c, id: id}
+}
+
+// ID returns the ID of the Stand the reference addresses.
+func (r StandRef) ID() string {
+	return r.id
+}
+
+// Tag tags a note.
+func (r StandRef) Tag(ctx context.Context, msg *pb.Note, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Tag on a zero StandRef (make references with StandOf)", sdk.ErrInvalidArgument)
+	}
+	return r.c.Send(ctx, sdk.InstanceTarget(StandTypeName, r.id).WithDesc(&Stand_SpotDesc), "Tag", msg, opts...)
+}
+
+// Close explicitly closes the Stand: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Stand.
+func (r StandRef) Close(ctx context.Context, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Close on a zero StandRef (make references with StandOf)", sdk.ErrInvalidArgument)
+	}
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(StandTypeName, r.id).WithDesc(&Stand_SpotDesc), opts...)
+}
+
+// StandIntent is a reference to one Instance Spot of type Stand whose every call carries create-intent:
+// the first call to a missing Spot creates it, and concurrent first calls all reach the one created.
+// Use [StandRef] for calls that must not create.
+//
+// Stand is defined from Stamped: the generic literal's methods, docs and marks.
+type StandIntent struct {
+	c  sdk.Client
+	id string
+}
+
+// OpenStand returns a reference to the Stand id through c whose calls create it when it is missing.
+// Nothing is created until the first call.
+func OpenStand(c sdk.Client, id string) StandIntent {
+	return StandIntent{c: c, id: id}
+}
+
+// ID returns the ID of the Stand the reference addresses.
+func (r StandIntent) ID() string {
+	return r.id
+}
+
+// Ref returns the plain reference to the same Stand: its calls never create it.
+func (r StandIntent) Ref() StandRef {
+	return StandRef(r)
+}
+
+// Tag tags a note.
+func (r StandIntent) Tag(ctx context.Context, msg *pb.Note, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Tag on a zero StandIntent (make references with OpenStand)", sdk.ErrInvalidArgument)
+	}
+	return r.c.Send(ctx, sdk.InstanceIntent(StandTypeName, r.id).WithDesc(&Stand_SpotDesc), "Tag", msg, opts...)
+}
+
+// Close explicitly closes the Stand: admission stops, queued work finishes, its OnClose
+// runs with [sdk.CloseExplicit], then its location is released. It never creates the Stand.
+func (r StandIntent) Close(ctx context.Context, opts ...sdk.CallOption) error {
+	if r.c == nil {
+		return fmt.Errorf("%w: Close on a zero StandIntent (make references with OpenStand)", sdk.ErrInvalidArgument)
+	}
+	return r.c.CloseSpot(ctx, sdk.InstanceTarget(StandTypeName, r.id).WithDesc(&Stand_SpotDesc), opts...)
+}

@@ -37,3 +37,21 @@ type Board Note
 //
 //zlink:spot instance
 type Kiosk near.Relay
+
+// Generic is a generic alias of a literal whose one-way method has no mark.
+type Generic[T any] = interface {
+	Notify(ctx context.Context, msg T) error
+}
+
+// Pinged is an alias of an instance of Generic.
+type Pinged = Generic[*pb.Note]
+
+// Desk is defined from Pinged.
+//
+//zlink:spot instance
+type Desk Pinged
+
+// Stall is defined from near.Post, an instance of a generic alias read from source.
+//
+//zlink:spot instance
+type Stall near.Post

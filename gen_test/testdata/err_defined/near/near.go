@@ -13,3 +13,12 @@ type Relay member
 type member interface {
 	Notify(ctx context.Context, msg *pb.Note) error
 }
+
+// Post is defined from an instance of a generic alias.
+type Post posted
+
+type posted = generic[*pb.Note]
+
+type generic[T any] = interface {
+	Notify(ctx context.Context, msg T) error
+}
