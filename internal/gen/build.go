@@ -531,11 +531,15 @@ func (b *builder) flatten(s *Interface, iface *types.Interface, it *ast.Interfac
 // embed flattens the embedded type et (written as expr) into s. via are the embeddings that
 // lead to it, this one last.
 func (b *builder) embed(s *Interface, et types.Type, expr ast.Expr, fset *token.FileSet, seen map[string]bool, via []token.Position, stack []*types.TypeName) {
-	pos := via[len(via)-1]
+	// A problem of the embedding is reported where the user can fix it: in another module's
+	// interface, at the embedding of the user's that leads there.
+	fail := func(format string, args ...any) {
+		b.errs.add(b.sources.userAt(via[len(via)-1], via[:len(via)-1]), s.Name, format, args...)
+	}
 	switch t := types.Unalias(et).(type) {
 	case *types.Named:
 		if t.TypeArgs().Len() > 0 {
-			b.errs.add(pos, s.Name, "embeds the generic interface %s, which is not supported", t.Obj().Name())
+			fail("embeds the generic interface %s, which is not supported", t.Obj().Name())
 			return
 		}
 		ii, ok := t.Underlying().(*types.Interface)
@@ -543,7 +547,7 @@ func (b *builder) embed(s *Interface, et types.Type, expr ast.Expr, fset *token.
 			return // the type checker reports it
 		}
 		if !ii.IsMethodSet() {
-			b.errs.add(pos, s.Name, "embeds the constraint interface %s, which has type terms", t.Obj().Name())
+			fail("embeds the constraint interface %s, which has type terms", t.Obj().Name())
 			return
 		}
 		if slices.Contains(stack, t.Obj()) {
@@ -554,7 +558,7 @@ func (b *builder) embed(s *Interface, et types.Type, expr ast.Expr, fset *token.
 	case *types.Interface:
 		lit, _ := ast.Unparen(expr).(*ast.InterfaceType)
 		if !t.IsMethodSet() {
-			b.errs.add(pos, s.Name, "embeds a constraint interface, which has type terms")
+			fail("embeds a constraint interface, which has type terms")
 			return
 		}
 		if a, ok := et.(*types.Alias); ok && lit == nil {
@@ -566,7 +570,7 @@ func (b *builder) embed(s *Interface, et types.Type, expr ast.Expr, fset *token.
 		if t.Kind() == types.Invalid {
 			// Undefined: a name that this run generates (any other fails the package's
 			// compile check, which then reports it instead). Generated types are structs.
-			b.errs.add(pos, s.Name, "embeds %s, which zlinkgen generates: an interface can embed only interfaces of its own", types.ExprString(expr))
+			fail("embeds %s, which zlinkgen generates: an interface can embed only interfaces of its own", types.ExprString(expr))
 		}
 	}
 }
@@ -657,8 +661,8 @@ func (b *builder) literalOf(obj *types.TypeName) (*ast.InterfaceType, *token.Fil
 
 // genericOf is the type expression x without its parentheses and, for an instance of a generic
 // type (G[T]), the generic type it instantiates, whose declaration has the instance's methods
-// with their marks: an instance of a generic alias has its literal's. (An instance of a
-// generic defined type is refused before its methods are read.)
+// with their marks. (A Spot defined from, or embedding, an instance of a generic defined type
+// is refused before its methods are read; one defined through a type of its own is not.)
 func genericOf(x ast.Expr) ast.Expr {
 	x = ast.Unparen(x)
 	switch ix := x.(type) {

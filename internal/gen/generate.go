@@ -118,7 +118,7 @@ func run(ctx context.Context, cfg Config, pkgs []*packages.Package, fset *token.
 	v := &validator{fset: fset, errs: errs, rel: func(p token.Position) string {
 		p.Filename = relPath(cfg.Dir, p.Filename)
 		return p.String()
-	}, own: b.sources.own}
+	}, place: b.sources.userAt}
 
 	// Model first: the names the run generates are known before compile errors are judged.
 	type loaded struct {

@@ -43,6 +43,21 @@ func newSources(fset *token.FileSet) *sources {
 	return &sources{fset: fset, files: map[string]*ast.File{}, pkgs: map[string]listedPackage{}, owned: map[string]bool{}}
 }
 
+// userAt is where a problem found at pos, in a declaration that the embeddings via (outermost
+// first) lead to, is reported: pos when its file is the user's (own), else the last of via that
+// is, else the first of via, which is in the Spot's own declaration.
+func (s *sources) userAt(pos token.Position, via []token.Position) token.Position {
+	if len(via) == 0 || s.own(pos.Filename) {
+		return pos
+	}
+	for _, at := range slices.Backward(via) {
+		if s.own(at.Filename) {
+			return at
+		}
+	}
+	return via[0]
+}
+
 // own reports whether the file called name is the user's to edit: in a package that the run
 // loaded, or in another package of a main module (of the workspace, when there is one); not
 // in another module (the module cache, a vendor directory) nor in the standard library. The

@@ -23,23 +23,19 @@ type validator struct {
 	errs *errorCollector
 	// rel renders a position for a message, relative to the run's directory.
 	rel func(token.Position) string
-	// own reports whether a file is the user's to edit; nil: every file is.
-	own func(name string) bool
+	// place is where a problem found at pos, in a declaration that the embeddings via lead to,
+	// is reported (sources.userAt); nil: at pos.
+	place func(pos token.Position, via []token.Position) token.Position
 }
 
 // at is where a problem of m found at pos is reported: pos when the user can edit its file,
 // else the last embedding that brings m in that the user can (a method declared in another
 // module or the standard library is fixed there).
 func (v *validator) at(m *Method, pos token.Position) token.Position {
-	if v.own == nil || len(m.Via) == 0 || v.own(pos.Filename) {
+	if v.place == nil {
 		return pos
 	}
-	for _, via := range slices.Backward(m.Via) {
-		if v.own(via.Filename) {
-			return via
-		}
-	}
-	return m.Via[0]
+	return v.place(pos, m.Via)
 }
 
 // pkg validates every Spot and Actor type and every channel of p.
@@ -139,7 +135,7 @@ func (v *validator) method(p *Package, s *Interface, m *Method, qual types.Quali
 		if m.Send {
 			what = "message"
 		}
-		req = v.message(p, m.Params[1], v.at(m, m.Params[1].Pos), what, where, qual)
+		req = v.message(p, m, m.Params[1], what, where, qual)
 		ok = ok && req != nil
 	}
 
@@ -167,7 +163,7 @@ func (v *validator) method(p *Package, s *Interface, m *Method, qual types.Quali
 		fail(m.Pos, "a method that returns only error is one-way: mark it //zlink:send, or return (*R, error)")
 		return
 	case len(res) == 2:
-		reply = v.message(p, res[0], v.at(m, res[0].Pos), "reply", where, qual)
+		reply = v.message(p, m, res[0], "reply", where, qual)
 		ok = ok && reply != nil
 	}
 	if ok {
@@ -175,12 +171,12 @@ func (v *validator) method(p *Package, s *Interface, m *Method, qual types.Quali
 	}
 }
 
-// message checks that param is a pointer to a named protobuf message type, and records the
-// name of the message's package in pkg. Its problems are reported at pos.
-func (v *validator) message(pkg *Package, param *Param, pos token.Position, what, where string, qual types.Qualifier) *Message {
+// message checks that param, of m, is a pointer to a named protobuf message type, and records
+// the name of the message's package in pkg.
+func (v *validator) message(pkg *Package, m *Method, param *Param, what, where string, qual types.Qualifier) *Message {
 	got := types.TypeString(param.Type, qual)
 	fail := func(why string) *Message {
-		v.errs.add(pos, where, "the %s must be a pointer to a protobuf message%s, got %s", what, why, got)
+		v.errs.add(v.at(m, param.Pos), where, "the %s must be a pointer to a protobuf message%s, got %s", what, why, got)
 		return nil
 	}
 	ptr, ok := types.Unalias(param.Type).(*types.Pointer)
@@ -205,11 +201,11 @@ func (v *validator) message(pkg *Package, param *Param, pos token.Position, what
 	// a type the package cannot name, and an embedded interface to a package it cannot import.
 	if obj.Pkg() != pkg.Types {
 		if !obj.Exported() {
-			v.errs.add(pos, where, "the %s %s is a pointer to %s, which package %s does not export: the generated code cannot name it", what, got, obj.Name(), obj.Pkg().Name())
+			v.errs.add(v.at(m, param.Pos), where, "the %s %s is a pointer to %s, which package %s does not export: the generated code cannot name it", what, got, obj.Name(), obj.Pkg().Name())
 			return nil
 		}
 		if !canImport(string(pkg.Path), obj.Pkg().Path()) {
-			v.errs.add(pos, where, "the %s %s is a type of package %s, which is internal: package %s cannot import it", what, got, obj.Pkg().Path(), pkg.Name)
+			v.errs.add(v.at(m, param.Pos), where, "the %s %s is a type of package %s, which is internal: package %s cannot import it", what, got, obj.Pkg().Path(), pkg.Name)
 			return nil
 		}
 	}
