@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,7 +86,7 @@ func (s *Server) relocate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	release, ok := s.acquireOperation(w)
+	release, ok := s.acquireOperation(w, s.relocations, "relocation")
 	if !ok {
 		return
 	}
@@ -172,7 +173,7 @@ func (s *Server) shutdown(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	release, ok := s.acquireOperation(w)
+	release, ok := s.acquireOperation(w, s.shutdowns, "shutdown")
 	if !ok {
 		return
 	}
@@ -249,8 +250,10 @@ func sameOrigin(origin, host string) bool {
 // does not have; an empty body is taken when empty says so.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, empty bool) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	// One JSON value first, then that it is an object: decoding null into v succeeds and
+	// leaves it as it was, which would take null for an empty object.
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
 		var tooBig *http.MaxBytesError
 		switch {
 		case errors.Is(err, io.EOF) && empty:
@@ -262,10 +265,27 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, empty bool) error
 		}
 		return fmt.Errorf("the body is not the JSON object expected: %v", err)
 	}
+	if len(raw) == 0 || raw[0] != '{' { // Decode leaves no space around a value
+		return fmt.Errorf("the body is not the JSON object expected: it is %s", firstBytes(raw))
+	}
+	obj := json.NewDecoder(bytes.NewReader(raw))
+	obj.DisallowUnknownFields()
+	if err := obj.Decode(v); err != nil {
+		return fmt.Errorf("the body is not the JSON object expected: %v", err)
+	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errors.New("the body holds more than one JSON object")
 	}
 	return nil
+}
+
+// firstBytes is the start of a JSON value, for a message.
+func firstBytes(raw []byte) string {
+	const most = 16
+	if len(raw) > most {
+		return string(raw[:most]) + "..."
+	}
+	return string(raw)
 }
 
 // options turns the request into relocation options, naming what is wrong with it.

@@ -151,11 +151,12 @@ type Server struct {
 	url     string
 	srv     *http.Server
 	streams chan struct{} // a token per open event stream
-	// operations holds a token per open progress stream of a POST: apart from the event
-	// streams, so that readers of the page cannot take the places an operator needs.
-	operations chan struct{}
-	mesh       meshCache
-	peers      *http.Client
+	// relocations and shutdowns hold a token per open progress stream of a POST /relocate and
+	// a POST /shutdown: apart from the event streams', and from each other's, so that neither
+	// the dashboard nor the callers following a relocation can keep a shutdown out (F9).
+	relocations, shutdowns chan struct{}
+	mesh                   meshCache
+	peers                  *http.Client
 
 	mu      sync.Mutex
 	node    Node
@@ -185,7 +186,7 @@ func Listen(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, ln: ln, url: scheme + "://" + ln.Addr().String(),
-		streams: make(chan struct{}, cfg.MaxStreams), operations: make(chan struct{}, maxOperationStreams),
+		streams: make(chan struct{}, cfg.MaxStreams), relocations: make(chan struct{}, maxOperationStreams), shutdowns: make(chan struct{}, maxOperationStreams),
 		peers: &http.Client{Transport: &http.Transport{
 			TLSClientConfig: cfg.PeerTLS, DisableKeepAlives: true, ResponseHeaderTimeout: cfg.PeerTimeout,
 		}},
@@ -357,6 +358,16 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /mesh", s.meshView)
 	mux.HandleFunc("POST /relocate", s.relocate)
 	mux.HandleFunc("POST /shutdown", s.shutdown)
+	// Another method is refused as every refusal is, in JSON; ServeMux's own answer is text.
+	for _, r := range []struct{ path, allow string }{
+		{"/status", "GET, HEAD"}, {"/events", "GET, HEAD"}, {"/mesh", "GET, HEAD"},
+		{"/relocate", "POST"}, {"/shutdown", "POST"},
+	} {
+		mux.HandleFunc(r.path, func(w http.ResponseWriter, req *http.Request) {
+			w.Header().Set("Allow", r.allow)
+			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s is not served: use %s", req.Method, r.path, r.allow))
+		})
+	}
 	mux.Handle("/debug/pprof/", s.profiles(pprof.Index))
 	mux.Handle("/debug/pprof/cmdline", s.profiles(pprof.Cmdline))
 	mux.Handle("/debug/pprof/profile", s.profiles(pprof.Profile))
@@ -504,7 +515,8 @@ func loopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// maxOperationStreams bounds the progress streams of POST /relocate and /shutdown open at once.
+// maxOperationStreams bounds the progress streams of POST /relocate open at once, and those of
+// POST /shutdown.
 const maxOperationStreams = 8
 
 // acquireStream takes a place for a long-lived event stream, or answers 503 and reports that
@@ -513,10 +525,10 @@ func (s *Server) acquireStream(w http.ResponseWriter) (release func(), ok bool) 
 	return acquire(w, s.streams, fmt.Sprintf("too many open streams (at most %d); try again later", s.cfg.MaxStreams))
 }
 
-// acquireOperation takes a place for an operation's progress stream, or answers 503 and
-// reports that none is left.
-func (s *Server) acquireOperation(w http.ResponseWriter) (release func(), ok bool) {
-	return acquire(w, s.operations, fmt.Sprintf("too many operations in progress (at most %d); try again later", maxOperationStreams))
+// acquireOperation takes a place among tokens for the progress stream of the operation what,
+// or answers 503 and reports that none is left.
+func (s *Server) acquireOperation(w http.ResponseWriter, tokens chan struct{}, what string) (release func(), ok bool) {
+	return acquire(w, tokens, fmt.Sprintf("too many %s streams open (at most %d); try again later", what, maxOperationStreams))
 }
 
 func acquire(w http.ResponseWriter, tokens chan struct{}, full string) (release func(), ok bool) {

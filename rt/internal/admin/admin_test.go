@@ -253,6 +253,10 @@ func TestPostsRefuseBadInputWithOneClearLine(t *testing.T) {
 		{"/relocate", "application/json", `{"mode":"planned"}`, []string{"Origin", "http://evil.example"}, 403, "another origin"},
 		{"/relocate", "application/json", `{"mode":"planned"}`, []string{"Sec-Fetch-Site", "cross-site"}, 403, "another origin"},
 		{"/shutdown", "application/json", `[1,2]`, nil, 400, "not the JSON object expected"},
+		{"/shutdown", "application/json", `null`, nil, 400, "not the JSON object expected: it is null"},
+		{"/shutdown", "application/json", ` null `, nil, 400, "not the JSON object expected: it is null"},
+		{"/shutdown", "application/json", `"a long string of words"`, nil, 400, `it is "a long string o...`},
+		{"/relocate", "application/json", `null`, nil, 400, "not the JSON object expected: it is null"},
 		{"/shutdown", "application/json", `{"deadline":"1y"}`, nil, 400, "not a duration"},
 		{"/shutdown", "application/json", `{"deadline":"48h"}`, nil, 400, "out of range"},
 		{"/relocate", "application/json", `{"mode":"planned","node":"node-2"}`, nil, 409, "is node node-1's, not node node-2's"},
@@ -266,10 +270,26 @@ func TestPostsRefuseBadInputWithOneClearLine(t *testing.T) {
 		assert.Contains(t, e.Error, tc.want, tc.body)
 		assert.Equal(t, 1, strings.Count(strings.TrimSpace(body), "\n")+1, "one line")
 	}
-	resp, err := c.Get(s.URL() + "/shutdown")
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, "GET of an operation")
+	// Another method on a route of the server's own is refused in JSON too.
+	for _, tc := range []struct{ method, path, allow string }{
+		{"GET", "/relocate", "POST"}, {"PUT", "/relocate", "POST"}, {"GET", "/shutdown", "POST"},
+		{"DELETE", "/shutdown", "POST"}, {"POST", "/status", "GET, HEAD"}, {"POST", "/events", "GET, HEAD"},
+		{"PATCH", "/mesh", "GET, HEAD"},
+	} {
+		req, err := http.NewRequest(tc.method, s.URL()+tc.path, strings.NewReader("{}"))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, "%s %s", tc.method, tc.path)
+		assert.Equal(t, tc.allow, resp.Header.Get("Allow"), "%s %s", tc.method, tc.path)
+		var e admin.ErrorDoc
+		require.NoError(t, json.Unmarshal(body, &e), "%s %s: %s", tc.method, tc.path, body)
+		assert.Equal(t, tc.method+" "+tc.path+" is not served: use "+tc.allow, e.Error)
+	}
 	assert.Zero(t, started.Load(), "no bad request started a relocation")
 	assert.Zero(t, n.shutdowns.Load(), "no bad request started a shutdown")
 
@@ -277,7 +297,7 @@ func TestPostsRefuseBadInputWithOneClearLine(t *testing.T) {
 	req, err := http.NewRequest(http.MethodGet, s.URL()+"/status", nil)
 	require.NoError(t, err)
 	req.Host = "attacker.example:80"
-	resp, err = c.Do(req)
+	resp, err := c.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode)
@@ -632,6 +652,59 @@ func TestEventsHeadTakesNoStreamPlace(t *testing.T) {
 
 // A shutdown asked twice is one shutdown: both callers follow it to the same result, and the
 // event streams end with the Stopped snapshot.
+// F9: a shutdown can begin while a relocation runs, however many callers follow that
+// relocation's progress: the two operations' streams have places of their own.
+func TestShutdownIsServedWhileEveryRelocationStreamIsTaken(t *testing.T) {
+	n := newTestNode()
+	release := make(chan struct{})
+	n.relocate = func(ctx context.Context, opts sdk.RelocationOptions) (sdk.RelocationResult, error) {
+		select {
+		case <-ctx.Done():
+			return sdk.RelocationResult{}, ctx.Err()
+		case <-release:
+			return sdk.RelocationResult{Mode: opts.Mode, Outcome: sdk.RelocationOutcomeRelocated}, nil
+		}
+	}
+	s := serve(t, admin.Config{}, n)
+	c := &http.Client{}
+	defer c.CloseIdleConnections()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(release)
+	opened := make(chan int, 9)
+	for range 9 { // one more than the relocation streams' places
+		wg.Go(func() {
+			resp, err := postStream(c, s.URL()+"/relocate", `{"mode":"planned"}`)
+			if err != nil {
+				opened <- 0
+				return
+			}
+			defer resp.Body.Close()
+			opened <- resp.StatusCode
+			_, _ = io.Copy(io.Discard, resp.Body)
+		})
+	}
+	codes := map[int]int{}
+	for range 9 {
+		codes[<-opened]++
+	}
+	assert.Equal(t, map[int]int{http.StatusOK: 8, http.StatusServiceUnavailable: 1}, codes, "eight relocation streams, then none")
+
+	resp, body := post(t, c, s.URL()+"/shutdown", "application/json", `{}`)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+	assert.EqualValues(t, 1, n.shutdowns.Load(), "the shutdown began")
+}
+
+// postStream posts body as JSON to url and returns the answer, its body still to be read.
+func postStream(c *http.Client, url, body string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return c.Do(req)
+}
+
 func TestShutdownTwiceSharesOneShutdown(t *testing.T) {
 	n := newTestNode()
 	s := serve(t, admin.Config{}, n)
