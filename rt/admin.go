@@ -91,24 +91,24 @@ func (n adminNode) Snapshot() admin.Snapshot {
 
 // Watch reports every change of the runtime, mesh and capacity statuses, as an observer of
 // each, until ctx ends or the host stopped (its runtime stream ended).
-func (n adminNode) Watch(ctx context.Context, changed func()) {
+func (n adminNode) Watch(ctx context.Context, changed func(*sdk.RuntimeStatus)) {
 	h := n.h
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	if meshes, err := h.ObserveMesh(ctx, h.cfg.MeshName); err == nil {
 		wg.Go(func() {
 			for range meshes {
-				changed()
+				changed(nil)
 			}
 		})
 	}
 	wg.Go(func() {
 		for range h.ObserveCapacity(ctx) {
-			changed()
+			changed(nil)
 		}
 	})
-	for range h.ObserveRuntime(ctx) {
-		changed()
+	for o := range h.ObserveRuntime(ctx) {
+		changed(&o.Status)
 	}
 	cancel()
 	wg.Wait()

@@ -179,7 +179,7 @@ func (s *Server) shutdown(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	ctx, cancel := context.WithCancel(r.Context())
-	dirty, stopped := s.watch(ctx)
+	dirty, stopped, terminals := s.watch(ctx)
 	defer func() {
 		cancel()
 		<-stopped
@@ -197,10 +197,13 @@ func (s *Server) shutdown(w http.ResponseWriter, r *http.Request) {
 		default:
 		}
 		snap := s.node.Snapshot()
-		if st := snap.Runtime.State.String(); st != last {
-			last = st
-			if err := out.line(Progress{Node: string(snap.Node), State: st}); err != nil {
-				return
+		// An Error that a newer state replaced before this stream wrote it is a line too.
+		for _, rs := range append(terminals.takeBefore(snap.Runtime.Sequence), snap.Runtime) {
+			if st := rs.State.String(); st != last {
+				last = st
+				if err := out.line(Progress{Node: string(snap.Node), State: st}); err != nil {
+					return
+				}
 			}
 		}
 		select {

@@ -33,8 +33,9 @@ type Node interface {
 	// Snapshot returns every status the page shows, as of now.
 	Snapshot() Snapshot
 	// Watch calls changed whenever a status the page shows may have changed, until ctx ends or
-	// the host stopped; it returns then, having ended everything it started.
-	Watch(ctx context.Context, changed func())
+	// the host stopped; it returns then, having ended everything it started. runtime is the
+	// host's runtime status when that is what changed, else nil.
+	Watch(ctx context.Context, changed func(runtime *sdk.RuntimeStatus))
 	// Members lists the nodes of the mesh as their registrations describe them, this one
 	// included.
 	Members() []Member
@@ -543,17 +544,56 @@ func acquire(w http.ResponseWriter, tokens chan struct{}, full string) (release 
 
 // watch tells of the node's changes on dirty, coalesced (one pending tell at most), until ctx
 // ends or the node stops; stopped closes then. The caller cancels ctx and waits for stopped.
-func (s *Server) watch(ctx context.Context) (dirty <-chan struct{}, stopped <-chan struct{}) {
+// The runtime's terminal statuses (Error, Stopped) are kept apart, in terminals, so that
+// coalescing never loses one silently (H1).
+func (s *Server) watch(ctx context.Context) (dirty <-chan struct{}, stopped <-chan struct{}, terminals *terminalStatuses) {
 	d := make(chan struct{}, 1)
 	st := make(chan struct{})
+	terminals = &terminalStatuses{}
 	go func() {
 		defer close(st)
-		s.node.Watch(ctx, func() {
+		s.node.Watch(ctx, func(rs *sdk.RuntimeStatus) {
+			if rs != nil && (rs.State == sdk.RuntimeStateError || rs.State == sdk.RuntimeStateStopped) {
+				terminals.add(*rs)
+			}
 			select {
 			case d <- struct{}{}:
 			default: // already dirty: coalesced
 			}
 		})
 	}()
-	return d, st
+	return d, st, terminals
+}
+
+// terminalStatuses holds the terminal runtime statuses an event stream has not written yet.
+// A runtime has few (Error, then Stopped): past maxTerminals the newest are dropped, since
+// the stream's later snapshots show the latest state anyway.
+type terminalStatuses struct {
+	mu  sync.Mutex
+	all []sdk.RuntimeStatus
+}
+
+const maxTerminals = 4
+
+func (t *terminalStatuses) add(rs sdk.RuntimeStatus) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.all) < maxTerminals {
+		t.all = append(t.all, rs)
+	}
+}
+
+// takeBefore removes the statuses held and returns those older than seq, which a snapshot of
+// sequence seq has replaced.
+func (t *terminalStatuses) takeBefore(seq uint64) []sdk.RuntimeStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var older []sdk.RuntimeStatus
+	for _, rs := range t.all {
+		if rs.Sequence < seq {
+			older = append(older, rs)
+		}
+	}
+	t.all = t.all[:0]
+	return older
 }

@@ -147,11 +147,11 @@ func (n *testNode) Snapshot() admin.Snapshot {
 	return s
 }
 
-func (n *testNode) Watch(ctx context.Context, changed func()) {
+func (n *testNode) Watch(ctx context.Context, changed func(*sdk.RuntimeStatus)) {
 	n.watchers.Add(1)
 	defer n.watchers.Add(-1)
-	for range n.runtime.Observe(ctx) {
-		changed()
+	for o := range n.runtime.Observe(ctx) {
+		changed(&o.Status)
 	}
 }
 
@@ -631,6 +631,46 @@ func rawRequest(t *testing.T, s *admin.Server, request string) net.Conn {
 // A HEAD of the event stream answers the stream's headers and holds no stream place: net/http
 // drops the body of a HEAD, so no write would ever wait and the write timeout would never
 // end it.
+// H1: an event stream is one more observer of the host's statuses, and never loses a terminal
+// one silently: a host that fails and is shut down within one EventInterval is shown in Error
+// before it is shown Stopped, in order, though the changes between coalesce.
+func TestEventsShowAnErrorThatAShutdownFollowedAtOnce(t *testing.T) {
+	n := newTestNode()
+	s := serve(t, admin.Config{EventInterval: 300 * time.Millisecond}, n)
+	c := &http.Client{}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get(s.URL() + "/events")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	_, first := readEvent(t, r)
+	require.Contains(t, first, `"state":"Serving"`)
+
+	// Each within the interval that follows the first event's write, and each taken by the
+	// stream's observation of the host before the next (a host's own observer that missed
+	// one counts it apart, H1).
+	n.publish(sdk.RuntimeStatus{State: sdk.RuntimeStateError})
+	time.Sleep(20 * time.Millisecond)
+	n.publish(sdk.RuntimeStatus{State: sdk.RuntimeStateDraining})
+	time.Sleep(20 * time.Millisecond)
+	n.publish(sdk.RuntimeStatus{State: sdk.RuntimeStateStopped, TerminationResult: &sdk.TerminationResult{}})
+	n.runtime.Close()
+
+	body, err := io.ReadAll(r)
+	require.NoError(t, err)
+	var states []string
+	for line := range strings.Lines(string(body)) {
+		if data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
+			var doc admin.Status
+			require.NoError(t, json.Unmarshal([]byte(data), &doc))
+			if len(states) == 0 || states[len(states)-1] != doc.Runtime.State {
+				states = append(states, doc.Runtime.State)
+			}
+		}
+	}
+	assert.Equal(t, []string{"Error", "Stopped"}, states, "the Draining between coalesced; the Error did not")
+}
+
 func TestEventsHeadTakesNoStreamPlace(t *testing.T) {
 	n := newTestNode()
 	s := serve(t, admin.Config{EventInterval: time.Millisecond, Heartbeat: 10 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxStreams: 1}, n)

@@ -20,7 +20,8 @@ var eventSeq atomic.Uint64
 // stream is one more observer of the host's statuses (H1): a change only marks the stream
 // dirty (one slot, never a queue), and the writer sends the newest snapshot, at most one per
 // EventInterval and at least one per Heartbeat, so a slow browser gets fewer, newer
-// snapshots and the host is never held up. A write that the browser does not take within
+// snapshots and the host is never held up; only the runtime's terminal statuses are kept to
+// be written, so that none is lost (H1). A write that the browser does not take within
 // WriteTimeout ends the stream; the browser's EventSource then connects again (retry) and
 // gets the current snapshot at once: every event is complete, so nothing is replayed. When
 // the host has stopped, the stream sends the last snapshot and ends.
@@ -41,7 +42,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	ctx, cancel := context.WithCancel(r.Context())
-	dirty, stopped := s.watch(ctx)
+	dirty, stopped, terminals := s.watch(ctx)
 	defer func() {
 		cancel()
 		<-stopped
@@ -55,7 +56,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	heartbeat := time.NewTicker(s.cfg.Heartbeat)
 	defer heartbeat.Stop()
 	for {
-		if err := sse.event("status", Document(s.node.Snapshot())); err != nil {
+		if err := s.writeSnapshot(sse, terminals); err != nil {
 			if !errors.Is(err, context.Canceled) {
 				s.cfg.Logger.Debug("an admin event stream ended", "remote", r.RemoteAddr, "err", err)
 			}
@@ -66,7 +67,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-stopped:
 			// The host stopped: its last snapshot, then the end.
-			_ = sse.event("status", Document(s.node.Snapshot()))
+			_ = s.writeSnapshot(sse, terminals)
 			return
 		case <-dirty:
 		case <-heartbeat.C:
@@ -78,6 +79,22 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(s.cfg.EventInterval):
 		}
 	}
+}
+
+// writeSnapshot writes the node's snapshot as an event, after the terminal runtime statuses
+// (an Error) that it replaced before the stream wrote them: each as the snapshot's runtime
+// status, so that a browser sees a node fail, and not only stop, however fast one followed the
+// other.
+func (s *Server) writeSnapshot(sse *sseWriter, terminals *terminalStatuses) error {
+	snap := s.node.Snapshot()
+	for _, rs := range terminals.takeBefore(snap.Runtime.Sequence) {
+		then := snap
+		then.Runtime = rs
+		if err := sse.event("status", Document(then)); err != nil {
+			return err
+		}
+	}
+	return sse.event("status", Document(snap))
 }
 
 // reconnectDelay is how long a browser waits before it connects again after a stream broke.
