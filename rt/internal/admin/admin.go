@@ -116,6 +116,11 @@ type Config struct {
 	// MaxStreams bounds the event streams open at once (default 64); the progress streams of
 	// operations have places of their own.
 	MaxStreams int
+	// StreamLifetime is how long an event stream lasts before the server ends it and the
+	// browser connects again at once (default 1 min): a reader that stopped reading keeps its
+	// place no longer, while the connection's buffers still take the writes that would
+	// otherwise time out.
+	StreamLifetime time.Duration
 	// PeerTimeout bounds the fetch of one other node's status for the mesh view (default 2 s).
 	PeerTimeout time.Duration
 }
@@ -132,6 +137,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxStreams <= 0 {
 		c.MaxStreams = 64
+	}
+	if c.StreamLifetime <= 0 {
+		c.StreamLifetime = time.Minute
 	}
 	if c.PeerTimeout <= 0 {
 		c.PeerTimeout = 2 * time.Second

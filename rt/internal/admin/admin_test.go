@@ -615,6 +615,47 @@ func TestEventsAStalledReaderIsCutOffAndBlocksNoOne(t *testing.T) {
 	require.NoError(t, err, "the server closed the stalled stream (EOF)")
 }
 
+// A stream whose reader stopped while the connection's buffers still take its writes, so that
+// no write times out, gives its place back at the stream's lifetime; a reader that reads is
+// asked to connect again soon, and its next stream starts with the current snapshot.
+func TestEventsAStreamGivesItsPlaceBackAtItsLifetime(t *testing.T) {
+	n := newTestNode()
+	const lifetime = 500 * time.Millisecond
+	s := serve(t, admin.Config{StreamLifetime: lifetime, MaxStreams: 1}, n)
+	c := &http.Client{}
+	defer c.CloseIdleConnections()
+
+	_ = rawRequest(t, s, "GET /events") // never read
+	require.Eventually(t, func() bool {
+		resp, err := c.Get(s.URL() + "/events")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	}, 5*time.Second, 10*time.Millisecond, "the stalled stream holds the one place")
+	var resp *http.Response
+	require.Eventually(t, func() bool {
+		r, err := c.Get(s.URL() + "/events")
+		if err != nil {
+			return false
+		}
+		if r.StatusCode != http.StatusOK {
+			r.Body.Close()
+			return false
+		}
+		resp = r
+		return true
+	}, 10*lifetime, 10*time.Millisecond, "the stalled stream gave its place back")
+	defer resp.Body.Close()
+
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err, "the server ends the stream")
+	assert.True(t, strings.HasPrefix(string(body), "retry: 1000\n\n"), "%q", body)
+	assert.True(t, strings.HasSuffix(string(body), "\n\nretry: 50\n\n"), "the browser connects again soon: %q", body)
+	assert.Contains(t, string(body), "event: status\n")
+}
+
 // rawRequest sends request ("METHOD /path") to s on a connection of its own, which it
 // returns unread; the test's end closes it.
 func rawRequest(t *testing.T, s *admin.Server, request string) net.Conn {

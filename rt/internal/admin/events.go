@@ -24,7 +24,9 @@ var eventSeq atomic.Uint64
 // be written, so that none is lost (H1). A write that the browser does not take within
 // WriteTimeout ends the stream; the browser's EventSource then connects again (retry) and
 // gets the current snapshot at once: every event is complete, so nothing is replayed. When
-// the host has stopped, the stream sends the last snapshot and ends.
+// the host has stopped, the stream sends the last snapshot and ends. A stream lasts
+// StreamLifetime at most, so that one whose reader stopped while the connection's buffers take
+// its writes gives its place back: the browser connects again at once.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -55,6 +57,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	heartbeat := time.NewTicker(s.cfg.Heartbeat)
 	defer heartbeat.Stop()
+	lifetime := time.NewTimer(s.cfg.StreamLifetime)
+	defer lifetime.Stop()
 	for {
 		if err := s.writeSnapshot(sse, terminals); err != nil {
 			if !errors.Is(err, context.Canceled) {
@@ -71,10 +75,16 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-dirty:
 		case <-heartbeat.C:
+		case <-lifetime.C:
+			sse.end()
+			return
 		}
 		// At most one snapshot per EventInterval: changes meanwhile coalesce.
 		select {
 		case <-ctx.Done():
+			return
+		case <-lifetime.C:
+			sse.end()
 			return
 		case <-time.After(s.cfg.EventInterval):
 		}
@@ -97,8 +107,13 @@ func (s *Server) writeSnapshot(sse *sseWriter, terminals *terminalStatuses) erro
 	return sse.event("status", Document(snap))
 }
 
-// reconnectDelay is how long a browser waits before it connects again after a stream broke.
-const reconnectDelay = time.Second
+// reconnectDelay is how long a browser waits before it connects again after a stream broke,
+// and renewDelay after the server ended one at its lifetime: the new stream's first event is
+// the current snapshot, so nothing is missed meanwhile.
+const (
+	reconnectDelay = time.Second
+	renewDelay     = 50 * time.Millisecond
+)
 
 // sseWriter writes server-sent events, each within a write deadline.
 type sseWriter struct {
@@ -122,6 +137,12 @@ func (s *sseWriter) event(name string, v any) error {
 	s.buf.Write(data) // compact JSON holds no newline
 	s.buf.WriteString("\n\n")
 	return s.write(s.buf.Bytes())
+}
+
+// end asks the browser to connect again soon, before the server ends the stream: the delay
+// holds for the next stream until that stream sets its own.
+func (s *sseWriter) end() {
+	_ = s.write(fmt.Appendf(nil, "retry: %d\n\n", renewDelay.Milliseconds()))
 }
 
 // write writes b and flushes it, within the write deadline.
