@@ -118,7 +118,13 @@ func (b *inBatch) readEnvelope(env *wire.Envelope, v []byte) error {
 	case 2:
 		env.Reply = wire.NewInboundReply()
 	}
-	return env.UnmarshalVT(v)
+	if err := env.UnmarshalVT(v); err != nil {
+		return err
+	}
+	if env.Request != nil {
+		wire.DropUnknown(env.Request)
+	}
+	return nil
 }
 
 // onlyRequest returns the encoded request that the encoded envelope env holds, if env is that
@@ -147,6 +153,7 @@ func (b *inBatch) readRequest(body []byte) (*wire.Request, error) {
 		*r = wire.Request{}
 		return nil, err
 	}
+	wire.DropUnknown(r)
 	r.Type, r.Method, r.Node = b.names.of(r.Type), b.names.of(r.Method), b.names.of(r.Node)
 	r.Id, r.Traceparent, r.Tracestate = strings.Clone(r.Id), strings.Clone(r.Traceparent), strings.Clone(r.Tracestate)
 	r.Payload = append(wire.PayloadArray(payload, len(r.Payload)), r.Payload...)

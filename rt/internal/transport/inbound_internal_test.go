@@ -183,6 +183,9 @@ func FuzzInBatchReadsAsTheCodecReads(f *testing.F) {
 		got := viaStream.envelopes()
 		require.Len(t, got, len(want))
 		for i := range want {
+			if want[i].Request != nil {
+				wire.DropUnknown(want[i].Request) // which a stream lets go of (readRequest)
+			}
 			require.True(t, proto.Equal(want[i], got[i]), "envelope %d of %x", i, data)
 		}
 	})
@@ -290,6 +293,9 @@ func TestARequestReadKeepsNothingOfTheBatchBytes(t *testing.T) {
 		}
 		sent.ProtoReflect().Set(fd, v)
 	}
+	// A field of a later version is let go of: the node holds nothing of a request that it
+	// does not charge.
+	want := proto.Clone(sent).(*wire.Request)
 	sent.ProtoReflect().SetUnknown(protowire.AppendBytes(protowire.AppendTag(nil, 999, protowire.BytesType), []byte("a field of a later version")))
 	batch := &wire.Batch{Envelopes: []*wire.Envelope{{Request: sent}, {Request: sent}}}
 	var b inBatch
@@ -303,7 +309,7 @@ func TestARequestReadKeepsNothingOfTheBatchBytes(t *testing.T) {
 		}
 		for _, env := range b.envelopes() {
 			require.NotNil(t, env.Request)
-			assert.True(t, proto.Equal(sent, env.Request), "read %v, sent %v", env.Request, sent)
+			assert.True(t, proto.Equal(want, env.Request), "read %v, sent %v", env.Request, sent)
 			read = append(read, env.Request)
 		}
 	}

@@ -141,17 +141,19 @@ func (l *link) session() error {
 	sctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(l.ctx,
 		nodeHeader, string(l.t.cfg.Node), maxMessageHeader, l.t.maxMessage, maxBatchHeader, maxBatch))
 	defer cancel()
+	// One attempt, the server's headers included, is bounded: a server that accepts the stream
+	// and never answers it would hold the link Connecting for good.
 	establish := time.AfterFunc(l.t.cfg.DialTimeout, cancel)
 	stream, err := conn.NewStream(sctx, &grpc.StreamDesc{StreamName: streamName, ServerStreams: true, ClientStreams: true}, fullMethod, grpc.WaitForReady(true))
+	var hdr metadata.MD
+	if err == nil {
+		// The stream is usable once the server has answered its headers, which carry its
+		// limit. A stream the server refuses ends without headers: its status says why.
+		hdr, err = stream.Header()
+	}
 	if !establish.Stop() {
-		return fmt.Errorf("no connection within %v", l.t.cfg.DialTimeout)
+		return fmt.Errorf("no connection and answer within %v", l.t.cfg.DialTimeout)
 	}
-	if err != nil {
-		return err
-	}
-	// The stream is usable once the server has answered its headers, which carry its limit. A
-	// stream the server refuses ends without headers: its status says why.
-	hdr, err := stream.Header()
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package transport_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,4 +93,38 @@ func TestE6_RepliesToAPeerThatStopsReadingStayWithinTheSendQueuesBound(t *testin
 	}
 	assert.Positive(t, full, "a caller whose reply did not fit learns it")
 	t.Logf("%d requests ran, %d refused so far; %d replies went as ErrCapacityExceeded{SendQueue}", ran, refused, full)
+}
+
+// TestE7_APeersRequestIsChargedWithItsTexts: the budget holds every byte of a peer's request
+// that the node keeps while its call runs, its names and trace context as well as its payload;
+// a request whose texts are over the bound that every sender keeps to ends the stream, unrun.
+func TestE7_APeersRequestIsChargedWithItsTexts(t *testing.T) {
+	budget := uint64(16 << 20)
+	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{CoreHwmBudgetBytes: &budget}, transport.DefaultMaxMessageSize)
+	require.NoError(t, err)
+	meter := capacity.New(settings)
+	accounted := func() uint64 { return meter.Status(0, exec.DefaultConfig()).CoreHwm.CurrentAccountedBytes }
+	release := make(chan struct{})
+	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
+		go func() { // the call runs until the test ends, its request held
+			<-release
+			reply(&wire.Reply{})
+		}()
+	}}, func(c *transport.Config) { c.Meter = meter })
+	t.Cleanup(func() { close(release) }) // before the transport closes
+
+	const text = 16 << 10
+	s := rawStream(t, b.Addr(), "x")
+	sendRequests(t, s, &wire.Request{CallId: 1, Type: "t", Tracestate: strings.Repeat("k", text)})
+	require.Eventually(t, func() bool { return accounted() >= text }, 5*time.Second, time.Millisecond,
+		"the trace context is charged: %d bytes accounted", accounted())
+
+	s2 := rawStream(t, b.Addr(), "y")
+	sendRequests(t, s2, &wire.Request{CallId: 2, Type: "t", Tracestate: strings.Repeat("k", 1<<20)})
+	var end error
+	for end == nil {
+		end = s2.RecvMsg(&wire.Batch{})
+	}
+	assert.ErrorContains(t, end, "bytes of names and trace context, over the limit")
+	assert.Less(t, accounted(), uint64(2*text), "the request over the bound was not taken in")
 }

@@ -76,8 +76,8 @@ type Config struct {
 	// on receive (default DefaultMaxMessageSize). Two nodes tell each other their limits when a
 	// stream opens, and each sends at most the smaller one.
 	MaxMessageSize int
-	// DialTimeout bounds one connection attempt to a peer, and a peer's TLS handshake with this
-	// node (default 5 s).
+	// DialTimeout bounds one connection attempt to a peer, the peer's answer to the stream
+	// included, and a peer's TLS handshake with this node (default 5 s).
 	DialTimeout time.Duration
 	// MaxConns bounds the connections the listener serves at once (default 1,024): a mesh needs
 	// one per peer.
@@ -665,7 +665,12 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 		b := inBatch{max: peerBatch}
 		for {
 			if err := s.RecvMsg(&b); err != nil {
-				return // io.EOF: the peer half-closed; any other error ended the stream
+				// io.EOF: the peer half-closed; any other error ended the stream. One that the
+				// peer's garbage caused is logged: the operator learns which peer misbehaves.
+				if c := status.Code(err); c == codes.Internal || c == codes.ResourceExhausted {
+					t.log.Warn("a peer's stream is closed: it sent what this node does not read", "peer", p.from, "err", err)
+				}
+				return
 			}
 			if ctx.Err() != nil {
 				return
@@ -800,7 +805,8 @@ func (p *peerStream) admit(ctx context.Context, req *wire.Request, arrived time.
 	if m.WaitIntake(p.intake) != nil || p.out.waitRoom(p.intake) != nil {
 		return p.refuseClosing(ctx, req)
 	}
-	n := capacity.Request(len(req.Payload))
+	// Every byte of it that the node holds: its payload and its texts (E7).
+	n := capacity.Request(len(req.Payload) + requestTextBytes(req))
 	if m == nil {
 		p.dispatch(ctx, req, &callCtx{}, arrived)
 		return true

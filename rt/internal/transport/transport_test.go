@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
 
 	"github.com/zlink-go/zlink/rt/internal/rttest"
 	"github.com/zlink-go/zlink/rt/internal/rttest/wait"
@@ -584,6 +586,72 @@ func TestPeerWithoutLimitHeaderIsAssumedToUseTheDefault(t *testing.T) {
 	r := recvReply(t, s, 7)
 	require.ErrorIs(t, wire.DecodeError(r.Error), sdk.ErrMessageTooLarge)
 	assert.Empty(t, r.Payload)
+}
+
+// A server that accepts the stream and never answers its headers fails the attempt within
+// DialTimeout, and the link tries again: it does not stay Connecting with its calls waiting.
+func TestAServerThatNeverAnswersTheStreamFailsTheAttempt(t *testing.T) {
+	var attempts atomic.Int64
+	addr := fakePeer(t, func(s grpc.ServerStream) error {
+		attempts.Add(1)
+		<-s.Context().Done()
+		return nil
+	})
+	const dial = 300 * time.Millisecond
+	a := start(t, "a", handler{}, func(c *transport.Config) { c.DialTimeout = dial })
+	a.Connect("p", addr)
+	require.Eventually(t, func() bool { return a.Settled("p") }, 20*dial, 10*time.Millisecond, "the first attempt never ended")
+	assert.NotEqual(t, sdk.PeerStateReady, a.PeerState("p"))
+	require.Eventually(t, func() bool { return attempts.Load() >= 2 }, 20*time.Second, 10*time.Millisecond, "the link tries again")
+}
+
+// A peer whose stream is closed for what it sent is named in the node's log, at Warn: the
+// peer is told why, and the operator learns which peer misbehaves.
+func TestE1_APeerCutOffForGarbageIsLogged(t *testing.T) {
+	logs := &warnings{}
+	b := start(t, "b", handler{}, func(c *transport.Config) { c.Logger = slog.New(logs) })
+	s := rawStream(t, b.Addr(), "x")
+	bad := &wire.Batch{}
+	for range transport.MaxBatch + 1 {
+		bad.Envelopes = append(bad.Envelopes, &wire.Envelope{Cancel: &wire.Cancel{CallId: 9}})
+	}
+	require.NoError(t, s.SendMsg(bad))
+	for s.RecvMsg(&wire.Batch{}) == nil {
+	}
+	require.Eventually(t, func() bool { return len(logs.all()) > 0 }, 5*time.Second, 10*time.Millisecond, "nothing logged")
+	got := logs.all()[0]
+	assert.Contains(t, got, "peer=x")
+	assert.Contains(t, got, "4096")
+}
+
+// warnings is a slog handler that keeps the text of each record at Warn or above.
+type warnings struct {
+	mu   sync.Mutex
+	recs []string
+}
+
+func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (w *warnings) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.recs = append(w.recs, b.String())
+	return nil
+}
+
+func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnings) WithGroup(string) slog.Handler      { return w }
+
+func (w *warnings) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.recs)
 }
 
 func TestExpiredRequestIsDroppedUnrun(t *testing.T) {

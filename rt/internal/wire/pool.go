@@ -88,3 +88,7 @@ func kept(p []byte) []byte {
 	}
 	return p[:0]
 }
+
+// DropUnknown lets go of the fields of r that this version does not know, which a newer peer
+// may send: a node holds nothing of a peer's request that it does not charge to its budget.
+func DropUnknown(r *Request) { r.unknownFields = nil }
