@@ -128,3 +128,50 @@ func TestE7_APeersRequestIsChargedWithItsTexts(t *testing.T) {
 	assert.ErrorContains(t, end, "bytes of names and trace context, over the limit")
 	assert.Less(t, accounted(), uint64(2*text), "the request over the bound was not taken in")
 }
+
+// TestE1_APeerWithSeveralStreamsHoldsOneShare: a peer's streams hold one share of the budget
+// together, so that a peer that opens several cannot take the whole budget and leave the
+// other peers none: another peer's request is still taken in.
+func TestE1_APeerWithSeveralStreamsHoldsOneShare(t *testing.T) {
+	const maxMessage = 64 << 10
+	budget := uint64(1 << 20)
+	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{CoreHwmBudgetBytes: &budget}, maxMessage)
+	require.NoError(t, err)
+	meter := capacity.New(settings)
+	accounted := func() uint64 { return meter.Status(0, exec.DefaultConfig()).CoreHwm.CurrentAccountedBytes }
+	release := make(chan struct{})
+	b := start(t, "b", handler{fn: func(ctx context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+		if req.Method != "hold" {
+			reply(&wire.Reply{Payload: []byte("ran")})
+			return
+		}
+		go func() {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			reply(&wire.Reply{})
+		}()
+	}}, func(c *transport.Config) {
+		c.Meter = meter
+		c.MaxMessageSize = maxMessage
+	})
+	t.Cleanup(func() { close(release) }) // before the transport closes
+
+	payload := make([]byte, 16<<10)
+	for range 5 {
+		s := rawStream(t, b.Addr(), "x", "zlink-max-message", "65536")
+		for id := range uint64(15) {
+			sendRequests(t, s, &wire.Request{CallId: id + 1, Method: "hold", Payload: payload})
+		}
+	}
+	require.Eventually(t, func() bool { return accounted() > 0 }, 5*time.Second, time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // every stream took in what the share allows
+	assert.LessOrEqual(t, accounted(), budget/2, "peer x holds %d bytes of %d over five streams", accounted(), budget)
+
+	other := rawStream(t, b.Addr(), "y", "zlink-max-message", "65536")
+	sendRequests(t, other, &wire.Request{CallId: 1, Payload: payload})
+	r := recvReply(t, other, 1)
+	assert.False(t, r.Refused, "another peer's request is taken in: %v", wire.DecodeError(r.Error))
+	assert.Equal(t, "ran", string(r.Payload))
+}
