@@ -427,3 +427,42 @@ func fakePeer(t *testing.T, stream func(grpc.ServerStream) error) string {
 	t.Cleanup(func() { srv.Stop(); <-served })
 	return lis.Addr().String()
 }
+
+// A peer that stops taking the requests sent to it while its connection lives (keepalive pings
+// go on) is dropped after StallTimeout, as one that stops taking its replies is: a call that
+// waits without a deadline fails, rather than wait for good with the link Ready, and the link
+// connects again.
+func TestE6_APeerThatStopsTakingRequestsIsDropped(t *testing.T) {
+	var streams atomic.Int64
+	addr := fakePeer(t, func(s grpc.ServerStream) error {
+		streams.Add(1)
+		if err := s.SendHeader(metadata.Pairs("zlink-max-message", strconv.Itoa(transport.DefaultMaxMessageSize))); err != nil {
+			return err
+		}
+		<-s.Context().Done() // reads nothing, answers nothing
+		return nil
+	})
+	const stall = time.Second
+	a := start(t, "a", handler{}, func(c *transport.Config) { c.StallTimeout = stall })
+	a.Connect("p", addr)
+	waitReady(t, a, "p")
+	// Enough to fill the connection's windows: the rest waits in the send queue.
+	payload := make([]byte, 1<<20)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	errs := make(chan error, 32)
+	for range 32 {
+		wg.Go(func() {
+			_, err := a.Call(ctx, "p", &wire.Request{Payload: payload}) // no deadline
+			errs <- err
+		})
+	}
+	select {
+	case err := <-errs:
+		require.ErrorIs(t, err, sdk.ErrOwnerUnavailable)
+	case <-time.After(20 * stall):
+		require.Fail(t, "a call to a peer that takes nothing still waits", "peer %v", a.PeerState("p"))
+	}
+	require.Eventually(t, func() bool { return streams.Load() >= 2 }, 20*stall, 10*time.Millisecond, "the link connects again")
+	require.NoError(t, a.Close()) // ends what still waits on the new stream
+}
