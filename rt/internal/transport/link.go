@@ -209,39 +209,15 @@ func (l *link) session() error {
 			b.reset()
 		}
 	}()
-	// A peer that stops taking the requests sent to it while its connection stays up
-	// (keepalive pings go on) is dropped after StallTimeout, as a served stream whose peer
-	// stops taking its replies is: its calls fail and the link connects again, rather than
-	// wait for good with the link Ready. Two checks in a row must find it stalled: after a
-	// pause of this process the first one comes at once, before the sender has had a chance
-	// to run.
-	stallCheck := time.NewTicker(min(l.t.cfg.StallTimeout/4, time.Second))
-	defer stallCheck.Stop()
-	for stalls := 0; ; {
-		select {
-		case err = <-recvErr:
-			cancel()
-			<-sendErr
-			return err
-		case err = <-sendErr:
-			cancel()
-			<-recvErr
-			return err
-		case <-stallCheck.C:
-			if !out.stalled(l.t.cfg.StallTimeout) {
-				stalls = 0
-				continue
-			}
-			if stalls++; stalls < 2 {
-				continue
-			}
-			l.t.log.Warn("a peer has not taken the requests sent to it for too long; its stream is closed", "peer", l.peer, "after", l.t.cfg.StallTimeout)
-			cancel()
-			<-sendErr
-			<-recvErr
-			return fmt.Errorf("node %s has not taken the requests sent to it for %v", l.peer, l.t.cfg.StallTimeout)
-		}
+	select {
+	case err = <-recvErr:
+		cancel()
+		<-sendErr
+	case err = <-sendErr:
+		cancel()
+		<-recvErr
 	}
+	return err
 }
 
 // peerClosing takes the peer's notice r that it closes the session whose sender is out: new

@@ -93,9 +93,7 @@ type Config struct {
 	// application job queue is paused, no stream is read.
 	Meter *capacity.Meter
 	// StallTimeout closes a peer's stream whose replies have waited this long without the peer
-	// taking any (default 30 s): the calls on it fail and the replies it holds are freed. A
-	// link whose requests have waited this long is closed too: its calls fail and it connects
-	// again.
+	// taking any (default 30 s): the calls on it fail and the replies it holds are freed.
 	StallTimeout time.Duration
 	// CloseGrace bounds how long Close waits for each peer's stream to end well (default 1 s,
 	// at most an hour): the peer has stopped sending, and every request the stream took in has
@@ -189,8 +187,6 @@ type Transport struct {
 	// its link without taking mu: every remote call reads it, links change with membership.
 	links  atomic.Pointer[map[sdk.NodeID]*link]
 	closed bool
-	// shares are the parts of the Core HWM that each peer's served streams hold together.
-	shares map[sdk.NodeID]*peerShare
 
 	batches, envelopes atomic.Int64 // sent, for Stats
 
@@ -642,9 +638,10 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 		t: t, from: from, lim: limits{own: t.cfg.MaxMessageSize, peer: peerMax},
 		freedCh: make(chan struct{}, 1), intake: intake,
 	}
-	var leave func()
-	p.sh, leave = t.joinShare(p)
-	defer leave()
+	if m := t.cfg.Meter; m != nil {
+		budget := m.Settings().Budget
+		p.share = min(budget, max(budget/streamShareDivisor, 2*capacity.Request(t.cfg.MaxMessageSize)))
+	}
 	p.out = newSender(t.counted(func(b *wire.Batch) error { return s.SendMsg(b) }), p.lim.max(), t.cfg.Meter, true)
 	if t.cfg.Meter != nil {
 		p.out.taken = func(n int) { p.freed(int64(n)) }
@@ -743,11 +740,17 @@ type peerStream struct {
 	mu    sync.Mutex
 	calls callTable[*callCtx] // the calls still running, to cancel them
 
-	// sh is the share of the Core HWM that the peer's streams hold together. freedCh gets a
-	// token when the share's charge falls while this stream's reader waits (waiting).
-	sh      *peerShare
+	// held is the Core HWM charge of this stream's requests not yet answered; share is the
+	// most it may hold, so that one peer that floods the node leaves room for the others.
+	// freed gets a token when held falls while the reader waits (waiting).
+	held    atomic.Int64
+	share   int64
 	waiting atomic.Bool
 	freedCh chan struct{}
+	// kept is the part of held that jobs keep (one-way messages queued or running at their
+	// consumers); it may reach half the share at most, so that consumers that do not drain
+	// leave the stream room for the peer's other messages.
+	kept atomic.Int64
 
 	// intake ends with the stream or when the transport closes: the waits of a request being
 	// taken in end with it.
@@ -756,86 +759,9 @@ type peerStream struct {
 	closing atomic.Bool
 }
 
-// peerShare is the part of the Core HWM that one peer's served streams may hold together, so
-// that a peer that floods the node leaves room for the others however many streams it opens.
-type peerShare struct {
-	// held is the charge of the peer's requests not yet answered and of the replies queued
-	// for it; limit is the most it may hold (0: no meter, no bound).
-	held  atomic.Int64
-	limit int64
-	// kept is the part of held that jobs keep (one-way messages queued or running at their
-	// consumers); it may reach half the limit at most, so that consumers that do not drain
-	// leave the peer room for its other messages.
-	kept atomic.Int64
-	// waiting counts the peer's streams whose readers wait for room; streams are the peer's
-	// streams, woken when room is made.
-	waiting atomic.Int32
-	mu      sync.Mutex
-	streams map[*peerStream]struct{}
-	refs    int // the streams that joined, under Transport.mu
-}
-
-// streamShareDivisor sets a peer's share of the Core HWM: a quarter of the budget, and at
+// streamShareDivisor sets a stream's share of the Core HWM: a quarter of the budget, and at
 // least two of the largest requests.
 const streamShareDivisor = 4
-
-// joinShare makes p one of its peer's streams in the share they hold together, which leave
-// ends for it.
-func (t *Transport) joinShare(p *peerStream) (sh *peerShare, leave func()) {
-	t.mu.Lock()
-	sh = t.shares[p.from]
-	if sh == nil {
-		sh = &peerShare{streams: map[*peerStream]struct{}{}}
-		if m := t.cfg.Meter; m != nil {
-			budget := m.Settings().Budget
-			sh.limit = min(budget, max(budget/streamShareDivisor, 2*capacity.Request(t.cfg.MaxMessageSize)))
-		}
-		if t.shares == nil {
-			t.shares = map[sdk.NodeID]*peerShare{}
-		}
-		t.shares[p.from] = sh
-	}
-	sh.refs++
-	t.mu.Unlock()
-	sh.mu.Lock()
-	sh.streams[p] = struct{}{}
-	sh.mu.Unlock()
-	return sh, func() {
-		sh.mu.Lock()
-		delete(sh.streams, p)
-		sh.mu.Unlock()
-		t.mu.Lock()
-		if sh.refs--; sh.refs == 0 {
-			delete(t.shares, p.from)
-		}
-		t.mu.Unlock()
-	}
-}
-
-// freed returns n bytes to the share and wakes the readers of the peer's streams that wait
-// for room.
-func (sh *peerShare) freed(n int64) {
-	sh.held.Add(-n)
-	if sh.waiting.Load() == 0 {
-		return
-	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	for p := range sh.streams {
-		if p.waiting.Load() {
-			select {
-			case p.freedCh <- struct{}{}:
-			default:
-			}
-		}
-	}
-}
-
-// room reports whether the share holds nothing, or has room for n more bytes.
-func (sh *peerShare) room(n int64) bool {
-	held := sh.held.Load()
-	return held == 0 || held+n <= sh.limit
-}
 
 // add enters a call; a call ID still in flight on this stream is refused, so that one call's
 // reply can never end another's context.
@@ -885,16 +811,16 @@ func (p *peerStream) admit(ctx context.Context, req *wire.Request, arrived time.
 		p.dispatch(ctx, req, &callCtx{}, arrived)
 		return true
 	}
-	if held := p.sh.held.Load(); held > 0 && held+n > p.sh.limit {
-		p.refuse(req, fmt.Sprintf("its requests and replies to %s hold %d bytes, that peer's share of the budget of %d is %d",
-			p.from, held, m.Settings().Budget, p.sh.limit))
+	if held := p.held.Load(); held > 0 && held+n > p.share {
+		p.refuse(req, fmt.Sprintf("its requests and replies to %s hold %d bytes, that stream's share of the budget of %d is %d",
+			p.from, held, m.Settings().Budget, p.share))
 		return p.awaitFreed(p.intake, n) || ctx.Err() == nil
 	}
 	if !m.Charge(n) {
 		p.refuse(req, fmt.Sprintf("it holds as many bytes of its peers' requests as its budget of %d allows", m.Settings().Budget))
 		return m.WaitRoom(p.intake, n) == nil || ctx.Err() == nil
 	}
-	p.sh.held.Add(n)
+	p.held.Add(n)
 	p.dispatch(ctx, req, charged(n, p), arrived)
 	return true
 }
@@ -946,22 +872,22 @@ func (p *peerStream) answeredAll(recvDone <-chan struct{}) bool {
 }
 
 // KeepCharge counts n more bytes as kept by a job, unless the kept bytes would pass half the
-// peer's share (a first message larger than that is kept all the same).
+// stream's share (a first message larger than that is kept all the same).
 func (p *peerStream) KeepCharge(n int64) bool {
-	limit := p.sh.limit / 2
+	limit := p.share / 2
 	for {
-		cur := p.sh.kept.Load()
+		cur := p.kept.Load()
 		if cur > 0 && cur+n > limit {
 			return false
 		}
-		if p.sh.kept.CompareAndSwap(cur, cur+n) {
+		if p.kept.CompareAndSwap(cur, cur+n) {
 			return true
 		}
 	}
 }
 
 // UnkeepCharge takes back n kept bytes.
-func (p *peerStream) UnkeepCharge(n int64) { p.sh.kept.Add(-n) }
+func (p *peerStream) UnkeepCharge(n int64) { p.kept.Add(-n) }
 
 // ReleaseCharge returns n bytes of a request's charge to the meter and to the stream's share.
 func (p *peerStream) ReleaseCharge(n int64) {
@@ -969,8 +895,16 @@ func (p *peerStream) ReleaseCharge(n int64) {
 	p.freed(n)
 }
 
-// freed returns n bytes to the peer's share.
-func (p *peerStream) freed(n int64) { p.sh.freed(n) }
+// freed returns n bytes to the stream's share and wakes its reader if it waits for them.
+func (p *peerStream) freed(n int64) {
+	p.held.Add(-n)
+	if p.waiting.Load() {
+		select {
+		case p.freedCh <- struct{}{}:
+		default:
+		}
+	}
+}
 
 // refuse answers req with sdk.ErrInboundBudget.
 func (p *peerStream) refuse(req *wire.Request, why string) {
@@ -978,21 +912,17 @@ func (p *peerStream) refuse(req *wire.Request, why string) {
 		"%w: node %s did not run the request of %d bytes from %s: %s", sdk.ErrInboundBudget, p.t.cfg.Node, len(req.Payload), p.from, why))})
 }
 
-// awaitFreed waits until the peer's share holds nothing or has room for n more bytes, or ctx
-// ends.
+// awaitFreed waits until the stream holds nothing or has room in its share for n more bytes,
+// or ctx ends.
 func (p *peerStream) awaitFreed(ctx context.Context, n int64) bool {
 	p.waiting.Store(true)
-	p.sh.waiting.Add(1)
-	defer func() {
-		p.sh.waiting.Add(-1)
-		p.waiting.Store(false)
-	}()
-	if p.sh.room(n) {
+	defer p.waiting.Store(false)
+	if held := p.held.Load(); held == 0 || held+n <= p.share {
 		return true
 	}
 	defer p.t.cfg.Meter.Blocked()()
 	for {
-		if p.sh.room(n) {
+		if held := p.held.Load(); held == 0 || held+n <= p.share {
 			return true
 		}
 		select {
@@ -1028,7 +958,7 @@ func (p *peerStream) reply(r *wire.Reply) {
 		n = p.out.push(queuedReply(dropped))
 	}
 	if n > 0 && p.t.cfg.Meter != nil {
-		p.sh.held.Add(int64(n))
+		p.held.Add(int64(n))
 	}
 }
 
