@@ -120,11 +120,6 @@ func checkEnvelope(i int, env *wire.Envelope) error {
 	case held > 1:
 		return fmt.Errorf("transport: envelope %d of the batch holds %d messages: an envelope holds one", i, held)
 	case env.GetRequest() != nil:
-		// The sender's own check keeps every request within the bound (link.call): one over
-		// it is a peer's that would make the node hold what it does not charge.
-		if n := requestTextBytes(env.GetRequest()); n > maxTextBytes {
-			return fmt.Errorf("transport: the request of envelope %d has %d bytes of names and trace context, over the limit of %d", i, n, maxTextBytes)
-		}
 		return requestUTF8(env.GetRequest())
 	case env.GetReply() != nil:
 		return replyUTF8(env.GetReply())
