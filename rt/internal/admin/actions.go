@@ -191,6 +191,14 @@ func (s *Server) shutdown(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-stopped:
 			snap := s.node.Snapshot()
+			for _, rs := range terminals.takeBefore(snap.Runtime.Sequence) {
+				if st := rs.State.String(); st != last {
+					last = st
+					if err := out.line(Progress{Node: string(snap.Node), State: st}); err != nil {
+						return
+					}
+				}
+			}
 			_ = out.line(Progress{Node: string(snap.Node), State: snap.Runtime.State.String(), Done: true,
 				TerminationResult: terminationResult(snap.Runtime.TerminationResult)})
 			return

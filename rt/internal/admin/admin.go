@@ -203,7 +203,7 @@ func Listen(cfg Config) (*Server, error) {
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.routes(mux)
 	s.srv = &http.Server{
-		Handler:           s.guard(mux),
+		Handler:           s.guard(methodsInJSON(mux)),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       time.Minute,
@@ -367,21 +367,32 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /mesh", s.meshView)
 	mux.HandleFunc("POST /relocate", s.relocate)
 	mux.HandleFunc("POST /shutdown", s.shutdown)
-	// Another method is refused as every refusal is, in JSON; ServeMux's own answer is text.
-	for _, r := range []struct{ path, allow string }{
-		{"/status", "GET, HEAD"}, {"/events", "GET, HEAD"}, {"/mesh", "GET, HEAD"},
-		{"/relocate", "POST"}, {"/shutdown", "POST"},
-	} {
-		mux.HandleFunc(r.path, func(w http.ResponseWriter, req *http.Request) {
-			w.Header().Set("Allow", r.allow)
-			writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s is not served: use %s", req.Method, r.path, r.allow))
-		})
-	}
 	mux.Handle("/debug/pprof/", s.profiles(pprof.Index))
 	mux.Handle("/debug/pprof/cmdline", s.profiles(pprof.Cmdline))
 	mux.Handle("/debug/pprof/profile", s.profiles(pprof.Profile))
 	mux.Handle("/debug/pprof/symbol", s.profiles(symbol))
 	mux.Handle("/debug/pprof/trace", s.profiles(pprof.Trace))
+}
+
+// allowed are the methods of the server's own routes that serve one method.
+var allowed = map[string]string{
+	"/status": "GET, HEAD", "/events": "GET, HEAD", "/mesh": "GET, HEAD", "/relocate": "POST", "/shutdown": "POST",
+}
+
+// methodsInJSON refuses another method on one of the server's own routes as every refusal is,
+// in JSON; ServeMux's own answer is text. It registers no pattern, which could conflict with
+// an application's (GET /{name}).
+func methodsInJSON(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if allow, own := allowed[r.URL.Path]; own {
+			if _, pattern := mux.Handler(r); pattern == "" {
+				w.Header().Set("Allow", allow)
+				writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s is not served: use %s", r.Method, r.URL.Path, allow))
+				return
+			}
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // profiles serves a profile's route, which a plaintext server on a network address serves
@@ -591,17 +602,22 @@ func (t *terminalStatuses) add(rs sdk.RuntimeStatus) {
 	}
 }
 
-// takeBefore removes the statuses held and returns those older than seq, which a snapshot of
-// sequence seq has replaced.
+// takeBefore returns the statuses held that are older than seq, which a snapshot of sequence
+// seq has replaced, and lets go of them and of the one that is the snapshot's own. Those that
+// came after the snapshot was taken stay, for the next snapshot to be judged against.
 func (t *terminalStatuses) takeBefore(seq uint64) []sdk.RuntimeStatus {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var older []sdk.RuntimeStatus
+	kept := t.all[:0]
 	for _, rs := range t.all {
-		if rs.Sequence < seq {
+		switch {
+		case rs.Sequence < seq:
 			older = append(older, rs)
+		case rs.Sequence > seq:
+			kept = append(kept, rs)
 		}
 	}
-	t.all = t.all[:0]
+	t.all = kept
 	return older
 }
