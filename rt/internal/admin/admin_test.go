@@ -670,9 +670,6 @@ func rawRequest(t *testing.T, s *admin.Server, request string) net.Conn {
 	return conn
 }
 
-// A HEAD of the event stream answers the stream's headers and holds no stream place: net/http
-// drops the body of a HEAD, so no write would ever wait and the write timeout would never
-// end it.
 // H1: an event stream is one more observer of the host's statuses, and never loses a terminal
 // one silently: a host that fails and is shut down within one EventInterval is shown in Error
 // before it is shown Stopped, in order, though the changes between coalesce.
@@ -698,18 +695,7 @@ func TestEventsShowAnErrorThatAShutdownFollowedAtOnce(t *testing.T) {
 	n.publish(sdk.RuntimeStatus{State: sdk.RuntimeStateStopped, TerminationResult: &sdk.TerminationResult{}})
 	n.runtime.Close()
 
-	body, err := io.ReadAll(r)
-	require.NoError(t, err)
-	var states []string
-	for line := range strings.Lines(string(body)) {
-		if data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
-			var doc admin.Status
-			require.NoError(t, json.Unmarshal([]byte(data), &doc))
-			if len(states) == 0 || states[len(states)-1] != doc.Runtime.State {
-				states = append(states, doc.Runtime.State)
-			}
-		}
-	}
+	states := eventStates(t, r)
 	// The Draining between coalesces unless the machine stalled the stream meanwhile; the
 	// Error never does.
 	require.NotEmpty(t, states)
@@ -737,21 +723,7 @@ func TestEventsShowAnErrorThatCameDuringASnapshot(t *testing.T) {
 	n.publish(sdk.RuntimeStatus{State: sdk.RuntimeStateStopped, TerminationResult: &sdk.TerminationResult{}})
 	n.runtime.Close()
 
-	states := []string{stateOf(t, first)}
-	if st := stateOf(t, second); st != states[0] {
-		states = append(states, st)
-	}
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			break
-		}
-		if data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
-			if st := stateOf(t, data); states[len(states)-1] != st {
-				states = append(states, st)
-			}
-		}
-	}
+	states := slices.Compact(append([]string{stateOf(t, first), stateOf(t, second)}, eventStates(t, r)...))
 	require.GreaterOrEqual(t, len(states), 3, "%v", states)
 	assert.Equal(t, []string{"Serving", "Error"}, states[:2])
 	assert.Equal(t, "Stopped", states[len(states)-1], "%v", states)
@@ -787,6 +759,21 @@ func (n *erringNode) Snapshot() admin.Snapshot {
 		}
 	}
 	return s
+}
+
+// eventStates reads the event stream r to its end and returns the runtime states of its
+// events, a state repeated in a row once.
+func eventStates(t *testing.T, r *bufio.Reader) []string {
+	t.Helper()
+	body, err := io.ReadAll(r)
+	require.NoError(t, err)
+	var states []string
+	for line := range strings.Lines(string(body)) {
+		if data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
+			states = append(states, stateOf(t, data))
+		}
+	}
+	return slices.Compact(states)
 }
 
 // stateOf is the runtime state of an encoded status document.
@@ -832,6 +819,9 @@ func (n *failingNode) BeginShutdown(time.Duration) {
 	}()
 }
 
+// A HEAD of the event stream answers the stream's headers and holds no stream place: net/http
+// drops the body of a HEAD, so no write would ever wait and the write timeout would never
+// end it.
 func TestEventsHeadTakesNoStreamPlace(t *testing.T) {
 	n := newTestNode()
 	s := serve(t, admin.Config{EventInterval: time.Millisecond, Heartbeat: 10 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, MaxStreams: 1}, n)
