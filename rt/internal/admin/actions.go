@@ -191,6 +191,7 @@ func (s *Server) shutdown(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-stopped:
 			snap := s.node.Snapshot()
+			terminals.align(&snap)
 			for _, rs := range terminals.takeBefore(snap.Runtime.Sequence) {
 				if st := rs.State.String(); st != last {
 					last = st
@@ -205,6 +206,7 @@ func (s *Server) shutdown(w http.ResponseWriter, r *http.Request) {
 		default:
 		}
 		snap := s.node.Snapshot()
+		terminals.align(&snap)
 		// An Error that a newer state replaced before this stream wrote it is a line too.
 		for _, rs := range append(terminals.takeBefore(snap.Runtime.Sequence), snap.Runtime) {
 			if st := rs.State.String(); st != last {

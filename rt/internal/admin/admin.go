@@ -374,18 +374,20 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.Handle("/debug/pprof/trace", s.profiles(pprof.Trace))
 }
 
-// allowed are the methods of the server's own routes that serve one method.
-var allowed = map[string]string{
-	"/status": "GET, HEAD", "/events": "GET, HEAD", "/mesh": "GET, HEAD", "/relocate": "POST", "/shutdown": "POST",
+// ownMethods are the server's own routes that serve some methods only.
+var ownMethods = map[string]struct{}{
+	"/status": {}, "/events": {}, "/mesh": {}, "/relocate": {}, "/shutdown": {},
 }
 
 // methodsInJSON refuses another method on one of the server's own routes as every refusal is,
 // in JSON; ServeMux's own answer is text. It registers no pattern, which could conflict with
-// an application's (GET /{name}).
+// an application's (GET /{name}), and names in Allow every method that some pattern serves
+// there, the application's included, as ServeMux does.
 func methodsInJSON(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if allow, own := allowed[r.URL.Path]; own {
+		if _, own := ownMethods[r.URL.Path]; own {
 			if _, pattern := mux.Handler(r); pattern == "" {
+				allow := strings.Join(servedMethods(mux, r), ", ")
 				w.Header().Set("Allow", allow)
 				writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s is not served: use %s", r.Method, r.URL.Path, allow))
 				return
@@ -393,6 +395,20 @@ func methodsInJSON(mux *http.ServeMux) http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// servedMethods are the methods that some pattern of mux serves at r's path.
+func servedMethods(mux *http.ServeMux, r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+		http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // profiles serves a profile's route, which a plaintext server on a network address serves
@@ -572,8 +588,8 @@ func (s *Server) watch(ctx context.Context) (dirty <-chan struct{}, stopped <-ch
 	go func() {
 		defer close(st)
 		s.node.Watch(ctx, func(rs *sdk.RuntimeStatus) {
-			if rs != nil && (rs.State == sdk.RuntimeStateError || rs.State == sdk.RuntimeStateStopped) {
-				terminals.add(*rs)
+			if rs != nil {
+				terminals.observe(*rs)
 			}
 			select {
 			case d <- struct{}{}:
@@ -584,21 +600,38 @@ func (s *Server) watch(ctx context.Context) (dirty <-chan struct{}, stopped <-ch
 	return d, st, terminals
 }
 
-// terminalStatuses holds the terminal runtime statuses an event stream has not written yet.
-// A runtime has few (Error, then Stopped): past maxTerminals the newest are dropped, since
-// the stream's later snapshots show the latest state anyway.
+// terminalStatuses holds the terminal runtime statuses a stream has observed and not written
+// yet, and the newest runtime status it has observed. A runtime has few terminal statuses
+// (Error, then Stopped): past maxTerminals the newest are dropped, since the stream's later
+// snapshots show the latest state anyway.
 type terminalStatuses struct {
-	mu  sync.Mutex
-	all []sdk.RuntimeStatus
+	mu     sync.Mutex
+	all    []sdk.RuntimeStatus
+	latest *sdk.RuntimeStatus
 }
 
 const maxTerminals = 4
 
-func (t *terminalStatuses) add(rs sdk.RuntimeStatus) {
+// observe takes the runtime status rs that the stream's observation delivered, in order.
+func (t *terminalStatuses) observe(rs sdk.RuntimeStatus) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.all) < maxTerminals {
+	t.latest = &rs
+	terminal := rs.State == sdk.RuntimeStateError || rs.State == sdk.RuntimeStateStopped
+	if terminal && len(t.all) < maxTerminals {
 		t.all = append(t.all, rs)
+	}
+}
+
+// align gives snap the newest runtime status that the stream has observed, when the host's
+// own is newer: the observation may lag the host, and a stream that wrote the host's newer
+// status first would write an Error it held after it (Stopped, then Error). The newer status
+// comes with the observation, which marks the stream dirty.
+func (t *terminalStatuses) align(snap *Snapshot) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.latest != nil && t.latest.Sequence < snap.Runtime.Sequence {
+		snap.Runtime = *t.latest
 	}
 }
 

@@ -761,6 +761,117 @@ func (n *erringNode) Snapshot() admin.Snapshot {
 	return s
 }
 
+// H1, H3: a stream whose observation of the host lags the host (its goroutine descheduled
+// with an Error in hand) writes the statuses in their order: never a held Error after a newer
+// snapshot that showed Stopped. Nor does a shutdown's progress stream.
+func TestStreamsWriteAnErrorTheirObservationHeldInOrder(t *testing.T) {
+	t.Run("events", func(t *testing.T) {
+		n := newLaggingNode()
+		s := serve(t, admin.Config{EventInterval: 10 * time.Millisecond, Heartbeat: 20 * time.Millisecond}, n)
+		c := &http.Client{}
+		defer c.CloseIdleConnections()
+		resp, err := c.Get(s.URL() + "/events")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		r := bufio.NewReader(resp.Body)
+		_, first := readEvent(t, r)
+		seqs := []uint64{sequenceOf(t, first)}
+		states := []string{stateOf(t, first)}
+
+		n.publish(sdk.RuntimeStatus{State: sdk.RuntimeStateError})
+		<-n.errorTaken
+		n.publish(sdk.RuntimeStatus{State: sdk.RuntimeStateStopped, TerminationResult: &sdk.TerminationResult{}})
+		n.runtime.Close()
+		for range 3 { // heartbeats while the observation holds the Error
+			_, d := readEvent(t, r)
+			seqs, states = append(seqs, sequenceOf(t, d)), append(states, stateOf(t, d))
+		}
+		close(n.release)
+		body, err := io.ReadAll(r)
+		require.NoError(t, err)
+		for line := range strings.Lines(string(body)) {
+			if d, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
+				seqs, states = append(seqs, sequenceOf(t, d)), append(states, stateOf(t, d))
+			}
+		}
+		assert.True(t, slices.IsSorted(seqs), "the sequence goes back: %v %v", seqs, states)
+		assert.Equal(t, []string{"Serving", "Error", "Stopped"}, slices.Compact(states))
+	})
+	t.Run("shutdown", func(t *testing.T) {
+		n := newLaggingNode()
+		n.begin = func() {
+			n.publish(sdk.RuntimeStatus{State: sdk.RuntimeStateDraining})
+			time.Sleep(100 * time.Millisecond)
+			n.publish(sdk.RuntimeStatus{State: sdk.RuntimeStateError})
+			<-n.errorTaken
+			n.publish(sdk.RuntimeStatus{State: sdk.RuntimeStateStopped, TerminationResult: &sdk.TerminationResult{}})
+			n.runtime.Close()
+			n.otherChange() // a capacity change: the stream takes a snapshot meanwhile
+			time.Sleep(100 * time.Millisecond)
+			close(n.release)
+		}
+		s := serve(t, admin.Config{}, n)
+		resp, body := post(t, &http.Client{}, s.URL()+"/shutdown", "application/json", `{}`)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		var states []string
+		for line := range strings.Lines(body) {
+			var p admin.Progress
+			require.NoError(t, json.Unmarshal([]byte(line), &p))
+			states = append(states, p.State)
+		}
+		states = slices.Compact(states)
+		require.GreaterOrEqual(t, len(states), 3, "%v", states)
+		assert.Equal(t, []string{"Draining", "Error", "Stopped"}, states[len(states)-3:])
+	})
+}
+
+// laggingNode is a testNode whose observation for a stream holds the runtime's Error (its
+// goroutine descheduled) until released, and which can report another change as the host's
+// other observations do.
+type laggingNode struct {
+	*testNode
+	mu         sync.Mutex
+	changed    func(*sdk.RuntimeStatus)
+	once       sync.Once
+	errorTaken chan struct{}
+	release    chan struct{}
+	begin      func()
+}
+
+func newLaggingNode() *laggingNode {
+	return &laggingNode{testNode: newTestNode(), errorTaken: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (n *laggingNode) Watch(ctx context.Context, changed func(*sdk.RuntimeStatus)) {
+	n.mu.Lock()
+	n.changed = changed
+	n.mu.Unlock()
+	n.testNode.Watch(ctx, func(rs *sdk.RuntimeStatus) {
+		if rs != nil && rs.State == sdk.RuntimeStateError {
+			n.once.Do(func() { close(n.errorTaken) })
+			<-n.release
+		}
+		changed(rs)
+	})
+}
+
+func (n *laggingNode) otherChange() {
+	n.mu.Lock()
+	c := n.changed
+	n.mu.Unlock()
+	c(nil)
+}
+
+func (n *laggingNode) BeginShutdown(time.Duration) { go n.begin() }
+
+// sequenceOf is the runtime status sequence of an encoded status document.
+func sequenceOf(t *testing.T, data string) uint64 {
+	t.Helper()
+	var doc admin.Status
+	require.NoError(t, json.Unmarshal([]byte(data), &doc))
+	return doc.Runtime.Sequence
+}
+
 // eventStates reads the event stream r to its end and returns the runtime states of its
 // events, a state repeated in a row once.
 func eventStates(t *testing.T, r *bufio.Reader) []string {
@@ -1047,7 +1158,8 @@ func TestApplicationWildcardsAreServedBesideTheOwnRoutes(t *testing.T) {
 	b, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
-	assert.JSONEq(t, `{"error":"DELETE /status is not served: use GET, HEAD"}`, string(b))
+	assert.Equal(t, "GET, HEAD, POST", resp.Header.Get("Allow"), "the application serves POST /status")
+	assert.JSONEq(t, `{"error":"DELETE /status is not served: use GET, HEAD, POST"}`, string(b))
 }
 
 // A pattern that names a host is refused: ServeMux puts host patterns before the others, so

@@ -97,6 +97,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // other.
 func (s *Server) writeSnapshot(sse *sseWriter, terminals *terminalStatuses) error {
 	snap := s.node.Snapshot()
+	terminals.align(&snap)
 	for _, rs := range terminals.takeBefore(snap.Runtime.Sequence) {
 		then := snap
 		then.Runtime = rs
