@@ -810,16 +810,7 @@ func TestStreamsWriteAnErrorTheirObservationHeldInOrder(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 			close(n.release)
 		}
-		s := serve(t, admin.Config{}, n)
-		resp, body := post(t, &http.Client{}, s.URL()+"/shutdown", "application/json", `{}`)
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		var states []string
-		for line := range strings.Lines(body) {
-			var p admin.Progress
-			require.NoError(t, json.Unmarshal([]byte(line), &p))
-			states = append(states, p.State)
-		}
-		states = slices.Compact(states)
+		states := shutdownStates(t, serve(t, admin.Config{}, n))
 		require.GreaterOrEqual(t, len(states), 3, "%v", states)
 		assert.Equal(t, []string{"Draining", "Error", "Stopped"}, states[len(states)-3:])
 	})
@@ -898,8 +889,16 @@ func stateOf(t *testing.T, data string) string {
 // A shutdown's progress stream prints an Error that Stopped followed before the stream wrote
 // it, before its last line.
 func TestShutdownProgressShowsAnErrorThatStoppedFollowed(t *testing.T) {
-	n := &failingNode{newTestNode()}
-	s := serve(t, admin.Config{}, n)
+	// The first line is Serving or, if the shutdown began first, Draining.
+	states := shutdownStates(t, serve(t, admin.Config{}, &failingNode{newTestNode()}))
+	require.GreaterOrEqual(t, len(states), 3, "%v", states)
+	assert.Equal(t, []string{"Draining", "Error", "Stopped"}, states[len(states)-3:])
+}
+
+// shutdownStates posts a shutdown to s and returns the states of its progress lines, a state
+// repeated in a row once (the line of a change to Stopped comes before the last line's).
+func shutdownStates(t *testing.T, s *admin.Server) []string {
+	t.Helper()
 	resp, body := post(t, &http.Client{}, s.URL()+"/shutdown", "application/json", `{}`)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	var states []string
@@ -908,11 +907,7 @@ func TestShutdownProgressShowsAnErrorThatStoppedFollowed(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(line), &p))
 		states = append(states, p.State)
 	}
-	// The first line is Serving or, if the shutdown began first, Draining; the line of a state
-	// change to Stopped may come before the last one's.
-	states = slices.Compact(states)
-	require.GreaterOrEqual(t, len(states), 3, "%v", states)
-	assert.Equal(t, []string{"Draining", "Error", "Stopped"}, states[len(states)-3:])
+	return slices.Compact(states)
 }
 
 // failingNode fails as its shutdown begins: Draining, then Error, and Stopped right after
