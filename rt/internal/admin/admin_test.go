@@ -676,13 +676,7 @@ func rawRequest(t *testing.T, s *admin.Server, request string) net.Conn {
 func TestEventsShowAnErrorThatAShutdownFollowedAtOnce(t *testing.T) {
 	n := newTestNode()
 	s := serve(t, admin.Config{EventInterval: 300 * time.Millisecond}, n)
-	c := &http.Client{}
-	defer c.CloseIdleConnections()
-	resp, err := c.Get(s.URL() + "/events")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	r := bufio.NewReader(resp.Body)
-	_, first := readEvent(t, r)
+	r, first := followEvents(t, s)
 	require.Contains(t, first, `"state":"Serving"`)
 
 	// Each within the interval that follows the first event's write, and each taken by the
@@ -709,13 +703,7 @@ func TestEventsShowAnErrorThatAShutdownFollowedAtOnce(t *testing.T) {
 func TestEventsShowAnErrorThatCameDuringASnapshot(t *testing.T) {
 	n := &erringNode{testNode: newTestNode(), seen: make(chan struct{}, 1)}
 	s := serve(t, admin.Config{EventInterval: 300 * time.Millisecond, Heartbeat: 50 * time.Millisecond}, n)
-	c := &http.Client{}
-	defer c.CloseIdleConnections()
-	resp, err := c.Get(s.URL() + "/events")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	r := bufio.NewReader(resp.Body)
-	_, first := readEvent(t, r)
+	r, first := followEvents(t, s)
 	require.Contains(t, first, `"state":"Serving"`)
 	n.armed.Store(true)
 	_, second := readEvent(t, r) // the snapshot during which the Error came
@@ -768,15 +756,8 @@ func TestStreamsWriteAnErrorTheirObservationHeldInOrder(t *testing.T) {
 	t.Run("events", func(t *testing.T) {
 		n := newLaggingNode()
 		s := serve(t, admin.Config{EventInterval: 10 * time.Millisecond, Heartbeat: 20 * time.Millisecond}, n)
-		c := &http.Client{}
-		defer c.CloseIdleConnections()
-		resp, err := c.Get(s.URL() + "/events")
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		r := bufio.NewReader(resp.Body)
-		_, first := readEvent(t, r)
-		seqs := []uint64{sequenceOf(t, first)}
-		states := []string{stateOf(t, first)}
+		r, first := followEvents(t, s)
+		docs := []admin.Status{statusOf(t, first)}
 
 		n.publish(sdk.RuntimeStatus{State: sdk.RuntimeStateError})
 		<-n.errorTaken
@@ -784,15 +765,14 @@ func TestStreamsWriteAnErrorTheirObservationHeldInOrder(t *testing.T) {
 		n.runtime.Close()
 		for range 3 { // heartbeats while the observation holds the Error
 			_, d := readEvent(t, r)
-			seqs, states = append(seqs, sequenceOf(t, d)), append(states, stateOf(t, d))
+			docs = append(docs, statusOf(t, d))
 		}
 		close(n.release)
-		body, err := io.ReadAll(r)
-		require.NoError(t, err)
-		for line := range strings.Lines(string(body)) {
-			if d, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
-				seqs, states = append(seqs, sequenceOf(t, d)), append(states, stateOf(t, d))
-			}
+		docs = append(docs, eventDocs(t, r)...)
+		var seqs []uint64
+		var states []string
+		for _, doc := range docs {
+			seqs, states = append(seqs, doc.Runtime.Sequence), append(states, doc.Runtime.State)
 		}
 		assert.True(t, slices.IsSorted(seqs), "the sequence goes back: %v %v", seqs, states)
 		assert.Equal(t, []string{"Serving", "Error", "Stopped"}, slices.Compact(states))
@@ -855,36 +835,55 @@ func (n *laggingNode) otherChange() {
 
 func (n *laggingNode) BeginShutdown(time.Duration) { go n.begin() }
 
-// sequenceOf is the runtime status sequence of an encoded status document.
-func sequenceOf(t *testing.T, data string) uint64 {
+// followEvents opens the event stream of s, which the test's end closes, and returns it after
+// its first event, with that event's data.
+func followEvents(t *testing.T, s *admin.Server) (r *bufio.Reader, first string) {
 	t.Helper()
-	var doc admin.Status
-	require.NoError(t, json.Unmarshal([]byte(data), &doc))
-	return doc.Runtime.Sequence
+	c := &http.Client{}
+	t.Cleanup(c.CloseIdleConnections)
+	resp, err := c.Get(s.URL() + "/events")
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	r = bufio.NewReader(resp.Body)
+	_, first = readEvent(t, r)
+	return r, first
+}
+
+// eventDocs reads the event stream r to its end and returns the documents of its events.
+func eventDocs(t *testing.T, r *bufio.Reader) []admin.Status {
+	t.Helper()
+	body, err := io.ReadAll(r)
+	require.NoError(t, err)
+	var docs []admin.Status
+	for line := range strings.Lines(string(body)) {
+		if data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
+			docs = append(docs, statusOf(t, data))
+		}
+	}
+	return docs
 }
 
 // eventStates reads the event stream r to its end and returns the runtime states of its
 // events, a state repeated in a row once.
 func eventStates(t *testing.T, r *bufio.Reader) []string {
 	t.Helper()
-	body, err := io.ReadAll(r)
-	require.NoError(t, err)
 	var states []string
-	for line := range strings.Lines(string(body)) {
-		if data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
-			states = append(states, stateOf(t, data))
-		}
+	for _, doc := range eventDocs(t, r) {
+		states = append(states, doc.Runtime.State)
 	}
 	return slices.Compact(states)
 }
 
-// stateOf is the runtime state of an encoded status document.
-func stateOf(t *testing.T, data string) string {
+// statusOf decodes a status document.
+func statusOf(t *testing.T, data string) admin.Status {
 	t.Helper()
 	var doc admin.Status
 	require.NoError(t, json.Unmarshal([]byte(data), &doc))
-	return doc.Runtime.State
+	return doc
 }
+
+// stateOf is the runtime state of an encoded status document.
+func stateOf(t *testing.T, data string) string { return statusOf(t, data).Runtime.State }
 
 // A shutdown's progress stream prints an Error that Stopped followed before the stream wrote
 // it, before its last line.
