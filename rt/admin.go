@@ -79,6 +79,9 @@ func (n adminNode) Snapshot() admin.Snapshot {
 		Runtime: rs, MeshStatus: ms, Capacity: rs.Capacity,
 		Relocation: h.relocationProgress(), Turns: h.catalog.Turns(), TakenAt: time.Now(),
 	}
+	h.lc.mu.Lock()
+	snap.Failed = h.lc.failed
+	h.lc.mu.Unlock()
 	for _, c := range ms.Channels {
 		if st, err := h.ClientServerStatus(c.ChannelName); err == nil {
 			snap.ClientServer = append(snap.ClientServer, st)
@@ -91,24 +94,24 @@ func (n adminNode) Snapshot() admin.Snapshot {
 
 // Watch reports every change of the runtime, mesh and capacity statuses, as an observer of
 // each, until ctx ends or the host stopped (its runtime stream ended).
-func (n adminNode) Watch(ctx context.Context, changed func(*sdk.RuntimeStatus)) {
+func (n adminNode) Watch(ctx context.Context, changed func()) {
 	h := n.h
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	if meshes, err := h.ObserveMesh(ctx, h.cfg.MeshName); err == nil {
 		wg.Go(func() {
 			for range meshes {
-				changed(nil)
+				changed()
 			}
 		})
 	}
 	wg.Go(func() {
 		for range h.ObserveCapacity(ctx) {
-			changed(nil)
+			changed()
 		}
 	})
-	for o := range h.ObserveRuntime(ctx) {
-		changed(&o.Status)
+	for range h.ObserveRuntime(ctx) {
+		changed()
 	}
 	cancel()
 	wg.Wait()

@@ -26,6 +26,9 @@ type lifecycle struct {
 	meshKick    chan struct{}
 	shutdown    *shutdownOp
 	failure     error // why the host turned Error
+	// failed is the status the host published when it turned Error, nil before: a stream that
+	// coalesces the statuses shows it however soon a shutdown followed (admin).
+	failed *sdk.RuntimeStatus
 
 	// relocation is the relocation in progress or the last one; relocResult is its terminal
 	// result once it ended. unitsOpen counts what keeps SafeToShutdown false (a relocation
@@ -123,6 +126,9 @@ func (h *Host) publishRuntimeLocked() {
 		return
 	}
 	h.lc.runtime.Publish(next)
+	if next.State == sdk.RuntimeStateError {
+		h.lc.failed = &next
+	}
 }
 
 // startServing ends Start: Preparing becomes Serving, unless the host failed meanwhile.

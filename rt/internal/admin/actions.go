@@ -179,42 +179,40 @@ func (s *Server) shutdown(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	ctx, cancel := context.WithCancel(r.Context())
-	dirty, stopped, terminals := s.watch(ctx)
+	dirty, stopped := s.watch(ctx)
 	defer func() {
 		cancel()
 		<-stopped
 	}()
 	s.node.BeginShutdown(deadline)
 	out := s.progressStream(w)
-	last := ""
+	last, written := "", (*uint64)(nil) // the state of the last line, and its runtime status's sequence
 	for {
+		done := false
 		select {
 		case <-stopped:
-			snap := s.node.Snapshot()
-			terminals.align(&snap)
-			for _, rs := range terminals.takeBefore(snap.Runtime.Sequence) {
-				if st := rs.State.String(); st != last {
-					last = st
-					if err := out.line(Progress{Node: string(snap.Node), State: st}); err != nil {
-						return
-					}
-				}
-			}
-			_ = out.line(Progress{Node: string(snap.Node), State: snap.Runtime.State.String(), Done: true,
-				TerminationResult: terminationResult(snap.Runtime.TerminationResult)})
-			return
+			done = true
 		default:
 		}
 		snap := s.node.Snapshot()
-		terminals.align(&snap)
-		// An Error that a newer state replaced before this stream wrote it is a line too.
-		for _, rs := range append(terminals.takeBefore(snap.Runtime.Sequence), snap.Runtime) {
+		// The host's Error that a newer state replaced before this stream showed it is a line too.
+		statuses := runtimeSince(snap, written)
+		if done {
+			statuses = statuses[:len(statuses)-1] // the last line says the state the host ended in
+		}
+		for _, rs := range statuses {
+			written = &rs.Sequence
 			if st := rs.State.String(); st != last {
 				last = st
 				if err := out.line(Progress{Node: string(snap.Node), State: st}); err != nil {
 					return
 				}
 			}
+		}
+		if done {
+			_ = out.line(Progress{Node: string(snap.Node), State: snap.Runtime.State.String(), Done: true,
+				TerminationResult: terminationResult(snap.Runtime.TerminationResult)})
+			return
 		}
 		select {
 		case <-stopped:

@@ -33,9 +33,8 @@ type Node interface {
 	// Snapshot returns every status the page shows, as of now.
 	Snapshot() Snapshot
 	// Watch calls changed whenever a status the page shows may have changed, until ctx ends or
-	// the host stopped; it returns then, having ended everything it started. runtime is the
-	// host's runtime status when that is what changed, else nil.
-	Watch(ctx context.Context, changed func(runtime *sdk.RuntimeStatus))
+	// the host stopped; it returns then, having ended everything it started.
+	Watch(ctx context.Context, changed func())
 	// Members lists the nodes of the mesh as their registrations describe them, this one
 	// included.
 	Members() []Member
@@ -55,6 +54,10 @@ type Snapshot struct {
 	Capacity           sdk.HostCapacityStatus
 	ClientServer       []sdk.ClientServerStatus
 	Fanout             []sdk.FanoutStatus
+	// Failed is the runtime status the host published when it turned Error, nil if it never
+	// did: a stream that coalesced it away shows it before a newer status (H1). It is not
+	// part of the status document.
+	Failed *sdk.RuntimeStatus
 	// Relocation is the relocation in progress or the last one, nil when none has started.
 	Relocation *Relocation
 	// Turns counts the messages that took a turn on the node since it started.
@@ -579,78 +582,28 @@ func acquire(w http.ResponseWriter, tokens chan struct{}, full string) (release 
 
 // watch tells of the node's changes on dirty, coalesced (one pending tell at most), until ctx
 // ends or the node stops; stopped closes then. The caller cancels ctx and waits for stopped.
-// The runtime's terminal statuses (Error, Stopped) are kept apart, in terminals, so that
-// coalescing never loses one silently (H1).
-func (s *Server) watch(ctx context.Context) (dirty <-chan struct{}, stopped <-chan struct{}, terminals *terminalStatuses) {
+func (s *Server) watch(ctx context.Context) (dirty <-chan struct{}, stopped <-chan struct{}) {
 	d := make(chan struct{}, 1)
 	st := make(chan struct{})
-	terminals = &terminalStatuses{}
 	go func() {
 		defer close(st)
-		s.node.Watch(ctx, func(rs *sdk.RuntimeStatus) {
-			if rs != nil {
-				terminals.observe(*rs)
-			}
+		s.node.Watch(ctx, func() {
 			select {
 			case d <- struct{}{}:
 			default: // already dirty: coalesced
 			}
 		})
 	}()
-	return d, st, terminals
+	return d, st
 }
 
-// terminalStatuses holds the terminal runtime statuses a stream has observed and not written
-// yet, and the newest runtime status it has observed. A runtime has few terminal statuses
-// (Error, then Stopped): past maxTerminals the newest are dropped, since the stream's later
-// snapshots show the latest state anyway.
-type terminalStatuses struct {
-	mu     sync.Mutex
-	all    []sdk.RuntimeStatus
-	latest *sdk.RuntimeStatus
-}
-
-const maxTerminals = 4
-
-// observe takes the runtime status rs that the stream's observation delivered, in order.
-func (t *terminalStatuses) observe(rs sdk.RuntimeStatus) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.latest = &rs
-	terminal := rs.State == sdk.RuntimeStateError || rs.State == sdk.RuntimeStateStopped
-	if terminal && len(t.all) < maxTerminals {
-		t.all = append(t.all, rs)
+// runtimeSince is the runtime statuses a stream writes for snap, after it wrote the one of
+// sequence *written (nil: none yet, and a past Error is not news): the host's Error first,
+// when snap has replaced it and the stream has not shown it, then snap's own. A stream that
+// coalesces statuses so never loses the Error (H1), and writes them in their order (H3).
+func runtimeSince(snap Snapshot, written *uint64) []sdk.RuntimeStatus {
+	if f := snap.Failed; f != nil && written != nil && *written < f.Sequence && f.Sequence < snap.Runtime.Sequence {
+		return []sdk.RuntimeStatus{*f, snap.Runtime}
 	}
-}
-
-// align gives snap the newest runtime status that the stream has observed, when the host's
-// own is newer: the observation may lag the host, and a stream that wrote the host's newer
-// status first would write an Error it held after it (Stopped, then Error). The newer status
-// comes with the observation, which marks the stream dirty.
-func (t *terminalStatuses) align(snap *Snapshot) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.latest != nil && t.latest.Sequence < snap.Runtime.Sequence {
-		snap.Runtime = *t.latest
-	}
-}
-
-// takeBefore returns the statuses held that are older than seq, which a snapshot of sequence
-// seq has replaced, and lets go of them and of the one that is the snapshot's own. Those that
-// came after the snapshot was taken stay, for the next snapshot to be judged against.
-func (t *terminalStatuses) takeBefore(seq uint64) []sdk.RuntimeStatus {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var older []sdk.RuntimeStatus
-	kept := t.all[:0]
-	for _, rs := range t.all {
-		switch {
-		case rs.Sequence < seq:
-			older = append(older, rs)
-		case rs.Sequence > seq:
-			kept = append(kept, rs)
-		}
-	}
-	t.all = kept
-	return older
+	return []sdk.RuntimeStatus{snap.Runtime}
 }

@@ -148,11 +148,11 @@ func (n *testNode) Snapshot() admin.Snapshot {
 	return s
 }
 
-func (n *testNode) Watch(ctx context.Context, changed func(*sdk.RuntimeStatus)) {
+func (n *testNode) Watch(ctx context.Context, changed func()) {
 	n.watchers.Add(1)
 	defer n.watchers.Add(-1)
-	for o := range n.runtime.Observe(ctx) {
-		changed(&o.Status)
+	for range n.runtime.Observe(ctx) {
+		changed()
 	}
 }
 
@@ -186,6 +186,9 @@ func (n *testNode) publish(st sdk.RuntimeStatus) {
 	defer n.mu.Unlock()
 	st.Sequence = n.runtime.Current().Sequence + 1
 	n.runtime.Publish(st)
+	if st.State == sdk.RuntimeStateError {
+		n.snap.Failed = &st // as the host records it
+	}
 }
 
 func serve(t *testing.T, cfg admin.Config, node admin.Node) *admin.Server {
@@ -725,10 +728,10 @@ type erringNode struct {
 	seen  chan struct{}
 }
 
-func (n *erringNode) Watch(ctx context.Context, changed func(*sdk.RuntimeStatus)) {
-	n.testNode.Watch(ctx, func(rs *sdk.RuntimeStatus) {
-		changed(rs)
-		if rs != nil && rs.State == sdk.RuntimeStateError {
+func (n *erringNode) Watch(ctx context.Context, changed func()) {
+	n.testNode.Watch(ctx, func() {
+		changed()
+		if n.runtime.Current().State == sdk.RuntimeStateError {
 			select {
 			case n.seen <- struct{}{}:
 			default:
@@ -802,7 +805,7 @@ func TestStreamsWriteAnErrorTheirObservationHeldInOrder(t *testing.T) {
 type laggingNode struct {
 	*testNode
 	mu         sync.Mutex
-	changed    func(*sdk.RuntimeStatus)
+	changed    func()
 	once       sync.Once
 	errorTaken chan struct{}
 	release    chan struct{}
@@ -813,24 +816,24 @@ func newLaggingNode() *laggingNode {
 	return &laggingNode{testNode: newTestNode(), errorTaken: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (n *laggingNode) Watch(ctx context.Context, changed func(*sdk.RuntimeStatus)) {
+func (n *laggingNode) Watch(ctx context.Context, changed func()) {
 	n.mu.Lock()
 	n.changed = changed
 	n.mu.Unlock()
-	n.testNode.Watch(ctx, func(rs *sdk.RuntimeStatus) {
-		if rs != nil && rs.State == sdk.RuntimeStateError {
+	for o := range n.runtime.Observe(ctx) {
+		if o.Status.State == sdk.RuntimeStateError {
 			n.once.Do(func() { close(n.errorTaken) })
 			<-n.release
 		}
-		changed(rs)
-	})
+		changed()
+	}
 }
 
 func (n *laggingNode) otherChange() {
 	n.mu.Lock()
 	c := n.changed
 	n.mu.Unlock()
-	c(nil)
+	c()
 }
 
 func (n *laggingNode) BeginShutdown(time.Duration) { go n.begin() }

@@ -20,8 +20,8 @@ var eventSeq atomic.Uint64
 // stream is one more observer of the host's statuses (H1): a change only marks the stream
 // dirty (one slot, never a queue), and the writer sends the newest snapshot, at most one per
 // EventInterval and at least one per Heartbeat, so a slow browser gets fewer, newer
-// snapshots and the host is never held up; only the runtime's terminal statuses are kept to
-// be written, so that none is lost (H1). A write that the browser does not take within
+// snapshots and the host is never held up; only the host's Error is written even when a
+// newer status replaced it, so that it is never lost (H1). A write that the browser does not take within
 // WriteTimeout ends the stream; the browser's EventSource then connects again (retry) and
 // gets the current snapshot at once: every event is complete, so nothing is replayed. When
 // the host has stopped, the stream sends the last snapshot and ends. A stream lasts
@@ -44,7 +44,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	defer release()
 	ctx, cancel := context.WithCancel(r.Context())
-	dirty, stopped, terminals := s.watch(ctx)
+	dirty, stopped := s.watch(ctx)
 	defer func() {
 		cancel()
 		<-stopped
@@ -59,8 +59,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	defer heartbeat.Stop()
 	lifetime := time.NewTimer(s.cfg.StreamLifetime)
 	defer lifetime.Stop()
+	var written *uint64 // the sequence of the runtime status written last
 	for {
-		if err := s.writeSnapshot(sse, terminals); err != nil {
+		if err := s.writeSnapshot(sse, &written); err != nil {
 			if !errors.Is(err, context.Canceled) {
 				s.cfg.Logger.Debug("an admin event stream ended", "remote", r.RemoteAddr, "err", err)
 			}
@@ -71,7 +72,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-stopped:
 			// The host stopped: its last snapshot, then the end.
-			_ = s.writeSnapshot(sse, terminals)
+			_ = s.writeSnapshot(sse, &written)
 			return
 		case <-dirty:
 		case <-heartbeat.C:
@@ -91,21 +92,20 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// writeSnapshot writes the node's snapshot as an event, after the terminal runtime statuses
-// (an Error) that it replaced before the stream wrote them: each as the snapshot's runtime
-// status, so that a browser sees a node fail, and not only stop, however fast one followed the
-// other.
-func (s *Server) writeSnapshot(sse *sseWriter, terminals *terminalStatuses) error {
+// writeSnapshot writes the node's snapshot as an event, after the host's Error when the
+// snapshot replaced it before the stream showed it (runtimeSince), as the snapshot with that
+// runtime status; written is the sequence of the runtime status the stream wrote last.
+func (s *Server) writeSnapshot(sse *sseWriter, written **uint64) error {
 	snap := s.node.Snapshot()
-	terminals.align(&snap)
-	for _, rs := range terminals.takeBefore(snap.Runtime.Sequence) {
+	for _, rs := range runtimeSince(snap, *written) {
 		then := snap
 		then.Runtime = rs
 		if err := sse.event("status", Document(then)); err != nil {
 			return err
 		}
+		*written = &rs.Sequence
 	}
-	return sse.event("status", Document(snap))
+	return nil
 }
 
 // reconnectDelay is how long a browser waits before it connects again after a stream broke,
