@@ -275,6 +275,9 @@ func (h *Host) relocateAll(op *relocationOp) sdk.RelocationReason {
 			if left > 0 && op.reg.Cause() != nil { // its owner lease ended
 				return sdk.RelocationReasonStoreUnavailable
 			}
+			if op.moved.Load() == 0 {
+				return h.awaitAnyTarget(op)
+			}
 			return sdk.RelocationReasonNone
 		}
 		if op.ctx.Err() != nil {
@@ -498,15 +501,14 @@ func (h *Host) chooseTarget(op *relocationOp, u unit, excluded []sdk.NodeID) (st
 		switch {
 		case d.GetApplicationVersion() != op.version:
 			continue
-		case n.ID == h.cfg.NodeID || d.GetMesh() != "" && d.GetMesh() != h.cfg.MeshName ||
-			d.GetRoles()&mesh.RoleObjectServer == 0 || sdk.RuntimeState(d.GetState()) != sdk.RuntimeStateServing:
+		case !h.servingServer(n):
 			step = max(step, 1)
 			continue
 		case !slices.Contains(d.GetSpotTypes(), typ) || (u.entry.Kind() == sdk.KindEntry && !slices.Contains(d.GetSpotTypes(), u.t.Type())) ||
 			slices.Contains(excluded, n.ID):
 			step = max(step, 2)
 			continue
-		case !h.mesh.HasRoom(n) || h.cfg.MaintenanceWave != "" && d.GetMaintenanceWave() == h.cfg.MaintenanceWave:
+		case !h.mesh.HasRoom(n) || h.sameWave(n):
 			step = max(step, 3)
 			continue
 		case !h.mesh.PeerReady(n.ID):
@@ -522,6 +524,51 @@ func (h *Host) chooseTarget(op *relocationOp, u unit, excluded []sdk.NodeID) (st
 		return store.Node{}, sdk.RelocationReasonStateIncompatible
 	}
 	return store.Node{}, sdk.RelocationReasonTargetUnavailable
+}
+
+// servingServer reports whether n is another Object Server of this node's mesh, in Serving
+// (F5, step 2).
+func (h *Host) servingServer(n store.Node) bool {
+	d := n.Desc
+	return n.ID != h.cfg.NodeID && (d.GetMesh() == "" || d.GetMesh() == h.cfg.MeshName) &&
+		d.GetRoles()&mesh.RoleObjectServer != 0 && sdk.RuntimeState(d.GetState()) == sdk.RuntimeStateServing
+}
+
+// sameWave reports whether n is of this node's maintenance wave (F5, step 4).
+func (h *Host) sameWave(n store.Node) bool {
+	return h.cfg.MaintenanceWave != "" && n.Desc.GetMaintenanceWave() == h.cfg.MaintenanceWave
+}
+
+// awaitAnyTarget waits, until the relocation's deadline, for a node that the node's objects
+// could move to if it had any, and answers TargetUnavailable if none comes (F6): a relocation
+// that moved nothing is Relocated only when the node's work has somewhere to go, so that a
+// rolling update does not take an empty node out before a node of the new version serves.
+func (h *Host) awaitAnyTarget(op *relocationOp) sdk.RelocationReason {
+	for {
+		if h.anyTarget(op) {
+			return sdk.RelocationReasonNone
+		}
+		select {
+		case <-op.ctx.Done():
+			if h.shuttingDown() {
+				return sdk.RelocationReasonShutdownRequested
+			}
+			return sdk.RelocationReasonTargetUnavailable
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// anyTarget reports whether a member passes the steps of F5 that ask nothing of a unit: the
+// version, another Object Server of the mesh in Serving, not of this node's maintenance wave,
+// with a Ready connection.
+func (h *Host) anyTarget(op *relocationOp) bool {
+	for _, n := range h.mesh.Members() {
+		if n.Desc.GetApplicationVersion() == op.version && h.servingServer(n) && !h.sameWave(n) && h.mesh.PeerReady(n.ID) {
+			return true
+		}
+	}
+	return false
 }
 
 // scheduleSafe publishes SafeToShutdown once the re-send window after the last commit ends;

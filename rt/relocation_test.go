@@ -674,3 +674,37 @@ func relocateWaiting(t *testing.T, a *rt.Host, id string, within time.Duration) 
 	require.Eventually(t, func() bool { return a.Status().State == sdk.RuntimeStateRelocating }, 5*time.Second, 5*time.Millisecond)
 	return done
 }
+
+// F6: a relocation with nothing to move still needs a target of its version: with none it
+// waits until its deadline and answers Blocked/TargetUnavailable, Serving again; once one
+// serves, it answers Relocated. A rolling update thus never takes an empty node out before a
+// node of the new version serves.
+func TestF6_ARelocationWithNothingToMoveWaitsForATarget(t *testing.T) {
+	c := relocationCluster(t, 2, &actorFixture{}, 1, 2)
+	a, b := c.hosts[0], c.hosts[1]
+	res, err := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModeRollingUpdate, TargetApplicationVersion: version(3), Deadline: 300 * time.Millisecond})
+	require.NoError(t, err)
+	assert.Equal(t, sdk.RelocationResult{Mode: sdk.RelocationModeRollingUpdate, TargetApplicationVersion: 3, Outcome: sdk.RelocationOutcomeBlocked, Reason: sdk.RelocationReasonTargetUnavailable}, res)
+	assert.Equal(t, sdk.RuntimeStateServing, a.Status().State, "Blocked: Serving again (F7)")
+
+	// The only node of version 2 is not a target while it relocates itself (it is not
+	// Serving), for a second and a half, and is one again once that ends Blocked.
+	type ended struct {
+		res sdk.RelocationResult
+		at  time.Time
+	}
+	bDone := make(chan ended, 1)
+	go func() {
+		res, _ := b.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModeRollingUpdate, TargetApplicationVersion: version(9), Deadline: 1500 * time.Millisecond})
+		bDone <- ended{res, time.Now()}
+	}()
+	require.Eventually(t, func() bool { return a.ServingMembers() == 1 }, 10*time.Second, 5*time.Millisecond, "node-a sees node-b relocating")
+	res, err = a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModeRollingUpdate, TargetApplicationVersion: version(2), Deadline: 20 * time.Second})
+	aEnded := time.Now()
+	require.NoError(t, err)
+	assert.Equal(t, sdk.RelocationOutcomeRelocated, res.Outcome, "%+v", res)
+	assert.Equal(t, sdk.RuntimeStateRelocated, a.Status().State)
+	bEnd := <-bDone
+	assert.Equal(t, sdk.RelocationReasonTargetUnavailable, bEnd.res.Reason, "%+v", bEnd.res)
+	assert.False(t, aEnded.Before(bEnd.at), "node-a relocated only once node-b could take its work")
+}
