@@ -269,17 +269,34 @@ function renderMesh(v) {
 }
 
 // The event stream. EventSource reconnects by itself after a broken stream; when the server
-// refused the stream (it is closed for good), it is opened again after a pause.
+// refused the stream (it is closed for good), it is opened again after a pause. The server
+// ends each stream after a while and the browser connects again within a moment: the page
+// says "reconnecting…" only when the stream is not back within brokenAfter.
+const brokenAfter = 1500;
+
 function connect() {
   const conn = $("conn");
   const es = new EventSource("/events");
-  es.addEventListener("open", () => { conn.dataset.live = "true"; conn.textContent = "live"; });
-  es.addEventListener("status", (e) => render(JSON.parse(e.data)));
-  es.addEventListener("error", () => {
+  let broken = 0;
+  const showBroken = () => {
+    broken = 0;
     conn.dataset.live = "false";
     conn.textContent = "reconnecting…";
+  };
+  es.addEventListener("open", () => {
+    clearTimeout(broken);
+    broken = 0;
+    conn.dataset.live = "true";
+    conn.textContent = "live";
+  });
+  es.addEventListener("status", (e) => render(JSON.parse(e.data)));
+  es.addEventListener("error", () => {
     if (es.readyState === EventSource.CLOSED) {
+      clearTimeout(broken);
+      showBroken();
       setTimeout(connect, 2000);
+    } else if (!broken) {
+      broken = setTimeout(showBroken, brokenAfter);
     }
   });
 }
