@@ -59,9 +59,15 @@ func (h *Host) serveAdmin() {
 }
 
 // closeAdmin stops the admin server, after the node stopped: its pages have shown the end.
-func (h *Host) closeAdmin() {
+// The requests under way get until by to end (a shutdown's deadline), a moment at least; a
+// zero by gives them the server's own grace.
+func (h *Host) closeAdmin(by time.Time) {
 	if h.admin != nil {
-		if err := h.admin.Close(); err != nil {
+		stop := h.admin.Close
+		if !by.IsZero() {
+			stop = func() error { return h.admin.CloseWithin(time.Until(by)) }
+		}
+		if err := stop(); err != nil {
 			h.log.Warn("the admin server did not close cleanly", "err", err)
 		}
 	}

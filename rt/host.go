@@ -114,7 +114,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 			_, _ = h.teardown(tctx)
 			cancel()
 			h.state.Store(uint32(sdk.RuntimeStateStopped))
-			h.closeAdmin()
+			h.closeAdmin(time.Time{})
 		}
 	}()
 

@@ -421,7 +421,7 @@ func (h *Host) runShutdown(op *shutdownOp) {
 	defer func() { endSpan(op.result.Outcome.String(), op.result.Reason.String()) }()
 	op.result, op.err = termination(h.cfg.NodeID, op.within, err, expired)
 	h.finish(op.result)
-	h.closeAdmin() // after the end, which its pages show
+	h.closeAdmin(op.deadline) // after the end, which its pages show
 }
 
 // termination is how a shutdown of node ended whose teardown returned err, and the error that

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -110,9 +111,13 @@ type Config struct {
 
 	// The bounds below have defaults (zero: the default).
 
-	// WriteTimeout bounds each write of an event or progress stream: a reader that takes
-	// longer is cut off (default 10 s).
+	// WriteTimeout bounds each write of an event or progress stream, and the writing of every
+	// other answer of the server's own routes (a profile's after its collection): a reader that
+	// takes longer is cut off (default 10 s).
 	WriteTimeout time.Duration
+	// MaxProfileDuration bounds the seconds= of a profile or a trace (default 2 min): one that
+	// asks for longer is refused, so that no request holds the node's one CPU profile for good.
+	MaxProfileDuration time.Duration
 	// EventInterval is the most often a stream writes a snapshot, and Heartbeat the longest it
 	// goes without one (defaults 200 ms and 1 s).
 	EventInterval, Heartbeat time.Duration
@@ -131,6 +136,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 10 * time.Second
+	}
+	if c.MaxProfileDuration <= 0 {
+		c.MaxProfileDuration = 2 * time.Minute
 	}
 	if c.EventInterval <= 0 {
 		c.EventInterval = 200 * time.Millisecond
@@ -153,8 +161,12 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// closeGrace bounds how long Close waits for requests under way before it cuts them off.
-const closeGrace = 2 * time.Second
+// closeGrace bounds how long Close waits for requests under way before it cuts them off, and
+// minCloseGrace is the least that CloseWithin gives them.
+const (
+	closeGrace    = 2 * time.Second
+	minCloseGrace = 100 * time.Millisecond
+)
 
 // Server is a node's admin HTTP server. It listens from Listen on, and serves from Serve on.
 type Server struct {
@@ -206,7 +218,7 @@ func Listen(cfg Config) (*Server, error) {
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.routes(mux)
 	s.srv = &http.Server{
-		Handler:           s.guard(methodsInJSON(mux)),
+		Handler:           s.guard(refusalsInJSON(mux)),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       time.Minute,
@@ -241,7 +253,13 @@ func (s *Server) Serve(node Node) {
 // Close stops the server: it takes no new connection, lets the requests under way end for a
 // short while — an event stream ends by itself once the host has stopped — and then cuts off
 // what is left. Safe to call more than once.
-func (s *Server) Close() error {
+func (s *Server) Close() error { return s.CloseWithin(closeGrace) }
+
+// CloseWithin is Close with the requests under way given grace at most to end: a shutdown
+// gives what its deadline leaves. It gives them minCloseGrace at least, so that the streams
+// write the end they were showing.
+func (s *Server) CloseWithin(grace time.Duration) error {
+	grace = min(max(grace, minCloseGrace), closeGrace)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -253,7 +271,7 @@ func (s *Server) Close() error {
 	if !served {
 		return s.ln.Close()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), closeGrace)
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	err := s.srv.Shutdown(ctx)
 	if err != nil {
@@ -363,11 +381,11 @@ func hostPath(pattern string) string {
 }
 
 func (s *Server) routes(mux *http.ServeMux) {
-	mux.Handle("GET /{$}", page())
-	mux.Handle("GET /assets/", page())
-	mux.HandleFunc("GET /status", s.status)
+	mux.Handle("GET /{$}", s.answerWithin(page()))
+	mux.Handle("GET /assets/", s.answerWithin(page()))
+	mux.Handle("GET /status", s.answerWithin(http.HandlerFunc(s.status)))
 	mux.HandleFunc("GET /events", s.events)
-	mux.HandleFunc("GET /mesh", s.meshView)
+	mux.Handle("GET /mesh", s.answerWithin(http.HandlerFunc(s.meshView)))
 	mux.HandleFunc("POST /relocate", s.relocate)
 	mux.HandleFunc("POST /shutdown", s.shutdown)
 	mux.Handle("/debug/pprof/", s.profiles(pprof.Index))
@@ -377,20 +395,19 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.Handle("/debug/pprof/trace", s.profiles(pprof.Trace))
 }
 
-// ownMethods are the server's own routes that serve some methods only.
-var ownMethods = map[string]struct{}{
-	"/status": {}, "/events": {}, "/mesh": {}, "/relocate": {}, "/shutdown": {},
-}
-
-// methodsInJSON refuses another method on one of the server's own routes as every refusal is,
-// in JSON; ServeMux's own answer is text. It registers no pattern, which could conflict with
-// an application's (GET /{name}), and names in Allow every method that some pattern serves
-// there, the application's included, as ServeMux does.
-func methodsInJSON(mux *http.ServeMux) http.Handler {
+// refusalsInJSON answers a request that no pattern serves as every refusal is, in JSON, where
+// ServeMux's own answer is text: a path that nothing serves gets 404, and another method on a
+// path that some pattern serves gets 405 with the Allow that ServeMux names (every method that
+// some pattern serves there, the application's included). It registers no pattern, which
+// could conflict with an application's (GET /{name}). ServeMux's redirects stay its own.
+func refusalsInJSON(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, own := ownMethods[r.URL.Path]; own {
-			if _, pattern := mux.Handler(r); pattern == "" {
-				allow := strings.Join(servedMethods(mux, r), ", ")
+		if h, pattern := mux.Handler(r); pattern == "" {
+			switch code, allow := refusal(h, r); code {
+			case http.StatusNotFound:
+				writeError(w, http.StatusNotFound, fmt.Sprintf("%s is not served here", r.URL.Path))
+				return
+			case http.StatusMethodNotAllowed:
 				w.Header().Set("Allow", allow)
 				writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s is not served: use %s", r.Method, r.URL.Path, allow))
 				return
@@ -400,18 +417,36 @@ func methodsInJSON(mux *http.ServeMux) http.Handler {
 	})
 }
 
-// servedMethods are the methods that some pattern of mux serves at r's path.
-func servedMethods(mux *http.ServeMux, r *http.Request) []string {
-	var out []string
-	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
-		http.MethodPatch, http.MethodDelete, http.MethodOptions} {
-		probe := r.Clone(r.Context())
-		probe.Method = m
-		if _, pattern := mux.Handler(probe); pattern != "" {
-			out = append(out, m)
-		}
+// refusal runs h, the handler that ServeMux found for r without a pattern, into a writer that
+// keeps its headers only, and reports its status and the Allow it names.
+func refusal(h http.Handler, r *http.Request) (code int, allow string) {
+	var kept headersOnly
+	h.ServeHTTP(&kept, r)
+	return kept.code, kept.header.Get("Allow")
+}
+
+// headersOnly is a ResponseWriter that keeps an answer's headers and status and drops its body.
+type headersOnly struct {
+	header http.Header
+	code   int
+}
+
+func (h *headersOnly) Header() http.Header {
+	if h.header == nil {
+		h.header = http.Header{}
 	}
-	return out
+	return h.header
+}
+
+func (h *headersOnly) WriteHeader(code int) {
+	if h.code == 0 {
+		h.code = code
+	}
+}
+
+func (h *headersOnly) Write(b []byte) (int, error) {
+	h.WriteHeader(http.StatusOK)
+	return len(b), nil
 }
 
 // profiles serves a profile's route, which a plaintext server on a network address serves
@@ -424,6 +459,7 @@ func servedMethods(mux *http.ServeMux, r *http.Request) []string {
 // and any client on the network can name the server as it likes, but not connect from its
 // loopback interface.
 func (s *Server) profiles(serve http.HandlerFunc) http.Handler {
+	serve = s.collectedWithin(serve)
 	if !s.plaintextNetwork() {
 		return serve
 	}
@@ -434,6 +470,76 @@ func (s *Server) profiles(serve http.HandlerFunc) http.Handler {
 		}
 		serve(w, r)
 	})
+}
+
+// answerWithin gives next's answer WriteTimeout to be written, from its first write on: a
+// reader that stops reading is cut off, and the handler's goroutine is not held for good.
+func (s *Server) answerWithin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&boundedWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout}, r)
+	})
+}
+
+// boundedWriter sets the write deadline of its answer at its first write.
+type boundedWriter struct {
+	http.ResponseWriter
+	timeout time.Duration
+	started bool
+}
+
+func (w *boundedWriter) start() {
+	if !w.started {
+		w.started = true
+		setWriteDeadline(w.ResponseWriter, time.Now().Add(w.timeout))
+	}
+}
+
+func (w *boundedWriter) WriteHeader(code int) {
+	w.start()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *boundedWriter) Write(b []byte) (int, error) {
+	w.start()
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *boundedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// collectedWithin bounds a profile's seconds= by MaxProfileDuration, refusing one longer with
+// 400, and gives the answer WriteTimeout beyond its collection to be written. A profile
+// collects for 30 s when it names no duration (a trace for 1 s, the others not at all).
+func (s *Server) collectedWithin(serve http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		collect := defaultProfileDuration
+		if r.URL.Path != "/debug/pprof/symbol" {
+			// pprof reads seconds= from the form, which a POST's body may hold: it is read
+			// here, bounded, and the form pprof reads is the same.
+			r.Body = http.MaxBytesReader(w, r.Body, maxSymbolBody)
+			if v := r.FormValue("seconds"); v != "" {
+				secs, err := strconv.ParseFloat(v, 64)
+				if err == nil && !(secs*float64(time.Second) <= float64(s.cfg.MaxProfileDuration)) {
+					writeError(w, http.StatusBadRequest, fmt.Sprintf("seconds=%s asks for a profile longer than the %s this server allows", v, s.cfg.MaxProfileDuration))
+					return
+				}
+				if err == nil && secs > 0 {
+					collect = max(collect, time.Duration(secs*float64(time.Second)))
+				}
+			}
+		}
+		setWriteDeadline(w, time.Now().Add(collect+s.cfg.WriteTimeout))
+		serve(w, r)
+	}
+}
+
+// defaultProfileDuration is the longest that a profile collects when it names no duration
+// (pprof's CPU profile).
+const defaultProfileDuration = 30 * time.Second
+
+// setWriteDeadline sets the deadline of w's writes, where the connection has one.
+func setWriteDeadline(w http.ResponseWriter, at time.Time) {
+	_ = http.NewResponseController(w).SetWriteDeadline(at)
 }
 
 // plaintextNetwork reports whether the server speaks plain HTTP on a network address

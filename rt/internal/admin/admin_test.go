@@ -274,11 +274,12 @@ func TestPostsRefuseBadInputWithOneClearLine(t *testing.T) {
 		assert.Contains(t, e.Error, tc.want, tc.body)
 		assert.Equal(t, 1, strings.Count(strings.TrimSpace(body), "\n")+1, "one line")
 	}
-	// Another method on a route of the server's own is refused in JSON too.
+	// Another method on a route of the server's own is refused in JSON too, the page's
+	// included.
 	for _, tc := range []struct{ method, path, allow string }{
 		{"GET", "/relocate", "POST"}, {"PUT", "/relocate", "POST"}, {"GET", "/shutdown", "POST"},
 		{"DELETE", "/shutdown", "POST"}, {"POST", "/status", "GET, HEAD"}, {"POST", "/events", "GET, HEAD"},
-		{"PATCH", "/mesh", "GET, HEAD"},
+		{"PATCH", "/mesh", "GET, HEAD"}, {"POST", "/", "GET, HEAD"}, {"DELETE", "/assets/app.js", "GET, HEAD"},
 	} {
 		req, err := http.NewRequest(tc.method, s.URL()+tc.path, strings.NewReader("{}"))
 		require.NoError(t, err)
@@ -293,6 +294,16 @@ func TestPostsRefuseBadInputWithOneClearLine(t *testing.T) {
 		var e admin.ErrorDoc
 		require.NoError(t, json.Unmarshal(body, &e), "%s %s: %s", tc.method, tc.path, body)
 		assert.Equal(t, tc.method+" "+tc.path+" is not served: use "+tc.allow, e.Error)
+	}
+	// And so is a path that nothing serves.
+	for _, path := range []string{"/nothing", "/status/x", "/assets2"} {
+		resp, err := c.Get(s.URL() + path)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusNotFound, resp.StatusCode, path)
+		assert.JSONEq(t, `{"error":"`+path+` is not served here"}`, string(body), path)
 	}
 	assert.Zero(t, started.Load(), "no bad request started a relocation")
 	assert.Zero(t, n.shutdowns.Load(), "no bad request started a shutdown")
@@ -1133,7 +1144,7 @@ func TestApplicationHandlers(t *testing.T) {
 // than is served beside them, and another method on those routes is still refused in JSON.
 func TestApplicationWildcardsAreServedBesideTheOwnRoutes(t *testing.T) {
 	mine := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "mine") })
-	handlers := map[string]http.Handler{"GET /{name}": mine, "POST /{op}": mine}
+	handlers := map[string]http.Handler{"GET /{name}": mine, "POST /{op}": mine, "PURGE /{key}": mine, "TRACE /{path}": mine}
 	require.NoError(t, admin.CheckHandlers(handlers))
 	s := serve(t, admin.Config{Handlers: handlers}, newTestNode())
 	c := &http.Client{}
@@ -1155,8 +1166,8 @@ func TestApplicationWildcardsAreServedBesideTheOwnRoutes(t *testing.T) {
 	b, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
-	assert.Equal(t, "GET, HEAD, POST", resp.Header.Get("Allow"), "the application serves POST /status")
-	assert.JSONEq(t, `{"error":"DELETE /status is not served: use GET, HEAD, POST"}`, string(b))
+	assert.Equal(t, "GET, HEAD, POST, PURGE, TRACE", resp.Header.Get("Allow"), "the application serves POST, PURGE and TRACE /status, named as ServeMux names them")
+	assert.JSONEq(t, `{"error":"DELETE /status is not served: use GET, HEAD, POST, PURGE, TRACE"}`, string(b))
 }
 
 // A pattern that names a host is refused: ServeMux puts host patterns before the others, so
@@ -1171,5 +1182,68 @@ func TestApplicationHandlersNamingAHostAreRefused(t *testing.T) {
 
 		_, err = admin.Listen(admin.Config{Addr: "127.0.0.1:0", Loopback: true, Handlers: map[string]http.Handler{pattern: mine}})
 		require.ErrorIs(t, err, sdk.ErrConfig, "no server takes %q", pattern)
+	}
+}
+
+// A profile or a trace longer than MaxProfileDuration is refused in one clear line, and
+// nothing is collected; one within it is served.
+func TestAProfileLongerThanTheBoundIsRefused(t *testing.T) {
+	s := serve(t, admin.Config{MaxProfileDuration: 2 * time.Second}, newTestNode())
+	for _, path := range []string{
+		"/debug/pprof/profile?seconds=3", "/debug/pprof/profile?seconds=1000000000",
+		"/debug/pprof/trace?seconds=2.5", "/debug/pprof/trace?seconds=NaN", "/debug/pprof/trace?seconds=Inf",
+		"/debug/pprof/heap?seconds=60", "/debug/pprof/allocs?seconds=3",
+	} {
+		start := time.Now()
+		resp, err := http.Get(s.URL() + path)
+		require.NoError(t, err, path)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, path)
+		assert.Contains(t, string(body), "asks for a profile longer than the 2s this server allows", path)
+		assert.Less(t, time.Since(start), time.Second, "%s was refused before any collection", path)
+	}
+	// In a POST's form too, where pprof reads it.
+	resp, body := post(t, http.DefaultClient, s.URL()+"/debug/pprof/profile", "application/x-www-form-urlencoded", "seconds=30")
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, body, "asks for a profile longer than the 2s this server allows")
+
+	resp, err := http.Get(s.URL() + "/debug/pprof/heap?seconds=1")
+	require.NoError(t, err)
+	body2, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, string(body2))
+}
+
+// CloseWithin gives the requests under way its grace, not the server's own two seconds: a
+// shutdown whose deadline is near returns by it though a request holds on (F10), and the
+// request is cut off.
+func TestCloseWithinCutsOffWhatIsLeftAtItsGrace(t *testing.T) {
+	entered := make(chan struct{})
+	hold := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-r.Context().Done()
+	})
+	s := serve(t, admin.Config{Handlers: map[string]http.Handler{"GET /hold": hold}}, newTestNode())
+	ended := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(s.URL() + "/hold")
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		ended <- err
+	}()
+	<-entered
+	start := time.Now()
+	_ = s.CloseWithin(200 * time.Millisecond)
+	took := time.Since(start)
+	assert.GreaterOrEqual(t, took, 200*time.Millisecond, "the request had its grace")
+	assert.Less(t, took, 1500*time.Millisecond, "not the server's own grace of 2 s")
+	select {
+	case err := <-ended:
+		assert.Error(t, err, "the request was cut off")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request held on after the close")
 	}
 }

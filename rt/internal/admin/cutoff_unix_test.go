@@ -1,0 +1,63 @@
+//go:build unix
+
+package admin_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zlink-go/zlink/rt/internal/admin"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// An answer of the server's own routes that its reader stops taking is cut off WriteTimeout
+// after its first write: the handler's goroutine and the connection are not held for as long
+// as the reader likes, however large the answer. The mesh view of a large mesh is larger than
+// every buffer between the two (the reader's is made small).
+func TestAnAnswerItsReaderStopsTakingIsCutOff(t *testing.T) {
+	n := newTestNode()
+	for i := range 40000 {
+		n.members = append(n.members, admin.Member{Node: sdk.NodeID(fmt.Sprintf("node-%05d-%s", i, strings.Repeat("x", 100))), State: sdk.RuntimeStateServing})
+	}
+	const timeout = 200 * time.Millisecond
+	s := serve(t, admin.Config{WriteTimeout: timeout, PeerTimeout: 100 * time.Millisecond}, n)
+	doc, err := json.MarshalIndent(s.MeshView(), "", "  ")
+	require.NoError(t, err)
+	require.Greater(t, len(doc), 8<<20, "larger than the buffers between the two")
+
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) {
+			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		}); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	host := strings.TrimPrefix(s.URL(), "http://")
+	conn, err := d.Dial("tcp", host)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "GET /mesh HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+	require.NoError(t, err)
+
+	time.Sleep(5 * timeout) // the reader takes nothing meanwhile
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+	got, err := io.Copy(io.Discard, conn)
+	assert.False(t, isTimeout(err), "the server closed the connection: %v", err)
+	assert.Less(t, got, int64(len(doc)), "the answer was cut off, not written whole once the reader read again")
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
