@@ -53,3 +53,11 @@ func peerIdentity(ctx context.Context) (tls bool, node sdk.NodeID, err error) {
 	}
 	return true, id, nil
 }
+
+// remoteAddr is the address of the other end of ctx's connection, "" when unknown.
+func remoteAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}

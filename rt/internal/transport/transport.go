@@ -668,7 +668,9 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 				// io.EOF: the peer half-closed; any other error ended the stream. One that the
 				// peer's garbage caused is logged: the operator learns which peer misbehaves.
 				if c := status.Code(err); c == codes.Internal || c == codes.ResourceExhausted {
-					t.log.Warn("a peer's stream is closed: it sent what this node does not read", "peer", p.from, "err", err)
+					// The name is the peer's own word unless mutual TLS certified it: the address
+					// says where the stream came from.
+					t.log.Warn("a peer's stream is closed: it sent what this node does not read", "peer", p.from, "addr", remoteAddr(s.Context()), "err", err)
 				}
 				return
 			}

@@ -605,8 +605,9 @@ func TestAServerThatNeverAnswersTheStreamFailsTheAttempt(t *testing.T) {
 	require.Eventually(t, func() bool { return attempts.Load() >= 2 }, 20*time.Second, 10*time.Millisecond, "the link tries again")
 }
 
-// A peer whose stream is closed for what it sent is named in the node's log, at Warn: the
-// peer is told why, and the operator learns which peer misbehaves.
+// A peer whose stream is closed for what it sent is named in the node's log, at Warn, with the
+// address the stream came from: the peer is told why, and the operator learns which peer
+// misbehaves.
 func TestE1_APeerCutOffForGarbageIsLogged(t *testing.T) {
 	logs := &warnings{}
 	b := start(t, "b", handler{}, func(c *transport.Config) { c.Logger = slog.New(logs) })
@@ -621,6 +622,7 @@ func TestE1_APeerCutOffForGarbageIsLogged(t *testing.T) {
 	require.Eventually(t, func() bool { return len(logs.all()) > 0 }, 5*time.Second, 10*time.Millisecond, "nothing logged")
 	got := logs.all()[0]
 	assert.Contains(t, got, "peer=x")
+	assert.Contains(t, got, "addr=127.0.0.1:", "where the stream came from: without mutual TLS the name is the peer's own word")
 	assert.Contains(t, got, "4096")
 }
 
