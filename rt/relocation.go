@@ -543,10 +543,22 @@ func (h *Host) sameWave(n store.Node) bool {
 // could move to if it had any, and answers TargetUnavailable if none comes (F6): a relocation
 // that moved nothing is Relocated only when the node's work has somewhere to go, so that a
 // rolling update does not take an empty node out before a node of the new version serves.
+// A target that the membership view shows is confirmed in etcd, after this node's own
+// Relocating state is written there: of two empty nodes that relocate at once, each the
+// other's only target, the one that reads second reads the other's Relocating, so at most one
+// answers Relocated (a view alone may show each the other still Serving).
 func (h *Host) awaitAnyTarget(op *relocationOp) sdk.RelocationReason {
+	published := false
 	for {
-		if h.anyTarget(op) {
-			return sdk.RelocationReasonNone
+		if h.anyTarget(op, h.mesh.Members()) {
+			if !published {
+				published = h.mesh.Publish(op.ctx) == nil
+			}
+			if published {
+				if nodes, _, err := h.store.Nodes(op.ctx); err == nil && h.anyTarget(op, nodes) {
+					return sdk.RelocationReasonNone
+				}
+			}
 		}
 		select {
 		case <-op.ctx.Done():
@@ -559,12 +571,12 @@ func (h *Host) awaitAnyTarget(op *relocationOp) sdk.RelocationReason {
 	}
 }
 
-// anyTarget reports whether a member passes the steps of F5 that ask nothing of a unit: the
-// version, another Object Server of the mesh in Serving, not of this node's maintenance wave,
-// with a Ready connection.
-func (h *Host) anyTarget(op *relocationOp) bool {
-	for _, n := range h.mesh.Members() {
-		if n.Desc.GetApplicationVersion() == op.version && h.servingServer(n) && !h.sameWave(n) && h.mesh.PeerReady(n.ID) {
+// anyTarget reports whether one of members passes the steps of F5 that ask nothing of a unit:
+// the version, another Object Server of the mesh in Serving, room under its cap and not of
+// this node's maintenance wave, a Ready connection.
+func (h *Host) anyTarget(op *relocationOp, members []store.Node) bool {
+	for _, n := range members {
+		if n.Desc.GetApplicationVersion() == op.version && h.servingServer(n) && h.mesh.HasRoom(n) && !h.sameWave(n) && h.mesh.PeerReady(n.ID) {
 			return true
 		}
 	}

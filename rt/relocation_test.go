@@ -686,6 +686,7 @@ func TestF6_ARelocationWithNothingToMoveWaitsForATarget(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, sdk.RelocationResult{Mode: sdk.RelocationModeRollingUpdate, TargetApplicationVersion: 3, Outcome: sdk.RelocationOutcomeBlocked, Reason: sdk.RelocationReasonTargetUnavailable}, res)
 	assert.Equal(t, sdk.RuntimeStateServing, a.Status().State, "Blocked: Serving again (F7)")
+	require.Eventually(t, func() bool { return a.ServingMembers() == 2 }, 10*time.Second, 5*time.Millisecond, "node-a sees itself Serving again")
 
 	// The only node of version 2 is not a target while it relocates itself (it is not
 	// Serving), for a second and a half, and is one again once that ends Blocked.
@@ -707,4 +708,31 @@ func TestF6_ARelocationWithNothingToMoveWaitsForATarget(t *testing.T) {
 	bEnd := <-bDone
 	assert.Equal(t, sdk.RelocationReasonTargetUnavailable, bEnd.res.Reason, "%+v", bEnd.res)
 	assert.False(t, aEnded.Before(bEnd.at), "node-a relocated only once node-b could take its work")
+}
+
+// F6: two empty nodes that relocate at once, each the other's only target, do not both answer
+// Relocated: each confirms its target in etcd after writing its own Relocating state there.
+func TestF6_TwoEmptyNodesRelocatingAtOnceDoNotBothLeave(t *testing.T) {
+	for round := range 5 {
+		t.Run(fmt.Sprint("round ", round), func(t *testing.T) {
+			c := relocationCluster(t, 2, &actorFixture{}, 1, 1)
+			results := make(chan sdk.RelocationResult, 2)
+			begin := make(chan struct{})
+			for _, h := range c.hosts {
+				go func() {
+					<-begin
+					res, _ := h.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance, Deadline: time.Second})
+					results <- res
+				}()
+			}
+			close(begin)
+			relocated := 0
+			for range 2 {
+				if (<-results).Outcome == sdk.RelocationOutcomeRelocated {
+					relocated++
+				}
+			}
+			assert.LessOrEqual(t, relocated, 1, "both nodes left, each for the other")
+		})
+	}
 }
