@@ -111,9 +111,9 @@ type Config struct {
 
 	// The bounds below have defaults (zero: the default).
 
-	// WriteTimeout bounds each write of an event or progress stream, and the writing of every
-	// other answer of the server's own routes (a profile's after its collection): a reader that
-	// takes longer is cut off (default 10 s).
+	// WriteTimeout bounds each write of an event or progress stream, and of each 64 KiB of
+	// every other answer of the server's own routes (a profile's once collected): a reader
+	// that takes longer is cut off (default 10 s).
 	WriteTimeout time.Duration
 	// MaxProfileDuration bounds the seconds= of a profile or a trace (default 2 min): one that
 	// asks for longer is refused, so that no request holds the node's one CPU profile for good.
@@ -459,7 +459,7 @@ func (h *headersOnly) Write(b []byte) (int, error) {
 // and any client on the network can name the server as it likes, but not connect from its
 // loopback interface.
 func (s *Server) profiles(serve http.HandlerFunc) http.Handler {
-	serve = s.collectedWithin(serve)
+	serve = s.answerWithin(s.profileWithin(serve)).ServeHTTP
 	if !s.plaintextNetwork() {
 		return serve
 	}
@@ -472,47 +472,52 @@ func (s *Server) profiles(serve http.HandlerFunc) http.Handler {
 	})
 }
 
-// answerWithin gives next's answer WriteTimeout to be written, from its first write on: a
-// reader that stops reading is cut off, and the handler's goroutine is not held for good.
+// answerWithin bounds the writing of next's answer: each writeChunk of it must be taken within
+// WriteTimeout, so that a reader that stops reading is cut off and the handler's goroutine is
+// not held for good, while one that reads a large answer slowly, but steadily, gets it. Before
+// the first write nothing is bounded: a profile collects for as long as it asked.
 func (s *Server) answerWithin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(&boundedWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout}, r)
 	})
 }
 
-// boundedWriter sets the write deadline of its answer at its first write.
+// writeChunk is the most of an answer that one write deadline covers.
+const writeChunk = 64 << 10
+
+// boundedWriter gives each writeChunk of its answer a write deadline of its own.
 type boundedWriter struct {
 	http.ResponseWriter
 	timeout time.Duration
-	started bool
-}
-
-func (w *boundedWriter) start() {
-	if !w.started {
-		w.started = true
-		setWriteDeadline(w.ResponseWriter, time.Now().Add(w.timeout))
-	}
 }
 
 func (w *boundedWriter) WriteHeader(code int) {
-	w.start()
+	setWriteDeadline(w.ResponseWriter, time.Now().Add(w.timeout))
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *boundedWriter) Write(b []byte) (int, error) {
-	w.start()
-	return w.ResponseWriter.Write(b)
+	written := 0
+	for len(b) > 0 {
+		chunk := b[:min(len(b), writeChunk)]
+		setWriteDeadline(w.ResponseWriter, time.Now().Add(w.timeout))
+		n, err := w.ResponseWriter.Write(chunk)
+		written += n
+		if err != nil {
+			return written, err
+		}
+		b = b[len(chunk):]
+	}
+	return written, nil
 }
 
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (w *boundedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// collectedWithin bounds a profile's seconds= by MaxProfileDuration, refusing one longer with
-// 400, and gives the answer WriteTimeout beyond its collection to be written. A profile
-// collects for 30 s when it names no duration (a trace for 1 s, the others not at all).
-func (s *Server) collectedWithin(serve http.HandlerFunc) http.HandlerFunc {
+// profileWithin refuses, with 400, a profile or a trace whose seconds= is longer than
+// MaxProfileDuration.
+func (s *Server) profileWithin(serve http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		collect := defaultProfileDuration
 		if r.URL.Path != "/debug/pprof/symbol" {
 			// pprof reads seconds= from the form, which a POST's body may hold: it is read
 			// here, bounded, and the form pprof reads is the same.
@@ -523,19 +528,11 @@ func (s *Server) collectedWithin(serve http.HandlerFunc) http.HandlerFunc {
 					writeError(w, http.StatusBadRequest, fmt.Sprintf("seconds=%s asks for a profile longer than the %s this server allows", v, s.cfg.MaxProfileDuration))
 					return
 				}
-				if err == nil && secs > 0 {
-					collect = max(collect, time.Duration(secs*float64(time.Second)))
-				}
 			}
 		}
-		setWriteDeadline(w, time.Now().Add(collect+s.cfg.WriteTimeout))
 		serve(w, r)
 	}
 }
-
-// defaultProfileDuration is the longest that a profile collects when it names no duration
-// (pprof's CPU profile).
-const defaultProfileDuration = 30 * time.Second
 
 // setWriteDeadline sets the deadline of w's writes, where the connection has one.
 func setWriteDeadline(w http.ResponseWriter, at time.Time) {

@@ -1247,3 +1247,19 @@ func TestCloseWithinCutsOffWhatIsLeftAtItsGrace(t *testing.T) {
 		t.Fatal("the request held on after the close")
 	}
 }
+
+// H1: an event stream shows the host's stop though the server closes right after it, as it
+// does when a shutdown ends at its deadline and leaves the server's requests little grace: the
+// stop is written at once, not after the stream's pause between two snapshots.
+func TestEventsShowTheStopThoughTheServerClosesAtOnce(t *testing.T) {
+	n := newTestNode()
+	s := serve(t, admin.Config{EventInterval: time.Second}, n)
+	r, first := followEvents(t, s)
+	require.Equal(t, "Serving", stateOf(t, first))
+	n.publish(sdk.RuntimeStatus{State: sdk.RuntimeStateStopped, TerminationResult: &sdk.TerminationResult{}})
+	n.runtime.Close()
+	_ = s.CloseWithin(0)
+	states := eventStates(t, r)
+	require.NotEmpty(t, states)
+	assert.Equal(t, "Stopped", states[len(states)-1], "%v", states)
+}

@@ -80,9 +80,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			sse.end()
 			return
 		}
-		// At most one snapshot per EventInterval: changes meanwhile coalesce.
+		// At most one snapshot per EventInterval: changes meanwhile coalesce. The host's stop is
+		// written at once, before the server's close, which may leave the stream little time.
 		select {
 		case <-ctx.Done():
+			return
+		case <-stopped:
+			_ = s.writeSnapshot(sse, &written)
 			return
 		case <-lifetime.C:
 			sse.end()
