@@ -675,11 +675,21 @@ func TestEventsAStreamGivesItsPlaceBackAtItsLifetime(t *testing.T) {
 // returns unread; the test's end closes it.
 func rawRequest(t *testing.T, s *admin.Server, request string) net.Conn {
 	t.Helper()
+	return rawRequestWith(t, s, &net.Dialer{}, request)
+}
+
+// rawRequestWith is rawRequest on a connection that d dials, with the header lines extra.
+func rawRequestWith(t *testing.T, s *admin.Server, d *net.Dialer, request string, extra ...string) net.Conn {
+	t.Helper()
 	host := strings.TrimPrefix(s.URL(), "http://")
-	conn, err := net.Dial("tcp", host)
+	conn, err := d.Dial("tcp", host)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
-	_, err = fmt.Fprintf(conn, "%s HTTP/1.1\r\nHost: %s\r\n\r\n", request, host)
+	var headers strings.Builder
+	for _, h := range extra {
+		headers.WriteString(h + "\r\n")
+	}
+	_, err = fmt.Fprintf(conn, "%s HTTP/1.1\r\nHost: %s\r\n%s\r\n", request, host, headers.String())
 	require.NoError(t, err)
 	return conn
 }

@@ -91,13 +91,7 @@ func getWithSmallBuffer(t *testing.T, s *admin.Server, path string) net.Conn {
 		}
 		return err
 	}}
-	host := strings.TrimPrefix(s.URL(), "http://")
-	conn, err := d.Dial("tcp", host)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close() })
-	_, err = fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, host)
-	require.NoError(t, err)
-	return conn
+	return rawRequestWith(t, s, &d, "GET "+path, "Connection: close")
 }
 
 func isTimeout(err error) bool {
