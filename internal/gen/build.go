@@ -438,9 +438,9 @@ func (b *builder) spot(p *packages.Package, ts *ast.TypeSpec, doc *ast.CommentGr
 		Idle:         sd.idle,
 	}
 	if literal {
-		b.flatten(s, iface, it, b.fset, map[string]bool{}, nil, nil)
+		b.flatten(s, iface, it, b.fset, nil, map[string]bool{}, nil, nil)
 	} else {
-		b.embed(s, p.TypesInfo.TypeOf(expr), expr, b.fset, map[string]bool{}, []token.Position{pos}, nil)
+		b.embed(s, p.TypesInfo.TypeOf(expr), expr, b.fset, nil, map[string]bool{}, []token.Position{pos}, nil)
 	}
 	return s
 }
@@ -480,9 +480,10 @@ func (b *builder) definedFromInterface(obj *types.TypeName, rhs types.Type, expr
 
 // flatten appends the methods of iface to s in declaration order, embedded interfaces in
 // place. it is the interface's syntax, read with fset, or nil when the source is not at hand:
-// the methods then follow their source positions. via are the embeddings that lead to iface
+// the methods then follow their source positions. args are where the type arguments that the
+// literal's type parameters stand for are written. via are the embeddings that lead to iface
 // from the Spot's declaration, outermost first (see Method.Via).
-func (b *builder) flatten(s *Interface, iface *types.Interface, it *ast.InterfaceType, fset *token.FileSet, seen map[string]bool, via []token.Position, stack []*types.TypeName) {
+func (b *builder) flatten(s *Interface, iface *types.Interface, it *ast.InterfaceType, fset *token.FileSet, args typeArgs, seen map[string]bool, via []token.Position, stack []*types.TypeName) {
 	if it == nil {
 		ms := make([]*types.Func, iface.NumMethods())
 		for i := range ms {
@@ -500,7 +501,7 @@ func (b *builder) flatten(s *Interface, iface *types.Interface, it *ast.Interfac
 			if !pos.IsValid() || !filepath.IsAbs(pos.Filename) || b.sources.inGOROOT(pos.Filename) {
 				pos = via[len(via)-1] // an interface without source is always reached by embedding
 			}
-			b.addMethod(s, m, pos, "", false, true, nil, fset, seen, via)
+			b.addMethod(s, m, pos, "", false, true, nil, fset, nil, seen, via)
 		}
 		return
 	}
@@ -516,7 +517,7 @@ func (b *builder) flatten(s *Interface, iface *types.Interface, it *ast.Interfac
 				send = send || d.name == "send"
 			}
 			ft, _ := field.Type.(*ast.FuncType)
-			b.addMethod(s, m, fset.Position(field.Names[0].Pos()), field.Doc.Text(), send, false, ft, fset, seen, via)
+			b.addMethod(s, m, fset.Position(field.Names[0].Pos()), field.Doc.Text(), send, false, ft, fset, args, seen, via)
 			continue
 		}
 		if k >= iface.NumEmbeddeds() {
@@ -524,13 +525,13 @@ func (b *builder) flatten(s *Interface, iface *types.Interface, it *ast.Interfac
 		}
 		et := iface.EmbeddedType(k)
 		k++
-		b.embed(s, et, field.Type, fset, seen, append(slices.Clip(via), fset.Position(field.Type.Pos())), stack)
+		b.embed(s, et, field.Type, fset, args, seen, append(slices.Clip(via), fset.Position(field.Type.Pos())), stack)
 	}
 }
 
-// embed flattens the embedded type et (written as expr) into s. via are the embeddings that
-// lead to it, this one last.
-func (b *builder) embed(s *Interface, et types.Type, expr ast.Expr, fset *token.FileSet, seen map[string]bool, via []token.Position, stack []*types.TypeName) {
+// embed flattens the embedded type et (written as expr, in a literal whose type parameters
+// stand for args) into s. via are the embeddings that lead to it, this one last.
+func (b *builder) embed(s *Interface, et types.Type, expr ast.Expr, fset *token.FileSet, args typeArgs, seen map[string]bool, via []token.Position, stack []*types.TypeName) {
 	// A problem of the embedding is reported where the user can fix it: in another module's
 	// interface, at the embedding of the user's that leads there.
 	fail := func(format string, args ...any) {
@@ -553,8 +554,8 @@ func (b *builder) embed(s *Interface, et types.Type, expr ast.Expr, fset *token.
 		if slices.Contains(stack, t.Obj()) {
 			return
 		}
-		it, sfset := b.literalOf(t.Obj())
-		b.flatten(s, ii, it, sfset, seen, via, append(stack, t.Obj()))
+		it, sfset, targs := b.literalOf(t.Obj(), nil)
+		b.flatten(s, ii, it, sfset, targs, seen, via, append(stack, t.Obj()))
 	case *types.Interface:
 		lit, _ := ast.Unparen(expr).(*ast.InterfaceType)
 		if !t.IsMethodSet() {
@@ -562,10 +563,11 @@ func (b *builder) embed(s *Interface, et types.Type, expr ast.Expr, fset *token.
 			return
 		}
 		if a, ok := et.(*types.Alias); ok && lit == nil {
-			// An alias of an interface literal: the literal, where the alias is declared.
-			lit, fset = b.literalOf(a.Obj())
+			// An alias of an interface literal, or an instance of one: the literal, where the
+			// alias is declared, with the instance's type arguments where expr writes them.
+			lit, fset, args = b.literalOf(a.Obj(), instanceArgs(expr, fset, args))
 		}
-		b.flatten(s, t, lit, fset, seen, via, stack)
+		b.flatten(s, t, lit, fset, args, seen, via, stack)
 	case *types.Basic:
 		if t.Kind() == types.Invalid {
 			// Undefined: a name that this run generates (any other fails the package's
@@ -578,7 +580,7 @@ func (b *builder) embed(s *Interface, et types.Type, expr ast.Expr, fset *token.
 // addMethod appends m to s unless a method of that name is already there (an interface may
 // embed two that declare the same method, or embed one and declare it again). A //zlink:send
 // on any of its declarations makes the method one-way.
-func (b *builder) addMethod(s *Interface, m *types.Func, pos token.Position, doc string, send, inferred bool, ft *ast.FuncType, fset *token.FileSet, seen map[string]bool, via []token.Position) {
+func (b *builder) addMethod(s *Interface, m *types.Func, pos token.Position, doc string, send, inferred bool, ft *ast.FuncType, fset *token.FileSet, args typeArgs, seen map[string]bool, via []token.Position) {
 	if seen[m.Name()] {
 		if send {
 			if i := slices.IndexFunc(s.Methods, func(x *Method) bool { return x.Name == m.Name() }); i >= 0 {
@@ -601,8 +603,8 @@ func (b *builder) addMethod(s *Interface, m *types.Func, pos token.Position, doc
 	}
 	var paramPos, resultPos []token.Position
 	if ft != nil {
-		paramPos = fieldPositions(ft.Params, fset)
-		resultPos = fieldPositions(ft.Results, fset)
+		paramPos = fieldPositions(ft.Params, fset, args)
+		resultPos = fieldPositions(ft.Results, fset, args)
 	}
 	meth.Params = params(sig.Params(), paramPos, pos)
 	meth.Results = params(sig.Results(), resultPos, pos)
@@ -631,32 +633,111 @@ const maxDeclSteps = 64
 // literalOf follows the declaration of the interface type obj to the interface literal it is
 // written as: through parentheses, and through the defined types, aliases and generic types
 // it names in turn (type Lobby Room; type Room = interface{ ... }), whose methods are the
-// literal's. It returns nil when a declaration on the way cannot be read: the methods then
+// literal's. inst are where the type arguments of the instance of obj that leads here are
+// written, if it is one; the literal's type parameters stand for the arguments that args
+// returns. It returns nil when a declaration on the way cannot be read: the methods then
 // follow their source positions.
-func (b *builder) literalOf(obj *types.TypeName) (*ast.InterfaceType, *token.FileSet) {
+func (b *builder) literalOf(obj *types.TypeName, inst []token.Position) (*ast.InterfaceType, *token.FileSet, typeArgs) {
 	for range maxDeclSteps {
 		d, ok := b.declOf(obj)
 		if !ok {
-			return nil, nil
+			return nil, nil, nil
 		}
 		if d.info == nil {
 			// Read from source: the rest of the chain is followed by its syntax alone, so that
 			// it reads the same whatever else the run loaded (a dependency's type information
 			// holds only what the packages loaded refer to).
-			return b.literalInSource(obj.Pkg().Path(), d)
+			return b.literalInSource(obj.Pkg().Path(), d, inst)
 		}
+		args := bindArgs(d.spec.TypeParams, inst)
+		inst = instanceArgs(d.spec.Type, d.fset, args)
 		switch x := genericOf(d.spec.Type).(type) {
 		case *ast.InterfaceType:
-			return x, d.fset
+			return x, d.fset, args
 		case *ast.Ident, *ast.SelectorExpr:
 			if obj = namedBy(d.info, x); obj == nil {
-				return nil, nil
+				return nil, nil, nil
 			}
 		default:
-			return nil, nil
+			return nil, nil, nil
 		}
 	}
-	return nil, nil
+	return nil, nil, nil
+}
+
+// typeArgs are where the type arguments that a declaration's type parameters stand for are
+// written, by the parameters' names: a problem of a method's parameter or result whose type
+// names one is the argument's, and is reported there.
+type typeArgs map[string]token.Position
+
+// bindArgs binds the type parameters of a declaration to the positions of the type arguments
+// that an instance of it writes, in order.
+func bindArgs(params *ast.FieldList, inst []token.Position) typeArgs {
+	if params == nil || len(inst) == 0 {
+		return nil
+	}
+	args := typeArgs{}
+	i := 0
+	for _, f := range params.List {
+		for _, name := range f.Names {
+			if i < len(inst) {
+				args[name.Name] = inst[i]
+			}
+			i++
+		}
+	}
+	return args
+}
+
+// instanceArgs returns where the type arguments of the instance x (G[A, B]) are written: for
+// an argument that names a type parameter of args, where that parameter's own argument is.
+// It returns nil when x is no instance.
+func instanceArgs(x ast.Expr, fset *token.FileSet, args typeArgs) []token.Position {
+	var indices []ast.Expr
+	switch ix := ast.Unparen(x).(type) {
+	case *ast.IndexExpr:
+		indices = []ast.Expr{ix.Index}
+	case *ast.IndexListExpr:
+		indices = ix.Indices
+	default:
+		return nil
+	}
+	out := make([]token.Position, len(indices))
+	for i, e := range indices {
+		out[i] = fset.Position(e.Pos())
+		if at, ok := args.named(e); ok {
+			out[i] = at
+		}
+	}
+	return out
+}
+
+// named returns where the argument of the first type parameter that the type expression x
+// names is written.
+func (args typeArgs) named(x ast.Expr) (token.Position, bool) {
+	var at token.Position
+	found := false
+	if len(args) == 0 {
+		return at, false
+	}
+	ast.Inspect(x, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.SelectorExpr:
+			ast.Inspect(n.X, func(m ast.Node) bool { // pkg.T names no parameter
+				if id, ok := m.(*ast.Ident); ok && !found {
+					at, found = args[id.Name]
+				}
+				return !found
+			})
+			return false
+		case *ast.Ident:
+			if !found {
+				at, found = args[n.Name]
+			}
+		}
+		return !found
+	})
+	return at, found
 }
 
 // genericOf is the type expression x without its parentheses and, for an instance of a generic
@@ -690,12 +771,14 @@ func namedBy(info *types.Info, x ast.Expr) *types.TypeName {
 
 // literalInSource follows, by their syntax, the declarations from d, read from the source of
 // the package path, to the interface literal they lead to (see literalOf).
-func (b *builder) literalInSource(path string, d typeDecl) (*ast.InterfaceType, *token.FileSet) {
+func (b *builder) literalInSource(path string, d typeDecl, inst []token.Position) (*ast.InterfaceType, *token.FileSet, typeArgs) {
 	for range maxDeclSteps {
 		var ok bool
+		args := bindArgs(d.spec.TypeParams, inst)
+		inst = instanceArgs(d.spec.Type, d.fset, args)
 		switch x := genericOf(d.spec.Type).(type) {
 		case *ast.InterfaceType:
-			return x, d.fset
+			return x, d.fset, args
 		case *ast.Ident:
 			d, path, ok = b.sources.specNamed(path, d.file, x.Name)
 		case *ast.SelectorExpr:
@@ -705,10 +788,10 @@ func (b *builder) literalInSource(path string, d typeDecl) (*ast.InterfaceType, 
 			}
 		}
 		if !ok {
-			return nil, nil
+			return nil, nil, nil
 		}
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // declOf finds the declaration of a named type: in the loaded packages, or else in its source
@@ -742,16 +825,22 @@ func explicitMethod(iface *types.Interface, name string) *types.Func {
 	return nil
 }
 
-// fieldPositions returns one position per parameter of a field list ((a, b *T) is two).
-func fieldPositions(fl *ast.FieldList, fset *token.FileSet) []token.Position {
+// fieldPositions returns one position per parameter of a field list ((a, b *T) is two): where
+// its type is written, or, for a type that names a type parameter, where the parameter's type
+// argument is (args).
+func fieldPositions(fl *ast.FieldList, fset *token.FileSet, args typeArgs) []token.Position {
 	if fl == nil {
 		return nil
 	}
 	var ps []token.Position
 	for _, f := range fl.List {
+		at, ok := args.named(f.Type)
+		if !ok {
+			at = fset.Position(f.Type.Pos())
+		}
 		n := max(len(f.Names), 1)
 		for range n {
-			ps = append(ps, fset.Position(f.Type.Pos()))
+			ps = append(ps, at)
 		}
 	}
 	return ps

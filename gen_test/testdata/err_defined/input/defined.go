@@ -55,3 +55,41 @@ type Desk Pinged
 //
 //zlink:spot instance
 type Stall near.Post
+
+// Counted is an alias of an instance of Generic whose type argument is no message.
+type Counted = Generic[int]
+
+// Shelf is defined from Counted.
+//
+//zlink:spot instance
+type Shelf Counted
+
+// Rack is defined from an instance of Generic whose type argument is no message.
+//
+//zlink:spot instance
+type Rack Generic[string]
+
+// Tally is defined from near.Counter, whose declarations are read from source.
+//
+//zlink:spot instance
+type Tally near.Counter
+
+// Cabinet embeds Counted.
+//
+//zlink:spot instance
+type Cabinet interface {
+	Counted
+}
+
+// Nested is a generic alias of a literal that embeds a literal naming its type parameter.
+type Nested[T any] = interface {
+	interface {
+		//zlink:send
+		Notify(ctx context.Context, msg T) error
+	}
+}
+
+// Drawer is defined from an instance of Nested whose type argument is no message.
+//
+//zlink:spot instance
+type Drawer Nested[bool]

@@ -22,3 +22,11 @@ type posted = generic[*pb.Note]
 type generic[T any] = interface {
 	Notify(ctx context.Context, msg T) error
 }
+
+// Counter is defined from an instance of a generic alias, through another, whose type argument
+// is no message.
+type Counter counted
+
+type counted = relayed[int]
+
+type relayed[U any] = generic[U]
