@@ -557,3 +557,29 @@ func TestF7_ARelocationWhoseOwnerLeaseEndedBeforeItListedTheUnitsIsNotRelocated(
 	}, 30*time.Second, 20*time.Millisecond, "last error: %v", err)
 	assert.EqualValues(t, 1, a.MeshStatus().Placement.ActiveSpotCount)
 }
+
+// F6, F3: a relocation with nothing to move, whose target its view shows but etcd does not
+// confirm because etcd does not answer the node, answers Blocked with StoreUnavailable at its
+// deadline, not TargetUnavailable; the node serves again.
+func TestF6_AnEmptyNodesTargetThatEtcdCannotConfirmIsStoreUnavailable(t *testing.T) {
+	var proxy *chaos.Proxy
+	c := newCluster(t, 2, func(i int, cfg *rt.Config) {
+		cfg.LeaseTTL = 10 * time.Second
+		if i != 0 {
+			return
+		}
+		p, err := chaos.NewProxy("etcd-a", cfg.EtcdEndpoints[0])
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		proxy = p
+		cfg.EtcdEndpoints = []string{p.Addr()}
+	})
+	a := c.hosts[0]
+	proxy.Set(chaos.Blackhole, 0)
+	res, err := a.Relocate(ctx, sdk.RelocationOptions{Mode: sdk.RelocationModePlannedMaintenance, Deadline: 2 * time.Second})
+	require.NoError(t, err)
+	assert.Equal(t, sdk.RelocationOutcomeBlocked, res.Outcome, "%+v", res)
+	assert.Equal(t, sdk.RelocationReasonStoreUnavailable, res.Reason, "%+v", res)
+	proxy.Heal()
+	assert.Equal(t, sdk.RuntimeStateServing, a.Status().State, "the node serves again")
+}

@@ -547,28 +547,47 @@ func (h *Host) sameWave(n store.Node) bool {
 // Relocating state is written there: of two empty nodes that relocate at once, each the
 // other's only target, the one that reads second reads the other's Relocating, so at most one
 // answers Relocated (a view alone may show each the other still Serving).
+// A target that etcd could not confirm, etcd not answering at the deadline, is
+// StoreUnavailable, as a unit's move that ran out of time then is.
 func (h *Host) awaitAnyTarget(op *relocationOp) sdk.RelocationReason {
-	published := false
+	published, unconfirmed := false, false
 	for {
 		if h.anyTarget(op, h.mesh.Members()) {
-			if !published {
-				published = h.mesh.Publish(op.ctx) == nil
+			confirmed, answered := h.confirmTarget(op, &published)
+			if confirmed {
+				return sdk.RelocationReasonNone
 			}
-			if published {
-				if nodes, _, err := h.store.Nodes(op.ctx); err == nil && h.anyTarget(op, nodes) {
-					return sdk.RelocationReasonNone
-				}
-			}
+			unconfirmed = !answered
 		}
 		select {
 		case <-op.ctx.Done():
-			if h.shuttingDown() {
+			switch {
+			case h.shuttingDown():
 				return sdk.RelocationReasonShutdownRequested
+			case unconfirmed && !op.storeAnswers():
+				return sdk.RelocationReasonStoreUnavailable
 			}
 			return sdk.RelocationReasonTargetUnavailable
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// confirmTarget reports whether the registrations in etcd, read after this node's Relocating
+// state was written there (published, once), show a target too; answered is false when etcd
+// did not answer.
+func (h *Host) confirmTarget(op *relocationOp, published *bool) (confirmed, answered bool) {
+	if !*published {
+		if h.mesh.Publish(op.ctx) != nil {
+			return false, false
+		}
+		*published = true
+	}
+	nodes, _, err := h.store.Nodes(op.ctx)
+	if err != nil {
+		return false, false
+	}
+	return h.anyTarget(op, nodes), true
 }
 
 // anyTarget reports whether one of members passes the steps of F5 that ask nothing of a unit:

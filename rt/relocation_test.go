@@ -728,8 +728,11 @@ func TestF6_TwoEmptyNodesRelocatingAtOnceDoNotBothLeave(t *testing.T) {
 			close(begin)
 			relocated := 0
 			for range 2 {
-				if (<-results).Outcome == sdk.RelocationOutcomeRelocated {
+				res := <-results
+				if res.Outcome == sdk.RelocationOutcomeRelocated {
 					relocated++
+				} else {
+					assert.Equal(t, sdk.RelocationReasonTargetUnavailable, res.Reason, "%+v", res)
 				}
 			}
 			assert.LessOrEqual(t, relocated, 1, "both nodes left, each for the other")
