@@ -111,9 +111,10 @@ type Config struct {
 
 	// The bounds below have defaults (zero: the default).
 
-	// WriteTimeout bounds each write of an event or progress stream, and of each 64 KiB of
-	// every other answer of the server's own routes (a profile's once collected): a reader
-	// that takes longer is cut off (default 10 s).
+	// WriteTimeout bounds each write of an event or progress stream, and each 64 KiB of every
+	// other answer of the server's own, refusals included (a profile's once collected): a
+	// reader that takes longer is cut off (default 10 s). The application's handlers bound
+	// their own answers.
 	WriteTimeout time.Duration
 	// MaxProfileDuration bounds the seconds= of a profile or a trace (default 2 min): one that
 	// asks for longer is refused, so that no request holds the node's one CPU profile for good.
@@ -218,7 +219,7 @@ func Listen(cfg Config) (*Server, error) {
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.routes(mux)
 	s.srv = &http.Server{
-		Handler:           s.guard(refusalsInJSON(mux)),
+		Handler:           s.answerWithin(s.guard(refusalsInJSON(mux))),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       time.Minute,
@@ -316,9 +317,20 @@ func newMux(handlers map[string]http.Handler) (*http.ServeMux, error) {
 	// A fresh mux, the server's routes registered later.
 	mux = http.NewServeMux()
 	for _, p := range slices.Sorted(maps.Keys(handlers)) {
-		mux.Handle(p, handlers[p])
+		mux.Handle(p, unbounded(handlers[p]))
 	}
 	return mux, nil
+}
+
+// unbounded gives h the connection's own writer, which the server's write deadlines do not
+// bound (answerWithin): the application's handlers bound their answers as they choose.
+func unbounded(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if b, ok := w.(*boundedWriter); ok {
+			w = b.ResponseWriter
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // handle registers h under pattern, turning ServeMux's panic on a bad pattern into an error.
@@ -381,11 +393,11 @@ func hostPath(pattern string) string {
 }
 
 func (s *Server) routes(mux *http.ServeMux) {
-	mux.Handle("GET /{$}", s.answerWithin(page()))
-	mux.Handle("GET /assets/", s.answerWithin(page()))
-	mux.Handle("GET /status", s.answerWithin(http.HandlerFunc(s.status)))
+	mux.Handle("GET /{$}", page())
+	mux.Handle("GET /assets/", page())
+	mux.HandleFunc("GET /status", s.status)
 	mux.HandleFunc("GET /events", s.events)
-	mux.Handle("GET /mesh", s.answerWithin(http.HandlerFunc(s.meshView)))
+	mux.HandleFunc("GET /mesh", s.meshView)
 	mux.HandleFunc("POST /relocate", s.relocate)
 	mux.HandleFunc("POST /shutdown", s.shutdown)
 	mux.Handle("/debug/pprof/", s.profiles(pprof.Index))
@@ -459,7 +471,7 @@ func (h *headersOnly) Write(b []byte) (int, error) {
 // and any client on the network can name the server as it likes, but not connect from its
 // loopback interface.
 func (s *Server) profiles(serve http.HandlerFunc) http.Handler {
-	serve = s.answerWithin(s.profileWithin(serve)).ServeHTTP
+	serve = s.profileWithin(serve)
 	if !s.plaintextNetwork() {
 		return serve
 	}
@@ -472,10 +484,12 @@ func (s *Server) profiles(serve http.HandlerFunc) http.Handler {
 	})
 }
 
-// answerWithin bounds the writing of next's answer: each writeChunk of it must be taken within
-// WriteTimeout, so that a reader that stops reading is cut off and the handler's goroutine is
-// not held for good, while one that reads a large answer slowly, but steadily, gets it. Before
-// the first write nothing is bounded: a profile collects for as long as it asked.
+// answerWithin bounds the writing of every answer of the server's own, refusals included:
+// each writeChunk of it must be taken within WriteTimeout, so that a reader that stops reading
+// is cut off and the handler's goroutine is not held for good, while one that reads a large
+// answer slowly, but steadily, gets it. Before the first write nothing is bounded: a profile
+// collects for as long as it asked. An event or progress stream sets the same deadline before
+// each of its writes. The application's handlers are not bounded (unbounded).
 func (s *Server) answerWithin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(&boundedWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout}, r)
@@ -485,28 +499,44 @@ func (s *Server) answerWithin(next http.Handler) http.Handler {
 // writeChunk is the most of an answer that one write deadline covers.
 const writeChunk = 64 << 10
 
-// boundedWriter gives each writeChunk of its answer a write deadline of its own.
+// boundedWriter sets a write deadline at its answer's first write and again after each
+// writeChunk written since.
 type boundedWriter struct {
 	http.ResponseWriter
 	timeout time.Duration
+	// started says a deadline is set; since counts the bytes written under it.
+	started bool
+	since   int
+}
+
+// renew sets a new deadline when none is set yet or the one set has covered writeChunk.
+func (w *boundedWriter) renew() {
+	if !w.started || w.since >= writeChunk {
+		w.started, w.since = true, 0
+		setWriteDeadline(w.ResponseWriter, time.Now().Add(w.timeout))
+	}
 }
 
 func (w *boundedWriter) WriteHeader(code int) {
-	setWriteDeadline(w.ResponseWriter, time.Now().Add(w.timeout))
+	w.renew()
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *boundedWriter) Write(b []byte) (int, error) {
+	if len(b) == 0 {
+		w.renew()
+		return w.ResponseWriter.Write(b)
+	}
 	written := 0
 	for len(b) > 0 {
-		chunk := b[:min(len(b), writeChunk)]
-		setWriteDeadline(w.ResponseWriter, time.Now().Add(w.timeout))
-		n, err := w.ResponseWriter.Write(chunk)
+		w.renew()
+		n, err := w.ResponseWriter.Write(b[:min(len(b), writeChunk-w.since)])
 		written += n
+		w.since += n
 		if err != nil {
 			return written, err
 		}
-		b = b[len(chunk):]
+		b = b[n:]
 	}
 	return written, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -82,7 +83,13 @@ func largeMesh(t *testing.T, writeTimeout time.Duration) (*admin.Server, []byte)
 // it returns unread; the server closes it after the answer, and the test's end in any case.
 func getWithSmallBuffer(t *testing.T, s *admin.Server, path string) net.Conn {
 	t.Helper()
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+	return rawRequestWith(t, s, smallBuffer(), "GET "+path, "Connection: close")
+}
+
+// smallBuffer dials connections whose receive buffer is small: what a reader does not take
+// soon fills the buffers between it and the server.
+func smallBuffer() *net.Dialer {
+	return &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		var err error
 		if cerr := c.Control(func(fd uintptr) {
 			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
@@ -91,10 +98,56 @@ func getWithSmallBuffer(t *testing.T, s *admin.Server, path string) net.Conn {
 		}
 		return err
 	}}
-	return rawRequestWith(t, s, &d, "GET "+path, "Connection: close")
 }
 
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// Refusals are bounded as every answer of the server's own is: a reader that sends request
+// after request on one connection, each refused, and takes none of the answers, is cut off.
+// Each refusal names its long path: the answers are larger than the buffers between the two.
+func TestRefusalsTheirReaderStopsTakingAreCutOff(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	s := serve(t, admin.Config{WriteTimeout: timeout}, newTestNode())
+	path := "/nothing-" + strings.Repeat("x", 50000)
+	conn := rawRequestWith(t, s, smallBuffer(), "GET "+path)
+	host := strings.TrimPrefix(s.URL(), "http://")
+	const requests = 300
+	go func() {
+		_ = conn.SetWriteDeadline(time.Now().Add(time.Minute))
+		for range requests - 1 {
+			if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", path, host); err != nil {
+				return // the server cut the connection off
+			}
+		}
+	}()
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(time.Minute)))
+	_, err := io.ReadFull(conn, make([]byte, 1))
+	require.NoError(t, err)
+	time.Sleep(5 * timeout)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+	body, err := io.ReadAll(conn)
+	assert.False(t, isTimeout(err), "the server ended the connection: %v", err)
+	assert.Less(t, strings.Count(string(body), "404 Not Found"), requests-1, "the answers were cut off")
+}
+
+// The application's handlers bound their answers as they choose: the server's write deadline
+// does not cut off a large answer of theirs whose reader pauses for longer than it.
+func TestApplicationAnswersAreNotBoundedByTheServer(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	big := strings.Repeat("x", 12<<20)
+	handlers := map[string]http.Handler{"GET /big": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, big)
+	})}
+	s := serve(t, admin.Config{WriteTimeout: timeout, Handlers: handlers}, newTestNode())
+	conn := rawRequestWith(t, s, smallBuffer(), "GET /big", "Connection: close")
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(time.Minute)))
+	_, err := io.ReadFull(conn, make([]byte, 1))
+	require.NoError(t, err)
+	time.Sleep(5 * timeout)
+	got, err := io.Copy(io.Discard, conn)
+	require.NoError(t, err)
+	assert.Greater(t, got, int64(len(big)), "the whole answer, with its headers")
 }
