@@ -601,7 +601,7 @@ func (b *builder) addMethod(s *Interface, m *types.Func, pos token.Position, doc
 		Inferred: inferred,
 		Variadic: sig.Variadic(),
 	}
-	var paramPos, resultPos []token.Position
+	var paramPos, resultPos []fieldPos
 	if ft != nil {
 		paramPos = fieldPositions(ft.Params, fset, args)
 		resultPos = fieldPositions(ft.Results, fset, args)
@@ -705,39 +705,27 @@ func instanceArgs(x ast.Expr, fset *token.FileSet, args typeArgs) []token.Positi
 	out := make([]token.Position, len(indices))
 	for i, e := range indices {
 		out[i] = fset.Position(e.Pos())
-		if at, ok := args.named(e); ok {
+		if at, ok := args.of(e); ok {
 			out[i] = at
 		}
 	}
 	return out
 }
 
-// named returns where the argument of the first type parameter that the type expression x
-// names is written.
-func (args typeArgs) named(x ast.Expr) (token.Position, bool) {
-	var at token.Position
-	found := false
-	if len(args) == 0 {
-		return at, false
+// of returns where the type argument is written that the type expression x stands for: x
+// names a type parameter of args, or is a pointer to one. A type that merely contains one
+// (a slice of T, a func type) is the literal's to fix, and so are the method's shapes.
+func (args typeArgs) of(x ast.Expr) (token.Position, bool) {
+	x = ast.Unparen(x)
+	if star, ok := x.(*ast.StarExpr); ok {
+		x = ast.Unparen(star.X)
 	}
-	ast.Inspect(x, func(n ast.Node) bool {
-		switch n := n.(type) {
-		case *ast.SelectorExpr:
-			ast.Inspect(n.X, func(m ast.Node) bool { // pkg.T names no parameter
-				if id, ok := m.(*ast.Ident); ok && !found {
-					at, found = args[id.Name]
-				}
-				return !found
-			})
-			return false
-		case *ast.Ident:
-			if !found {
-				at, found = args[n.Name]
-			}
-		}
-		return !found
-	})
-	return at, found
+	id, ok := x.(*ast.Ident)
+	if !ok {
+		return token.Position{}, false
+	}
+	at, ok := args[id.Name]
+	return at, ok
 }
 
 // genericOf is the type expression x without its parentheses and, for an instance of a generic
@@ -825,34 +813,37 @@ func explicitMethod(iface *types.Interface, name string) *types.Func {
 	return nil
 }
 
-// fieldPositions returns one position per parameter of a field list ((a, b *T) is two): where
-// its type is written, or, for a type that names a type parameter, where the parameter's type
-// argument is (args).
-func fieldPositions(fl *ast.FieldList, fset *token.FileSet, args typeArgs) []token.Position {
+// fieldPos is where a parameter's type is written, and where the type is decided (typeAt):
+// the instance's type argument when the type is a type parameter of a generic alias (args), or
+// a pointer to one; else the same.
+type fieldPos struct{ at, typeAt token.Position }
+
+// fieldPositions returns one fieldPos per parameter of a field list ((a, b *T) is two).
+func fieldPositions(fl *ast.FieldList, fset *token.FileSet, args typeArgs) []fieldPos {
 	if fl == nil {
 		return nil
 	}
-	var ps []token.Position
+	var ps []fieldPos
 	for _, f := range fl.List {
-		at, ok := args.named(f.Type)
-		if !ok {
-			at = fset.Position(f.Type.Pos())
+		p := fieldPos{at: fset.Position(f.Type.Pos())}
+		p.typeAt = p.at
+		if at, ok := args.of(f.Type); ok {
+			p.typeAt = at
 		}
-		n := max(len(f.Names), 1)
-		for range n {
-			ps = append(ps, at)
+		for range max(len(f.Names), 1) {
+			ps = append(ps, p)
 		}
 	}
 	return ps
 }
 
-func params(t *types.Tuple, pos []token.Position, fallback token.Position) []*Param {
+func params(t *types.Tuple, pos []fieldPos, fallback token.Position) []*Param {
 	ps := make([]*Param, t.Len())
 	for i := range ps {
 		v := t.At(i)
-		p := &Param{Name: v.Name(), Type: v.Type(), Pos: fallback}
+		p := &Param{Name: v.Name(), Type: v.Type(), Pos: fallback, TypePos: fallback}
 		if i < len(pos) {
-			p.Pos = pos[i]
+			p.Pos, p.TypePos = pos[i].at, pos[i].typeAt
 		}
 		ps[i] = p
 	}

@@ -132,6 +132,10 @@ type Param struct {
 	Type types.Type
 	// Pos is where it is declared (the method's position when unknown).
 	Pos token.Position
+	// TypePos is where its type is decided: the type argument of the instance when the type
+	// is a type parameter of a generic alias, or a pointer to one; else Pos. A problem of the
+	// type is reported there, one of the method's shape at Pos.
+	TypePos token.Position
 }
 
 // Message is a protobuf message type T, used as *T.

@@ -126,7 +126,7 @@ func (v *validator) method(p *Package, s *Interface, m *Method, qual types.Quali
 		ok = false
 	}
 	if len(m.Params) > 0 && !isContext(m.Params[0].Type) {
-		fail(m.Params[0].Pos, "the first parameter must be context.Context, got %s", types.TypeString(m.Params[0].Type, qual))
+		fail(m.Params[0].TypePos, "the first parameter must be context.Context, got %s", types.TypeString(m.Params[0].Type, qual))
 		ok = false
 	}
 	var req *Message
@@ -145,7 +145,7 @@ func (v *validator) method(p *Package, s *Interface, m *Method, qual types.Quali
 		fail(m.Pos, "missing error result: %s", want)
 		return
 	case !isError(res[len(res)-1].Type):
-		fail(res[len(res)-1].Pos, "the last result must be error, got %s", types.TypeString(res[len(res)-1].Type, qual))
+		fail(res[len(res)-1].TypePos, "the last result must be error, got %s", types.TypeString(res[len(res)-1].Type, qual))
 		return
 	case len(res) > 2:
 		fail(m.Pos, "%s: %s", count(len(res), "result"), want)
@@ -176,7 +176,7 @@ func (v *validator) method(p *Package, s *Interface, m *Method, qual types.Quali
 func (v *validator) message(pkg *Package, m *Method, param *Param, what, where string, qual types.Qualifier) *Message {
 	got := types.TypeString(param.Type, qual)
 	fail := func(why string) *Message {
-		v.errs.add(v.at(m, param.Pos), where, "the %s must be a pointer to a protobuf message%s, got %s", what, why, got)
+		v.errs.add(v.at(m, param.TypePos), where, "the %s must be a pointer to a protobuf message%s, got %s", what, why, got)
 		return nil
 	}
 	ptr, ok := types.Unalias(param.Type).(*types.Pointer)
@@ -201,11 +201,11 @@ func (v *validator) message(pkg *Package, m *Method, param *Param, what, where s
 	// a type the package cannot name, and an embedded interface to a package it cannot import.
 	if obj.Pkg() != pkg.Types {
 		if !obj.Exported() {
-			v.errs.add(v.at(m, param.Pos), where, "the %s %s is a pointer to %s, which package %s does not export: the generated code cannot name it", what, got, obj.Name(), obj.Pkg().Name())
+			v.errs.add(v.at(m, param.TypePos), where, "the %s %s is a pointer to %s, which package %s does not export: the generated code cannot name it", what, got, obj.Name(), obj.Pkg().Name())
 			return nil
 		}
 		if !canImport(string(pkg.Path), obj.Pkg().Path()) {
-			v.errs.add(v.at(m, param.Pos), where, "the %s %s is a type of package %s, which is internal: package %s cannot import it", what, got, obj.Pkg().Path(), pkg.Name)
+			v.errs.add(v.at(m, param.TypePos), where, "the %s %s is a type of package %s, which is internal: package %s cannot import it", what, got, obj.Pkg().Path(), pkg.Name)
 			return nil
 		}
 	}

@@ -93,3 +93,17 @@ type Nested[T any] = interface {
 //
 //zlink:spot instance
 type Drawer Nested[bool]
+
+// Shaped is a generic alias whose methods' shapes are wrong whatever their type arguments:
+// those problems are the literal's.
+type Shaped[T, R any] = interface {
+	//zlink:send
+	Ask(ctx context.Context, req *pb.Ping) (R, error)
+	Many(ctx context.Context, msgs []T) (*pb.Pong, error)
+	Call(ctx context.Context, fn func(T int)) (*pb.Pong, error)
+}
+
+// Counter is defined from an instance of Shaped with message type arguments.
+//
+//zlink:spot instance
+type Counter Shaped[*pb.Note, *pb.Pong]
