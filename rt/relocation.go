@@ -558,6 +558,8 @@ func (h *Host) awaitAnyTarget(op *relocationOp) sdk.RelocationReason {
 				return sdk.RelocationReasonNone
 			}
 			unconfirmed = !answered
+		} else {
+			unconfirmed = false
 		}
 		select {
 		case <-op.ctx.Done():
