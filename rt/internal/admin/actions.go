@@ -260,7 +260,7 @@ func sameOrigin(origin, host string) bool {
 // decodeBody reads exactly one JSON object of at most maxBody bytes into v, with no field v
 // does not have; an empty body is taken when empty says so.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, empty bool) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec := json.NewDecoder(http.MaxBytesReader(connWriter(w), r.Body, maxBody))
 	// One JSON value first, then that it is an object: decoding null into v succeeds and
 	// leaves it as it was, which would take null for an empty object.
 	var raw json.RawMessage

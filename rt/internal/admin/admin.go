@@ -111,10 +111,10 @@ type Config struct {
 
 	// The bounds below have defaults (zero: the default).
 
-	// WriteTimeout bounds each write of an event or progress stream, and each 64 KiB of every
-	// other answer of the server's own, refusals included (a profile's once collected): a
-	// reader that takes longer is cut off (default 10 s). The application's handlers bound
-	// their own answers.
+	// WriteTimeout bounds each write of an event or progress stream, and the writes of each
+	// 64 KiB of every other answer of the server's own, refusals included (not the time
+	// between them, such as a profile's collection): a reader that takes longer is cut off
+	// (default 10 s). The application's handlers bound their own answers.
 	WriteTimeout time.Duration
 	// MaxProfileDuration bounds the seconds= of a profile or a trace (default 2 min): one that
 	// asks for longer is refused, so that no request holds the node's one CPU profile for good.
@@ -326,10 +326,7 @@ func newMux(handlers map[string]http.Handler) (*http.ServeMux, error) {
 // bound (answerWithin): the application's handlers bound their answers as they choose.
 func unbounded(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if b, ok := w.(*boundedWriter); ok {
-			w = b.ResponseWriter
-		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(connWriter(w), r)
 	})
 }
 
@@ -485,52 +482,59 @@ func (s *Server) profiles(serve http.HandlerFunc) http.Handler {
 }
 
 // answerWithin bounds the writing of every answer of the server's own, refusals included:
-// each writeChunk of it must be taken within WriteTimeout, so that a reader that stops reading
-// is cut off and the handler's goroutine is not held for good, while one that reads a large
-// answer slowly, but steadily, gets it. Before the first write nothing is bounded: a profile
-// collects for as long as it asked. An event or progress stream sets the same deadline before
-// each of its writes. The application's handlers are not bounded (unbounded).
+// the writes of each writeChunk of it may take WriteTimeout in all, so that a reader that
+// stops reading is cut off and the handler's goroutine is not held for good, while one that
+// reads a large answer slowly, but steadily, gets it. Only the time spent writing counts, not
+// the handler's own between its writes: a profile collects for as long as it asked, and a
+// trace that writes as it goes is not cut off for writing little. An event or progress stream
+// sets its own deadline before each write too. The application's handlers are not bounded
+// (unbounded).
 func (s *Server) answerWithin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(&boundedWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout}, r)
+		bw := &boundedWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout}
+		next.ServeHTTP(bw, r)
+		bw.arm() // for what net/http writes once the handler has returned
 	})
 }
 
-// writeChunk is the most of an answer that one write deadline covers.
+// writeChunk is the most of an answer whose writes share one WriteTimeout.
 const writeChunk = 64 << 10
 
-// boundedWriter sets a write deadline at its answer's first write and again after each
-// writeChunk written since.
+// boundedWriter sets, before each write, the write deadline that what is left of its chunk's
+// timeout allows.
 type boundedWriter struct {
 	http.ResponseWriter
 	timeout time.Duration
-	// started says a deadline is set; since counts the bytes written under it.
-	started bool
-	since   int
+	// spent is the time spent in the writes of the current chunk, and since its bytes.
+	spent time.Duration
+	since int
 }
 
-// renew sets a new deadline when none is set yet or the one set has covered writeChunk.
-func (w *boundedWriter) renew() {
-	if !w.started || w.since >= writeChunk {
-		w.started, w.since = true, 0
-		setWriteDeadline(w.ResponseWriter, time.Now().Add(w.timeout))
+// arm sets the write deadline to what is left of the current chunk's timeout, a new chunk's
+// once the current one is written.
+func (w *boundedWriter) arm() {
+	if w.since >= writeChunk {
+		w.spent, w.since = 0, 0
 	}
+	setWriteDeadline(w.ResponseWriter, time.Now().Add(w.timeout-w.spent))
 }
 
 func (w *boundedWriter) WriteHeader(code int) {
-	w.renew()
+	w.arm()
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *boundedWriter) Write(b []byte) (int, error) {
 	if len(b) == 0 {
-		w.renew()
+		w.arm()
 		return w.ResponseWriter.Write(b)
 	}
 	written := 0
 	for len(b) > 0 {
-		w.renew()
+		w.arm()
+		start := time.Now()
 		n, err := w.ResponseWriter.Write(b[:min(len(b), writeChunk-w.since)])
+		w.spent += time.Since(start)
 		written += n
 		w.since += n
 		if err != nil {
@@ -544,6 +548,15 @@ func (w *boundedWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (w *boundedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// connWriter is the connection's own writer under w: http.MaxBytesReader tells only that one
+// to close the connection after an oversized body.
+func connWriter(w http.ResponseWriter) http.ResponseWriter {
+	if b, ok := w.(*boundedWriter); ok {
+		return b.ResponseWriter
+	}
+	return w
+}
+
 // profileWithin refuses, with 400, a profile or a trace whose seconds= is longer than
 // MaxProfileDuration.
 func (s *Server) profileWithin(serve http.HandlerFunc) http.HandlerFunc {
@@ -551,7 +564,7 @@ func (s *Server) profileWithin(serve http.HandlerFunc) http.HandlerFunc {
 		if r.URL.Path != "/debug/pprof/symbol" {
 			// pprof reads seconds= from the form, which a POST's body may hold: it is read
 			// here, bounded, and the form pprof reads is the same.
-			r.Body = http.MaxBytesReader(w, r.Body, maxSymbolBody)
+			r.Body = http.MaxBytesReader(connWriter(w), r.Body, maxSymbolBody)
 			if v := r.FormValue("seconds"); v != "" {
 				secs, err := strconv.ParseFloat(v, 64)
 				if err == nil && !(secs*float64(time.Second) <= float64(s.cfg.MaxProfileDuration)) {
@@ -586,7 +599,7 @@ func symbol(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// A body of unknown length is cut off at the bound: pprof then says so in its answer.
-		r.Body = http.MaxBytesReader(w, r.Body, maxSymbolBody)
+		r.Body = http.MaxBytesReader(connWriter(w), r.Body, maxSymbolBody)
 	}
 	pprof.Symbol(w, r)
 }

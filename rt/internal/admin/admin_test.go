@@ -269,6 +269,9 @@ func TestPostsRefuseBadInputWithOneClearLine(t *testing.T) {
 	for _, tc := range cases {
 		resp, body := post(t, c, s.URL()+tc.path, tc.ctype, tc.body, tc.header...)
 		assert.Equal(t, tc.code, resp.StatusCode, "%s %s: %s", tc.path, tc.body, body)
+		if strings.Contains(tc.want, "larger than") {
+			assert.True(t, resp.Close, "the connection of an oversized body is closed, not read on")
+		}
 		var e admin.ErrorDoc
 		require.NoError(t, json.Unmarshal([]byte(body), &e), body)
 		assert.Contains(t, e.Error, tc.want, tc.body)
@@ -1272,4 +1275,17 @@ func TestEventsShowTheStopThoughTheServerClosesAtOnce(t *testing.T) {
 	states := eventStates(t, r)
 	require.NotEmpty(t, states)
 	assert.Equal(t, "Stopped", states[len(states)-1], "%v", states)
+}
+
+// A trace that writes as it collects, a little at a time, is not cut off by the write
+// deadline, which counts only the time spent writing, while its reader takes it.
+func TestATraceThatWritesAsItGoesIsNotCutOff(t *testing.T) {
+	s := serve(t, admin.Config{WriteTimeout: 300 * time.Millisecond}, newTestNode())
+	resp, err := http.Get(s.URL() + "/debug/pprof/trace?seconds=2")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err, "the whole trace")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.NotEmpty(t, body)
 }
