@@ -690,7 +690,7 @@ func bindArgs(params *ast.FieldList, inst []token.Position) typeArgs {
 }
 
 // instanceArgs returns where the type arguments of the instance x (G[A, B]) are written: for
-// an argument that names a type parameter of args, where that parameter's own argument is.
+// an argument that is a type parameter of args, where that parameter's own argument is.
 // It returns nil when x is no instance.
 func instanceArgs(x ast.Expr, fset *token.FileSet, args typeArgs) []token.Position {
 	var indices []ast.Expr
@@ -705,8 +705,12 @@ func instanceArgs(x ast.Expr, fset *token.FileSet, args typeArgs) []token.Positi
 	out := make([]token.Position, len(indices))
 	for i, e := range indices {
 		out[i] = fset.Position(e.Pos())
-		if at, ok := args.of(e); ok {
-			out[i] = at
+		if id, ok := ast.Unparen(e).(*ast.Ident); ok {
+			// Only a bare parameter passes its argument on: G[*T] makes a type of its own,
+			// which the next declaration may make a pointer of again.
+			if at, ok := args[id.Name]; ok {
+				out[i] = at
+			}
 		}
 	}
 	return out

@@ -342,7 +342,7 @@ func (s *Server) progressStream(w http.ResponseWriter) ndjson {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	return ndjson{&sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}}
+	return ndjson{newSSEWriter(w, s.cfg.WriteTimeout)}
 }
 
 func (n ndjson) line(p Progress) error {

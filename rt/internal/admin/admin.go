@@ -207,7 +207,12 @@ func Listen(cfg Config) (*Server, error) {
 	scheme := "http"
 	if cfg.TLS != nil {
 		scheme = "https"
-		ln = tls.NewListener(ln, cfg.TLS)
+		// HTTP/1.1 only, whatever the node's TLS offers its mesh (gRPC's h2): an HTTP/2
+		// stream's write deadline is a timer that resets the stream when it fires, between
+		// two writes too, where the server's answers count only the time spent writing.
+		tc := cfg.TLS.Clone()
+		tc.NextProtos = []string{"http/1.1"}
+		ln = tls.NewListener(ln, tc)
 	}
 	s := &Server{
 		cfg: cfg, ln: ln, url: scheme + "://" + ln.Addr().String(),
@@ -226,6 +231,7 @@ func Listen(cfg Config) (*Server, error) {
 		MaxHeaderBytes:    64 << 10,
 		BaseContext:       func(net.Listener) context.Context { return s.base },
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){}, // no HTTP/2 (above)
 	}
 	return s, nil
 }
@@ -326,6 +332,9 @@ func newMux(handlers map[string]http.Handler) (*http.ServeMux, error) {
 // bound (answerWithin): the application's handlers bound their answers as they choose.
 func unbounded(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if b, ok := w.(*boundedWriter); ok {
+			b.off = true // nor what net/http writes after it, nor a connection it hijacked
+		}
 		h.ServeHTTP(connWriter(w), r)
 	})
 }
@@ -508,11 +517,16 @@ type boundedWriter struct {
 	// spent is the time spent in the writes of the current chunk, and since its bytes.
 	spent time.Duration
 	since int
+	// off: the answer is an application handler's, which bounds it itself (unbounded).
+	off bool
 }
 
 // arm sets the write deadline to what is left of the current chunk's timeout, a new chunk's
 // once the current one is written.
 func (w *boundedWriter) arm() {
+	if w.off {
+		return
+	}
 	if w.since >= writeChunk {
 		w.spent, w.since = 0, 0
 	}

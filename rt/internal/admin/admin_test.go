@@ -1289,3 +1289,48 @@ func TestATraceThatWritesAsItGoesIsNotCutOff(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.NotEmpty(t, body)
 }
+
+// An application's handler that hijacks its connection owns it: the server sets no write
+// deadline on it, during the handler or after it returns.
+func TestAHijackedConnectionIsTheApplications(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	wrote := make(chan error, 1)
+	hijack := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			wrote <- err
+			return
+		}
+		go func() {
+			defer conn.Close()
+			time.Sleep(5 * timeout) // past the server's write deadline, had it set one
+			_, err := io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+			wrote <- err
+		}()
+	})
+	s := serve(t, admin.Config{WriteTimeout: timeout, Handlers: map[string]http.Handler{"GET /hijack": hijack}}, newTestNode())
+	resp, err := http.Get(s.URL() + "/hijack")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, "ok", string(body))
+	require.NoError(t, <-wrote)
+}
+
+// Over TLS the server speaks HTTP/1.1 though its TLS offers h2 (the mesh's gRPC needs it):
+// an HTTP/2 stream's write deadline would reset a trace between two of its writes.
+func TestTheServerSpeaksHTTP1OverTLS(t *testing.T) {
+	pki := rttest.NewPKI(t, "admin-ca")
+	serverTLS := &tls.Config{Certificates: []tls.Certificate{pki.Cert(t, "node-1")}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS13}
+	s := serve(t, admin.Config{Addr: "127.0.0.1:0", TLS: serverTLS, WriteTimeout: 300 * time.Millisecond}, newTestNode())
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.Pool, MinVersion: tls.VersionTLS13}, ForceAttemptHTTP2: true}}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get(s.URL() + "/debug/pprof/trace?seconds=2")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	_, err = io.ReadAll(resp.Body)
+	require.NoError(t, err, "the whole trace")
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "HTTP/1.1", resp.Proto)
+}

@@ -51,7 +51,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	w.WriteHeader(http.StatusOK)
-	sse := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
+	sse := newSSEWriter(w, s.cfg.WriteTimeout)
 	if err := sse.write(fmt.Appendf(nil, "retry: %d\n\n", reconnectDelay.Milliseconds())); err != nil {
 		return
 	}
@@ -119,6 +119,13 @@ const (
 	reconnectDelay = time.Second
 	renewDelay     = 50 * time.Millisecond
 )
+
+// newSSEWriter writes a stream to w, each write within timeout: through the connection's own
+// writer, so that each write has the whole timeout (answerWithin would count a chunk's).
+func newSSEWriter(w http.ResponseWriter, timeout time.Duration) *sseWriter {
+	w = connWriter(w)
+	return &sseWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+}
 
 // sseWriter writes server-sent events, each within a write deadline.
 type sseWriter struct {

@@ -107,3 +107,18 @@ type Shaped[T, R any] = interface {
 //
 //zlink:spot instance
 type Counter Shaped[*pb.Note, *pb.Pong]
+
+// Into is a generic alias whose one-way method takes a pointer to its type parameter.
+type Into[X any] = interface {
+	//zlink:send
+	Send(ctx context.Context, msg *X) error
+}
+
+// Outer is a generic alias of an instance of Into with a pointer to its own parameter.
+type Outer[T any] = Into[*T]
+
+// Doubled is defined from an instance of Outer: its message is a pointer to a pointer, which
+// Outer's declaration makes, not Doubled's type argument.
+//
+//zlink:spot instance
+type Doubled Outer[pb.Note]
