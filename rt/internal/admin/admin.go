@@ -210,9 +210,7 @@ func Listen(cfg Config) (*Server, error) {
 		// HTTP/1.1 only, whatever the node's TLS offers its mesh (gRPC's h2): an HTTP/2
 		// stream's write deadline is a timer that resets the stream when it fires, between
 		// two writes too, where the server's answers count only the time spent writing.
-		tc := cfg.TLS.Clone()
-		tc.NextProtos = []string{"http/1.1"}
-		ln = tls.NewListener(ln, tc)
+		ln = tls.NewListener(ln, http1Only(cfg.TLS))
 	}
 	s := &Server{
 		cfg: cfg, ln: ln, url: scheme + "://" + ln.Addr().String(),
@@ -234,6 +232,24 @@ func Listen(cfg Config) (*Server, error) {
 		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){}, // no HTTP/2 (above)
 	}
 	return s, nil
+}
+
+// http1Only is c offering HTTP/1.1 alone, and so is the configuration that its
+// GetConfigForClient returns for a connection.
+func http1Only(c *tls.Config) *tls.Config {
+	c = c.Clone()
+	c.NextProtos = []string{"http/1.1"}
+	if get := c.GetConfigForClient; get != nil {
+		c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			cc, err := get(hello)
+			if cc != nil {
+				cc = cc.Clone()
+				cc.NextProtos = []string{"http/1.1"}
+			}
+			return cc, err
+		}
+	}
+	return c
 }
 
 // URL returns the server's base URL: http://host:port, or https:// under TLS.

@@ -1318,19 +1318,23 @@ func TestAHijackedConnectionIsTheApplications(t *testing.T) {
 	require.NoError(t, <-wrote)
 }
 
-// Over TLS the server speaks HTTP/1.1 though its TLS offers h2 (the mesh's gRPC needs it):
-// an HTTP/2 stream's write deadline would reset a trace between two of its writes.
+// Over TLS the server speaks HTTP/1.1 though its TLS offers h2 (the mesh's gRPC needs it),
+// also through GetConfigForClient: an HTTP/2 stream's write deadline would reset a trace
+// between two of its writes.
 func TestTheServerSpeaksHTTP1OverTLS(t *testing.T) {
 	pki := rttest.NewPKI(t, "admin-ca")
-	serverTLS := &tls.Config{Certificates: []tls.Certificate{pki.Cert(t, "node-1")}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS13}
-	s := serve(t, admin.Config{Addr: "127.0.0.1:0", TLS: serverTLS, WriteTimeout: 300 * time.Millisecond}, newTestNode())
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.Pool, MinVersion: tls.VersionTLS13}, ForceAttemptHTTP2: true}}
-	defer c.CloseIdleConnections()
-	resp, err := c.Get(s.URL() + "/debug/pprof/trace?seconds=2")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	_, err = io.ReadAll(resp.Body)
-	require.NoError(t, err, "the whole trace")
-	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Equal(t, "HTTP/1.1", resp.Proto)
+	withH2 := &tls.Config{Certificates: []tls.Certificate{pki.Cert(t, "node-1")}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS13}
+	perClient := &tls.Config{MinVersion: tls.VersionTLS13, GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return withH2, nil }}
+	for name, serverTLS := range map[string]*tls.Config{"offers h2": withH2, "offers h2 per client": perClient} {
+		s := serve(t, admin.Config{Addr: "127.0.0.1:0", TLS: serverTLS, WriteTimeout: 300 * time.Millisecond}, newTestNode())
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.Pool, MinVersion: tls.VersionTLS13}, ForceAttemptHTTP2: true}}
+		resp, err := c.Get(s.URL() + "/debug/pprof/trace?seconds=1")
+		require.NoError(t, err, name)
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		c.CloseIdleConnections()
+		require.NoError(t, err, "%s: the whole trace", name)
+		assert.Equal(t, http.StatusOK, resp.StatusCode, name)
+		assert.Equal(t, "HTTP/1.1", resp.Proto, name)
+	}
 }
