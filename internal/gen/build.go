@@ -637,7 +637,7 @@ const maxDeclSteps = 64
 // written, if it is one; the literal's type parameters stand for the arguments that args
 // returns. It returns nil when a declaration on the way cannot be read: the methods then
 // follow their source positions.
-func (b *builder) literalOf(obj *types.TypeName, inst []token.Position) (*ast.InterfaceType, *token.FileSet, typeArgs) {
+func (b *builder) literalOf(obj *types.TypeName, inst []typeArg) (*ast.InterfaceType, *token.FileSet, typeArgs) {
 	for range maxDeclSteps {
 		d, ok := b.declOf(obj)
 		if !ok {
@@ -667,12 +667,17 @@ func (b *builder) literalOf(obj *types.TypeName, inst []token.Position) (*ast.In
 
 // typeArgs are where the type arguments that a declaration's type parameters stand for are
 // written, by the parameters' names: a problem of a method's parameter or result whose type
-// names one is the argument's, and is reported there.
-type typeArgs map[string]token.Position
+// is one, or a pointer to one, is the argument's, and is reported there.
+type typeArgs map[string]typeArg
 
-// bindArgs binds the type parameters of a declaration to the positions of the type arguments
-// that an instance of it writes, in order.
-func bindArgs(params *ast.FieldList, inst []token.Position) typeArgs {
+// typeArg is where a type argument is written (at): the user's own when an instance passed
+// a parameter on (G[T], or G[*T]); and, when one passed a pointer to it on (G[*T]), where that
+// pointer is written (ptrAt), which a pointer to the parameter makes a pointer to a pointer.
+type typeArg struct{ at, ptrAt token.Position }
+
+// bindArgs binds the type parameters of a declaration to the type arguments that an instance
+// of it writes, in order.
+func bindArgs(params *ast.FieldList, inst []typeArg) typeArgs {
 	if params == nil || len(inst) == 0 {
 		return nil
 	}
@@ -690,9 +695,9 @@ func bindArgs(params *ast.FieldList, inst []token.Position) typeArgs {
 }
 
 // instanceArgs returns where the type arguments of the instance x (G[A, B]) are written: for
-// an argument that is a type parameter of args, where that parameter's own argument is.
-// It returns nil when x is no instance.
-func instanceArgs(x ast.Expr, fset *token.FileSet, args typeArgs) []token.Position {
+// an argument that is a type parameter of args, or a pointer to one, where that parameter's
+// own argument is. It returns nil when x is no instance.
+func instanceArgs(x ast.Expr, fset *token.FileSet, args typeArgs) []typeArg {
 	var indices []ast.Expr
 	switch ix := ast.Unparen(x).(type) {
 	case *ast.IndexExpr:
@@ -702,34 +707,47 @@ func instanceArgs(x ast.Expr, fset *token.FileSet, args typeArgs) []token.Positi
 	default:
 		return nil
 	}
-	out := make([]token.Position, len(indices))
+	out := make([]typeArg, len(indices))
 	for i, e := range indices {
-		out[i] = fset.Position(e.Pos())
-		if id, ok := ast.Unparen(e).(*ast.Ident); ok {
-			// Only a bare parameter passes its argument on: G[*T] makes a type of its own,
-			// which the next declaration may make a pointer of again.
-			if at, ok := args[id.Name]; ok {
-				out[i] = at
+		out[i] = typeArg{at: fset.Position(e.Pos())}
+		id, ptr := paramOf(e)
+		if arg, ok := args[id]; ok && id != "" {
+			out[i] = arg
+			if ptr {
+				out[i].ptrAt = fset.Position(e.Pos())
 			}
 		}
 	}
 	return out
 }
 
-// of returns where the type argument is written that the type expression x stands for: x
-// names a type parameter of args, or is a pointer to one. A type that merely contains one
-// (a slice of T, a func type) is the literal's to fix, and so are the method's shapes.
-func (args typeArgs) of(x ast.Expr) (token.Position, bool) {
+// paramOf returns the name that the type expression x is, or is a pointer to (ptr); "" when
+// it is neither.
+func paramOf(x ast.Expr) (name string, ptr bool) {
 	x = ast.Unparen(x)
 	if star, ok := x.(*ast.StarExpr); ok {
-		x = ast.Unparen(star.X)
+		x, ptr = ast.Unparen(star.X), true
 	}
-	id, ok := x.(*ast.Ident)
-	if !ok {
+	if id, ok := x.(*ast.Ident); ok {
+		return id.Name, ptr
+	}
+	return "", false
+}
+
+// of returns where the type argument is written that the type expression x stands for: x is
+// a type parameter of args, or a pointer to one; a pointer to one that an instance on the way
+// passed a pointer to is that instance's. A type that merely contains one (a slice of T, a
+// func type) is the literal's to fix, and so are the method's shapes.
+func (args typeArgs) of(x ast.Expr) (token.Position, bool) {
+	id, ptr := paramOf(x)
+	arg, ok := args[id]
+	if !ok || id == "" {
 		return token.Position{}, false
 	}
-	at, ok := args[id.Name]
-	return at, ok
+	if ptr && arg.ptrAt.IsValid() {
+		return arg.ptrAt, true
+	}
+	return arg.at, true
 }
 
 // genericOf is the type expression x without its parentheses and, for an instance of a generic
@@ -763,7 +781,7 @@ func namedBy(info *types.Info, x ast.Expr) *types.TypeName {
 
 // literalInSource follows, by their syntax, the declarations from d, read from the source of
 // the package path, to the interface literal they lead to (see literalOf).
-func (b *builder) literalInSource(path string, d typeDecl, inst []token.Position) (*ast.InterfaceType, *token.FileSet, typeArgs) {
+func (b *builder) literalInSource(path string, d typeDecl, inst []typeArg) (*ast.InterfaceType, *token.FileSet, typeArgs) {
 	for range maxDeclSteps {
 		var ok bool
 		args := bindArgs(d.spec.TypeParams, inst)

@@ -122,3 +122,12 @@ type Outer[T any] = Into[*T]
 //
 //zlink:spot instance
 type Doubled Outer[pb.Note]
+
+// PtrOf is a generic alias of an instance of Generic with a pointer to its own parameter.
+type PtrOf[T any] = Generic[*T]
+
+// Bytes is defined from an instance of PtrOf whose type argument is no message: the pointer
+// PtrOf makes would be fine for a message.
+//
+//zlink:spot instance
+type Bytes PtrOf[[]byte]
