@@ -714,6 +714,11 @@ func instanceArgs(x ast.Expr, fset *token.FileSet, args typeArgs) []typeArg {
 		if arg, ok := args[id]; ok && id != "" {
 			out[i] = arg
 			if ptr {
+				if arg.ptrAt.IsValid() {
+					// A second pointer: no argument makes a message of a pointer to a
+					// pointer, which the instances on the way make.
+					out[i].at = fset.Position(e.Pos())
+				}
 				out[i].ptrAt = fset.Position(e.Pos())
 			}
 		}

@@ -131,3 +131,23 @@ type PtrOf[T any] = Generic[*T]
 //
 //zlink:spot instance
 type Bytes PtrOf[[]byte]
+
+// Leaf is a generic alias whose one-way methods take its type parameter and a pointer to it.
+type Leaf[X any] = interface {
+	//zlink:send
+	Bare(ctx context.Context, msg X) error
+	//zlink:send
+	Ptr(ctx context.Context, msg *X) error
+}
+
+// Mid and Top each pass a pointer to their parameter on.
+type (
+	Mid[U any] = Leaf[*U]
+	Top[T any] = Mid[*T]
+)
+
+// TwoPtr is defined from an instance of Top: a pointer to a pointer, whatever its argument,
+// which Mid makes.
+//
+//zlink:spot instance
+type TwoPtr Top[pb.Note]
