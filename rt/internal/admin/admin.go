@@ -234,22 +234,27 @@ func Listen(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// http1Only is c offering HTTP/1.1 alone, and so is the configuration that its
-// GetConfigForClient returns for a connection.
+// http1Only is c without HTTP/2 among the protocols it offers, and so is the configuration that
+// its GetConfigForClient returns for a connection.
 func http1Only(c *tls.Config) *tls.Config {
 	c = c.Clone()
-	c.NextProtos = []string{"http/1.1"}
+	c.NextProtos = withoutH2(c.NextProtos)
 	if get := c.GetConfigForClient; get != nil {
 		c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 			cc, err := get(hello)
 			if cc != nil {
 				cc = cc.Clone()
-				cc.NextProtos = []string{"http/1.1"}
+				cc.NextProtos = withoutH2(cc.NextProtos)
 			}
 			return cc, err
 		}
 	}
 	return c
+}
+
+// withoutH2 is protos without "h2"; another protocol that the node offers (acme-tls/1) stays.
+func withoutH2(protos []string) []string {
+	return slices.DeleteFunc(slices.Clone(protos), func(p string) bool { return p == "h2" })
 }
 
 // URL returns the server's base URL: http://host:port, or https:// under TLS.
