@@ -518,16 +518,7 @@ func requireBlockedByTheLeaseEnd(t *testing.T, a *rt.Host, done <-chan sdk.Reloc
 // and the node serves again.
 func TestF7_ARelocationWhoseOwnerLeaseEndedBeforeItListedTheUnitsIsNotRelocated(t *testing.T) {
 	var proxy *chaos.Proxy
-	c := statefulCluster(t, []*statefulCtl{{}, {}}, nil, func(i int, cfg *rt.Config) {
-		if i != 0 {
-			return
-		}
-		p, err := chaos.NewProxy("etcd-a", cfg.EtcdEndpoints[0])
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = p.Close() })
-		proxy = p
-		cfg.EtcdEndpoints = []string{p.Addr()}
-	})
+	c := statefulCluster(t, []*statefulCtl{{}, {}}, nil, firstBehindProxy(t, &proxy))
 	a, caller := c.hosts[0], c.hosts[2]
 	const spots = 4
 	for i := range spots {
@@ -563,16 +554,10 @@ func TestF7_ARelocationWhoseOwnerLeaseEndedBeforeItListedTheUnitsIsNotRelocated(
 // deadline, not TargetUnavailable; the node serves again.
 func TestF6_AnEmptyNodesTargetThatEtcdCannotConfirmIsStoreUnavailable(t *testing.T) {
 	var proxy *chaos.Proxy
+	behind := firstBehindProxy(t, &proxy)
 	c := newCluster(t, 2, func(i int, cfg *rt.Config) {
 		cfg.LeaseTTL = 10 * time.Second
-		if i != 0 {
-			return
-		}
-		p, err := chaos.NewProxy("etcd-a", cfg.EtcdEndpoints[0])
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = p.Close() })
-		proxy = p
-		cfg.EtcdEndpoints = []string{p.Addr()}
+		behind(i, cfg)
 	})
 	a := c.hosts[0]
 	proxy.Set(chaos.Blackhole, 0)
@@ -582,4 +567,19 @@ func TestF6_AnEmptyNodesTargetThatEtcdCannotConfirmIsStoreUnavailable(t *testing
 	assert.Equal(t, sdk.RelocationReasonStoreUnavailable, res.Reason, "%+v", res)
 	proxy.Heal()
 	assert.Equal(t, sdk.RuntimeStateServing, a.Status().State, "the node serves again")
+}
+
+// firstBehindProxy configures a cluster's first node to reach etcd through a proxy of its
+// own, which it sets in proxy; the test's end closes the proxy.
+func firstBehindProxy(t *testing.T, proxy **chaos.Proxy) func(i int, cfg *rt.Config) {
+	return func(i int, cfg *rt.Config) {
+		if i != 0 {
+			return
+		}
+		p, err := chaos.NewProxy("etcd-a", cfg.EtcdEndpoints[0])
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		*proxy = p
+		cfg.EtcdEndpoints = []string{p.Addr()}
+	}
 }
