@@ -207,6 +207,10 @@ func (act *actor) requeue(held []*call) {
 func (c *Catalog) DeliverActor(ctx context.Context, act *actor, method string, req proto.Message, oneWay bool) (reply proto.Message, admitted bool, err error) {
 	md, err := c.method(act.typ, method, oneWay, req)
 	if err != nil {
+		if errors.Is(err, sdk.ErrUnhandled) && act.movedAway() {
+			// Its new node, not this one, judges a message it has no handler for (C1, I1).
+			return nil, false, errActorMoved
+		}
 		return nil, false, err
 	}
 	a := act.host

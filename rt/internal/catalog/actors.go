@@ -306,6 +306,12 @@ func (c *Catalog) LocalActor(t sdk.Target) (*actor, bool) {
 	return act, ok
 }
 
+// movedAway reports whether a move of act to another node committed: only its held messages
+// are still here, on their way to its new node, until the move's end takes it out of the index.
+func (act *actor) movedAway() bool {
+	return act.committed.Load() && act.movedTo != act.cat.cfg.Node
+}
+
 // ActiveActors is the number of Actors active on this node (G3), arriving ones included.
 func (c *Catalog) ActiveActors() int64 { return c.actorCount.Load() }
 

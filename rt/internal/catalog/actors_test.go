@@ -961,3 +961,34 @@ func TestB8_ASpawnWhoseContextEndsDuringItsFactoryFailsWithItsContextsError(t *t
 	recordReleased(t, nd, "cancelled")
 	require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, "cancelled"), "the ID is free to spawn again")
 }
+
+// C1: an Actor whose move to another node committed is no longer this node's, though the
+// move's end has not yet taken it out of the index here: a peer's message along the old route
+// is redirected to where it went, and a local sender's looks for it again, rather than judged
+// here (by the unhandled-message policy, for a method this node has no handler for).
+func TestC1_AnActorWhoseMoveCommittedIsNotHeldHere(t *testing.T) {
+	var ticks atomic.Int64
+	n, sp := actorNode(t, &ticks)
+	_, err := n.call("room-1", "Join", "ann")
+	require.NoError(t, err)
+	require.NoError(t, sp.get("room-1").Spawn(ctx, pawnDesc, "c1-committed"))
+	require.NoError(t, n.cat.CheckOwner(pawnAt("c1-committed")), "it is here")
+
+	require.True(t, n.cat.InCommittedMove(pawnAt("c1-committed"), "elsewhere", func() {
+		var moved *catalog.MovedError
+		require.ErrorAs(t, n.cat.CheckOwner(pawnAt("c1-committed")), &moved)
+		assert.Equal(t, sdk.NodeID("elsewhere"), moved.Node)
+		act, ok := n.cat.LocalActor(pawnAt("c1-committed"))
+		require.True(t, ok)
+		_, admitted, err := n.cat.DeliverActor(ctx, act, "Forgotten", str(""), true)
+		assert.False(t, admitted)
+		assert.True(t, catalog.IsActorMoved(err), "a local sender looks for it again: %v", err)
+	}))
+	require.True(t, n.cat.InCommittedMove(pawnAt("c1-committed"), n.reg.Owner().Node, func() {
+		assert.NoError(t, n.cat.CheckOwner(pawnAt("c1-committed")), "a move into another Spot of this node keeps it here")
+		act, ok := n.cat.LocalActor(pawnAt("c1-committed"))
+		require.True(t, ok)
+		_, _, err := n.cat.DeliverActor(ctx, act, "Forgotten", str(""), true)
+		assert.ErrorIs(t, err, sdk.ErrUnhandled, "this node judges it")
+	}))
+}

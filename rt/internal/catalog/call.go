@@ -901,14 +901,17 @@ func (c *Catalog) CheckRequest(typ, method string, req proto.Message) error {
 
 // CheckOwner answers, for a peer's message to the User or Instance Spot or the Actor t along a
 // route, whether this node holds t (C1): nil when t is here in any state (a Spot being created,
-// active, relocating or closing; an Actor in the index); otherwise the refusal that Admit or
-// AdmitActor gives such a route, a MovedError for an object that moved lately or
-// sdk.ErrStaleRoute. It reads no store. A message this node knows no handler for meets it
+// active, relocating or closing; an Actor in the index whose move out of this node has not
+// committed); otherwise the refusal that Admit or AdmitActor gives such a route, a MovedError
+// for an object that moved lately or sdk.ErrStaleRoute. It reads no store. A message this node knows no handler for meets it
 // first, so that the route is found stale before the unhandled-message policy drops the
 // message at a node that does not hold its object.
 func (c *Catalog) CheckOwner(t sdk.Target) error {
 	if t.Kind() == sdk.KindActor {
-		if _, ok := c.LocalActor(t); ok {
+		if act, ok := c.LocalActor(t); ok {
+			if act.movedAway() {
+				return &MovedError{Node: act.movedTo}
+			}
 			return nil
 		}
 		if node, moved := c.Departed(t); moved {

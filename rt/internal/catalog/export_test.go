@@ -136,6 +136,24 @@ func (c *Catalog) ActorMoving(t sdk.Target) bool {
 	return st == actorMoving || st == actorDeparted
 }
 
+// InCommittedMove puts the Actor t on this node, for the length of fn, where a move of it to
+// node stands between its commit and its end: its new Spot has it, its index entry here is
+// still there. It reports false when t is not here.
+func (c *Catalog) InCommittedMove(t sdk.Target, node sdk.NodeID, fn func()) bool {
+	act, ok := c.LocalActor(t)
+	if !ok {
+		return false
+	}
+	act.movedTo = node
+	act.committed.Store(true)
+	defer func() {
+		act.committed.Store(false)
+		act.movedTo = ""
+	}()
+	fn()
+	return true
+}
+
 // ActorHolds is how many messages the Actor t on this node holds while it moves.
 func (c *Catalog) ActorHolds(t sdk.Target) int {
 	act, ok := c.LocalActor(t)
