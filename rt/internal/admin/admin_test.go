@@ -1232,10 +1232,18 @@ func TestAProfileLongerThanTheBoundIsRefused(t *testing.T) {
 // shutdown whose deadline is near returns by it though a request holds on (F10), and the
 // request is cut off.
 func TestCloseWithinCutsOffWhatIsLeftAtItsGrace(t *testing.T) {
-	entered := make(chan struct{})
+	entered, release := make(chan struct{}), make(chan struct{})
+	handled := make(chan struct{})
 	hold := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(handled)
 		close(entered)
-		<-r.Context().Done()
+		// Not its context's end, which the close also brings: an answer written then would
+		// be whole, and race the connection's close.
+		<-release
+	})
+	t.Cleanup(func() {
+		close(release)
+		<-handled
 	})
 	s := serve(t, admin.Config{Handlers: map[string]http.Handler{"GET /hold": hold}}, newTestNode())
 	ended := make(chan error, 1)
