@@ -116,6 +116,10 @@ type Config struct {
 	// between them, such as a profile's collection): a reader that takes longer is cut off
 	// (default 10 s). The application's handlers bound their own answers.
 	WriteTimeout time.Duration
+	// AnswerWriteTimeout bounds the writes of one such answer in all, however steadily its
+	// reader takes it, so that a reader that takes each 64 KiB just within WriteTimeout holds
+	// a large answer no longer than this (default 2 min).
+	AnswerWriteTimeout time.Duration
 	// MaxProfileDuration bounds the seconds= of a profile or a trace (default 2 min): one that
 	// asks for longer is refused, so that no request holds the node's one CPU profile for good.
 	MaxProfileDuration time.Duration
@@ -137,6 +141,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 10 * time.Second
+	}
+	if c.AnswerWriteTimeout <= 0 {
+		c.AnswerWriteTimeout = 2 * time.Minute
 	}
 	if c.MaxProfileDuration <= 0 {
 		c.MaxProfileDuration = 2 * time.Minute
@@ -514,14 +521,15 @@ func (s *Server) profiles(serve http.HandlerFunc) http.Handler {
 // answerWithin bounds the writing of every answer of the server's own, refusals included:
 // the writes of each writeChunk of it may take WriteTimeout in all, so that a reader that
 // stops reading is cut off and the handler's goroutine is not held for good, while one that
-// reads a large answer slowly, but steadily, gets it. Only the time spent writing counts, not
+// reads a large answer slowly, but steadily, gets it, if its writes take no more than
+// AnswerWriteTimeout in all. Only the time spent writing counts, not
 // the handler's own between its writes: a profile collects for as long as it asked, and a
 // trace that writes as it goes is not cut off for writing little. An event or progress stream
 // sets its own deadline before each write too. The application's handlers are not bounded
 // (unbounded).
 func (s *Server) answerWithin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		bw := &boundedWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout}
+		bw := &boundedWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout, whole: s.cfg.AnswerWriteTimeout}
 		next.ServeHTTP(bw, r)
 		bw.arm() // for what net/http writes once the handler has returned
 	})
@@ -531,19 +539,20 @@ func (s *Server) answerWithin(next http.Handler) http.Handler {
 const writeChunk = 64 << 10
 
 // boundedWriter sets, before each write, the write deadline that what is left of its chunk's
-// timeout allows.
+// timeout, and of the whole answer's, allows.
 type boundedWriter struct {
 	http.ResponseWriter
-	timeout time.Duration
-	// spent is the time spent in the writes of the current chunk, and since its bytes.
-	spent time.Duration
-	since int
+	timeout, whole time.Duration
+	// spent is the time spent in the writes of the current chunk, and since its bytes; total
+	// the time spent in all the answer's writes.
+	spent, total time.Duration
+	since        int
 	// off: the answer is an application handler's, which bounds it itself (unbounded).
 	off bool
 }
 
 // arm sets the write deadline to what is left of the current chunk's timeout, a new chunk's
-// once the current one is written.
+// once the current one is written, or of the whole answer's if that is less.
 func (w *boundedWriter) arm() {
 	if w.off {
 		return
@@ -551,7 +560,7 @@ func (w *boundedWriter) arm() {
 	if w.since >= writeChunk {
 		w.spent, w.since = 0, 0
 	}
-	setWriteDeadline(w.ResponseWriter, time.Now().Add(w.timeout-w.spent))
+	setWriteDeadline(w.ResponseWriter, time.Now().Add(min(w.timeout-w.spent, w.whole-w.total)))
 }
 
 func (w *boundedWriter) WriteHeader(code int) {
@@ -569,7 +578,9 @@ func (w *boundedWriter) Write(b []byte) (int, error) {
 		w.arm()
 		start := time.Now()
 		n, err := w.ResponseWriter.Write(b[:min(len(b), writeChunk-w.since)])
-		w.spent += time.Since(start)
+		took := time.Since(start)
+		w.spent += took
+		w.total += took
 		written += n
 		w.since += n
 		if err != nil {

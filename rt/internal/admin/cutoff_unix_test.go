@@ -26,7 +26,7 @@ import (
 // every buffer between the two (the reader's is made small).
 func TestAnAnswerItsReaderStopsTakingIsCutOff(t *testing.T) {
 	const timeout = 200 * time.Millisecond
-	s, doc := largeMesh(t, timeout)
+	s, doc := largeMesh(t, admin.Config{WriteTimeout: timeout})
 	conn := getWithSmallBuffer(t, s, "/mesh")
 
 	// The first byte says that the answer is being written (making the view may take a while
@@ -46,33 +46,51 @@ func TestAnAnswerItsReaderStopsTakingIsCutOff(t *testing.T) {
 // longer than WriteTimeout: the deadline bounds each part of it, not the whole.
 func TestASlowButSteadyReaderGetsTheWholeAnswer(t *testing.T) {
 	const timeout = time.Second
-	s, doc := largeMesh(t, timeout)
+	s, doc := largeMesh(t, admin.Config{WriteTimeout: timeout})
 	conn := getWithSmallBuffer(t, s, "/mesh")
-	require.NoError(t, conn.SetReadDeadline(time.Now().Add(time.Minute)))
 	start := time.Now()
+	got, _ := readSteadily(t, conn) // to the end of the answer, which closes the connection
+	assert.Greater(t, got, len(doc), "the whole answer, with its headers")
+	assert.Greater(t, time.Since(start), 2*timeout, "longer than WriteTimeout in all")
+}
+
+// A reader that takes a large answer steadily, and so is never cut off for a chunk, holds it
+// for AnswerWriteTimeout of writing at most: then it is cut off, short of the whole answer.
+func TestASteadyReaderIsCutOffAtTheWholeAnswersBound(t *testing.T) {
+	s, doc := largeMesh(t, admin.Config{WriteTimeout: time.Second, AnswerWriteTimeout: 300 * time.Millisecond})
+	conn := getWithSmallBuffer(t, s, "/mesh")
+	got, err := readSteadily(t, conn)
+	require.False(t, isTimeout(err), "the server cut it off: %v", err)
+	assert.Less(t, got, len(doc), "cut off before the end of the answer")
+}
+
+// readSteadily reads conn, 256 KiB each 50 ms, until a read fails, and returns how much it
+// read and the failure.
+func readSteadily(t *testing.T, conn net.Conn) (int, error) {
+	t.Helper()
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(time.Minute)))
 	buf := make([]byte, 256<<10)
 	var got int
 	for {
 		n, err := io.ReadFull(conn, buf)
 		got += n
 		if err != nil {
-			break // the end of the answer, which closes the connection
+			return got, err
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	assert.Greater(t, got, len(doc), "the whole answer, with its headers")
-	assert.Greater(t, time.Since(start), 2*timeout, "longer than WriteTimeout in all")
 }
 
 // largeMesh serves the mesh view of a mesh of 40,000 nodes, larger than every buffer between
 // the server and a reader whose own buffer is small, and returns the view's document.
-func largeMesh(t *testing.T, writeTimeout time.Duration) (*admin.Server, []byte) {
+func largeMesh(t *testing.T, cfg admin.Config) (*admin.Server, []byte) {
 	t.Helper()
 	n := newTestNode()
 	for i := range 40000 {
 		n.members = append(n.members, admin.Member{Node: sdk.NodeID(fmt.Sprintf("node-%05d-%s", i, strings.Repeat("x", 100))), State: sdk.RuntimeStateServing})
 	}
-	s := serve(t, admin.Config{WriteTimeout: writeTimeout, PeerTimeout: 100 * time.Millisecond}, n)
+	cfg.PeerTimeout = 100 * time.Millisecond
+	s := serve(t, cfg, n)
 	doc, err := json.MarshalIndent(s.MeshView(), "", "  ")
 	require.NoError(t, err)
 	require.Greater(t, len(doc), 8<<20, "larger than the buffers between the two")
