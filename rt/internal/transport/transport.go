@@ -90,7 +90,9 @@ type Config struct {
 	// Meter, when set, accounts the node's inbound capacity: a peer's request is charged to the
 	// Core HWM from its receipt until its reply is queued; a request that does not fit is
 	// refused with sdk.ErrInboundBudget and its stream is not read until bytes return; while the
-	// application job queue is paused, no stream is read.
+	// application job queue is paused, no stream is read. A stream that has waited so for
+	// StallTimeout reads on, refusing each request that finds no room, so that the peer's
+	// cancellations reach the calls that hold it, until a request fits again.
 	Meter *capacity.Meter
 	// StallTimeout closes a peer's stream whose replies have waited this long without the peer
 	// taking any (default 30 s): the calls on it fail and the replies it holds are freed. So
@@ -755,6 +757,9 @@ type peerStream struct {
 	// consumers); it may reach half the share at most, so that consumers that do not drain
 	// leave the stream room for the peer's other messages.
 	kept atomic.Int64
+	// shedding is set when the reader waited StallTimeout for room in vain (awaitRoom); only
+	// the reader touches it.
+	shedding bool
 
 	// intake ends with the stream or when the transport closes: the waits of a request being
 	// taken in end with it.
@@ -797,16 +802,30 @@ func (p *peerStream) cancel(id uint64) {
 // while the replies queued for the peer are at their bound, then charges req to the Core HWM
 // and to the stream's share of it, and dispatches it. A request that does not fit is refused
 // with sdk.ErrInboundBudget, and the stream is not read again until there is room for one like
-// it, so that gRPC's flow control holds the peer's further requests on its side. Once the
-// transport closes, req is refused unrun instead (refuseClosing), and so is a request whose
-// wait the close ended. It reports false when ctx, the stream's, ended while it waited.
-// arrived is when req's batch arrived.
+// it, so that gRPC's flow control holds the peer's further requests on its side: for
+// StallTimeout at most (awaitRoom), after which the stream sheds. Once the transport closes,
+// req is refused unrun instead (refuseClosing), and so is a request whose wait the close
+// ended. It reports false when ctx, the stream's, ended while it waited. arrived is when
+// req's batch arrived.
 func (p *peerStream) admit(ctx context.Context, req *wire.Request, arrived time.Time) bool {
 	if p.closing.Load() {
 		return p.refuseClosing(ctx, req)
 	}
 	m := p.t.cfg.Meter
-	if m.WaitIntake(p.intake) != nil || p.out.waitRoom(p.intake) != nil {
+	if m.Paused() {
+		switch p.awaitRoom(m.WaitIntake) {
+		case roomEnded:
+			return p.refuseClosing(ctx, req)
+		case roomShed:
+			if p.out.waitRoom(p.intake) != nil {
+				return p.refuseClosing(ctx, req)
+			}
+			p.refuseWith(req, fmt.Errorf("node %s did not run the request from %s: its application job queue has been paused for %v: %w",
+				p.t.cfg.Node, p.from, p.t.cfg.StallTimeout, &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: m.Settings().MaxJobs}))
+			return true
+		}
+	}
+	if p.out.waitRoom(p.intake) != nil {
 		return p.refuseClosing(ctx, req)
 	}
 	// Every byte of it that the node holds: its payload and its texts (E7).
@@ -818,15 +837,48 @@ func (p *peerStream) admit(ctx context.Context, req *wire.Request, arrived time.
 	if held := p.held.Load(); held > 0 && held+n > p.share {
 		p.refuse(req, fmt.Sprintf("its requests and replies to %s hold %d bytes, that stream's share of the budget of %d is %d",
 			p.from, held, m.Settings().Budget, p.share))
-		return p.awaitFreed(p.intake, n) || ctx.Err() == nil
+		return p.awaitRoom(func(c context.Context) error { return p.awaitFreed(c, n) }) != roomEnded || ctx.Err() == nil
 	}
 	if !m.Charge(n) {
 		p.refuse(req, fmt.Sprintf("it holds as many bytes of its peers' requests as its budget of %d allows", m.Settings().Budget))
-		return m.WaitRoom(p.intake, n) == nil || ctx.Err() == nil
+		return p.awaitRoom(func(c context.Context) error { return m.WaitRoom(c, n) }) != roomEnded || ctx.Err() == nil
 	}
+	p.shedding = false
 	p.held.Add(n)
 	p.dispatch(ctx, req, charged(n, p), arrived)
 	return true
+}
+
+// roomOutcome is how a stream's wait for room ended.
+type roomOutcome uint8
+
+const (
+	roomMade  roomOutcome = iota // there is room
+	roomShed                     // the stream sheds: the request is refused, the stream read on
+	roomEnded                    // the stream's intake ended
+)
+
+// awaitRoom runs wait, a wait for room to take a request in, for StallTimeout at most. Room
+// that does not come within it is held by calls that do not end, and they may be waiting for
+// their cancellations, which come on the stream behind the requests that wait: the stream then
+// sheds, refusing at once each request that finds no room, so that it is read on and the
+// cancellations reach their calls, until a request fits again.
+func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
+	if p.shedding {
+		return roomShed
+	}
+	wctx, cancel := context.WithTimeout(p.intake, p.t.cfg.StallTimeout)
+	defer cancel()
+	if wait(wctx) == nil {
+		return roomMade
+	}
+	if p.intake.Err() != nil {
+		return roomEnded
+	}
+	p.shedding = true
+	p.t.log.Warn("a peer's stream has waited for room for too long: its requests are refused until one fits, and its cancellations are read",
+		"peer", p.from, "after", p.t.cfg.StallTimeout)
+	return roomShed
 }
 
 // refuseClosing refuses req unrun because the transport is closing, once the replies queued
@@ -912,27 +964,31 @@ func (p *peerStream) freed(n int64) {
 
 // refuse answers req with sdk.ErrInboundBudget.
 func (p *peerStream) refuse(req *wire.Request, why string) {
-	p.reply(&wire.Reply{CallId: req.CallId, Refused: true, Error: wire.EncodeError(fmt.Errorf(
-		"%w: node %s did not run the request of %d bytes from %s: %s", sdk.ErrInboundBudget, p.t.cfg.Node, len(req.Payload), p.from, why))})
+	p.refuseWith(req, fmt.Errorf("%w: node %s did not run the request of %d bytes from %s: %s", sdk.ErrInboundBudget, p.t.cfg.Node, len(req.Payload), p.from, why))
+}
+
+// refuseWith answers req as refused unrun with err.
+func (p *peerStream) refuseWith(req *wire.Request, err error) {
+	p.reply(&wire.Reply{CallId: req.CallId, Refused: true, Error: wire.EncodeError(err)})
 }
 
 // awaitFreed waits until the stream holds nothing or has room in its share for n more bytes,
 // or ctx ends.
-func (p *peerStream) awaitFreed(ctx context.Context, n int64) bool {
+func (p *peerStream) awaitFreed(ctx context.Context, n int64) error {
 	p.waiting.Store(true)
 	defer p.waiting.Store(false)
 	if held := p.held.Load(); held == 0 || held+n <= p.share {
-		return true
+		return nil
 	}
 	defer p.t.cfg.Meter.Blocked()()
 	for {
 		if held := p.held.Load(); held == 0 || held+n <= p.share {
-			return true
+			return nil
 		}
 		select {
 		case <-p.freedCh:
 		case <-ctx.Done():
-			return false
+			return ctx.Err()
 		}
 	}
 }
