@@ -209,36 +209,15 @@ func (l *link) session() error {
 			b.reset()
 		}
 	}()
-	// A peer that stops taking the requests sent to it while its connection and keepalive
-	// live would leave the link Ready and a call without a deadline waiting for good: once
-	// nothing has left for StallTimeout while requests wait, the session ends, and its calls
-	// with it (the peer's own stop for room frees some within that time as its calls end).
-	// Two checks in a row must find it stalled: after a pause of this process the first one
-	// comes at once, before the sender has had a chance to run.
-	stallCheck := time.NewTicker(min(l.t.cfg.StallTimeout/4, time.Second))
-	defer stallCheck.Stop()
-	for stalls := 0; ; {
-		select {
-		case err = <-recvErr:
-			cancel()
-			<-sendErr
-			return err
-		case err = <-sendErr:
-			cancel()
-			<-recvErr
-			return err
-		case <-stallCheck.C:
-			if !out.stalled(l.t.cfg.StallTimeout) {
-				stalls = 0
-			} else if stalls++; stalls >= 2 {
-				l.t.log.Warn("a peer has not taken the requests sent to it for too long; the connection to it is closed", "peer", l.peer, "after", l.t.cfg.StallTimeout)
-				cancel()
-				<-sendErr
-				<-recvErr
-				return fmt.Errorf("node %s took none of the requests sent to it for %v", l.peer, l.t.cfg.StallTimeout)
-			}
-		}
+	select {
+	case err = <-recvErr:
+		cancel()
+		<-sendErr
+	case err = <-sendErr:
+		cancel()
+		<-recvErr
 	}
+	return err
 }
 
 // peerClosing takes the peer's notice r that it closes the session whose sender is out: new

@@ -95,9 +95,8 @@ type Config struct {
 	// cancellations reach the calls that hold it, until a request fits again.
 	Meter *capacity.Meter
 	// StallTimeout closes a peer's stream whose replies have waited this long without the peer
-	// taking any (default 30 s): the calls on it fail and the replies it holds are freed. So
-	// does a link whose requests have waited this long without the peer taking any: its calls
-	// fail, and it connects again.
+	// taking any (default 30 s): the calls on it fail and the replies it holds are freed. It
+	// also bounds a stream's wait for room to take a request in (Meter).
 	StallTimeout time.Duration
 	// CloseGrace bounds how long Close waits for each peer's stream to end well (default 1 s,
 	// at most an hour): the peer has stopped sending, and every request the stream took in has
