@@ -866,13 +866,19 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 	if p.shedding {
 		return roomShed
 	}
-	wctx, cancel := context.WithTimeout(p.intake, p.t.cfg.StallTimeout)
-	defer cancel()
-	if wait(wctx) == nil {
-		return roomMade
-	}
-	if p.intake.Err() != nil {
-		return roomEnded
+	// StallTimeout, then a second, shorter wait, as two checks in a row: after a pause of this
+	// process the first one ends at once, before the calls that hold the room have had a chance
+	// to run.
+	for _, d := range [...]time.Duration{p.t.cfg.StallTimeout, min(p.t.cfg.StallTimeout/4, time.Second)} {
+		wctx, cancel := context.WithTimeout(p.intake, d)
+		err := wait(wctx)
+		cancel()
+		if err == nil {
+			return roomMade
+		}
+		if p.intake.Err() != nil {
+			return roomEnded
+		}
 	}
 	p.shedding = true
 	p.t.log.Warn("a peer's stream has waited for room for too long: its requests are refused until one fits, and its cancellations are read",
