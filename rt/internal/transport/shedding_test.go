@@ -16,16 +16,20 @@ import (
 	"github.com/zlink-go/zlink/sdk"
 )
 
-// Calls that hold a stream's share and wait for their cancellations (long polls) get them: a
-// stream that has waited StallTimeout for room reads on, refusing each request that finds
-// none, so that the cancellations behind those requests reach the calls, which end and free
-// the share; the stream then takes requests again.
-func TestCancelsReachTheCallsThatHoldAStreamsShare(t *testing.T) {
-	const maxMessage = 256 << 10
-	budget := uint64(1 << 20)
-	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{CoreHwmBudgetBytes: &budget}, maxMessage)
-	require.NoError(t, err)
-	var polling atomic.Int64
+// longPolls is a test's caller "a" of a node "b" whose calls wait for their cancellations (long
+// polls), except those of the method "quick", answered at once. polling counts the long polls
+// under way.
+type longPolls struct {
+	a       *transport.Transport
+	polling atomic.Int64
+}
+
+// startLongPolls serves "b" with meter and maxMessage, and connects "a" to it. take, when set,
+// is what a long poll takes when it starts (a job's permit); the func it returns gives that
+// back when the long poll ends.
+func startLongPolls(t *testing.T, meter *capacity.Meter, maxMessage int, take func(context.Context) (func(), error)) *longPolls {
+	t.Helper()
+	lp := &longPolls{}
 	var handlers sync.WaitGroup
 	t.Cleanup(handlers.Wait) // after the transport's close, which ends their contexts
 	b := start(t, "b", handler{fn: func(ctx context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
@@ -34,48 +38,88 @@ func TestCancelsReachTheCallsThatHoldAStreamsShare(t *testing.T) {
 			return
 		}
 		handlers.Go(func() {
-			polling.Add(1)
-			defer polling.Add(-1)
-			<-ctx.Done() // a long poll: it ends with its caller
+			giveBack := func() {}
+			if take != nil {
+				var err error
+				if giveBack, err = take(ctx); err != nil {
+					reply(&wire.Reply{Error: wire.EncodeError(err)})
+					return
+				}
+			}
+			lp.polling.Add(1)
+			<-ctx.Done() // it ends with its caller
+			lp.polling.Add(-1)
+			giveBack()
 			reply(&wire.Reply{})
 		})
 	}}, func(c *transport.Config) {
-		c.Meter = capacity.New(settings)
+		c.Meter = meter
 		c.MaxMessageSize = maxMessage
 		c.StallTimeout = 300 * time.Millisecond
 	})
-	a := start(t, "a", handler{}, nil)
-	a.Connect("b", b.Addr())
-	waitReady(t, a, "b")
+	lp.a = start(t, "a", handler{}, nil)
+	lp.a.Connect("b", b.Addr())
+	waitReady(t, lp.a, "b")
+	return lp
+}
 
-	// Two long polls fill the stream's share.
-	polls, giveUp := context.WithCancel(context.Background())
-	defer giveUp()
-	ended := make(chan error, 2)
-	for range 2 {
+// poll starts n long polls of payload bytes each, and returns the func that gives them up and
+// a channel of their ends.
+func (lp *longPolls) poll(n, payload int) (giveUp func(), ended <-chan error) {
+	polls, cancel := context.WithCancel(context.Background())
+	ends := make(chan error, n)
+	for range n {
 		go func() {
-			_, err := a.Call(polls, "b", &wire.Request{Payload: make([]byte, 200<<10)})
-			ended <- err
+			_, err := lp.a.Call(polls, "b", &wire.Request{Payload: make([]byte, payload)})
+			ends <- err
 		}()
 	}
-	require.Eventually(t, func() bool { return polling.Load() == 2 }, 10*time.Second, time.Millisecond)
-	r, err := a.Call(context.Background(), "b", &wire.Request{Payload: make([]byte, 200<<10)})
-	require.NoError(t, err)
-	require.ErrorIs(t, wire.DecodeError(r.Error), sdk.ErrInboundBudget, "a third finds no room, and the stream waits for some")
+	return cancel, ends
+}
 
-	giveUp()
-	for range 2 {
-		require.ErrorIs(t, <-ended, context.Canceled)
-	}
-	require.Eventually(t, func() bool { return polling.Load() == 0 }, 10*time.Second, time.Millisecond,
-		"the cancellations reached the long polls")
+// quick calls "quick" with payload bytes, within 10 s, and returns its reply and the error
+// that the call or the reply carries.
+func (lp *longPolls) quick(payload int) (*wire.Reply, error) {
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	r, err := lp.a.Call(cctx, "b", &wire.Request{Method: "quick", Payload: make([]byte, payload)})
+	if err != nil {
+		return nil, err
+	}
+	return r, wire.DecodeError(r.Error)
+}
+
+// giveUp gives up the long polls and waits until their cancellations have reached them.
+func (lp *longPolls) giveUp(t *testing.T, giveUp func(), ended <-chan error, n int) {
+	t.Helper()
+	giveUp()
+	for range n {
+		require.ErrorIs(t, <-ended, context.Canceled)
+	}
+	require.Eventually(t, func() bool { return lp.polling.Load() == 0 }, 10*time.Second, time.Millisecond,
+		"the cancellations reached the long polls")
+}
+
+// Calls that hold a stream's share and wait for their cancellations (long polls) get them: a
+// stream that has waited StallTimeout for room reads on, refusing each request that finds
+// none, so that the cancellations behind those requests reach the calls, which end and free
+// the share; the stream then takes requests again.
+func TestCancelsReachTheCallsThatHoldAStreamsShare(t *testing.T) {
+	const maxMessage, payload = 256 << 10, 200 << 10
+	budget := uint64(1 << 20)
+	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{CoreHwmBudgetBytes: &budget}, maxMessage)
+	require.NoError(t, err)
+	lp := startLongPolls(t, capacity.New(settings), maxMessage, nil)
+
+	giveUp, ended := lp.poll(2, payload) // they fill the stream's share
+	require.Eventually(t, func() bool { return lp.polling.Load() == 2 }, 10*time.Second, time.Millisecond)
+	_, err = lp.quick(payload)
+	require.ErrorIs(t, err, sdk.ErrInboundBudget, "a third finds no room, and the stream waits for some")
+
+	lp.giveUp(t, giveUp, ended, 2)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		r, err := a.Call(cctx, "b", &wire.Request{Method: "quick", Payload: make([]byte, 200<<10)})
-		if assert.NoError(c, err) {
-			assert.NoError(c, wire.DecodeError(r.Error))
-		}
+		_, err := lp.quick(payload)
+		assert.NoError(c, err)
 	}, 10*time.Second, 10*time.Millisecond, "the stream has room, and takes requests again")
 }
 
@@ -90,60 +134,22 @@ func TestCancelsReachTheCallsThatHoldIntakePaused(t *testing.T) {
 	}, transport.DefaultMaxMessageSize)
 	require.NoError(t, err)
 	meter := capacity.New(settings)
-	var polling atomic.Int64
-	var handlers sync.WaitGroup
-	t.Cleanup(handlers.Wait)
-	b := start(t, "b", handler{fn: func(ctx context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
-		if req.Method == "quick" {
-			reply(&wire.Reply{})
-			return
-		}
-		handlers.Go(func() {
-			reserved, err := meter.Acquire(ctx, nil) // the job's permit, as a Spot's lane takes it
-			if err != nil {
-				reply(&wire.Reply{Error: wire.EncodeError(err)})
-				return
-			}
-			polling.Add(1)
-			<-ctx.Done() // a long poll: it ends with its caller
-			polling.Add(-1)
-			meter.Return(reserved)
-			reply(&wire.Reply{})
-		})
-	}}, func(c *transport.Config) {
-		c.Meter = meter
-		c.StallTimeout = 300 * time.Millisecond
+	lp := startLongPolls(t, meter, transport.DefaultMaxMessageSize, func(ctx context.Context) (func(), error) {
+		reserved, err := meter.Acquire(ctx, nil) // the job's permit, as a Spot's lane takes it
+		return func() { meter.Return(reserved) }, err
 	})
-	a := start(t, "a", handler{}, nil)
-	a.Connect("b", b.Addr())
-	waitReady(t, a, "b")
 
-	polls, giveUp := context.WithCancel(context.Background())
-	defer giveUp()
-	ended := make(chan error, 2)
-	for range 2 {
-		go func() {
-			_, err := a.Call(polls, "b", &wire.Request{})
-			ended <- err
-		}()
-	}
-	require.Eventually(t, func() bool { return polling.Load() == 2 && meter.Paused() }, 10*time.Second, time.Millisecond)
-	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r, err := a.Call(cctx, "b", &wire.Request{Method: "quick"})
-	require.NoError(t, err)
+	giveUp, ended := lp.poll(2, 0) // their jobs pause intake
+	require.Eventually(t, func() bool { return lp.polling.Load() == 2 && meter.Paused() }, 10*time.Second, time.Millisecond)
+	r, err := lp.quick(0)
 	var ce *sdk.CapacityError
-	require.ErrorAs(t, wire.DecodeError(r.Error), &ce, "refused once the stream has waited StallTimeout")
+	require.ErrorAs(t, err, &ce, "refused once the stream has waited StallTimeout")
 	assert.Equal(t, sdk.CapacityScheduler, ce.Where)
+	require.NotNil(t, r)
 	assert.True(t, r.Refused, "unrun")
 
-	giveUp()
-	for range 2 {
-		require.ErrorIs(t, <-ended, context.Canceled)
-	}
-	require.Eventually(t, func() bool { return polling.Load() == 0 && !meter.Paused() }, 10*time.Second, time.Millisecond,
-		"the cancellations reached the long polls, and intake resumed")
-	r, err = a.Call(cctx, "b", &wire.Request{Method: "quick"})
+	lp.giveUp(t, giveUp, ended, 2)
+	require.Eventually(t, func() bool { return !meter.Paused() }, 10*time.Second, time.Millisecond, "intake resumed")
+	_, err = lp.quick(0)
 	require.NoError(t, err)
-	require.NoError(t, wire.DecodeError(r.Error))
 }
