@@ -17,12 +17,14 @@ import (
 )
 
 // longPolls is a test's caller "a" of a node "b" whose calls wait for their cancellations (long
-// polls), except those of the method "quick", answered at once. polling counts the long polls
-// under way.
+// polls), except those of the method "quick", answered at once, and those of the method "job",
+// which run one at a time for jobStep each. polling counts the long polls under way.
 type longPolls struct {
 	a       *transport.Transport
 	polling atomic.Int64
 }
+
+const jobStep = 100 * time.Millisecond
 
 // startLongPolls serves "b" with meter and maxMessage, and connects "a" to it. take, when set,
 // is what a long poll takes when it starts (a job's permit); the func it returns gives that
@@ -32,6 +34,7 @@ func startLongPolls(t *testing.T, meter *capacity.Meter, maxMessage int, take fu
 	lp := &longPolls{}
 	var handlers sync.WaitGroup
 	t.Cleanup(handlers.Wait) // after the transport's close, which ends their contexts
+	var oneJob sync.Mutex
 	b := start(t, "b", handler{fn: func(ctx context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
 		if req.Method == "quick" {
 			reply(&wire.Reply{})
@@ -46,9 +49,15 @@ func startLongPolls(t *testing.T, meter *capacity.Meter, maxMessage int, take fu
 					return
 				}
 			}
-			lp.polling.Add(1)
-			<-ctx.Done() // it ends with its caller
-			lp.polling.Add(-1)
+			if req.Method == "job" {
+				oneJob.Lock()
+				time.Sleep(jobStep)
+				oneJob.Unlock()
+			} else {
+				lp.polling.Add(1)
+				<-ctx.Done() // it ends with its caller
+				lp.polling.Add(-1)
+			}
 			giveBack()
 			reply(&wire.Reply{})
 		})
@@ -77,16 +86,34 @@ func (lp *longPolls) poll(n, payload int) (giveUp func(), ended <-chan error) {
 	return cancel, ends
 }
 
-// quick calls "quick" with payload bytes, within 10 s, and returns its reply and the error
+// quick calls "quick" with payload bytes, within 20 s, and returns its reply and the error
 // that the call or the reply carries.
 func (lp *longPolls) quick(payload int) (*wire.Reply, error) {
-	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	return lp.call("quick", payload)
+}
+
+// call calls method with payload bytes, within 20 s, and returns its reply and the error that
+// the call or the reply carries.
+func (lp *longPolls) call(method string, payload int) (*wire.Reply, error) {
+	cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	r, err := lp.a.Call(cctx, "b", &wire.Request{Method: "quick", Payload: make([]byte, payload)})
+	r, err := lp.a.Call(cctx, "b", &wire.Request{Method: method, Payload: make([]byte, payload)})
 	if err != nil {
 		return nil, err
 	}
 	return r, wire.DecodeError(r.Error)
+}
+
+// jobs starts n calls of "job" with payload bytes, and returns a channel of their errors.
+func (lp *longPolls) jobs(n, payload int) <-chan error {
+	ends := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := lp.call("job", payload)
+			ends <- err
+		}()
+	}
+	return ends
 }
 
 // giveUp gives up the long polls and waits until their cancellations have reached them.
@@ -115,6 +142,23 @@ func TestCancelsReachTheCallsThatHoldAStreamsShare(t *testing.T) {
 	require.Eventually(t, func() bool { return lp.polling.Load() == 2 }, 10*time.Second, time.Millisecond)
 	_, err = lp.quick(payload)
 	require.ErrorIs(t, err, sdk.ErrInboundBudget, "a third finds no room, and the stream waits for some")
+	// Once it has waited in vain, it refuses at once each request that finds no room, however
+	// many come before the cancellations: each of these would otherwise wait StallTimeout.
+	within, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	refusals := make(chan error, 40)
+	for range cap(refusals) {
+		go func() {
+			r, err := lp.a.Call(within, "b", &wire.Request{Method: "quick", Payload: make([]byte, payload)})
+			if err == nil {
+				err = wire.DecodeError(r.Error)
+			}
+			refusals <- err
+		}()
+	}
+	for range cap(refusals) {
+		require.ErrorIs(t, <-refusals, sdk.ErrInboundBudget)
+	}
 
 	lp.giveUp(t, giveUp, ended, 2)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -150,6 +194,76 @@ func TestCancelsReachTheCallsThatHoldIntakePaused(t *testing.T) {
 
 	lp.giveUp(t, giveUp, ended, 2)
 	require.Eventually(t, func() bool { return !meter.Paused() }, 10*time.Second, time.Millisecond, "intake resumed")
+
+	// The stream holds nothing now: a later pause, of other jobs, is waited for, not shed.
+	var held []bool
+	for range jobs {
+		reserved, err := meter.Acquire(context.Background(), nil)
+		require.NoError(t, err)
+		held = append(held, reserved)
+	}
+	require.True(t, meter.Paused())
+	time.AfterFunc(100*time.Millisecond, func() {
+		for _, reserved := range held {
+			meter.Return(reserved)
+		}
+	})
 	_, err = lp.quick(0)
+	require.NoError(t, err, "taken once intake resumed")
+}
+
+// A stream whose calls end steadily, though slowly, while the job queue stays paused (intake
+// resumes only after 8 jobs of 100 ms, well past StallTimeout) is not in vain: a request that
+// waits for intake is taken, not refused.
+func TestAStreamWhoseCallsEndSteadilyWaitsForIntake(t *testing.T) {
+	jobs := uint64(40) // paused at 36, resumed at 28
+	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{
+		ApplicationJobQueueProfile: sdk.ApplicationJobQueueProfileManual, MaxQueuedApplicationJobs: &jobs,
+	}, transport.DefaultMaxMessageSize)
 	require.NoError(t, err)
+	meter := capacity.New(settings)
+	lp := startLongPolls(t, meter, transport.DefaultMaxMessageSize, func(ctx context.Context) (func(), error) {
+		reserved, err := meter.Acquire(ctx, nil)
+		return func() { meter.Return(reserved) }, err
+	})
+
+	ended := lp.jobs(int(settings.PauseAt), 0)
+	require.Eventually(t, meter.Paused, 10*time.Second, time.Millisecond)
+	_, err = lp.quick(0)
+	require.NoError(t, err, "taken once intake resumed")
+	for range settings.PauseAt {
+		require.NoError(t, <-ended)
+	}
+}
+
+// Likewise for the stream's share: small calls that hold it end one every 100 ms, and room for
+// a large request comes only after several of them, past StallTimeout. Of two large requests,
+// the first is refused for room, and the second waits for it and is taken.
+func TestAStreamWhoseCallsEndSteadilyWaitsForRoomInItsShare(t *testing.T) {
+	const maxMessage, small, large = 256 << 10, 16 << 10, 200 << 10
+	budget := uint64(1 << 20)
+	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{CoreHwmBudgetBytes: &budget}, maxMessage)
+	require.NoError(t, err)
+	lp := startLongPolls(t, capacity.New(settings), maxMessage, nil)
+
+	ended := lp.jobs(31, small) // they fill most of the share
+	time.Sleep(100 * time.Millisecond)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := lp.quick(large)
+			errs <- err
+		}()
+	}
+	refused := 0
+	for range 2 {
+		if err := <-errs; err != nil {
+			require.ErrorIs(t, err, sdk.ErrInboundBudget)
+			refused++
+		}
+	}
+	assert.Equal(t, 1, refused, "the second large request waited for room, which came steadily")
+	for range 31 {
+		require.NoError(t, <-ended)
+	}
 }

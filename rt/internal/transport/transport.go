@@ -90,13 +90,14 @@ type Config struct {
 	// Meter, when set, accounts the node's inbound capacity: a peer's request is charged to the
 	// Core HWM from its receipt until its reply is queued; a request that does not fit is
 	// refused with sdk.ErrInboundBudget and its stream is not read until bytes return; while the
-	// application job queue is paused, no stream is read. A stream that has waited so for
-	// StallTimeout reads on, refusing each request that finds no room, so that the peer's
-	// cancellations reach the calls that hold it, until a request fits again.
+	// application job queue is paused, no stream is read. A stream that holds calls, none of
+	// which has ended in StallTimeout (and a quarter of it more) of such a wait, reads on,
+	// refusing each request that finds no room, so that the peer's cancellations reach those
+	// calls, until one of them ends or a request fits.
 	Meter *capacity.Meter
 	// StallTimeout closes a peer's stream whose replies have waited this long without the peer
 	// taking any (default 30 s): the calls on it fail and the replies it holds are freed. It
-	// also bounds a stream's wait for room to take a request in (Meter).
+	// also bounds how long a stream waits for room while none of its calls ends (Meter).
 	StallTimeout time.Duration
 	// CloseGrace bounds how long Close waits for each peer's stream to end well (default 1 s,
 	// at most an hour): the peer has stopped sending, and every request the stream took in has
@@ -756,9 +757,13 @@ type peerStream struct {
 	// consumers); it may reach half the share at most, so that consumers that do not drain
 	// leave the stream room for the peer's other messages.
 	kept atomic.Int64
-	// shedding is set when the reader waited StallTimeout for room in vain (awaitRoom); only
-	// the reader touches it.
+	// ended counts the requests whose charge came back (ReleaseCharge): their calls ended,
+	// not a refusal sent. shedding is set when the reader waited for room while none of them did
+	// (awaitRoom), until one does (ended moves past shedMark), the stream holds nothing, or a
+	// request fits; only the reader touches them.
+	ended    atomic.Int64
 	shedding bool
+	shedMark int64
 
 	// intake ends with the stream or when the transport closes: the waits of a request being
 	// taken in end with it.
@@ -801,11 +806,12 @@ func (p *peerStream) cancel(id uint64) {
 // while the replies queued for the peer are at their bound, then charges req to the Core HWM
 // and to the stream's share of it, and dispatches it. A request that does not fit is refused
 // with sdk.ErrInboundBudget, and the stream is not read again until there is room for one like
-// it, so that gRPC's flow control holds the peer's further requests on its side: for
-// StallTimeout at most (awaitRoom), after which the stream sheds. Once the transport closes,
-// req is refused unrun instead (refuseClosing), and so is a request whose wait the close
-// ended. It reports false when ctx, the stream's, ended while it waited. arrived is when
-// req's batch arrived.
+// it, so that gRPC's flow control holds the peer's further requests on its side, unless the
+// stream sheds (awaitRoom): then each request that finds no room is refused at once, with
+// sdk.ErrInboundBudget, or ErrCapacityExceeded{Scheduler} while the job queue is paused. Once
+// the transport closes, req is refused unrun instead (refuseClosing), and so is a request
+// whose wait the close ended. It reports false when ctx, the stream's, ended while it waited.
+// arrived is when req's batch arrived.
 func (p *peerStream) admit(ctx context.Context, req *wire.Request, arrived time.Time) bool {
 	if p.closing.Load() {
 		return p.refuseClosing(ctx, req)
@@ -857,32 +863,57 @@ const (
 	roomEnded                    // the stream's intake ended
 )
 
-// awaitRoom runs wait, a wait for room to take a request in, for StallTimeout at most. Room
-// that does not come within it is held by calls that do not end, and they may be waiting for
-// their cancellations, which come on the stream behind the requests that wait: the stream then
-// sheds, refusing at once each request that finds no room, so that it is read on and the
-// cancellations reach their calls, until a request fits again.
+// awaitRoom runs wait, a wait for room to take a request in. While the stream holds nothing,
+// none of its calls can be waiting behind it for a cancellation, and it waits as long as the
+// room takes. Otherwise it waits while the stream's calls end, but no longer than StallTimeout
+// after the last of them did, then a second, shorter time, as two checks in a row (after a
+// pause of this process the first one ends at once, before the calls have had a chance to
+// run): calls of the stream that end in neither may be waiting for their cancellations, which
+// come on the stream behind the requests that wait. The stream then sheds, refusing at once
+// each request that finds no room, so that it is read on and the cancellations reach their
+// calls, until one of its calls ends, it holds nothing, or a request fits.
 func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
-	if p.shedding {
-		return roomShed
+	if p.held.Load() == 0 {
+		p.shedding = false
+		if wait(p.intake) != nil {
+			return roomEnded
+		}
+		return roomMade
 	}
-	// StallTimeout, then a second, shorter wait, as two checks in a row: after a pause of this
-	// process the first one ends at once, before the calls that hold the room have had a chance
-	// to run.
-	for _, d := range [...]time.Duration{p.t.cfg.StallTimeout, min(p.t.cfg.StallTimeout/4, time.Second)} {
+	if p.shedding {
+		if p.ended.Load() == p.shedMark {
+			return roomShed
+		}
+		p.shedding = false // its calls end again: the room comes
+	}
+	stall := p.t.cfg.StallTimeout
+	moved := p.ended.Load()
+	for second := false; ; {
+		d := stall
+		if second {
+			d = min(stall/4, time.Second)
+		}
 		wctx, cancel := context.WithTimeout(p.intake, d)
 		err := wait(wctx)
 		cancel()
-		if err == nil {
+		switch {
+		case err == nil:
 			return roomMade
-		}
-		if p.intake.Err() != nil {
+		case p.intake.Err() != nil:
 			return roomEnded
 		}
+		if now := p.ended.Load(); now != moved {
+			moved, second = now, false // the stream's calls end: the room comes, slowly
+			continue
+		}
+		if second {
+			break
+		}
+		second = true
 	}
-	p.shedding = true
-	p.t.log.Warn("a peer's stream has waited for room for too long: its requests are refused until one fits, and its cancellations are read",
-		"peer", p.from, "after", p.t.cfg.StallTimeout)
+	p.shedding, p.shedMark = true, moved
+	p.t.log.Warn("none of a peer's calls has ended while its stream waited for room: its requests are refused until one fits, and its cancellations are read",
+		"peer", p.from, "after", stall)
 	return roomShed
 }
 
@@ -953,6 +984,7 @@ func (p *peerStream) UnkeepCharge(n int64) { p.kept.Add(-n) }
 // ReleaseCharge returns n bytes of a request's charge to the meter and to the stream's share.
 func (p *peerStream) ReleaseCharge(n int64) {
 	p.t.cfg.Meter.Release(n)
+	p.ended.Add(1)
 	p.freed(n)
 }
 
