@@ -22,14 +22,21 @@ import (
 type longPolls struct {
 	a       *transport.Transport
 	polling atomic.Int64
+	taken   atomic.Int64 // calls of "job" that b took in
 }
 
 const jobStep = 100 * time.Millisecond
 
-// startLongPolls serves "b" with meter and maxMessage, and connects "a" to it. take, when set,
+// startLongPolls serves "b" with meter and maxMessage, and a StallTimeout of 300 ms, and
+// connects "a" to it. take, when set,
 // is what a long poll takes when it starts (a job's permit); the func it returns gives that
 // back when the long poll ends.
 func startLongPolls(t *testing.T, meter *capacity.Meter, maxMessage int, take func(context.Context) (func(), error)) *longPolls {
+	return startLongPollsWith(t, meter, maxMessage, 300*time.Millisecond, take)
+}
+
+// startLongPollsWith is startLongPolls with b's StallTimeout.
+func startLongPollsWith(t *testing.T, meter *capacity.Meter, maxMessage int, stall time.Duration, take func(context.Context) (func(), error)) *longPolls {
 	t.Helper()
 	lp := &longPolls{}
 	var handlers sync.WaitGroup
@@ -50,6 +57,7 @@ func startLongPolls(t *testing.T, meter *capacity.Meter, maxMessage int, take fu
 				}
 			}
 			if req.Method == "job" {
+				lp.taken.Add(1)
 				oneJob.Lock()
 				time.Sleep(jobStep)
 				oneJob.Unlock()
@@ -64,7 +72,7 @@ func startLongPolls(t *testing.T, meter *capacity.Meter, maxMessage int, take fu
 	}}, func(c *transport.Config) {
 		c.Meter = meter
 		c.MaxMessageSize = maxMessage
-		c.StallTimeout = 300 * time.Millisecond
+		c.StallTimeout = stall
 	})
 	lp.a = start(t, "a", handler{}, nil)
 	lp.a.Connect("b", b.Addr())
@@ -247,7 +255,7 @@ func TestAStreamWhoseCallsEndSteadilyWaitsForRoomInItsShare(t *testing.T) {
 	lp := startLongPolls(t, capacity.New(settings), maxMessage, nil)
 
 	ended := lp.jobs(31, small) // they fill most of the share
-	time.Sleep(100 * time.Millisecond)
+	require.Eventually(t, func() bool { return lp.taken.Load() == 31 }, 10*time.Second, time.Millisecond)
 	errs := make(chan error, 2)
 	for range 2 {
 		go func() {
@@ -265,5 +273,58 @@ func TestAStreamWhoseCallsEndSteadilyWaitsForRoomInItsShare(t *testing.T) {
 	assert.Equal(t, 1, refused, "the second large request waited for room, which came steadily")
 	for range 31 {
 		require.NoError(t, <-ended)
+	}
+}
+
+// While a stream sheds, each cancellation is read at once, though the one before it ended a
+// call: the stream sheds until none of its requests runs, not until the first of them ends.
+func TestWhileAStreamShedsEveryCancellationIsReadAtOnce(t *testing.T) {
+	const maxMessage, poll, large = 256 << 10, 160 << 10, 250 << 10
+	const stall = 2 * time.Second
+	budget := uint64(1 << 20)
+	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{CoreHwmBudgetBytes: &budget}, maxMessage)
+	require.NoError(t, err)
+	lp := startLongPollsWith(t, capacity.New(settings), maxMessage, stall, nil)
+
+	var giveUps []func()
+	var ends []<-chan error
+	for range 3 {
+		giveUp, ended := lp.poll(1, poll)
+		giveUps, ends = append(giveUps, giveUp), append(ends, ended)
+	}
+	require.Eventually(t, func() bool { return lp.polling.Load() == 3 }, 10*time.Second, time.Millisecond)
+	_, err = lp.quick(large)
+	require.ErrorIs(t, err, sdk.ErrInboundBudget)
+	time.Sleep(stall*5/4 + 500*time.Millisecond) // the stream sheds from here
+	for i := range 3 {
+		if i < 2 { // with one long poll left, a large request fits
+			_, err = lp.quick(large)
+			require.ErrorIs(t, err, sdk.ErrInboundBudget, "no room yet: refused at once")
+		}
+		giveUps[i]()
+		require.ErrorIs(t, <-ends[i], context.Canceled)
+		require.Eventually(t, func() bool { return lp.polling.Load() == int64(2-i) }, stall/2, time.Millisecond,
+			"cancellation %d read at once", i)
+	}
+}
+
+// A stream none of whose requests runs waits for room as long as it takes: the node's budget,
+// full of other streams' calls, is waited for well past StallTimeout, and its requests are
+// taken once it has room, not refused.
+func TestAStreamThatRunsNothingWaitsForRoomAsLongAsItTakes(t *testing.T) {
+	const maxMessage = 256 << 10
+	budget := uint64(1 << 20)
+	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{CoreHwmBudgetBytes: &budget}, maxMessage)
+	require.NoError(t, err)
+	meter := capacity.New(settings)
+	lp := startLongPolls(t, meter, maxMessage, nil)
+	require.True(t, meter.Charge(int64(budget))) // other streams' calls fill the node's budget
+	_, err = lp.quick(0)
+	require.ErrorIs(t, err, sdk.ErrInboundBudget, "the first finds no room, and the stream waits for some")
+	time.Sleep(time.Second) // past StallTimeout and the second check
+	time.AfterFunc(time.Second, func() { meter.Release(int64(budget)) })
+	for i := range 3 {
+		_, err := lp.quick(0)
+		require.NoError(t, err, "request %d is taken once there is room", i)
 	}
 }

@@ -90,14 +90,14 @@ type Config struct {
 	// Meter, when set, accounts the node's inbound capacity: a peer's request is charged to the
 	// Core HWM from its receipt until its reply is queued; a request that does not fit is
 	// refused with sdk.ErrInboundBudget and its stream is not read until bytes return; while the
-	// application job queue is paused, no stream is read. A stream that holds calls, none of
-	// which has ended in StallTimeout (and a quarter of it more) of such a wait, reads on,
-	// refusing each request that finds no room, so that the peer's cancellations reach those
-	// calls, until one of them ends or a request fits.
+	// application job queue is paused, no stream is read. A stream with requests running, none
+	// of which ends in StallTimeout (and then a quarter of it more, a second at most) of such a
+	// wait, reads on, refusing each request that finds no room, so that the peer's
+	// cancellations reach those calls, until none runs or a request fits.
 	Meter *capacity.Meter
 	// StallTimeout closes a peer's stream whose replies have waited this long without the peer
 	// taking any (default 30 s): the calls on it fail and the replies it holds are freed. It
-	// also bounds how long a stream waits for room while none of its calls ends (Meter).
+	// also bounds how long a stream waits for room while none of its requests ends (Meter).
 	StallTimeout time.Duration
 	// CloseGrace bounds how long Close waits for each peer's stream to end well (default 1 s,
 	// at most an hour): the peer has stopped sending, and every request the stream took in has
@@ -757,13 +757,13 @@ type peerStream struct {
 	// consumers); it may reach half the share at most, so that consumers that do not drain
 	// leave the stream room for the peer's other messages.
 	kept atomic.Int64
-	// ended counts the requests whose charge came back (ReleaseCharge): their calls ended,
-	// not a refusal sent. shedding is set when the reader waited for room while none of them did
-	// (awaitRoom), until one does (ended moves past shedMark), the stream holds nothing, or a
-	// request fits; only the reader touches them.
-	ended    atomic.Int64
+	// admitted counts the requests charged to the stream, released those whose charge came
+	// back (ReleaseCharge): the difference is running, as calls or kept jobs. shedding is set
+	// when the reader waited for room while none of them ended (awaitRoom), until none runs or
+	// a request fits. Only the reader touches admitted and shedding.
+	admitted int64
+	released atomic.Int64
 	shedding bool
-	shedMark int64
 
 	// intake ends with the stream or when the transport closes: the waits of a request being
 	// taken in end with it.
@@ -849,6 +849,7 @@ func (p *peerStream) admit(ctx context.Context, req *wire.Request, arrived time.
 		return p.awaitRoom(func(c context.Context) error { return m.WaitRoom(c, n) }) != roomEnded || ctx.Err() == nil
 	}
 	p.shedding = false
+	p.admitted++
 	p.held.Add(n)
 	p.dispatch(ctx, req, charged(n, p), arrived)
 	return true
@@ -863,32 +864,30 @@ const (
 	roomEnded                    // the stream's intake ended
 )
 
-// awaitRoom runs wait, a wait for room to take a request in. While the stream holds nothing,
-// none of its calls can be waiting behind it for a cancellation, and it waits as long as the
-// room takes. Otherwise it waits while the stream's calls end, but no longer than StallTimeout
-// after the last of them did, then a second, shorter time, as two checks in a row (after a
-// pause of this process the first one ends at once, before the calls have had a chance to
-// run): calls of the stream that end in neither may be waiting for their cancellations, which
-// come on the stream behind the requests that wait. The stream then sheds, refusing at once
-// each request that finds no room, so that it is read on and the cancellations reach their
-// calls, until one of its calls ends, it holds nothing, or a request fits.
+// awaitRoom runs wait, a wait for room to take a request in. While none of the stream's
+// requests is running (their charges all came back), none of its calls can be waiting behind
+// it for a cancellation, and it waits as long as the room takes. Otherwise it waits in windows
+// of StallTimeout, each started again when one of them ends, and then a second, shorter time
+// (a quarter of it, a second at most), as two checks in a row (after a pause of this process
+// the first one ends at once, before the calls have had a chance to run): calls that end in
+// neither may be waiting for their cancellations, which come on the stream behind the
+// requests that wait. The stream then sheds, refusing at once each request that finds no room,
+// so that it is read on and the cancellations reach their calls, until none of its requests
+// runs or one fits.
 func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
-	if p.held.Load() == 0 {
-		p.shedding = false
-		if wait(p.intake) != nil {
-			return roomEnded
+	stall := p.t.cfg.StallTimeout
+	released := p.released.Load()
+	for second := false; ; {
+		if p.admitted == released {
+			p.shedding = false
+			if wait(p.intake) != nil {
+				return roomEnded
+			}
+			return roomMade
 		}
-		return roomMade
-	}
-	if p.shedding {
-		if p.ended.Load() == p.shedMark {
+		if p.shedding {
 			return roomShed
 		}
-		p.shedding = false // its calls end again: the room comes
-	}
-	stall := p.t.cfg.StallTimeout
-	moved := p.ended.Load()
-	for second := false; ; {
 		d := stall
 		if second {
 			d = min(stall/4, time.Second)
@@ -902,8 +901,8 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 		case p.intake.Err() != nil:
 			return roomEnded
 		}
-		if now := p.ended.Load(); now != moved {
-			moved, second = now, false // the stream's calls end: the room comes, slowly
+		if now := p.released.Load(); now != released {
+			released, second = now, false // its calls end: the room comes
 			continue
 		}
 		if second {
@@ -911,7 +910,7 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 		}
 		second = true
 	}
-	p.shedding, p.shedMark = true, moved
+	p.shedding = true
 	p.t.log.Warn("none of a peer's calls has ended while its stream waited for room: its requests are refused until one fits, and its cancellations are read",
 		"peer", p.from, "after", stall)
 	return roomShed
@@ -984,7 +983,7 @@ func (p *peerStream) UnkeepCharge(n int64) { p.kept.Add(-n) }
 // ReleaseCharge returns n bytes of a request's charge to the meter and to the stream's share.
 func (p *peerStream) ReleaseCharge(n int64) {
 	p.t.cfg.Meter.Release(n)
-	p.ended.Add(1)
+	p.released.Add(1)
 	p.freed(n)
 }
 
