@@ -211,7 +211,7 @@ func TestCancelsReachTheCallsThatHoldIntakePaused(t *testing.T) {
 		held = append(held, reserved)
 	}
 	require.True(t, meter.Paused())
-	time.AfterFunc(100*time.Millisecond, func() {
+	time.AfterFunc(800*time.Millisecond, func() { // past StallTimeout and the second check
 		for _, reserved := range held {
 			meter.Return(reserved)
 		}
@@ -221,16 +221,16 @@ func TestCancelsReachTheCallsThatHoldIntakePaused(t *testing.T) {
 }
 
 // A stream whose calls end steadily, though slowly, while the job queue stays paused (intake
-// resumes only after 8 jobs of 100 ms, well past StallTimeout) is not in vain: a request that
-// waits for intake is taken, not refused.
+// resumes only after 16 jobs of 100 ms, past its StallTimeout of 1 s) is not in vain: a
+// request that waits for intake is taken, not refused.
 func TestAStreamWhoseCallsEndSteadilyWaitsForIntake(t *testing.T) {
-	jobs := uint64(40) // paused at 36, resumed at 28
+	jobs := uint64(80) // paused at 72, resumed at 56: after 16 jobs, 1.6 s
 	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{
 		ApplicationJobQueueProfile: sdk.ApplicationJobQueueProfileManual, MaxQueuedApplicationJobs: &jobs,
 	}, transport.DefaultMaxMessageSize)
 	require.NoError(t, err)
 	meter := capacity.New(settings)
-	lp := startLongPolls(t, meter, transport.DefaultMaxMessageSize, func(ctx context.Context) (func(), error) {
+	lp := startLongPollsWith(t, meter, transport.DefaultMaxMessageSize, time.Second, func(ctx context.Context) (func(), error) {
 		reserved, err := meter.Acquire(ctx, nil)
 		return func() { meter.Return(reserved) }, err
 	})
@@ -245,14 +245,14 @@ func TestAStreamWhoseCallsEndSteadilyWaitsForIntake(t *testing.T) {
 }
 
 // Likewise for the stream's share: small calls that hold it end one every 100 ms, and room for
-// a large request comes only after several of them, past StallTimeout. Of two large requests,
+// a large request comes only after 15 of them, past its StallTimeout of 1 s. Of two large requests,
 // the first is refused for room, and the second waits for it and is taken.
 func TestAStreamWhoseCallsEndSteadilyWaitsForRoomInItsShare(t *testing.T) {
-	const maxMessage, small, large = 256 << 10, 16 << 10, 200 << 10
+	const maxMessage, small, large = 256 << 10, 16 << 10, 250 << 10 // room after 15 jobs, 1.5 s
 	budget := uint64(1 << 20)
 	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{CoreHwmBudgetBytes: &budget}, maxMessage)
 	require.NoError(t, err)
-	lp := startLongPolls(t, capacity.New(settings), maxMessage, nil)
+	lp := startLongPollsWith(t, capacity.New(settings), maxMessage, time.Second, nil)
 
 	ended := lp.jobs(31, small) // they fill most of the share
 	require.Eventually(t, func() bool { return lp.taken.Load() == 31 }, 10*time.Second, time.Millisecond)

@@ -825,8 +825,8 @@ func (p *peerStream) admit(ctx context.Context, req *wire.Request, arrived time.
 			if p.out.waitRoom(p.intake) != nil {
 				return p.refuseClosing(ctx, req)
 			}
-			p.refuseWith(req, fmt.Errorf("node %s did not run the request from %s: its application job queue has been paused for %v: %w",
-				p.t.cfg.Node, p.from, p.t.cfg.StallTimeout, &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: m.Settings().MaxJobs}))
+			p.refuseWith(req, fmt.Errorf("node %s did not run the request from %s: its application job queue is paused, and none of that stream's requests ended while it waited for room: %w",
+				p.t.cfg.Node, p.from, &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: m.Settings().MaxJobs}))
 			return true
 		}
 	}
@@ -867,10 +867,10 @@ const (
 // awaitRoom runs wait, a wait for room to take a request in. While none of the stream's
 // requests is running (their charges all came back), none of its calls can be waiting behind
 // it for a cancellation, and it waits as long as the room takes. Otherwise it waits in windows
-// of StallTimeout, each started again when one of them ends, and then a second, shorter time
-// (a quarter of it, a second at most), as two checks in a row (after a pause of this process
-// the first one ends at once, before the calls have had a chance to run): calls that end in
-// neither may be waiting for their cancellations, which come on the stream behind the
+// of StallTimeout, each following one in which a request ended, and then a second, shorter
+// window (a quarter of it, a second at most), as two checks in a row (after a pause of this
+// process the first one ends at once, before the calls have had a chance to run): calls that
+// end in neither may be waiting for their cancellations, which come on the stream behind the
 // requests that wait. The stream then sheds, refusing at once each request that finds no room,
 // so that it is read on and the cancellations reach their calls, until none of its requests
 // runs or one fits.
