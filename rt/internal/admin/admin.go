@@ -518,15 +518,14 @@ func (s *Server) profiles(serve http.HandlerFunc) http.Handler {
 	})
 }
 
-// answerWithin bounds the writing of every answer of the server's own, refusals included:
-// the writes of each writeChunk of it may take WriteTimeout in all, so that a reader that
-// stops reading is cut off and the handler's goroutine is not held for good, while one that
-// reads a large answer slowly, but steadily, gets it, if its writes take no more than
-// AnswerWriteTimeout in all. Only the time spent writing counts, not
-// the handler's own between its writes: a profile collects for as long as it asked, and a
-// trace that writes as it goes is not cut off for writing little. An event or progress stream
-// sets its own deadline before each write too. The application's handlers are not bounded
-// (unbounded).
+// answerWithin bounds the writing of every answer of the server's own, refusals included: the
+// writes of each writeChunk of it may take WriteTimeout in all, so that a reader that stops
+// reading is cut off and the handler's goroutine is not held for good, while one that reads a
+// large answer slowly, but steadily, gets it, if its writes take no more than
+// AnswerWriteTimeout in all. Only the time spent writing counts, not the handler's own between
+// its writes: a profile collects for as long as it asked, and a trace that writes as it goes is
+// not cut off for writing little. An event or progress stream sets its own deadline before each
+// write too. The application's handlers are not bounded (unbounded).
 func (s *Server) answerWithin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		bw := &boundedWriter{ResponseWriter: w, timeout: s.cfg.WriteTimeout, whole: s.cfg.AnswerWriteTimeout}

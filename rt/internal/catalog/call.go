@@ -903,9 +903,9 @@ func (c *Catalog) CheckRequest(typ, method string, req proto.Message) error {
 // route, whether this node holds t (C1): nil when t is here in any state (a Spot being created,
 // active, relocating or closing; an Actor in the index whose move out of this node has not
 // committed); otherwise the refusal that Admit or AdmitActor gives such a route, a MovedError
-// for an object that moved lately or sdk.ErrStaleRoute. It reads no store. A message this node knows no handler for meets it
-// first, so that the route is found stale before the unhandled-message policy drops the
-// message at a node that does not hold its object.
+// for an object that moved lately or sdk.ErrStaleRoute. It reads no store. A message this node
+// knows no handler for meets it first, so that the route is found stale before the
+// unhandled-message policy drops the message at a node that does not hold its object.
 func (c *Catalog) CheckOwner(t sdk.Target) error {
 	if t.Kind() == sdk.KindActor {
 		if act, ok := c.LocalActor(t); ok {
