@@ -375,24 +375,3 @@ func spawnHeld(t *testing.T, n *node, sp *spots, started <-chan struct{}) <-chan
 	<-started
 	return spawned
 }
-
-// F2, B2: a relocating node creates nothing, but a create-intent call for a Spot that lives on
-// another node is routed there, not refused: the call reads the record before it gives up.
-func TestF2_ARelocatingNodeRoutesAnIntentCallToWhereTheSpotIs(t *testing.T) {
-	mesh := uniqueMesh(t)
-	a := newNode(t, nodeOpts{mesh: mesh, id: "host-a"})
-	b := newNode(t, nodeOpts{mesh: mesh, id: "host-b"})
-	_, err := b.call("elsewhere", "Join", "x")
-	require.NoError(t, err)
-	a.cat.SetRelocating(true)
-
-	route, err := a.cat.Resolve(ctx, sdk.InstanceIntent(roomType, "elsewhere"), catalog.Intent)
-	require.NoError(t, err, "the Spot exists on host-b")
-	assert.False(t, route.Local())
-	assert.Equal(t, sdk.NodeID("host-b"), route.Remote.Record.Owner.Node)
-
-	_, err = a.cat.Resolve(ctx, sdk.InstanceIntent(roomType, "nowhere"), catalog.Intent)
-	require.ErrorIs(t, err, sdk.ErrNotServing, "a Spot that exists nowhere is not created here")
-	assert.Contains(t, err.Error(), "relocating")
-	assert.Equal(t, store.StateMissing, a.lookup(t, roomType, "nowhere").State)
-}

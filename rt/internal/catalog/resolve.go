@@ -137,11 +137,6 @@ func (c *Catalog) resolve(ctx context.Context, typ *spotType, id string, mode Mo
 			// reservation's failure branch reads the current record, so a missing Spot costs
 			// no separate lookup and an existing one is handed on as if looked up.
 			route, next, err := c.create(ctx, typ, id)
-			var here *notCreatedHere
-			if errors.As(err, &here) {
-				// This node may not create now, but the Spot may well be elsewhere: look.
-				continue
-			}
 			if err != nil || route.Local() {
 				return route, err
 			}
@@ -248,27 +243,8 @@ func (c *Catalog) onMissing(ctx context.Context, typ *spotType, id string, mode 
 		// The creation this caller waited for failed: the waiter gets the failure (B8).
 		return Route{}, nil, fmt.Errorf("%w: %s/%q: its creator's factory failed", sdk.ErrCreationFailed, typ.desc.Name, id)
 	}
-	route, next, err := c.create(ctx, typ, id)
-	var here *notCreatedHere
-	if errors.As(err, &here) {
-		if here.full {
-			c.stats.capRefusals.Add(1)
-		}
-		err = here.err
-	}
-	return route, next, err
+	return c.create(ctx, typ, id)
 }
-
-// notCreatedHere is create's refusal to start a creation on this node (it relocates, its lease
-// is not certainly valid, it is full): the Spot may exist elsewhere, so a call that went to the
-// coordinator before reading the record reads it rather than fail.
-type notCreatedHere struct {
-	err  error
-	full bool // refused by the activation cap
-}
-
-func (e *notCreatedHere) Error() string { return e.err.Error() }
-func (e *notCreatedHere) Unwrap() error { return e.err }
 
 // onCreating is the waiter of one creation attempt.
 func (c *Catalog) onCreating(ctx context.Context, key spotKey, mode Mode, res store.Resolution) (*store.Resolution, error) {
@@ -385,7 +361,7 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 	}
 	if c.relocating.Load() {
 		sh.mu.Unlock()
-		return Route{}, nil, &notCreatedHere{err: fmt.Errorf("%w: create %s/%q: node %s is relocating its objects", sdk.ErrNotServing, key.typ, id, c.cfg.Node)}
+		return Route{}, nil, fmt.Errorf("%w: create %s/%q: node %s is relocating its objects", sdk.ErrNotServing, key.typ, id, c.cfg.Node)
 	}
 	if typ.factory == nil {
 		sh.mu.Unlock()
@@ -393,12 +369,13 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 	}
 	if !c.registration().Guard().Valid() {
 		sh.mu.Unlock()
-		return Route{}, nil, &notCreatedHere{err: fmt.Errorf("%w: create %s/%q: node %s's owner lease is not certainly valid", sdk.ErrNotServing, key.typ, id, c.cfg.Node)}
+		return Route{}, nil, fmt.Errorf("%w: create %s/%q: node %s's owner lease is not certainly valid", sdk.ErrNotServing, key.typ, id, c.cfg.Node)
 	}
 	if !c.takeActive() {
 		sh.mu.Unlock()
-		return Route{}, nil, &notCreatedHere{full: true, err: fmt.Errorf("create %s/%q on %s: %w", key.typ, id, c.cfg.Node,
-			&sdk.CapacityError{Where: sdk.CapacityActivationCap, Limit: int64(c.cfg.MaxActive)})}
+		c.stats.capRefusals.Add(1)
+		return Route{}, nil, fmt.Errorf("create %s/%q on %s: %w", key.typ, id, c.cfg.Node,
+			&sdk.CapacityError{Where: sdk.CapacityActivationCap, Limit: int64(c.cfg.MaxActive)})
 	}
 	cr := &creation{done: make(chan struct{})}
 	sh.put(key, &slot{creating: cr})
