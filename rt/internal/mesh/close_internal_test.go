@@ -209,3 +209,32 @@ func TestK5_ACloseOfASpotWhoseOwnerEndedIsUnavailable(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, store.StateUnavailable, res.State, "nothing released it")
 }
+
+// F2, F7, C2: a create-intent message that its caller places on a node (OnNode) which has
+// since relocated the Spot elsewhere and may create nothing is not refused: the node it moved
+// from sends it where it went. That is the answer too for a message that waited on that node
+// for the move's outcome; from a caller on the node itself as from a peer.
+func TestF7_AnIntentCallPlacedOnTheNodeASpotMovedFromFollowsIt(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
+	target := registerTestNode(t, endpoints, "target")
+	require.NoError(t, target.m.Start(ctx, target.st, target.reg, target.cat, serving))
+	awaitPeerState(t, ctx, owner.m, "target", sdk.PeerStateReady)
+	awaitPeerState(t, ctx, caller.m, "target", sdk.PeerStateReady)
+
+	spot := sdk.InstanceIntent(rttest.LedgerType, "moved").WithDesc(&rttest.LedgerDesc)
+	onOwner := sdk.CallOptions{Node: "owner"}
+	_, err := caller.m.Call(ctx, spot, rttest.LedgerRecord, wrapperspb.String("m1"), onOwner)
+	require.NoError(t, err)
+	owner.cat.SetRelocating(true)
+	require.NoError(t, owner.cat.RelocateSpot(ctx, spot.Plain(), "target"))
+	caller.m.routes.drop(spot, "owner")
+	owner.m.routes.drop(spot, "owner")
+
+	for _, from := range []*testNode{caller, owner} {
+		where, err := from.m.Call(ctx, spot, rttest.LedgerWhere, wrapperspb.String(""), onOwner)
+		require.NoError(t, err, "from %s: the Spot lives on target", from.m.cfg.Node)
+		assert.Equal(t, "target", where.(*wrapperspb.StringValue).GetValue(), "from %s", from.m.cfg.Node)
+	}
+	assert.EqualValues(t, 1, target.cat.ActiveOwned(), "the Spot that moved, and no other")
+}

@@ -231,6 +231,10 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 	m.slow(ctx, rep.Reply, func() {
 		for range maxRedirects {
 			route, err := m.cat.Resolve(ctx, t, catalog.Intent)
+			if node, moved := m.departedWhileRefusing(t, err); moved {
+				rep.Reply(&wire.Reply{Redirect: string(node), Refused: true})
+				return
+			}
 			if err != nil {
 				rep.Reply(refusedReply(err))
 				return
@@ -253,6 +257,17 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 		}
 		rep.Reply(refusedReply(fmt.Errorf("%w: %v kept closing", sdk.ErrNotFound, t.Plain())))
 	})
+}
+
+// departedWhileRefusing reports where the Spot t went when this node refused to create it as
+// not serving (err) and the Spot moved from here lately: a relocation moved it, perhaps while
+// the message waited for the move's outcome, and the message follows it there rather than
+// fail. The node it went to serves it, or creates it if it has closed since.
+func (m *Mesh) departedWhileRefusing(t sdk.Target, err error) (sdk.NodeID, bool) {
+	if !errors.Is(err, sdk.ErrNotServing) {
+		return "", false
+	}
+	return m.cat.Departed(t)
 }
 
 // admitLater admits a message that Admit refused with ErrClosing or ErrCreating (refused) once

@@ -282,6 +282,9 @@ func (m *Mesh) resolveHop(ctx context.Context, t sdk.Target) (hop, error) {
 		mode = catalog.Intent
 	}
 	route, err := m.cat.Resolve(ctx, t, mode)
+	if node, moved := m.departedWhileRefusing(t, err); moved {
+		return hop{kind: hopSend, node: node}, nil
+	}
 	if err != nil {
 		return hop{}, err
 	}
