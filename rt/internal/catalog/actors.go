@@ -1002,7 +1002,8 @@ type departure struct {
 	until time.Time
 }
 
-// departureTTL is how long a moved Actor's new node is remembered; maxDepartures bounds them.
+// departureTTL is how long the node a moved Actor or Spot went to is remembered, for the messages
+// that come late; maxDepartures bounds them.
 const (
 	departureTTL  = 30 * time.Second
 	maxDepartures = 65536

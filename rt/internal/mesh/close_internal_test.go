@@ -238,3 +238,45 @@ func TestF7_AnIntentCallPlacedOnTheNodeASpotMovedFromFollowsIt(t *testing.T) {
 	}
 	assert.EqualValues(t, 1, target.cat.ActiveOwned(), "the Spot that moved, and no other")
 }
+
+// F7, C2: where a Spot went is followed only to a node still in the mesh. The Spot moved on
+// from there and that node left: the node it first moved from refuses the intent call as
+// before, and the caller, whose route named that node, looks again and finds the Spot.
+func TestF7_AnIntentCallDoesNotFollowASpotToANodeThatLeft(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
+	target := registerTestNode(t, endpoints, "target")
+	require.NoError(t, target.m.Start(ctx, target.st, target.reg, target.cat, serving))
+	next := registerTestNode(t, endpoints, "next")
+	require.NoError(t, next.m.Start(ctx, next.st, next.reg, next.cat, serving))
+	for _, n := range []*testNode{owner, caller} {
+		awaitPeerState(t, ctx, n.m, "target", sdk.PeerStateReady)
+		awaitPeerState(t, ctx, n.m, "next", sdk.PeerStateReady)
+	}
+	awaitPeerState(t, ctx, target.m, "next", sdk.PeerStateReady)
+
+	spot := sdk.InstanceIntent(rttest.LedgerType, "rolled").WithDesc(&rttest.LedgerDesc)
+	_, err := caller.m.Call(ctx, spot, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "owner"})
+	require.NoError(t, err)
+	cached, ok := caller.m.routes.get(spot)
+	require.True(t, ok)
+	require.Equal(t, sdk.NodeID("owner"), cached)
+
+	owner.cat.SetRelocating(true)
+	require.NoError(t, owner.cat.RelocateSpot(ctx, spot.Plain(), "target"))
+	target.cat.SetRelocating(true)
+	require.NoError(t, target.cat.RelocateSpot(ctx, spot.Plain(), "next"))
+	require.NoError(t, target.m.Close())
+	require.NoError(t, target.cat.Close(context.Background()))
+	require.NoError(t, target.reg.Close(context.Background()))
+	require.Eventually(t, func() bool {
+		owner.m.mu.RLock()
+		_, member := owner.m.members["target"]
+		owner.m.mu.RUnlock()
+		return !member
+	}, 10*time.Second, 10*time.Millisecond, "the owner sees the target leave")
+
+	where, err := caller.m.Call(ctx, spot, rttest.LedgerWhere, wrapperspb.String(""), sdk.CallOptions{})
+	require.NoError(t, err, "the Spot is Ready on next")
+	assert.Equal(t, "next", where.(*wrapperspb.StringValue).GetValue())
+}

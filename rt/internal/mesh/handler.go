@@ -260,14 +260,24 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 }
 
 // departedWhileRefusing reports where the Spot t went when this node refused to create it as
-// not serving (err) and the Spot moved from here lately: a relocation moved it, perhaps while
-// the message waited for the move's outcome, and the message follows it there rather than
-// fail. The node it went to serves it, or creates it if it has closed since.
+// not serving (err: it relocates, or its lease is not certainly valid) and the Spot moved from
+// here lately to a node still in the mesh: a relocation moved it, perhaps while the message
+// waited for the move's outcome, and the message follows it there rather than fail. Where it
+// went is a hint, not the record: that node serves the Spot, sends the message on where the
+// Spot went next, or, when the Spot has closed since, creates it there as the caller's intent
+// asks. A node that has left is no hint: the refusal stands, and the caller looks again.
 func (m *Mesh) departedWhileRefusing(t sdk.Target, err error) (sdk.NodeID, bool) {
 	if !errors.Is(err, sdk.ErrNotServing) {
 		return "", false
 	}
-	return m.cat.Departed(t)
+	node, moved := m.cat.Departed(t)
+	if !moved {
+		return "", false
+	}
+	m.mu.RLock()
+	_, member := m.members[node]
+	m.mu.RUnlock()
+	return node, member
 }
 
 // admitLater admits a message that Admit refused with ErrClosing or ErrCreating (refused) once
