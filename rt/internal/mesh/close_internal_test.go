@@ -145,10 +145,7 @@ func TestD3_ACloseThatMeetsARelocationFollowsTheSpot(t *testing.T) {
 	release := sync.OnceFunc(func() { close(move.release) })
 	defer release()
 	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{wrap: move.wrap}, testNodeOpts{})
-	target := registerTestNode(t, endpoints, "target")
-	require.NoError(t, target.m.Start(ctx, target.st, target.reg, target.cat, serving))
-	awaitPeerState(t, ctx, owner.m, "target", sdk.PeerStateReady)
-	awaitPeerState(t, ctx, caller.m, "target", sdk.PeerStateReady)
+	target := startMember(t, ctx, endpoints, "target", owner, caller)
 
 	spot := sdk.InstanceIntent(rttest.LedgerType, "moves").WithDesc(&rttest.LedgerDesc)
 	_, err := caller.m.Call(ctx, spot, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "owner"})
@@ -217,10 +214,7 @@ func TestK5_ACloseOfASpotWhoseOwnerEndedIsUnavailable(t *testing.T) {
 func TestF7_AnIntentCallPlacedOnTheNodeASpotMovedFromFollowsIt(t *testing.T) {
 	endpoints, ctx := startEtcd(t)
 	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
-	target := registerTestNode(t, endpoints, "target")
-	require.NoError(t, target.m.Start(ctx, target.st, target.reg, target.cat, serving))
-	awaitPeerState(t, ctx, owner.m, "target", sdk.PeerStateReady)
-	awaitPeerState(t, ctx, caller.m, "target", sdk.PeerStateReady)
+	target := startMember(t, ctx, endpoints, "target", owner, caller)
 
 	spot := sdk.InstanceIntent(rttest.LedgerType, "moved").WithDesc(&rttest.LedgerDesc)
 	onOwner := sdk.CallOptions{Node: "owner"}
@@ -245,15 +239,8 @@ func TestF7_AnIntentCallPlacedOnTheNodeASpotMovedFromFollowsIt(t *testing.T) {
 func TestF7_AnIntentCallDoesNotFollowASpotToANodeThatLeft(t *testing.T) {
 	endpoints, ctx := startEtcd(t)
 	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
-	target := registerTestNode(t, endpoints, "target")
-	require.NoError(t, target.m.Start(ctx, target.st, target.reg, target.cat, serving))
-	next := registerTestNode(t, endpoints, "next")
-	require.NoError(t, next.m.Start(ctx, next.st, next.reg, next.cat, serving))
-	for _, n := range []*testNode{owner, caller} {
-		awaitPeerState(t, ctx, n.m, "target", sdk.PeerStateReady)
-		awaitPeerState(t, ctx, n.m, "next", sdk.PeerStateReady)
-	}
-	awaitPeerState(t, ctx, target.m, "next", sdk.PeerStateReady)
+	target := startMember(t, ctx, endpoints, "target", owner, caller)
+	startMember(t, ctx, endpoints, "next", owner, caller, target)
 
 	spot := sdk.InstanceIntent(rttest.LedgerType, "rolled").WithDesc(&rttest.LedgerDesc)
 	_, err := caller.m.Call(ctx, spot, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "owner"})
@@ -279,4 +266,15 @@ func TestF7_AnIntentCallDoesNotFollowASpotToANodeThatLeft(t *testing.T) {
 	where, err := caller.m.Call(ctx, spot, rttest.LedgerWhere, wrapperspb.String(""), sdk.CallOptions{})
 	require.NoError(t, err, "the Spot is Ready on next")
 	assert.Equal(t, "next", where.(*wrapperspb.StringValue).GetValue())
+}
+
+// startMember starts the serving node id, and waits until each of peers sees it Ready.
+func startMember(t *testing.T, ctx context.Context, endpoints []string, id sdk.NodeID, peers ...*testNode) *testNode {
+	t.Helper()
+	n := registerTestNode(t, endpoints, id)
+	require.NoError(t, n.m.Start(ctx, n.st, n.reg, n.cat, serving))
+	for _, p := range peers {
+		awaitPeerState(t, ctx, p.m, id, sdk.PeerStateReady)
+	}
+	return n
 }
