@@ -50,7 +50,9 @@ type CallOption func(*CallOptions)
 // CallOptions is what CallOption sets.
 type CallOptions struct {
 	// Node, when set, is where a call that creates (an explicit create or an intent call to a
-	// missing Instance Spot) places the new Spot. Empty: the runtime's placement decides.
+	// missing Instance Spot) places the new Spot. Empty: the runtime's placement decides. A node
+	// that relocates its objects creates none: an intent call for a Spot that it moved away
+	// lately follows the Spot, and creates it where it went if it has closed there since.
 	Node NodeID
 	// Key, when set, makes a ClientServer channel call sticky: calls with the same key go to
 	// the same server while the set of Ready servers does not change, chosen by weighted
