@@ -74,6 +74,23 @@ func TestC3_AMessageANotServingCachedOwnerRefusedGoesWhereTheStoreSays(t *testin
 	requireRunsOnOwner(t, ctx, caller, owner, moved)
 }
 
+// C3: a create-intent message sent on a cached route to a node whose catalog is closing, which
+// refuses it unrun as closed, goes where the store says, once.
+func TestC3_AnIntentMessageAClosingCachedOwnerRefusedGoesWhereTheStoreSays(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
+	closing := startMember(t, ctx, endpoints, "closing", caller)
+
+	moved := staleRoute(t, ctx, caller, owner, "elsewhere", "closing")
+	require.NoError(t, closing.cat.Close(ctx))
+	_, err := caller.m.Call(ctx, moved, rttest.LedgerRecord, wrapperspb.String("m2"), sdk.CallOptions{})
+	require.NoError(t, err, "the message went to the owner the store names")
+	route, ok := caller.m.routes.get(moved)
+	require.True(t, ok)
+	assert.Equal(t, owner.m.cfg.Node, route, "the route names the owner now")
+	assert.Equal(t, int64(2), ledgerCount(t, ctx, caller.m, moved), "each message ran once, on the owner")
+}
+
 // staleRoute creates the Ledger id on owner through caller, whose cached route then names
 // stale instead, and returns its target.
 func staleRoute(t *testing.T, ctx context.Context, caller, owner *testNode, id string, stale sdk.NodeID) sdk.Target {
