@@ -353,7 +353,7 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 	}
 	if c.stopping.Load() {
 		sh.mu.Unlock()
-		return Route{}, nil, c.errStopping()
+		return Route{}, nil, c.errNotCreating(key)
 	}
 	if c.cfg.ClientOnly {
 		sh.mu.Unlock()
@@ -414,7 +414,7 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 		delete(sh.m, key)
 		sh.mu.Unlock()
 		c.active.Add(-1)
-		return Route{}, nil, c.errStopping()
+		return Route{}, nil, c.errNotCreating(key)
 	}
 	select {
 	case <-cr.done:
@@ -425,6 +425,12 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 		return Route{}, cr.lost, cr.err
 	}
 	return Route{local: cr.spot}, nil, nil
+}
+
+// errNotCreating refuses the creation of key because this node is closing: as a node that
+// relocates, it does not serve new Spots, and the caller's placement chooses another node.
+func (c *Catalog) errNotCreating(key spotKey) error {
+	return fmt.Errorf("%w: create %s/%q: node %s is closing", sdk.ErrNotServing, key.typ, key.id, c.cfg.Node)
 }
 
 // AwaitCreation waits until a creation of the Spot t in progress on this node, if any, has

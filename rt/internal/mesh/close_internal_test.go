@@ -74,21 +74,31 @@ func TestC3_AMessageANotServingCachedOwnerRefusedGoesWhereTheStoreSays(t *testin
 	requireRunsOnOwner(t, ctx, caller, owner, moved)
 }
 
-// C3: a create-intent message sent on a cached route to a node whose catalog is closing, which
-// refuses it unrun as closed, goes where the store says, once.
+// C3, D6: a create-intent message sent on a cached route to a node whose catalog is closing,
+// which refuses it unrun as not serving, goes where the store says, once; also when placement
+// would choose that node.
 func TestC3_AnIntentMessageAClosingCachedOwnerRefusedGoesWhereTheStoreSays(t *testing.T) {
 	endpoints, ctx := startEtcd(t)
 	owner, caller := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
 	closing := startMember(t, ctx, endpoints, "closing", caller)
+	placedOnClosing := "elsewhere-1"
+	picked, err := caller.m.place(rttest.LedgerType, placedOnClosing, refusals{})
+	require.NoError(t, err)
+	require.Equal(t, sdk.NodeID("closing"), picked, "placement chooses the closing node for %s", placedOnClosing)
 
-	moved := staleRoute(t, ctx, caller, owner, "elsewhere", "closing")
+	var moved []sdk.Target
+	for _, id := range []string{"elsewhere", placedOnClosing} {
+		moved = append(moved, staleRoute(t, ctx, caller, owner, id, "closing"))
+	}
 	require.NoError(t, closing.cat.Close(ctx))
-	_, err := caller.m.Call(ctx, moved, rttest.LedgerRecord, wrapperspb.String("m2"), sdk.CallOptions{})
-	require.NoError(t, err, "the message went to the owner the store names")
-	route, ok := caller.m.routes.get(moved)
-	require.True(t, ok)
-	assert.Equal(t, owner.m.cfg.Node, route, "the route names the owner now")
-	assert.Equal(t, int64(2), ledgerCount(t, ctx, caller.m, moved), "each message ran once, on the owner")
+	for _, target := range moved {
+		_, err := caller.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m2"), sdk.CallOptions{})
+		require.NoError(t, err, "%v: the message went to the owner the store names", target)
+		route, ok := caller.m.routes.get(target)
+		require.True(t, ok)
+		assert.Equal(t, owner.m.cfg.Node, route, "%v: the route names the owner now", target)
+		assert.Equal(t, int64(2), ledgerCount(t, ctx, caller.m, target), "%v: each message ran once, on the owner", target)
+	}
 }
 
 // staleRoute creates the Ledger id on owner through caller, whose cached route then names

@@ -380,7 +380,7 @@ func (m *Mesh) send(ctx context.Context, t sdk.Target, h hop, method string, pay
 	}
 	if r.Error != nil {
 		err := wire.DecodeError(r.Error)
-		if h.cached && r.Refused && (errors.Is(err, sdk.ErrNotServing) || errors.Is(err, sdk.ErrClosed)) {
+		if h.cached && r.Refused && errors.Is(err, sdk.ErrNotServing) {
 			// The cached owner did not run it: it is closing, or not yet serving. The store
 			// says where the object is now, as for a message that never left.
 			m.routes.drop(t, h.node)
