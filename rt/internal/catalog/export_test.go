@@ -203,3 +203,19 @@ func (c *Catalog) FillLifecycleLane(t sdk.Target) (int, error) {
 func (c *Catalog) HoldBackground(release <-chan struct{}) bool {
 	return c.bg.goRun(func() { <-release })
 }
+
+// LockBackground holds the background group as a closing catalog's seal does; the function it
+// returns seals the group and lets go.
+func (c *Catalog) LockBackground() (sealAndUnlock func()) {
+	c.bg.mu.Lock()
+	return func() {
+		c.bg.sealed = true
+		c.bg.mu.Unlock()
+	}
+}
+
+// CreationPending reports whether a creation of t is registered on this node.
+func (c *Catalog) CreationPending(t sdk.Target) bool {
+	sl, ok := c.slots.get(spotKey{t.Type(), t.ID()})
+	return ok && sl.creating != nil
+}

@@ -375,3 +375,32 @@ func spawnHeld(t *testing.T, n *node, sp *spots, started <-chan struct{}) <-chan
 	<-started
 	return spawned
 }
+
+// B8, F2: a creation that cannot start because the node is closing refuses every caller that
+// joined it meanwhile too, at once, rather than leave them waiting for their deadlines.
+func TestB8_TheCallersThatJoinACreationThatCannotStartAreRefused(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	target := sdk.InstanceIntent(roomType, "unstarted")
+	sealAndUnlock := n.cat.LockBackground()
+	creator := make(chan error, 1)
+	go func() {
+		_, err := n.cat.Call(ctx, target, "Join", str("a"))
+		creator <- err
+	}()
+	require.Eventually(t, func() bool { return n.cat.CreationPending(target) }, 5*time.Second, time.Millisecond)
+	joiner := make(chan error, 1)
+	go func() {
+		jctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		_, err := n.cat.Call(jctx, target, "Join", str("b"))
+		joiner <- err
+	}()
+	// Time for the joiner to find the creation and wait on it; one that comes later starts a
+	// creation of its own, which is refused the same way.
+	time.Sleep(100 * time.Millisecond)
+	sealAndUnlock()
+	require.ErrorIs(t, <-creator, sdk.ErrNotServing)
+	err := <-joiner
+	require.ErrorIs(t, err, sdk.ErrNotServing, "the joiner is refused, not left to its deadline")
+	assert.NotErrorIs(t, err, context.DeadlineExceeded)
+}

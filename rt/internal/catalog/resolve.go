@@ -414,7 +414,10 @@ func (c *Catalog) create(ctx context.Context, typ *spotType, id string) (Route, 
 		delete(sh.m, key)
 		sh.mu.Unlock()
 		c.active.Add(-1)
-		return Route{}, nil, c.errNotCreating(key)
+		// The callers that joined it meanwhile get the refusal too: nothing ran for them.
+		cr.err = c.errNotCreating(key)
+		close(cr.done)
+		return Route{}, nil, cr.err
 	}
 	select {
 	case <-cr.done:

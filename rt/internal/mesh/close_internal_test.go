@@ -74,7 +74,7 @@ func TestC3_AMessageANotServingCachedOwnerRefusedGoesWhereTheStoreSays(t *testin
 	requireRunsOnOwner(t, ctx, caller, owner, moved)
 }
 
-// C3, D6: a create-intent message sent on a cached route to a node whose catalog is closing,
+// C3, F2: a create-intent message sent on a cached route to a node whose catalog is closing,
 // which refuses it unrun as not serving, goes where the store says, once; also when placement
 // would choose that node.
 func TestC3_AnIntentMessageAClosingCachedOwnerRefusedGoesWhereTheStoreSays(t *testing.T) {
