@@ -25,8 +25,8 @@ var (
 	// ErrOwnerUnavailable: the object's authority exists but its owner cannot be used; no
 	// creation starts until a formal lifecycle operation releases the authority. A new
 	// object's message or explicit create gets it too when no node that may create the object
-	// can be reached (those reached refused, as draining or relocating, or none is Serving):
-	// nothing ran, and a later try may find a node.
+	// can be reached (none is Serving, or one that may create it could not be reached after
+	// the others refused): nothing ran, and a later try may find a node.
 	ErrOwnerUnavailable = errors.New("zlink: owner unavailable")
 	// ErrQueueFull: a Spot's execution lane refused admission; *QueueFullError tells which lane
 	// and which axis.
@@ -36,7 +36,9 @@ var (
 	// ErrCapacityExceeded: the worker scheduler, placement or the activation cap refused;
 	// *CapacityError tells where.
 	ErrCapacityExceeded = errors.New("zlink: capacity exceeded")
-	// ErrNotServing: the host takes no new application operations in its current state.
+	// ErrNotServing: the host takes no new application operations in its current state. A new
+	// object's message or explicit create gets it too when every node that may create the
+	// object refused, as relocating, draining or closing: nothing ran.
 	ErrNotServing = errors.New("zlink: host not serving")
 	// ErrUnhandled: the receiver knows no handler for the type or method.
 	ErrUnhandled = errors.New("zlink: unhandled message")
