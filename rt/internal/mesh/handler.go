@@ -260,12 +260,13 @@ func (m *Mesh) handleMessage(ctx context.Context, from sdk.NodeID, t sdk.Target,
 }
 
 // departedWhileRefusing reports where the Spot t went when this node refused to create it as
-// not serving (err: it relocates, or its lease is not certainly valid) and the Spot moved from
-// here lately to a node still in the mesh: a relocation moved it, perhaps while the message
-// waited for the move's outcome, and the message follows it there rather than fail. Where it
-// went is a hint, not the record: that node serves the Spot, sends the message on where the
-// Spot went next, or, when the Spot has closed since, creates it there as the caller's intent
-// asks. A node that has left is no hint: the refusal stands, and the caller looks again.
+// not serving (err: it relocates or closes, or its lease is not certainly valid) and the Spot
+// moved from here lately to a node still in the mesh: a relocation moved it, perhaps while the
+// message waited for the move's outcome, and the message follows it there rather than fail.
+// Where it went is a hint, not the record: that node serves the Spot, sends the message on
+// where the Spot went next, or, when the Spot has closed since, creates it there as the
+// caller's intent asks. A node that has left is no hint: the refusal stands, and the caller
+// looks again.
 func (m *Mesh) departedWhileRefusing(t sdk.Target, err error) (sdk.NodeID, bool) {
 	if !errors.Is(err, sdk.ErrNotServing) {
 		return "", false
