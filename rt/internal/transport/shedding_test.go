@@ -28,9 +28,8 @@ type longPolls struct {
 const jobStep = 100 * time.Millisecond
 
 // startLongPolls serves "b" with meter and maxMessage, and a StallTimeout of 300 ms, and
-// connects "a" to it. take, when set,
-// is what a long poll takes when it starts (a job's permit); the func it returns gives that
-// back when the long poll ends.
+// connects "a" to it. take, when set, is what a long poll takes when it starts (a job's
+// permit); the func it returns gives that back when the long poll ends.
 func startLongPolls(t *testing.T, meter *capacity.Meter, maxMessage int, take func(context.Context) (func(), error)) *longPolls {
 	return startLongPollsWith(t, meter, maxMessage, 300*time.Millisecond, take)
 }
@@ -94,8 +93,7 @@ func (lp *longPolls) poll(n, payload int) (giveUp func(), ended <-chan error) {
 	return cancel, ends
 }
 
-// quick calls "quick" with payload bytes, within 20 s, and returns its reply and the error
-// that the call or the reply carries.
+// quick is call of the method "quick".
 func (lp *longPolls) quick(payload int) (*wire.Reply, error) {
 	return lp.call("quick", payload)
 }
@@ -124,6 +122,33 @@ func (lp *longPolls) jobs(n, payload int) <-chan error {
 	return ends
 }
 
+// budgetMeter is a meter whose Core HWM budget is 1 MiB, for messages of maxMessage bytes.
+func budgetMeter(t *testing.T, maxMessage int) *capacity.Meter {
+	t.Helper()
+	budget := uint64(1 << 20)
+	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{CoreHwmBudgetBytes: &budget}, maxMessage)
+	require.NoError(t, err)
+	return capacity.New(settings)
+}
+
+// jobMeter is a meter whose application job queue takes jobs at most, and its settings.
+func jobMeter(t *testing.T, jobs uint64) (*capacity.Meter, capacity.Settings) {
+	t.Helper()
+	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{
+		ApplicationJobQueueProfile: sdk.ApplicationJobQueueProfileManual, MaxQueuedApplicationJobs: &jobs,
+	}, transport.DefaultMaxMessageSize)
+	require.NoError(t, err)
+	return capacity.New(settings), settings
+}
+
+// jobPermit takes a job's permit of meter, as a Spot's lane takes it, for startLongPolls.
+func jobPermit(meter *capacity.Meter) func(context.Context) (func(), error) {
+	return func(ctx context.Context) (func(), error) {
+		reserved, err := meter.Acquire(ctx, nil)
+		return func() { meter.Return(reserved) }, err
+	}
+}
+
 // giveUp gives up the long polls and waits until their cancellations have reached them.
 func (lp *longPolls) giveUp(t *testing.T, giveUp func(), ended <-chan error, n int) {
 	t.Helper()
@@ -141,14 +166,11 @@ func (lp *longPolls) giveUp(t *testing.T, giveUp func(), ended <-chan error, n i
 // the share; the stream then takes requests again.
 func TestCancelsReachTheCallsThatHoldAStreamsShare(t *testing.T) {
 	const maxMessage, payload = 256 << 10, 200 << 10
-	budget := uint64(1 << 20)
-	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{CoreHwmBudgetBytes: &budget}, maxMessage)
-	require.NoError(t, err)
-	lp := startLongPolls(t, capacity.New(settings), maxMessage, nil)
+	lp := startLongPolls(t, budgetMeter(t, maxMessage), maxMessage, nil)
 
 	giveUp, ended := lp.poll(2, payload) // they fill the stream's share
 	require.Eventually(t, func() bool { return lp.polling.Load() == 2 }, 10*time.Second, time.Millisecond)
-	_, err = lp.quick(payload)
+	_, err := lp.quick(payload)
 	require.ErrorIs(t, err, sdk.ErrInboundBudget, "a third finds no room, and the stream waits for some")
 	// Once it has waited in vain, it refuses at once each request that finds no room, however
 	// many come before the cancellations: each of these would otherwise wait StallTimeout.
@@ -180,16 +202,9 @@ func TestCancelsReachTheCallsThatHoldAStreamsShare(t *testing.T) {
 // on, refusing each request unrun (ErrCapacityExceeded{Scheduler}) while intake stays paused,
 // so that the cancellations reach the calls, whose jobs end; intake then resumes.
 func TestCancelsReachTheCallsThatHoldIntakePaused(t *testing.T) {
-	jobs := uint64(2)
-	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{
-		ApplicationJobQueueProfile: sdk.ApplicationJobQueueProfileManual, MaxQueuedApplicationJobs: &jobs,
-	}, transport.DefaultMaxMessageSize)
-	require.NoError(t, err)
-	meter := capacity.New(settings)
-	lp := startLongPolls(t, meter, transport.DefaultMaxMessageSize, func(ctx context.Context) (func(), error) {
-		reserved, err := meter.Acquire(ctx, nil) // the job's permit, as a Spot's lane takes it
-		return func() { meter.Return(reserved) }, err
-	})
+	const jobs = 2
+	meter, _ := jobMeter(t, jobs)
+	lp := startLongPolls(t, meter, transport.DefaultMaxMessageSize, jobPermit(meter))
 
 	giveUp, ended := lp.poll(2, 0) // their jobs pause intake
 	require.Eventually(t, func() bool { return lp.polling.Load() == 2 && meter.Paused() }, 10*time.Second, time.Millisecond)
@@ -224,20 +239,12 @@ func TestCancelsReachTheCallsThatHoldIntakePaused(t *testing.T) {
 // resumes only after 16 jobs of 100 ms, past its StallTimeout of 1 s) is not in vain: a
 // request that waits for intake is taken, not refused.
 func TestAStreamWhoseCallsEndSteadilyWaitsForIntake(t *testing.T) {
-	jobs := uint64(80) // paused at 72, resumed at 56: after 16 jobs, 1.6 s
-	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{
-		ApplicationJobQueueProfile: sdk.ApplicationJobQueueProfileManual, MaxQueuedApplicationJobs: &jobs,
-	}, transport.DefaultMaxMessageSize)
-	require.NoError(t, err)
-	meter := capacity.New(settings)
-	lp := startLongPollsWith(t, meter, transport.DefaultMaxMessageSize, time.Second, func(ctx context.Context) (func(), error) {
-		reserved, err := meter.Acquire(ctx, nil)
-		return func() { meter.Return(reserved) }, err
-	})
+	meter, settings := jobMeter(t, 80) // paused at 72, resumed at 56: after 16 jobs, 1.6 s
+	lp := startLongPollsWith(t, meter, transport.DefaultMaxMessageSize, time.Second, jobPermit(meter))
 
 	ended := lp.jobs(int(settings.PauseAt), 0)
 	require.Eventually(t, meter.Paused, 10*time.Second, time.Millisecond)
-	_, err = lp.quick(0)
+	_, err := lp.quick(0)
 	require.NoError(t, err, "taken once intake resumed")
 	for range settings.PauseAt {
 		require.NoError(t, <-ended)
@@ -249,10 +256,7 @@ func TestAStreamWhoseCallsEndSteadilyWaitsForIntake(t *testing.T) {
 // the first is refused for room, and the second waits for it and is taken.
 func TestAStreamWhoseCallsEndSteadilyWaitsForRoomInItsShare(t *testing.T) {
 	const maxMessage, small, large = 256 << 10, 16 << 10, 250 << 10 // room after 15 jobs, 1.5 s
-	budget := uint64(1 << 20)
-	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{CoreHwmBudgetBytes: &budget}, maxMessage)
-	require.NoError(t, err)
-	lp := startLongPollsWith(t, capacity.New(settings), maxMessage, time.Second, nil)
+	lp := startLongPollsWith(t, budgetMeter(t, maxMessage), maxMessage, time.Second, nil)
 
 	ended := lp.jobs(31, small) // they fill most of the share
 	require.Eventually(t, func() bool { return lp.taken.Load() == 31 }, 10*time.Second, time.Millisecond)
@@ -281,10 +285,7 @@ func TestAStreamWhoseCallsEndSteadilyWaitsForRoomInItsShare(t *testing.T) {
 func TestWhileAStreamShedsEveryCancellationIsReadAtOnce(t *testing.T) {
 	const maxMessage, poll, large = 256 << 10, 160 << 10, 250 << 10
 	const stall = 2 * time.Second
-	budget := uint64(1 << 20)
-	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{CoreHwmBudgetBytes: &budget}, maxMessage)
-	require.NoError(t, err)
-	lp := startLongPollsWith(t, capacity.New(settings), maxMessage, stall, nil)
+	lp := startLongPollsWith(t, budgetMeter(t, maxMessage), maxMessage, stall, nil)
 
 	var giveUps []func()
 	var ends []<-chan error
@@ -293,7 +294,7 @@ func TestWhileAStreamShedsEveryCancellationIsReadAtOnce(t *testing.T) {
 		giveUps, ends = append(giveUps, giveUp), append(ends, ended)
 	}
 	require.Eventually(t, func() bool { return lp.polling.Load() == 3 }, 10*time.Second, time.Millisecond)
-	_, err = lp.quick(large)
+	_, err := lp.quick(large)
 	require.ErrorIs(t, err, sdk.ErrInboundBudget)
 	time.Sleep(stall*5/4 + 500*time.Millisecond) // the stream sheds from here
 	for i := range 3 {
@@ -313,16 +314,14 @@ func TestWhileAStreamShedsEveryCancellationIsReadAtOnce(t *testing.T) {
 // taken once it has room, not refused.
 func TestAStreamThatRunsNothingWaitsForRoomAsLongAsItTakes(t *testing.T) {
 	const maxMessage = 256 << 10
-	budget := uint64(1 << 20)
-	settings, err := capacity.Resolve(sdk.InboundDispatchOptions{CoreHwmBudgetBytes: &budget}, maxMessage)
-	require.NoError(t, err)
-	meter := capacity.New(settings)
+	meter := budgetMeter(t, maxMessage)
 	lp := startLongPolls(t, meter, maxMessage, nil)
-	require.True(t, meter.Charge(int64(budget))) // other streams' calls fill the node's budget
-	_, err = lp.quick(0)
+	budget := int64(meter.Settings().Budget)
+	require.True(t, meter.Charge(budget)) // other streams' calls fill the node's budget
+	_, err := lp.quick(0)
 	require.ErrorIs(t, err, sdk.ErrInboundBudget, "the first finds no room, and the stream waits for some")
 	time.Sleep(time.Second) // past StallTimeout and the second check
-	time.AfterFunc(time.Second, func() { meter.Release(int64(budget)) })
+	time.AfterFunc(time.Second, func() { meter.Release(budget) })
 	for i := range 3 {
 		_, err := lp.quick(0)
 		require.NoError(t, err, "request %d is taken once there is room", i)
