@@ -134,7 +134,13 @@ func (c *Catalog) method(typ *spotType, name string, oneWay bool, req proto.Mess
 // the message's own outcome.
 func (c *Catalog) deliver(ctx context.Context, a *activation, md *sdk.MethodDesc, req proto.Message, oneWay bool) (proto.Message, bool, error) {
 	if c.stopping.Load() && a.current() == stateClosed {
-		return nil, false, c.errStopping()
+		if a.guard == nil {
+			return nil, false, c.errStopping() // an Entry Spot closes only with its node
+		}
+		// The node's shutdown closed the Spot after it was resolved: refused unrun, as a close
+		// of any other cause refuses, so that the caller resolves again, which creates it
+		// elsewhere on intent or answers not found (D4).
+		return nil, false, ErrClosing
 	}
 	if oneWay {
 		admitted, err := c.send(ctx, a, md, req)

@@ -391,6 +391,37 @@ func TestD4_IntentCallDuringReleaseWaitsThenCreates(t *testing.T) {
 	assert.Equal(t, 2, n.f.factoryRuns("d4"))
 }
 
+// D4, F8: a message resolved to a Spot that the node's shutdown closes before its delivery is
+// refused unrun as closing, as any close refuses, not answered as closed: its caller resolves
+// again, and an intent call is created where the store and placement say (the closing node
+// refuses to create it, so the caller places it elsewhere).
+func TestD4_AMessageForASpotTheShutdownClosedAfterItsResolveIsRefusedUnrun(t *testing.T) {
+	n := newNode(t, nodeOpts{})
+	target := sdk.InstanceIntent(roomType, "shut")
+	_, err := n.callT(target, "Join", "x")
+	require.NoError(t, err)
+	route, ok := n.cat.LocalSpot(target)
+	require.True(t, ok)
+
+	require.NoError(t, n.cat.Close(ctx))
+	for _, oneWay := range []bool{false, true} {
+		method := "Join"
+		if oneWay {
+			method = "BlockSend"
+		}
+		_, admitted, err := n.cat.Deliver(ctx, route, method, str("late"), oneWay)
+		assert.False(t, admitted, "one-way %v", oneWay)
+		assert.ErrorIs(t, err, catalog.ErrClosing, "one-way %v: the caller may resolve again", oneWay)
+		assert.NotErrorIs(t, err, sdk.ErrClosed, "one-way %v", oneWay)
+	}
+	assert.False(t, n.f.said1("shut:late"), "nothing ran")
+
+	_, err = n.callT(target, "Join", "again")
+	require.ErrorIs(t, err, sdk.ErrNotServing, "the closing node refuses to create it, unrun: the caller places it elsewhere")
+	_, err = n.callT(target.Plain(), "Join", "again")
+	require.ErrorIs(t, err, sdk.ErrNotFound, "a plain call finds it gone, as its released record says")
+}
+
 // quotaError is an application's typed error, as a factory may return.
 type quotaError struct{ tenant string }
 

@@ -101,6 +101,29 @@ func TestC3_AnIntentMessageAClosingCachedOwnerRefusedGoesWhereTheStoreSays(t *te
 	}
 }
 
+// D4, F8: a local intent message whose Spot this node's shutdown closed between its resolve
+// and its delivery is refused there unrun, and the router places it on a node that serves,
+// rather than answering that the node is closing.
+func TestD4_ALocalIntentMessageWhoseSpotTheShutdownClosedGoesElsewhere(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	closing, other := startPair(t, ctx, endpoints, testNodeOpts{}, testNodeOpts{})
+	awaitPeerState(t, ctx, closing.m, other.m.cfg.Node, sdk.PeerStateReady)
+	target := sdk.InstanceIntent(rttest.LedgerType, "shut").WithDesc(&rttest.LedgerDesc)
+	_, err := closing.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: closing.m.cfg.Node})
+	require.NoError(t, err)
+	route, ok := closing.cat.LocalSpot(target)
+	require.True(t, ok)
+
+	require.NoError(t, closing.cat.Close(ctx))
+	_, next, err := closing.m.deliverHere(ctx, target, hop{kind: hopHere, route: route}, rttest.LedgerRecord, wrapperspb.String("m2"), false)
+	require.Equal(t, hereRefused, next, "refused unrun, so the router looks again: %v", err)
+	_, err = closing.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m2"), sdk.CallOptions{})
+	require.NoError(t, err, "placed on the node that serves")
+	_, onOther := other.cat.LocalSpot(target)
+	assert.True(t, onOther, "created on the other node")
+	assert.Equal(t, int64(1), ledgerCount(t, ctx, other.m, target), "a fresh Spot; the refused message did not run")
+}
+
 // staleRoute creates the Ledger id on owner through caller, whose cached route then names
 // stale instead, and returns its target.
 func staleRoute(t *testing.T, ctx context.Context, caller, owner *testNode, id string, stale sdk.NodeID) sdk.Target {
