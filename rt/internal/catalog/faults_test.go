@@ -338,6 +338,36 @@ func TestF8_CloseIsBoundedByItsContext(t *testing.T) {
 	close(n.f.release)
 }
 
+// F8, C3: a Spot that the node's close force-stopped keeps its record until the node's lease
+// ends, and its handler may still run: a message for it is refused unrun as not serving, at
+// once, by the node itself (a local caller) or for a peer, so that the caller may look
+// elsewhere, and nothing is created on the closing node.
+func TestF8_AMessageForAForceStoppedSpotIsRefusedAsNotServing(t *testing.T) {
+	n := newNode(t, nodeOpts{cfg: func(c *catalog.Config) { c.OperationTimeout = time.Minute }})
+	target := room("forced")
+	_, err := n.call(target.ID(), "Join", "x")
+	require.NoError(t, err)
+	route, ok := n.cat.LocalSpot(target)
+	require.True(t, ok)
+	require.NoError(t, n.cat.Send(ctx, target, "BlockSend", str("")))
+	<-n.f.blocked
+	defer close(n.f.release)
+	c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, n.cat.Close(c), catalog.ErrForceStopped)
+	require.Equal(t, store.StateReady, n.lookup(t, roomType, target.ID()).State, "the record stays until the lease ends")
+
+	_, admitted, err := n.cat.Deliver(ctx, route, "Join", str("late"), false)
+	require.False(t, admitted)
+	require.ErrorIs(t, err, catalog.ErrClosing, "refused unrun: the caller resolves again")
+	_, err = n.call(target.ID(), "Join", "late")
+	require.ErrorIs(t, err, sdk.ErrNotServing, "the intent call is refused unrun")
+	_, err = n.cat.Resolve(ctx, target, catalog.Intent)
+	require.ErrorIs(t, err, sdk.ErrNotServing, "as a peer's intent call is")
+	assert.False(t, n.f.said1("forced:late"), "nothing ran")
+	assert.Equal(t, 1, n.f.factoryRuns(target.ID()), "nothing was created")
+}
+
 // D3: a closing callback that never returns holds its Spot's close only for OperationTimeout;
 // the location is released after it.
 func TestD3_HangingClosingCallbackDoesNotBlockTheClose(t *testing.T) {

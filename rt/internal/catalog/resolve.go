@@ -212,6 +212,11 @@ func (c *Catalog) local(ctx context.Context, key spotKey, mode Mode) (Route, boo
 		if mode == Plain {
 			return Route{}, false, fmt.Errorf("%w: %s %s/%q is closing", sdk.ErrNotFound, sp.Kind(), key.typ, key.id)
 		}
+		if c.stopping.Load() && a.current() == stateClosed {
+			// Force-stopped with its node (Close): its record stays until the lease ends, and
+			// this node creates nothing; there is no close to wait for.
+			return Route{}, false, c.errNotCreating(key)
+		}
 		// An intent call or a create that meets a close waits for it, then creates (D4).
 		return Route{}, true, c.waitClose(ctx, a)
 	}
