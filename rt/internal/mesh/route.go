@@ -108,6 +108,9 @@ func (m *Mesh) route(ctx context.Context, t sdk.Target, method string, req proto
 				continue
 			}
 			node, err := m.place(t.Type(), t.ID(), away)
+			if err != nil && away.reviveLed() {
+				node, err = m.place(t.Type(), t.ID(), away)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -179,6 +182,10 @@ type refusals struct {
 	last error
 	// refusers are the nodes that refused as not serving themselves, each with its refusal.
 	refusers []refusal
+	// led are the nodes of notServing that did not refuse but led the message to a node that
+	// did: a stale read of the record, or one of a Spot its owner has just closed. Placement
+	// leaves them out while another node may take the Spot (reviveLed).
+	led []sdk.NodeID
 }
 
 // refusal is a node's own refusal of a message as not serving.
@@ -195,6 +202,13 @@ func (r *refusals) note(err error, nodes ...sdk.NodeID) bool {
 	case atActivationCap(err):
 		r.full = appendNew(r.full, nodes...)
 	case errors.Is(err, sdk.ErrNotServing):
+		refuser := nodes[len(nodes)-1]
+		r.led = slices.DeleteFunc(r.led, func(n sdk.NodeID) bool { return n == refuser })
+		for _, n := range nodes[:len(nodes)-1] {
+			if n != refuser && !slices.Contains(r.notServing, n) {
+				r.led = append(r.led, n)
+			}
+		}
 		r.notServing = appendNew(r.notServing, nodes...)
 		r.last = err
 		// Only a node that a redirect or a read of the record led to is a refuser: the chosen
@@ -206,6 +220,20 @@ func (r *refusals) note(err error, nodes ...sdk.NodeID) bool {
 	default:
 		return false
 	}
+	return true
+}
+
+// reviveLed takes the nodes that only led the message to a refuser back among those placement
+// may choose, and reports whether there were any. With no other node left, such a node is
+// asked again: its next read of the record finds the Spot released by an owner that closed it
+// (and creates it), or leads to the same refuser, whose refusal is then the answer
+// (refusalOf).
+func (r *refusals) reviveLed() bool {
+	if len(r.led) == 0 {
+		return false
+	}
+	r.notServing = slices.DeleteFunc(r.notServing, func(n sdk.NodeID) bool { return slices.Contains(r.led, n) })
+	r.led = nil
 	return true
 }
 

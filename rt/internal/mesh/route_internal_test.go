@@ -369,6 +369,62 @@ func TestF7_AnIntentCallThatTheNodeASpotLeftRefusesFindsItOnItsNewOwner(t *testi
 	assert.Equal(t, int64(1), ledgerCount(t, ctx, caller.m, target.Plain()), "no second Spot was created")
 }
 
+// closesOwnerOnReserve is a store whose first reservation of the armed ID that finds the Spot
+// owned runs the armed func before it answers: the node reads an owner that then closes the
+// Spot.
+type closesOwnerOnReserve struct {
+	*store.Etcd
+	armed atomic.Pointer[reserveHook]
+}
+
+type reserveHook struct {
+	id   string
+	then func()
+}
+
+func (s *closesOwnerOnReserve) wrap(e *store.Etcd) store.Store {
+	s.Etcd = e
+	return s
+}
+
+func (s *closesOwnerOnReserve) Reserve(ctx context.Context, key store.SpotKey, kind sdk.SpotKind, owner store.Owner) (store.ReserveResult, error) {
+	r, err := s.Etcd.Reserve(ctx, key, kind, owner)
+	if h := s.armed.Load(); h != nil && err == nil && !r.Won && key.ID == h.id && s.armed.CompareAndSwap(h, nil) {
+		h.then()
+	}
+	return r, err
+}
+
+// B5, D4, C3: the node placement chose reads a new Spot's record, which names an owner that is
+// closing, and redirects the message there; the owner has closed the Spot meanwhile and refuses
+// to create it again as not serving. With no other node left, the chosen node is asked again:
+// it finds the record released and creates the Spot, rather than the owner's refusal being the
+// answer.
+func TestB5_AnIntentCallLedToAnOwnerThatHasJustClosedTheSpotIsCreatedWhereItWasPlaced(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	onReserve := &closesOwnerOnReserve{}
+	chosen := registerTestNodeWith(t, endpoints, "chosen", testNodeOpts{wrap: onReserve.wrap})
+	require.NoError(t, chosen.m.Start(ctx, chosen.st, chosen.reg, chosen.cat, serving))
+	closing := startMember(t, ctx, endpoints, "closing")
+	caller := registerTestNode(t, endpoints, "caller")
+	// The caller places nothing on itself.
+	require.NoError(t, caller.m.Start(ctx, caller.st, caller.reg, caller.cat, func() sdk.RuntimeState { return sdk.RuntimeStateDraining }))
+	awaitPeerState(t, ctx, caller.m, "chosen", sdk.PeerStateReady)
+	awaitPeerState(t, ctx, caller.m, "closing", sdk.PeerStateReady)
+	awaitPeerState(t, ctx, chosen.m, "closing", sdk.PeerStateReady)
+	id := placedOn(t, caller.m, "chosen")
+	target := sdk.InstanceIntent(rttest.LedgerType, id).WithDesc(&rttest.LedgerDesc)
+	_, err := closing.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "closing"})
+	require.NoError(t, err)
+	onReserve.armed.Store(&reserveHook{id: id, then: func() { assert.NoError(t, closing.cat.Close(ctx)) }})
+
+	where, err := caller.m.Call(ctx, target, rttest.LedgerWhere, wrapperspb.String(""), sdk.CallOptions{})
+	require.NoError(t, err, "created on the node placement chose")
+	assert.Equal(t, "chosen", where.(*wrapperspb.StringValue).GetValue())
+	assert.Nil(t, onReserve.armed.Load(), "the chosen node read the closing owner's record")
+	assert.Equal(t, int64(0), ledgerCount(t, ctx, caller.m, target), "a fresh Spot")
+}
+
 // B5, D6, C3: the node placement chose refuses a new Spot's message as not serving for a
 // moment (it is starting), while another caller's message creates the Spot there. The
 // message is placed elsewhere, whose read of the record leads back to that node: it is asked
