@@ -117,18 +117,19 @@ func (m *Mesh) route(ctx context.Context, t sdk.Target, method string, req proto
 			h = hop{kind: hopSend, node: node, placed: true, chosen: node}
 
 		case hopSend:
-			if h.node == m.cfg.Node {
-				h = m.hereHop(t, h)
-				continue
-			}
 			if h.placed && h.node != h.chosen {
 				if err := away.refusalOf(h.node); err != nil {
 					// A second node's read of the Spot's record leads to the owner that refused
-					// as not serving already: the Spot has not moved (F7 moves it elsewhere),
-					// and every other node would lead there again. Its refusal is the answer,
-					// after one other try rather than one through every node.
+					// as not serving already, this node or another: the Spot has not moved (F7
+					// moves it elsewhere), and every other node would lead there again. Its
+					// refusal is the answer, after one other try rather than one through every
+					// node.
 					return nil, err
 				}
+			}
+			if h.node == m.cfg.Node {
+				h = m.hereHop(t, h)
+				continue
 			}
 			if payload == nil {
 				b, err := proto.Marshal(req)

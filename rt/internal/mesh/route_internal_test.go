@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/rt/internal/rttest"
 	"github.com/zlink-go/zlink/rt/internal/store"
 	"github.com/zlink-go/zlink/rt/internal/store/storepb"
@@ -423,6 +424,69 @@ func TestB5_AnIntentCallLedToAnOwnerThatHasJustClosedTheSpotIsCreatedWhereItWasP
 	assert.Equal(t, "chosen", where.(*wrapperspb.StringValue).GetValue())
 	assert.Nil(t, onReserve.armed.Load(), "the chosen node read the closing owner's record")
 	assert.Equal(t, int64(0), ledgerCount(t, ctx, caller.m, target), "a fresh Spot")
+}
+
+// reserveCounter is a store that counts the reservations of one Spot ID.
+type reserveCounter struct {
+	*store.Etcd
+	id string
+	n  atomic.Int64
+}
+
+func (s *reserveCounter) wrap(e *store.Etcd) store.Store {
+	s.Etcd = e
+	return s
+}
+
+func (s *reserveCounter) Reserve(ctx context.Context, key store.SpotKey, kind sdk.SpotKind, owner store.Owner) (store.ReserveResult, error) {
+	if key.ID == s.id {
+		s.n.Add(1)
+	}
+	return s.Etcd.Reserve(ctx, key, kind, owner)
+}
+
+// B5, F8, C3: a create-intent message of a closing node for a Spot that the node's close
+// force-stopped (its record stays, naming the node, until the lease ends) is placed on another
+// node, whose read of the record leads back; the node refuses it as not serving, and with no
+// other node left the other node is asked once more, whose read leads back again: the closing
+// node's refusal is then the answer, as it is when the refuser is another node, rather than
+// the message going round until the hop bound.
+func TestB5_AnIntentCallOfAClosingNodeForItsForceStoppedSpotGetsItsRefusal(t *testing.T) {
+	endpoints, ctx := startEtcd(t)
+	const id = "forced"
+	counter := &reserveCounter{id: id}
+	other := registerTestNodeWith(t, endpoints, "other", testNodeOpts{wrap: counter.wrap})
+	require.NoError(t, other.m.Start(ctx, other.st, other.reg, other.cat, serving))
+	var state atomic.Uint32
+	state.Store(uint32(sdk.RuntimeStateServing))
+	closing := registerTestNode(t, endpoints, "closing")
+	require.NoError(t, closing.m.Start(ctx, closing.st, closing.reg, closing.cat, func() sdk.RuntimeState { return sdk.RuntimeState(state.Load()) }))
+	awaitPeerState(t, ctx, closing.m, "other", sdk.PeerStateReady)
+	awaitPeerState(t, ctx, other.m, "closing", sdk.PeerStateReady)
+
+	target := sdk.InstanceIntent(rttest.LedgerType, id).WithDesc(&rttest.LedgerDesc)
+	_, err := closing.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m1"), sdk.CallOptions{Node: "closing"})
+	require.NoError(t, err)
+	sleeping := make(chan struct{})
+	go func() {
+		defer close(sleeping)
+		_, _ = closing.m.Call(ctx, target.Plain(), rttest.LedgerSleep, wrapperspb.Int64(3000), sdk.CallOptions{})
+	}()
+	t.Cleanup(func() { <-sleeping })
+	time.Sleep(100 * time.Millisecond)
+	state.Store(uint32(sdk.RuntimeStateDraining)) // as the host's shutdown does before the catalog closes
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, closing.cat.Close(cctx), catalog.ErrForceStopped)
+	res, err := closing.st.Lookup(ctx, store.SpotKey{Type: rttest.LedgerType, ID: id})
+	require.NoError(t, err)
+	require.Equal(t, store.StateReady, res.State)
+	before := counter.n.Load()
+
+	_, err = closing.m.Call(ctx, target, rttest.LedgerRecord, wrapperspb.String("m2"), sdk.CallOptions{})
+	require.ErrorIs(t, err, sdk.ErrNotServing, "the closing node's own refusal is the answer")
+	assert.NotErrorIs(t, err, sdk.ErrStaleRoute)
+	assert.LessOrEqual(t, counter.n.Load()-before, int64(2), "the other node is asked twice at most")
 }
 
 // B5, D6, C3: the node placement chose refuses a new Spot's message as not serving for a
