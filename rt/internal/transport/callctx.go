@@ -249,9 +249,6 @@ func (c *callCtx) ending(now time.Time) error {
 // Value implements context.Context. Once Done made the context it reads, values come from it,
 // so that a context derived from this one attaches to it as to any cancelable context.
 func (c *callCtx) Value(key any) any {
-	if key == (readerKey{}) {
-		return c
-	}
 	if v, ok := capacity.ChargeValue(key, c.heldCharge()); ok {
 		return v
 	}

@@ -91,12 +91,10 @@ const holdForWokenCallers = 50 * time.Microsecond
 // queued is one message of the queue, a request, a reply or a cancel, and its encoded size as
 // an envelope, measured by the pusher outside the lock.
 type queued struct {
-	req     *wire.Request
-	reply   *wire.Reply
-	cancel  *wire.Cancel
-	reading *wire.Reading
-	probe   *wire.Probe
-	size    int
+	req    *wire.Request
+	reply  *wire.Reply
+	cancel *wire.Cancel
+	size   int
 	// once marks a request that its caller let go of when it queued it (Transport.CallOnce):
 	// the sender reuses it once it is sent.
 	once bool
@@ -106,16 +104,6 @@ func queuedRequest(r *wire.Request) queued { return queued{req: r, size: fieldSi
 func queuedReply(r *wire.Reply) queued     { return queued{reply: r, size: fieldSize(r.SizeVT())} }
 func queuedCancel(c *wire.Cancel) queued   { return queued{cancel: c, size: fieldSize(c.SizeVT())} }
 
-// queuedReading says that the stream is read (wire.Reading), and queuedProbe asks whether it
-// is (wire.Probe); both hold nothing, so one of each serves every stream.
-func queuedReading() queued { return queued{reading: readingNotice, size: fieldSize(0)} }
-func queuedProbe() queued   { return queued{probe: probeNotice, size: fieldSize(0)} }
-
-var (
-	readingNotice = &wire.Reading{}
-	probeNotice   = &wire.Probe{}
-)
-
 // fieldSize is the encoded size of a message field of n bytes: its tag (one byte for the
 // fields of an envelope and of a batch), its length and the message. An envelope is such a
 // field around its message, and a batch holds each envelope as one.
@@ -123,7 +111,7 @@ func fieldSize(n int) int { return 1 + protowire.SizeVarint(uint64(n)) + n }
 
 // wrap makes e the envelope of q, and only of q.
 func wrap(e *wire.Envelope, q queued) *wire.Envelope {
-	e.Request, e.Reply, e.Cancel, e.Reading, e.Probe = q.req, q.reply, q.cancel, q.reading, q.probe
+	e.Request, e.Reply, e.Cancel = q.req, q.reply, q.cancel
 	return e
 }
 
@@ -179,13 +167,6 @@ func (s *sender) pushWait(ctx context.Context, q queued) (ok bool, ctxErr error)
 	}
 	s.signal()
 	return true, nil
-}
-
-// full reports whether the queue is at its bound.
-func (s *sender) full() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.fullLocked()
 }
 
 // waitRoom waits until the queue is not full, the stream ends or ctx ends.

@@ -98,10 +98,6 @@ type Config struct {
 	// StallTimeout closes a peer's stream whose replies have waited this long without the peer
 	// taking any (default 30 s): the calls on it fail and the replies it holds are freed. It
 	// also bounds how long a stream waits for room while none of its requests ends (Meter).
-	// A stream to a peer that has said nothing for StallTimeout while calls were open on it,
-	// not even that it reads (a peer answers probes, and says so while it waits for room),
-	// closes too: the peer has stopped reading though its connection lives. Its calls fail,
-	// and those whose requests were never sent may go elsewhere.
 	StallTimeout time.Duration
 	// CloseGrace bounds how long Close waits for each peer's stream to end well (default 1 s,
 	// at most an hour): the peer has stopped sending, and every request the stream took in has
@@ -247,30 +243,7 @@ const (
 	// maxMessageHeader goes. A peer that sends none is held to maxSentEnvelopes, the bound
 	// that every release announces: no peer's batch is read without a count bound.
 	maxBatchHeader = "zlink-max-batch"
-	// readingHeader, in the server's response header, says that the server answers a Probe
-	// with a Reading, and how often at most it says Reading while its stream waits for room
-	// (nanoseconds): the caller may then close a stream that has said nothing for its
-	// StallTimeout while calls were open on it. A server that sends none is never taken for
-	// stopped.
-	readingHeader = "zlink-reading"
 )
-
-// readingEvery is how often a stream that waits for room says that it reads (readingHeader).
-func (t *Transport) readingEvery() time.Duration { return min(t.cfg.StallTimeout/4, time.Second) }
-
-// peerReadingEvery reads from a server's response header how often its stream says that it
-// reads while it waits for room: 0 when it does not answer probes.
-func peerReadingEvery(md metadata.MD) (time.Duration, error) {
-	v := md.Get(readingHeader)
-	if len(v) == 0 {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(v[0], 10, 64)
-	if err != nil || n <= 0 || n > int64(time.Hour) || len(v) > 1 {
-		return 0, fmt.Errorf("invalid %s header %q", readingHeader, v)
-	}
-	return time.Duration(n), nil
-}
 
 // maxBatch is maxSentEnvelopes as the maxBatchHeader value.
 var maxBatch = strconv.Itoa(maxSentEnvelopes)
@@ -659,8 +632,7 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	}
 	// Answer the headers at once, with this node's limits: the caller counts the stream ready
 	// when they arrive.
-	if err := s.SendHeader(metadata.Pairs(maxMessageHeader, t.maxMessage, maxBatchHeader, maxBatch,
-		readingHeader, strconv.FormatInt(int64(t.readingEvery()), 10))); err != nil {
+	if err := s.SendHeader(metadata.Pairs(maxMessageHeader, t.maxMessage, maxBatchHeader, maxBatch)); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(s.Context())
@@ -668,7 +640,7 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	defer stopIntake()
 	p := &peerStream{
 		t: t, from: from, lim: limits{own: t.cfg.MaxMessageSize, peer: peerMax},
-		freedCh: make(chan struct{}, 1), intake: intake, began: time.Now(),
+		freedCh: make(chan struct{}, 1), intake: intake,
 	}
 	if m := t.cfg.Meter; m != nil {
 		budget := m.Settings().Budget
@@ -720,8 +692,6 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 					}
 				case env.Cancel != nil:
 					p.cancel(env.Cancel.CallId)
-				case env.Probe != nil:
-					p.answerProbe()
 				}
 			}
 			b.reset()
@@ -800,10 +770,6 @@ type peerStream struct {
 	intake context.Context
 	// closing is set when the transport closes: requests read from then on are refused unrun.
 	closing atomic.Bool
-	// saidReading is when the stream last told the peer that it is read (sayReading), as time
-	// since began, the stream's start.
-	began       time.Time
-	saidReading atomic.Int64
 }
 
 // streamShareDivisor sets a stream's share of the Core HWM: a quarter of the budget, and at
@@ -856,7 +822,7 @@ func (p *peerStream) admit(ctx context.Context, req *wire.Request, arrived time.
 		case roomEnded:
 			return p.refuseClosing(ctx, req)
 		case roomShed:
-			if p.awaitReplyRoom() != nil {
+			if p.out.waitRoom(p.intake) != nil {
 				return p.refuseClosing(ctx, req)
 			}
 			p.refuseWith(req, fmt.Errorf("node %s did not run the request from %s: its application job queue is paused, and none of that stream's requests ended while it waited for room: %w",
@@ -864,7 +830,7 @@ func (p *peerStream) admit(ctx context.Context, req *wire.Request, arrived time.
 			return true
 		}
 	}
-	if p.awaitReplyRoom() != nil {
+	if p.out.waitRoom(p.intake) != nil {
 		return p.refuseClosing(ctx, req)
 	}
 	// Every byte of it that the node holds: its payload and its texts (E7).
@@ -914,7 +880,7 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 	for second := false; ; {
 		if p.admitted == released {
 			p.shedding = false
-			if p.waitReading(p.intake, wait) != nil {
+			if wait(p.intake) != nil {
 				return roomEnded
 			}
 			return roomMade
@@ -927,7 +893,7 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 			d = min(stall/4, time.Second)
 		}
 		wctx, cancel := context.WithTimeout(p.intake, d)
-		err := p.waitReading(wctx, wait)
+		err := wait(wctx)
 		cancel()
 		switch {
 		case err == nil:
@@ -948,73 +914,6 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 	p.t.log.Warn("none of a peer's calls has ended while its stream waited for room: its requests are refused until one fits, and its cancellations are read",
 		"peer", p.from, "after", stall)
 	return roomShed
-}
-
-// awaitReplyRoom waits until the stream's reply queue has room, telling the peer meanwhile
-// that the stream still reads (waitReading), and returns the intake's error if it ends first.
-func (p *peerStream) awaitReplyRoom() error {
-	if !p.out.full() {
-		return nil
-	}
-	return p.waitReading(p.intake, p.out.waitRoom)
-}
-
-// waitReading runs wait, a wait for room to take a request in, in windows of readingEvery, and
-// after each window that ends without room tells the peer that the stream is read
-// (wire.Reading): the peer's requests are not read meanwhile, and the peer tells this wait from
-// a reader that has stopped (link.session). Only the reader itself says so. It returns wait's
-// outcome, or ctx's error once ctx ends.
-func (p *peerStream) waitReading(ctx context.Context, wait func(context.Context) error) error {
-	every := p.t.readingEvery()
-	for {
-		wctx, cancel := context.WithTimeout(ctx, every)
-		err := wait(wctx)
-		window := err != nil && ctx.Err() == nil && wctx.Err() != nil
-		cancel()
-		if !window {
-			return err
-		}
-		p.sayReading()
-	}
-}
-
-// sayReading tells the peer that the stream is read: the reader waits for room, or read a
-// probe (answerProbe).
-func (p *peerStream) sayReading() {
-	p.saidReading.Store(int64(time.Since(p.began)))
-	if n := p.out.push(queuedReading()); n > 0 && p.t.cfg.Meter != nil {
-		p.held.Add(int64(n)) // as a reply's: its sending returns them (freed)
-	}
-}
-
-// answerProbe answers the peer's probe, read just now, with Reading, unless the stream said so
-// lately: a peer probes once a quarter of its StallTimeout at most, and one that floods probes
-// gets an answer an eighth of readingEvery at most, within the reply queue's bound.
-func (p *peerStream) answerProbe() {
-	if time.Since(p.began)-time.Duration(p.saidReading.Load()) < p.t.readingEvery()/8 {
-		return
-	}
-	p.saidReading.Store(int64(time.Since(p.began)))
-	if n, _ := p.out.pushWithin(queuedReading(), 0); n > 0 && p.t.cfg.Meter != nil {
-		p.held.Add(int64(n))
-	}
-}
-
-// readerKey finds a peer's request's context (callCtx) in a context derived from it.
-type readerKey struct{}
-
-// WaitReading runs wait, a Handler's wait for room to take a peer's request in (a slot of a
-// bounded pool, say), which the stream's reader makes when Handle waits: while it lasts, the
-// peer is told at intervals that the stream is read, as the transport's own waits tell it, so
-// that the peer does not take the stream for one that has stopped reading. ctx is the
-// request's context, or one derived from it; with any other, WaitReading is wait(ctx). It
-// returns wait's outcome, or ctx's error once ctx ends.
-func WaitReading(ctx context.Context, wait func(context.Context) error) error {
-	c, ok := ctx.Value(readerKey{}).(*callCtx)
-	if !ok || c.p == nil {
-		return wait(ctx)
-	}
-	return c.p.waitReading(ctx, wait)
 }
 
 // refuseClosing refuses req unrun because the transport is closing, once the replies queued
