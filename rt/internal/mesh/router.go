@@ -54,9 +54,9 @@ func (m *Mesh) invoke(ctx context.Context, t sdk.Target, method string, req prot
 	// The hot path: the Spot is active on this node. Only a valid target can be found there,
 	// so validation waits for the paths that go further.
 	if route, ok := m.cat.LocalSpot(t); ok {
-		reply, next, err := m.deliverHere(ctx, t, hop{kind: hopHere, route: route}, method, req, oneWay)
-		if next == hereDone {
-			return reply, err
+		reply, admitted, err := m.cat.Deliver(ctx, route, method, req, oneWay)
+		if admitted || !errors.Is(err, catalog.ErrClosing) {
+			return reply, m.dispatched(ctx, t, method, oneWay, err)
 		}
 	} else if act, ok := m.cat.LocalActor(t); ok {
 		// The Actor's hot path: it is a member of a Spot active on this node.
