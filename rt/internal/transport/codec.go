@@ -130,7 +130,7 @@ func checkEnvelope(i int, env *wire.Envelope) error {
 // envelopeHolds is how many messages env holds (0 for a nil envelope).
 func envelopeHolds(env *wire.Envelope) int {
 	held := 0
-	for _, set := range [...]bool{env.GetRequest() != nil, env.GetReply() != nil, env.GetCancel() != nil} {
+	for _, set := range [...]bool{env.GetRequest() != nil, env.GetReply() != nil, env.GetCancel() != nil, env.GetReading() != nil, env.GetProbe() != nil} {
 		if set {
 			held++
 		}

@@ -299,10 +299,14 @@ func (x *Batch) GetEnvelopes() []*Envelope {
 // refused, and an envelope that holds none of them is passed over. They are plain fields, not a
 // oneof: the bytes on the wire are the same, and reading an envelope allocates no case wrapper.
 type Envelope struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Request       *Request               `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
-	Reply         *Reply                 `protobuf:"bytes,2,opt,name=reply,proto3" json:"reply,omitempty"`
-	Cancel        *Cancel                `protobuf:"bytes,3,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Request *Request               `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	Reply   *Reply                 `protobuf:"bytes,2,opt,name=reply,proto3" json:"reply,omitempty"`
+	Cancel  *Cancel                `protobuf:"bytes,3,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	// From the serving side of a stream only.
+	Reading *Reading `protobuf:"bytes,4,opt,name=reading,proto3" json:"reading,omitempty"`
+	// From the calling side of a stream only.
+	Probe         *Probe `protobuf:"bytes,5,opt,name=probe,proto3" json:"probe,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -354,6 +358,20 @@ func (x *Envelope) GetReply() *Reply {
 func (x *Envelope) GetCancel() *Cancel {
 	if x != nil {
 		return x.Cancel
+	}
+	return nil
+}
+
+func (x *Envelope) GetReading() *Reading {
+	if x != nil {
+		return x.Reading
+	}
+	return nil
+}
+
+func (x *Envelope) GetProbe() *Probe {
+	if x != nil {
+		return x.Probe
 	}
 	return nil
 }
@@ -1187,6 +1205,85 @@ func (x *Cancel) GetCallId() uint64 {
 	return 0
 }
 
+// Reading says that the serving side of a stream reads it, though no reply may have come for a
+// while: it answers a Probe as it reads it, and it says so once an interval (which it announces
+// with its stream's headers) while it reads batches, and while it waits for room to take a
+// request in. The caller tells by it a node that is slow or waits for room from one that has
+// stopped reading.
+type Reading struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reading) Reset() {
+	*x = Reading{}
+	mi := &file_wire_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reading) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reading) ProtoMessage() {}
+
+func (x *Reading) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reading.ProtoReflect.Descriptor instead.
+func (*Reading) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{11}
+}
+
+// Probe asks the serving side of a stream whether it reads it: the caller sends it on a
+// stream that has calls open and from which nothing has come for a while.
+type Probe struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Probe) Reset() {
+	*x = Probe{}
+	mi := &file_wire_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Probe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Probe) ProtoMessage() {}
+
+func (x *Probe) ProtoReflect() protoreflect.Message {
+	mi := &file_wire_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Probe.ProtoReflect.Descriptor instead.
+func (*Probe) Descriptor() ([]byte, []int) {
+	return file_wire_proto_rawDescGZIP(), []int{12}
+}
+
 type Error struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Code    Code                   `protobuf:"varint,1,opt,name=code,proto3,enum=zlink.wire.v1.Code" json:"code,omitempty"`
@@ -1210,7 +1307,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_wire_proto_msgTypes[11]
+	mi := &file_wire_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1319,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_wire_proto_msgTypes[11]
+	mi := &file_wire_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1332,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_wire_proto_rawDescGZIP(), []int{11}
+	return file_wire_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Error) GetCode() Code {
@@ -1315,11 +1412,13 @@ const file_wire_proto_rawDesc = "" +
 	"\n" +
 	"wire.proto\x12\rzlink.wire.v1\">\n" +
 	"\x05Batch\x125\n" +
-	"\tenvelopes\x18\x01 \x03(\v2\x17.zlink.wire.v1.EnvelopeR\tenvelopes\"\x97\x01\n" +
+	"\tenvelopes\x18\x01 \x03(\v2\x17.zlink.wire.v1.EnvelopeR\tenvelopes\"\xf5\x01\n" +
 	"\bEnvelope\x120\n" +
 	"\arequest\x18\x01 \x01(\v2\x16.zlink.wire.v1.RequestR\arequest\x12*\n" +
 	"\x05reply\x18\x02 \x01(\v2\x14.zlink.wire.v1.ReplyR\x05reply\x12-\n" +
-	"\x06cancel\x18\x03 \x01(\v2\x15.zlink.wire.v1.CancelR\x06cancel\"\xaa\x03\n" +
+	"\x06cancel\x18\x03 \x01(\v2\x15.zlink.wire.v1.CancelR\x06cancel\x120\n" +
+	"\areading\x18\x04 \x01(\v2\x16.zlink.wire.v1.ReadingR\areading\x12*\n" +
+	"\x05probe\x18\x05 \x01(\v2\x14.zlink.wire.v1.ProbeR\x05probe\"\xaa\x03\n" +
 	"\aRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12!\n" +
 	"\x02op\x18\x02 \x01(\x0e2\x11.zlink.wire.v1.OpR\x02op\x12\x12\n" +
@@ -1402,7 +1501,9 @@ const file_wire_proto_rawDesc = "" +
 	"\x04held\x18\b \x01(\bR\x04held\x12\x18\n" +
 	"\adropped\x18\t \x01(\bR\adropped\"!\n" +
 	"\x06Cancel\x12\x17\n" +
-	"\acall_id\x18\x01 \x01(\x04R\x06callId\"\x90\x02\n" +
+	"\acall_id\x18\x01 \x01(\x04R\x06callId\"\t\n" +
+	"\aReading\"\a\n" +
+	"\x05Probe\"\x90\x02\n" +
 	"\x05Error\x12'\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x13.zlink.wire.v1.CodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x19\n" +
@@ -1474,7 +1575,7 @@ func file_wire_proto_rawDescGZIP() []byte {
 }
 
 var file_wire_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_wire_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_wire_proto_goTypes = []any{
 	(Op)(0),               // 0: zlink.wire.v1.Op
 	(Code)(0),             // 1: zlink.wire.v1.Code
@@ -1489,22 +1590,26 @@ var file_wire_proto_goTypes = []any{
 	(*ActorHost)(nil),     // 10: zlink.wire.v1.ActorHost
 	(*Reply)(nil),         // 11: zlink.wire.v1.Reply
 	(*Cancel)(nil),        // 12: zlink.wire.v1.Cancel
-	(*Error)(nil),         // 13: zlink.wire.v1.Error
+	(*Reading)(nil),       // 13: zlink.wire.v1.Reading
+	(*Probe)(nil),         // 14: zlink.wire.v1.Probe
+	(*Error)(nil),         // 15: zlink.wire.v1.Error
 }
 var file_wire_proto_depIdxs = []int32{
 	3,  // 0: zlink.wire.v1.Batch.envelopes:type_name -> zlink.wire.v1.Envelope
 	4,  // 1: zlink.wire.v1.Envelope.request:type_name -> zlink.wire.v1.Request
 	11, // 2: zlink.wire.v1.Envelope.reply:type_name -> zlink.wire.v1.Reply
 	12, // 3: zlink.wire.v1.Envelope.cancel:type_name -> zlink.wire.v1.Cancel
-	0,  // 4: zlink.wire.v1.Request.op:type_name -> zlink.wire.v1.Op
-	6,  // 5: zlink.wire.v1.SpotArrival.members:type_name -> zlink.wire.v1.MemberArrival
-	13, // 6: zlink.wire.v1.Reply.error:type_name -> zlink.wire.v1.Error
-	1,  // 7: zlink.wire.v1.Error.code:type_name -> zlink.wire.v1.Code
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	13, // 4: zlink.wire.v1.Envelope.reading:type_name -> zlink.wire.v1.Reading
+	14, // 5: zlink.wire.v1.Envelope.probe:type_name -> zlink.wire.v1.Probe
+	0,  // 6: zlink.wire.v1.Request.op:type_name -> zlink.wire.v1.Op
+	6,  // 7: zlink.wire.v1.SpotArrival.members:type_name -> zlink.wire.v1.MemberArrival
+	15, // 8: zlink.wire.v1.Reply.error:type_name -> zlink.wire.v1.Error
+	1,  // 9: zlink.wire.v1.Error.code:type_name -> zlink.wire.v1.Code
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_wire_proto_init() }
@@ -1518,7 +1623,7 @@ func file_wire_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_wire_proto_rawDesc), len(file_wire_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
