@@ -428,7 +428,14 @@ func (m *Meter) waitPermit(ctx context.Context) error {
 			m.leaveQueue(wake)
 			return nil
 		}
-		if !p.await(ctx, wake) {
+		// On a peer's stream's reader, the peer is told meanwhile that the stream is read.
+		waited := AsReader(ctx, func(c context.Context) error {
+			if p.await(c, wake) {
+				return nil
+			}
+			return c.Err()
+		})
+		if waited != nil {
 			m.leaveQueue(wake)
 			return fmt.Errorf("the node's application job queue stayed full (%d jobs queued or running) until the caller's context ended: %w (%w)",
 				m.s.MaxJobs, &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: m.s.MaxJobs}, ctx.Err())

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/exec"
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -330,7 +331,9 @@ func (c *Catalog) actorRefusal(ctx context.Context, err error, act *actor, md *s
 		// The close or relocation of its Spot waits for this very turn.
 		return fmt.Errorf("%w: %s.%s on %v from its Spot's own turn: the Spot is closing or moving", sdk.ErrClosed, act.typ.desc.Name, md.Name, act.Target())
 	}
-	if werr := c.awaitDecision(ctx, a); werr != nil {
+	// Should this wait ever hold up a peer's stream's reader, the peer is told meanwhile that
+	// the stream is read.
+	if werr := capacity.AsReader(ctx, func(ctx context.Context) error { return c.awaitDecision(ctx, a) }); werr != nil {
 		return werr
 	}
 	if act.committed.Load() {

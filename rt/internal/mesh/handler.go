@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/zlink-go/zlink/rt/internal/capacity"
 	"github.com/zlink-go/zlink/rt/internal/catalog"
 	"github.com/zlink-go/zlink/rt/internal/telemetry"
 	"github.com/zlink-go/zlink/rt/internal/transport"
@@ -343,12 +344,27 @@ func (m *Mesh) admitReply(err error) *wire.Reply {
 func (m *Mesh) slow(ctx context.Context, reply func(*wire.Reply), fn func()) {
 	select {
 	case m.slowSlots <- struct{}{}:
-	case <-ctx.Done():
-		reply(refusedReply(fmt.Errorf("node %s is busy: %w", m.cfg.Node, &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: int64(cap(m.slowSlots))})))
-		return
-	case <-m.ctx.Done():
-		reply(refusedReply(fmt.Errorf("%w: node %s is closing", sdk.ErrNotServing, m.cfg.Node)))
-		return
+	default:
+		// Every slot is taken: the stream is not read until one frees, which its peer is told
+		// meanwhile, so that it does not take the stream for one that has stopped reading.
+		err := capacity.AsReader(ctx, func(c context.Context) error {
+			select {
+			case m.slowSlots <- struct{}{}:
+				return nil
+			case <-c.Done():
+				return c.Err()
+			case <-m.ctx.Done():
+				return errMeshClosed
+			}
+		})
+		switch {
+		case errors.Is(err, errMeshClosed):
+			reply(refusedReply(fmt.Errorf("%w: node %s is closing", sdk.ErrNotServing, m.cfg.Node)))
+			return
+		case err != nil:
+			reply(refusedReply(fmt.Errorf("node %s is busy: %w", m.cfg.Node, &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: int64(cap(m.slowSlots))})))
+			return
+		}
 	}
 	// Pooled: a creation's calls through the etcd client would grow a new goroutine's stack
 	// by copying, two or three times per request.
@@ -359,6 +375,9 @@ func (m *Mesh) slow(ctx context.Context, reply func(*wire.Reply), fn func()) {
 		fn()
 	})
 }
+
+// errMeshClosed ends a wait for a slot of the slow pool when the mesh closes.
+var errMeshClosed = errors.New("mesh: closed")
 
 // recycleRequest gives a peer's request, which the transport decoded, back for reuse with its
 // payload's array; tests see what goes back through it.

@@ -33,6 +33,9 @@ type callCtx struct {
 	made atomic.Pointer[madeCtx]
 	// flags holds callCanceled, callAnswered and the error Err answered first, if any.
 	flags atomic.Uint32
+	// taking is set while the stream's reader takes the request in (Handle): its waits then
+	// hold up the stream.
+	taking atomic.Bool
 	// wallDeadline says the deadline came as a wall clock time alone (the caller's absolute
 	// deadline), which Deadline answers as it came.
 	wallDeadline bool
@@ -249,6 +252,9 @@ func (c *callCtx) ending(now time.Time) error {
 // Value implements context.Context. Once Done made the context it reads, values come from it,
 // so that a context derived from this one attaches to it as to any cancelable context.
 func (c *callCtx) Value(key any) any {
+	if v, ok := capacity.ReaderWaitValue(key, c); ok {
+		return v
+	}
 	if v, ok := capacity.ChargeValue(key, c.heldCharge()); ok {
 		return v
 	}
@@ -259,6 +265,16 @@ func (c *callCtx) Value(key any) any {
 		return m.ctx.Value(key)
 	}
 	return c.stream.Value(key)
+}
+
+// WaitAsReader implements capacity.ReaderWaiter: wait is a wait of the stream's reader
+// (peerStream.waitReading) for as long as the reader takes this request in (Handle), and a
+// plain wait(ctx) otherwise, such as one off the reader that outlives Handle.
+func (c *callCtx) WaitAsReader(ctx context.Context, wait func(context.Context) error) error {
+	if c.p == nil || !c.taking.Load() {
+		return wait(ctx)
+	}
+	return c.p.waitReading(ctx, wait, c.taking.Load)
 }
 
 // cancel ends the context: the caller gave up, or the call is done.

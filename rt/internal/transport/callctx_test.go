@@ -257,3 +257,13 @@ func TestARequestContextEndsWithOneErrorUnderRaces(t *testing.T) {
 		require.Equal(t, err, c.Err(), "round %d", i)
 	}
 }
+
+type otherKey struct{}
+
+// A look-up in a peer's request's context (a charge's, a turn's, a trace's: several per
+// request) allocates nothing, whatever the key.
+func TestALookUpInARequestsContextAllocatesNothing(t *testing.T) {
+	c := &callCtx{stream: context.Background()}
+	allocs := testing.AllocsPerRun(1000, func() { _ = c.Value(otherKey{}) })
+	assert.Zero(t, allocs, "allocations per Value")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -175,6 +176,10 @@ func (l *link) session() error {
 	if err != nil {
 		return err
 	}
+	readingEvery, err := peerReadingEvery(hdr)
+	if err != nil {
+		return err
+	}
 	lim := limits{own: l.t.cfg.MaxMessageSize, peer: peerMax}
 	out := newSender(l.t.counted(func(b *wire.Batch) error { return stream.SendMsg(b) }), lim.max(), l.t.cfg.Meter, false)
 	if h := l.t.hooks.hold; h > 0 {
@@ -187,6 +192,7 @@ func (l *link) session() error {
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- out.run(sctx) }()
 	l.setState(sdk.PeerStateReady, out, lim, nil)
+	watch := newReadWatch(max(l.t.cfg.StallTimeout, 4*readingEvery))
 	recvErr := make(chan error, 1)
 	go func() {
 		b := inBatch{max: peerBatch}
@@ -196,6 +202,7 @@ func (l *link) session() error {
 				recvErr <- err
 				return
 			}
+			watch.heard()
 			for _, env := range b.envelopes() {
 				if r := env.Reply; r != nil && r.CallId == closingNotice {
 					// The replies before the notice reach their calls first, as they came.
@@ -209,15 +216,92 @@ func (l *link) session() error {
 			b.reset()
 		}
 	}()
-	select {
-	case err = <-recvErr:
-		cancel()
-		<-sendErr
-	case err = <-sendErr:
-		cancel()
-		<-recvErr
+	// A peer that answers probes (readingHeader) is watched while calls are open on the
+	// stream: one that has said nothing for the watch's stall, not even that it reads, has
+	// stopped reading though its connection and keepalive live, and the session ends, with
+	// the calls on it, rather than hold them for good.
+	var check <-chan time.Time
+	if readingEvery > 0 {
+		tick := time.NewTicker(min(watch.stall/4, time.Second))
+		defer tick.Stop()
+		check = tick.C
 	}
-	return err
+	for {
+		select {
+		case err = <-recvErr:
+			cancel()
+			<-sendErr
+			return err
+		case err = <-sendErr:
+			cancel()
+			<-recvErr
+			return err
+		case <-check:
+			if watch.check(!l.noneOpen(), func() { out.push(queuedProbe()) }) {
+				cancel()
+				<-sendErr
+				<-recvErr
+				return fmt.Errorf("node %s has said nothing for %v while calls were open on the stream, not even that it reads it", l.peer, watch.stall)
+			}
+		}
+	}
+}
+
+// readWatch tells a peer that has stopped reading a stream, while its connection lives, from
+// one that is slow to answer or waits for room: a peer that reads answers a probe (wire.Probe)
+// as it reads it, and says that it reads while it waits for room (wire.Reading).
+type readWatch struct {
+	began time.Time
+	stall time.Duration // the longest silence while calls are open
+	// last is when anything last came from the peer, as time since began.
+	last atomic.Int64
+	// Only check touches these, as times since began: quietFrom is when the watch last found
+	// no call open, firstProbe and probed when it sent the first and the last probe.
+	quietFrom, firstProbe, probed time.Duration
+	stalls                        int
+}
+
+func newReadWatch(stall time.Duration) *readWatch {
+	return &readWatch{began: time.Now(), stall: stall}
+}
+
+// heard notes that something came from the peer.
+func (w *readWatch) heard() { w.last.Store(int64(time.Since(w.began))) }
+
+// check is the watch's periodic look: open says whether calls are open on the stream. The
+// silence counts from the later of anything heard from the peer and the last check with no
+// call open; what this side sent is no sign, since the connection takes it in whether or not
+// the peer's reader reads. While calls are open and the silence passes a quarter of the stall,
+// it probes the peer (once a quarter), and it reports the peer as stopped once the silence has
+// passed the stall, a quarter of it has passed since the silence's first probe, and both held
+// at the check before: after a pause of this process the first check comes at once, before
+// anything the peer sent meanwhile has been read or the peer has had time to answer.
+func (w *readWatch) check(open bool, probe func()) (stopped bool) {
+	now := time.Since(w.began)
+	if !open {
+		w.quietFrom, w.stalls = now, 0
+		return false
+	}
+	from := max(w.quietFrom, time.Duration(w.last.Load()))
+	quiet, every := now-from, w.stall/4
+	if quiet <= every {
+		w.stalls = 0
+		return false
+	}
+	switch {
+	case w.firstProbe <= from:
+		probe()
+		w.firstProbe, w.probed = now, now
+	case now-w.probed >= every:
+		probe()
+		w.probed = now
+	}
+	if quiet <= w.stall || now-w.firstProbe < every {
+		w.stalls = 0
+		return false
+	}
+	w.stalls++
+	return w.stalls >= 2
 }
 
 // peerClosing takes the peer's notice r that it closes the session whose sender is out: new

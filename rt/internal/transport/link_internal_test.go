@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/zlink-go/zlink/rt/internal/wire"
 	"github.com/zlink-go/zlink/sdk"
@@ -117,4 +118,59 @@ func TestACallWhileAPeersLinkIsReplacedGoesToTheNewLink(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, second.Addr(), l.endpoint)
 	require.NoError(t, call())
+}
+
+// A server's readingHeader says how often its stream says that it waits for room: a caller
+// reads it as a duration, none as a server that never says so, and refuses, naming the
+// header, one that is not a single positive count of nanoseconds of an hour at most.
+func TestAPeersReadingHeaderIsReadOrRefused(t *testing.T) {
+	every, err := peerReadingEvery(metadata.Pairs(readingHeader, "250000000"))
+	require.NoError(t, err)
+	assert.Equal(t, 250*time.Millisecond, every)
+	every, err = peerReadingEvery(metadata.MD{})
+	require.NoError(t, err)
+	assert.Zero(t, every, "a server that does not say so")
+	for _, bad := range [][]string{{"0"}, {"-5"}, {"soon"}, {"7200000000000"}, {"1", "2"}} {
+		md := metadata.MD{}
+		md.Append(readingHeader, bad...)
+		_, err := peerReadingEvery(md)
+		assert.ErrorContains(t, err, readingHeader, "%q", bad)
+	}
+}
+
+// A read watch gives up on a peer only while calls are open, after probing it, once its
+// silence has passed the stall, a quarter of the stall has passed since the silence's first
+// probe, and two checks in a row found both: a pause of this process that jumps the silence
+// past the stall before any probe went does not end the stream at once. Anything heard from
+// the peer ends the silence.
+func TestAReadWatchProbesASilentPeerBeforeItGivesUpOnIt(t *testing.T) {
+	w := newReadWatch(4 * time.Second) // probes after 1 s of silence
+	probes := 0
+	probe := func() { probes++ }
+	pass := func(d time.Duration) { w.began = w.began.Add(-d) } // time passes for the watch
+
+	pass(time.Minute)
+	require.False(t, w.check(false, probe), "no call open: never")
+	pass(500 * time.Millisecond)
+	require.False(t, w.check(true, probe), "silent for less than a quarter of the stall")
+	require.Zero(t, probes)
+
+	pass(10 * time.Second) // this process paused
+	require.False(t, w.check(true, probe), "the first probe of the silence has just gone")
+	require.Equal(t, 1, probes)
+	pass(500 * time.Millisecond)
+	require.False(t, w.check(true, probe), "the peer has had less than a quarter of the stall to answer")
+	pass(600 * time.Millisecond)
+	require.False(t, w.check(true, probe), "the first check to find it so")
+	require.Equal(t, 2, probes, "probed again a quarter of the stall after the first")
+	w.heard()
+	require.False(t, w.check(true, probe), "the peer answered")
+
+	pass(1500 * time.Millisecond)
+	require.False(t, w.check(true, probe))
+	require.Equal(t, 3, probes, "a new silence, a new probe")
+	pass(4 * time.Second)
+	require.False(t, w.check(true, probe))
+	pass(500 * time.Millisecond)
+	assert.True(t, w.check(true, probe), "silent past the stall at two checks in a row, probed long enough ago")
 }

@@ -98,11 +98,34 @@ type queued struct {
 	// once marks a request that its caller let go of when it queued it (Transport.CallOnce):
 	// the sender reuses it once it is sent.
 	once bool
+	// notice is set for a message that holds nothing: Reading or Probe.
+	notice notice
 }
+
+// notice is a message of the stream's read watch, which holds nothing.
+type notice uint8
+
+// The notices; the zero notice is none.
+const (
+	// noticeReading says that the stream is read (wire.Reading).
+	noticeReading notice = iota + 1
+	// noticeProbe asks whether it is (wire.Probe).
+	noticeProbe
+)
 
 func queuedRequest(r *wire.Request) queued { return queued{req: r, size: fieldSize(r.SizeVT())} }
 func queuedReply(r *wire.Reply) queued     { return queued{reply: r, size: fieldSize(r.SizeVT())} }
 func queuedCancel(c *wire.Cancel) queued   { return queued{cancel: c, size: fieldSize(c.SizeVT())} }
+
+// queuedReading says that the stream is read, and queuedProbe asks whether it is.
+func queuedReading() queued { return queued{notice: noticeReading, size: fieldSize(0)} }
+func queuedProbe() queued   { return queued{notice: noticeProbe, size: fieldSize(0)} }
+
+// readingNotice and probeNotice hold nothing, so one of each serves every stream.
+var (
+	readingNotice = &wire.Reading{}
+	probeNotice   = &wire.Probe{}
+)
 
 // fieldSize is the encoded size of a message field of n bytes: its tag (one byte for the
 // fields of an envelope and of a batch), its length and the message. An envelope is such a
@@ -111,7 +134,13 @@ func fieldSize(n int) int { return 1 + protowire.SizeVarint(uint64(n)) + n }
 
 // wrap makes e the envelope of q, and only of q.
 func wrap(e *wire.Envelope, q queued) *wire.Envelope {
-	e.Request, e.Reply, e.Cancel = q.req, q.reply, q.cancel
+	e.Request, e.Reply, e.Cancel, e.Reading, e.Probe = q.req, q.reply, q.cancel, nil, nil
+	switch q.notice {
+	case noticeReading:
+		e.Reading = readingNotice
+	case noticeProbe:
+		e.Probe = probeNotice
+	}
 	return e
 }
 
@@ -167,6 +196,13 @@ func (s *sender) pushWait(ctx context.Context, q queued) (ok bool, ctxErr error)
 	}
 	s.signal()
 	return true, nil
+}
+
+// full reports whether the queue is at its bound.
+func (s *sender) full() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fullLocked()
 }
 
 // waitRoom waits until the queue is not full, the stream ends or ctx ends.

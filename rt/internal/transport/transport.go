@@ -98,6 +98,12 @@ type Config struct {
 	// StallTimeout closes a peer's stream whose replies have waited this long without the peer
 	// taking any (default 30 s): the calls on it fail and the replies it holds are freed. It
 	// also bounds how long a stream waits for room while none of its requests ends (Meter).
+	// A stream to a peer that has said nothing for StallTimeout (at least four of the intervals
+	// the peer announces) while calls were open on it, not even that it reads (a peer answers
+	// probes, and says so while its reader reads or waits for room), closes too: the peer has
+	// stopped reading though its connection lives. Its calls fail, and those whose requests
+	// were never sent may go elsewhere. A batch of requests (at most the peer's largest
+	// message) must therefore cross the link within StallTimeout.
 	StallTimeout time.Duration
 	// CloseGrace bounds how long Close waits for each peer's stream to end well (default 1 s,
 	// at most an hour): the peer has stopped sending, and every request the stream took in has
@@ -243,7 +249,31 @@ const (
 	// maxMessageHeader goes. A peer that sends none is held to maxSentEnvelopes, the bound
 	// that every release announces: no peer's batch is read without a count bound.
 	maxBatchHeader = "zlink-max-batch"
+	// readingHeader, in the server's response header, says that the server answers a Probe
+	// with a Reading, and the longest it lets pass without saying Reading while its stream's
+	// reader reads batches or waits for room (nanoseconds): the caller may then close a
+	// stream that has said nothing for its StallTimeout while calls were open on it. A server
+	// that sends none is never taken for stopped.
+	readingHeader = "zlink-reading"
 )
+
+// readingEvery is the longest that a stream whose reader reads or waits for room lets pass
+// without saying that it reads (readingHeader).
+func (t *Transport) readingEvery() time.Duration { return min(t.cfg.StallTimeout/4, time.Second) }
+
+// peerReadingEvery reads from a server's response header how often its stream says that it
+// reads while it waits for room: 0 when it does not answer probes.
+func peerReadingEvery(md metadata.MD) (time.Duration, error) {
+	v := md.Get(readingHeader)
+	if len(v) == 0 {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v[0], 10, 64)
+	if err != nil || n <= 0 || n > int64(time.Hour) || len(v) > 1 {
+		return 0, fmt.Errorf("invalid %s header %q", readingHeader, v)
+	}
+	return time.Duration(n), nil
+}
 
 // maxBatch is maxSentEnvelopes as the maxBatchHeader value.
 var maxBatch = strconv.Itoa(maxSentEnvelopes)
@@ -632,7 +662,8 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	}
 	// Answer the headers at once, with this node's limits: the caller counts the stream ready
 	// when they arrive.
-	if err := s.SendHeader(metadata.Pairs(maxMessageHeader, t.maxMessage, maxBatchHeader, maxBatch)); err != nil {
+	if err := s.SendHeader(metadata.Pairs(maxMessageHeader, t.maxMessage, maxBatchHeader, maxBatch,
+		readingHeader, strconv.FormatInt(int64(t.readingEvery()), 10))); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(s.Context())
@@ -640,7 +671,7 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	defer stopIntake()
 	p := &peerStream{
 		t: t, from: from, lim: limits{own: t.cfg.MaxMessageSize, peer: peerMax},
-		freedCh: make(chan struct{}, 1), intake: intake,
+		freedCh: make(chan struct{}, 1), intake: intake, began: time.Now(),
 	}
 	if m := t.cfg.Meter; m != nil {
 		budget := m.Settings().Budget
@@ -684,6 +715,7 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 			// The batch's requests arrived now: their timeouts count from here, including any
 			// wait for their admission, and the wall clock is read once for them all.
 			arrived := time.Now()
+			p.readBatch(arrived.Sub(p.began), false)
 			for _, env := range b.envelopes() {
 				switch {
 				case env.Request != nil:
@@ -692,6 +724,8 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 					}
 				case env.Cancel != nil:
 					p.cancel(env.Cancel.CallId)
+				case env.Probe != nil:
+					p.readBatch(time.Since(p.began), true)
 				}
 			}
 			b.reset()
@@ -770,6 +804,10 @@ type peerStream struct {
 	intake context.Context
 	// closing is set when the transport closes: requests read from then on are refused unrun.
 	closing atomic.Bool
+	// saidReading is when the stream last told the peer that it is read (sayReading), as time
+	// since began, the stream's start.
+	began       time.Time
+	saidReading atomic.Int64
 }
 
 // streamShareDivisor sets a stream's share of the Core HWM: a quarter of the budget, and at
@@ -822,7 +860,7 @@ func (p *peerStream) admit(ctx context.Context, req *wire.Request, arrived time.
 		case roomEnded:
 			return p.refuseClosing(ctx, req)
 		case roomShed:
-			if p.out.waitRoom(p.intake) != nil {
+			if p.awaitReplyRoom() != nil {
 				return p.refuseClosing(ctx, req)
 			}
 			p.refuseWith(req, fmt.Errorf("node %s did not run the request from %s: its application job queue is paused, and none of that stream's requests ended while it waited for room: %w",
@@ -830,7 +868,7 @@ func (p *peerStream) admit(ctx context.Context, req *wire.Request, arrived time.
 			return true
 		}
 	}
-	if p.out.waitRoom(p.intake) != nil {
+	if p.awaitReplyRoom() != nil {
 		return p.refuseClosing(ctx, req)
 	}
 	// Every byte of it that the node holds: its payload and its texts (E7).
@@ -880,7 +918,7 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 	for second := false; ; {
 		if p.admitted == released {
 			p.shedding = false
-			if wait(p.intake) != nil {
+			if p.waitReading(p.intake, wait, nil) != nil {
 				return roomEnded
 			}
 			return roomMade
@@ -893,7 +931,7 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 			d = min(stall/4, time.Second)
 		}
 		wctx, cancel := context.WithTimeout(p.intake, d)
-		err := wait(wctx)
+		err := p.waitReading(wctx, wait, nil)
 		cancel()
 		switch {
 		case err == nil:
@@ -914,6 +952,66 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 	p.t.log.Warn("none of a peer's calls has ended while its stream waited for room: its requests are refused until one fits, and its cancellations are read",
 		"peer", p.from, "after", stall)
 	return roomShed
+}
+
+// awaitReplyRoom waits until the stream's reply queue has room, telling the peer meanwhile
+// that the stream still reads (waitReading), and returns the intake's error if it ends first.
+func (p *peerStream) awaitReplyRoom() error {
+	if !p.out.full() {
+		return nil
+	}
+	return p.waitReading(p.intake, p.out.waitRoom, nil)
+}
+
+// waitReading runs wait, a wait of the stream's reader for room to take a request in, and
+// tells the peer that the stream is read (wire.Reading) whenever readingEvery has passed since
+// it last did, across waits: the peer's requests are not read meanwhile, and the peer tells
+// this wait from a reader that has stopped (link.session). onReader, when not nil, says whether
+// the wait still holds the reader up (a handler's wait through capacity.AsReader, which may
+// outlive the reader's taking in of its request): once it does not, the rest of the wait says
+// nothing. It returns wait's outcome, or ctx's error once ctx ends.
+func (p *peerStream) waitReading(ctx context.Context, wait func(context.Context) error, onReader func() bool) error {
+	every := p.t.readingEvery()
+	for {
+		// A window ends an interval after the stream last said that it is read, so that a run
+		// of short waits says so as a long one does.
+		d := every - (time.Since(p.began) - time.Duration(p.saidReading.Load()))
+		if d <= 0 {
+			if onReader != nil && !onReader() {
+				return wait(ctx)
+			}
+			p.sayReading(math.MaxInt)
+			d = every
+		}
+		wctx, cancel := context.WithTimeout(ctx, d)
+		err := wait(wctx)
+		window := err != nil && ctx.Err() == nil && wctx.Err() != nil
+		cancel()
+		if !window {
+			return err
+		}
+	}
+}
+
+// readBatch notes that the reader read a batch at at (since the stream began): it tells the
+// peer that the stream is read once an interval while batches come, and at once, but an
+// eighth of an interval apart at most, when the batch holds a probe. A peer whose calls all
+// run long, or whose link is slow to carry a backlog, hears from the stream while it reads.
+func (p *peerStream) readBatch(at time.Duration, probed bool) {
+	since, every := at-time.Duration(p.saidReading.Load()), p.t.readingEvery()
+	if since >= every || (probed && since >= every/8) {
+		p.sayReading(0)
+	}
+}
+
+// sayReading tells the peer that the stream is read, queued past the reply queue's bound only
+// if small allows (sender.pushWithin): a reader that waits for room says so whatever the
+// queue holds, one that reads does within its bound.
+func (p *peerStream) sayReading(small int) {
+	p.saidReading.Store(int64(time.Since(p.began)))
+	if n, _ := p.out.pushWithin(queuedReading(), small); n > 0 && p.t.cfg.Meter != nil {
+		p.held.Add(int64(n)) // as a reply's: its sending returns them (freed)
+	}
 }
 
 // refuseClosing refuses req unrun because the transport is closing, once the replies queued
@@ -1109,7 +1207,9 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, call *call
 			sdk.ErrInvalidArgument, id, p.from))}, charge)
 		return
 	}
+	call.taking.Store(true)
 	t.handler.Handle(call, p.from, req, call)
+	call.taking.Store(false)
 }
 
 // replyTo answers the request whose context is call with r: the first reply only.

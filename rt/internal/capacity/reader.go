@@ -1,0 +1,35 @@
+package capacity
+
+import "context"
+
+// readerWaitKey finds, in a peer's request's context, how its stream's reader waits.
+type readerWaitKey struct{}
+
+// ReaderWaiter runs the waits that a peer's stream's reader makes while it takes in one of the
+// stream's requests; the transport provides one in its requests' contexts (ReaderWaitValue).
+type ReaderWaiter interface {
+	// WaitAsReader runs wait, telling the peer meanwhile that the stream is read for as long
+	// as the wait holds the reader up, and returns wait's outcome.
+	WaitAsReader(ctx context.Context, wait func(context.Context) error) error
+}
+
+// ReaderWaitValue is what a context that carries w answers for key: w for the key AsReader
+// looks up, and false for any other key (see ChargeValue).
+func ReaderWaitValue(key any, w ReaderWaiter) (any, bool) {
+	if _, ok := key.(readerWaitKey); ok && w != nil {
+		return w, true
+	}
+	return nil, false
+}
+
+// AsReader runs wait for ctx. A wait that the reader of a peer's stream makes while it takes
+// in the request ctx belongs to (a permit, a slot of a bounded pool) holds up the stream's
+// other requests: the peer is told meanwhile that the stream is read, so that it does not take
+// the stream for one that has stopped. With any other ctx, or once the reader has gone on, it
+// is wait(ctx). It returns wait's outcome, or ctx's error once ctx ends.
+func AsReader(ctx context.Context, wait func(context.Context) error) error {
+	if w, ok := ctx.Value(readerWaitKey{}).(ReaderWaiter); ok {
+		return w.WaitAsReader(ctx, wait)
+	}
+	return wait(ctx)
+}

@@ -1,0 +1,252 @@
+package transport_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zlink-go/zlink/rt/internal/capacity"
+	"github.com/zlink-go/zlink/rt/internal/transport"
+	"github.com/zlink-go/zlink/rt/internal/wire"
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// fillWindow starts n calls from a to b of payload bytes each, without a deadline, enough to
+// fill the stream's flow-control window when b does not read them, and returns a channel of
+// their outcomes: the call's error, or the error its reply carries.
+func fillWindow(a *transport.Transport, n, payload int) <-chan error {
+	ends := make(chan error, n)
+	for range n {
+		go func() {
+			r, err := a.Call(context.Background(), "b", &wire.Request{Payload: make([]byte, payload)})
+			if err == nil {
+				err = wire.DecodeError(r.Error)
+			}
+			ends <- err
+		}()
+	}
+	return ends
+}
+
+// A peer that stops reading a stream (its handler never returns, on the goroutine that reads
+// the stream) while its connection and keepalive live: once the peer has said nothing for the
+// caller's StallTimeout while calls were open, not even answered the caller's probe, the
+// caller closes the stream, and the calls on it fail rather than wait for good.
+func TestAStreamWhosePeerStopsReadingIsClosed(t *testing.T) {
+	const stall = 400 * time.Millisecond
+	release := make(chan struct{})
+	var stopped atomic.Bool
+	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
+		if stopped.CompareAndSwap(false, true) {
+			<-release // the stream's reader stops here
+		}
+		reply(&wire.Reply{})
+	}}, func(c *transport.Config) { c.StallTimeout = stall })
+	t.Cleanup(func() { close(release) }) // before b closes
+	a := start(t, "a", handler{}, func(c *transport.Config) { c.StallTimeout = stall })
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+
+	const calls = 24 // 6 MiB: past the window of 1 MiB and gRPC's own buffers
+	ends := fillWindow(a, calls, 256<<10)
+	said := 0
+	for range calls {
+		select {
+		case err := <-ends:
+			require.ErrorIs(t, err, sdk.ErrOwnerUnavailable)
+			if strings.Contains(err.Error(), "node b has said nothing for") {
+				said++
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("a call to a peer that stopped reading waits for good")
+		}
+	}
+	assert.Positive(t, said, "the calls sent say why the connection was dropped")
+	waitReady(t, a, "b") // a new stream, read again
+	_, err := a.Call(ctx, "b", &wire.Request{})
+	require.NoError(t, err)
+}
+
+// A peer that waits for room to take a stream's requests in (its budget is full of other
+// streams' calls) reads none of them meanwhile, nor the caller's probe, but says that it reads:
+// however long the wait lasts past the caller's StallTimeout, the caller keeps the stream, and
+// its calls are answered once there is room.
+func TestAStreamWhosePeerWaitsForRoomIsKept(t *testing.T) {
+	const maxMessage, stall = 256 << 10, time.Second
+	meter := budgetMeter(t, maxMessage)
+	b := start(t, "b", handler{}, func(c *transport.Config) {
+		c.Meter, c.MaxMessageSize, c.StallTimeout = meter, maxMessage, stall
+	})
+	a := start(t, "a", handler{}, func(c *transport.Config) { c.MaxMessageSize, c.StallTimeout = maxMessage, stall })
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+	budget := int64(meter.Settings().Budget)
+	require.True(t, meter.Charge(budget)) // other streams' calls fill the node's budget
+	r, err := a.Call(ctx, "b", &wire.Request{})
+	require.NoError(t, err)
+	require.ErrorIs(t, wire.DecodeError(r.Error), sdk.ErrInboundBudget, "the first finds no room, and the stream waits for some")
+
+	const calls = 24
+	ends := fillWindow(a, calls, 64<<10) // 1.5 MiB: past the window
+	time.Sleep(4 * stall)
+	select {
+	case err := <-ends:
+		require.Failf(t, "a call ended while its peer waited for room", "%v", err)
+	default:
+	}
+	assert.Equal(t, sdk.PeerStateReady, a.PeerState("b"), "the stream is kept")
+	meter.Release(budget)
+	for range calls {
+		select {
+		case err := <-ends:
+			if err != nil {
+				require.ErrorIs(t, err, sdk.ErrInboundBudget, "answered: taken in, or refused for room in the stream's share")
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("a call was not answered once there was room")
+		}
+	}
+}
+
+// A handler that waits on the stream's reader for room of its own (a slot of a bounded pool)
+// through capacity.AsReader holds the stream's requests up as the transport's own waits do, and its
+// peer is told so: the caller keeps the stream past its StallTimeout, and every call is
+// answered once the wait ends.
+func TestAHandlerThatWaitsForRoomAsTheReaderKeepsTheStream(t *testing.T) {
+	const stall = time.Second
+	release := make(chan struct{})
+	var waited atomic.Bool
+	b := start(t, "b", handler{fn: func(ctx context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
+		if waited.CompareAndSwap(false, true) {
+			err := capacity.AsReader(ctx, func(c context.Context) error {
+				select {
+				case <-release:
+					return nil
+				case <-c.Done():
+					return c.Err()
+				}
+			})
+			if err != nil {
+				reply(&wire.Reply{Error: wire.EncodeError(err)})
+				return
+			}
+		}
+		reply(&wire.Reply{})
+	}}, func(c *transport.Config) { c.StallTimeout = stall })
+	closeRelease := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(closeRelease)
+	a := start(t, "a", handler{}, func(c *transport.Config) { c.StallTimeout = stall })
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+
+	const calls = 24
+	ends := fillWindow(a, calls, 256<<10)
+	time.Sleep(4 * stall)
+	select {
+	case err := <-ends:
+		require.Failf(t, "a call ended while its peer's handler waited for room", "%v", err)
+	default:
+	}
+	assert.Equal(t, sdk.PeerStateReady, a.PeerState("b"), "the stream is kept")
+	closeRelease()
+	for range calls {
+		select {
+		case err := <-ends:
+			require.NoError(t, err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("a call was not answered once the wait ended")
+		}
+	}
+}
+
+// capacity.AsReader with a context that is no peer's request's is the wait itself.
+func TestAsReaderOutsideAPeersRequestIsTheWait(t *testing.T) {
+	waited := false
+	err := capacity.AsReader(context.Background(), func(context.Context) error {
+		waited = true
+		return context.DeadlineExceeded
+	})
+	assert.True(t, waited)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// A call that runs long on a peer that reads, with nothing else on the stream, is not taken
+// for a stopped peer: the peer answers the caller's probes, and the call gets its reply.
+func TestACallThatRunsLongOnAPeerThatReadsIsAnswered(t *testing.T) {
+	const stall = 400 * time.Millisecond
+	b := start(t, "b", handler{fn: func(ctx context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
+		go func() {
+			select {
+			case <-time.After(5 * stall):
+				reply(&wire.Reply{Payload: []byte("late")})
+			case <-ctx.Done():
+			}
+		}()
+	}}, func(c *transport.Config) { c.StallTimeout = stall })
+	a := start(t, "a", handler{}, func(c *transport.Config) { c.StallTimeout = stall })
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+	before := b.Stats()
+	r, err := a.Call(context.Background(), "b", &wire.Request{})
+	require.NoError(t, err, "the stream was kept")
+	assert.Equal(t, "late", string(r.Payload))
+	assert.Greater(t, b.Stats().Envelopes-before.Envelopes, int64(1), "b answered probes besides the call")
+}
+
+// A peer that floods a stream with probes gets few answers: one an eighth of the interval at
+// which the stream says that it reads while it waits, so that probes cannot fill the node's
+// memory with answers.
+func TestAFloodOfProbesGetsFewAnswers(t *testing.T) {
+	b := start(t, "b", handler{}, nil)
+	s := rawStream(t, b.Addr(), "a")
+	batch := &wire.Batch{}
+	for range 1000 {
+		batch.Envelopes = append(batch.Envelopes, &wire.Envelope{Probe: &wire.Probe{}})
+	}
+	batch.Envelopes = append(batch.Envelopes, &wire.Envelope{Request: &wire.Request{CallId: 1}})
+	require.NoError(t, s.SendMsg(batch))
+	answers := 0
+	for done := false; !done; {
+		var in wire.Batch
+		require.NoError(t, s.RecvMsg(&in))
+		for _, env := range in.Envelopes {
+			if env.GetReading() != nil {
+				answers++
+			}
+			if env.GetReply().GetCallId() == 1 {
+				done = true
+			}
+		}
+	}
+	assert.LessOrEqual(t, answers, 1, "a thousand probes read at once")
+}
+
+// A peer that stops reading while a single small call is open on the stream, far from filling
+// its window, is found out too: the caller's own probes, which go out, are no sign that the
+// peer reads.
+func TestAPeerThatStopsReadingWithOneSmallCallOpenIsFoundOut(t *testing.T) {
+	const stall = 400 * time.Millisecond
+	release := make(chan struct{})
+	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
+		<-release // the stream's reader stops here
+		reply(&wire.Reply{})
+	}}, func(c *transport.Config) { c.StallTimeout = stall })
+	t.Cleanup(func() { close(release) }) // before b closes
+	a := start(t, "a", handler{}, func(c *transport.Config) { c.StallTimeout = stall })
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+	ends := fillWindow(a, 1, 16)
+	select {
+	case err := <-ends:
+		require.ErrorIs(t, err, sdk.ErrOwnerUnavailable)
+		assert.ErrorContains(t, err, "node b has said nothing for")
+	case <-time.After(20 * time.Second):
+		t.Fatal("a call to a peer that stopped reading waits for good")
+	}
+}
