@@ -309,6 +309,33 @@ func TestWhileAStreamShedsEveryCancellationIsReadAtOnce(t *testing.T) {
 	}
 }
 
+// A request that fits while a stream sheds does not end the shedding: the calls it sheds for
+// still wait for their cancellations, so the next request that finds no room leaves the stream
+// read on, and the cancellations behind it reach their calls at once, not a StallTimeout later.
+func TestARequestThatFitsWhileAStreamShedsDoesNotEndIt(t *testing.T) {
+	const maxMessage, poll, large = 256 << 10, 160 << 10, 250 << 10
+	const stall = 2 * time.Second
+	lp := startLongPollsWith(t, budgetMeter(t, maxMessage), maxMessage, stall, nil)
+
+	giveUp, ended := lp.poll(3, poll)
+	require.Eventually(t, func() bool { return lp.polling.Load() == 3 }, 10*time.Second, time.Millisecond)
+	_, err := lp.quick(large)
+	require.ErrorIs(t, err, sdk.ErrInboundBudget)
+	time.Sleep(stall*5/4 + 500*time.Millisecond) // the stream sheds from here
+	_, err = lp.quick(0)
+	require.NoError(t, err, "a small request fits")
+	_, err = lp.quick(large)
+	require.ErrorIs(t, err, sdk.ErrInboundBudget, "a large one does not")
+	giveUp()
+	for range 3 {
+		require.ErrorIs(t, <-ended, context.Canceled)
+	}
+	require.Eventually(t, func() bool { return lp.polling.Load() == 0 }, stall/2, time.Millisecond,
+		"the cancellations are read at once")
+	_, err = lp.quick(large)
+	require.NoError(t, err, "once the long polls have ended, a large request fits")
+}
+
 // A stream none of whose requests runs waits for room as long as it takes: the node's budget,
 // full of other streams' calls, is waited for well past StallTimeout, and its requests are
 // taken once it has room, not refused.

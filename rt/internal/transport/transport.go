@@ -93,7 +93,7 @@ type Config struct {
 	// application job queue is paused, no stream is read. A stream with requests running, none
 	// of which ends in StallTimeout (and then a quarter of it more, a second at most) of such a
 	// wait, reads on, refusing each request that finds no room, so that the peer's
-	// cancellations reach those calls, until none runs or a request fits.
+	// cancellations reach those calls, until none runs or those calls have all ended.
 	Meter *capacity.Meter
 	// StallTimeout closes a peer's stream whose replies have waited this long without the peer
 	// taking any (default 30 s): the calls on it fail and the replies it holds are freed. It
@@ -794,10 +794,12 @@ type peerStream struct {
 	// admitted counts the requests charged to the stream, released those whose charge came
 	// back (ReleaseCharge): the difference is running, as calls or kept jobs. shedding is set
 	// when the reader waited for room while none of them ended (awaitRoom), until none runs or
-	// a request fits. Only the reader touches admitted and shedding.
+	// the calls it sheds for, shedFor, those running when it began, have all left the stream.
+	// Only the reader touches admitted, shedding and shedFor.
 	admitted int64
 	released atomic.Int64
 	shedding bool
+	shedFor  []*callCtx
 
 	// intake ends with the stream or when the transport closes: the waits of a request being
 	// taken in end with it.
@@ -886,7 +888,6 @@ func (p *peerStream) admit(ctx context.Context, req *wire.Request, arrived time.
 		p.refuse(req, fmt.Sprintf("it holds as many bytes of its peers' requests as its budget of %d allows", m.Settings().Budget))
 		return p.awaitRoom(func(c context.Context) error { return m.WaitRoom(c, n) }) != roomEnded || ctx.Err() == nil
 	}
-	p.shedding = false
 	p.admitted++
 	p.held.Add(n)
 	p.dispatch(ctx, req, charged(n, p), arrived)
@@ -911,20 +912,23 @@ const (
 // end in neither may be waiting for their cancellations, which come on the stream behind the
 // requests that wait. The stream then sheds, refusing at once each request that finds no room,
 // so that it is read on and the cancellations reach their calls, until none of its requests
-// runs or one fits.
+// runs or the calls that ran when it began have all ended (whatever requests fit meanwhile).
 func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 	stall := p.t.cfg.StallTimeout
 	released := p.released.Load()
 	for second := false; ; {
 		if p.admitted == released {
-			p.shedding = false
+			p.endShedding()
 			if p.waitReading(p.intake, wait, nil) != nil {
 				return roomEnded
 			}
 			return roomMade
 		}
 		if p.shedding {
-			return roomShed
+			if p.shedCallsRun() {
+				return roomShed
+			}
+			p.endShedding() // the calls it shed for have ended: those running now may end too
 		}
 		d := stall
 		if second {
@@ -949,9 +953,34 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 		second = true
 	}
 	p.shedding = true
-	p.t.log.Warn("none of a peer's calls has ended while its stream waited for room: its requests are refused until one fits, and its cancellations are read",
+	p.mu.Lock()
+	p.calls.each(func(_ uint64, c *callCtx) { p.shedFor = append(p.shedFor, c) })
+	p.mu.Unlock()
+	p.t.log.Warn("none of a peer's calls has ended while its stream waited for room: its requests that find no room are refused until those calls end, and its cancellations are read",
 		"peer", p.from, "after", stall)
 	return roomShed
+}
+
+// shedCallsRun reports whether any of the calls the stream sheds for is still on it: a
+// request that fits meanwhile does not end the shedding, since those calls may still wait for
+// cancellations behind the next request that does not. It forgets those that have left.
+func (p *peerStream) shedCallsRun() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for n := len(p.shedFor); n > 0; n-- {
+		c := p.shedFor[n-1]
+		if on, ok := p.calls.get(c.id); ok && on == c {
+			return true
+		}
+		p.shedFor[n-1] = nil
+		p.shedFor = p.shedFor[:n-1]
+	}
+	return false
+}
+
+// endShedding has the stream wait for room again.
+func (p *peerStream) endShedding() {
+	p.shedding, p.shedFor = false, nil
 }
 
 // awaitReplyRoom waits until the stream's reply queue has room, telling the peer meanwhile
