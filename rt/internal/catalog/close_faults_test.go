@@ -211,6 +211,49 @@ func closeWhileCreating(t *testing.T, n *node, fs *faultStore, id string) error 
 	return err
 }
 
+// B8: a creation whose commit of Ready took, but whose answer the node's close cut off, fails
+// and releases its record, now Ready at a later revision than its reservation: the reconcile,
+// which would find it otherwise, has stopped with the close, and the record would name the
+// closing node until its lease ended.
+func TestB8_ACreationWhoseReadyCommitsAnswerTheCloseCutOffReleasesItsRecord(t *testing.T) {
+	var fs *faultStore
+	n := newNode(t, nodeOpts{wrap: withFaults(&fs)})
+	committed, resume := make(chan struct{}), make(chan struct{})
+	fs.onCommitReady(func(ctx context.Context, r store.Reservation) (store.Record, error) {
+		fs.onCommitReady(nil)
+		_, err := fs.Etcd.CommitReady(ctx, r)
+		close(committed)
+		select {
+		case <-resume:
+		case <-time.After(wait.Bound):
+		}
+		if err != nil {
+			return store.Record{}, err
+		}
+		return store.Record{}, fmt.Errorf("store: commit ready %s: %w", r.Key, store.ErrOutcomeUnknown)
+	})
+	called := make(chan error, 1)
+	go func() {
+		_, err := n.call("cut-off", "Join", "x")
+		called <- err
+	}()
+	wait.For(t, committed)
+	require.Equal(t, store.StateReady, n.lookup(t, roomType, "cut-off").State)
+	closed := make(chan error, 1)
+	go func() {
+		c, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		closed <- n.cat.Close(c)
+	}()
+	require.Eventually(t, n.cat.BackgroundSealed, wait.Bound, time.Millisecond,
+		"Close did not reach the end of its background work")
+	close(resume)
+	require.ErrorIs(t, wait.For(t, called), sdk.ErrCreationFailed)
+	require.NoError(t, wait.For(t, closed))
+	assert.Equal(t, store.StateMissing, n.lookup(t, roomType, "cut-off").State, "its record was released")
+	assert.Empty(t, n.f.closeReasons("cut-off"), "no Spot ran under it")
+}
+
 // F8: a Spot whose creation finished while the node closed, after Close listed the Spots to
 // close, is closed as they are while Close has time left: its closing callback gets Shutdown,
 // its record is released, and Close is not forced.

@@ -583,7 +583,29 @@ func (c *Catalog) runCreation(ctx context.Context, typ *spotType, id string, hol
 // or by the next caller that meets the record here.
 func (c *Catalog) releaseFailed(key store.SpotKey, creating store.Record) {
 	_, err := storeWrite(c, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, c.store.Release(ctx, key, creating, store.ReleaseCreationFailed)
+		err := c.store.Release(ctx, key, creating, store.ReleaseCreationFailed)
+		if errors.Is(err, store.ErrFenced) {
+			// A commit of Ready whose answer was lost (the node's close cut it off) may have
+			// taken: the record is then still this attempt's, at a later revision, and no
+			// activation runs under it. The reconcile, which would find it, may have stopped.
+			res, lerr := c.store.Lookup(ctx, key)
+			switch {
+			case lerr != nil:
+				return struct{}{}, lerr
+			case res.State == store.StateMissing:
+				return struct{}{}, nil
+			}
+			rec := res.Record
+			switch {
+			case rec.Owner != creating.Owner || rec.Attempt != creating.Attempt || rec.Incarnation != creating.Incarnation:
+				// Another's: left alone, as the fenced release says.
+			case rec.Phase == store.PhaseReleasing:
+				err = c.store.FinishRelease(ctx, key, rec) // a release of ours took, its answer lost
+			default:
+				err = c.store.Release(ctx, key, rec, store.ReleaseCreationFailed)
+			}
+		}
+		return struct{}{}, err
 	})
 	if err == nil {
 		return
