@@ -91,7 +91,7 @@ func (h *Host) setStateLocked(s sdk.RuntimeState) {
 		return
 	}
 	h.state.Store(uint32(s))
-	h.lc.runtime.Publish(h.runtimeStatusLocked())
+	h.publishLocked(h.runtimeStatusLocked())
 	select {
 	case h.lc.meshKick <- struct{}{}:
 	default:
@@ -125,10 +125,17 @@ func (h *Host) publishRuntimeLocked() {
 		h.lc.seq--
 		return
 	}
-	h.lc.runtime.Publish(next)
-	if next.State == sdk.RuntimeStateError {
-		h.lc.failed = &next
+	h.publishLocked(next)
+}
+
+// publishLocked publishes st to the runtime's observers; h.lc.mu is held. Every status goes
+// through it, so the one that turned the host Error is kept as failed whichever path
+// published it.
+func (h *Host) publishLocked(st sdk.RuntimeStatus) {
+	if st.State == sdk.RuntimeStateError && h.lc.failed == nil {
+		h.lc.failed = &st
 	}
+	h.lc.runtime.Publish(st)
 }
 
 // startServing ends Start: Preparing becomes Serving, unless the host failed meanwhile.
@@ -452,7 +459,7 @@ func (h *Host) finish(result sdk.TerminationResult) {
 	h.lc.termination = &result
 	h.lc.deadline = nil
 	h.state.Store(uint32(sdk.RuntimeStateStopped))
-	h.lc.runtime.Publish(h.runtimeStatusLocked())
+	h.publishLocked(h.runtimeStatusLocked())
 	h.lc.runtime.Close()
 	h.publishCapacity()
 	h.lc.capacity.Close()

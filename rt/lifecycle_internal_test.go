@@ -111,6 +111,30 @@ func TestH5_AMissedErrorStatusIsCountedApart(t *testing.T) {
 	assert.NotZero(t, last.Loss.CoalescedCount)
 }
 
+// H1: the Error status a host turned to is what its admin snapshot keeps as Failed, through
+// the shutdown that follows, so that an admin stream that coalesced it away still shows it
+// before the newer statuses.
+func TestH1_TheErrorAHostTurnedToIsKeptInItsAdminSnapshot(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	h, err := Start(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Nil(t, adminNode{h}.Snapshot().Failed, "a serving host has not failed")
+
+	h.fail(errors.New("the listener failed"))
+	snap := adminNode{h}.Snapshot()
+	require.NotNil(t, snap.Failed)
+	assert.Equal(t, sdk.RuntimeStateError, snap.Failed.State)
+	assert.Equal(t, snap.Runtime.Sequence, snap.Failed.Sequence, "the status the host published when it turned Error")
+
+	_, err = h.Shutdown(context.Background(), 10*time.Second)
+	require.NoError(t, err)
+	after := adminNode{h}.Snapshot()
+	require.Equal(t, sdk.RuntimeStateStopped, after.Runtime.State)
+	require.NotNil(t, after.Failed, "the Error is kept once the host moved on to Stopped")
+	assert.Equal(t, *snap.Failed, *after.Failed)
+}
+
 // F8: a forced stop is reported by its cause. One that a Spot's failed close made before the
 // deadline is TeardownFailed, even when etcd's silence timed the close out; DeadlineExceeded
 // once the deadline passed, or when a Spot's work outlasted its close, whatever else failed
