@@ -382,7 +382,12 @@ func handle(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
 	}
 	if path := patternPath(pattern); path != "/" {
 		for _, own := range ownPaths {
-			if path == own || strings.HasPrefix(path, own) && strings.HasSuffix(own, "/") || strings.HasPrefix(own, path) && strings.HasSuffix(path, "/") {
+			// A path that differs from an own one only by a trailing slash overlaps it: ServeMux
+			// redirects a request for a subtree's path without its slash into the subtree, so
+			// "/status/" would take DELETE /status, and "/assets" the request that /assets/
+			// redirects.
+			same := strings.TrimSuffix(path, "/") == strings.TrimSuffix(own, "/")
+			if same || strings.HasPrefix(path, own) && strings.HasSuffix(own, "/") || strings.HasPrefix(own, path) && strings.HasSuffix(path, "/") {
 				return fmt.Errorf("%w: AdminHandlers: pattern %q overlaps the admin server's own %s", sdk.ErrConfig, pattern, own)
 			}
 		}

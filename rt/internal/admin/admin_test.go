@@ -1151,6 +1151,17 @@ func TestApplicationHandlers(t *testing.T) {
 		assert.Contains(t, err.Error(), want)
 	}
 	assert.NotContains(t, err.Error(), "/fine")
+
+	// A subtree whose path without its slash is one of the server's own would take the
+	// requests for it that the server does not serve: ServeMux redirects them into the subtree.
+	for pattern, own := range map[string]string{
+		"/status/": "/status", "/events/": "/events", "POST /mesh/": "/mesh", "/relocate/": "/relocate",
+		"DELETE /shutdown/": "/shutdown", "/assets": "/assets/", "/debug/pprof": "/debug/pprof/",
+	} {
+		err := admin.CheckHandlers(map[string]http.Handler{pattern: ok})
+		require.ErrorIs(t, err, sdk.ErrConfig, pattern)
+		assert.Contains(t, err.Error(), fmt.Sprintf("pattern %q overlaps the admin server's own %s", pattern, own))
+	}
 }
 
 // An application's pattern with a wildcard that the server's own routes are more specific
