@@ -643,7 +643,8 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 		return fmt.Errorf("transport: stream without a valid %s header: %w", nodeHeader, err)
 	}
 	// Under mutual TLS the peer is who its certificate says, whatever its header says.
-	if overTLS, certified, err := peerIdentity(s.Context()); err != nil {
+	overTLS, certified, err := peerIdentity(s.Context())
+	if err != nil {
 		return status.Errorf(codes.Unauthenticated, "transport: %v", err)
 	} else if overTLS && certified == "" {
 		// Over TLS without a verified client certificate the header alone would say who the
@@ -672,6 +673,7 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	p := &peerStream{
 		t: t, from: from, lim: limits{own: t.cfg.MaxMessageSize, peer: peerMax},
 		freedCh: make(chan struct{}, 1), intake: intake, began: time.Now(),
+		certified: certified != "", addr: remoteAddr(s.Context()),
 	}
 	if m := t.cfg.Meter; m != nil {
 		budget := m.Settings().Budget
@@ -703,9 +705,7 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 				// io.EOF: the peer half-closed; any other error ended the stream. One that the
 				// peer's garbage caused is logged: the operator learns which peer misbehaves.
 				if c := status.Code(err); c == codes.Internal || c == codes.ResourceExhausted {
-					// The name is the peer's own word unless mutual TLS certified it: the address
-					// says where the stream came from.
-					t.log.Warn("a peer's stream is closed: it sent what this node does not read", "peer", p.from, "addr", remoteAddr(s.Context()), "err", err)
+					p.warn("a peer's stream is closed: it sent what this node does not read", "err", err)
 				}
 				return
 			}
@@ -752,7 +752,7 @@ wait:
 			if !p.out.stalled(t.cfg.StallTimeout) {
 				stalls = 0
 			} else if stalls++; stalls >= 2 {
-				t.log.Warn("a peer has not taken its replies for too long; its stream is closed", "peer", p.from, "after", t.cfg.StallTimeout)
+				p.warn("a peer has not taken its replies for too long; its stream is closed", "after", t.cfg.StallTimeout)
 				break wait
 			}
 		}
@@ -776,6 +776,11 @@ type peerStream struct {
 	from sdk.NodeID
 	lim  limits
 	out  *sender
+
+	// certified is whether mutual TLS certified from; without it from is the peer's own word,
+	// which any client may claim. addr is where the stream came from.
+	certified bool
+	addr      string
 
 	mu    sync.Mutex
 	calls callTable[*callCtx] // the calls still running, to cancel them
@@ -810,6 +815,13 @@ type peerStream struct {
 	// since began, the stream's start.
 	began       time.Time
 	saidReading atomic.Int64
+}
+
+// warn logs msg at Warn with args, after the peer's name, whether mutual TLS certified it,
+// and its address: an operator acts on a misbehaving peer by what it is, not by the name it
+// claims.
+func (p *peerStream) warn(msg string, args ...any) {
+	p.t.log.Warn(msg, append([]any{"peer", p.from, "certified", p.certified, "addr", p.addr}, args...)...)
 }
 
 // streamShareDivisor sets a stream's share of the Core HWM: a quarter of the budget, and at
@@ -956,8 +968,8 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 	p.mu.Lock()
 	p.calls.each(func(_ uint64, c *callCtx) { p.shedFor = append(p.shedFor, c) })
 	p.mu.Unlock()
-	p.t.log.Warn("none of a peer's calls has ended while its stream waited for room: its requests that find no room are refused until those calls end, and its cancellations are read",
-		"peer", p.from, "after", stall)
+	p.warn("none of a peer's calls has ended while its stream waited for room: its requests that find no room are refused until those calls end, and its cancellations are read",
+		"after", stall)
 	return roomShed
 }
 

@@ -606,8 +606,8 @@ func TestAServerThatNeverAnswersTheStreamFailsTheAttempt(t *testing.T) {
 }
 
 // A peer whose stream is closed for what it sent is named in the node's log, at Warn, with the
-// address the stream came from: the peer is told why, and the operator learns which peer
-// misbehaves.
+// address the stream came from and whether mutual TLS certified its name: the peer is told
+// why, and the operator learns which peer misbehaves, not only which name it claimed.
 func TestE1_APeerCutOffForGarbageIsLogged(t *testing.T) {
 	logs := &warnings{}
 	b := start(t, "b", handler{}, func(c *transport.Config) { c.Logger = slog.New(logs) })
@@ -622,7 +622,8 @@ func TestE1_APeerCutOffForGarbageIsLogged(t *testing.T) {
 	require.Eventually(t, func() bool { return len(logs.all()) > 0 }, 5*time.Second, 10*time.Millisecond, "nothing logged")
 	got := logs.all()[0]
 	assert.Contains(t, got, "peer=x")
-	assert.Contains(t, got, "addr=127.0.0.1:", "where the stream came from: without mutual TLS the name is the peer's own word")
+	assert.Contains(t, got, "certified=false", "without mutual TLS the name is the peer's own word")
+	assert.Contains(t, got, "addr=127.0.0.1:", "where the stream came from")
 	assert.Contains(t, got, "4096")
 }
 
