@@ -240,6 +240,7 @@ func Start(ctx context.Context, cfg Config) (_ *Host, err error) {
 	h.lc.mesh = observe.NewHub(h.mesh.Status(cfg.MeshName), lostMesh)
 	h.watchers.Go(h.watchLease)
 	h.watchers.Go(h.watchMeshStatus)
+	h.watchers.Go(h.watchRuntimeStatus)
 	h.watchers.Go(h.watchCapacity)
 	h.stopGauges = h.tel.ObserveCapacity(func() telemetry.CapacityFigures {
 		c := h.CapacityStatus()

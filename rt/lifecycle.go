@@ -105,7 +105,7 @@ func (h *Host) runtimeStatusLocked() sdk.RuntimeStatus {
 	return sdk.RuntimeStatus{
 		State:             s,
 		IsReady:           s == sdk.RuntimeStateServing,
-		AcceptingWork:     s == sdk.RuntimeStateServing,
+		AcceptingWork:     h.acceptingWork(s),
 		Deadline:          h.lc.deadline,
 		RelocationResult:  h.lc.relocResult,
 		TerminationResult: h.lc.termination,
@@ -116,12 +116,45 @@ func (h *Host) runtimeStatusLocked() sdk.RuntimeStatus {
 	}
 }
 
+// acceptingWork says whether a host in state s takes new application operations now: it
+// serves, and its owner lease is certainly valid (a node whose lease is in doubt creates and
+// runs none of its objects until it holds one again).
+func (h *Host) acceptingWork(s sdk.RuntimeState) bool {
+	if s != sdk.RuntimeStateServing {
+		return false
+	}
+	reg := h.reg.Load()
+	return reg != nil && reg.Guard().Valid()
+}
+
+// publishTimedLocked publishes what time alone changes in the runtime status, so that the
+// status an answer or an observer gets is one that observers see too, under its own Sequence:
+// SafeToShutdown, once the re-send window passed, and AcceptingWork, as the owner lease's
+// validity comes and goes. A stopped host's last status stays as it is; h.lc.mu is held.
+func (h *Host) publishTimedLocked() {
+	s := h.runtimeState()
+	if cur := h.lc.runtime.Current(); s != sdk.RuntimeStateStopped &&
+		(cur.SafeToShutdown != h.safeToShutdownLocked() || cur.AcceptingWork != h.acceptingWork(s)) {
+		h.publishRuntimeLocked()
+	}
+}
+
+// watchRuntimeStatus publishes what time alone changes in the runtime status
+// (publishTimedLocked) every meshStatusInterval while anyone observes it, until the host stops.
+func (h *Host) watchRuntimeStatus() {
+	h.watchStatus(meshStatusInterval, nil, h.lc.runtime.Observers, func() {
+		h.lc.mu.Lock()
+		defer h.lc.mu.Unlock()
+		h.publishTimedLocked()
+	})
+}
+
 // publishRuntimeLocked publishes the runtime status if what it says changed; h.lc.mu is held.
 func (h *Host) publishRuntimeLocked() {
 	cur := h.lc.runtime.Current()
 	next := h.runtimeStatusLocked()
-	if cur.State == next.State && cur.SafeToShutdown == next.SafeToShutdown && cur.RelocationResult == next.RelocationResult &&
-		cur.Deadline == next.Deadline && cur.TerminationResult == next.TerminationResult {
+	if cur.State == next.State && cur.SafeToShutdown == next.SafeToShutdown && cur.AcceptingWork == next.AcceptingWork &&
+		cur.RelocationResult == next.RelocationResult && cur.Deadline == next.Deadline && cur.TerminationResult == next.TerminationResult {
 		h.lc.seq--
 		return
 	}
@@ -158,12 +191,7 @@ func (h *Host) startServing() error {
 // changes what another caller or observer sees.
 func (h *Host) Status() sdk.RuntimeStatus {
 	h.lc.mu.Lock()
-	if h.runtimeState() != sdk.RuntimeStateStopped && h.lc.runtime.Current().SafeToShutdown != h.safeToShutdownLocked() {
-		// What time alone changes (SafeToShutdown, once the re-send window passed) is
-		// published first: the answer is a status that observers see too, under its own
-		// Sequence. A stopped host's last status stays the answer.
-		h.publishRuntimeLocked()
-	}
+	h.publishTimedLocked()
 	st := ownRuntimeStatus(h.lc.runtime.Current())
 	h.lc.mu.Unlock()
 	st.Capacity = h.CapacityStatus()

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -408,7 +409,9 @@ func TestG1_NoReadyPeerDegradesTheMesh(t *testing.T) {
 }
 
 // G1 LocationUnavailable: while etcd cannot be reached the node's owner lease runs out; the mesh
-// status says placement is unavailable for that reason, and recovers when etcd comes back.
+// status says placement is unavailable for that reason, and recovers when etcd comes back. The
+// runtime status (F11) says meanwhile that the host, still Serving, does not accept work, to
+// Status and to its observers, and accepts it again once it holds a lease.
 func TestG1_LocationUnavailableWhileEtcdIsUnreachable(t *testing.T) {
 	etcd, endpoints := proctest.EtcdProcess(t, "-nofsync")
 	var built atomic.Int64
@@ -421,6 +424,8 @@ func TestG1_LocationUnavailableWhileEtcdIsUnreachable(t *testing.T) {
 	obs, err := h.ObserveMesh(context.Background(), "default")
 	require.NoError(t, err)
 	_, seen := collect(obs)
+	_, seenRuntime := collect(h.ObserveRuntime(context.Background()))
+	require.True(t, h.Status().AcceptingWork)
 	etcd.Pause()
 	resumed := false
 	defer func() {
@@ -433,7 +438,14 @@ func TestG1_LocationUnavailableWhileEtcdIsUnreachable(t *testing.T) {
 		return st.Placement.UnavailableReason != nil && *st.Placement.UnavailableReason == sdk.TopologyReasonLocationUnavailable &&
 			st.State == sdk.TopologyStateDegraded
 	}, 30*time.Second, 20*time.Millisecond, "placement unavailable for LocationUnavailable")
-	assert.Equal(t, sdk.RuntimeStateServing, h.Status().State, "the host serves on while one topology is degraded")
+	require.Eventually(t, func() bool {
+		return slices.ContainsFunc(seenRuntime(), func(o sdk.Observed[sdk.RuntimeStatus]) bool {
+			return o.Status.State == sdk.RuntimeStateServing && !o.Status.AcceptingWork
+		})
+	}, 10*time.Second, 20*time.Millisecond, "observers of the runtime saw that it takes no new work, though no one asked for the status")
+	st := h.Status()
+	assert.Equal(t, sdk.RuntimeStateServing, st.State, "the host serves on while one topology is degraded")
+	assert.False(t, st.AcceptingWork, "without a valid owner lease it takes no new work")
 	require.Eventually(t, func() bool {
 		found := false
 		for _, o := range seen() {
@@ -446,6 +458,7 @@ func TestG1_LocationUnavailableWhileEtcdIsUnreachable(t *testing.T) {
 	etcd.Resume()
 	resumed = true
 	require.Eventually(t, func() bool { return h.MeshStatus().Placement.IsAvailable }, 60*time.Second, 50*time.Millisecond, "placement is available again")
+	require.Eventually(t, func() bool { return h.Status().AcceptingWork }, 10*time.Second, 20*time.Millisecond, "it accepts work again")
 }
 
 // stopperDesc is a Spot type whose one method shuts its own node down from inside its handler.

@@ -253,7 +253,10 @@ type RuntimeStatus struct {
 	State RuntimeState
 	// IsReady is true only when State is Serving.
 	IsReady bool
-	// AcceptingWork says whether the host takes new application operations now.
+	// AcceptingWork says whether the host takes new application operations now: it is
+	// Serving and holds an owner lease that is certainly valid. A Serving host whose lease
+	// has ended, or cannot be renewed while etcd is unreachable, creates and runs none of its
+	// objects until it is registered again on a new lease.
 	AcceptingWork bool
 	// Deadline is the deadline of the lifecycle operation in progress (relocation or shutdown),
 	// or nil when there is none.
