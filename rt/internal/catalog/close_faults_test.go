@@ -180,6 +180,18 @@ func TestD3_ASlowReleaseWriteLeavesTheCallbackItsBudget(t *testing.T) {
 // no longer start. It returns what Close returned.
 func closeWhileCreating(t *testing.T, n *node, fs *faultStore, id string) error {
 	t.Helper()
+	closed, _ := closeWhileCommitting(t, n, fs, id, func(_ store.Reservation, rec store.Record, err error) (store.Record, error) {
+		return rec, err
+	})
+	return closed
+}
+
+// closeWhileCommitting is closeWhileCreating with the commit's answer that the creation gets:
+// answer's, given the reservation and the commit's own answer. It returns what Close and the
+// call returned.
+func closeWhileCommitting(t *testing.T, n *node, fs *faultStore, id string,
+	answer func(r store.Reservation, rec store.Record, err error) (store.Record, error)) (closed, called error) {
+	t.Helper()
 	committed, resume := make(chan struct{}), make(chan struct{})
 	fs.onCommitReady(func(ctx context.Context, r store.Reservation) (store.Record, error) {
 		fs.onCommitReady(nil)
@@ -189,26 +201,25 @@ func closeWhileCreating(t *testing.T, n *node, fs *faultStore, id string) error 
 		case <-resume:
 		case <-time.After(wait.Bound):
 		}
-		return rec, err
+		return answer(r, rec, err)
 	})
-	called := make(chan error, 1)
+	calls := make(chan error, 1)
 	go func() {
 		_, err := n.call(id, "Join", "x")
-		called <- err
+		calls <- err
 	}()
 	wait.For(t, committed)
-	closed := make(chan error, 1)
+	closes := make(chan error, 1)
 	go func() {
 		c, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		closed <- n.cat.Close(c)
+		closes <- n.cat.Close(c)
 	}()
 	require.Eventually(t, n.cat.BackgroundSealed, wait.Bound, time.Millisecond,
 		"Close did not reach the end of its background work")
 	close(resume)
-	err := wait.For(t, closed)
-	wait.For(t, called) // its outcome depends on whether Join ran before the close
-	return err
+	closed = wait.For(t, closes)
+	return closed, wait.For(t, calls) // its outcome depends on whether Join ran before the close
 }
 
 // B8: a creation whose commit of Ready took, but whose answer the node's close cut off, fails
@@ -218,38 +229,14 @@ func closeWhileCreating(t *testing.T, n *node, fs *faultStore, id string) error 
 func TestB8_ACreationWhoseReadyCommitsAnswerTheCloseCutOffReleasesItsRecord(t *testing.T) {
 	var fs *faultStore
 	n := newNode(t, nodeOpts{wrap: withFaults(&fs)})
-	committed, resume := make(chan struct{}), make(chan struct{})
-	fs.onCommitReady(func(ctx context.Context, r store.Reservation) (store.Record, error) {
-		fs.onCommitReady(nil)
-		_, err := fs.Etcd.CommitReady(ctx, r)
-		close(committed)
-		select {
-		case <-resume:
-		case <-time.After(wait.Bound):
-		}
+	closed, called := closeWhileCommitting(t, n, fs, "cut-off", func(r store.Reservation, _ store.Record, err error) (store.Record, error) {
 		if err != nil {
 			return store.Record{}, err
 		}
 		return store.Record{}, fmt.Errorf("store: commit ready %s: %w", r.Key, store.ErrOutcomeUnknown)
 	})
-	called := make(chan error, 1)
-	go func() {
-		_, err := n.call("cut-off", "Join", "x")
-		called <- err
-	}()
-	wait.For(t, committed)
-	require.Equal(t, store.StateReady, n.lookup(t, roomType, "cut-off").State)
-	closed := make(chan error, 1)
-	go func() {
-		c, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		closed <- n.cat.Close(c)
-	}()
-	require.Eventually(t, n.cat.BackgroundSealed, wait.Bound, time.Millisecond,
-		"Close did not reach the end of its background work")
-	close(resume)
-	require.ErrorIs(t, wait.For(t, called), sdk.ErrCreationFailed)
-	require.NoError(t, wait.For(t, closed))
+	require.ErrorIs(t, called, sdk.ErrCreationFailed)
+	require.NoError(t, closed)
 	assert.Equal(t, store.StateMissing, n.lookup(t, roomType, "cut-off").State, "its record was released")
 	assert.Empty(t, n.f.closeReasons("cut-off"), "no Spot ran under it")
 }

@@ -17,37 +17,6 @@ import (
 	"github.com/zlink-go/zlink/sdk"
 )
 
-// One call without a deadline to a peer whose reader a handler that never returns stops: the
-// connection takes the caller's probes in at once, far from its flow-control window, and that
-// is no sign that the peer reads. The call fails.
-func TestOneCallToAPeerWhoseReaderStoppedFails(t *testing.T) {
-	const stall = 400 * time.Millisecond
-	release := make(chan struct{})
-	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
-		<-release // the stream's reader stops here
-		reply(&wire.Reply{})
-	}}, func(c *transport.Config) { c.StallTimeout = stall })
-	t.Cleanup(func() { close(release) })
-	a := start(t, "a", handler{}, func(c *transport.Config) { c.StallTimeout = stall })
-	a.Connect("b", b.Addr())
-	waitReady(t, a, "b")
-
-	done := make(chan error, 1)
-	go func() {
-		_, err := a.Call(context.Background(), "b", &wire.Request{})
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		require.ErrorIs(t, err, sdk.ErrOwnerUnavailable)
-	case <-time.After(25 * stall): // 10 s: the watch's stall is 400 ms
-		before := a.Stats().Envelopes
-		time.Sleep(time.Second)
-		t.Fatalf("a call to a peer whose reader stopped still waits after %v (a sent %d envelopes in the last second: its probes, each a completed send)",
-			25*stall, a.Stats().Envelopes-before)
-	}
-}
-
 // A handler hands its request to a goroutine of its own, which waits through capacity.AsReader
 // with the request's context and gets there before the reader has returned from Handle. Once
 // the reader has gone on, that wait no longer says that the stream is read: the reader then
@@ -197,16 +166,7 @@ func TestABacklogOverASlowLinkIsKept(t *testing.T) {
 // are no sign that the peer reads. The stream is closed and the call fails.
 func TestATrickleOfCallsToAPeerWhoseReaderStoppedDoesNotHideIt(t *testing.T) {
 	const stall = 400 * time.Millisecond
-	release := make(chan struct{})
-	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
-		<-release // the stream's reader stops here
-		reply(&wire.Reply{})
-	}}, func(c *transport.Config) { c.StallTimeout = stall })
-	t.Cleanup(func() { close(release) })
-	a := start(t, "a", handler{}, func(c *transport.Config) { c.StallTimeout = stall })
-	a.Connect("b", b.Addr())
-	waitReady(t, a, "b")
-
+	a := connectToStoppedReader(t, stall)
 	done := make(chan error, 1)
 	go func() {
 		_, err := a.Call(context.Background(), "b", &wire.Request{})

@@ -39,20 +39,7 @@ func fillWindow(a *transport.Transport, n, payload int) <-chan error {
 // caller's StallTimeout while calls were open, not even answered the caller's probe, the
 // caller closes the stream, and the calls on it fail rather than wait for good.
 func TestAStreamWhosePeerStopsReadingIsClosed(t *testing.T) {
-	const stall = 400 * time.Millisecond
-	release := make(chan struct{})
-	var stopped atomic.Bool
-	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
-		if stopped.CompareAndSwap(false, true) {
-			<-release // the stream's reader stops here
-		}
-		reply(&wire.Reply{})
-	}}, func(c *transport.Config) { c.StallTimeout = stall })
-	t.Cleanup(func() { close(release) }) // before b closes
-	a := start(t, "a", handler{}, func(c *transport.Config) { c.StallTimeout = stall })
-	a.Connect("b", b.Addr())
-	waitReady(t, a, "b")
-
+	a := connectToStoppedReader(t, 400*time.Millisecond)
 	const calls = 24 // 6 MiB: past the window of 1 MiB and gRPC's own buffers
 	ends := fillWindow(a, calls, 256<<10)
 	said := 0
@@ -231,17 +218,7 @@ func TestAFloodOfProbesGetsFewAnswers(t *testing.T) {
 // its window, is found out too: the caller's own probes, which go out, are no sign that the
 // peer reads.
 func TestAPeerThatStopsReadingWithOneSmallCallOpenIsFoundOut(t *testing.T) {
-	const stall = 400 * time.Millisecond
-	release := make(chan struct{})
-	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
-		<-release // the stream's reader stops here
-		reply(&wire.Reply{})
-	}}, func(c *transport.Config) { c.StallTimeout = stall })
-	t.Cleanup(func() { close(release) }) // before b closes
-	a := start(t, "a", handler{}, func(c *transport.Config) { c.StallTimeout = stall })
-	a.Connect("b", b.Addr())
-	waitReady(t, a, "b")
-	ends := fillWindow(a, 1, 16)
+	ends := fillWindow(connectToStoppedReader(t, 400*time.Millisecond), 1, 16)
 	select {
 	case err := <-ends:
 		require.ErrorIs(t, err, sdk.ErrOwnerUnavailable)
@@ -249,4 +226,24 @@ func TestAPeerThatStopsReadingWithOneSmallCallOpenIsFoundOut(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("a call to a peer that stopped reading waits for good")
 	}
+}
+
+// connectToStoppedReader starts "b", whose stream's reader stops in the handler of the first
+// request until the test ends (a later stream is read), and "a", connected to it; both have
+// StallTimeout stall.
+func connectToStoppedReader(t *testing.T, stall time.Duration) *transport.Transport {
+	t.Helper()
+	release := make(chan struct{})
+	var stopped atomic.Bool
+	b := start(t, "b", handler{fn: func(_ context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
+		if stopped.CompareAndSwap(false, true) {
+			<-release // the stream's reader stops here
+		}
+		reply(&wire.Reply{})
+	}}, func(c *transport.Config) { c.StallTimeout = stall })
+	t.Cleanup(func() { close(release) }) // before b closes
+	a := start(t, "a", handler{}, func(c *transport.Config) { c.StallTimeout = stall })
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+	return a
 }
