@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -437,6 +438,10 @@ func (m *Meter) waitPermit(ctx context.Context) error {
 		})
 		if waited != nil {
 			m.leaveQueue(wake)
+			if errors.Is(waited, ErrReaderHeldUp) {
+				return fmt.Errorf("the node's application job queue stayed full (%d jobs queued or running): %w",
+					m.s.MaxJobs, waited)
+			}
 			return fmt.Errorf("the node's application job queue stayed full (%d jobs queued or running) until the caller's context ended: %w (%w)",
 				m.s.MaxJobs, &sdk.CapacityError{Where: sdk.CapacityScheduler, Limit: m.s.MaxJobs}, ctx.Err())
 		}

@@ -1,6 +1,18 @@
 package capacity
 
-import "context"
+import (
+	"context"
+	"fmt"
+
+	"github.com/zlink-go/zlink/sdk"
+)
+
+// ErrReaderHeldUp ends a wait that held up a peer's stream's reader while none of the stream's
+// other calls ended for the transport's stall timeout: they may wait for cancellations queued
+// behind the request that waits, so the request is refused, as the node's scheduler being
+// full, and the stream is read on.
+var ErrReaderHeldUp = fmt.Errorf("the wait held up the peer's stream while none of its other calls ended: %w",
+	&sdk.CapacityError{Where: sdk.CapacityScheduler})
 
 // readerWaitKey finds, in a peer's request's context, how its stream's reader waits.
 type readerWaitKey struct{}
@@ -9,7 +21,7 @@ type readerWaitKey struct{}
 // stream's requests; the transport provides one in its requests' contexts (ReaderWaitValue).
 type ReaderWaiter interface {
 	// WaitAsReader runs wait, telling the peer meanwhile that the stream is read for as long
-	// as the wait holds the reader up, and returns wait's outcome.
+	// as the wait holds the reader up, and returns wait's outcome, or ErrReaderHeldUp.
 	WaitAsReader(ctx context.Context, wait func(context.Context) error) error
 }
 
@@ -25,8 +37,10 @@ func ReaderWaitValue(key any, w ReaderWaiter) (any, bool) {
 // AsReader runs wait for ctx. A wait that the reader of a peer's stream makes while it takes
 // in the request ctx belongs to (a permit, a slot of a bounded pool) holds up the stream's
 // other requests: the peer is told meanwhile that the stream is read, so that it does not take
-// the stream for one that has stopped. With any other ctx, or once the reader has gone on, it
-// is wait(ctx). It returns wait's outcome, or ctx's error once ctx ends.
+// the stream for one that has stopped; and once none of the stream's other calls has ended
+// for the transport's stall timeout, the wait ends with ErrReaderHeldUp, so that their
+// cancellations are read. With any other ctx, or once the reader has gone on, it is
+// wait(ctx). It returns wait's outcome, or ctx's error once ctx ends.
 func AsReader(ctx context.Context, wait func(context.Context) error) error {
 	if w, ok := ctx.Value(readerWaitKey{}).(ReaderWaiter); ok {
 		return w.WaitAsReader(ctx, wait)

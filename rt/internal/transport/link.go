@@ -178,7 +178,8 @@ func (l *link) session() error {
 	}
 	readingEvery, err := peerReadingEvery(hdr)
 	if err != nil {
-		return err
+		// A newer or foreign peer's word: its stream is used unwatched rather than refused.
+		l.t.log.Warn("a peer's stream is not watched for a reader that stops", "peer", l.peer, "err", err)
 	}
 	lim := limits{own: l.t.cfg.MaxMessageSize, peer: peerMax}
 	out := newSender(l.t.counted(func(b *wire.Batch) error { return stream.SendMsg(b) }), lim.max(), l.t.cfg.Meter, false)
@@ -222,7 +223,7 @@ func (l *link) session() error {
 	// the calls on it, rather than hold them for good.
 	var check <-chan time.Time
 	if readingEvery > 0 {
-		tick := time.NewTicker(min(watch.stall/4, time.Second))
+		tick := time.NewTicker(watch.tick())
 		defer tick.Stop()
 		check = tick.C
 	}
@@ -258,7 +259,10 @@ type readWatch struct {
 	// Only check touches these, as times since began: quietFrom is when the watch last found
 	// no call open, firstProbe and probed when it sent the first and the last probe.
 	quietFrom, firstProbe, probed time.Duration
-	stalls                        int
+	// stalledAt is when a check first found the peer stopped, if stalled: it is reported about
+	// a tick of the watch later only, however soon the next check comes.
+	stalledAt time.Duration
+	stalled   bool
 }
 
 func newReadWatch(stall time.Duration) *readWatch {
@@ -273,19 +277,20 @@ func (w *readWatch) heard() { w.last.Store(int64(time.Since(w.began))) }
 // call open; what this side sent is no sign, since the connection takes it in whether or not
 // the peer's reader reads. While calls are open and the silence passes a quarter of the stall,
 // it probes the peer (once a quarter), and it reports the peer as stopped once the silence has
-// passed the stall, a quarter of it has passed since the silence's first probe, and both held
-// at the check before: after a pause of this process the first check comes at once, before
-// anything the peer sent meanwhile has been read or the peer has had time to answer.
+// passed the stall, a quarter of it has passed since the silence's first probe, and both have
+// held since a check about a tick before: after a pause of this process the first check comes
+// at once, before anything the peer sent meanwhile has been read or the peer has had time to
+// answer the probe it then gets, and a ticker held up by the pause ticks again soon.
 func (w *readWatch) check(open bool, probe func()) (stopped bool) {
 	now := time.Since(w.began)
 	if !open {
-		w.quietFrom, w.stalls = now, 0
+		w.quietFrom, w.stalled = now, false
 		return false
 	}
 	from := max(w.quietFrom, time.Duration(w.last.Load()))
 	quiet, every := now-from, w.stall/4
 	if quiet <= every {
-		w.stalls = 0
+		w.stalled = false
 		return false
 	}
 	switch {
@@ -297,12 +302,18 @@ func (w *readWatch) check(open bool, probe func()) (stopped bool) {
 		w.probed = now
 	}
 	if quiet <= w.stall || now-w.firstProbe < every {
-		w.stalls = 0
+		w.stalled = false
 		return false
 	}
-	w.stalls++
-	return w.stalls >= 2
+	if !w.stalled {
+		w.stalled, w.stalledAt = true, now
+		return false
+	}
+	return now-w.stalledAt >= w.tick()/2 // half: the ticks of a ticker drift
 }
+
+// tick is how often the watch checks the peer.
+func (w *readWatch) tick() time.Duration { return min(w.stall/4, time.Second) }
 
 // peerClosing takes the peer's notice r that it closes the session whose sender is out: new
 // calls fail at once as not sent; what out holds is still sent, and so are the cancels of the

@@ -120,10 +120,10 @@ func TestACallWhileAPeersLinkIsReplacedGoesToTheNewLink(t *testing.T) {
 	require.NoError(t, call())
 }
 
-// A server's readingHeader says how often its stream says that it waits for room: a caller
-// reads it as a duration, none as a server that never says so, and refuses, naming the
-// header, one that is not a single positive count of nanoseconds of an hour at most.
-func TestAPeersReadingHeaderIsReadOrRefused(t *testing.T) {
+// A server's readingHeader says how often its stream says that it reads: a caller reads it as
+// a duration, none as a server that never says so, and one that is not a single positive count
+// of nanoseconds of an hour at most as none too, with an error that names the header.
+func TestAPeersReadingHeaderIsReadOrTakenForNone(t *testing.T) {
 	every, err := peerReadingEvery(metadata.Pairs(readingHeader, "250000000"))
 	require.NoError(t, err)
 	assert.Equal(t, 250*time.Millisecond, every)
@@ -133,8 +133,9 @@ func TestAPeersReadingHeaderIsReadOrRefused(t *testing.T) {
 	for _, bad := range [][]string{{"0"}, {"-5"}, {"soon"}, {"7200000000000"}, {"1", "2"}} {
 		md := metadata.MD{}
 		md.Append(readingHeader, bad...)
-		_, err := peerReadingEvery(md)
+		every, err := peerReadingEvery(md)
 		assert.ErrorContains(t, err, readingHeader, "%q", bad)
+		assert.Zero(t, every, "%q: the stream is not watched", bad)
 	}
 }
 
@@ -172,5 +173,15 @@ func TestAReadWatchProbesASilentPeerBeforeItGivesUpOnIt(t *testing.T) {
 	pass(4 * time.Second)
 	require.False(t, w.check(true, probe))
 	pass(500 * time.Millisecond)
-	assert.True(t, w.check(true, probe), "silent past the stall at two checks in a row, probed long enough ago")
+	assert.True(t, w.check(true, probe), "silent past the stall at two checks about a tick apart, probed long enough ago")
+
+	w.heard()
+	pass(1500 * time.Millisecond)
+	require.False(t, w.check(true, probe), "a new silence, probed")
+	pass(10 * time.Second) // this process paused, the probe out
+	require.False(t, w.check(true, probe), "the first check after the pause")
+	pass(time.Millisecond) // the ticker held up by the pause ticks again at once
+	require.False(t, w.check(true, probe), "a check a millisecond later gives the peer no time to answer")
+	pass(time.Second)
+	assert.True(t, w.check(true, probe), "a tick later, still silent")
 }

@@ -228,6 +228,67 @@ func TestAPeerThatStopsReadingWithOneSmallCallOpenIsFoundOut(t *testing.T) {
 	}
 }
 
+// A handler's wait on the reader (capacity.AsReader) for room that only a call of its own
+// stream can free, a call whose caller has given up: the cancellation that ends that call comes
+// behind the request that waits. Once none of the stream's other calls has ended for the
+// StallTimeout, the wait gives up and its request is refused as the scheduler being full; the
+// stream is read on, and the cancellation ends the call that held the room.
+func TestAReaderWaitThatOnlyItsOwnStreamsCancellationCanEndGivesUp(t *testing.T) {
+	const stall = 400 * time.Millisecond
+	slot := make(chan struct{}, 1)
+	var handlers sync.WaitGroup
+	t.Cleanup(handlers.Wait) // after the transport's close, which ends their contexts
+	b := start(t, "b", handler{fn: func(ctx context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
+		select {
+		case slot <- struct{}{}:
+		default:
+			if err := capacity.AsReader(ctx, func(c context.Context) error {
+				select {
+				case slot <- struct{}{}:
+					return nil
+				case <-c.Done():
+					return c.Err()
+				}
+			}); err != nil {
+				reply(&wire.Reply{Error: wire.EncodeError(err)})
+				return
+			}
+		}
+		handlers.Go(func() { // holds the slot until its caller gives up
+			<-ctx.Done()
+			<-slot
+			reply(&wire.Reply{})
+		})
+	}}, func(c *transport.Config) { c.StallTimeout = stall })
+	a := start(t, "a", handler{}, func(c *transport.Config) { c.StallTimeout = stall })
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+
+	first, giveUp := context.WithCancel(context.Background())
+	firstEnded := make(chan error, 1)
+	go func() { _, err := a.Call(first, "b", &wire.Request{}); firstEnded <- err }()
+	require.Eventually(t, func() bool { return len(slot) == 1 }, 5*time.Second, time.Millisecond)
+	second := make(chan error, 1)
+	go func() {
+		r, err := a.Call(context.Background(), "b", &wire.Request{})
+		if err == nil {
+			err = wire.DecodeError(r.Error)
+		}
+		second <- err
+	}()
+	time.Sleep(stall / 4) // the second waits on the reader
+	giveUp()
+	require.ErrorIs(t, <-firstEnded, context.Canceled)
+	select {
+	case err := <-second:
+		require.ErrorIs(t, err, sdk.ErrCapacityExceeded, "refused, the stream read on")
+	case <-time.After(25 * stall):
+		t.Fatal("a wait on the reader that only its own stream's cancellation can end waits for good")
+	}
+	require.Eventually(t, func() bool { return len(slot) == 0 }, 5*time.Second, time.Millisecond,
+		"the cancellation reached the call that held the room")
+}
+
 // connectToStoppedReader starts "b", whose stream's reader stops in the handler of the first
 // request until the test ends (a later stream is read), and "a", connected to it; both have
 // StallTimeout stall.

@@ -102,8 +102,8 @@ type Config struct {
 	// the peer announces) while calls were open on it, not even that it reads (a peer answers
 	// probes, and says so while its reader reads or waits for room), closes too: the peer has
 	// stopped reading though its connection lives. Its calls fail, and those whose requests
-	// were never sent may go elsewhere. A batch of requests (at most the peer's largest
-	// message) must therefore cross the link within StallTimeout.
+	// were never sent may go elsewhere. A batch either way (at most the largest message) must
+	// therefore cross the link within StallTimeout.
 	StallTimeout time.Duration
 	// CloseGrace bounds how long Close waits for each peer's stream to end well (default 1 s,
 	// at most an hour): the peer has stopped sending, and every request the stream took in has
@@ -262,7 +262,9 @@ const (
 func (t *Transport) readingEvery() time.Duration { return min(t.cfg.StallTimeout/4, time.Second) }
 
 // peerReadingEvery reads from a server's response header how often its stream says that it
-// reads while it waits for room: 0 when it does not answer probes.
+// reads while it reads or waits for room: 0 when it does not say so, and with an error naming
+// the header when the value is not a single positive count of nanoseconds of an hour at most
+// (the caller then watches nothing: the header is a promise, and one it cannot read is none).
 func peerReadingEvery(md metadata.MD) (time.Duration, error) {
 	v := md.Get(readingHeader)
 	if len(v) == 0 {
@@ -733,11 +735,13 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	})
 	// A peer that stops taking its replies while its connection stays up (keepalive pings go
 	// on) is dropped after StallTimeout: its queued replies go with the stream.
-	// Two checks in a row must find it stalled: after a pause of this process the first one
-	// comes at once, before the sender has had a chance to run.
-	stallCheck := time.NewTicker(min(t.cfg.StallTimeout/4, time.Second))
+	// Two checks about a tick apart must find it stalled: after a pause of this process the
+	// first one comes at once, before the sender has had a chance to run, and the ticker, held
+	// up by the pause, ticks again soon.
+	tick := min(t.cfg.StallTimeout/4, time.Second)
+	stallCheck := time.NewTicker(tick)
 	defer stallCheck.Stop()
-	stalls := 0
+	var stalledAt time.Time // zero: not found stalled at the last check
 wait:
 	for {
 		select {
@@ -749,9 +753,12 @@ wait:
 			p.drain(stopIntake, recvDone, senderDone)
 			break wait
 		case <-stallCheck.C:
-			if !p.out.stalled(t.cfg.StallTimeout) {
-				stalls = 0
-			} else if stalls++; stalls >= 2 {
+			switch now := time.Now(); {
+			case !p.out.stalled(t.cfg.StallTimeout):
+				stalledAt = time.Time{}
+			case stalledAt.IsZero():
+				stalledAt = now
+			case now.Sub(stalledAt) >= tick/2: // half: the ticks of a ticker drift
 				p.warn("a peer has not taken its replies for too long; its stream is closed", "after", t.cfg.StallTimeout)
 				break wait
 			}
@@ -784,6 +791,7 @@ type peerStream struct {
 
 	mu    sync.Mutex
 	calls callTable[*callCtx] // the calls still running, to cancel them
+	ended uint64              // the calls that have left calls
 
 	// held is the Core HWM charge of this stream's requests not yet answered; share is the
 	// most it may hold, so that one peer that floods the node leaves room for the others.
@@ -838,7 +846,10 @@ func (p *peerStream) add(id uint64, c *callCtx) bool {
 
 func (p *peerStream) done(id uint64) {
 	p.mu.Lock()
-	c, _ := p.calls.remove(id)
+	c, ok := p.calls.remove(id)
+	if ok {
+		p.ended++
+	}
 	p.mu.Unlock()
 	if c != nil {
 		c.cancel()
@@ -1007,19 +1018,31 @@ func (p *peerStream) awaitReplyRoom() error {
 // waitReading runs wait, a wait of the stream's reader for room to take a request in, and
 // tells the peer that the stream is read (wire.Reading) whenever readingEvery has passed since
 // it last did, across waits: the peer's requests are not read meanwhile, and the peer tells
-// this wait from a reader that has stopped (link.session). onReader, when not nil, says whether
-// the wait still holds the reader up (a handler's wait through capacity.AsReader, which may
-// outlive the reader's taking in of its request): once it does not, the rest of the wait says
-// nothing. It returns wait's outcome, or ctx's error once ctx ends.
+// this wait from a reader that has stopped (link.session). It returns wait's outcome, or ctx's
+// error once ctx ends.
+//
+// onReader, when not nil, makes it a handler's wait (capacity.AsReader), which the transport
+// does not bound as it bounds its own (awaitRoom). onReader says whether the wait still holds
+// the reader up (it may outlive the reader's taking in of its request): once it does not, the
+// rest of the wait says nothing. And while the stream's other calls run, one may wait for a
+// cancellation queued behind the request that waits: when none of them has ended for
+// StallTimeout, and again at the next window (a pause of this process gives them no chance to
+// end), the wait gives up with capacity.ErrReaderHeldUp, and the stream is read on.
 func (p *peerStream) waitReading(ctx context.Context, wait func(context.Context) error, onReader func() bool) error {
 	every := p.t.readingEvery()
+	var held heldReader
 	for {
 		// A window ends an interval after the stream last said that it is read, so that a run
 		// of short waits says so as a long one does.
 		d := every - (time.Since(p.began) - time.Duration(p.saidReading.Load()))
 		if d <= 0 {
-			if onReader != nil && !onReader() {
-				return wait(ctx)
+			if onReader != nil {
+				if !onReader() {
+					return wait(ctx)
+				}
+				if p.heldTooLong(&held) {
+					return capacity.ErrReaderHeldUp
+				}
 			}
 			p.sayReading(math.MaxInt)
 			d = every
@@ -1034,9 +1057,37 @@ func (p *peerStream) waitReading(ctx context.Context, wait func(context.Context)
 	}
 }
 
+// heldReader is what heldTooLong knows of a handler's wait: since when none of the stream's
+// other calls has ended (ended of them had then), and when it first found that too long.
+type heldReader struct {
+	ended        uint64
+	since, first time.Time
+}
+
+// heldTooLong reports whether a handler's wait has held the stream's reader up too long:
+// other calls run on the stream, and none has ended for StallTimeout, at two looks in a row.
+func (p *peerStream) heldTooLong(h *heldReader) bool {
+	p.mu.Lock()
+	ended, others := p.ended, p.calls.len() > 1 // the waiting request's call is one
+	p.mu.Unlock()
+	now := time.Now()
+	if !others || ended != h.ended || h.since.IsZero() {
+		h.ended, h.since, h.first = ended, now, time.Time{}
+		return false
+	}
+	if now.Sub(h.since) <= p.t.cfg.StallTimeout {
+		return false
+	}
+	if h.first.IsZero() {
+		h.first = now
+		return false
+	}
+	return true
+}
+
 // readBatch notes that the reader read a batch at at (since the stream began): it tells the
-// peer that the stream is read once an interval while batches come, and at once, but an
-// eighth of an interval apart at most, when the batch holds a probe. A peer whose calls all
+// peer that the stream is read once an interval while batches come, and at once when the batch
+// holds a probe, unless it said so less than an eighth of an interval before. A peer whose calls all
 // run long, or whose link is slow to carry a backlog, hears from the stream while it reads.
 func (p *peerStream) readBatch(at time.Duration, probed bool) {
 	since, every := at-time.Duration(p.saidReading.Load()), p.t.readingEvery()
@@ -1059,7 +1110,7 @@ func (p *peerStream) sayReading(small int) {
 // for the peer leave room: a peer that stops reading is not answered without bound. It reports
 // false when ctx, the stream's, ended first.
 func (p *peerStream) refuseClosing(ctx context.Context, req *wire.Request) bool {
-	if ctx.Err() != nil || p.out.waitRoom(ctx) != nil {
+	if ctx.Err() != nil || (p.out.full() && p.waitReading(ctx, p.out.waitRoom, nil) != nil) {
 		return false
 	}
 	p.reply(&wire.Reply{CallId: req.CallId, Refused: true, Error: wire.EncodeError(fmt.Errorf(
