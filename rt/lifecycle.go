@@ -210,7 +210,15 @@ func (h *Host) ObserveRuntime(ctx context.Context) iter.Seq[sdk.Observed[sdk.Run
 	if ctx == nil {
 		return noStream[sdk.RuntimeStatus](h, "ObserveRuntime")
 	}
-	return ownStream(h.lc.runtime.Observe(ctx), ownRuntimeStatus)
+	seq := ownStream(h.lc.runtime.Observe(ctx), ownRuntimeStatus)
+	return func(yield func(sdk.Observed[sdk.RuntimeStatus]) bool) {
+		// What time alone changed while no one observed is published first: the stream's
+		// first status is a fresh one, as Status's is.
+		h.lc.mu.Lock()
+		h.publishTimedLocked()
+		h.lc.mu.Unlock()
+		seq(yield)
+	}
 }
 
 // ownStream is seq with each status made its observer's own by own: the hub shares one

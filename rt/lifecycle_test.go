@@ -461,6 +461,27 @@ func TestG1_LocationUnavailableWhileEtcdIsUnreachable(t *testing.T) {
 	require.Eventually(t, func() bool { return h.Status().AcceptingWork }, 10*time.Second, 20*time.Millisecond, "it accepts work again")
 }
 
+// F11: a host whose owner lease ran out while no one observed its runtime status gives a new
+// observer a first status that says it does not accept work, not the stale one.
+func TestF11_ANewObserverOfAHostWhoseLeaseRanOutUnobservedIsToldAtOnce(t *testing.T) {
+	var built atomic.Int64
+	cfg := config(t, &built)
+	cfg.LeaseTTL = 2 * time.Second
+	h, err := rt.Start(ctx, cfg)
+	require.NoError(t, err)
+	defer h.Close()
+	release := h.HoldKeepAlive()
+	defer release()
+	require.Eventually(t, func() bool { valid, _ := h.LeaseGuard(); return !valid }, 15*time.Second, time.Millisecond)
+	octx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for o := range h.ObserveRuntime(octx) {
+		assert.Equal(t, sdk.RuntimeStateServing, o.Status.State)
+		assert.False(t, o.Status.AcceptingWork, "the first status is a fresh one")
+		break
+	}
+}
+
 // stopperDesc is a Spot type whose one method shuts its own node down from inside its handler.
 func stopperDesc(host *atomic.Pointer[rt.Host]) *sdk.SpotDesc {
 	return &sdk.SpotDesc{Name: "test.Stopper", Kind: sdk.KindInstance, Methods: []sdk.MethodDesc{{
