@@ -34,8 +34,10 @@ type callCtx struct {
 	// flags holds callCanceled, callAnswered and the error Err answered first, if any.
 	flags atomic.Uint32
 	// taking is set while the stream's reader takes the request in (Handle): its waits then
-	// hold up the stream.
+	// hold up the stream. held is what the stream knows of those waits (heldTooLong), under
+	// the stream's mu.
 	taking atomic.Bool
+	held   heldReader
 	// wallDeadline says the deadline came as a wall clock time alone (the caller's absolute
 	// deadline), which Deadline answers as it came.
 	wallDeadline bool
@@ -274,7 +276,7 @@ func (c *callCtx) WaitAsReader(ctx context.Context, wait func(context.Context) e
 	if c.p == nil || !c.taking.Load() {
 		return wait(ctx)
 	}
-	return c.p.waitReading(ctx, wait, c.taking.Load)
+	return c.p.waitReading(ctx, wait, c)
 }
 
 // cancel ends the context: the caller gave up, or the call is done.

@@ -336,6 +336,43 @@ func TestARequestThatFitsWhileAStreamShedsDoesNotEndIt(t *testing.T) {
 	require.NoError(t, err, "once the long polls have ended, a large request fits")
 }
 
+// While a stream sheds for a call that runs long, the first request after one that fitted to
+// find no room is refused, and the stream waits a short while (a quarter of the StallTimeout, a
+// second at most) for room before it reads on: room that comes back that soon (a brief spike of
+// the node's budget) is there for the next request, which is taken, not refused too.
+func TestWhileAStreamShedsABriefSpikeAfterARequestFitsIsWaitedFor(t *testing.T) {
+	const maxMessage, stall = 256 << 10, 2 * time.Second
+	meter := budgetMeter(t, maxMessage)
+	lp := startLongPollsWith(t, meter, maxMessage, stall, nil)
+	giveUp, ended := lp.poll(1, 0)
+	defer func() { giveUp(); <-ended }()
+	require.Eventually(t, func() bool { return lp.polling.Load() == 1 }, 10*time.Second, time.Millisecond)
+	var others int64 // other streams' calls fill the node's budget
+	for meter.Charge(4 << 10) {
+		others += 4 << 10
+	}
+	_, err := lp.quick(maxMessage / 2)
+	require.ErrorIs(t, err, sdk.ErrInboundBudget)
+	time.Sleep(stall*5/4 + 500*time.Millisecond) // the stream sheds from here
+	meter.Release(others)
+	_, err = lp.quick(0)
+	require.NoError(t, err, "a request fits")
+	require.True(t, meter.Charge(others))
+	time.AfterFunc(stall/8, func() { meter.Release(others) })
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { _, err := lp.quick(maxMessage / 2); errs <- err }()
+	}
+	refused := 0
+	for range 2 {
+		if err := <-errs; err != nil {
+			require.ErrorIs(t, err, sdk.ErrInboundBudget)
+			refused++
+		}
+	}
+	assert.Equal(t, 1, refused, "the room that came back soon was waited for, and the second request took it")
+}
+
 // A stream none of whose requests runs waits for room as long as it takes: the node's budget,
 // full of other streams' calls, is waited for well past StallTimeout, and its requests are
 // taken once it has room, not refused.

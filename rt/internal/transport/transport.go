@@ -792,6 +792,10 @@ type peerStream struct {
 	mu    sync.Mutex
 	calls callTable[*callCtx] // the calls still running, to cancel them
 	ended uint64              // the calls that have left calls
+	// heldUp is set when a handler's wait on the reader gave up (heldTooLong) with ended at
+	// heldUpEnded: later ones give up at once until a call ends.
+	heldUp      bool
+	heldUpEnded uint64
 
 	// held is the Core HWM charge of this stream's requests not yet answered; share is the
 	// most it may hold, so that one peer that floods the node leaves room for the others.
@@ -808,11 +812,13 @@ type peerStream struct {
 	// back (ReleaseCharge): the difference is running, as calls or kept jobs. shedding is set
 	// when the reader waited for room while none of them ended (awaitRoom), until none runs or
 	// the calls it sheds for, shedFor, those running when it began, have all left the stream.
-	// Only the reader touches admitted, shedding and shedFor.
-	admitted int64
-	released atomic.Int64
-	shedding bool
-	shedFor  []*callCtx
+	// shedWaited is set when a short wait while it sheds found no room, until a request fits.
+	// Only the reader touches admitted, shedding, shedFor and shedWaited.
+	admitted   int64
+	released   atomic.Int64
+	shedding   bool
+	shedFor    []*callCtx
+	shedWaited bool
 
 	// intake ends with the stream or when the transport closes: the waits of a request being
 	// taken in end with it.
@@ -847,8 +853,8 @@ func (p *peerStream) add(id uint64, c *callCtx) bool {
 func (p *peerStream) done(id uint64) {
 	p.mu.Lock()
 	c, ok := p.calls.remove(id)
-	if ok {
-		p.ended++
+	if ok && !c.held.gaveUp {
+		p.ended++ // one that gave up is no sign that the calls it waited for end
 	}
 	p.mu.Unlock()
 	if c != nil {
@@ -912,6 +918,7 @@ func (p *peerStream) admit(ctx context.Context, req *wire.Request, arrived time.
 		return p.awaitRoom(func(c context.Context) error { return m.WaitRoom(c, n) }) != roomEnded || ctx.Err() == nil
 	}
 	p.admitted++
+	p.shedWaited = false
 	p.held.Add(n)
 	p.dispatch(ctx, req, charged(n, p), arrived)
 	return true
@@ -948,10 +955,14 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 			return roomMade
 		}
 		if p.shedding {
-			if p.shedCallsRun() {
+			switch {
+			case !p.shedCallsRun():
+				p.endShedding() // the calls it shed for have ended: those running now may end too
+			case p.shedWaited:
 				return roomShed
+			default:
+				return p.shedAfterAShortWait(wait)
 			}
-			p.endShedding() // the calls it shed for have ended: those running now may end too
 		}
 		d := stall
 		if second {
@@ -975,12 +986,30 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 		}
 		second = true
 	}
-	p.shedding = true
+	p.shedding, p.shedWaited = true, true // this request waited: the next is refused at once
 	p.mu.Lock()
 	p.calls.each(func(_ uint64, c *callCtx) { p.shedFor = append(p.shedFor, c) })
 	p.mu.Unlock()
 	p.warn("none of a peer's calls has ended while its stream waited for room: its requests that find no room are refused until those calls end, and its cancellations are read",
 		"after", stall)
+	return roomShed
+}
+
+// shedAfterAShortWait is the wait of the first request that finds no room while the stream
+// sheds, or since a request fitted: a short one (a quarter of StallTimeout, a second at most),
+// so that room that comes soon is taken, while the cancellations behind wait that long at most
+// for each request that fits.
+func (p *peerStream) shedAfterAShortWait(wait func(context.Context) error) roomOutcome {
+	wctx, cancel := context.WithTimeout(p.intake, min(p.t.cfg.StallTimeout/4, time.Second))
+	err := p.waitReading(wctx, wait, nil)
+	cancel()
+	switch {
+	case err == nil:
+		return roomMade
+	case p.intake.Err() != nil:
+		return roomEnded
+	}
+	p.shedWaited = true
 	return roomShed
 }
 
@@ -1003,7 +1032,7 @@ func (p *peerStream) shedCallsRun() bool {
 
 // endShedding has the stream wait for room again.
 func (p *peerStream) endShedding() {
-	p.shedding, p.shedFor = false, nil
+	p.shedding, p.shedFor, p.shedWaited = false, nil, false
 }
 
 // awaitReplyRoom waits until the stream's reply queue has room, telling the peer meanwhile
@@ -1021,26 +1050,25 @@ func (p *peerStream) awaitReplyRoom() error {
 // this wait from a reader that has stopped (link.session). It returns wait's outcome, or ctx's
 // error once ctx ends.
 //
-// onReader, when not nil, makes it a handler's wait (capacity.AsReader), which the transport
-// does not bound as it bounds its own (awaitRoom). onReader says whether the wait still holds
-// the reader up (it may outlive the reader's taking in of its request): once it does not, the
-// rest of the wait says nothing. And while the stream's other calls run, one may wait for a
-// cancellation queued behind the request that waits: when none of them has ended for
-// StallTimeout, and again at the next window (a pause of this process gives them no chance to
-// end), the wait gives up with capacity.ErrReaderHeldUp, and the stream is read on.
-func (p *peerStream) waitReading(ctx context.Context, wait func(context.Context) error, onReader func() bool) error {
+// With call not nil it is a wait of a handler taking call's request in (capacity.AsReader),
+// which the transport bounds as it bounds its own (awaitRoom). The wait may outlive the
+// reader's taking in of the request: once call is no longer taken in, the rest of the wait
+// says nothing. And while the stream's other calls run, one may wait for a cancellation queued
+// behind the waiting request: when none of them has ended for StallTimeout, at two looks a
+// window apart (a pause of this process gives them no chance to end), the wait gives up with
+// capacity.ErrReaderHeldUp, and so does every later such wait at once until one of them ends.
+func (p *peerStream) waitReading(ctx context.Context, wait func(context.Context) error, call *callCtx) error {
 	every := p.t.readingEvery()
-	var held heldReader
 	for {
 		// A window ends an interval after the stream last said that it is read, so that a run
 		// of short waits says so as a long one does.
 		d := every - (time.Since(p.began) - time.Duration(p.saidReading.Load()))
 		if d <= 0 {
-			if onReader != nil {
-				if !onReader() {
+			if call != nil {
+				if !call.taking.Load() {
 					return wait(ctx)
 				}
-				if p.heldTooLong(&held) {
+				if p.heldTooLong(call) {
 					return capacity.ErrReaderHeldUp
 				}
 			}
@@ -1057,19 +1085,30 @@ func (p *peerStream) waitReading(ctx context.Context, wait func(context.Context)
 	}
 }
 
-// heldReader is what heldTooLong knows of a handler's wait: since when none of the stream's
-// other calls has ended (ended of them had then), and when it first found that too long.
+// heldReader is what heldTooLong knows of the waits of a request being taken in: since when
+// none of the stream's other calls has ended (ended of them had then), and when it first found
+// that too long, and whether one of them gave up. The clock runs across the request's waits.
 type heldReader struct {
 	ended        uint64
 	since, first time.Time
+	gaveUp       bool
 }
 
-// heldTooLong reports whether a handler's wait has held the stream's reader up too long:
-// other calls run on the stream, and none has ended for StallTimeout, at two looks in a row.
-func (p *peerStream) heldTooLong(h *heldReader) bool {
+// heldTooLong reports whether the waits of call's request have held the stream's reader up too
+// long: other calls run on the stream, and none has ended for StallTimeout, at two looks in a
+// row; or a wait of the stream's gave up so and none has ended since (heldUp).
+func (p *peerStream) heldTooLong(call *callCtx) bool {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	ended, others := p.ended, p.calls.len() > 1 // the waiting request's call is one
-	p.mu.Unlock()
+	h := &call.held
+	if !others || ended != p.heldUpEnded {
+		p.heldUp = false
+	}
+	if p.heldUp {
+		h.gaveUp = true
+		return true
+	}
 	now := time.Now()
 	if !others || ended != h.ended || h.since.IsZero() {
 		h.ended, h.since, h.first = ended, now, time.Time{}
@@ -1082,6 +1121,7 @@ func (p *peerStream) heldTooLong(h *heldReader) bool {
 		h.first = now
 		return false
 	}
+	p.heldUp, p.heldUpEnded, h.gaveUp = true, ended, true
 	return true
 }
 
