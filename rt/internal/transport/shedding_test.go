@@ -373,6 +373,41 @@ func TestWhileAStreamShedsABriefSpikeAfterARequestFitsIsWaitedFor(t *testing.T) 
 	assert.Equal(t, 1, refused, "the room that came back soon was waited for, and the second request took it")
 }
 
+// A peer whose backlog alternates small requests (which fit) and large ones (which do not)
+// while its stream sheds: the reader waits a short while for room once a StallTimeout at most,
+// not after each request that fits, so the cancellations behind k such pairs are read in less
+// than a StallTimeout.
+func TestAlternatingFitsAndMissesWhileAStreamShedsDoNotDelayItsCancellations(t *testing.T) {
+	const maxMessage, poll, large = 256 << 10, 160 << 10, 250 << 10
+	const stall = 2 * time.Second // short wait: 500 ms
+	lp := startLongPollsWith(t, budgetMeter(t, maxMessage), maxMessage, stall, nil)
+	giveUp, ended := lp.poll(3, poll)
+	require.Eventually(t, func() bool { return lp.polling.Load() == 3 }, 10*time.Second, time.Millisecond)
+	_, err := lp.quick(large)
+	require.ErrorIs(t, err, sdk.ErrInboundBudget)
+	time.Sleep(stall*5/4 + 500*time.Millisecond) // the stream sheds from here
+
+	const pairs = 8
+	done := make(chan error, 2*pairs)
+	for range pairs { // queued in order behind each other
+		go func() { _, err := lp.quick(0); done <- err }()
+		time.Sleep(2 * time.Millisecond)
+		go func() { _, err := lp.quick(large); done <- err }()
+		time.Sleep(2 * time.Millisecond)
+	}
+	giveUp() // its cancellations come behind the backlog
+	given := time.Now()
+	for range 3 {
+		require.ErrorIs(t, <-ended, context.Canceled)
+	}
+	require.Eventually(t, func() bool { return lp.polling.Load() == 0 }, 30*time.Second, time.Millisecond)
+	took := time.Since(given)
+	for range 2 * pairs {
+		<-done
+	}
+	require.Less(t, took, stall, "the cancellations were read %v late, behind %d fit/miss pairs", took, pairs)
+}
+
 // A stream none of whose requests runs waits for room as long as it takes: the node's budget,
 // full of other streams' calls, is waited for well past StallTimeout, and its requests are
 // taken once it has room, not refused.

@@ -297,6 +297,66 @@ func TestAReaderWaitThatOnlyItsOwnStreamsCancellationCanEndGivesUp(t *testing.T)
 	}
 }
 
+// A handler's wait on the reader that gave up, on a stream where a long call runs, makes the
+// waits of the requests read behind it give up at once for a StallTimeout at most: a request
+// the peer sends long after (nothing can be queued behind the old wait by then) waits as any,
+// and its room, which comes well within StallTimeout, is taken.
+func TestAReaderWaitThatGaveUpLongAgoDoesNotRefuseALaterShortOne(t *testing.T) {
+	const stall = 400 * time.Millisecond // reading interval: 100 ms
+	var gateMu sync.Mutex
+	gate := make(chan struct{})
+	var handlers sync.WaitGroup
+	t.Cleanup(handlers.Wait)
+	b := start(t, "b", handler{fn: func(ctx context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+		if req.Method == "long" { // a long poll: ends when its caller gives up
+			handlers.Go(func() { <-ctx.Done(); reply(&wire.Reply{}) })
+			return
+		}
+		gateMu.Lock()
+		g := gate
+		gateMu.Unlock()
+		err := capacity.AsReader(ctx, func(c context.Context) error {
+			select {
+			case <-g:
+				return nil
+			case <-c.Done():
+				return c.Err()
+			}
+		})
+		if err != nil {
+			reply(&wire.Reply{Error: wire.EncodeError(err)})
+			return
+		}
+		reply(&wire.Reply{})
+	}}, func(c *transport.Config) { c.StallTimeout = stall })
+	a := start(t, "a", handler{}, func(c *transport.Config) { c.StallTimeout = stall })
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+	call := func() error {
+		r, err := a.Call(context.Background(), "b", &wire.Request{Method: "wait"})
+		if err == nil {
+			err = wire.DecodeError(r.Error)
+		}
+		return err
+	}
+
+	lctx, endLong := context.WithCancel(context.Background())
+	defer endLong()
+	go func() { _, _ = a.Call(lctx, "b", &wire.Request{Method: "long"}) }()
+	time.Sleep(50 * time.Millisecond)
+	require.ErrorIs(t, call(), sdk.ErrCapacityExceeded, "a wait with no end in sight gives up")
+
+	time.Sleep(10 * stall) // the stream idles: nothing is queued behind any wait now
+	gateMu.Lock()
+	gate = make(chan struct{})
+	g := gate
+	gateMu.Unlock()
+	time.AfterFunc(stall/2, func() { close(g) }) // room comes well within StallTimeout
+	began := time.Now()
+	err := call()
+	require.NoError(t, err, "a wait of %v (StallTimeout %v) gave up after %v", stall/2, stall, time.Since(began))
+}
+
 // connectToStoppedReader starts "b", whose stream's reader stops in the handler of the first
 // request until the test ends (a later stream is read), and "a", connected to it; both have
 // StallTimeout stall.

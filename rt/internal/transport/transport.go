@@ -792,10 +792,12 @@ type peerStream struct {
 	mu    sync.Mutex
 	calls callTable[*callCtx] // the calls still running, to cancel them
 	ended uint64              // the calls that have left calls
-	// heldUp is set when a handler's wait on the reader gave up (heldTooLong) with ended at
-	// heldUpEnded: later ones give up at once until a call ends.
+	// heldUp is set when a handler's wait on the reader gave up (heldTooLong), at heldUpAt
+	// with ended at heldUpEnded: later ones, the requests read behind it, give up at once
+	// until a call ends, for a StallTimeout at most.
 	heldUp      bool
 	heldUpEnded uint64
+	heldUpAt    time.Time
 
 	// held is the Core HWM charge of this stream's requests not yet answered; share is the
 	// most it may hold, so that one peer that floods the node leaves room for the others.
@@ -812,13 +814,14 @@ type peerStream struct {
 	// back (ReleaseCharge): the difference is running, as calls or kept jobs. shedding is set
 	// when the reader waited for room while none of them ended (awaitRoom), until none runs or
 	// the calls it sheds for, shedFor, those running when it began, have all left the stream.
-	// shedWaited is set when a short wait while it sheds found no room, until a request fits.
-	// Only the reader touches admitted, shedding, shedFor and shedWaited.
-	admitted   int64
-	released   atomic.Int64
-	shedding   bool
-	shedFor    []*callCtx
-	shedWaited bool
+	// shortWaitAt is when the stream, shedding, last waited a short while for room
+	// (shedAfterAShortWait). Only the reader touches admitted, shedding, shedFor and
+	// shortWaitAt.
+	admitted    int64
+	released    atomic.Int64
+	shedding    bool
+	shedFor     []*callCtx
+	shortWaitAt time.Time
 
 	// intake ends with the stream or when the transport closes: the waits of a request being
 	// taken in end with it.
@@ -918,7 +921,6 @@ func (p *peerStream) admit(ctx context.Context, req *wire.Request, arrived time.
 		return p.awaitRoom(func(c context.Context) error { return m.WaitRoom(c, n) }) != roomEnded || ctx.Err() == nil
 	}
 	p.admitted++
-	p.shedWaited = false
 	p.held.Add(n)
 	p.dispatch(ctx, req, charged(n, p), arrived)
 	return true
@@ -958,7 +960,7 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 			switch {
 			case !p.shedCallsRun():
 				p.endShedding() // the calls it shed for have ended: those running now may end too
-			case p.shedWaited:
+			case time.Since(p.shortWaitAt) < stall:
 				return roomShed
 			default:
 				return p.shedAfterAShortWait(wait)
@@ -986,7 +988,7 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 		}
 		second = true
 	}
-	p.shedding, p.shedWaited = true, true // this request waited: the next is refused at once
+	p.shedding = true
 	p.mu.Lock()
 	p.calls.each(func(_ uint64, c *callCtx) { p.shedFor = append(p.shedFor, c) })
 	p.mu.Unlock()
@@ -995,11 +997,12 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 	return roomShed
 }
 
-// shedAfterAShortWait is the wait of the first request that finds no room while the stream
-// sheds, or since a request fitted: a short one (a quarter of StallTimeout, a second at most),
-// so that room that comes soon is taken, while the cancellations behind wait that long at most
-// for each request that fits.
+// shedAfterAShortWait is the wait of a request that finds no room while the stream sheds, once
+// a StallTimeout at most: a short one (a quarter of StallTimeout, a second at most), so that
+// room that comes back soon (a brief spike) is taken, while the cancellations behind wait that
+// long at most once a StallTimeout, whatever mix of requests the peer sends.
 func (p *peerStream) shedAfterAShortWait(wait func(context.Context) error) roomOutcome {
+	p.shortWaitAt = time.Now()
 	wctx, cancel := context.WithTimeout(p.intake, min(p.t.cfg.StallTimeout/4, time.Second))
 	err := p.waitReading(wctx, wait, nil)
 	cancel()
@@ -1009,7 +1012,6 @@ func (p *peerStream) shedAfterAShortWait(wait func(context.Context) error) roomO
 	case p.intake.Err() != nil:
 		return roomEnded
 	}
-	p.shedWaited = true
 	return roomShed
 }
 
@@ -1032,7 +1034,7 @@ func (p *peerStream) shedCallsRun() bool {
 
 // endShedding has the stream wait for room again.
 func (p *peerStream) endShedding() {
-	p.shedding, p.shedFor, p.shedWaited = false, nil, false
+	p.shedding, p.shedFor, p.shortWaitAt = false, nil, time.Time{}
 }
 
 // awaitReplyRoom waits until the stream's reply queue has room, telling the peer meanwhile
@@ -1056,7 +1058,8 @@ func (p *peerStream) awaitReplyRoom() error {
 // says nothing. And while the stream's other calls run, one may wait for a cancellation queued
 // behind the waiting request: when none of them has ended for StallTimeout, at two looks a
 // window apart (a pause of this process gives them no chance to end), the wait gives up with
-// capacity.ErrReaderHeldUp, and so does every later such wait at once until one of them ends.
+// capacity.ErrReaderHeldUp, and so does every later such wait at once until one of them ends,
+// for a StallTimeout at most.
 func (p *peerStream) waitReading(ctx context.Context, wait func(context.Context) error, call *callCtx) error {
 	every := p.t.readingEvery()
 	for {
@@ -1096,20 +1099,20 @@ type heldReader struct {
 
 // heldTooLong reports whether the waits of call's request have held the stream's reader up too
 // long: other calls run on the stream, and none has ended for StallTimeout, at two looks in a
-// row; or a wait of the stream's gave up so and none has ended since (heldUp).
+// row; or a wait of the stream's gave up so less than a StallTimeout ago, and none has ended
+// since (heldUp).
 func (p *peerStream) heldTooLong(call *callCtx) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ended, others := p.ended, p.calls.len() > 1 // the waiting request's call is one
-	h := &call.held
-	if !others || ended != p.heldUpEnded {
+	h, now := &call.held, time.Now()
+	if !others || ended != p.heldUpEnded || now.Sub(p.heldUpAt) > p.t.cfg.StallTimeout {
 		p.heldUp = false
 	}
 	if p.heldUp {
 		h.gaveUp = true
 		return true
 	}
-	now := time.Now()
 	if !others || ended != h.ended || h.since.IsZero() {
 		h.ended, h.since, h.first = ended, now, time.Time{}
 		return false
@@ -1121,7 +1124,7 @@ func (p *peerStream) heldTooLong(call *callCtx) bool {
 		h.first = now
 		return false
 	}
-	p.heldUp, p.heldUpEnded, h.gaveUp = true, ended, true
+	p.heldUp, p.heldUpEnded, p.heldUpAt, h.gaveUp = true, ended, now, true
 	return true
 }
 
