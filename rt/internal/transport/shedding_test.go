@@ -110,6 +110,25 @@ func (lp *longPolls) call(method string, payload int) (*wire.Reply, error) {
 	return r, wire.DecodeError(r.Error)
 }
 
+// refusedOfTwo makes two calls of "quick" with payload bytes at once, and returns how many of
+// them were refused for want of room (sdk.ErrInboundBudget); it fails the test on any other
+// error.
+func (lp *longPolls) refusedOfTwo(t *testing.T, payload int) int {
+	t.Helper()
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { _, err := lp.quick(payload); errs <- err }()
+	}
+	refused := 0
+	for range 2 {
+		if err := <-errs; err != nil {
+			require.ErrorIs(t, err, sdk.ErrInboundBudget)
+			refused++
+		}
+	}
+	return refused
+}
+
 // jobs starts n calls of "job" with payload bytes, and returns a channel of their errors.
 func (lp *longPolls) jobs(n, payload int) <-chan error {
 	ends := make(chan error, n)
@@ -260,21 +279,7 @@ func TestAStreamWhoseCallsEndSteadilyWaitsForRoomInItsShare(t *testing.T) {
 
 	ended := lp.jobs(31, small) // they fill most of the share
 	require.Eventually(t, func() bool { return lp.taken.Load() == 31 }, 10*time.Second, time.Millisecond)
-	errs := make(chan error, 2)
-	for range 2 {
-		go func() {
-			_, err := lp.quick(large)
-			errs <- err
-		}()
-	}
-	refused := 0
-	for range 2 {
-		if err := <-errs; err != nil {
-			require.ErrorIs(t, err, sdk.ErrInboundBudget)
-			refused++
-		}
-	}
-	assert.Equal(t, 1, refused, "the second large request waited for room, which came steadily")
+	assert.Equal(t, 1, lp.refusedOfTwo(t, large), "the second large request waited for room, which came steadily")
 	for range 31 {
 		require.NoError(t, <-ended)
 	}
@@ -359,18 +364,7 @@ func TestWhileAStreamShedsABriefSpikeAfterARequestFitsIsWaitedFor(t *testing.T) 
 	require.NoError(t, err, "a request fits")
 	require.True(t, meter.Charge(others))
 	time.AfterFunc(stall/8, func() { meter.Release(others) })
-	errs := make(chan error, 2)
-	for range 2 {
-		go func() { _, err := lp.quick(maxMessage / 2); errs <- err }()
-	}
-	refused := 0
-	for range 2 {
-		if err := <-errs; err != nil {
-			require.ErrorIs(t, err, sdk.ErrInboundBudget)
-			refused++
-		}
-	}
-	assert.Equal(t, 1, refused, "the room that came back soon was waited for, and the second request took it")
+	assert.Equal(t, 1, lp.refusedOfTwo(t, maxMessage/2), "the room that came back soon was waited for, and the second request took it")
 }
 
 // A peer whose backlog alternates small requests (which fit) and large ones (which do not)

@@ -114,14 +114,7 @@ func TestAHandlerThatWaitsForRoomAsTheReaderKeepsTheStream(t *testing.T) {
 	var waited atomic.Bool
 	b := start(t, "b", handler{fn: func(ctx context.Context, _ sdk.NodeID, _ *wire.Request, reply func(*wire.Reply)) {
 		if waited.CompareAndSwap(false, true) {
-			err := capacity.AsReader(ctx, func(c context.Context) error {
-				select {
-				case <-release:
-					return nil
-				case <-c.Done():
-					return c.Err()
-				}
-			})
+			err := awaitAsReader(ctx, release)
 			if err != nil {
 				reply(&wire.Reply{Error: wire.EncodeError(err)})
 				return
@@ -315,14 +308,7 @@ func TestAReaderWaitThatGaveUpLongAgoDoesNotRefuseALaterShortOne(t *testing.T) {
 		gateMu.Lock()
 		g := gate
 		gateMu.Unlock()
-		err := capacity.AsReader(ctx, func(c context.Context) error {
-			select {
-			case <-g:
-				return nil
-			case <-c.Done():
-				return c.Err()
-			}
-		})
+		err := awaitAsReader(ctx, g)
 		if err != nil {
 			reply(&wire.Reply{Error: wire.EncodeError(err)})
 			return
@@ -355,6 +341,19 @@ func TestAReaderWaitThatGaveUpLongAgoDoesNotRefuseALaterShortOne(t *testing.T) {
 	began := time.Now()
 	err := call()
 	require.NoError(t, err, "a wait of %v (StallTimeout %v) gave up after %v", stall/2, stall, time.Since(began))
+}
+
+// awaitAsReader waits, as a handler's wait on the stream's reader, until ready is closed or
+// ctx ends.
+func awaitAsReader(ctx context.Context, ready <-chan struct{}) error {
+	return capacity.AsReader(ctx, func(c context.Context) error {
+		select {
+		case <-ready:
+			return nil
+		case <-c.Done():
+			return c.Err()
+		}
+	})
 }
 
 // connectToStoppedReader starts "b", whose stream's reader stops in the handler of the first
