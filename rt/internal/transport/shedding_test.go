@@ -341,10 +341,10 @@ func TestARequestThatFitsWhileAStreamShedsDoesNotEndIt(t *testing.T) {
 	require.NoError(t, err, "once the long polls have ended, a large request fits")
 }
 
-// While a stream sheds for a call that runs long, the first request after one that fitted to
-// find no room is refused, and the stream waits a short while (a quarter of the StallTimeout, a
-// second at most) for room before it reads on: room that comes back that soon (a brief spike of
-// the node's budget) is there for the next request, which is taken, not refused too.
+// While a stream sheds for a call that runs long, a request that finds no room is refused, and
+// the stream, which has not waited for room for a StallTimeout, waits a short while (a quarter
+// of the StallTimeout, a second at most) before it reads on: room that comes back that soon (a
+// brief spike of the node's budget) is there for the next request, which is taken, not refused.
 func TestWhileAStreamShedsABriefSpikeAfterARequestFitsIsWaitedFor(t *testing.T) {
 	const maxMessage, stall = 256 << 10, 2 * time.Second
 	meter := budgetMeter(t, maxMessage)
@@ -359,6 +359,7 @@ func TestWhileAStreamShedsABriefSpikeAfterARequestFitsIsWaitedFor(t *testing.T) 
 	_, err := lp.quick(maxMessage / 2)
 	require.ErrorIs(t, err, sdk.ErrInboundBudget)
 	time.Sleep(stall*5/4 + 500*time.Millisecond) // the stream sheds from here
+	time.Sleep(stall)                            // and has not waited for room since
 	meter.Release(others)
 	_, err = lp.quick(0)
 	require.NoError(t, err, "a request fits")

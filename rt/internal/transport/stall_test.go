@@ -265,7 +265,7 @@ func TestAReaderWaitThatOnlyItsOwnStreamsCancellationCanEndGivesUp(t *testing.T)
 	firstEnded := make(chan error, 1)
 	go func() { _, err := a.Call(first, "b", &wire.Request{}); firstEnded <- err }()
 	require.Eventually(t, func() bool { return len(slot) == 1 }, 5*time.Second, time.Millisecond)
-	const waiting = 10
+	const waiting = 16
 	later := make(chan error, waiting)
 	for range waiting {
 		go func() {
@@ -275,15 +275,16 @@ func TestAReaderWaitThatOnlyItsOwnStreamsCancellationCanEndGivesUp(t *testing.T)
 			}
 			later <- err
 		}()
+		time.Sleep(5 * time.Millisecond) // each in a batch of its own, most likely
 	}
-	time.Sleep(stall / 4) // the first of them waits on the reader, the others behind it
+	// The first of them waits on the reader, the others behind it.
 	giveUp()
 	given := time.Now()
 	require.ErrorIs(t, <-firstEnded, context.Canceled)
 	require.Eventually(t, func() bool { return len(slot) == 0 }, 25*stall, time.Millisecond,
 		"the cancellation reached the call that held the room")
 	// The first wait gives up after the stall; those behind it give up at once, not each after a
-	// stall of its own (10 of them: 5 s).
+	// stall of its own (16 of them: 8 s), nor after a reading interval each (1.6 s more).
 	assert.Less(t, time.Since(given), 5*stall, "the cancellation came behind %d waits", waiting)
 	for range waiting {
 		require.ErrorIs(t, <-later, sdk.ErrCapacityExceeded, "refused, the stream read on")

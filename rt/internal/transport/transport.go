@@ -792,9 +792,9 @@ type peerStream struct {
 	mu    sync.Mutex
 	calls callTable[*callCtx] // the calls still running, to cancel them
 	ended uint64              // the calls that have left calls
-	// heldUp is set when a handler's wait on the reader gave up (heldTooLong), at heldUpAt
-	// with ended at heldUpEnded: later ones, the requests read behind it, give up at once
-	// until a call ends, for a StallTimeout at most.
+	// heldUp is set when a handler's wait on the reader gave up (heldTooLong) with ended at
+	// heldUpEnded: later ones, the requests read behind it, give up at once until a call ends,
+	// or until a StallTimeout has passed since the last of them gave up (heldUpAt).
 	heldUp      bool
 	heldUpEnded uint64
 	heldUpAt    time.Time
@@ -942,9 +942,10 @@ const (
 // window (a quarter of it, a second at most), as two checks in a row (after a pause of this
 // process the first one ends at once, before the calls have had a chance to run): calls that
 // end in neither may be waiting for their cancellations, which come on the stream behind the
-// requests that wait. The stream then sheds, refusing at once each request that finds no room,
-// so that it is read on and the cancellations reach their calls, until none of its requests
-// runs or the calls that ran when it began have all ended (whatever requests fit meanwhile).
+// requests that wait. The stream then sheds, refusing each request that finds no room and
+// reading on at once (but for a short wait once a StallTimeout at most: shedAfterAShortWait),
+// so that the cancellations reach their calls, until none of its requests runs or the calls
+// that ran when it began have all ended (whatever requests fit meanwhile).
 func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 	stall := p.t.cfg.StallTimeout
 	released := p.released.Load()
@@ -988,7 +989,7 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 		}
 		second = true
 	}
-	p.shedding = true
+	p.shedding, p.shortWaitAt = true, time.Now() // this request waited: no short wait for a while
 	p.mu.Lock()
 	p.calls.each(func(_ uint64, c *callCtx) { p.shedFor = append(p.shedFor, c) })
 	p.mu.Unlock()
@@ -998,7 +999,7 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 }
 
 // shedAfterAShortWait is the wait of a request that finds no room while the stream sheds, once
-// a StallTimeout at most: a short one (a quarter of StallTimeout, a second at most), so that
+// a StallTimeout at most, not in the first after it began: a short one (a quarter of StallTimeout, a second at most), so that
 // room that comes back soon (a brief spike) is taken, while the cancellations behind wait that
 // long at most once a StallTimeout, whatever mix of requests the peer sends.
 func (p *peerStream) shedAfterAShortWait(wait func(context.Context) error) roomOutcome {
@@ -1059,8 +1060,11 @@ func (p *peerStream) awaitReplyRoom() error {
 // behind the waiting request: when none of them has ended for StallTimeout, at two looks a
 // window apart (a pause of this process gives them no chance to end), the wait gives up with
 // capacity.ErrReaderHeldUp, and so does every later such wait at once until one of them ends,
-// for a StallTimeout at most.
+// or until a StallTimeout has passed since the last wait that gave up.
 func (p *peerStream) waitReading(ctx context.Context, wait func(context.Context) error, call *callCtx) error {
+	if call != nil && call.taking.Load() && p.heldTooLong(call) {
+		return capacity.ErrReaderHeldUp // a wait before it gave up: at once
+	}
 	every := p.t.readingEvery()
 	for {
 		// A window ends an interval after the stream last said that it is read, so that a run
@@ -1110,7 +1114,7 @@ func (p *peerStream) heldTooLong(call *callCtx) bool {
 		p.heldUp = false
 	}
 	if p.heldUp {
-		h.gaveUp = true
+		p.heldUpAt, h.gaveUp = now, true // it lapses a StallTimeout after the last such wait
 		return true
 	}
 	if !others || ended != h.ended || h.since.IsZero() {
