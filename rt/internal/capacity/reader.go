@@ -39,9 +39,9 @@ func ReaderWaitValue(key any, w ReaderWaiter) (any, bool) {
 // other requests: the peer is told meanwhile that the stream is read, so that it does not take
 // the stream for one that has stopped; and once none of the stream's other calls has ended
 // for the transport's stall timeout, the wait ends with ErrReaderHeldUp, so that their
-// cancellations are read (as does every later such wait of the stream, at once, until one of
-// them ends, or until a stall timeout passes in which none gave up). With any other ctx, or
-// once the reader has gone on, it is wait(ctx). It returns wait's outcome, or ctx's error once ctx ends.
+// cancellations are read (as does every such wait of the requests read behind it, at once,
+// until one of the stream's calls ends or the reader catches up with the peer). With any
+// other ctx, or once the reader has gone on, it is wait(ctx). It returns wait's outcome, or ctx's error once ctx ends.
 func AsReader(ctx context.Context, wait func(context.Context) error) error {
 	if w, ok := ctx.Value(readerWaitKey{}).(ReaderWaiter); ok {
 		return w.WaitAsReader(ctx, wait)

@@ -703,6 +703,10 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 		defer close(recvDone)
 		b := inBatch{max: peerBatch}
 		for {
+			var idleFrom time.Time // read only while a reader wait has given up (caughtUp)
+			if p.heldUpSet.Load() {
+				idleFrom = time.Now()
+			}
 			if err := s.RecvMsg(&b); err != nil {
 				// io.EOF: the peer half-closed; any other error ended the stream. One that the
 				// peer's garbage caused is logged: the operator learns which peer misbehaves.
@@ -717,6 +721,9 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 			// The batch's requests arrived now: their timeouts count from here, including any
 			// wait for their admission, and the wall clock is read once for them all.
 			arrived := time.Now()
+			if !idleFrom.IsZero() {
+				p.caughtUp(arrived.Sub(idleFrom))
+			}
 			p.readBatch(arrived.Sub(p.began), false)
 			for _, env := range b.envelopes() {
 				switch {
@@ -793,11 +800,12 @@ type peerStream struct {
 	calls callTable[*callCtx] // the calls still running, to cancel them
 	ended uint64              // the calls that have left calls
 	// heldUp is set when a handler's wait on the reader gave up (heldTooLong) with ended at
-	// heldUpEnded: later ones, the requests read behind it, give up at once until a call ends,
-	// or until a StallTimeout has passed since the last of them gave up (heldUpAt).
+	// heldUpEnded: the waits of the requests read behind it give up at once until a call ends,
+	// or until the reader has caught up with the peer (caughtUp). heldUpSet mirrors it for the
+	// reader's look without the lock.
 	heldUp      bool
 	heldUpEnded uint64
-	heldUpAt    time.Time
+	heldUpSet   atomic.Bool
 
 	// held is the Core HWM charge of this stream's requests not yet answered; share is the
 	// most it may hold, so that one peer that floods the node leaves room for the others.
@@ -1059,11 +1067,11 @@ func (p *peerStream) awaitReplyRoom() error {
 // says nothing. And while the stream's other calls run, one may wait for a cancellation queued
 // behind the waiting request: when none of them has ended for StallTimeout, at two looks a
 // window apart (a pause of this process gives them no chance to end), the wait gives up with
-// capacity.ErrReaderHeldUp, and so does every later such wait at once until one of them ends,
-// or until a StallTimeout has passed since the last wait that gave up.
+// capacity.ErrReaderHeldUp, and so does every such wait of the requests read behind it, at
+// once, until one of the stream's calls ends or the reader catches up with the peer (heldUp).
 func (p *peerStream) waitReading(ctx context.Context, wait func(context.Context) error, call *callCtx) error {
-	if call != nil && call.taking.Load() && p.heldTooLong(call) {
-		return capacity.ErrReaderHeldUp // a wait before it gave up: at once
+	if call != nil && call.taking.Load() && p.behindHeldUp(call) {
+		return capacity.ErrReaderHeldUp
 	}
 	every := p.t.readingEvery()
 	for {
@@ -1101,22 +1109,49 @@ type heldReader struct {
 	gaveUp       bool
 }
 
+// behindHeldUp reports whether call's request was read behind a wait that gave up (heldUp),
+// none of the stream's calls having ended since, and marks its call as one that gave up.
+func (p *peerStream) behindHeldUp(call *callCtx) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.behindHeldUpLocked(call, p.ended, p.calls.len() > 1)
+}
+
+func (p *peerStream) behindHeldUpLocked(call *callCtx, ended uint64, others bool) bool {
+	if p.heldUp && (!others || ended != p.heldUpEnded) {
+		p.heldUp = false
+		p.heldUpSet.Store(false)
+	}
+	if p.heldUp {
+		call.held.gaveUp = true
+	}
+	return p.heldUp
+}
+
+// caughtUp notes that the reader waited idle for the peer's next batch: when it waited a reading
+// interval or more, it has read every request sent before, and a request read from now on is
+// no longer behind a wait that gave up.
+func (p *peerStream) caughtUp(idle time.Duration) {
+	if idle < p.t.readingEvery() {
+		return
+	}
+	p.mu.Lock()
+	p.heldUp = false
+	p.heldUpSet.Store(false)
+	p.mu.Unlock()
+}
+
 // heldTooLong reports whether the waits of call's request have held the stream's reader up too
 // long: other calls run on the stream, and none has ended for StallTimeout, at two looks in a
-// row; or a wait of the stream's gave up so less than a StallTimeout ago, and none has ended
-// since (heldUp).
+// row; or the request was read behind a wait that gave up so (behindHeldUp).
 func (p *peerStream) heldTooLong(call *callCtx) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ended, others := p.ended, p.calls.len() > 1 // the waiting request's call is one
-	h, now := &call.held, time.Now()
-	if !others || ended != p.heldUpEnded || now.Sub(p.heldUpAt) > p.t.cfg.StallTimeout {
-		p.heldUp = false
-	}
-	if p.heldUp {
-		p.heldUpAt, h.gaveUp = now, true // it lapses a StallTimeout after the last such wait
+	if p.behindHeldUpLocked(call, ended, others) {
 		return true
 	}
+	h, now := &call.held, time.Now()
 	if !others || ended != h.ended || h.since.IsZero() {
 		h.ended, h.since, h.first = ended, now, time.Time{}
 		return false
@@ -1128,14 +1163,15 @@ func (p *peerStream) heldTooLong(call *callCtx) bool {
 		h.first = now
 		return false
 	}
-	p.heldUp, p.heldUpEnded, p.heldUpAt, h.gaveUp = true, ended, now, true
+	p.heldUp, p.heldUpEnded, h.gaveUp = true, ended, true
+	p.heldUpSet.Store(true)
 	return true
 }
 
 // readBatch notes that the reader read a batch at at (since the stream began): it tells the
 // peer that the stream is read once an interval while batches come, and at once when the batch
-// holds a probe, unless it said so less than an eighth of an interval before. A peer whose calls all
-// run long, or whose link is slow to carry a backlog, hears from the stream while it reads.
+// holds a probe, unless it said so less than an eighth of an interval before. A peer whose calls
+// all run long, or whose link is slow to carry a backlog, hears from the stream while it reads.
 func (p *peerStream) readBatch(at time.Duration, probed bool) {
 	since, every := at-time.Duration(p.saidReading.Load()), p.t.readingEvery()
 	if since >= every || (probed && since >= every/8) {
