@@ -292,10 +292,10 @@ func TestAReaderWaitThatOnlyItsOwnStreamsCancellationCanEndGivesUp(t *testing.T)
 }
 
 // A handler's wait on the reader that gave up, on a stream where a long call runs, makes the
-// waits of the requests read behind it give up at once, until the reader catches up with the
-// peer: the requests the peer sends now and then afterwards (none queued behind the old wait)
-// wait as any, and their room, which comes well within StallTimeout, is taken.
-func TestAReaderWaitThatGaveUpLongAgoDoesNotRefuseALaterShortOne(t *testing.T) {
+// waits of the requests read behind it give up at once, until the reader has read all that the
+// peer sent: the requests the peer sends afterwards, each after the last one's answer and a
+// short pause, wait as any, and their room, which comes well within StallTimeout, is taken.
+func TestAReaderWaitThatGaveUpDoesNotRefuseTheRequestsSentAfterIt(t *testing.T) {
 	const stall = 400 * time.Millisecond // reading interval: 100 ms
 	var gateMu sync.Mutex
 	gate := make(chan struct{})
@@ -334,7 +334,7 @@ func TestAReaderWaitThatGaveUpLongAgoDoesNotRefuseALaterShortOne(t *testing.T) {
 	require.ErrorIs(t, call(), sdk.ErrCapacityExceeded, "a wait with no end in sight gives up")
 
 	for i := range 6 { // a request now and then: none is queued behind the wait that gave up
-		time.Sleep(stall * 3 / 4)
+		time.Sleep(stall / 8)
 		gateMu.Lock()
 		gate = make(chan struct{})
 		g := gate

@@ -1128,11 +1128,12 @@ func (p *peerStream) behindHeldUpLocked(call *callCtx, ended uint64, others bool
 	return p.heldUp
 }
 
-// caughtUp notes that the reader waited idle for the peer's next batch: when it waited a reading
-// interval or more, it has read every request sent before, and a request read from now on is
-// no longer behind a wait that gave up.
+// caughtUp notes that the reader waited idle for the peer's next batch: when it waited an eighth
+// of a reading interval or more (far longer than a backlog's batches are apart on a LAN: the
+// peer sends on as the reader takes them), it has read every request sent before, and a
+// request read from now on is no longer behind a wait that gave up.
 func (p *peerStream) caughtUp(idle time.Duration) {
-	if idle < p.t.readingEvery() {
+	if idle < p.t.readingEvery()/8 {
 		return
 	}
 	p.mu.Lock()
