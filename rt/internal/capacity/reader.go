@@ -41,7 +41,8 @@ func ReaderWaitValue(key any, w ReaderWaiter) (any, bool) {
 // for the transport's stall timeout, the wait ends with ErrReaderHeldUp, so that their
 // cancellations are read (as does every such wait of the requests read behind it, at once,
 // until one of the stream's calls ends or the reader catches up with the peer). With any
-// other ctx, or once the reader has gone on, it is wait(ctx). It returns wait's outcome, or ctx's error once ctx ends.
+// other ctx, or once the reader has gone on, it is wait(ctx). It returns wait's outcome, or
+// ctx's error once ctx ends.
 func AsReader(ctx context.Context, wait func(context.Context) error) error {
 	if w, ok := ctx.Value(readerWaitKey{}).(ReaderWaiter); ok {
 		return w.WaitAsReader(ctx, wait)
