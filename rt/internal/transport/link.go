@@ -259,10 +259,8 @@ type readWatch struct {
 	// Only check touches these, as times since began: quietFrom is when the watch last found
 	// no call open, firstProbe and probed when it sent the first and the last probe.
 	quietFrom, firstProbe, probed time.Duration
-	// stalledAt is when a check first found the peer stopped, if stalled: it is reported about
-	// a tick of the watch later only, however soon the next check comes.
-	stalledAt time.Duration
-	stalled   bool
+	// stopped is the finding that the peer stopped, reported once it held about a tick.
+	stopped confirmed
 }
 
 func newReadWatch(stall time.Duration) *readWatch {
@@ -278,19 +276,19 @@ func (w *readWatch) heard() { w.last.Store(int64(time.Since(w.began))) }
 // the peer's reader reads. While calls are open and the silence passes a quarter of the stall,
 // it probes the peer (once a quarter), and it reports the peer as stopped once the silence has
 // passed the stall, a quarter of it has passed since the silence's first probe, and both have
-// held since a check about a tick before: after a pause of this process the first check comes
-// at once, before anything the peer sent meanwhile has been read or the peer has had time to
-// answer the probe it then gets, and a ticker held up by the pause ticks again soon.
+// held since a check about a tick before (confirmed): after a pause of this process the first
+// check comes at once, before anything the peer sent meanwhile has been read or the peer has
+// had time to answer the probe it then gets.
 func (w *readWatch) check(open bool, probe func()) (stopped bool) {
 	now := time.Since(w.began)
 	if !open {
-		w.quietFrom, w.stalled = now, false
+		w.quietFrom, w.stopped = now, confirmed{}
 		return false
 	}
 	from := max(w.quietFrom, time.Duration(w.last.Load()))
 	quiet, every := now-from, w.stall/4
 	if quiet <= every {
-		w.stalled = false
+		w.stopped = confirmed{}
 		return false
 	}
 	switch {
@@ -301,19 +299,33 @@ func (w *readWatch) check(open bool, probe func()) (stopped bool) {
 		probe()
 		w.probed = now
 	}
-	if quiet <= w.stall || now-w.firstProbe < every {
-		w.stalled = false
-		return false
-	}
-	if !w.stalled {
-		w.stalled, w.stalledAt = true, now
-		return false
-	}
-	return now-w.stalledAt >= w.tick()/2 // half: the ticks of a ticker drift
+	return w.stopped.look(quiet > w.stall && now-w.firstProbe >= every, now, w.tick())
 }
 
 // tick is how often the watch checks the peer.
 func (w *readWatch) tick() time.Duration { return min(w.stall/4, time.Second) }
+
+// confirmed is a finding of a periodic check that counts only once it has held at two looks
+// about a tick apart: after a pause of this process the first look comes at once, before the
+// other side has had a chance to act, and a ticker held up by the pause ticks again soon after.
+type confirmed struct {
+	since time.Duration // when the finding was first made, if found
+	found bool
+}
+
+// look notes whether the finding holds at now, a reading of one clock, and reports whether it
+// has held since a look at least half a tick before (half: the ticks of a ticker drift).
+func (c *confirmed) look(holds bool, now, tick time.Duration) bool {
+	switch {
+	case !holds:
+		*c = confirmed{}
+		return false
+	case !c.found:
+		c.since, c.found = now, true
+		return false
+	}
+	return now-c.since >= tick/2
+}
 
 // peerClosing takes the peer's notice r that it closes the session whose sender is out: new
 // calls fail at once as not sent; what out holds is still sent, and so are the cancels of the

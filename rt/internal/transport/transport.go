@@ -734,7 +734,7 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 				case env.Cancel != nil:
 					p.cancel(env.Cancel.CallId)
 				case env.Probe != nil:
-					p.readBatch(time.Since(p.began), true)
+					p.readBatch(arrived.Sub(p.began), true)
 				}
 			}
 			b.reset()
@@ -742,13 +742,12 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	})
 	// A peer that stops taking its replies while its connection stays up (keepalive pings go
 	// on) is dropped after StallTimeout: its queued replies go with the stream.
-	// Two checks about a tick apart must find it stalled: after a pause of this process the
-	// first one comes at once, before the sender has had a chance to run, and the ticker, held
-	// up by the pause, ticks again soon.
+	// Two checks about a tick apart must find it stalled (confirmed): after a pause of this
+	// process the first one comes at once, before the sender has had a chance to run.
 	tick := min(t.cfg.StallTimeout/4, time.Second)
 	stallCheck := time.NewTicker(tick)
 	defer stallCheck.Stop()
-	var stalledAt time.Time // zero: not found stalled at the last check
+	var stalled confirmed
 wait:
 	for {
 		select {
@@ -760,12 +759,7 @@ wait:
 			p.drain(stopIntake, recvDone, senderDone)
 			break wait
 		case <-stallCheck.C:
-			switch now := time.Now(); {
-			case !p.out.stalled(t.cfg.StallTimeout):
-				stalledAt = time.Time{}
-			case stalledAt.IsZero():
-				stalledAt = now
-			case now.Sub(stalledAt) >= tick/2: // half: the ticks of a ticker drift
+			if stalled.look(p.out.stalled(t.cfg.StallTimeout), time.Since(p.began), tick) {
 				p.warn("a peer has not taken its replies for too long; its stream is closed", "after", t.cfg.StallTimeout)
 				break wait
 			}
@@ -1007,9 +1001,10 @@ func (p *peerStream) awaitRoom(wait func(context.Context) error) roomOutcome {
 }
 
 // shedAfterAShortWait is the wait of a request that finds no room while the stream sheds, once
-// a StallTimeout at most, not in the first after it began: a short one (a quarter of StallTimeout, a second at most), so that
-// room that comes back soon (a brief spike) is taken, while the cancellations behind wait that
-// long at most once a StallTimeout, whatever mix of requests the peer sends.
+// a StallTimeout at most, not in the first after it began: a short one (a quarter of
+// StallTimeout, a second at most), so that room that comes back soon (a brief spike) is
+// taken, while the cancellations behind wait that long at most once a StallTimeout, whatever
+// mix of requests the peer sends.
 func (p *peerStream) shedAfterAShortWait(wait func(context.Context) error) roomOutcome {
 	p.shortWaitAt = time.Now()
 	wctx, cancel := context.WithTimeout(p.intake, min(p.t.cfg.StallTimeout/4, time.Second))
