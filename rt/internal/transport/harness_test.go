@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
@@ -21,7 +23,29 @@ import (
 // after 5 s at the latest.
 func rawStream(t *testing.T, addr, from string, headers ...string) grpc.ClientStream {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return rawStreamWith(t, addr, from, rawConn{}, headers...)
+}
+
+// rawConn is how rawStreamWith connects: from the loopback address local ("" for any), over
+// TLS when tls is set.
+type rawConn struct {
+	local string
+	tls   *tls.Config
+}
+
+// rawStreamWith is rawStream over a connection made as c says.
+func rawStreamWith(t *testing.T, addr, from string, c rawConn, headers ...string) grpc.ClientStream {
+	t.Helper()
+	d := net.Dialer{Timeout: 5 * time.Second}
+	if c.local != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(c.local)}
+	}
+	creds := insecure.NewCredentials()
+	if c.tls != nil {
+		creds = credentials.NewTLS(c.tls)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)

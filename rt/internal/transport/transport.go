@@ -14,6 +14,7 @@ import (
 	"maps"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -93,7 +94,10 @@ type Config struct {
 	// application job queue is paused, no stream is read. A stream with requests running, none
 	// of which ends in StallTimeout (and then a quarter of it more, a second at most) of such a
 	// wait, reads on, refusing each request that finds no room, so that the peer's
-	// cancellations reach those calls, until none runs or those calls have all ended.
+	// cancellations reach those calls, until none runs or those calls have all ended. A
+	// stream holds at most a quarter of the budget, and a peer has at most two streams served
+	// at once: a third ends its oldest. Without mutual TLS a peer is the name it claims at its
+	// host.
 	Meter *capacity.Meter
 	// StallTimeout closes a peer's stream whose replies have waited this long without the peer
 	// taking any (default 30 s): the calls on it fail and the replies it holds are freed. It
@@ -197,6 +201,8 @@ type Transport struct {
 	// its link without taking mu: every remote call reads it, links change with membership.
 	links  atomic.Pointer[map[sdk.NodeID]*link]
 	closed bool
+	// served holds the served streams of each peer, oldest first, by streamOwner.
+	served map[string][]*peerStream
 
 	batches, envelopes atomic.Int64 // sent, for Stats
 
@@ -681,6 +687,7 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 		budget := m.Settings().Budget
 		p.share = min(budget, max(budget/streamShareDivisor, 2*capacity.Request(t.cfg.MaxMessageSize)))
 	}
+	defer t.enterStream(p)()
 	p.out = newSender(t.counted(func(b *wire.Batch) error { return s.SendMsg(b) }), p.lim.max(), t.cfg.Meter, true)
 	if t.cfg.Meter != nil {
 		p.out.taken = func(n int) { p.freed(int64(n)) }
@@ -748,6 +755,7 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	stallCheck := time.NewTicker(tick)
 	defer stallCheck.Stop()
 	var stalled confirmed
+	var endErr error
 wait:
 	for {
 		select {
@@ -763,6 +771,11 @@ wait:
 				p.warn("a peer has not taken its replies for too long; its stream is closed", "after", t.cfg.StallTimeout)
 				break wait
 			}
+		case <-p.superseded:
+			p.warn("a peer opened another stream while it held as many as a peer may; its oldest is closed", "most", maxStreamsPerPeer)
+			endErr = status.Errorf(codes.ResourceExhausted, "transport: node %s serves at most %d streams of one peer at once; node %s opened another, and this one, its oldest, is closed",
+				t.cfg.Node, maxStreamsPerPeer, p.from)
+			break wait
 		}
 	}
 	// Cancel first, which ends the context of every call still running and stops the sender,
@@ -775,7 +788,59 @@ wait:
 	case <-senderDone:
 	case <-time.After(t.cfg.DialTimeout):
 	}
-	return nil
+	return endErr
+}
+
+// maxStreamsPerPeer is how many streams one peer may have served at once. A node opens one
+// stream to each peer; a second is its next session while this node has not yet found the
+// last one's connection dead. With each stream's share a quarter of the budget, one peer holds
+// at most half of it.
+const maxStreamsPerPeer = 2
+
+// streamOwner is who a served stream counts against (maxStreamsPerPeer): the node that mutual
+// TLS certified; without it, the name the peer claims at its host, since any client may claim
+// a name, and one elsewhere must not end the streams of the node that bears it.
+func streamOwner(from sdk.NodeID, certified bool, addr string) string {
+	if certified {
+		return string(from)
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	return string(from) + "@" + host
+}
+
+// enterStream counts p among its owner's served streams, ending the owner's oldest when p is
+// one more than a peer may have, and returns what takes p out of them. The oldest gives way,
+// not p: a peer that opens a stream is done with the ones before it.
+func (t *Transport) enterStream(p *peerStream) (leave func()) {
+	p.superseded = make(chan struct{})
+	owner := streamOwner(p.from, p.certified, p.addr)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.served == nil {
+		t.served = make(map[string][]*peerStream)
+	}
+	streams := append(t.served[owner], p)
+	if len(streams) > maxStreamsPerPeer {
+		close(streams[0].superseded)
+		streams = slices.Delete(streams, 0, 1)
+	}
+	t.served[owner] = streams
+	return func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		streams := t.served[owner]
+		if i := slices.Index(streams, p); i >= 0 {
+			streams = slices.Delete(streams, i, i+1)
+		}
+		if len(streams) == 0 {
+			delete(t.served, owner)
+		} else {
+			t.served[owner] = streams
+		}
+	}
 }
 
 // peerStream is the serving side of one peer's stream.
@@ -834,6 +899,9 @@ type peerStream struct {
 	// since began, the stream's start.
 	began       time.Time
 	saidReading atomic.Int64
+	// superseded is closed when the peer opened a stream more than it may have at once and
+	// this one, its oldest, is to end (enterStream).
+	superseded chan struct{}
 }
 
 // warn logs msg at Warn with args, after the peer's name, whether mutual TLS certified it,
