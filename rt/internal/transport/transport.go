@@ -95,9 +95,8 @@ type Config struct {
 	// of which ends in StallTimeout (and then a quarter of it more, a second at most) of such a
 	// wait, reads on, refusing each request that finds no room, so that the peer's
 	// cancellations reach those calls, until none runs or those calls have all ended. A
-	// stream holds at most a quarter of the budget, and a peer has at most two streams served
-	// at once: a third ends its oldest. Without mutual TLS a peer is the name it claims at its
-	// host.
+	// stream holds at most a quarter of the budget, and a peer that mutual TLS certified has
+	// at most two streams served at once: a third ends its oldest.
 	Meter *capacity.Meter
 	// StallTimeout closes a peer's stream whose replies have waited this long without the peer
 	// taking any (default 30 s): the calls on it fail and the replies it holds are freed. It
@@ -201,8 +200,8 @@ type Transport struct {
 	// its link without taking mu: every remote call reads it, links change with membership.
 	links  atomic.Pointer[map[sdk.NodeID]*link]
 	closed bool
-	// served holds the served streams of each peer, oldest first, by streamOwner.
-	served map[string][]*peerStream
+	// served holds the served streams of each certified peer, oldest first (enterStream).
+	served map[sdk.NodeID][]*peerStream
 
 	batches, envelopes atomic.Int64 // sent, for Stats
 
@@ -772,6 +771,10 @@ wait:
 				break wait
 			}
 		case <-p.superseded:
+			if isClosed(t.closing) { // both at once: the close ends the stream well
+				p.drain(stopIntake, recvDone, senderDone)
+				break wait
+			}
 			p.warn("a peer opened another stream while it held as many as a peer may; its oldest is closed", "most", maxStreamsPerPeer)
 			endErr = status.Errorf(codes.ResourceExhausted, "transport: node %s serves at most %d streams of one peer at once; node %s opened another, and this one, its oldest, is closed",
 				t.cfg.Node, maxStreamsPerPeer, p.from)
@@ -791,54 +794,46 @@ wait:
 	return endErr
 }
 
-// maxStreamsPerPeer is how many streams one peer may have served at once. A node opens one
-// stream to each peer; a second is its next session while this node has not yet found the
-// last one's connection dead. With each stream's share a quarter of the budget, one peer holds
-// at most half of it.
+// maxStreamsPerPeer is how many streams a peer that mutual TLS certified may have served at
+// once. A node opens one stream to each peer; a second is its next session while this node
+// has not yet found the last one's connection dead. With each stream's share a quarter of the
+// budget, such a peer's streams hold at most half of it. A peer's name without mutual TLS is
+// its own word: any client may claim it, or open streams under names of its own, so counting
+// by it would bound no flood, and would let a client that claims a node's name end or hold
+// off that node's streams.
 const maxStreamsPerPeer = 2
 
-// streamOwner is who a served stream counts against (maxStreamsPerPeer): the node that mutual
-// TLS certified; without it, the name the peer claims at its host, since any client may claim
-// a name, and one elsewhere must not end the streams of the node that bears it.
-func streamOwner(from sdk.NodeID, certified bool, addr string) string {
-	if certified {
-		return string(from)
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	return string(from) + "@" + host
-}
-
-// enterStream counts p among its owner's served streams, ending the owner's oldest when p is
-// one more than a peer may have, and returns what takes p out of them. The oldest gives way,
-// not p: a peer that opens a stream is done with the ones before it.
+// enterStream counts p, when its peer is certified, among the peer's served streams, ending
+// the peer's oldest when p is one more than it may have, and returns what takes p out of
+// them. The oldest gives way, not p: a node's streams follow one another, and one that opens
+// a stream is done with the ones before it.
 func (t *Transport) enterStream(p *peerStream) (leave func()) {
 	p.superseded = make(chan struct{})
-	owner := streamOwner(p.from, p.certified, p.addr)
+	if !p.certified {
+		return func() {}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.served == nil {
-		t.served = make(map[string][]*peerStream)
+		t.served = make(map[sdk.NodeID][]*peerStream)
 	}
-	streams := append(t.served[owner], p)
+	streams := append(t.served[p.from], p)
 	if len(streams) > maxStreamsPerPeer {
 		close(streams[0].superseded)
 		streams = slices.Delete(streams, 0, 1)
 	}
-	t.served[owner] = streams
+	t.served[p.from] = streams
 	return func() {
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		streams := t.served[owner]
+		streams := t.served[p.from]
 		if i := slices.Index(streams, p); i >= 0 {
 			streams = slices.Delete(streams, i, i+1)
 		}
 		if len(streams) == 0 {
-			delete(t.served, owner)
+			delete(t.served, p.from)
 		} else {
-			t.served[owner] = streams
+			t.served[p.from] = streams
 		}
 	}
 }
