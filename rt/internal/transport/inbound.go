@@ -22,6 +22,8 @@ type inBatch struct {
 	// max is the most messages a batch may hold: the bound the peer announced
 	// (maxBatchHeader); 0 is maxSentEnvelopes, so that no batch is read without a bound.
 	max int
+	// size is the bytes of the batch read last, as it came.
+	size int
 }
 
 // keptInEnvelopes is the most envelopes an inBatch keeps for the next batch: a burst's larger
@@ -62,6 +64,7 @@ func (b *inBatch) next() *wire.Envelope {
 // before any of it is charged (E1).
 func (b *inBatch) decode(data []byte) error {
 	b.reset()
+	b.size = len(data)
 	bound := cmp.Or(b.max, maxSentEnvelopes)
 	for i := 0; len(data) > 0; {
 		num, typ, n := protowire.ConsumeTag(data)

@@ -421,3 +421,35 @@ func TestAStreamThatRunsNothingWaitsForRoomAsLongAsItTakes(t *testing.T) {
 		require.NoError(t, err, "request %d is taken once there is room", i)
 	}
 }
+
+// The cancellations that come behind a request that waits for room are read while it waits,
+// long before StallTimeout: the calls that hold the stream's share end, and the room comes.
+func TestCancelsBehindARequestThatWaitsForRoomAreReadWhileItWaits(t *testing.T) {
+	const maxMessage, payload = 256 << 10, 200 << 10
+	lp := startLongPollsWith(t, budgetMeter(t, maxMessage), maxMessage, time.Minute, nil)
+
+	giveUp, ended := lp.poll(2, payload) // they fill the stream's share
+	require.Eventually(t, func() bool { return lp.polling.Load() == 2 }, 10*time.Second, time.Millisecond)
+	_, err := lp.quick(payload)
+	require.ErrorIs(t, err, sdk.ErrInboundBudget, "a third finds no room, and the stream waits for some")
+
+	lp.giveUp(t, giveUp, ended, 2) // within 10 s: a sixth of the stall
+	_, err = lp.quick(payload)
+	require.NoError(t, err, "the stream has room again")
+}
+
+// So are those behind a request that waits for the paused job queue: the calls whose jobs
+// pause it end, intake resumes, and the request is taken.
+func TestCancelsBehindARequestThatWaitsForIntakeAreReadWhileItWaits(t *testing.T) {
+	meter, _ := jobMeter(t, 2)
+	lp := startLongPollsWith(t, meter, transport.DefaultMaxMessageSize, time.Minute, jobPermit(meter))
+
+	giveUp, ended := lp.poll(2, 0) // their jobs pause intake
+	require.Eventually(t, func() bool { return lp.polling.Load() == 2 && meter.Paused() }, 10*time.Second, time.Millisecond)
+	quick := make(chan error, 1)
+	go func() { _, err := lp.quick(0); quick <- err }()
+	time.Sleep(50 * time.Millisecond) // the request waits for intake; the cancellations come behind it
+
+	lp.giveUp(t, giveUp, ended, 2) // within 10 s: a sixth of the stall
+	require.NoError(t, <-quick, "taken once intake resumed")
+}

@@ -90,8 +90,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Meter, when set, accounts the node's inbound capacity: a peer's request is charged to the
 	// Core HWM from its receipt until its reply is queued; a request that does not fit is
-	// refused with sdk.ErrInboundBudget and its stream is not read until bytes return; while the
-	// application job queue is paused, no stream is read. A stream with requests running, none
+	// refused with sdk.ErrInboundBudget and its stream takes no request in until bytes return;
+	// while the application job queue is paused, no stream takes one in. Meanwhile a stream
+	// whose calls run reads ahead (a flow-control window's worth at most), so that the
+	// cancellations of those calls reach them. A stream with requests running, none
 	// of which ends in StallTimeout (and then a quarter of it more, a second at most) of such a
 	// wait, reads on, refusing each request that finds no room, so that the peer's
 	// cancellations reach those calls, until none runs or those calls have all ended. A
@@ -705,15 +707,33 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	// down and ends a RecvMsg or SendMsg still blocked in it (a peer that stopped reading holds
 	// the sender in SendMsg).
 	recvDone := make(chan struct{})
+	p.ahead = newReadAhead(p, func(b *inBatch) error { return s.RecvMsg(b) }, peerBatch)
 	t.readers.Go(func() {
 		defer close(recvDone)
-		b := inBatch{max: peerBatch}
+		b := &inBatch{max: peerBatch}
 		for {
-			var idleFrom time.Time // read only while a reader wait has given up (caughtUp)
-			if p.heldUpSet.Load() {
-				idleFrom = time.Now()
+			// The next batch: one read ahead while the reader waited for room, or else one it
+			// reads itself.
+			ahead, ok, waited := p.ahead.next(b)
+			b = ahead.b
+			var arrived time.Time
+			err := ahead.err
+			if !ok {
+				var idleFrom time.Time // read only while a reader wait has given up (caughtUp)
+				if p.heldUpSet.Load() {
+					idleFrom = time.Now()
+				}
+				err = s.RecvMsg(b)
+				// The batch's requests arrived now: their timeouts count from here, including
+				// any wait for their admission, and the wall clock is read once for them all.
+				arrived = time.Now()
+				if err == nil && !idleFrom.IsZero() {
+					p.caughtUp(arrived.Sub(idleFrom))
+				}
+			} else if arrived = ahead.arrived; err == nil && p.heldUpSet.Load() {
+				p.caughtUp(waited) // the reader waited that long for the read ahead
 			}
-			if err := s.RecvMsg(&b); err != nil {
+			if err != nil {
 				// io.EOF: the peer half-closed; any other error ended the stream. One that the
 				// peer's garbage caused is logged: the operator learns which peer misbehaves.
 				if c := status.Code(err); c == codes.Internal || c == codes.ResourceExhausted {
@@ -724,13 +744,9 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 			if ctx.Err() != nil {
 				return
 			}
-			// The batch's requests arrived now: their timeouts count from here, including any
-			// wait for their admission, and the wall clock is read once for them all.
-			arrived := time.Now()
-			if !idleFrom.IsZero() {
-				p.caughtUp(arrived.Sub(idleFrom))
+			if !ok {
+				p.readBatch(arrived.Sub(p.began), false)
 			}
-			p.readBatch(arrived.Sub(p.began), false)
 			for _, env := range b.envelopes() {
 				switch {
 				case env.Request != nil:
@@ -897,6 +913,34 @@ type peerStream struct {
 	// superseded is closed when the peer opened a stream more than it may have at once and
 	// this one, its oldest, is to end (enterStream).
 	superseded chan struct{}
+	// ahead reads the stream while its reader waits for room (waitReading).
+	ahead *readAhead
+}
+
+// readAhead takes in what b, a batch read ahead at arrived, holds that need not wait for the
+// reader: it ends the running calls whose cancellations it holds, which then leave it, and
+// answers its probes; it says that the stream is read, as the reader does of a batch. It
+// reports whether b holds anything left for the reader: requests, or cancellations of calls
+// that do not run (yet).
+func (p *peerStream) readAhead(b *inBatch, arrived time.Time) (left bool) {
+	at := arrived.Sub(p.began)
+	p.readBatch(at, false)
+	for _, env := range b.envelopes() {
+		switch {
+		case env.Request != nil:
+			left = true
+		case env.Cancel != nil:
+			if p.cancel(env.Cancel.CallId) {
+				env.Cancel = nil
+			} else {
+				left = true
+			}
+		case env.Probe != nil:
+			p.readBatch(at, true)
+			env.Probe = nil
+		}
+	}
+	return left
 }
 
 // warn logs msg at Warn with args, after the peer's name, whether mutual TLS certified it,
@@ -930,13 +974,22 @@ func (p *peerStream) done(id uint64) {
 	}
 }
 
-func (p *peerStream) cancel(id uint64) {
+// running reports whether any of the stream's calls runs.
+func (p *peerStream) running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls.len() > 0
+}
+
+// cancel ends the call id, and reports whether it was running.
+func (p *peerStream) cancel(id uint64) (running bool) {
 	p.mu.Lock()
 	c, _ := p.calls.get(id)
 	p.mu.Unlock()
 	if c != nil {
 		c.cancel()
 	}
+	return c != nil
 }
 
 // admit takes req in from the stream: it waits while the application job queue is paused and
@@ -1130,6 +1183,11 @@ func (p *peerStream) awaitReplyRoom() error {
 func (p *peerStream) waitReading(ctx context.Context, wait func(context.Context) error, call *callCtx) error {
 	if call != nil && call.taking.Load() && p.behindHeldUp(call) {
 		return capacity.ErrReaderHeldUp
+	}
+	if call == nil && p.running() {
+		// The transport's own wait, on the reader: the cancellations behind it are read
+		// meanwhile, which may be what the calls running wait for.
+		p.ahead.begin(&p.t.readers)
 	}
 	every := p.t.readingEvery()
 	for {

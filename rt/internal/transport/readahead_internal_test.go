@@ -1,0 +1,89 @@
+package transport
+
+import (
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zlink-go/zlink/rt/internal/wire"
+)
+
+// aheadOf is a read-ahead of a stream with no call running, whose peer sends batches of fill's
+// making, size bytes each, until it has sent most; it then ends the stream once release is
+// closed.
+func aheadOf(t *testing.T, fill func(*inBatch), size, most int) (a *readAhead, reads *atomic.Int64, release chan struct{}) {
+	t.Helper()
+	p := &peerStream{t: &Transport{cfg: Config{StallTimeout: time.Second}}, began: time.Now()}
+	p.out = newSender(func(*wire.Batch) error { return nil }, 1<<20, nil, true)
+	reads, release = &atomic.Int64{}, make(chan struct{})
+	a = newReadAhead(p, func(b *inBatch) error {
+		if reads.Add(1) > int64(most) {
+			<-release
+			return io.EOF
+		}
+		b.reset()
+		fill(b)
+		b.size = size
+		return nil
+	}, 0)
+	return a, reads, release
+}
+
+// endAhead lets a's stream end, and takes what a read until then.
+func endAhead(t *testing.T, a *readAhead, release chan struct{}, wg *sync.WaitGroup) {
+	t.Helper()
+	close(release)
+	wg.Wait()
+	b := &inBatch{}
+	for {
+		ab, ok, _ := a.next(b)
+		if !ok || ab.err != nil {
+			return
+		}
+		b = ab.b
+	}
+}
+
+// A read-ahead holds at most maxAheadBatches batches, and flowWindow bytes of them, that hold
+// something for the reader; batches that hold only what it took in (probes, cancellations of
+// running calls) are not kept, and it reads on past them.
+func TestAReadAheadHoldsABoundedBacklog(t *testing.T) {
+	cancelOfNone := func(b *inBatch) { b.next().Cancel = &wire.Cancel{CallId: 9} }
+	probe := func(b *inBatch) { b.next().Probe = &wire.Probe{} }
+	for _, tc := range []struct {
+		name       string
+		fill       func(*inBatch)
+		size, most int
+		held       int // batches held once it stops
+	}{
+		{"many small batches", cancelOfNone, 10, 1000, maxAheadBatches},
+		{"large batches", cancelOfNone, 600 << 10, 1000, 2},
+		{"probes only", probe, 10, 500, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, reads, release := aheadOf(t, tc.fill, tc.size, tc.most)
+			var wg sync.WaitGroup
+			a.begin(&wg)
+			if tc.held == 0 {
+				require.Eventually(t, func() bool { return reads.Load() > int64(tc.most) }, 10*time.Second, time.Millisecond,
+					"it reads on past batches it keeps nothing of")
+			} else {
+				require.Eventually(t, func() bool {
+					a.mu.Lock()
+					defer a.mu.Unlock()
+					return !a.running
+				}, 10*time.Second, time.Millisecond, "it stops")
+				assert.Equal(t, int64(tc.held), reads.Load(), "it reads no more than it holds")
+			}
+			a.mu.Lock()
+			assert.Len(t, a.queue, tc.held)
+			a.mu.Unlock()
+			endAhead(t, a, release, &wg)
+		})
+	}
+}
