@@ -139,7 +139,10 @@ func TestG7_APublisherJoinRefusedAtTheBoundIsNotTriedAgain(t *testing.T) {
 		publishFeed(t, m)
 	}
 	require.False(t, publisherMember(reg, rttest.FeedChannel))
-	require.Equal(t, 1, strings.Count(logs.String(), "could not register the node as a publisher"), "one Warn line: %s", logs.String())
+	// The join's goroutine logs after it has said that the join ended.
+	warned := func() int { return strings.Count(logs.String(), "could not register the node as a publisher") }
+	require.Eventually(t, func() bool { return warned() > 0 }, 10*time.Second, 5*time.Millisecond, "a Warn line")
+	require.Equal(t, 1, warned(), "one Warn line: %s", logs.String())
 }
 
 // G7: a publisher join refused only because another join under way holds the last slot of the
