@@ -7,14 +7,17 @@ import (
 
 // readAhead reads a served stream's next batches while its reader waits for room to take a
 // request in, so that the peer's cancellations of the calls that hold that room reach them:
-// they come on the stream behind the requests that wait. It ends each running call whose
-// cancellation it reads, answers the probes, and keeps the batches that hold more, in order,
-// for the reader, which takes them before it reads the stream again. It holds at most
-// flowWindow bytes of batches (the most the peer may have in flight on the stream anyway), and
-// maxAheadBatches of them, and reads no more until the reader has taken some.
+// they come on the stream behind the requests that wait. While the wait lasts, it ends each
+// running call whose cancellation it reads and answers the probes; it keeps the batches that
+// hold more, in order, for the reader, which takes them before it reads the stream again. What
+// it holds is bounded as one batch is, in messages (maxSentEnvelopes, whatever they decode to)
+// and bytes (flowWindow, the most the peer may have in flight on the stream anyway), and in
+// batches (maxAheadBatches): it reads no more past that until the reader has taken some, and
+// no more once the wait has ended, so that a reader held up after it is not hidden from the
+// peer (a probe read then waits for the reader).
 //
-// Only the reader starts it (begin), and the reader reads the stream only when no read-ahead
-// runs, so that the stream is never read by two goroutines at once.
+// Only the reader starts and ends it (begin, end), and the reader reads the stream only when
+// no read-ahead runs, so that the stream is never read by two goroutines at once.
 type readAhead struct {
 	p    *peerStream
 	recv func(*inBatch) error // the stream's RecvMsg
@@ -22,9 +25,11 @@ type readAhead struct {
 
 	mu      sync.Mutex
 	running bool // a goroutine reads the stream
-	stop    bool // the reader wants the stream back once the goroutine's read ends
+	waiting bool // the reader waits for room (begin, end)
+	stop    bool // the goroutine is to stop once its read ends
 	queue   []aheadBatch
-	held    int // bytes of the batches in queue
+	bytes   int // of the batches in queue, as they came
+	msgs    int // of the batches in queue
 	free    []*inBatch
 	// more is signalled when a batch is queued or the goroutine ends.
 	more chan struct{}
@@ -44,16 +49,26 @@ func newReadAhead(p *peerStream, recv func(*inBatch) error, max int) *readAhead 
 	return &readAhead{p: p, recv: recv, max: max, more: make(chan struct{}, 1)}
 }
 
-// begin starts reading ahead, unless it already does or holds as much as it may; wg owns the
-// goroutine, which ends with the stream at the latest.
+// begin notes that the reader waits for room, and reads ahead meanwhile unless it holds as
+// much as it may or the stream has ended; wg owns the goroutine, which ends with the stream at
+// the latest.
 func (a *readAhead) begin(wg *sync.WaitGroup) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.waiting, a.stop = true, false // a goroutine that was to stop reads on
 	if a.running || a.full() || (len(a.queue) > 0 && a.queue[len(a.queue)-1].err != nil) {
 		return
 	}
-	a.running, a.stop = true, false
+	a.running = true
 	wg.Go(a.run)
+}
+
+// end notes that the reader's wait has ended: the goroutine stops once its read ends, and
+// what it reads meanwhile waits for the reader.
+func (a *readAhead) end() {
+	a.mu.Lock()
+	a.waiting, a.stop = false, true
+	a.mu.Unlock()
 }
 
 func (a *readAhead) run() {
@@ -69,14 +84,18 @@ func (a *readAhead) run() {
 		a.mu.Unlock()
 		err := a.recv(b)
 		arrived := time.Now()
+		a.mu.Lock()
+		waiting := a.waiting
+		a.mu.Unlock()
 		left := true
-		if err == nil {
+		if err == nil && waiting {
 			left = a.p.readAhead(b, arrived)
 		}
 		a.mu.Lock()
 		if left {
 			a.queue = append(a.queue, aheadBatch{b: b, arrived: arrived, err: err})
-			a.held += b.size
+			a.bytes += b.size
+			a.msgs += b.n
 		} else {
 			b.reset()
 			a.free = append(a.free, b)
@@ -93,7 +112,9 @@ func (a *readAhead) run() {
 }
 
 // full reports whether a holds as much as it may; a.mu is held.
-func (a *readAhead) full() bool { return a.held >= flowWindow || len(a.queue) >= maxAheadBatches }
+func (a *readAhead) full() bool {
+	return a.bytes >= flowWindow || a.msgs >= maxSentEnvelopes || len(a.queue) >= maxAheadBatches
+}
 
 // batch returns an empty batch to read into; a.mu is held.
 func (a *readAhead) batch() *inBatch {
@@ -121,6 +142,7 @@ func (a *readAhead) next(done *inBatch) (ab aheadBatch, ok bool, waited time.Dur
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.running && len(a.queue) == 0 {
+		a.free = nil // the collector's: a stream seldom waits for room
 		return aheadBatch{b: done}, false, 0
 	}
 	done.reset()
@@ -135,12 +157,15 @@ func (a *readAhead) next(done *inBatch) (ab aheadBatch, ok bool, waited time.Dur
 		}
 		waited = time.Since(began)
 		if len(a.queue) == 0 {
-			return aheadBatch{b: a.batch()}, false, waited
+			b := a.batch()
+			a.free = nil
+			return aheadBatch{b: b}, false, waited
 		}
 	}
 	ab = a.queue[0]
 	a.queue[0] = aheadBatch{}
 	a.queue = a.queue[1:]
-	a.held -= ab.b.size
+	a.bytes -= ab.b.size
+	a.msgs -= ab.b.n
 	return ab, true, waited
 }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,6 +56,11 @@ func endAhead(t *testing.T, a *readAhead, release chan struct{}, wg *sync.WaitGr
 func TestAReadAheadHoldsABoundedBacklog(t *testing.T) {
 	cancelOfNone := func(b *inBatch) { b.next().Cancel = &wire.Cancel{CallId: 9} }
 	probe := func(b *inBatch) { b.next().Probe = &wire.Probe{} }
+	requests := func(b *inBatch) {
+		for i := range 1000 {
+			b.next().Request = &wire.Request{CallId: uint64(i)}
+		}
+	}
 	for _, tc := range []struct {
 		name       string
 		fill       func(*inBatch)
@@ -63,6 +69,7 @@ func TestAReadAheadHoldsABoundedBacklog(t *testing.T) {
 	}{
 		{"many small batches", cancelOfNone, 10, 1000, maxAheadBatches},
 		{"large batches", cancelOfNone, 600 << 10, 1000, 2},
+		{"batches of many messages", requests, 8000, 1000, 5}, // 5,000 messages: past a batch's 4,096
 		{"probes only", probe, 10, 500, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,5 +92,78 @@ func TestAReadAheadHoldsABoundedBacklog(t *testing.T) {
 			a.mu.Unlock()
 			endAhead(t, a, release, &wg)
 		})
+	}
+}
+
+// Once the reader's wait has ended, the read under way is left whole to the reader, probes
+// included, and no more is read: a reader held up after its wait is not hidden from the peer.
+func TestAReadAheadLeavesWhatItReadsAfterTheWaitToTheReader(t *testing.T) {
+	var inRecv, in = make(chan struct{}, 1), make(chan struct{})
+	var reads atomic.Int64
+	p := &peerStream{t: &Transport{cfg: Config{StallTimeout: time.Second}}, began: time.Now()}
+	p.out = newSender(func(*wire.Batch) error { return nil }, 1<<20, nil, true)
+	a := newReadAhead(p, func(b *inBatch) error {
+		reads.Add(1)
+		inRecv <- struct{}{}
+		<-in
+		b.reset()
+		b.next().Probe = &wire.Probe{}
+		b.size = 2
+		return nil
+	}, 0)
+	var wg sync.WaitGroup
+	a.begin(&wg)
+	<-inRecv
+	a.end() // the wait ends while the read is under way
+	close(in)
+	wg.Wait()
+	assert.Equal(t, int64(1), reads.Load(), "nothing more is read")
+	ab, ok, _ := a.next(&inBatch{})
+	require.True(t, ok)
+	require.Len(t, ab.b.envelopes(), 1)
+	assert.NotNil(t, ab.b.envelopes()[0].Probe, "the probe is the reader's to answer")
+	p.out.mu.Lock()
+	defer p.out.mu.Unlock()
+	assert.Empty(t, p.out.queue, "and was not answered")
+}
+
+// A wait that begins as the goroutine of the last one is about to stop keeps it reading: the
+// reader never waits with nothing read ahead.
+func TestAWaitThatBeginsAsTheReadAheadStopsKeepsItReading(t *testing.T) {
+	p := &peerStream{t: &Transport{cfg: Config{StallTimeout: time.Second}}, began: time.Now()}
+	p.out = newSender(func(*wire.Batch) error { return nil }, 1<<20, nil, true)
+	for round := range 2000 {
+		in, inRecv, end := make(chan struct{}), make(chan struct{}, 1), make(chan struct{})
+		var reads atomic.Int64
+		a := newReadAhead(p, func(b *inBatch) error {
+			if reads.Add(1) > 1 {
+				<-end
+				return io.EOF
+			}
+			inRecv <- struct{}{}
+			<-in
+			b.reset()
+			b.next().Request = &wire.Request{CallId: 5}
+			b.size = 10
+			return nil
+		}, 0)
+		var wg sync.WaitGroup
+		a.begin(&wg)
+		<-inRecv
+		go func() { in <- struct{}{} }()
+		_, ok, _ := a.next(&inBatch{}) // the reader takes the batch; the goroutine is to stop
+		require.True(t, ok)
+		a.begin(&wg) // and waits for room again at once
+		for reads.Load() < 2 {
+			a.mu.Lock()
+			running := a.running
+			a.mu.Unlock()
+			if !running {
+				require.FailNow(t, "the reader waits with nothing read ahead", "round %d", round)
+			}
+			runtime.Gosched()
+		}
+		close(end)
+		wg.Wait()
 	}
 }

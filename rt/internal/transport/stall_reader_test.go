@@ -130,3 +130,65 @@ func TestAReaderThatWaitsForAJobPermitKeepsTheStream(t *testing.T) {
 		t.Fatal("no answer")
 	}
 }
+
+// A reader that read ahead while it waited for room (for the cancellations behind the waiting
+// request), and then stops in a handler that never returns, is found out as any stopped
+// reader is: what is read once the wait has ended, probes included, waits for the reader.
+func TestAReaderThatStopsAfterItReadAheadIsFoundOut(t *testing.T) {
+	const maxMessage, payload = 256 << 10, 200 << 10
+	const stall = time.Second
+	var polling atomic.Int64
+	release, stuck := make(chan struct{}), make(chan struct{})
+	var handlers sync.WaitGroup
+	b := start(t, "b", handler{fn: func(ctx context.Context, _ sdk.NodeID, req *wire.Request, reply func(*wire.Reply)) {
+		switch req.Method {
+		case "poll":
+			handlers.Go(func() {
+				polling.Add(1)
+				<-ctx.Done()
+				polling.Add(-1)
+				reply(&wire.Reply{})
+			})
+		case "stuck":
+			close(stuck)
+			<-release // the reader stops here
+			reply(&wire.Reply{})
+		default:
+			reply(&wire.Reply{})
+		}
+	}}, func(c *transport.Config) {
+		c.Meter, c.MaxMessageSize, c.StallTimeout = budgetMeter(t, maxMessage), maxMessage, stall
+	})
+	t.Cleanup(handlers.Wait)
+	t.Cleanup(func() { close(release) })
+	a := start(t, "a", handler{}, func(c *transport.Config) { c.StallTimeout = stall })
+	a.Connect("b", b.Addr())
+	waitReady(t, a, "b")
+
+	polls, giveUp := context.WithCancel(context.Background())
+	for range 2 { // they fill the stream's share
+		go func() { _, _ = a.Call(polls, "b", &wire.Request{Method: "poll", Payload: make([]byte, payload)}) }()
+	}
+	require.Eventually(t, func() bool { return polling.Load() == 2 }, 10*time.Second, time.Millisecond)
+	r, err := a.Call(ctx, "b", &wire.Request{Method: "quick", Payload: make([]byte, payload)})
+	require.NoError(t, err)
+	require.ErrorIs(t, wire.DecodeError(r.Error), sdk.ErrInboundBudget, "the stream now waits for room, and reads ahead")
+	stuckEnd := make(chan error, 1)
+	go func() {
+		_, err := a.Call(context.Background(), "b", &wire.Request{Method: "stuck"})
+		stuckEnd <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	giveUp() // the cancellations read ahead end the polls: the room comes, and "stuck" is taken
+	select {
+	case <-stuck:
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "the request was never taken in")
+	}
+	select {
+	case err := <-stuckEnd:
+		require.ErrorIs(t, err, sdk.ErrOwnerUnavailable)
+	case <-time.After(10 * stall):
+		require.FailNow(t, "the caller still finds the stream read", "its reader has been stopped for %v", 10*stall)
+	}
+}

@@ -92,7 +92,7 @@ type Config struct {
 	// Core HWM from its receipt until its reply is queued; a request that does not fit is
 	// refused with sdk.ErrInboundBudget and its stream takes no request in until bytes return;
 	// while the application job queue is paused, no stream takes one in. Meanwhile a stream
-	// whose calls run reads ahead (a flow-control window's worth at most), so that the
+	// whose calls run reads ahead (as much as a batch holds at most), so that the
 	// cancellations of those calls reach them. A stream with requests running, none
 	// of which ends in StallTimeout (and then a quarter of it more, a second at most) of such a
 	// wait, reads on, refusing each request that finds no room, so that the peer's
@@ -1188,6 +1188,7 @@ func (p *peerStream) waitReading(ctx context.Context, wait func(context.Context)
 		// The transport's own wait, on the reader: the cancellations behind it are read
 		// meanwhile, which may be what the calls running wait for.
 		p.ahead.begin(&p.t.readers)
+		defer p.ahead.end()
 	}
 	every := p.t.readingEvery()
 	for {
