@@ -291,8 +291,11 @@ func TestD9_AMoveFoundCommittedAndMovedOnLetsItsHeldMessageFollow(t *testing.T) 
 	out, err := b.callT(pawnAt(id), "Hop", "x")
 	require.NoError(t, err, "the Actor is alive")
 	assert.Equal(t, `x hop 3 in Instance test.Room/"room-9"`, out, "the held message ran between the two hops")
-	_, here := a.cat.LocalActor(pawnAt(id))
-	assert.False(t, here, "the source does not serve it")
+	// The move's end takes it out of the source's index once its held messages have left.
+	assert.Eventually(t, func() bool {
+		_, here := a.cat.LocalActor(pawnAt(id))
+		return !here
+	}, 5*time.Second, 10*time.Millisecond, "the source does not serve it")
 }
 
 // leftToItsMove sets up an Actor whose move committed with its answer lost and whose source
