@@ -8,7 +8,7 @@ import (
 // readAhead reads a served stream's next batches while its reader waits for room to take a
 // request in, so that the peer's cancellations of the calls that hold that room reach them:
 // they come on the stream behind the requests that wait. While the wait lasts, it ends each
-// running call whose cancellation it reads and answers the probes; it keeps the batches that
+// running call whose cancellation it reads or holds and answers the probes; it keeps the batches that
 // hold more, in order, for the reader, which takes them before it reads the stream again. What
 // it holds is bounded as one batch is, in messages (maxSentEnvelopes, whatever they decode to)
 // and bytes (flowWindow, the most the peer may have in flight on the stream anyway), and in
@@ -56,6 +56,13 @@ func (a *readAhead) begin(wg *sync.WaitGroup) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.waiting, a.stop = true, false // a goroutine that was to stop reads on
+	// What it holds from before may end a call that runs now: one whose cancellation was read
+	// before it ran, or one read as the last wait ended.
+	for _, ab := range a.queue {
+		if ab.err == nil {
+			a.p.readAhead(ab.b, ab.arrived)
+		}
+	}
 	if a.running || a.full() || (len(a.queue) > 0 && a.queue[len(a.queue)-1].err != nil) {
 		return
 	}

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"io"
 	"runtime"
 	"sync"
@@ -166,4 +167,45 @@ func TestAWaitThatBeginsAsTheReadAheadStopsKeepsItReading(t *testing.T) {
 		close(end)
 		wg.Wait()
 	}
+}
+
+// A cancellation that the read under way brought as a wait ended is queued for the reader;
+// when the reader's next wait begins before it takes it, the wait ends the call it names,
+// which may be the call that holds the room.
+func TestAWaitEndsTheRunningCallsWhoseCancellationsAreQueued(t *testing.T) {
+	p := &peerStream{t: &Transport{cfg: Config{StallTimeout: time.Second}}, began: time.Now()}
+	p.out = newSender(func(*wire.Batch) error { return nil }, 1<<20, nil, true)
+	call := &callCtx{}
+	call.p, call.id = p, 7
+	call.start(context.Background(), time.Time{}, false, time.Now())
+	require.True(t, p.add(7, call))
+
+	inRecv, in, end := make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	var reads atomic.Int64
+	a := newReadAhead(p, func(b *inBatch) error {
+		if reads.Add(1) > 1 {
+			<-end
+			return io.EOF
+		}
+		inRecv <- struct{}{}
+		<-in
+		b.reset()
+		b.next().Cancel = &wire.Cancel{CallId: 7}
+		b.size = 3
+		return nil
+	}, 0)
+	var wg sync.WaitGroup
+	defer func() { close(end); wg.Wait() }()
+	a.begin(&wg) // a wait
+	<-inRecv
+	a.end()   // it ends: the room came
+	close(in) // the read under way brings "cancel 7", queued unread
+	require.Eventually(t, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.queue) == 1 && !a.running
+	}, 5*time.Second, time.Millisecond)
+	require.NoError(t, call.Err())
+	a.begin(&wg) // the next wait, for room that call 7 holds
+	assert.Error(t, call.Err(), "the cancellation read is applied")
 }

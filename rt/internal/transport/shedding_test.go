@@ -453,3 +453,31 @@ func TestCancelsBehindARequestThatWaitsForIntakeAreReadWhileItWaits(t *testing.T
 	lp.giveUp(t, giveUp, ended, 2) // within 10 s: a sixth of the stall
 	require.NoError(t, <-quick, "taken once intake resumed")
 }
+
+// A cancellation read ahead before its call ran is kept for the reader; once that call runs
+// and holds the room, and the stream waits for room again, the cancellation reaches it.
+func TestACancellationReadAheadBeforeItsCallRanReachesItInTheNextWait(t *testing.T) {
+	const maxMessage, payload = 256 << 10, 200 << 10
+	lp := startLongPollsWith(t, budgetMeter(t, maxMessage), maxMessage, time.Minute, nil)
+
+	giveUpFirst, endedFirst := lp.poll(2, payload) // they fill the stream's share
+	require.Eventually(t, func() bool { return lp.polling.Load() == 2 }, 10*time.Second, time.Millisecond)
+	_, err := lp.quick(payload)
+	require.ErrorIs(t, err, sdk.ErrInboundBudget, "the stream waits for room, and reads ahead")
+
+	giveUpSecond, endedSecond := lp.poll(3, payload) // read ahead: they wait for room
+	quick := make(chan error, 1)
+	go func() { _, err := lp.quick(payload); quick <- err }()
+	time.Sleep(300 * time.Millisecond)
+	giveUpSecond() // their cancellations, read ahead before the calls run, are kept
+	time.Sleep(300 * time.Millisecond)
+	// The first polls end: two of the second run, refusing the third and the quick call
+	// unrun, and the stream waits for room again, with their cancellations read.
+	lp.giveUp(t, giveUpFirst, endedFirst, 2)
+	for range 3 {
+		require.ErrorIs(t, <-endedSecond, context.Canceled)
+	}
+	require.Eventually(t, func() bool { return lp.polling.Load() == 0 }, 10*time.Second, time.Millisecond,
+		"the cancellations reached the calls that ran after them")
+	<-quick
+}
