@@ -15,15 +15,19 @@ import (
 	"github.com/zlink-go/zlink/rt/internal/wire"
 )
 
-// aheadOf is a read-ahead of a stream with no call running, whose peer sends batches of fill's
-// making, size bytes each, until it has sent most; it then ends the stream once release is
-// closed.
-func aheadOf(t *testing.T, fill func(*inBatch), size, most int) (a *readAhead, reads *atomic.Int64, release chan struct{}) {
-	t.Helper()
+// idleStream is a served stream outside any connection, with no call running.
+func idleStream() *peerStream {
 	p := &peerStream{t: &Transport{cfg: Config{StallTimeout: time.Second}}, began: time.Now()}
 	p.out = newSender(func(*wire.Batch) error { return nil }, 1<<20, nil, true)
+	return p
+}
+
+// aheadOf is a read-ahead of an idle stream whose peer sends batches of fill's making, size
+// bytes each, until it has sent most; it then ends the stream once release is closed.
+func aheadOf(t *testing.T, fill func(*inBatch), size, most int) (a *readAhead, reads *atomic.Int64, release chan struct{}) {
+	t.Helper()
 	reads, release = &atomic.Int64{}, make(chan struct{})
-	a = newReadAhead(p, func(b *inBatch) error {
+	a = newReadAhead(idleStream(), func(b *inBatch) error {
 		if reads.Add(1) > int64(most) {
 			<-release
 			return io.EOF
@@ -34,6 +38,36 @@ func aheadOf(t *testing.T, fill func(*inBatch), size, most int) (a *readAhead, r
 		return nil
 	}, 0)
 	return a, reads, release
+}
+
+// gatedPeer sends one batch, of fill's making, once in is closed or sent to (inRecv says
+// that the read of it is under way), and then ends its stream at stop.
+type gatedPeer struct {
+	inRecv, in, end chan struct{}
+	reads           atomic.Int64
+	stop            func()
+}
+
+func newGatedPeer() *gatedPeer {
+	g := &gatedPeer{inRecv: make(chan struct{}, 1), in: make(chan struct{}), end: make(chan struct{})}
+	g.stop = sync.OnceFunc(func() { close(g.end) })
+	return g
+}
+
+// aheadOf is a read-ahead of p, whose peer is g.
+func (g *gatedPeer) aheadOf(p *peerStream, fill func(*inBatch)) *readAhead {
+	return newReadAhead(p, func(b *inBatch) error {
+		if g.reads.Add(1) > 1 {
+			<-g.end
+			return io.EOF
+		}
+		g.inRecv <- struct{}{}
+		<-g.in
+		b.reset()
+		fill(b)
+		b.size = 10
+		return nil
+	}, 0)
 }
 
 // endAhead lets a's stream end, and takes what a read until then.
@@ -99,26 +133,16 @@ func TestAReadAheadHoldsABoundedBacklog(t *testing.T) {
 // Once the reader's wait has ended, the read under way is left whole to the reader, probes
 // included, and no more is read: a reader held up after its wait is not hidden from the peer.
 func TestAReadAheadLeavesWhatItReadsAfterTheWaitToTheReader(t *testing.T) {
-	var inRecv, in = make(chan struct{}, 1), make(chan struct{})
-	var reads atomic.Int64
-	p := &peerStream{t: &Transport{cfg: Config{StallTimeout: time.Second}}, began: time.Now()}
-	p.out = newSender(func(*wire.Batch) error { return nil }, 1<<20, nil, true)
-	a := newReadAhead(p, func(b *inBatch) error {
-		reads.Add(1)
-		inRecv <- struct{}{}
-		<-in
-		b.reset()
-		b.next().Probe = &wire.Probe{}
-		b.size = 2
-		return nil
-	}, 0)
+	p, g := idleStream(), newGatedPeer()
+	defer g.stop()
+	a := g.aheadOf(p, func(b *inBatch) { b.next().Probe = &wire.Probe{} })
 	var wg sync.WaitGroup
 	a.begin(&wg)
-	<-inRecv
+	<-g.inRecv
 	a.end() // the wait ends while the read is under way
-	close(in)
+	close(g.in)
 	wg.Wait()
-	assert.Equal(t, int64(1), reads.Load(), "nothing more is read")
+	assert.Equal(t, int64(1), g.reads.Load(), "nothing more is read")
 	ab, ok, _ := a.next(&inBatch{})
 	require.True(t, ok)
 	require.Len(t, ab.b.envelopes(), 1)
@@ -131,31 +155,18 @@ func TestAReadAheadLeavesWhatItReadsAfterTheWaitToTheReader(t *testing.T) {
 // A wait that begins as the goroutine of the last one is about to stop keeps it reading: the
 // reader never waits with nothing read ahead.
 func TestAWaitThatBeginsAsTheReadAheadStopsKeepsItReading(t *testing.T) {
-	p := &peerStream{t: &Transport{cfg: Config{StallTimeout: time.Second}}, began: time.Now()}
-	p.out = newSender(func(*wire.Batch) error { return nil }, 1<<20, nil, true)
+	p := idleStream()
 	for round := range 2000 {
-		in, inRecv, end := make(chan struct{}), make(chan struct{}, 1), make(chan struct{})
-		var reads atomic.Int64
-		a := newReadAhead(p, func(b *inBatch) error {
-			if reads.Add(1) > 1 {
-				<-end
-				return io.EOF
-			}
-			inRecv <- struct{}{}
-			<-in
-			b.reset()
-			b.next().Request = &wire.Request{CallId: 5}
-			b.size = 10
-			return nil
-		}, 0)
+		g := newGatedPeer()
+		a := g.aheadOf(p, func(b *inBatch) { b.next().Request = &wire.Request{CallId: 5} })
 		var wg sync.WaitGroup
 		a.begin(&wg)
-		<-inRecv
-		go func() { in <- struct{}{} }()
+		<-g.inRecv
+		go func() { g.in <- struct{}{} }()
 		_, ok, _ := a.next(&inBatch{}) // the reader takes the batch; the goroutine is to stop
 		require.True(t, ok)
 		a.begin(&wg) // and waits for room again at once
-		for reads.Load() < 2 {
+		for g.reads.Load() < 2 {
 			a.mu.Lock()
 			running := a.running
 			a.mu.Unlock()
@@ -164,7 +175,7 @@ func TestAWaitThatBeginsAsTheReadAheadStopsKeepsItReading(t *testing.T) {
 			}
 			runtime.Gosched()
 		}
-		close(end)
+		g.stop()
 		wg.Wait()
 	}
 }
@@ -173,33 +184,19 @@ func TestAWaitThatBeginsAsTheReadAheadStopsKeepsItReading(t *testing.T) {
 // when the reader's next wait begins before it takes it, the wait ends the call it names,
 // which may be the call that holds the room.
 func TestAWaitEndsTheRunningCallsWhoseCancellationsAreQueued(t *testing.T) {
-	p := &peerStream{t: &Transport{cfg: Config{StallTimeout: time.Second}}, began: time.Now()}
-	p.out = newSender(func(*wire.Batch) error { return nil }, 1<<20, nil, true)
+	p, g := idleStream(), newGatedPeer()
 	call := &callCtx{}
 	call.p, call.id = p, 7
 	call.start(context.Background(), time.Time{}, false, time.Now())
 	require.True(t, p.add(7, call))
-
-	inRecv, in, end := make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
-	var reads atomic.Int64
-	a := newReadAhead(p, func(b *inBatch) error {
-		if reads.Add(1) > 1 {
-			<-end
-			return io.EOF
-		}
-		inRecv <- struct{}{}
-		<-in
-		b.reset()
-		b.next().Cancel = &wire.Cancel{CallId: 7}
-		b.size = 3
-		return nil
-	}, 0)
+	a := g.aheadOf(p, func(b *inBatch) { b.next().Cancel = &wire.Cancel{CallId: 7} })
 	var wg sync.WaitGroup
-	defer func() { close(end); wg.Wait() }()
-	a.begin(&wg) // a wait
-	<-inRecv
-	a.end()   // it ends: the room came
-	close(in) // the read under way brings "cancel 7", queued unread
+	defer wg.Wait()
+	defer g.stop() // first: the stream ends, and the goroutine with it
+	a.begin(&wg)   // a wait
+	<-g.inRecv
+	a.end()     // it ends: the room came
+	close(g.in) // the read under way brings "cancel 7", queued unread
 	require.Eventually(t, func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()

@@ -425,17 +425,27 @@ func TestAStreamThatRunsNothingWaitsForRoomAsLongAsItTakes(t *testing.T) {
 // The cancellations that come behind a request that waits for room are read while it waits,
 // long before StallTimeout: the calls that hold the stream's share end, and the room comes.
 func TestCancelsBehindARequestThatWaitsForRoomAreReadWhileItWaits(t *testing.T) {
-	const maxMessage, payload = 256 << 10, 200 << 10
-	lp := startLongPollsWith(t, budgetMeter(t, maxMessage), maxMessage, time.Minute, nil)
-
-	giveUp, ended := lp.poll(2, payload) // they fill the stream's share
-	require.Eventually(t, func() bool { return lp.polling.Load() == 2 }, 10*time.Second, time.Millisecond)
-	_, err := lp.quick(payload)
-	require.ErrorIs(t, err, sdk.ErrInboundBudget, "a third finds no room, and the stream waits for some")
-
+	lp, giveUp, ended := waitingForRoom(t)
 	lp.giveUp(t, giveUp, ended, 2) // within 10 s: a sixth of the stall
-	_, err = lp.quick(payload)
+	_, err := lp.quick(roomPayload)
 	require.NoError(t, err, "the stream has room again")
+}
+
+// roomPayload is the size of the requests of waitingForRoom: two fill a stream's share.
+const roomPayload = 200 << 10
+
+// waitingForRoom is a stream, with a StallTimeout of a minute, whose share two long polls
+// fill: a third request has found no room, and the stream waits for some. It returns what
+// gives the long polls up, and their ends.
+func waitingForRoom(t *testing.T) (lp *longPolls, giveUp func(), ended <-chan error) {
+	t.Helper()
+	const maxMessage = 256 << 10
+	lp = startLongPollsWith(t, budgetMeter(t, maxMessage), maxMessage, time.Minute, nil)
+	giveUp, ended = lp.poll(2, roomPayload)
+	require.Eventually(t, func() bool { return lp.polling.Load() == 2 }, 10*time.Second, time.Millisecond)
+	_, err := lp.quick(roomPayload)
+	require.ErrorIs(t, err, sdk.ErrInboundBudget, "a third finds no room, and the stream waits for some")
+	return lp, giveUp, ended
 }
 
 // So are those behind a request that waits for the paused job queue: the calls whose jobs
@@ -457,17 +467,10 @@ func TestCancelsBehindARequestThatWaitsForIntakeAreReadWhileItWaits(t *testing.T
 // A cancellation read ahead before its call ran is kept for the reader; once that call runs
 // and holds the room, and the stream waits for room again, the cancellation reaches it.
 func TestACancellationReadAheadBeforeItsCallRanReachesItInTheNextWait(t *testing.T) {
-	const maxMessage, payload = 256 << 10, 200 << 10
-	lp := startLongPollsWith(t, budgetMeter(t, maxMessage), maxMessage, time.Minute, nil)
-
-	giveUpFirst, endedFirst := lp.poll(2, payload) // they fill the stream's share
-	require.Eventually(t, func() bool { return lp.polling.Load() == 2 }, 10*time.Second, time.Millisecond)
-	_, err := lp.quick(payload)
-	require.ErrorIs(t, err, sdk.ErrInboundBudget, "the stream waits for room, and reads ahead")
-
-	giveUpSecond, endedSecond := lp.poll(3, payload) // read ahead: they wait for room
+	lp, giveUpFirst, endedFirst := waitingForRoom(t)     // and reads ahead
+	giveUpSecond, endedSecond := lp.poll(3, roomPayload) // read ahead: they wait for room
 	quick := make(chan error, 1)
-	go func() { _, err := lp.quick(payload); quick <- err }()
+	go func() { _, err := lp.quick(roomPayload); quick <- err }()
 	time.Sleep(300 * time.Millisecond)
 	giveUpSecond() // their cancellations, read ahead before the calls run, are kept
 	time.Sleep(300 * time.Millisecond)
