@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"io"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -205,4 +206,18 @@ func TestAWaitEndsTheRunningCallsWhoseCancellationsAreQueued(t *testing.T) {
 	require.NoError(t, call.Err())
 	a.begin(&wg) // the next wait, for room that call 7 holds
 	assert.Error(t, call.Err(), "the cancellation read is applied")
+}
+
+// A Reading that the reply queue, at its bound, did not take is not counted as said: the
+// reader's next wait for room says it at once, rather than an interval later.
+func TestAReadingTheFullReplyQueueDidNotTakeIsNotCountedAsSaid(t *testing.T) {
+	p := idleStream()
+	for !p.out.full() {
+		p.out.push(queuedReply(&wire.Reply{CallId: 1, Payload: make([]byte, 64<<10)}))
+	}
+	every := p.t.readingEvery()
+	p.readBatch(every, false) // a batch read an interval in: the queue does not take its Reading
+	assert.Zero(t, p.saidReading.Load(), "nothing said")
+	p.sayReading(math.MaxInt) // as a wait for room does
+	assert.NotZero(t, p.saidReading.Load())
 }

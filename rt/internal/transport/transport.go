@@ -1299,10 +1299,15 @@ func (p *peerStream) readBatch(at time.Duration, probed bool) {
 
 // sayReading tells the peer that the stream is read, queued past the reply queue's bound only
 // if small allows (sender.pushWithin): a reader that waits for room says so whatever the
-// queue holds, one that reads does within its bound.
+// queue holds, one that reads does within its bound. What the queue did not take does not
+// count as said, so that the next look says it.
 func (p *peerStream) sayReading(small int) {
+	n, full := p.out.pushWithin(queuedReading(), small)
+	if full {
+		return // unsaid: the next look says it (a wait for room, whatever the queue holds)
+	}
 	p.saidReading.Store(int64(time.Since(p.began)))
-	if n, _ := p.out.pushWithin(queuedReading(), small); n > 0 && p.t.cfg.Meter != nil {
+	if n > 0 && p.t.cfg.Meter != nil {
 		p.held.Add(int64(n)) // as a reply's: its sending returns them (freed)
 	}
 }
