@@ -91,14 +91,14 @@ func (a *readAhead) run() {
 		a.mu.Unlock()
 		err := a.recv(b)
 		arrived := time.Now()
+		// Taken in and queued in one critical section with the look at waiting: a wait that
+		// begins meanwhile finds the batch queued (begin takes it in), and one that ends
+		// meanwhile has nothing of it taken in after it.
 		a.mu.Lock()
-		waiting := a.waiting
-		a.mu.Unlock()
 		left := true
-		if err == nil && waiting {
+		if err == nil && a.waiting {
 			left = a.p.readAhead(b, arrived)
 		}
-		a.mu.Lock()
 		if left {
 			a.queue = append(a.queue, aheadBatch{b: b, arrived: arrived, err: err})
 			a.bytes += b.size

@@ -221,3 +221,38 @@ func TestAReadingTheFullReplyQueueDidNotTakeIsNotCountedAsSaid(t *testing.T) {
 	p.sayReading(math.MaxInt) // as a wait for room does
 	assert.NotZero(t, p.saidReading.Load())
 }
+
+// A wait that ends and the next that begins while the read-ahead's read is under way, or as
+// it returns, leave no cancellation it brought unapplied through the second wait: whichever
+// comes first, the batch is taken in.
+func TestACancellationReadAsWaitsEndAndBeginIsTakenIn(t *testing.T) {
+	for round := range 20000 {
+		p, g := idleStream(), newGatedPeer()
+		call := &callCtx{}
+		call.p, call.id = p, 7
+		call.start(context.Background(), time.Time{}, false, time.Now())
+		require.True(t, p.add(7, call))
+		a := g.aheadOf(p, func(b *inBatch) { b.next().Cancel = &wire.Cancel{CallId: 7} })
+		var wg sync.WaitGroup
+		a.begin(&wg)
+		<-g.inRecv
+		a.end()
+		close(g.in)
+		for range round % 400 { // the next wait begins somewhere about the read's return
+			runtime.Gosched()
+		}
+		a.begin(&wg)
+		for {
+			a.mu.Lock()
+			queued := len(a.queue) > 0
+			a.mu.Unlock()
+			if queued || call.Err() != nil {
+				break
+			}
+			runtime.Gosched()
+		}
+		require.Error(t, call.Err(), "round %d: the cancellation of the running call is applied in the wait", round)
+		g.stop()
+		wg.Wait()
+	}
+}
