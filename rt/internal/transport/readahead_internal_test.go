@@ -23,6 +23,16 @@ func idleStream() *peerStream {
 	return p
 }
 
+// runningCall is the call id of p, running.
+func runningCall(t *testing.T, p *peerStream, id uint64) *callCtx {
+	t.Helper()
+	call := &callCtx{}
+	call.p, call.id = p, id
+	call.start(context.Background(), time.Time{}, false, time.Now())
+	require.True(t, p.add(id, call))
+	return call
+}
+
 // aheadOf is a read-ahead of an idle stream whose peer sends batches of fill's making, size
 // bytes each, until it has sent most; it then ends the stream once release is closed.
 func aheadOf(t *testing.T, fill func(*inBatch), size, most int) (a *readAhead, reads *atomic.Int64, release chan struct{}) {
@@ -186,10 +196,7 @@ func TestAWaitThatBeginsAsTheReadAheadStopsKeepsItReading(t *testing.T) {
 // which may be the call that holds the room.
 func TestAWaitEndsTheRunningCallsWhoseCancellationsAreQueued(t *testing.T) {
 	p, g := idleStream(), newGatedPeer()
-	call := &callCtx{}
-	call.p, call.id = p, 7
-	call.start(context.Background(), time.Time{}, false, time.Now())
-	require.True(t, p.add(7, call))
+	call := runningCall(t, p, 7)
 	a := g.aheadOf(p, func(b *inBatch) { b.next().Cancel = &wire.Cancel{CallId: 7} })
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -228,10 +235,7 @@ func TestAReadingTheFullReplyQueueDidNotTakeIsNotCountedAsSaid(t *testing.T) {
 func TestACancellationReadAsWaitsEndAndBeginIsTakenIn(t *testing.T) {
 	for round := range 20000 {
 		p, g := idleStream(), newGatedPeer()
-		call := &callCtx{}
-		call.p, call.id = p, 7
-		call.start(context.Background(), time.Time{}, false, time.Now())
-		require.True(t, p.add(7, call))
+		call := runningCall(t, p, 7)
 		a := g.aheadOf(p, func(b *inBatch) { b.next().Cancel = &wire.Cancel{CallId: 7} })
 		var wg sync.WaitGroup
 		a.begin(&wg)
