@@ -2,22 +2,28 @@ package transport
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // readAhead reads a served stream's next batches while its reader waits for room to take a
-// request in, so that the peer's cancellations of the calls that hold that room reach them:
-// they come on the stream behind the requests that wait. While the wait lasts, it ends each
-// running call whose cancellation it reads or holds and answers the probes; it keeps the batches that
-// hold more, in order, for the reader, which takes them before it reads the stream again. What
-// it holds is bounded as one batch is, in messages (maxSentEnvelopes, whatever they decode to)
-// and bytes (flowWindow, the most the peer may have in flight on the stream anyway), and in
-// batches (maxAheadBatches): it reads no more past that until the reader has taken some, and
-// no more once the wait has ended, so that a reader held up after it is not hidden from the
-// peer (a probe read then waits for the reader).
+// request in: a wait of the transport's own, or of a handler that takes the request in
+// (capacity.AsReader). The peer's cancellations of the calls that hold that room come on the
+// stream behind the request that waits, in the rest of its batch or in later ones. While the
+// wait lasts, it ends each running call whose cancellation those hold and answers their
+// probes; it keeps the batches that hold more, in order, for the reader, which takes them
+// before it reads the stream again. What it holds is bounded as one batch is, in messages
+// (maxSentEnvelopes, whatever they decode to) and bytes (flowWindow, the most the peer may
+// have in flight on the stream anyway), and in batches (maxAheadBatches): it reads no more
+// past that until the reader has taken some, and no more once the wait has ended, so that a
+// reader held up after it is not hidden from the peer (a probe read then waits for the
+// reader).
 //
-// Only the reader starts and ends it (begin, end), and the reader reads the stream only when
-// no read-ahead runs, so that the stream is never read by two goroutines at once.
+// Only waits that hold the reader up start it (begin): the reader's own, and a handler's while
+// the reader takes the handler's request in (callCtx.taking), whatever goroutine the handler
+// waits on; a handler's wait no longer counts once the reader has returned from the handler
+// (handled). The reader reads the stream only when no read-ahead runs, so that the stream is
+// never read by two goroutines at once.
 type readAhead struct {
 	p    *peerStream
 	recv func(*inBatch) error // the stream's RecvMsg
@@ -25,14 +31,35 @@ type readAhead struct {
 
 	mu      sync.Mutex
 	running bool // a goroutine reads the stream
-	waiting bool // the reader waits for room (begin, end)
-	stop    bool // the goroutine is to stop once its read ends
-	queue   []aheadBatch
-	bytes   int // of the batches in queue, as they came
-	msgs    int // of the batches in queue
-	free    []*inBatch
+	// own counts the reader's own waits under way, inHandle the handlers' waits that hold the
+	// reader up; handles counts the returns from handlers that had such waits (handled), so
+	// that the end of a wait counted before one does not count.
+	own, inHandle int
+	handles       uint64
+	stop          bool // the goroutine is to stop once its read ends
+	queue         []aheadBatch
+	bytes         int // of the batches in queue, as they came
+	msgs          int // of the batches in queue
+	free          []*inBatch
 	// more is signalled when a batch is queued or the goroutine ends.
 	more chan struct{}
+
+	// cur is the reader's batch, which arrived at curAt, and at the index of its request being
+	// taken in: a wait takes the rest of it in (begin). Only the reader writes them, between
+	// handlers, and begin reads them while the reader waits or is in a handler.
+	cur   *inBatch
+	curAt time.Time
+	at    int
+	// touched is set by a handler's wait before it looks whether the reader still takes its
+	// request in. The reader, back from a handler, then takes the lock once (handled), so that
+	// what the wait took in of cur is seen before the reader reads on.
+	touched atomic.Bool
+}
+
+// aheadWait is a wait that begin counted, or did not, for end.
+type aheadWait struct {
+	counted, handler bool
+	handles          uint64
 }
 
 // aheadBatch is a batch read ahead, when it arrived, or the error that ended the stream.
@@ -49,34 +76,87 @@ func newReadAhead(p *peerStream, recv func(*inBatch) error, max int) *readAhead 
 	return &readAhead{p: p, recv: recv, max: max, more: make(chan struct{}, 1)}
 }
 
-// begin notes that the reader waits for room, and reads ahead meanwhile unless it holds as
+// reading notes that the reader takes in b, which arrived then.
+func (a *readAhead) reading(b *inBatch, arrived time.Time) { a.cur, a.curAt, a.at = b, arrived, 0 }
+
+// begin notes that a wait holds the reader up, and reads ahead meanwhile unless it holds as
 // much as it may or the stream has ended; wg owns the goroutine, which ends with the stream at
-// the latest.
-func (a *readAhead) begin(wg *sync.WaitGroup) {
+// the latest. With call nil it is a wait of the reader's own, on the reader; else a wait of
+// the handler of call's request, which counts only while the reader takes that request in.
+func (a *readAhead) begin(wg *sync.WaitGroup, call *callCtx) aheadWait {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.waiting, a.stop = true, false // a goroutine that was to stop reads on
-	// What it holds from before may end a call that runs now: one whose cancellation was read
-	// before it ran, or one read as the last wait ended.
+	w := aheadWait{counted: true}
+	if call != nil {
+		// Stored before the look at taking, as the reader stores taking before its look at
+		// touched (handled): a wait that finds the request still taken in is seen by the reader.
+		a.touched.Store(true)
+		if !call.taking.Load() {
+			return aheadWait{}
+		}
+		w.handler, w.handles = true, a.handles
+		a.inHandle++
+	} else {
+		a.own++
+	}
+	a.stop = false // a goroutine that was to stop reads on
+	// The rest of the reader's batch, and what it holds from before, may end a call that runs
+	// now: one whose cancellation came in the waiting request's batch, was read before it ran,
+	// or was read as the last wait ended.
+	if b := a.cur; b != nil && a.at+1 < b.n {
+		a.p.takeInAhead(b.envelopes()[a.at+1:], a.curAt.Sub(a.p.began))
+	}
 	for _, ab := range a.queue {
 		if ab.err == nil {
 			a.p.readAhead(ab.b, ab.arrived)
 		}
 	}
 	if a.running || a.full() || (len(a.queue) > 0 && a.queue[len(a.queue)-1].err != nil) {
-		return
+		return w
 	}
 	a.running = true
 	wg.Go(a.run)
+	return w
 }
 
-// end notes that the reader's wait has ended: the goroutine stops once its read ends, and
-// what it reads meanwhile waits for the reader.
-func (a *readAhead) end() {
+// end notes that the wait w has ended: once no wait holds the reader up, the goroutine stops
+// when its read ends, and what it reads meanwhile waits for the reader.
+func (a *readAhead) end(w aheadWait) {
 	a.mu.Lock()
-	a.waiting, a.stop = false, true
-	a.mu.Unlock()
+	defer a.mu.Unlock()
+	switch {
+	case !w.counted:
+		return
+	case !w.handler:
+		a.own--
+	case w.handles == a.handles:
+		a.inHandle--
+	}
+	if !a.waitingLocked() {
+		a.stop = true
+	}
 }
+
+// handled notes that the reader has returned from a handler: the handler's waits that still
+// run no longer hold it up.
+func (a *readAhead) handled() {
+	if !a.touched.Load() {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.touched.Store(false)
+	if a.inHandle > 0 {
+		a.inHandle = 0
+		a.handles++
+		if !a.waitingLocked() {
+			a.stop = true
+		}
+	}
+}
+
+// waitingLocked reports whether a wait holds the reader up; a.mu is held.
+func (a *readAhead) waitingLocked() bool { return a.own > 0 || a.inHandle > 0 }
 
 func (a *readAhead) run() {
 	defer a.signal()
@@ -96,7 +176,7 @@ func (a *readAhead) run() {
 		// meanwhile has nothing of it taken in after it.
 		a.mu.Lock()
 		left := true
-		if err == nil && a.waiting {
+		if err == nil && a.waitingLocked() {
 			left = a.p.readAhead(b, arrived)
 		}
 		if left {

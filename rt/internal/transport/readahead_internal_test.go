@@ -121,7 +121,7 @@ func TestAReadAheadHoldsABoundedBacklog(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, reads, release := aheadOf(t, tc.fill, tc.size, tc.most)
 			var wg sync.WaitGroup
-			a.begin(&wg)
+			a.begin(&wg, nil)
 			if tc.held == 0 {
 				require.Eventually(t, func() bool { return reads.Load() > int64(tc.most) }, 10*time.Second, time.Millisecond,
 					"it reads on past batches it keeps nothing of")
@@ -148,9 +148,9 @@ func TestAReadAheadLeavesWhatItReadsAfterTheWaitToTheReader(t *testing.T) {
 	defer g.stop()
 	a := g.aheadOf(p, func(b *inBatch) { b.next().Probe = &wire.Probe{} })
 	var wg sync.WaitGroup
-	a.begin(&wg)
+	w := a.begin(&wg, nil)
 	<-g.inRecv
-	a.end() // the wait ends while the read is under way
+	a.end(w) // the wait ends while the read is under way
 	close(g.in)
 	wg.Wait()
 	assert.Equal(t, int64(1), g.reads.Load(), "nothing more is read")
@@ -171,12 +171,12 @@ func TestAWaitThatBeginsAsTheReadAheadStopsKeepsItReading(t *testing.T) {
 		g := newGatedPeer()
 		a := g.aheadOf(p, func(b *inBatch) { b.next().Request = &wire.Request{CallId: 5} })
 		var wg sync.WaitGroup
-		a.begin(&wg)
+		a.begin(&wg, nil)
 		<-g.inRecv
 		go func() { g.in <- struct{}{} }()
 		_, ok, _ := a.next(&inBatch{}) // the reader takes the batch; the goroutine is to stop
 		require.True(t, ok)
-		a.begin(&wg) // and waits for room again at once
+		a.begin(&wg, nil) // and waits for room again at once
 		for g.reads.Load() < 2 {
 			a.mu.Lock()
 			running := a.running
@@ -200,10 +200,10 @@ func TestAWaitEndsTheRunningCallsWhoseCancellationsAreQueued(t *testing.T) {
 	a := g.aheadOf(p, func(b *inBatch) { b.next().Cancel = &wire.Cancel{CallId: 7} })
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	defer g.stop() // first: the stream ends, and the goroutine with it
-	a.begin(&wg)   // a wait
+	defer g.stop()         // first: the stream ends, and the goroutine with it
+	w := a.begin(&wg, nil) // a wait
 	<-g.inRecv
-	a.end()     // it ends: the room came
+	a.end(w)    // it ends: the room came
 	close(g.in) // the read under way brings "cancel 7", queued unread
 	require.Eventually(t, func() bool {
 		a.mu.Lock()
@@ -211,7 +211,7 @@ func TestAWaitEndsTheRunningCallsWhoseCancellationsAreQueued(t *testing.T) {
 		return len(a.queue) == 1 && !a.running
 	}, 5*time.Second, time.Millisecond)
 	require.NoError(t, call.Err())
-	a.begin(&wg) // the next wait, for room that call 7 holds
+	a.begin(&wg, nil) // the next wait, for room that call 7 holds
 	assert.Error(t, call.Err(), "the cancellation read is applied")
 }
 
@@ -238,14 +238,14 @@ func TestACancellationReadAsWaitsEndAndBeginIsTakenIn(t *testing.T) {
 		call := runningCall(t, p, 7)
 		a := g.aheadOf(p, func(b *inBatch) { b.next().Cancel = &wire.Cancel{CallId: 7} })
 		var wg sync.WaitGroup
-		a.begin(&wg)
+		w := a.begin(&wg, nil)
 		<-g.inRecv
-		a.end()
+		a.end(w)
 		close(g.in)
 		for range round % 400 { // the next wait begins somewhere about the read's return
 			runtime.Gosched()
 		}
-		a.begin(&wg)
+		a.begin(&wg, nil)
 		for {
 			a.mu.Lock()
 			queued := len(a.queue) > 0
@@ -259,4 +259,44 @@ func TestACancellationReadAsWaitsEndAndBeginIsTakenIn(t *testing.T) {
 		g.stop()
 		wg.Wait()
 	}
+}
+
+// A handler's wait reads ahead only while the reader takes the handler's request in: once the
+// reader has returned from the handler, the wait, which may run on off the reader, no longer
+// holds the read-ahead reading, nor does its end undo a later wait's count. Else the reader's
+// next wait, once ended, would leave the read-ahead reading on and answering probes, and a
+// reader stopped after it would be hidden from the peer.
+func TestAHandlersWaitReadsAheadOnlyWhileTheReaderIsInTheHandler(t *testing.T) {
+	p, g := idleStream(), newGatedPeer()
+	defer g.stop()
+	a := g.aheadOf(p, func(b *inBatch) { b.next().Probe = &wire.Probe{} })
+	call := runningCall(t, p, 7)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(g.in) // first: the read under way ends, and the stream after it
+
+	stopping := func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.stop && !a.waitingLocked()
+	}
+	call.taking.Store(false)
+	assert.Equal(t, aheadWait{}, a.begin(&wg, call), "the reader is not in the handler: not counted")
+
+	call.taking.Store(true) // the reader takes the request in
+	held := a.begin(&wg, call)
+	<-g.inRecv // it reads ahead
+	call.taking.Store(false)
+	a.handled() // the reader is back from the handler; the wait goes on, off the reader
+	assert.True(t, stopping(), "the handler's wait no longer holds the reader up")
+
+	own := a.begin(&wg, nil) // the reader's own next wait
+	assert.False(t, stopping())
+	a.end(own)
+	assert.True(t, stopping(), "its end stops the read-ahead")
+	a.end(held) // the handler's wait ends at last
+	a.mu.Lock()
+	assert.Zero(t, a.own)
+	assert.Zero(t, a.inHandle, "and counts for nothing")
+	a.mu.Unlock()
 }

@@ -225,12 +225,11 @@ func TestAPeerThatStopsReadingWithOneSmallCallOpenIsFoundOut(t *testing.T) {
 }
 
 // A handler's wait on the reader (capacity.AsReader) for room that only a call of its own
-// stream can free, a call whose caller has given up: the cancellation that ends that call comes
-// behind the request that waits. Once none of the stream's other calls has ended for the
-// StallTimeout, the wait gives up and its request is refused as the scheduler being full, and
-// so are the requests behind it that wait so too, at once; the stream is read on, and the
-// cancellation ends the call that held the room.
-func TestAReaderWaitThatOnlyItsOwnStreamsCancellationCanEndGivesUp(t *testing.T) {
+// stream can free, a call whose caller does not give up. Once none of the stream's other calls
+// has ended for the StallTimeout, the wait gives up and its request is refused as the scheduler
+// being full, and so are the requests behind it that wait so too, at once; the stream is read
+// on, and the call's cancellation, once its caller gives up, ends it.
+func TestAReaderWaitForRoomThatNoCallOfItsStreamFreesGivesUp(t *testing.T) {
 	const stall = 400 * time.Millisecond
 	slot := make(chan struct{}, 1)
 	var handlers sync.WaitGroup
@@ -262,11 +261,13 @@ func TestAReaderWaitThatOnlyItsOwnStreamsCancellationCanEndGivesUp(t *testing.T)
 	waitReady(t, a, "b")
 
 	first, giveUp := context.WithCancel(context.Background())
+	defer giveUp()
 	firstEnded := make(chan error, 1)
 	go func() { _, err := a.Call(first, "b", &wire.Request{}); firstEnded <- err }()
 	require.Eventually(t, func() bool { return len(slot) == 1 }, 5*time.Second, time.Millisecond)
 	const waiting = 16
 	later := make(chan error, waiting)
+	began := time.Now()
 	for range waiting {
 		go func() {
 			r, err := a.Call(context.Background(), "b", &wire.Request{})
@@ -278,17 +279,17 @@ func TestAReaderWaitThatOnlyItsOwnStreamsCancellationCanEndGivesUp(t *testing.T)
 		time.Sleep(5 * time.Millisecond) // each in a batch of its own, most likely
 	}
 	// The first of them waits on the reader, the others behind it.
-	giveUp()
-	given := time.Now()
-	require.ErrorIs(t, <-firstEnded, context.Canceled)
-	require.Eventually(t, func() bool { return len(slot) == 0 }, 25*stall, time.Millisecond,
-		"the cancellation reached the call that held the room")
-	// The first wait gives up after the stall; those behind it give up at once, not each after a
-	// stall of its own (16 of them: 8 s), nor after a reading interval each (1.6 s more).
-	assert.Less(t, time.Since(given), 5*stall, "the cancellation came behind %d waits", waiting)
 	for range waiting {
 		require.ErrorIs(t, <-later, sdk.ErrCapacityExceeded, "refused, the stream read on")
 	}
+	// The first wait gives up after the stall; those behind it give up at once, not each after a
+	// stall of its own (16 of them: 6.4 s), nor after a reading interval each (1.6 s more).
+	assert.Less(t, time.Since(began), 5*stall, "%d waits gave up", waiting)
+
+	giveUp()
+	require.ErrorIs(t, <-firstEnded, context.Canceled)
+	require.Eventually(t, func() bool { return len(slot) == 0 }, 25*stall, time.Millisecond,
+		"the cancellation reached the call that held the room")
 }
 
 // A handler's wait on the reader that gave up, on a stream where a long call runs, makes the

@@ -747,9 +747,11 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 			if !ok {
 				p.readBatch(arrived.Sub(p.began), false)
 			}
-			for _, env := range b.envelopes() {
+			p.ahead.reading(b, arrived)
+			for i, env := range b.envelopes() {
 				switch {
 				case env.Request != nil:
+					p.ahead.at = i
 					if !p.admit(ctx, env.Request, arrived) {
 						return
 					}
@@ -925,7 +927,13 @@ type peerStream struct {
 func (p *peerStream) readAhead(b *inBatch, arrived time.Time) (left bool) {
 	at := arrived.Sub(p.began)
 	p.readBatch(at, false)
-	for _, env := range b.envelopes() {
+	return p.takeInAhead(b.envelopes(), at)
+}
+
+// takeInAhead takes in what envs, read at at, hold that need not wait for the reader, as
+// readAhead does, and reports whether they hold anything left for it.
+func (p *peerStream) takeInAhead(envs []*wire.Envelope, at time.Duration) (left bool) {
+	for _, env := range envs {
 		switch {
 		case env.Request != nil:
 			left = true
@@ -1184,11 +1192,10 @@ func (p *peerStream) waitReading(ctx context.Context, wait func(context.Context)
 	if call != nil && call.taking.Load() && p.behindHeldUp(call) {
 		return capacity.ErrReaderHeldUp
 	}
-	if call == nil && p.running() {
-		// The transport's own wait, on the reader: the cancellations behind it are read
-		// meanwhile, which may be what the calls running wait for.
-		p.ahead.begin(&p.t.readers)
-		defer p.ahead.end()
+	if call != nil || p.running() {
+		// The cancellations behind the waiting request are read meanwhile, which may be what
+		// the calls running wait for: a handler's own call among them.
+		defer p.ahead.end(p.ahead.begin(&p.t.readers, call))
 	}
 	every := p.t.readingEvery()
 	for {
@@ -1508,6 +1515,7 @@ func (p *peerStream) dispatch(ctx context.Context, req *wire.Request, call *call
 	call.taking.Store(true)
 	t.handler.Handle(call, p.from, req, call)
 	call.taking.Store(false)
+	p.ahead.handled()
 }
 
 // replyTo answers the request whose context is call with r: the first reply only.
