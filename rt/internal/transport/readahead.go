@@ -4,6 +4,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
+
+	"github.com/zlink-go/zlink/rt/internal/wire"
 )
 
 // readAhead reads a served stream's next batches while its reader waits for room to take a
@@ -37,6 +40,7 @@ type readAhead struct {
 	own, inHandle int
 	handles       uint64
 	stop          bool // the goroutine is to stop once its read ends
+	closed        bool // the reader has ended: nothing more is held (close)
 	queue         []aheadBatch
 	bytes         int // of the batches in queue, as they came
 	msgs          int // of the batches in queue
@@ -111,7 +115,7 @@ func (a *readAhead) begin(wg *sync.WaitGroup, call *callCtx) aheadWait {
 			a.p.readAhead(ab.b, ab.arrived)
 		}
 	}
-	if a.running || a.full() || (len(a.queue) > 0 && a.queue[len(a.queue)-1].err != nil) {
+	if a.closed || a.running || a.full() || a.ended() {
 		return w
 	}
 	a.running = true
@@ -175,14 +179,17 @@ func (a *readAhead) run() {
 		// begins meanwhile finds the batch queued (begin takes it in), and one that ends
 		// meanwhile has nothing of it taken in after it.
 		a.mu.Lock()
-		left := true
-		if err == nil && a.waitingLocked() {
+		left := !a.closed
+		if left && err == nil && a.waitingLocked() {
 			left = a.p.readAhead(b, arrived)
 		}
 		if left {
 			a.queue = append(a.queue, aheadBatch{b: b, arrived: arrived, err: err})
 			a.bytes += b.size
 			a.msgs += b.n
+			if err == nil {
+				a.p.t.aheadHeld.Add(cost(b))
+			}
 		} else {
 			b.reset()
 			a.free = append(a.free, b)
@@ -198,9 +205,48 @@ func (a *readAhead) run() {
 	}
 }
 
-// full reports whether a holds as much as it may; a.mu is held.
+// full reports whether a holds as much as it may, or the read-aheads of the transport's
+// streams together do; a.mu is held.
 func (a *readAhead) full() bool {
-	return a.bytes >= flowWindow || a.msgs >= maxSentEnvelopes || len(a.queue) >= maxAheadBatches
+	return a.bytes >= flowWindow || a.msgs >= maxSentEnvelopes || len(a.queue) >= maxAheadBatches ||
+		a.p.t.aheadHeld.Load() >= a.p.t.aheadMax
+}
+
+// decodedMessageBytes is what a message read costs a read-ahead besides its bytes on the wire:
+// its envelope and request, decoded.
+const decodedMessageBytes = int64(unsafe.Sizeof(wire.Envelope{}) + unsafe.Sizeof(wire.Request{}))
+
+// cost is what holding b counts against the transport's bound of read-aheads (aheadMax).
+func cost(b *inBatch) int64 { return int64(b.size) + int64(b.n)*decodedMessageBytes }
+
+// resume reads ahead again, while a wait holds the reader up, if the goroutine stopped because
+// the read-aheads held as much as they may together and they no longer do.
+func (a *readAhead) resume(wg *sync.WaitGroup) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed || a.running || !a.waitingLocked() || a.full() || a.ended() {
+		return
+	}
+	a.running, a.stop = true, false
+	wg.Go(a.run)
+}
+
+// ended reports whether the last batch queued is the error that ended the stream; a.mu is held.
+func (a *readAhead) ended() bool { return len(a.queue) > 0 && a.queue[len(a.queue)-1].err != nil }
+
+// close lets go of what a holds once the stream's reader has ended: it no longer counts
+// against the transport's bound, and what the goroutine still reads is dropped.
+func (a *readAhead) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closed = true
+	for i, ab := range a.queue {
+		if ab.err == nil {
+			a.p.t.aheadHeld.Add(-cost(ab.b))
+		}
+		a.queue[i] = aheadBatch{}
+	}
+	a.queue, a.bytes, a.msgs, a.free = nil, 0, 0, nil
 }
 
 // batch returns an empty batch to read into; a.mu is held.
@@ -254,5 +300,8 @@ func (a *readAhead) next(done *inBatch) (ab aheadBatch, ok bool, waited time.Dur
 	a.queue = a.queue[1:]
 	a.bytes -= ab.b.size
 	a.msgs -= ab.b.n
+	if ab.err == nil {
+		a.p.t.aheadHeld.Add(-cost(ab.b))
+	}
 	return ab, true, waited
 }

@@ -18,7 +18,12 @@ import (
 
 // idleStream is a served stream outside any connection, with no call running.
 func idleStream() *peerStream {
-	p := &peerStream{t: &Transport{cfg: Config{StallTimeout: time.Second}}, began: time.Now()}
+	return idleStreamOf(&Transport{cfg: Config{StallTimeout: time.Second}, aheadMax: defaultAheadMax})
+}
+
+// idleStreamOf is an idle stream served by t.
+func idleStreamOf(t *Transport) *peerStream {
+	p := &peerStream{t: t, began: time.Now()}
 	p.out = newSender(func(*wire.Batch) error { return nil }, 1<<20, nil, true)
 	return p
 }
@@ -299,4 +304,64 @@ func TestAHandlersWaitReadsAheadOnlyWhileTheReaderIsInTheHandler(t *testing.T) {
 	assert.Zero(t, a.own)
 	assert.Zero(t, a.inHandle, "and counts for nothing")
 	a.mu.Unlock()
+}
+
+// The read-aheads of a transport's streams hold aheadMax together at most: a stream reads no
+// more ahead while the others hold that much, and reads on once they have let some go (its
+// wait's next window resumes it); what a stream holds goes with it when its reader ends.
+func TestReadAheadsHoldABoundedBacklogTogether(t *testing.T) {
+	requests := func(b *inBatch) {
+		for i := range 10 {
+			b.next().Request = &wire.Request{CallId: uint64(i)}
+		}
+	}
+	const size = 1000
+	batchCost := size + 10*decodedMessageBytes
+	tr := &Transport{cfg: Config{StallTimeout: time.Second}, aheadMax: 3 * batchCost}
+	streams := make([]*peerStream, 2)
+	aheads := make([]*readAhead, 2)
+	reads := make([]*atomic.Int64, 2)
+	release := make(chan struct{})
+	for i := range streams {
+		streams[i], reads[i] = idleStreamOf(tr), &atomic.Int64{}
+		aheads[i] = newReadAhead(streams[i], func(b *inBatch) error {
+			if reads[i].Add(1) > 100 {
+				<-release
+				return io.EOF
+			}
+			b.reset()
+			requests(b)
+			b.size = size
+			return nil
+		}, 0)
+	}
+	var wg sync.WaitGroup
+	stopped := func(a *readAhead) bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return !a.running
+	}
+	first, second := aheads[0], aheads[1]
+	first.begin(&wg, nil)
+	require.Eventually(t, func() bool { return stopped(first) }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, 3*batchCost, tr.aheadHeld.Load(), "the first stream holds all the transport may")
+	second.begin(&wg, nil)
+	assert.True(t, stopped(second), "the second reads nothing ahead")
+	assert.Zero(t, reads[1].Load())
+
+	for range 2 { // the first stream's reader takes two batches in
+		_, ok, _ := first.next(&inBatch{})
+		require.True(t, ok)
+	}
+	second.resume(&wg) // its wait's next window
+	require.Eventually(t, func() bool { return stopped(second) }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, int64(2), reads[1].Load(), "the second reads what the first let go")
+	assert.Equal(t, 3*batchCost, tr.aheadHeld.Load())
+
+	first.close()
+	assert.Equal(t, 2*batchCost, tr.aheadHeld.Load(), "what the first held goes with its reader")
+	second.close()
+	assert.Zero(t, tr.aheadHeld.Load())
+	close(release)
+	wg.Wait()
 }

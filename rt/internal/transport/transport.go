@@ -61,6 +61,14 @@ const envelopeOverhead = 64 << 10
 // goes, as gRPC opens the window for a message it is reading.
 const flowWindow = 1 << 20
 
+// defaultAheadMax bounds what the served streams' read-aheads hold together without a Core HWM
+// budget; with one, they hold a stream's share of it at most, and one flow-control window at
+// least. Each stream's holds a window's bytes and a batch's messages at most, and a node
+// serves up to MaxConns connections of maxStreamsPerConn streams: without a bound across them,
+// peers that hold their streams waiting for room (by not reading their replies) would have
+// the node read ahead many times what gRPC's connection windows let them have in flight.
+const defaultAheadMax = 64 << 20
+
 // Config configures a Transport.
 type Config struct {
 	// Node is this node's ID; peers learn it when the stream opens.
@@ -205,6 +213,11 @@ type Transport struct {
 	// served holds the served streams of each certified peer, oldest first (enterStream).
 	served map[sdk.NodeID][]*peerStream
 
+	// aheadHeld is what the served streams' read-aheads hold together (cost), which they keep
+	// to aheadMax: a stream reads no more ahead while they hold that much.
+	aheadHeld atomic.Int64
+	aheadMax  int64
+
 	batches, envelopes atomic.Int64 // sent, for Stats
 
 	maxMessage string    // cfg.MaxMessageSize as the maxMessageHeader value
@@ -344,6 +357,10 @@ func New(cfg Config, handler Handler) (*Transport, error) {
 		cfg: cfg, log: cfg.Logger.With("node", string(cfg.Node)), handler: handler, lis: lis,
 		ctx: ctx, cancel: cancel, closing: make(chan struct{}),
 		maxMessage: strconv.Itoa(cfg.MaxMessageSize),
+	}
+	t.aheadMax = defaultAheadMax
+	if m := cfg.Meter; m != nil {
+		t.aheadMax = max(flowWindow, m.Settings().Budget/streamShareDivisor)
 	}
 	t.links.Store(&map[sdk.NodeID]*link{})
 	// What one peer, or anyone who reaches the port, may hold of the server: a node opens one
@@ -710,6 +727,7 @@ func (t *Transport) serveStream(s grpc.ServerStream) error {
 	p.ahead = newReadAhead(p, func(b *inBatch) error { return s.RecvMsg(b) }, peerBatch)
 	t.readers.Go(func() {
 		defer close(recvDone)
+		defer p.ahead.close() // what it holds goes with the stream
 		b := &inBatch{max: peerBatch}
 		for {
 			// The next batch: one read ahead while the reader waited for room, or else one it
@@ -1212,6 +1230,7 @@ func (p *peerStream) waitReading(ctx context.Context, wait func(context.Context)
 				}
 			}
 			p.sayReading(math.MaxInt)
+			p.ahead.resume(&p.t.readers) // the other streams' may have left it room
 			d = every
 		}
 		wctx, cancel := context.WithTimeout(ctx, d)
