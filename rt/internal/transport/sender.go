@@ -45,6 +45,9 @@ type sender struct {
 
 	mu    sync.Mutex
 	queue []queued // its backing array is kept: a busy stream queues without allocating
+	// atBound mirrors fullLocked for full, which reads it without the lock; it changes under
+	// the lock, with the queue.
+	atBound atomic.Bool
 	// envs are the envelopes of the batch being sent, reused from batch to batch: a queued
 	// message gets its envelope only as its batch is taken. Only run touches them.
 	envs []wire.Envelope
@@ -198,11 +201,15 @@ func (s *sender) pushWait(ctx context.Context, q queued) (ok bool, ctxErr error)
 	return true, nil
 }
 
-// full reports whether the queue is at its bound.
-func (s *sender) full() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.fullLocked()
+// full reports whether the queue is at its bound. A served stream's reader asks before each
+// request, without the lock that the replies' pushes and the sends take.
+func (s *sender) full() bool { return s.atBound.Load() }
+
+// noteBound records in atBound whether the queue is at its bound; s.mu is held.
+func (s *sender) noteBound() {
+	if full := s.fullLocked(); full != s.atBound.Load() {
+		s.atBound.Store(full)
+	}
 }
 
 // waitRoom waits until the queue is not full, the stream ends or ctx ends.
@@ -250,6 +257,7 @@ func (s *sender) enqueue(q queued) (batchWorth bool) {
 	s.queue = append(s.queue, q)
 	s.bytes += q.size
 	s.meter.Queued(int64(q.size), s.completion)
+	s.noteBound()
 	return s.bytes >= s.maxBytes || s.fullLocked()
 }
 
@@ -345,6 +353,7 @@ func (s *sender) close() (unsent []uint64) {
 	}
 	clear(s.queue)
 	s.queue, s.bytes = s.queue[:0], 0
+	s.noteBound()
 	close(s.room)
 	return unsent
 }
@@ -512,6 +521,7 @@ func (s *sender) take(b *wire.Batch) {
 	clear(s.queue[rest:])
 	s.queue = s.queue[:rest]
 	s.bytes -= size
+	s.noteBound()
 	if n > 0 {
 		s.meter.Left(int64(size), int64(n), s.completion)
 		s.sending = true
