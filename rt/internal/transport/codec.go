@@ -158,14 +158,20 @@ func replyTextBytes(r *wire.Reply) int {
 
 // requestUTF8 refuses a request with a string field that is not valid UTF-8.
 func requestUTF8(r *wire.Request) error {
-	if utf8.ValidString(r.Type) && utf8.ValidString(r.Id) && utf8.ValidString(r.Node) && utf8.ValidString(r.Method) &&
-		utf8.ValidString(r.Traceparent) && utf8.ValidString(r.Tracestate) {
+	if requestTextValid(r, false) {
 		return nil // every call's check, without naming the fields
 	}
 	return validUTF8("request", r.GetCallId(), stringFields{
 		{"type", r.GetType()}, {"id", r.GetId()}, {"node", r.GetNode()}, {"method", r.GetMethod()},
 		{"traceparent", r.GetTraceparent()}, {"tracestate", r.GetTracestate()},
 	})
+}
+
+// requestTextValid reports whether the string fields of r are valid UTF-8; namesValid says
+// that its type, method and node names are known to be.
+func requestTextValid(r *wire.Request, namesValid bool) bool {
+	return (namesValid || utf8.ValidString(r.Type) && utf8.ValidString(r.Node) && utf8.ValidString(r.Method)) &&
+		utf8.ValidString(r.Id) && utf8.ValidString(r.Traceparent) && utf8.ValidString(r.Tracestate)
 }
 
 // replyUTF8 refuses a reply with a string field, its error's included, that is not valid UTF-8.

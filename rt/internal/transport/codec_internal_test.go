@@ -92,6 +92,15 @@ func TestCheckUTF8CoversEveryStringField(t *testing.T) {
 			err = c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, &decoded)
 			require.Error(t, err, name)
 			assert.Contains(t, err.Error(), "field "+name+" is not valid UTF-8")
+
+			// A stream's reader, which has read valid names before and keeps them, checks as much.
+			in := &inBatch{}
+			valid := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType),
+				mustMarshalUnchecked(t, &wire.Envelope{Request: &wire.Request{Type: "t", Method: "m", Node: "n", Id: "i"}}))
+			require.NoError(t, in.decode(valid))
+			err = in.decode(data)
+			require.Error(t, err, name)
+			assert.Contains(t, err.Error(), "field "+name+" is not valid UTF-8")
 			cases++
 		}
 	}

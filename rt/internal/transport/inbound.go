@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -91,11 +92,14 @@ func (b *inBatch) decode(data []byte) error {
 			return fmt.Errorf("transport: the batch holds more than %d messages, the most its sender may put in one", bound)
 		}
 		env := b.next()
-		if err := b.readEnvelope(env, v); err != nil {
+		checked, err := b.readEnvelope(env, v)
+		if err != nil {
 			return fmt.Errorf("transport: envelope %d of the batch: %w", i, err)
 		}
-		if err := checkEnvelope(i, env); err != nil {
-			return err
+		if !checked {
+			if err := checkEnvelope(i, env); err != nil {
+				return err
+			}
 		}
 		if envelopeHolds(env) == 0 {
 			*env = wire.Envelope{}
@@ -107,13 +111,14 @@ func (b *inBatch) decode(data []byte) error {
 }
 
 // readEnvelope reads the encoded envelope v into env, empty, and its message into one given
-// back by an earlier call, rather than a new one.
-func (b *inBatch) readEnvelope(env *wire.Envelope, v []byte) error {
+// back by an earlier call, rather than a new one. It reports whether it has made checkEnvelope's
+// checks of env, which passed.
+func (b *inBatch) readEnvelope(env *wire.Envelope, v []byte) (checked bool, err error) {
 	if body, ok := onlyRequest(v); ok {
 		// As every request's envelope is: read without a copy of the names it repeats.
-		r, err := b.readRequest(body)
+		r, valid, err := b.readRequest(body)
 		env.Request = r
-		return err
+		return valid, err
 	}
 	switch first(v) {
 	case 1:
@@ -122,12 +127,12 @@ func (b *inBatch) readEnvelope(env *wire.Envelope, v []byte) error {
 		env.Reply = wire.NewInboundReply()
 	}
 	if err := env.UnmarshalVT(v); err != nil {
-		return err
+		return false, err
 	}
 	if env.Request != nil {
 		wire.DropUnknown(env.Request)
 	}
-	return nil
+	return false, nil
 }
 
 // onlyRequest returns the encoded request that the encoded envelope env holds, if env is that
@@ -145,22 +150,26 @@ func onlyRequest(env []byte) ([]byte, bool) {
 }
 
 // readRequest reads the encoded request body into a request given back by an earlier call,
-// and its payload into that request's array. Its type, method and node names are the stream's
-// copies of names it read before (names); its other strings are copies of their own: nothing of
-// it refers to body, which gRPC reuses.
-func (b *inBatch) readRequest(body []byte) (*wire.Request, error) {
-	r := wire.NewInboundRequest()
+// and its payload into that request's array, and reports whether its strings are valid UTF-8.
+// Its type, method and node names are the stream's copies of names it read before (names),
+// which are not checked again; its other strings are copies of their own: nothing of it refers
+// to body, which gRPC reuses.
+func (b *inBatch) readRequest(body []byte) (r *wire.Request, valid bool, err error) {
+	r = wire.NewInboundRequest()
 	payload := r.Payload
 	// Its strings and payload point into body until they are copied below.
 	if err := r.UnmarshalVTUnsafe(body); err != nil {
 		*r = wire.Request{}
-		return nil, err
+		return nil, false, err
 	}
 	wire.DropUnknown(r)
-	r.Type, r.Method, r.Node = b.names.of(r.Type), b.names.of(r.Method), b.names.of(r.Node)
+	var typeValid, methodValid, nodeValid bool
+	r.Type, typeValid = b.names.of(r.Type)
+	r.Method, methodValid = b.names.of(r.Method)
+	r.Node, nodeValid = b.names.of(r.Node)
 	r.Id, r.Traceparent, r.Tracestate = strings.Clone(r.Id), strings.Clone(r.Traceparent), strings.Clone(r.Tracestate)
 	r.Payload = append(wire.PayloadArray(payload, len(r.Payload)), r.Payload...)
-	return r, nil
+	return r, typeValid && methodValid && nodeValid && requestTextValid(r, true), nil
 }
 
 // names holds copies of the names that a stream's requests repeat, each its own key: a name
@@ -175,22 +184,24 @@ const (
 	maxNameBytes = 128
 )
 
-// of returns a copy of s that refers to no bytes of the caller's.
-func (n *names) of(s string) string {
+// of returns a copy of s that refers to no bytes of the caller's, and reports whether s is
+// valid UTF-8: the names kept are, so that a name read again is not checked again.
+func (n *names) of(s string) (string, bool) {
 	if s == "" {
-		return ""
+		return "", true
 	}
 	if kept, ok := (*n)[s]; ok {
-		return kept
+		return kept, true
 	}
 	kept := strings.Clone(s)
-	if len(kept) <= maxNameBytes && len(*n) < maxNames {
+	valid := utf8.ValidString(kept)
+	if valid && len(kept) <= maxNameBytes && len(*n) < maxNames {
 		if *n == nil {
 			*n = make(names)
 		}
 		(*n)[kept] = kept
 	}
-	return kept
+	return kept, valid
 }
 
 // first is the field that the encoded envelope env begins with, if it is a message (1: a
