@@ -42,8 +42,15 @@ func runningCall(t *testing.T, p *peerStream, id uint64) *callCtx {
 // bytes each, until it has sent most; it then ends the stream once release is closed.
 func aheadOf(t *testing.T, fill func(*inBatch), size, most int) (a *readAhead, reads *atomic.Int64, release chan struct{}) {
 	t.Helper()
-	reads, release = &atomic.Int64{}, make(chan struct{})
-	a = newReadAhead(idleStream(), func(b *inBatch) error {
+	release = make(chan struct{})
+	a, reads = aheadOn(idleStream(), fill, size, most, release)
+	return a, reads, release
+}
+
+// aheadOn is aheadOf for the stream p, which ends once release is closed.
+func aheadOn(p *peerStream, fill func(*inBatch), size, most int, release chan struct{}) (a *readAhead, reads *atomic.Int64) {
+	reads = &atomic.Int64{}
+	a = newReadAhead(p, func(b *inBatch) error {
 		if reads.Add(1) > int64(most) {
 			<-release
 			return io.EOF
@@ -53,7 +60,7 @@ func aheadOf(t *testing.T, fill func(*inBatch), size, most int) (a *readAhead, r
 		b.size = size
 		return nil
 	}, 0)
-	return a, reads, release
+	return a, reads
 }
 
 // gatedPeer sends one batch, of fill's making, once in is closed or sent to (inRecv says
@@ -318,36 +325,22 @@ func TestReadAheadsHoldABoundedBacklogTogether(t *testing.T) {
 	const size = 1000
 	batchCost := size + 10*decodedMessageBytes
 	tr := &Transport{cfg: Config{StallTimeout: time.Second}, aheadMax: 3 * batchCost}
-	streams := make([]*peerStream, 2)
-	aheads := make([]*readAhead, 2)
-	reads := make([]*atomic.Int64, 2)
 	release := make(chan struct{})
-	for i := range streams {
-		streams[i], reads[i] = idleStreamOf(tr), &atomic.Int64{}
-		aheads[i] = newReadAhead(streams[i], func(b *inBatch) error {
-			if reads[i].Add(1) > 100 {
-				<-release
-				return io.EOF
-			}
-			b.reset()
-			requests(b)
-			b.size = size
-			return nil
-		}, 0)
-	}
+	first, firstReads := aheadOn(idleStreamOf(tr), requests, size, 100, release)
+	second, secondReads := aheadOn(idleStreamOf(tr), requests, size, 100, release)
 	var wg sync.WaitGroup
 	stopped := func(a *readAhead) bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		return !a.running
 	}
-	first, second := aheads[0], aheads[1]
 	first.begin(&wg, nil)
 	require.Eventually(t, func() bool { return stopped(first) }, 10*time.Second, time.Millisecond)
 	assert.Equal(t, 3*batchCost, tr.aheadHeld.Load(), "the first stream holds all the transport may")
+	assert.Equal(t, int64(3), firstReads.Load())
 	second.begin(&wg, nil)
 	assert.True(t, stopped(second), "the second reads nothing ahead")
-	assert.Zero(t, reads[1].Load())
+	assert.Zero(t, secondReads.Load())
 
 	for range 2 { // the first stream's reader takes two batches in
 		_, ok, _ := first.next(&inBatch{})
@@ -355,7 +348,7 @@ func TestReadAheadsHoldABoundedBacklogTogether(t *testing.T) {
 	}
 	second.resume(&wg) // its wait's next window
 	require.Eventually(t, func() bool { return stopped(second) }, 10*time.Second, time.Millisecond)
-	assert.Equal(t, int64(2), reads[1].Load(), "the second reads what the first let go")
+	assert.Equal(t, int64(2), secondReads.Load(), "the second reads what the first let go")
 	assert.Equal(t, 3*batchCost, tr.aheadHeld.Load())
 
 	first.close()
