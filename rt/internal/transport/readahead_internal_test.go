@@ -358,3 +358,37 @@ func TestReadAheadsHoldABoundedBacklogTogether(t *testing.T) {
 	close(release)
 	wg.Wait()
 }
+
+// A stream that found the read-aheads holding all they may together reads nothing ahead, and
+// once they have let it go, its wait's next window reads ahead after all.
+func TestAWaitReadsAheadOnceTheOtherStreamsLetTheBoundGo(t *testing.T) {
+	tr := &Transport{cfg: Config{StallTimeout: time.Second}, aheadMax: defaultAheadMax}
+	p := idleStreamOf(tr)
+	release := make(chan struct{})
+	var reads *atomic.Int64
+	p.ahead, reads = aheadOn(p, func(b *inBatch) { b.next().Request = &wire.Request{CallId: 9} }, 10, 1, release)
+	runningCall(t, p, 7)
+	tr.aheadHeld.Store(tr.aheadMax) // the other streams' read-aheads hold it all
+
+	room := make(chan struct{})
+	waited := make(chan error, 1)
+	go func() {
+		waited <- p.waitReading(context.Background(), func(ctx context.Context) error {
+			select {
+			case <-room:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}, nil)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	assert.Zero(t, reads.Load(), "nothing is read ahead past the bound")
+	tr.aheadHeld.Store(0) // they let it go
+	require.Eventually(t, func() bool { return reads.Load() > 0 }, 5*time.Second, time.Millisecond,
+		"the wait's next window reads ahead")
+	close(room)
+	require.NoError(t, <-waited)
+	close(release)
+	tr.readers.Wait()
+}
