@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"cmp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,9 +29,10 @@ import (
 // (handled). The reader reads the stream only when no read-ahead runs, so that the stream is
 // never read by two goroutines at once.
 type readAhead struct {
-	p    *peerStream
-	recv func(*inBatch) error // the stream's RecvMsg
-	max  int                  // the peer's bound of a batch's messages
+	p     *peerStream
+	recv  func(*inBatch) error // the stream's RecvMsg
+	max   int                  // the peer's bound of a batch's messages
+	worst int64                // what a batch may cost at most (cost), reserved while it is read
 
 	mu      sync.Mutex
 	running bool // a goroutine reads the stream
@@ -77,7 +79,10 @@ type aheadBatch struct {
 const maxAheadBatches = 64
 
 func newReadAhead(p *peerStream, recv func(*inBatch) error, max int) *readAhead {
-	return &readAhead{p: p, recv: recv, max: max, more: make(chan struct{}, 1)}
+	// The most a batch read costs: gRPC reads no message past the peer's largest, and the
+	// decoder no more messages than the peer's bound of a batch.
+	worst := int64(p.t.cfg.MaxMessageSize+envelopeOverhead) + int64(cmp.Or(max, maxSentEnvelopes))*decodedMessageBytes
+	return &readAhead{p: p, recv: recv, max: max, worst: worst, more: make(chan struct{}, 1)}
 }
 
 // reading notes that the reader takes in b, which arrived then.
@@ -166,7 +171,9 @@ func (a *readAhead) run() {
 	defer a.signal()
 	for {
 		a.mu.Lock()
-		if a.stop || a.full() {
+		// A read under way counts as the most its batch may cost, so that the reads that wait
+		// for the peers' next batches cannot take the read-aheads together past their bound.
+		if a.stop || a.full() || !a.p.t.reserveAhead(a.worst) {
 			a.running = false
 			a.mu.Unlock()
 			return
@@ -183,17 +190,19 @@ func (a *readAhead) run() {
 		if left && err == nil && a.waitingLocked() {
 			left = a.p.readAhead(b, arrived)
 		}
+		held := int64(0) // of the reservation, what the batch queued holds
 		if left {
 			a.queue = append(a.queue, aheadBatch{b: b, arrived: arrived, err: err})
 			a.bytes += b.size
 			a.msgs += b.n
 			if err == nil {
-				a.p.t.aheadHeld.Add(cost(b))
+				held = cost(b)
 			}
 		} else {
 			b.reset()
 			a.free = append(a.free, b)
 		}
+		a.p.t.aheadHeld.Add(held - a.worst) // the reservation becomes what is queued
 		if err != nil {
 			a.running = false
 		}
@@ -218,6 +227,20 @@ const decodedMessageBytes = int64(unsafe.Sizeof(wire.Envelope{}) + unsafe.Sizeof
 
 // cost is what holding b counts against the transport's bound of read-aheads (aheadMax).
 func cost(b *inBatch) int64 { return int64(b.size) + int64(b.n)*decodedMessageBytes }
+
+// reserveAhead counts n against the bound of what the read-aheads hold together, unless they
+// would then hold more than it allows; when they hold nothing, n is allowed whatever it is.
+func (t *Transport) reserveAhead(n int64) bool {
+	for {
+		held := t.aheadHeld.Load()
+		if held > 0 && held+n > t.aheadMax {
+			return false
+		}
+		if t.aheadHeld.CompareAndSwap(held, held+n) {
+			return true
+		}
+	}
+}
 
 // resume reads ahead again, while a wait holds the reader up, if the goroutine stopped because
 // the read-aheads held as much as they may together and they no longer do.

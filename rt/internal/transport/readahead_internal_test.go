@@ -313,9 +313,10 @@ func TestAHandlersWaitReadsAheadOnlyWhileTheReaderIsInTheHandler(t *testing.T) {
 	a.mu.Unlock()
 }
 
-// The read-aheads of a transport's streams hold aheadMax together at most: a stream reads no
-// more ahead while the others hold that much, and reads on once they have let some go (its
-// wait's next window resumes it); what a stream holds goes with it when its reader ends.
+// The read-aheads of a transport's streams hold aheadMax together at most, a read under way
+// counting as the most its batch may cost: a stream reads no more ahead while the others hold
+// that much, and reads on once they have let some go (its wait's next window resumes it); what
+// a stream holds goes with it when its reader ends.
 func TestReadAheadsHoldABoundedBacklogTogether(t *testing.T) {
 	requests := func(b *inBatch) {
 		for i := range 10 {
@@ -324,10 +325,13 @@ func TestReadAheadsHoldABoundedBacklogTogether(t *testing.T) {
 	}
 	const size = 1000
 	batchCost := size + 10*decodedMessageBytes
-	tr := &Transport{cfg: Config{StallTimeout: time.Second}, aheadMax: 3 * batchCost}
+	tr := &Transport{cfg: Config{StallTimeout: time.Second}}
 	release := make(chan struct{})
 	first, firstReads := aheadOn(idleStreamOf(tr), requests, size, 100, release)
 	second, secondReads := aheadOn(idleStreamOf(tr), requests, size, 100, release)
+	// Room for three batches besides a read under way: four are read, the fourth as the
+	// read of the largest batch fits.
+	tr.aheadMax = first.worst + 3*batchCost
 	var wg sync.WaitGroup
 	stopped := func(a *readAhead) bool {
 		a.mu.Lock()
@@ -336,10 +340,11 @@ func TestReadAheadsHoldABoundedBacklogTogether(t *testing.T) {
 	}
 	first.begin(&wg, nil)
 	require.Eventually(t, func() bool { return stopped(first) }, 10*time.Second, time.Millisecond)
-	assert.Equal(t, 3*batchCost, tr.aheadHeld.Load(), "the first stream holds all the transport may")
-	assert.Equal(t, int64(3), firstReads.Load())
+	assert.Equal(t, 4*batchCost, tr.aheadHeld.Load(), "the first stream holds all the transport may")
+	assert.Equal(t, int64(4), firstReads.Load())
 	second.begin(&wg, nil)
-	assert.True(t, stopped(second), "the second reads nothing ahead")
+	require.Eventually(t, func() bool { return stopped(second) }, 10*time.Second, time.Millisecond,
+		"the second reads nothing ahead")
 	assert.Zero(t, secondReads.Load())
 
 	for range 2 { // the first stream's reader takes two batches in
@@ -349,7 +354,7 @@ func TestReadAheadsHoldABoundedBacklogTogether(t *testing.T) {
 	second.resume(&wg) // its wait's next window
 	require.Eventually(t, func() bool { return stopped(second) }, 10*time.Second, time.Millisecond)
 	assert.Equal(t, int64(2), secondReads.Load(), "the second reads what the first let go")
-	assert.Equal(t, 3*batchCost, tr.aheadHeld.Load())
+	assert.Equal(t, 4*batchCost, tr.aheadHeld.Load())
 
 	first.close()
 	assert.Equal(t, 2*batchCost, tr.aheadHeld.Load(), "what the first held goes with its reader")
@@ -391,4 +396,58 @@ func TestAWaitReadsAheadOnceTheOtherStreamsLetTheBoundGo(t *testing.T) {
 	require.NoError(t, <-waited)
 	close(release)
 	tr.readers.Wait()
+}
+
+// Reads under way count against the bound as the most their batches may cost: streams whose
+// read-aheads all wait for their peers' next batches cannot, once those come, take the
+// read-aheads together past it.
+func TestReadsAheadUnderWayCountAgainstTheBound(t *testing.T) {
+	const streams, size, msgs = 16, 1000, 4096
+	tr := &Transport{cfg: Config{StallTimeout: time.Second}}
+	send, release := make(chan struct{}), make(chan struct{})
+	var parked atomic.Int64
+	aheads := make([]*readAhead, streams)
+	for i := range aheads {
+		var reads atomic.Int64
+		aheads[i] = newReadAhead(idleStreamOf(tr), func(b *inBatch) error {
+			if reads.Add(1) > 1 {
+				<-release
+				return io.EOF
+			}
+			parked.Add(1)
+			<-send // the peers send nothing until every stream waits
+			b.reset()
+			for j := range msgs {
+				b.next().Request = &wire.Request{CallId: uint64(j)}
+			}
+			b.size = size
+			return nil
+		}, 0)
+	}
+	tr.aheadMax = 2 * aheads[0].worst
+	var wg sync.WaitGroup
+	running := func() (n int) {
+		for _, a := range aheads {
+			a.mu.Lock()
+			if a.running {
+				n++
+			}
+			a.mu.Unlock()
+		}
+		return n
+	}
+	for _, a := range aheads {
+		a.begin(&wg, nil)
+	}
+	require.Eventually(t, func() bool { return running() == int(parked.Load()) }, 10*time.Second, time.Millisecond)
+	assert.Equal(t, int64(2), parked.Load(), "two reads under way fit the bound")
+	close(send)
+	require.Eventually(t, func() bool { return running() == 0 }, 10*time.Second, time.Millisecond)
+	assert.LessOrEqual(t, tr.aheadHeld.Load(), tr.aheadMax)
+	for _, a := range aheads {
+		a.close()
+	}
+	assert.Zero(t, tr.aheadHeld.Load())
+	close(release)
+	wg.Wait()
 }

@@ -62,12 +62,16 @@ const envelopeOverhead = 64 << 10
 const flowWindow = 1 << 20
 
 // defaultAheadMax bounds what the served streams' read-aheads hold together without a Core HWM
-// budget; with one, they hold a stream's share of it at most, and one flow-control window at
-// least. Each stream's holds a window's bytes and a batch's messages at most, and a node
-// serves up to MaxConns connections of maxStreamsPerConn streams: without a bound across them,
-// peers that hold their streams waiting for room (by not reading their replies) would have
-// the node read ahead many times what gRPC's connection windows let them have in flight.
-const defaultAheadMax = 64 << 20
+// budget; with one, they hold a stream's share of it at most, and minAheadMax at least, room
+// for a few batches of the largest messages under way. Each stream's holds a window's bytes
+// and a batch's messages at most, and a node serves up to MaxConns connections of
+// maxStreamsPerConn streams: without a bound across them, peers that hold their streams
+// waiting for room (by not reading their replies) would have the node read ahead many times
+// what gRPC's connection windows let them have in flight.
+const (
+	defaultAheadMax = 64 << 20
+	minAheadMax     = 8 << 20
+)
 
 // Config configures a Transport.
 type Config struct {
@@ -360,7 +364,7 @@ func New(cfg Config, handler Handler) (*Transport, error) {
 	}
 	t.aheadMax = defaultAheadMax
 	if m := cfg.Meter; m != nil {
-		t.aheadMax = max(flowWindow, m.Settings().Budget/streamShareDivisor)
+		t.aheadMax = max(minAheadMax, m.Settings().Budget/streamShareDivisor)
 	}
 	t.links.Store(&map[sdk.NodeID]*link{})
 	// What one peer, or anyone who reaches the port, may hold of the server: a node opens one
