@@ -42,11 +42,14 @@ type readAhead struct {
 	own, inHandle int
 	handles       uint64
 	stop          bool // the goroutine is to stop once its read ends
-	closed        bool // the reader has ended: nothing more is held (close)
-	queue         []aheadBatch
-	bytes         int // of the batches in queue, as they came
-	msgs          int // of the batches in queue
-	free          []*inBatch
+	// reserved is set while the goroutine's read under way counts against the read-aheads'
+	// bound as worst (run): while a wait holds the reader up.
+	reserved bool
+	closed   bool // the reader has ended: nothing more is held (close)
+	queue    []aheadBatch
+	bytes    int // of the batches in queue, as they came
+	msgs     int // of the batches in queue
+	free     []*inBatch
 	// more is signalled when a batch is queued or the goroutine ends.
 	more chan struct{}
 
@@ -109,6 +112,12 @@ func (a *readAhead) begin(wg *sync.WaitGroup, call *callCtx) aheadWait {
 		a.own++
 	}
 	a.stop = false // a goroutine that was to stop reads on
+	if a.running && !a.reserved {
+		// Its read under way holds the reader up again. Should the others hold too much for
+		// it to count, its batch counts once it comes: no more than the one batch each
+		// stream's reader holds as it waits.
+		a.reserved = a.p.t.reserveAhead(a.worst)
+	}
 	// The rest of the reader's batch, and what it holds from before, may end a call that runs
 	// now: one whose cancellation came in the waiting request's batch, was read before it ran,
 	// or was read as the last wait ended.
@@ -142,7 +151,18 @@ func (a *readAhead) end(w aheadWait) {
 		a.inHandle--
 	}
 	if !a.waitingLocked() {
-		a.stop = true
+		a.stopLocked()
+	}
+}
+
+// stopLocked has the goroutine stop once its read ends. A read under way no longer holds the
+// reader up, and is the reader's next read, which counts for nothing: its reservation goes,
+// so that a peer that sends nothing more does not hold the read-aheads' bound; a.mu is held.
+func (a *readAhead) stopLocked() {
+	a.stop = true
+	if a.reserved {
+		a.reserved = false
+		a.p.t.aheadHeld.Add(-a.worst)
 	}
 }
 
@@ -159,7 +179,7 @@ func (a *readAhead) handled() {
 		a.inHandle = 0
 		a.handles++
 		if !a.waitingLocked() {
-			a.stop = true
+			a.stopLocked()
 		}
 	}
 }
@@ -173,11 +193,16 @@ func (a *readAhead) run() {
 		a.mu.Lock()
 		// A read under way counts as the most its batch may cost, so that the reads that wait
 		// for the peers' next batches cannot take the read-aheads together past their bound.
-		if a.stop || a.full() || !a.p.t.reserveAhead(a.worst) {
+		if a.stop || a.full() || !a.reserved && !a.p.t.reserveAhead(a.worst) {
+			if a.reserved { // begin's, for a read that did not come to be
+				a.reserved = false
+				a.p.t.aheadHeld.Add(-a.worst)
+			}
 			a.running = false
 			a.mu.Unlock()
 			return
 		}
+		a.reserved = true
 		b := a.batch()
 		a.mu.Unlock()
 		err := a.recv(b)
@@ -190,7 +215,7 @@ func (a *readAhead) run() {
 		if left && err == nil && a.waitingLocked() {
 			left = a.p.readAhead(b, arrived)
 		}
-		held := int64(0) // of the reservation, what the batch queued holds
+		held := int64(0) // what the batch queued holds
 		if left {
 			a.queue = append(a.queue, aheadBatch{b: b, arrived: arrived, err: err})
 			a.bytes += b.size
@@ -202,7 +227,11 @@ func (a *readAhead) run() {
 			b.reset()
 			a.free = append(a.free, b)
 		}
-		a.p.t.aheadHeld.Add(held - a.worst) // the reservation becomes what is queued
+		if a.reserved { // the reservation becomes what is queued
+			a.reserved = false
+			held -= a.worst
+		}
+		a.p.t.aheadHeld.Add(held)
 		if err != nil {
 			a.running = false
 		}
@@ -222,8 +251,9 @@ func (a *readAhead) full() bool {
 }
 
 // decodedMessageBytes is what a message read costs a read-ahead besides its bytes on the wire:
-// its envelope and request, decoded.
-const decodedMessageBytes = int64(unsafe.Sizeof(wire.Envelope{}) + unsafe.Sizeof(wire.Request{}))
+// its envelope and the larger of a request and a reply with its error, decoded.
+const decodedMessageBytes = int64(unsafe.Sizeof(wire.Envelope{}) +
+	max(unsafe.Sizeof(wire.Request{}), unsafe.Sizeof(wire.Reply{})+unsafe.Sizeof(wire.Error{})))
 
 // cost is what holding b counts against the transport's bound of read-aheads (aheadMax).
 func cost(b *inBatch) int64 { return int64(b.size) + int64(b.n)*decodedMessageBytes }
@@ -304,7 +334,7 @@ func (a *readAhead) next(done *inBatch) (ab aheadBatch, ok bool, waited time.Dur
 	done.reset()
 	a.free = append(a.free, done)
 	if len(a.queue) == 0 {
-		a.stop = true
+		a.stopLocked()
 		began := time.Now()
 		for a.running && len(a.queue) == 0 {
 			a.mu.Unlock()

@@ -451,3 +451,49 @@ func TestReadsAheadUnderWayCountAgainstTheBound(t *testing.T) {
 	close(release)
 	wg.Wait()
 }
+
+// A read ahead under way whose wait has ended is the reader's next read, which counts for
+// nothing: a peer that then sends nothing more does not hold the read-aheads' bound, and
+// another stream's wait reads ahead. Should a wait begin again, the read counts again.
+func TestAReadAheadUnderWayAfterItsWaitHoldsNoneOfTheBound(t *testing.T) {
+	tr := &Transport{cfg: Config{StallTimeout: time.Second, MaxMessageSize: DefaultMaxMessageSize}}
+	quiet, g := idleStreamOf(tr), newGatedPeer()
+	quiet.ahead = g.aheadOf(quiet, func(b *inBatch) { b.next().Request = &wire.Request{CallId: 3} })
+	tr.aheadMax = quiet.ahead.worst // room for one read under way
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer g.stop()
+	send := sync.OnceFunc(func() { close(g.in) })
+	defer send() // first: the quiet peer's batch comes, whatever failed
+
+	w := quiet.ahead.begin(&wg, nil)
+	<-g.inRecv // its peer sends nothing yet
+	assert.Equal(t, quiet.ahead.worst, tr.aheadHeld.Load(), "a read under way while the reader waits counts as its largest batch")
+	quiet.ahead.end(w)
+	assert.Zero(t, tr.aheadHeld.Load(), "once the wait has ended, it counts for nothing")
+
+	p, release := idleStreamOf(tr), make(chan struct{})
+	endOther := sync.OnceFunc(func() { close(release) })
+	defer endOther()
+	call := runningCall(t, p, 7)
+	p.ahead, _ = aheadOn(p, func(b *inBatch) { b.next().Cancel = &wire.Cancel{CallId: 7} }, 10, 1, release)
+	other := p.ahead.begin(&wg, nil)
+	require.Eventually(t, func() bool { return call.Err() != nil }, 5*time.Second, time.Millisecond,
+		"another stream's wait reads ahead")
+	p.ahead.end(other)
+	endOther()
+
+	w = quiet.ahead.begin(&wg, nil) // the quiet stream waits again, its read still under way
+	assert.Equal(t, quiet.ahead.worst, tr.aheadHeld.Load(), "it counts again")
+	quiet.ahead.end(w)
+	send() // the batch comes, and waits for the reader
+	g.stop()
+	require.Eventually(t, func() bool {
+		quiet.ahead.mu.Lock()
+		defer quiet.ahead.mu.Unlock()
+		return !quiet.ahead.running
+	}, 5*time.Second, time.Millisecond)
+	quiet.ahead.close()
+	p.ahead.close()
+	assert.Zero(t, tr.aheadHeld.Load())
+}
