@@ -193,7 +193,7 @@ func (a *readAhead) run() {
 		a.mu.Lock()
 		// A read under way counts as the most its batch may cost, so that the reads that wait
 		// for the peers' next batches cannot take the read-aheads together past their bound.
-		if a.stop || a.full() || !a.reserved && !a.p.t.reserveAhead(a.worst) {
+		if a.stop || a.closed || a.full() || !a.reserved && !a.p.t.reserveAhead(a.worst) {
 			if a.reserved { // begin's, for a read that did not come to be
 				a.reserved = false
 				a.p.t.aheadHeld.Add(-a.worst)
@@ -244,10 +244,14 @@ func (a *readAhead) run() {
 }
 
 // full reports whether a holds as much as it may, or the read-aheads of the transport's
-// streams together do; a.mu is held.
+// streams together do, a's own reservation aside; a.mu is held.
 func (a *readAhead) full() bool {
+	held := a.p.t.aheadHeld.Load()
+	if a.reserved {
+		held -= a.worst // begin's, for the read it is about to make
+	}
 	return a.bytes >= flowWindow || a.msgs >= maxSentEnvelopes || len(a.queue) >= maxAheadBatches ||
-		a.p.t.aheadHeld.Load() >= a.p.t.aheadMax
+		held >= a.p.t.aheadMax
 }
 
 // decodedMessageBytes is what a message read costs a read-ahead besides its bytes on the wire:

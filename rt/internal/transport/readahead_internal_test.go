@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -496,4 +497,194 @@ func TestAReadAheadUnderWayAfterItsWaitHoldsNoneOfTheBound(t *testing.T) {
 	quiet.ahead.close()
 	p.ahead.close()
 	assert.Zero(t, tr.aheadHeld.Load())
+}
+
+// The reservation that a wait makes for the read of a goroutine already running is that
+// read's: it does not make the goroutine find the read-aheads holding all they may and stop.
+func TestAReadAheadsOwnReservationDoesNotStopIt(t *testing.T) {
+	tr := &Transport{cfg: Config{StallTimeout: time.Second}}
+	a := newReadAhead(idleStreamOf(tr), func(*inBatch) error { return io.EOF }, 0)
+	tr.aheadMax = a.worst
+	a.running = true                     // a goroutine about to read (none runs here)
+	w := a.begin(&sync.WaitGroup{}, nil) // reserves for its read
+	a.mu.Lock()
+	reserved, full := a.reserved, a.full()
+	a.mu.Unlock()
+	require.True(t, reserved)
+	assert.Equal(t, a.worst, tr.aheadHeld.Load())
+	assert.False(t, full, "its own reservation aside, nothing is held")
+	a.end(w)
+	assert.Zero(t, tr.aheadHeld.Load(), "the wait's end gives it back")
+}
+
+// The read-aheads' count of what they hold together stays exact through every order of waits,
+// reads and ends (aheadsAtRandom), with room for one read under way.
+func TestTheReadAheadsCountStaysExactAtRandom(t *testing.T) {
+	for seed := range uint64(30) {
+		aheadsAtRandom(t, seed+1)
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// aheadsAtRandom runs streams whose peers send random batches at random paces, whose readers
+// wait at random (their own waits, and handlers' waits on any goroutine that begin before or
+// after the reader has left the handler), and which end at random, some with a read ahead
+// under way. A watch checks all along that the transport's count is the streams'
+// reservations and queued batches exactly, never below 0, and that a reservation always has
+// a goroutine; it is 0 once every stream has ended.
+func aheadsAtRandom(t *testing.T, seed uint64) {
+	const streams = 6
+	tr := &Transport{cfg: Config{StallTimeout: time.Second}}
+	var goroutines, readers, handlers sync.WaitGroup
+	aheads := make([]*readAhead, streams)
+	gones := make([]chan struct{}, streams)
+	var worst int64
+	for i := range aheads {
+		p := idleStreamOf(tr)
+		gone := make(chan struct{})
+		gones[i] = gone
+		rr := rand.New(rand.NewPCG(seed, uint64(i)*2+1))
+		left := 20 + rr.IntN(40)
+		recv := func(b *inBatch) error {
+			if left == 0 {
+				return io.EOF
+			}
+			left--
+			switch rr.IntN(3) {
+			case 0:
+			case 1:
+				time.Sleep(time.Duration(rr.IntN(300)) * time.Microsecond)
+			case 2:
+				select { // a quiet peer
+				case <-time.After(time.Duration(rr.IntN(3)) * time.Millisecond):
+				case <-gone:
+					return io.ErrUnexpectedEOF
+				}
+			}
+			b.reset()
+			n := 1 + rr.IntN(30)
+			for j := range n {
+				switch rr.IntN(4) {
+				case 0:
+					b.next().Probe = &wire.Probe{}
+				case 1:
+					b.next().Cancel = &wire.Cancel{CallId: 1 << 40}
+				default:
+					b.next().Request = &wire.Request{CallId: uint64(j)}
+				}
+			}
+			b.size = rr.IntN(64 << 10)
+			return nil
+		}
+		aheads[i] = newReadAhead(p, recv, 0)
+		p.ahead = aheads[i]
+		worst = aheads[i].worst
+	}
+	tr.aheadMax = worst
+	stopMon := make(chan struct{})
+	var monDone sync.WaitGroup
+	monDone.Go(func() {
+		for {
+			select {
+			case <-stopMon:
+				return
+			default:
+			}
+			h := tr.aheadHeld.Load()
+			if h < 0 {
+				t.Errorf("seed %d: the read-aheads hold %d, below 0", seed, h)
+			}
+			var want int64
+			for _, a := range aheads {
+				a.mu.Lock()
+				if a.reserved && !a.running {
+					t.Errorf("seed %d: a reservation with no goroutine running", seed)
+				}
+				if a.reserved {
+					want += a.worst
+				}
+				for _, ab := range a.queue {
+					if ab.err == nil {
+						want += cost(ab.b)
+					}
+				}
+			}
+			if got := tr.aheadHeld.Load(); got != want {
+				t.Errorf("seed %d: the read-aheads hold %d, their reservations and queues %d", seed, got, want)
+			}
+			for _, a := range aheads {
+				a.mu.Unlock()
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+	})
+	for i, a := range aheads {
+		r := rand.New(rand.NewPCG(seed, uint64(i)*2+2))
+		readers.Go(func() {
+			defer close(gones[i])
+			defer a.close()
+			b := &inBatch{}
+			for {
+				ab, ok, _ := a.next(b)
+				b = ab.b
+				err := ab.err
+				if !ok {
+					err = a.recv(b)
+				}
+				if err != nil {
+					return
+				}
+				if r.IntN(40) == 0 {
+					return // ctx ended: the goroutine may still read
+				}
+				a.reading(b, time.Now())
+				for j := range b.n {
+					if r.IntN(3) != 0 {
+						continue
+					}
+					a.at = j
+					if r.IntN(2) == 0 { // the reader's own wait
+						w := a.begin(&goroutines, nil)
+						time.Sleep(time.Duration(r.IntN(200)) * time.Microsecond)
+						if r.IntN(2) == 0 {
+							a.resume(&goroutines)
+						}
+						time.Sleep(time.Duration(r.IntN(200)) * time.Microsecond)
+						a.end(w)
+						continue
+					}
+					call := &callCtx{}
+					call.taking.Store(true)
+					for k := range 1 + r.IntN(3) {
+						d1 := time.Duration(r.IntN(300)) * time.Microsecond
+						d2 := time.Duration(r.IntN(300)) * time.Microsecond
+						res := k%2 == 0
+						handlers.Go(func() {
+							time.Sleep(d1)
+							w := a.begin(&goroutines, call)
+							if res {
+								a.resume(&goroutines)
+							}
+							time.Sleep(d2)
+							a.end(w)
+						})
+					}
+					time.Sleep(time.Duration(r.IntN(300)) * time.Microsecond)
+					call.taking.Store(false)
+					a.handled()
+				}
+				b.reset()
+			}
+		})
+	}
+	readers.Wait()
+	handlers.Wait()
+	goroutines.Wait()
+	close(stopMon)
+	monDone.Wait()
+	if h := tr.aheadHeld.Load(); h != 0 {
+		t.Errorf("seed %d: the read-aheads hold %d once every stream has ended", seed, h)
+	}
 }
