@@ -21,7 +21,8 @@ import (
 // have in flight on the stream anyway), and in batches (maxAheadBatches): it reads no more
 // past that until the reader has taken some, and no more once the wait has ended, so that a
 // reader held up after it is not hidden from the peer (a probe read then waits for the
-// reader).
+// reader). The read-aheads of all the transport's streams hold its aheadMax together at most,
+// a read under way while a wait lasts counting as the most its batch may cost (reserveAhead).
 //
 // Only waits that hold the reader up start it (begin): the reader's own, and a handler's while
 // the reader takes the handler's request in (callCtx.taking), whatever goroutine the handler
