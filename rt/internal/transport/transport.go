@@ -63,9 +63,9 @@ const flowWindow = 1 << 20
 
 // defaultAheadMax bounds what the served streams' read-aheads hold together without a Core HWM
 // budget; with one, they hold a stream's share of it at most, and minAheadMax at least, room
-// for five reads under way of batches of the default largest message. Each stream's holds a window's bytes
-// and a batch's messages at most, and a node serves up to MaxConns connections of
-// maxStreamsPerConn streams: without a bound across them, peers that hold their streams
+// for five reads under way of batches of the default largest message. Each stream's holds a
+// window's bytes and a batch's messages at most, and a node serves up to MaxConns connections
+// of maxStreamsPerConn streams: without a bound across them, peers that hold their streams
 // waiting for room (by not reading their replies) would have the node read ahead many times
 // what gRPC's connection windows let them have in flight.
 const (
