@@ -94,6 +94,13 @@ func (g *gatedPeer) aheadOf(p *peerStream, fill func(*inBatch)) *readAhead {
 	}, 0)
 }
 
+// goroutineRuns reports whether a's goroutine reads the stream.
+func goroutineRuns(a *readAhead) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.running
+}
+
 // endAhead lets a's stream end, and takes what a read until then.
 func endAhead(t *testing.T, a *readAhead, release chan struct{}, wg *sync.WaitGroup) {
 	t.Helper()
@@ -139,11 +146,7 @@ func TestAReadAheadHoldsABoundedBacklog(t *testing.T) {
 				require.Eventually(t, func() bool { return reads.Load() > int64(tc.most) }, 10*time.Second, time.Millisecond,
 					"it reads on past batches it keeps nothing of")
 			} else {
-				require.Eventually(t, func() bool {
-					a.mu.Lock()
-					defer a.mu.Unlock()
-					return !a.running
-				}, 10*time.Second, time.Millisecond, "it stops")
+				require.Eventually(t, func() bool { return !goroutineRuns(a) }, 10*time.Second, time.Millisecond, "it stops")
 				assert.Equal(t, int64(tc.held), reads.Load(), "it reads no more than it holds")
 			}
 			a.mu.Lock()
@@ -191,10 +194,7 @@ func TestAWaitThatBeginsAsTheReadAheadStopsKeepsItReading(t *testing.T) {
 		require.True(t, ok)
 		a.begin(&wg, nil) // and waits for room again at once
 		for g.reads.Load() < 2 {
-			a.mu.Lock()
-			running := a.running
-			a.mu.Unlock()
-			if !running {
+			if !goroutineRuns(a) {
 				require.FailNow(t, "the reader waits with nothing read ahead", "round %d", round)
 			}
 			runtime.Gosched()
@@ -334,17 +334,12 @@ func TestReadAheadsHoldABoundedBacklogTogether(t *testing.T) {
 	// read of the largest batch fits.
 	tr.aheadMax = first.worst + 3*batchCost
 	var wg sync.WaitGroup
-	stopped := func(a *readAhead) bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return !a.running
-	}
 	first.begin(&wg, nil)
-	require.Eventually(t, func() bool { return stopped(first) }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !goroutineRuns(first) }, 10*time.Second, time.Millisecond)
 	assert.Equal(t, 4*batchCost, tr.aheadHeld.Load(), "the first stream holds all the transport may")
 	assert.Equal(t, int64(4), firstReads.Load())
 	second.begin(&wg, nil)
-	require.Eventually(t, func() bool { return stopped(second) }, 10*time.Second, time.Millisecond,
+	require.Eventually(t, func() bool { return !goroutineRuns(second) }, 10*time.Second, time.Millisecond,
 		"the second reads nothing ahead")
 	assert.Zero(t, secondReads.Load())
 
@@ -353,7 +348,7 @@ func TestReadAheadsHoldABoundedBacklogTogether(t *testing.T) {
 		require.True(t, ok)
 	}
 	second.resume(&wg) // its wait's next window
-	require.Eventually(t, func() bool { return stopped(second) }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !goroutineRuns(second) }, 10*time.Second, time.Millisecond)
 	assert.Equal(t, int64(2), secondReads.Load(), "the second reads what the first let go")
 	assert.Equal(t, 4*batchCost, tr.aheadHeld.Load())
 
@@ -429,11 +424,9 @@ func TestReadsAheadUnderWayCountAgainstTheBound(t *testing.T) {
 	var wg sync.WaitGroup
 	running := func() (n int) {
 		for _, a := range aheads {
-			a.mu.Lock()
-			if a.running {
+			if goroutineRuns(a) {
 				n++
 			}
-			a.mu.Unlock()
 		}
 		return n
 	}
@@ -489,11 +482,7 @@ func TestAReadAheadUnderWayAfterItsWaitHoldsNoneOfTheBound(t *testing.T) {
 	quiet.ahead.end(w)
 	send() // the batch comes, and waits for the reader
 	g.stop()
-	require.Eventually(t, func() bool {
-		quiet.ahead.mu.Lock()
-		defer quiet.ahead.mu.Unlock()
-		return !quiet.ahead.running
-	}, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !goroutineRuns(quiet.ahead) }, 5*time.Second, time.Millisecond)
 	quiet.ahead.close()
 	p.ahead.close()
 	assert.Zero(t, tr.aheadHeld.Load())

@@ -104,8 +104,9 @@ type Config struct {
 	// Core HWM from its receipt until its reply is queued; a request that does not fit is
 	// refused with sdk.ErrInboundBudget and its stream takes no request in until bytes return;
 	// while the application job queue is paused, no stream takes one in. Meanwhile a stream
-	// whose calls run reads ahead (as much as a batch holds at most), so that the
-	// cancellations of those calls reach them. A stream with requests running, none
+	// whose calls run reads ahead (as much as a batch holds at most, and all streams together
+	// a quarter of the budget, 32 MiB at least), so that the cancellations of those calls
+	// reach them. A stream with requests running, none
 	// of which ends in StallTimeout (and then a quarter of it more, a second at most) of such a
 	// wait, reads on, refusing each request that finds no room, so that the peer's
 	// cancellations reach those calls, until none runs or those calls have all ended. A
