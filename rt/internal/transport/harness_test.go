@@ -66,20 +66,40 @@ func sendRequests(t *testing.T, s grpc.ClientStream, reqs ...*wire.Request) {
 	require.NoError(t, s.SendMsg(b))
 }
 
-// recvReply receives from s until the reply to call id arrives.
+// recvReply receives from s until the reply to call id arrives, within 10 s.
 func recvReply(t *testing.T, s grpc.ClientStream, id uint64) *wire.Reply {
 	t.Helper()
-	for range 100 {
-		var b wire.Batch
-		require.NoError(t, s.RecvMsg(&b))
-		for _, env := range b.Envelopes {
-			if r := env.GetReply(); r != nil && r.CallId == id {
-				return r
+	return replyWithin(t, s, id, 10*time.Second)
+}
+
+// replyWithin receives from s until the reply to call id arrives, failing unless it comes
+// within d.
+func replyWithin(t *testing.T, s grpc.ClientStream, id uint64, d time.Duration) *wire.Reply {
+	t.Helper()
+	got := make(chan *wire.Reply, 1)
+	go func() {
+		for {
+			var b wire.Batch
+			if s.RecvMsg(&b) != nil {
+				close(got)
+				return
+			}
+			for _, env := range b.Envelopes {
+				if r := env.GetReply(); r != nil && r.CallId == id {
+					got <- r
+					return
+				}
 			}
 		}
+	}()
+	select {
+	case r, ok := <-got:
+		require.True(t, ok, "the stream ended before the reply to call %d", id)
+		return r
+	case <-time.After(d):
+		require.FailNow(t, "no reply in time", "call %d within %v", id, d)
+		return nil
 	}
-	require.FailNow(t, "no reply", "call %d", id)
-	return nil
 }
 
 // proxy forwards TCP connections to a target; cut drops the connections it carries, as a

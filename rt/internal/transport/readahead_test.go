@@ -63,36 +63,6 @@ func sendBatch(t *testing.T, s grpc.ClientStream, envs ...*wire.Envelope) {
 	require.NoError(t, s.SendMsg(&wire.Batch{Envelopes: envs}))
 }
 
-// replyWithin receives from s until the reply to call id arrives, failing unless it comes
-// within d.
-func replyWithin(t *testing.T, s grpc.ClientStream, id uint64, d time.Duration) *wire.Reply {
-	t.Helper()
-	got := make(chan *wire.Reply, 1)
-	go func() {
-		for {
-			var b wire.Batch
-			if s.RecvMsg(&b) != nil {
-				close(got)
-				return
-			}
-			for _, env := range b.Envelopes {
-				if r := env.GetReply(); r != nil && r.CallId == id {
-					got <- r
-					return
-				}
-			}
-		}
-	}()
-	select {
-	case r, ok := <-got:
-		require.True(t, ok, "the stream ended before the reply to call %d", id)
-		return r
-	case <-time.After(d):
-		require.FailNow(t, "no reply in time", "call %d within %v", id, d)
-		return nil
-	}
-}
-
 // A request that finds no room comes in one batch with the cancellation of a call that holds
 // the room, and the stream waits for room before it reads on: the cancellation, behind the
 // request in its batch, is taken in while it waits, and the stream's next request is taken in
