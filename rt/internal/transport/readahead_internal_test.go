@@ -521,9 +521,11 @@ func TestTheReadAheadsCountStaysExactAtRandom(t *testing.T) {
 // wait at random (their own waits, and handlers' waits on any goroutine that begin before or
 // after the reader has left the handler), and which end at random, some with a read ahead
 // under way. A watch checks all along that the transport's count is the streams'
-// reservations and queued batches exactly, never below 0, and that a reservation always has
-// a goroutine; it is 0 once every stream has ended.
+// reservations and queued batches exactly, never below 0 nor past the bound and a batch a
+// stream, and that a reservation always has a goroutine and a wait that holds the reader up;
+// it is 0 once every stream has ended.
 func aheadsAtRandom(t *testing.T, seed uint64) {
+	const largestSize, largestCount = 64 << 10, 30 // of the peers' batches
 	const streams = 6
 	tr := &Transport{cfg: Config{StallTimeout: time.Second}}
 	var goroutines, readers, handlers sync.WaitGroup
@@ -553,7 +555,7 @@ func aheadsAtRandom(t *testing.T, seed uint64) {
 				}
 			}
 			b.reset()
-			n := 1 + rr.IntN(30)
+			n := 1 + rr.IntN(largestCount)
 			for j := range n {
 				switch rr.IntN(4) {
 				case 0:
@@ -564,7 +566,7 @@ func aheadsAtRandom(t *testing.T, seed uint64) {
 					b.next().Request = &wire.Request{CallId: uint64(j)}
 				}
 			}
-			b.size = rr.IntN(64 << 10)
+			b.size = rr.IntN(largestSize)
 			return nil
 		}
 		aheads[i] = newReadAhead(p, recv, 0)
@@ -591,6 +593,9 @@ func aheadsAtRandom(t *testing.T, seed uint64) {
 				if a.reserved && !a.running {
 					t.Errorf("seed %d: a reservation with no goroutine running", seed)
 				}
+				if a.reserved && !a.waitingLocked() {
+					t.Errorf("seed %d: a reservation with no wait holding the reader up", seed)
+				}
 				if a.reserved {
 					want += a.worst
 				}
@@ -602,6 +607,10 @@ func aheadsAtRandom(t *testing.T, seed uint64) {
 			}
 			if got := tr.aheadHeld.Load(); got != want {
 				t.Errorf("seed %d: the read-aheads hold %d, their reservations and queues %d", seed, got, want)
+			}
+			// The bound, and one batch a stream past it at most.
+			if got, most := tr.aheadHeld.Load(), tr.aheadMax+streams*(largestSize+largestCount*decodedMessageBytes); got > most {
+				t.Errorf("seed %d: the read-aheads hold %d, over the bound and a batch a stream (%d)", seed, got, most)
 			}
 			for _, a := range aheads {
 				a.mu.Unlock()
