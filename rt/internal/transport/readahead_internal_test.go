@@ -686,3 +686,32 @@ func aheadsAtRandom(t *testing.T, seed uint64) {
 		t.Errorf("seed %d: the read-aheads hold %d once every stream has ended", seed, h)
 	}
 }
+
+// A read-ahead closed while a wait still counts reads no more: what it would read is dropped,
+// and it would read on for nothing.
+func TestAClosedReadAheadReadsNoMore(t *testing.T) {
+	step, end := make(chan struct{}), make(chan struct{})
+	var reads atomic.Int64
+	a := newReadAhead(idleStream(), func(b *inBatch) error {
+		select {
+		case <-step: // the peer sends its next batch
+		case <-end:
+			return io.EOF
+		}
+		reads.Add(1)
+		b.reset()
+		b.next().Probe = &wire.Probe{}
+		return nil
+	}, 0)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(end)
+	a.begin(&wg, nil) // a wait that never ends
+	step <- struct{}{}
+	require.Eventually(t, func() bool { return reads.Load() == 1 }, 5*time.Second, time.Millisecond)
+	a.close()          // the reader has ended
+	step <- struct{}{} // the read under way ends
+	require.Eventually(t, func() bool { return !goroutineRuns(a) }, 5*time.Second, time.Millisecond,
+		"it reads no more")
+	assert.Zero(t, a.p.t.aheadHeld.Load())
+}
