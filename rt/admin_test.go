@@ -212,8 +212,11 @@ func TestAdminRelocateAndShutdownOverHTTP(t *testing.T) {
 	assert.Equal(t, admin.TerminationResultDoc{Outcome: "Stopped", Reason: "None"}, *end.TerminationResult)
 	assert.Equal(t, sdk.RuntimeStateStopped, b.Status().State)
 
-	// Asked again after the end, the stopped node's admin server is gone with it.
-	_, err = http.Post(url+"/shutdown", "application/json", strings.NewReader("{}"))
+	// Asked again after the end, the stopped node's admin server is gone with it. A new
+	// connection asks: one the default client kept from the requests before may be found closed
+	// (EOF) rather than refused.
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	_, err = fresh.Post(url+"/shutdown", "application/json", strings.NewReader("{}"))
 	require.Error(t, err)
 	var netErr *net.OpError
 	assert.ErrorAs(t, err, &netErr)
