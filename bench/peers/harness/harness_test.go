@@ -42,6 +42,9 @@ func TestSmoke(t *testing.T) {
 	for _, wl := range []workload.Name{workload.LocalCall1, workload.LocalCall64, workload.RemoteCall1, workload.RemoteCall64, workload.OneWay64} {
 		require.NotNil(t, runs[wl][ZLink][0].Floor, "%s: the ZLink run measured no floor", wl)
 	}
+	for _, wl := range []workload.Name{workload.RemoteCall1, workload.RemoteCall64} {
+		require.NotNil(t, runs[wl][ZLink][0].TCPFloor, "%s: the ZLink run measured no TCP floor", wl)
+	}
 	// The remote runs count their server process's work: it reads and writes every batch.
 	for _, fw := range Frameworks {
 		procs := runs[workload.RemoteCall64][fw][0].Processes
@@ -50,7 +53,7 @@ func TestSmoke(t *testing.T) {
 	}
 	md := Report{Machine: ThisMachine(), Rounds: 1, Order: workload.All, Params: workload.Tiny, Runs: runs}.Markdown()
 	for _, want := range []string{"| a. local request/reply, 1 caller ", "linearizable etcd write", "cores",
-		"| f. remote cold activation of 100 IDs", "ZLink ÷ floor", "| — | — | — | — |", "| j. memory with 1,000 active objects", "round-robin pool router", "read/write system calls per operation"} {
+		"| f. remote cold activation of 100 IDs", "ZLink ÷ floor", "TCP floor ÷ gRPC floor", "| — | — | — | — |", "| j. memory with 1,000 active objects", "round-robin pool router", "read/write system calls per operation"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("RESULTS.md lacks %q", want)
 		}

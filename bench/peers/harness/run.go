@@ -85,6 +85,9 @@ func latencyNote(r workload.Result) string {
 	} else if f != nil {
 		note += fmt.Sprintf("  (floor %s)", fmtRate(f.Rate))
 	}
+	if f := r.TCPFloor; f != nil && f.Latency != nil {
+		note += fmt.Sprintf("  (TCP floor %s, p50 %s, p99 %s, max %s)", fmtRate(f.Rate), fmtDur(f.Latency.P50), fmtDur(f.Latency.P99), fmtDur(f.Latency.Max))
+	}
 	return note
 }
 
@@ -125,10 +128,10 @@ func runOne(ctx context.Context, cfg Config, fw Framework, wl workload.Name, rou
 			var ready string
 			if ready, err = startDep(cfg.Bin.ZLServer, args...); err == nil {
 				f := strings.Fields(ready)
-				if len(f) != 2 {
-					return workload.Result{}, fmt.Errorf("zlserver's ready line %q is not \"<node> <echo address>\"", ready)
+				if len(f) != 3 {
+					return workload.Result{}, fmt.Errorf("zlserver's ready line %q is not \"<node> <gRPC echo address> <TCP echo address>\"", ready)
 				}
-				p.Floor = f[1]
+				p.Floor, p.TCPFloor = f[1], f[2]
 			}
 		case wl.RemoteGrains():
 			_, err = startDep(cfg.Bin.PAServer, "-etcd", strings.Join(p.Etcd, ","))

@@ -350,6 +350,55 @@ func FloorTable(runs Runs, order []workload.Name, params func(workload.Name) wor
 	return b.String()
 }
 
+// TCPFloorTable renders, for each workload whose ZLink runs measured a floor over gRPC and one
+// over bare TCP (remote request/reply), the medians over those runs of ZLink's rate and of both
+// floors', the ratios in each run of the TCP floor to the gRPC floor and of ZLink to the TCP
+// floor, and each floor's processor time per call of every process (of the run whose total is
+// the median, as the processes table gives it); "" when none did. A workload some of whose
+// runs measured no TCP floor says how many did.
+func TCPFloorTable(runs Runs, order []workload.Name, params func(workload.Name) workload.Params) string {
+	var b strings.Builder
+	for _, wl := range order {
+		all := runs[wl][ZLink]
+		var zl []workload.Result
+		for _, r := range all {
+			if r.Floor != nil && r.Floor.Rate > 0 && r.TCPFloor != nil && r.TCPFloor.Rate > 0 {
+				zl = append(zl, r)
+			}
+		}
+		if len(zl) == 0 {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("| Workload | ZLink | gRPC floor | TCP floor | TCP floor ÷ gRPC floor | ZLink ÷ TCP floor | gRPC floor processor time | TCP floor processor time |\n" +
+				"| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		}
+		label := Label(wl, params(wl))
+		if len(zl) < len(all) {
+			label += fmt.Sprintf(" (%d of %d runs)", len(zl), len(all))
+		}
+		var grpcCPU, tcpCPU []perOp
+		for _, r := range zl {
+			grpcCPU = appendPerOp(grpcCPU, r.Floor.Processes, r.Floor.Ops)
+			tcpCPU = appendPerOp(tcpCPU, r.TCPFloor.Processes, r.TCPFloor.Ops)
+		}
+		cpu := func(p []perOp) string {
+			if len(p) == 0 {
+				return "—"
+			}
+			return medianPerOp(p, perOp.cpuTotal).cpuCell()
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.2f | %.2f | %s | %s |\n", label,
+			fmtRate(median(zl, workload.Result.Rate)),
+			fmtRate(median(zl, func(r workload.Result) float64 { return r.Floor.Rate })),
+			fmtRate(median(zl, func(r workload.Result) float64 { return r.TCPFloor.Rate })),
+			median(zl, func(r workload.Result) float64 { return r.TCPFloor.Rate / r.Floor.Rate }),
+			median(zl, func(r workload.Result) float64 { return r.Rate() / r.TCPFloor.Rate }),
+			cpu(grpcCPU), cpu(tcpCPU))
+	}
+	return b.String()
+}
+
 func median(rs []workload.Result, f func(workload.Result) float64) float64 {
 	if len(rs) == 0 {
 		return 0

@@ -104,6 +104,42 @@ func TestNewRowsLabelsAndMetrics(t *testing.T) {
 	require.Equal(t, "d. calls to 10,000 active objects, 64 callers", Label(workload.Steady10k, workload.Defaults(workload.Steady10k)))
 }
 
+func TestTCPFloorTableSetsBothFloorsSideBySide(t *testing.T) {
+	procs := func(cpu, peerCPU float64) *workload.Processes {
+		return &workload.Processes{CPUSeconds: cpu, PeerCPUSeconds: peerCPU}
+	}
+	floor := func(rate float64, ops int64, p *workload.Processes) *workload.Floor {
+		return &workload.Floor{Rate: rate, Ops: ops, Processes: p}
+	}
+	runs := Runs{
+		workload.RemoteCall64: {ZLink: {
+			// TCP ÷ gRPC per run 1.5, 2 and 1.2: the median is 1.5. ZLink ÷ TCP 0.5, 0.25 and
+			// 0.5. The gRPC floor's totals per call are 4, 5 and 3 µs: the median run's parts
+			// (the first) are shown; the TCP floor's 2, 3 and 2.5 µs: the third run's.
+			{Ops: 300, Seconds: 1, Floor: floor(400, 1000, procs(2e-3, 2e-3)), TCPFloor: floor(600, 1000, procs(1e-3, 1e-3))},
+			{Ops: 200, Seconds: 1, Floor: floor(400, 1000, procs(3e-3, 2e-3)), TCPFloor: floor(800, 1000, procs(2e-3, 1e-3))},
+			{Ops: 300, Seconds: 1, Floor: floor(500, 1000, procs(1e-3, 2e-3)), TCPFloor: floor(600, 1000, procs(1.5e-3, 1e-3))},
+			{Ops: 900, Seconds: 1, Floor: floor(500, 1000, nil)}, // no TCP floor: not counted
+		}},
+		// A local floor has no TCP floor.
+		workload.LocalCall64: {ZLink: {{Ops: 10, Seconds: 1, Floor: floor(40, 40, nil)}}},
+	}
+	order := []workload.Name{workload.LocalCall64, workload.RemoteCall64}
+	got := TCPFloorTable(runs, order, workload.Defaults)
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	require.Len(t, lines, 3, got)
+	require.Equal(t, "| "+Label(workload.RemoteCall64, workload.Defaults(workload.RemoteCall64))+
+		" (3 of 4 runs) | 300 /s | 400 /s | 600 /s | 1.50 | 0.50 | 4.00 µs (2.00 µs + 2.00 µs) | 2.50 µs (1.50 µs + 1.00 µs) |", lines[2])
+
+	// Floors whose processes were not measured show no processor time.
+	runs[workload.RemoteCall64] = map[Framework][]workload.Result{ZLink: {
+		{Ops: 100, Seconds: 1, Floor: floor(200, 1, nil), TCPFloor: floor(400, 1, nil)},
+	}}
+	got = TCPFloorTable(runs, order, workload.Defaults)
+	require.Contains(t, got, " | 100 /s | 200 /s | 400 /s | 2.00 | 0.25 | — | — |")
+	require.Empty(t, TCPFloorTable(Runs{workload.LocalCall64: runs[workload.LocalCall64]}, order, workload.Defaults))
+}
+
 func TestFloorTableTakesMediansOfTheRunsThatMeasuredAFloor(t *testing.T) {
 	lat := func(p999, max float64) *workload.Latency { return &workload.Latency{P999: p999, Max: max} }
 	floor := func(rate, p999, max float64) *workload.Floor {

@@ -82,8 +82,9 @@ type Params struct {
 	// Server is the address of the Proto.Actor server process (remote workloads).
 	Server string
 	// Floor is the address of the bare gRPC echo that the ZLink server process serves, which
-	// the remote request/reply runs measure their floor on.
-	Floor string
+	// the remote request/reply runs measure their floor on; TCPFloor that of its echo over bare
+	// TCP, which they measure their TCP floor on.
+	Floor, TCPFloor string
 	// NoFloor skips the floor probes: a profiled run then holds ZLink's work only.
 	NoFloor bool
 	// Timeout bounds every single call and every wait of the run.
@@ -103,13 +104,16 @@ func (n Name) HasFloor() bool {
 }
 
 // Windows is how many measured windows (Warmup and Duration) a run of p takes: two when a
-// floor is measured for as long after ZLink's window. The one-way floor sends Count messages
-// instead.
+// floor is measured for as long after ZLink's window, three when a remote request/reply run
+// measures its TCP floor after that. The one-way floor sends Count messages instead.
 func (p Params) Windows() int {
-	if p.Workload.HasFloor() && !p.NoFloor && p.Workload != OneWay64 {
-		return 2
+	switch {
+	case !p.Workload.HasFloor() || p.NoFloor || p.Workload == OneWay64:
+		return 1
+	case p.Workload == RemoteCall1 || p.Workload == RemoteCall64:
+		return 3
 	}
-	return 1
+	return 2
 }
 
 // Defaults returns the full-size parameters of workload n.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zlink-go/zlink/bench/peers/internal/grpcfloor"
+	"github.com/zlink-go/zlink/bench/peers/internal/tcpfloor"
 	"github.com/zlink-go/zlink/bench/peers/workload"
 	"github.com/zlink-go/zlink/bench/peers/zl"
 	"github.com/zlink-go/zlink/sdk"
@@ -40,7 +41,7 @@ func Run(ctx context.Context, p workload.Params) (workload.Result, func() error,
 	case workload.RemoteCall1, workload.RemoteCall64:
 		// The node is client-only, so placement puts the Spot on the server process.
 		if res, err = calls(ctx, node, p, "far"); err == nil && !p.NoFloor {
-			res.Floor, err = remoteFloor(ctx, p)
+			res.Floor, res.TCPFloor, err = remoteFloors(ctx, p)
 		}
 	case workload.OneWay64:
 		if res, err = oneWay(ctx, node, p); err == nil && !p.NoFloor {
@@ -75,17 +76,21 @@ func runBound(p workload.Params) time.Duration {
 	return time.Duration(p.Windows())*(p.Warmup+p.Duration) + 10*p.Timeout
 }
 
-// remoteFloor measures the same callers calling the server process over a bare gRPC stream,
-// right after ZLink's window.
-func remoteFloor(ctx context.Context, p workload.Params) (*workload.Floor, error) {
-	if p.Floor == "" {
-		return nil, errors.New("no address of the server's bare gRPC echo to measure the floor on")
+// remoteFloors measures the same callers calling the server process over a bare gRPC stream,
+// right after ZLink's window, and then over a bare TCP connection.
+func remoteFloors(ctx context.Context, p workload.Params) (grpc, tcp *workload.Floor, err error) {
+	if p.Floor == "" || p.TCPFloor == "" {
+		return nil, nil, errors.New("no address of the server's bare gRPC or TCP echo to measure the floors on")
 	}
 	res, err := grpcfloor.Measure(ctx, p.Floor, p.Callers, p.Warmup, p.Duration)
 	if err != nil {
-		return nil, fmt.Errorf("floor: %w", err)
+		return nil, nil, fmt.Errorf("floor: %w", err)
 	}
-	return workload.FloorOf(res), nil
+	tres, err := tcpfloor.Measure(ctx, p.TCPFloor, p.Callers, p.Warmup, p.Duration)
+	if err != nil {
+		return nil, nil, fmt.Errorf("TCP floor: %w", err)
+	}
+	return workload.FloorOf(res), workload.FloorOf(tres), nil
 }
 
 // calls measures request/reply to one Spot, activated by an intent call first; the measured

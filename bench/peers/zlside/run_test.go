@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zlink-go/zlink/bench/peers/internal/grpcfloor"
+	"github.com/zlink-go/zlink/bench/peers/internal/tcpfloor"
 	"github.com/zlink-go/zlink/bench/peers/workload"
 	"github.com/zlink-go/zlink/bench/peers/zlside"
 	"github.com/zlink-go/zlink/rt/devetcd"
@@ -54,8 +55,12 @@ func TestRemoteInOneProcess(t *testing.T) {
 			require.NoError(t, err)
 			floor := grpcfloor.Serve(lis)
 			defer floor.Stop()
+			tcpLis, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			tcpFloor := tcpfloor.Serve(tcpLis)
+			defer tcpFloor.Stop()
 			p := workload.Tiny(n)
-			p.Etcd, p.Floor = etcd.Endpoints(), lis.Addr().String()
+			p.Etcd, p.Floor, p.TCPFloor = etcd.Endpoints(), lis.Addr().String(), tcpLis.Addr().String()
 			res, stop, err := zlside.Run(ctx, p)
 			require.NoError(t, err)
 			require.NoError(t, stop())
@@ -96,5 +101,13 @@ func checkResult(t *testing.T, n workload.Name, res workload.Result) {
 		require.Nil(t, res.Floor.Latency, "one-way sends have no latency")
 	default:
 		require.Nil(t, res.Floor, "a floor is measured for request/reply to one object or a channel's server and for one-way sends only")
+	}
+	if n == workload.RemoteCall1 || n == workload.RemoteCall64 {
+		require.NotNil(t, res.TCPFloor, "TCP floor")
+		require.Positive(t, res.TCPFloor.Rate)
+		require.NotNil(t, res.TCPFloor.Latency)
+		require.Positive(t, res.TCPFloor.Latency.P50)
+	} else {
+		require.Nil(t, res.TCPFloor, "a TCP floor is measured for remote request/reply only")
 	}
 }

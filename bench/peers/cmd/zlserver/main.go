@@ -1,6 +1,7 @@
 // Command zlserver is the server process of the two-process ZLink workload: a node that hosts
-// the generated Echo Spot type on the given etcd, and the bare gRPC echo that the remote rows
-// measure their floor on. It prints "ready <node> <echo address>" once both serve
+// the generated Echo Spot type on the given etcd, and the bare gRPC and TCP echoes that the
+// remote rows measure their floors on. It prints "ready <node> <gRPC echo address> <TCP echo
+// address>" once all three serve
 // and stops when its standard input closes or it gets SIGTERM or SIGINT. With -cpuprofile it
 // writes a CPU profile of its whole run.
 package main
@@ -16,6 +17,7 @@ import (
 
 	"github.com/zlink-go/zlink/bench/peers/internal/grpcfloor"
 	"github.com/zlink-go/zlink/bench/peers/internal/stopwait"
+	"github.com/zlink-go/zlink/bench/peers/internal/tcpfloor"
 	"github.com/zlink-go/zlink/bench/peers/zlside"
 	"github.com/zlink-go/zlink/sdk"
 )
@@ -40,20 +42,28 @@ func main() {
 		fmt.Fprintln(os.Stderr, "zlserver:", err)
 		os.Exit(1)
 	}
-	// The bare gRPC echo that the remote request/reply runs measure their floor on.
+	// The bare gRPC echo and the bare TCP echo that the remote request/reply runs measure
+	// their floors on.
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	var tcpLis net.Listener
+	if err == nil {
+		if tcpLis, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			_ = lis.Close()
+		}
+	}
 	if err != nil {
 		_ = n.Close()
 		fmt.Fprintln(os.Stderr, "zlserver:", err)
 		os.Exit(1)
 	}
-	floor := grpcfloor.Serve(lis)
-	fmt.Printf("ready %s %s\n", n.LocalNode(), lis.Addr())
+	floor, tcpFloor := grpcfloor.Serve(lis), tcpfloor.Serve(tcpLis)
+	fmt.Printf("ready %s %s %s\n", n.LocalNode(), lis.Addr(), tcpLis.Addr())
 	wait()
 	// The profile is written before the node stops: the harness may have stopped etcd
 	// already, and a node that cannot reach it takes longer to close than the harness waits.
 	stopProfile()
 	floor.Stop()
+	tcpFloor.Stop()
 	if err := n.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "zlserver:", err)
 	}
