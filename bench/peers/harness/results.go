@@ -199,7 +199,7 @@ func (r Report) Markdown() string {
 		b.WriteString("\n")
 	}
 	if t := TCPFloorTable(r.Runs, r.Order, r.Params); t != "" {
-		b.WriteString("The remote rows' floor over gRPC against the same calls over one bare TCP connection, with the same design, measured in the same runs: what gRPC's own work costs them. Processor time is per call, of every process (the run's own process + the server):\n\n")
+		b.WriteString("The remote rows' floor over gRPC against the same calls over one bare TCP connection, with the same design, measured in the same runs: what gRPC's own work costs them. Processor time is per call, of every process of the run (the run's own process + the others: the server, etcd):\n\n")
 		b.WriteString(t)
 		b.WriteString("\n")
 	}

@@ -113,12 +113,14 @@ func TestTCPFloorTableSetsBothFloorsSideBySide(t *testing.T) {
 	}
 	runs := Runs{
 		workload.RemoteCall64: {ZLink: {
-			// TCP ÷ gRPC per run 1.5, 2 and 1.2: the median is 1.5. ZLink ÷ TCP 0.5, 0.25 and
-			// 0.5. The gRPC floor's totals per call are 4, 5 and 3 µs: the median run's parts
-			// (the first) are shown; the TCP floor's 2, 3 and 2.5 µs: the third run's.
-			{Ops: 300, Seconds: 1, Floor: floor(400, 1000, procs(2e-3, 2e-3)), TCPFloor: floor(600, 1000, procs(1e-3, 1e-3))},
-			{Ops: 200, Seconds: 1, Floor: floor(400, 1000, procs(3e-3, 2e-3)), TCPFloor: floor(800, 1000, procs(2e-3, 1e-3))},
-			{Ops: 300, Seconds: 1, Floor: floor(500, 1000, procs(1e-3, 2e-3)), TCPFloor: floor(600, 1000, procs(1.5e-3, 1e-3))},
+			// TCP ÷ gRPC per run 2, 1.2 and 1.17: the median is 1.2, where the medians of the
+			// rates would give 700 ÷ 500. ZLink ÷ TCP 0.25, 0.5 and 0.6: 0.5, not 300 ÷ 700.
+			// The gRPC floor's totals per call are 5, 4 and 6 µs: the first run's parts are
+			// shown, where the median of the own process's part (1, 3, 2) is the third run's;
+			// the TCP floor's 3, 3.5 and 2 µs: the first run's again, not the third's (2, 0.5, 1).
+			{Ops: 200, Seconds: 1, Floor: floor(400, 1000, procs(1e-3, 4e-3)), TCPFloor: floor(800, 1000, procs(2e-3, 1e-3))},
+			{Ops: 300, Seconds: 1, Floor: floor(500, 1000, procs(3e-3, 1e-3)), TCPFloor: floor(600, 1000, procs(0.5e-3, 3e-3))},
+			{Ops: 420, Seconds: 1, Floor: floor(600, 1000, procs(2e-3, 4e-3)), TCPFloor: floor(700, 1000, procs(1e-3, 1e-3))},
 			{Ops: 900, Seconds: 1, Floor: floor(500, 1000, nil)}, // no TCP floor: not counted
 		}},
 		// A local floor has no TCP floor.
@@ -129,7 +131,7 @@ func TestTCPFloorTableSetsBothFloorsSideBySide(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(got), "\n")
 	require.Len(t, lines, 3, got)
 	require.Equal(t, "| "+Label(workload.RemoteCall64, workload.Defaults(workload.RemoteCall64))+
-		" (3 of 4 runs) | 300 /s | 400 /s | 600 /s | 1.50 | 0.50 | 4.00 µs (2.00 µs + 2.00 µs) | 2.50 µs (1.50 µs + 1.00 µs) |", lines[2])
+		" (3 of 4 runs) | 300 /s | 500 /s | 700 /s | 1.20 | 0.50 | 5.00 µs (1.00 µs + 4.00 µs) | 3.00 µs (2.00 µs + 1.00 µs) |", lines[2])
 
 	// Floors whose processes were not measured show no processor time.
 	runs[workload.RemoteCall64] = map[Framework][]workload.Result{ZLink: {

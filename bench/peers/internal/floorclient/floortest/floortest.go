@@ -1,0 +1,217 @@
+// Package floortest holds the tests that every remote floor passes, whatever its link: a
+// floor's own test runs them on its echo and its client.
+package floortest
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/zlink-go/zlink/bench/peers/internal/floorclient"
+	"github.com/zlink-go/zlink/bench/peers/workload"
+)
+
+// Floor is what the tests need of a floor.
+type Floor struct {
+	// Name begins the client's errors; Noun is what its link is in them.
+	Name, Noun string
+	// Serve serves, until stop or the test's end, an echo that answers each frame it reads with
+	// the frames answer returns for it, and returns its address.
+	Serve func(t *testing.T, answer func(f []byte) [][]byte) (addr string, stop func())
+	// Dial opens a client of callers callers to the echo at addr.
+	Dial func(ctx context.Context, addr string, callers int) (*floorclient.Client, error)
+	// Measure measures the echo at addr as the floor's Measure does.
+	Measure func(ctx context.Context, addr string, callers int, warmup, duration time.Duration) (workload.Result, error)
+}
+
+// Echo answers each frame with itself.
+func Echo(f []byte) [][]byte { return [][]byte{f} }
+
+// Run runs every test of the shared client on f.
+func Run(t *testing.T, f Floor) {
+	t.Run("EveryCallerGetsItsOwnAnswer", func(t *testing.T) { everyCallerGetsItsOwnAnswer(t, f) })
+	t.Run("ACallEndsWhenTheServerGoes", func(t *testing.T) { aCallEndsWhenTheServerGoes(t, f) })
+	t.Run("MeasureReportsTheWindow", func(t *testing.T) { measureReportsTheWindow(t, f) })
+	t.Run("GarbageEndsTheLink", func(t *testing.T) { garbageEndsTheLink(t, f) })
+	t.Run("ADuplicateAnswerIsDropped", func(t *testing.T) { aDuplicateAnswerIsDropped(t, f) })
+	t.Run("ALateAnswerIsNotTakenForTheNext", func(t *testing.T) { aLateAnswerIsNotTakenForTheNext(t, f) })
+	t.Run("CloseEndsWaitingCalls", func(t *testing.T) { closeEndsWaitingCalls(t, f) })
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// everyCallerGetsItsOwnAnswer calls from many callers at once: each gets back the sequence
+// number it sent, however the requests were framed.
+func everyCallerGetsItsOwnAnswer(t *testing.T, f Floor) {
+	ctx := testContext(t)
+	addr, _ := f.Serve(t, Echo)
+	const callers, calls = 16, 500
+	c, err := f.Dial(ctx, addr, callers)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for caller := range callers {
+		wg.Go(func() {
+			for i := range calls {
+				seq := int64(caller*1_000_000 + i)
+				got, err := c.Call(ctx, caller, seq)
+				if err == nil && got != seq {
+					err = fmt.Errorf("caller %d sent %d and got %d", caller, seq, got)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.NoError(t, c.Close())
+	_, err = c.Call(ctx, 0, 1)
+	require.Error(t, err, "a call after Close")
+	_, err = c.Call(ctx, callers, 1)
+	require.ErrorContains(t, err, "caller 16 of 16")
+	_, err = c.Call(ctx, 0, -1)
+	require.ErrorContains(t, err, "sequence number -1 is negative")
+}
+
+// aCallEndsWhenTheServerGoes stops the server under a client: its calls fail instead of
+// waiting for ever.
+func aCallEndsWhenTheServerGoes(t *testing.T, f Floor) {
+	ctx := testContext(t)
+	addr, stop := f.Serve(t, Echo)
+	c, err := f.Dial(ctx, addr, 1)
+	require.NoError(t, err)
+	defer c.Close()
+	CallInOrder(ctx, t, c, 7, 7)
+	stop()
+	_, err = c.Call(ctx, 0, 8)
+	require.ErrorContains(t, err, f.Name+": the "+f.Noun+" ended")
+}
+
+// measureReportsTheWindow measures a short run: it counts calls and their latency.
+func measureReportsTheWindow(t *testing.T, f Floor) {
+	ctx := testContext(t)
+	addr, _ := f.Serve(t, Echo)
+	res, err := f.Measure(ctx, addr, 4, 20*time.Millisecond, 100*time.Millisecond)
+	require.NoError(t, err)
+	require.Positive(t, res.Ops)
+	require.InDelta(t, 0.1, res.Seconds, 0.09)
+	require.NotNil(t, res.Latency)
+	require.Positive(t, res.Latency.P50)
+}
+
+// garbageEndsTheLink answers with bytes that are no answer to a request: the calls fail, naming
+// it, and Close still returns.
+func garbageEndsTheLink(t *testing.T, f Floor) {
+	ctx := testContext(t)
+	tooLarge := binary.AppendUvarint(binary.AppendUvarint(nil, 0), math.MaxInt64+1)
+	for name, c := range map[string]struct {
+		answer func([]byte) [][]byte
+		err    string
+	}{
+		"unknown caller": {func([]byte) [][]byte { return [][]byte{{0x7f, 1}} }, "answered a request no caller sent"},
+		"cut short":      {func(b []byte) [][]byte { return [][]byte{b[:len(b)-1]} }, "answered a request cut short"},
+		"sequence number past int64": {func([]byte) [][]byte { return [][]byte{append(tooLarge, make([]byte, floorclient.PayloadSize)...)} },
+			"answered a sequence number no caller sent"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			addr, _ := f.Serve(t, c.answer)
+			cl, err := f.Dial(ctx, addr, 2)
+			require.NoError(t, err)
+			_, err = cl.Call(ctx, 0, 1)
+			require.ErrorContains(t, err, f.Name+": the echo "+c.err)
+			_, err = cl.Call(ctx, 1, 2)
+			require.Error(t, err, "the link has ended")
+			require.NoError(t, cl.Close())
+		})
+	}
+}
+
+// aDuplicateAnswerIsDropped answers every frame twice: each call still gets its own answer,
+// and none waits for ever.
+func aDuplicateAnswerIsDropped(t *testing.T, f Floor) {
+	ctx := testContext(t)
+	addr, _ := f.Serve(t, func(b []byte) [][]byte { return [][]byte{b, b} })
+	c, err := f.Dial(ctx, addr, 1)
+	require.NoError(t, err)
+	defer c.Close()
+	CallInOrder(ctx, t, c, 1, 50)
+}
+
+// aLateAnswerIsNotTakenForTheNext lets a call's context end before its answer comes: the
+// caller's next call gets its own answer, not the late one.
+func aLateAnswerIsNotTakenForTheNext(t *testing.T, f Floor) {
+	ctx := testContext(t)
+	var mu sync.Mutex
+	hold := true
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	defer free() // a failing test leaves no answer held
+	addr, _ := f.Serve(t, func(b []byte) [][]byte {
+		mu.Lock()
+		h := hold
+		hold = false
+		mu.Unlock()
+		if h {
+			<-release // the first answer comes only after its call gave up
+		}
+		return [][]byte{b}
+	})
+	c, err := f.Dial(ctx, addr, 1)
+	require.NoError(t, err)
+	defer c.Close()
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = c.Call(short, 0, 1)
+	cancelShort()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	free()
+	CallInOrder(ctx, t, c, 2, 4)
+}
+
+// closeEndsWaitingCalls closes a client while a call waits for an echo that never answers.
+func closeEndsWaitingCalls(t *testing.T, f Floor) {
+	ctx := testContext(t)
+	addr, _ := f.Serve(t, func([]byte) [][]byte { return nil })
+	c, err := f.Dial(ctx, addr, 1)
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Call(ctx, 0, 1)
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, c.Close())
+	select {
+	case err := <-errc:
+		require.ErrorContains(t, err, f.Name+": the "+f.Noun+" ended")
+	case <-ctx.Done():
+		t.Fatal("the call still waits after Close")
+	}
+}
+
+// CallInOrder calls as caller 0 with the sequence numbers from to last: each call must get its
+// own answer.
+func CallInOrder(ctx context.Context, t *testing.T, c *floorclient.Client, from, last int64) {
+	t.Helper()
+	for seq := from; seq <= last; seq++ {
+		got, err := c.Call(ctx, 0, seq)
+		require.NoError(t, err)
+		require.Equal(t, seq, got)
+	}
+}
