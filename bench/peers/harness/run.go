@@ -96,6 +96,7 @@ func runOne(ctx context.Context, cfg Config, fw Framework, wl workload.Name, rou
 	p := cfg.Params(wl)
 	// A profile holds ZLink's work only: the floors' gRPC frames would mix with its own.
 	p.NoFloor = p.NoFloor || cfg.ProfileDir != ""
+	p.TCPFloorFirst = round%2 == 0
 	var deps []*Proc
 	defer func() {
 		for i := len(deps) - 1; i >= 0; i-- {

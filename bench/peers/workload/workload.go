@@ -87,6 +87,10 @@ type Params struct {
 	Floor, TCPFloor string
 	// NoFloor skips the floor probes: a profiled run then holds ZLink's work only.
 	NoFloor bool
+	// TCPFloorFirst measures the TCP floor before the gRPC floor: the harness alternates the
+	// two from round to round, so that a drift within a run (the heap, the processors' heat)
+	// does not always fall on the same one.
+	TCPFloorFirst bool
 	// Timeout bounds every single call and every wait of the run.
 	Timeout time.Duration
 	// Peers are the process IDs of the run's other processes (etcd, the server process),

@@ -76,21 +76,40 @@ func runBound(p workload.Params) time.Duration {
 	return time.Duration(p.Windows())*(p.Warmup+p.Duration) + 10*p.Timeout
 }
 
-// remoteFloors measures the same callers calling the server process over a bare gRPC stream,
-// right after ZLink's window, and then over a bare TCP connection.
+// remoteFloors measures, right after ZLink's window, the same callers calling the server
+// process over a bare gRPC stream and over a bare TCP connection, one after the other in the
+// order p says.
 func remoteFloors(ctx context.Context, p workload.Params) (grpc, tcp *workload.Floor, err error) {
 	if p.Floor == "" || p.TCPFloor == "" {
 		return nil, nil, errors.New("no address of the server's bare gRPC or TCP echo to measure the floors on")
 	}
-	res, err := grpcfloor.Measure(ctx, p.Floor, p.Callers, p.Warmup, p.Duration)
-	if err != nil {
-		return nil, nil, fmt.Errorf("floor: %w", err)
+	measureGRPC := func() (err error) {
+		res, err := grpcfloor.Measure(ctx, p.Floor, p.Callers, p.Warmup, p.Duration)
+		if err != nil {
+			return fmt.Errorf("floor: %w", err)
+		}
+		grpc = workload.FloorOf(res)
+		return nil
 	}
-	tres, err := tcpfloor.Measure(ctx, p.TCPFloor, p.Callers, p.Warmup, p.Duration)
-	if err != nil {
-		return nil, nil, fmt.Errorf("TCP floor: %w", err)
+	measureTCP := func() (err error) {
+		res, err := tcpfloor.Measure(ctx, p.TCPFloor, p.Callers, p.Warmup, p.Duration)
+		if err != nil {
+			return fmt.Errorf("TCP floor: %w", err)
+		}
+		tcp = workload.FloorOf(res)
+		return nil
 	}
-	return workload.FloorOf(res), workload.FloorOf(tres), nil
+	first, second := measureGRPC, measureTCP
+	if p.TCPFloorFirst {
+		first, second = measureTCP, measureGRPC
+	}
+	if err := first(); err != nil {
+		return nil, nil, err
+	}
+	if err := second(); err != nil {
+		return nil, nil, err
+	}
+	return grpc, tcp, nil
 }
 
 // calls measures request/reply to one Spot, activated by an intent call first; the measured

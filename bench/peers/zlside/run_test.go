@@ -61,6 +61,7 @@ func TestRemoteInOneProcess(t *testing.T) {
 			defer tcpFloor.Stop()
 			p := workload.Tiny(n)
 			p.Etcd, p.Floor, p.TCPFloor = etcd.Endpoints(), lis.Addr().String(), tcpLis.Addr().String()
+			p.TCPFloorFirst = n == workload.RemoteCall1 // both orders of the floors
 			res, stop, err := zlside.Run(ctx, p)
 			require.NoError(t, err)
 			require.NoError(t, stop())
