@@ -83,31 +83,22 @@ func remoteFloors(ctx context.Context, p workload.Params) (grpc, tcp *workload.F
 	if p.Floor == "" || p.TCPFloor == "" {
 		return nil, nil, errors.New("no address of the server's bare gRPC or TCP echo to measure the floors on")
 	}
-	measureGRPC := func() (err error) {
-		res, err := grpcfloor.Measure(ctx, p.Floor, p.Callers, p.Warmup, p.Duration)
-		if err != nil {
-			return fmt.Errorf("floor: %w", err)
-		}
-		grpc = workload.FloorOf(res)
-		return nil
+	type probe struct {
+		name    string
+		measure func(ctx context.Context, addr string, callers int, warmup, duration time.Duration) (workload.Result, error)
+		addr    string
+		floor   **workload.Floor
 	}
-	measureTCP := func() (err error) {
-		res, err := tcpfloor.Measure(ctx, p.TCPFloor, p.Callers, p.Warmup, p.Duration)
-		if err != nil {
-			return fmt.Errorf("TCP floor: %w", err)
-		}
-		tcp = workload.FloorOf(res)
-		return nil
-	}
-	first, second := measureGRPC, measureTCP
+	probes := []probe{{"floor", grpcfloor.Measure, p.Floor, &grpc}, {"TCP floor", tcpfloor.Measure, p.TCPFloor, &tcp}}
 	if p.TCPFloorFirst {
-		first, second = measureTCP, measureGRPC
+		probes[0], probes[1] = probes[1], probes[0]
 	}
-	if err := first(); err != nil {
-		return nil, nil, err
-	}
-	if err := second(); err != nil {
-		return nil, nil, err
+	for _, pr := range probes {
+		res, err := pr.measure(ctx, pr.addr, p.Callers, p.Warmup, p.Duration)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", pr.name, err)
+		}
+		*pr.floor = workload.FloorOf(res)
 	}
 	return grpc, tcp, nil
 }

@@ -17,29 +17,10 @@ import (
 func TestTheSharedClientOverAStream(t *testing.T) {
 	floortest.Run(t, floortest.Floor{
 		Name: "grpcfloor", Noun: "stream",
-		Serve: func(t *testing.T, answer func([]byte) [][]byte) (string, func()) {
-			lis, err := net.Listen("tcp", "127.0.0.1:0")
-			require.NoError(t, err)
-			s := serve(lis, answer)
-			t.Cleanup(s.Stop)
-			return lis.Addr().String(), s.Stop
-		},
-		Dial: Dial, Measure: Measure,
+		Serve:     func(lis net.Listener, answer func([]byte) [][]byte) func() { return serve(lis, answer).Stop },
+		ServeEcho: func(lis net.Listener) func() { return Serve(lis).Stop },
+		Dial:      Dial, Measure: Measure,
 	})
-}
-
-// TestServeEchoesEachFrame calls the echo that Serve serves: each call gets its own answer.
-func TestServeEchoesEachFrame(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	s := Serve(lis)
-	defer s.Stop()
-	c, err := Dial(ctx, lis.Addr().String(), 1)
-	require.NoError(t, err)
-	defer c.Close()
-	floortest.CallInOrder(ctx, t, c, 1, 20)
 }
 
 // TestDialEndsWithItsContext dials a listener that accepts and never speaks gRPC: Dial returns

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -21,9 +22,11 @@ import (
 type Floor struct {
 	// Name begins the client's errors; Noun is what its link is in them.
 	Name, Noun string
-	// Serve serves, until stop or the test's end, an echo that answers each frame it reads with
-	// the frames answer returns for it, and returns its address.
-	Serve func(t *testing.T, answer func(f []byte) [][]byte) (addr string, stop func())
+	// Serve serves on lis, until stop, an echo that answers each frame it reads with the
+	// frames answer returns for it.
+	Serve func(lis net.Listener, answer func(f []byte) [][]byte) (stop func())
+	// ServeEcho serves the floor's own echo on lis until stop.
+	ServeEcho func(lis net.Listener) (stop func())
 	// Dial opens a client of callers callers to the echo at addr.
 	Dial func(ctx context.Context, addr string, callers int) (*floorclient.Client, error)
 	// Measure measures the echo at addr as the floor's Measure does.
@@ -33,8 +36,29 @@ type Floor struct {
 // Echo answers each frame with itself.
 func Echo(f []byte) [][]byte { return [][]byte{f} }
 
+// serve serves with the floor's serve on a loopback port until stop or the test's end, and
+// returns the address; stop may be called more than once.
+func serve(t *testing.T, serve func(net.Listener) (stop func())) (addr string, stop func()) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var once sync.Once
+	end := serve(lis)
+	stop = func() { once.Do(end) }
+	t.Cleanup(stop)
+	return lis.Addr().String(), stop
+}
+
+// serveAnswering serves f's echo whose answers answer makes of each frame on a loopback port until stop
+// or the test's end, and returns its address.
+func (f Floor) serveAnswering(t *testing.T, answer func([]byte) [][]byte) (addr string, stop func()) {
+	t.Helper()
+	return serve(t, func(lis net.Listener) func() { return f.Serve(lis, answer) })
+}
+
 // Run runs every test of the shared client on f.
 func Run(t *testing.T, f Floor) {
+	t.Run("TheEchoAnswersEachFrame", func(t *testing.T) { theEchoAnswersEachFrame(t, f) })
 	t.Run("EveryCallerGetsItsOwnAnswer", func(t *testing.T) { everyCallerGetsItsOwnAnswer(t, f) })
 	t.Run("ACallEndsWhenTheServerGoes", func(t *testing.T) { aCallEndsWhenTheServerGoes(t, f) })
 	t.Run("MeasureReportsTheWindow", func(t *testing.T) { measureReportsTheWindow(t, f) })
@@ -50,11 +74,18 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
+// theEchoAnswersEachFrame calls the floor's own echo: each call gets its own answer.
+func theEchoAnswersEachFrame(t *testing.T, f Floor) {
+	ctx := testContext(t)
+	addr, _ := serve(t, f.ServeEcho)
+	callOnce(ctx, t, f, addr, 20)
+}
+
 // everyCallerGetsItsOwnAnswer calls from many callers at once: each gets back the sequence
 // number it sent, however the requests were framed.
 func everyCallerGetsItsOwnAnswer(t *testing.T, f Floor) {
 	ctx := testContext(t)
-	addr, _ := f.Serve(t, Echo)
+	addr, _ := f.serveAnswering(t, Echo)
 	const callers, calls = 16, 500
 	c, err := f.Dial(ctx, addr, callers)
 	require.NoError(t, err)
@@ -93,7 +124,7 @@ func everyCallerGetsItsOwnAnswer(t *testing.T, f Floor) {
 // waiting for ever.
 func aCallEndsWhenTheServerGoes(t *testing.T, f Floor) {
 	ctx := testContext(t)
-	addr, stop := f.Serve(t, Echo)
+	addr, stop := f.serveAnswering(t, Echo)
 	c, err := f.Dial(ctx, addr, 1)
 	require.NoError(t, err)
 	defer c.Close()
@@ -106,7 +137,7 @@ func aCallEndsWhenTheServerGoes(t *testing.T, f Floor) {
 // measureReportsTheWindow measures a short run: it counts calls and their latency.
 func measureReportsTheWindow(t *testing.T, f Floor) {
 	ctx := testContext(t)
-	addr, _ := f.Serve(t, Echo)
+	addr, _ := f.serveAnswering(t, Echo)
 	res, err := f.Measure(ctx, addr, 4, 20*time.Millisecond, 100*time.Millisecond)
 	require.NoError(t, err)
 	require.Positive(t, res.Ops)
@@ -130,7 +161,7 @@ func garbageEndsTheLink(t *testing.T, f Floor) {
 			"answered a sequence number no caller sent"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			addr, _ := f.Serve(t, c.answer)
+			addr, _ := f.serveAnswering(t, c.answer)
 			cl, err := f.Dial(ctx, addr, 2)
 			require.NoError(t, err)
 			_, err = cl.Call(ctx, 0, 1)
@@ -146,11 +177,18 @@ func garbageEndsTheLink(t *testing.T, f Floor) {
 // and none waits for ever.
 func aDuplicateAnswerIsDropped(t *testing.T, f Floor) {
 	ctx := testContext(t)
-	addr, _ := f.Serve(t, func(b []byte) [][]byte { return [][]byte{b, b} })
+	addr, _ := f.serveAnswering(t, func(b []byte) [][]byte { return [][]byte{b, b} })
+	callOnce(ctx, t, f, addr, 50)
+}
+
+// callOnce dials the echo at addr with one caller, which calls it with the sequence numbers 1
+// to last: each call must get its own answer.
+func callOnce(ctx context.Context, t *testing.T, f Floor, addr string, last int64) {
+	t.Helper()
 	c, err := f.Dial(ctx, addr, 1)
 	require.NoError(t, err)
 	defer c.Close()
-	CallInOrder(ctx, t, c, 1, 50)
+	CallInOrder(ctx, t, c, 1, last)
 }
 
 // aLateAnswerIsNotTakenForTheNext lets a call's context end before its answer comes: the
@@ -163,7 +201,7 @@ func aLateAnswerIsNotTakenForTheNext(t *testing.T, f Floor) {
 	var releaseOnce sync.Once
 	free := func() { releaseOnce.Do(func() { close(release) }) }
 	defer free() // a failing test leaves no answer held
-	addr, _ := f.Serve(t, func(b []byte) [][]byte {
+	addr, _ := f.serveAnswering(t, func(b []byte) [][]byte {
 		mu.Lock()
 		h := hold
 		hold = false
@@ -187,7 +225,7 @@ func aLateAnswerIsNotTakenForTheNext(t *testing.T, f Floor) {
 // closeEndsWaitingCalls closes a client while a call waits for an echo that never answers.
 func closeEndsWaitingCalls(t *testing.T, f Floor) {
 	ctx := testContext(t)
-	addr, _ := f.Serve(t, func([]byte) [][]byte { return nil })
+	addr, _ := f.serveAnswering(t, func([]byte) [][]byte { return nil })
 	c, err := f.Dial(ctx, addr, 1)
 	require.NoError(t, err)
 	errc := make(chan error, 1)
