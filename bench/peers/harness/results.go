@@ -104,12 +104,13 @@ less processor time per operation than Proto.Actor's.
   woken, then sends every queued request in one message; an echo that answers each message
   at once, on the goroutine that read it), and no runtime, routing, queue bound or deadline.
   Its rate is the most that the same calls reach on this machine and gRPC; the ratio is the
-  median of the two rates' ratio in each run. A second probe, right after the first, makes
-  the same calls with the same design over one bare TCP connection (internal/tcpfloor: each
+  median of the two rates' ratio in each run. A second probe makes the same calls with the
+  same design and the same client over one bare TCP connection (internal/tcpfloor: each
   message a frame of its length and its bytes, written with one system call, read by the
-  goroutine that uses it), with no HTTP/2 framing, flow control, or writer and reader
-  goroutines between the connection and its user: what it reaches above the gRPC floor, and
-  the processor time it saves per call, is what gRPC's own work costs these calls.
+  goroutine that uses it), just before or after the first, the two taking turns from round to
+  round. It has no HTTP/2 framing, flow control, or writer and reader goroutines between the
+  connection and its user: what it reaches above the gRPC floor, and the processor time it
+  saves per call, is what gRPC's own work costs these calls.
 - f. (*) Two processes on 127.0.0.1 over gRPC, etcd in a third; the first request to each of
   the fresh IDs, one per ID, after one unmeasured activation that opens the connection. Not the
   same work, as in row c. ZLink: the client-only node sends the intent call to the node that

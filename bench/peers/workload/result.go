@@ -25,8 +25,8 @@ type Result struct {
 	// stream to the server process); nil when not measured.
 	Floor *Floor `json:"floor,omitempty"`
 	// TCPFloor is what the same calls reach over one bare TCP connection with the remote
-	// floor's design, measured right after Floor (ZLink remote request/reply): Floor against it
-	// is what gRPC's own work costs them; nil when not measured.
+	// floor's design, measured just before or after Floor (ZLink remote request/reply): Floor
+	// against it is what gRPC's own work costs them; nil when not measured.
 	TCPFloor *Floor `json:"tcp_floor,omitempty"`
 	// Memory is what a memory workload measured; Ops and Seconds are then its activations.
 	Memory *Memory `json:"memory,omitempty"`
