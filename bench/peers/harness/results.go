@@ -98,19 +98,19 @@ less processor time per operation than Proto.Actor's.
   Proto.Actor's remote benchmark) of the server process (cmd/paserver). Its cluster on the etcd
   provider is not measured: once a grain's PID is cached, a grain request takes the same remote
   send, plus the cluster context's own cost, which row d shows in-process.
-  The floor under the table is a probe in the same ZLink run, always right after ZLink's
-  window: the same callers for the same time, to the same server process over one bare gRPC
-  bidi stream, with the design that measured fastest here (a sender that yields once when
-  woken, then sends every queued request in one message; an echo that answers each message
-  at once, on the goroutine that read it), and no runtime, routing, queue bound or deadline.
-  Its rate is the most that the same calls reach on this machine and gRPC; the ratio is the
-  median of the two rates' ratio in each run. A second probe makes the same calls with the
-  same design and the same client over one bare TCP connection (internal/tcpfloor: each
-  message a frame of its length and its bytes, written with one system call, read by the
-  goroutine that uses it), just before or after the first, the two taking turns from round to
-  round. It has no HTTP/2 framing, flow control, or writer and reader goroutines between the
-  connection and its user: what it reaches above the gRPC floor, and the processor time it
-  saves per call, is what gRPC's own work costs these calls.
+  The floor under the table is a probe in the same ZLink run, after ZLink's window: the same
+  callers for the same time, to the same server process over one bare gRPC bidi stream, with
+  the design that measured fastest here (a sender that yields once when woken, then sends
+  every queued request in one message; an echo that answers each message at once, on the
+  goroutine that read it), and no runtime, routing, queue bound or deadline. Its rate is the
+  most that the same calls reach on this machine and gRPC; the ratio is the median of the two
+  rates' ratio in each run. A second probe makes the same calls with the same design and the
+  same client over one bare TCP connection (internal/tcpfloor: each message a frame of its
+  length and its bytes, written with one system call, read by the goroutine that uses it).
+  The two probes take turns to come first, round by round: in even rounds the gRPC floor is a
+  window further from ZLink's. The TCP probe has no HTTP/2 framing, no flow control and none
+  of gRPC's own writer and reader goroutines: what it reaches above the gRPC floor, and the
+  processor time it saves per call, is what gRPC's own work costs these calls.
 - f. (*) Two processes on 127.0.0.1 over gRPC, etcd in a third; the first request to each of
   the fresh IDs, one per ID, after one unmeasured activation that opens the connection. Not the
   same work, as in row c. ZLink: the client-only node sends the intent call to the node that

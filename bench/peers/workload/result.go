@@ -46,7 +46,8 @@ func (r Result) CPUPerOp() float64 {
 	return r.CPUSeconds / float64(r.Ops)
 }
 
-// Floor is what a floor probe reached, in a window of its own right after ZLink's, in the same
+// Floor is what a floor probe reached, in a window of its own after ZLink's (right after it,
+// but for a remote row's floor measured second, after the other floor's window), in the same
 // run: its calls per second, the most the same callers reach there with no runtime, and their
 // latency.
 type Floor struct {

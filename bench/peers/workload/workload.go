@@ -109,7 +109,7 @@ func (n Name) HasFloor() bool {
 
 // Windows is how many measured windows (Warmup and Duration) a run of p takes: two when a
 // floor is measured for as long after ZLink's window, three when a remote request/reply run
-// measures its TCP floor after that. The one-way floor sends Count messages instead.
+// measures its gRPC and TCP floors after it. The one-way floor sends Count messages instead.
 func (p Params) Windows() int {
 	switch {
 	case !p.Workload.HasFloor() || p.NoFloor || p.Workload == OneWay64:

@@ -68,7 +68,8 @@ func New(name, noun string, link Link, callers int) *Client {
 }
 
 // Call sends seq from caller and returns what the echo answered. A caller has one call at a
-// time; the late answer to a call whose ctx ended is dropped by its next call.
+// time, each with a higher seq than its last: the late answer to a call whose ctx ended is told
+// by its lower seq and dropped by the caller's next call.
 func (c *Client) Call(ctx context.Context, caller int, seq int64) (int64, error) {
 	if caller < 0 || caller >= len(c.replies) {
 		return 0, fmt.Errorf("%s: caller %d of %d", c.name, caller, len(c.replies))
@@ -100,8 +101,9 @@ func (c *Client) Call(ctx context.Context, caller int, seq int64) (int64, error)
 	}
 }
 
-// Close ends the link and waits for the client's goroutines. A link that already ended (the
-// echo went, or answered garbage) closes without an error: its calls had the error.
+// Close ends the link and waits for the client's goroutines. It returns the error of the
+// link's one close: when the receiver closed it first (the echo went, or answered garbage), that
+// close's, which the links make nil for a connection already gone; the calls had the error.
 func (c *Client) Close() error {
 	err := c.end()
 	c.tasks.Wait()

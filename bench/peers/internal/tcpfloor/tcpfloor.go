@@ -2,9 +2,9 @@
 // design on a bare TCP connection, each message a frame of its length and its bytes. Its client
 // is floorclient's, as grpcfloor's is, and writes each frame with one system call; its server
 // answers each frame with the same bytes at once, written by the goroutine that read it. There
-// is no HTTP/2 framing, no flow control and no writer or reader goroutine between a connection
-// and its user: what it reaches against grpcfloor in the same run is what gRPC's own work costs
-// the remote calls on this machine.
+// is no HTTP/2 framing, no flow control, and none of gRPC's own writer and reader goroutines
+// between the connection and the client's sender and receiver: what it reaches against
+// grpcfloor in the same run is what gRPC's own work costs the remote calls on this machine.
 package tcpfloor
 
 import (
@@ -31,18 +31,19 @@ const (
 	// bufferSize is each side's read buffer, as gRPC's default.
 	bufferSize = 32 << 10
 	// acceptRetry is the pause after an error of Accept other than the listener's close (out of
-	// file descriptors) before it accepts again.
+	// file descriptors, say) before it accepts again.
 	acceptRetry = 5 * time.Millisecond
 )
 
 // readFrame reads one frame's bytes from r into buf's array when they fit, else into a new
 // one.
 func readFrame(r *bufio.Reader, buf []byte) ([]byte, error) {
-	var h [headerSize]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
+	h, err := r.Peek(headerSize)
+	if err != nil {
 		return nil, err
 	}
-	n := binary.BigEndian.Uint32(h[:])
+	n := binary.BigEndian.Uint32(h)
+	_, _ = r.Discard(headerSize) // peeked: it cannot fail
 	if n > maxFrame {
 		return nil, fmt.Errorf("a frame of %d bytes, over the limit of %d", n, maxFrame)
 	}
@@ -79,7 +80,7 @@ func serve(lis net.Listener, answer func([]byte) [][]byte) *Server {
 		for {
 			c, err := lis.Accept()
 			if err != nil {
-				if s.stopped() {
+				if errors.Is(err, net.ErrClosed) || s.stopped() {
 					return
 				}
 				time.Sleep(acceptRetry)
@@ -159,15 +160,18 @@ type link struct {
 	conn   net.Conn
 	r      *bufio.Reader
 	header [headerSize]byte
-	bufs   net.Buffers // the header and the frame of a Send, kept for the next
+	vec    [2][]byte   // the header and the frame of a Send
+	bufs   net.Buffers // a slice of vec, which WriteTo consumes
 	in     []byte      // the last frame read, whose array the next one reuses
 }
 
 // Send writes the frame's length and bytes with one system call (writev).
 func (l *link) Send(f []byte) error {
 	binary.BigEndian.PutUint32(l.header[:], uint32(len(f)))
-	l.bufs = append(l.bufs[:0], l.header[:], f)
+	l.vec = [2][]byte{l.header[:], f}
+	l.bufs = l.vec[:]
 	_, err := l.bufs.WriteTo(l.conn)
+	l.vec[1] = nil // the frame is the client's again
 	return err
 }
 

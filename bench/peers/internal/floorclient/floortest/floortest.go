@@ -64,6 +64,7 @@ func Run(t *testing.T, f Floor) {
 	t.Run("MeasureReportsTheWindow", func(t *testing.T) { measureReportsTheWindow(t, f) })
 	t.Run("GarbageEndsTheLink", func(t *testing.T) { garbageEndsTheLink(t, f) })
 	t.Run("ADuplicateAnswerIsDropped", func(t *testing.T) { aDuplicateAnswerIsDropped(t, f) })
+	t.Run("AnswersNoCallerTakesHoldNoOne", func(t *testing.T) { answersNoCallerTakesHoldNoOne(t, f) })
 	t.Run("ALateAnswerIsNotTakenForTheNext", func(t *testing.T) { aLateAnswerIsNotTakenForTheNext(t, f) })
 	t.Run("CloseEndsWaitingCalls", func(t *testing.T) { closeEndsWaitingCalls(t, f) })
 }
@@ -164,7 +165,9 @@ func garbageEndsTheLink(t *testing.T, f Floor) {
 			addr, _ := f.serveAnswering(t, c.answer)
 			cl, err := f.Dial(ctx, addr, 2)
 			require.NoError(t, err)
-			_, err = cl.Call(ctx, 0, 1)
+			short, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_, err = cl.Call(short, 0, 1)
 			require.ErrorContains(t, err, f.Name+": the echo "+c.err)
 			_, err = cl.Call(ctx, 1, 2)
 			require.Error(t, err, "the link has ended")
@@ -179,6 +182,58 @@ func aDuplicateAnswerIsDropped(t *testing.T, f Floor) {
 	ctx := testContext(t)
 	addr, _ := f.serveAnswering(t, func(b []byte) [][]byte { return [][]byte{b, b} })
 	callOnce(ctx, t, f, addr, 50)
+}
+
+// answersNoCallerTakesHoldNoOne has the echo answer the first frame again in front of every
+// later one, so that its caller, which has its answer, gets answers that no one takes: they
+// neither stop the receiver from answering the other caller, nor keep that caller's next answer
+// from it, which comes right behind one of them.
+func answersNoCallerTakesHoldNoOne(t *testing.T, f Floor) {
+	ctx := testContext(t)
+	var mu sync.Mutex
+	var first []byte
+	addr, _ := f.serveAnswering(t, func(b []byte) [][]byte {
+		mu.Lock()
+		defer mu.Unlock()
+		if first == nil {
+			first = append([]byte(nil), b...) // b's array is the echo's again once answered
+			return [][]byte{b}
+		}
+		return [][]byte{first, b}
+	})
+	c, err := f.Dial(ctx, addr, 2)
+	require.NoError(t, err)
+	defer closeWithin(t, c)
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	got, err := c.Call(short, 0, 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), got)
+	for seq := int64(1); seq <= 10; seq++ {
+		// Each brings caller 0's answer again: no one takes it.
+		got, err := c.Call(short, 1, seq)
+		require.NoError(t, err, "caller 1's call %d, while caller 0's extra answers wait", seq)
+		require.Equal(t, seq, got)
+	}
+	for seq := int64(2); seq <= 20; seq++ {
+		got, err = c.Call(short, 0, seq)
+		require.NoError(t, err, "caller 0's call %d, right behind its stale answer", seq)
+		require.Equal(t, seq, got)
+	}
+}
+
+// closeWithin closes c, failing the test rather than waiting for ever when its goroutines do
+// not end.
+func closeWithin(t *testing.T, c *floorclient.Client) {
+	t.Helper()
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close still waits for the client's goroutines")
+	}
 }
 
 // callOnce dials the echo at addr with one caller, which calls it with the sequence numbers 1
@@ -234,7 +289,7 @@ func closeEndsWaitingCalls(t *testing.T, f Floor) {
 		errc <- err
 	}()
 	time.Sleep(50 * time.Millisecond)
-	require.NoError(t, c.Close())
+	closeWithin(t, c)
 	select {
 	case err := <-errc:
 		require.ErrorContains(t, err, f.Name+": the "+f.Noun+" ended")
