@@ -95,10 +95,10 @@ type SpotContext interface {
 	// TurnStart is the instant the current turn was let start. Before every handler and timer
 	// turn the runtime checks that this activation's owner lease, an Entry Spot's its node's,
 	// is certainly valid, and no such turn starts once it may have ended; TurnStart is that
-	// check's clock reading (of the monotonic clock, on the wall clock's scale as it stood
-	// when the lease's guard began). A record of the turn stamped with it, rather than with a
-	// clock reading of the handler's own, names an instant the lease certainly covered, even
-	// when the process was paused between the check and the handler's first line. The closing callback
+	// check's reading of the wall clock (the lease itself is measured on the monotonic clock). A
+	// record of the turn stamped with it, rather than with a clock reading of the handler's own,
+	// names an instant the lease certainly covered, even when the process was paused between the
+	// check and the handler's first line. The closing callback
 	// is checked too: it runs with [CloseOwnerLost] when the lease has ended, and TurnStart then
 	// keeps the previous turn's instant. Outside a turn (in the factory, in MarshalState, on
 	// another goroutine) it is the latest turn's, and the zero Time before the first.

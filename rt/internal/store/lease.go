@@ -67,14 +67,16 @@ func (g *LeaseGuard) Valid() bool {
 }
 
 // ValidNow reads the clock and reports whether the owner lease is certainly valid at that
-// reading, which it returns. It reads only the monotonic clock, on which the guard measures
-// (time.Now reads the wall clock too, about as costly again): the reading is the guard's
-// beginning advanced by the monotonic time since, so its wall part is the wall clock's as it
-// was when the guard began, moved by that time, and a step of the wall clock since then does
-// not move it.
+// reading, which it returns: time.Now's. The guard measures on its monotonic part; its wall
+// part is the wall clock's at that instant, so that a turn's start orders rightly with the
+// process's other readings of the wall clock, and with other processes' on the host, even
+// when the wall clock was set since the guard began. (The guard's beginning advanced by the
+// monotonic time since would spare one read of the wall clock, but after such a setting its
+// wall part would lag the wall clock by the setting, for as long as the guard lasts.)
 func (g *LeaseGuard) ValidNow() (time.Time, bool) {
-	since := time.Since(g.base)
-	return g.base.Add(since), !g.lost.Load() && since >= 0 && int64(since) < g.until.Load()
+	now := time.Now()
+	since := now.Sub(g.base)
+	return now, !g.lost.Load() && since >= 0 && int64(since) < g.until.Load()
 }
 
 // ValidAt reports whether the owner lease was certainly valid at now, a reading of the clock
