@@ -72,7 +72,8 @@ func (g *LeaseGuard) Valid() bool {
 // process's other readings of the wall clock, and with other processes' on the host, even
 // when the wall clock was set since the guard began. (The guard's beginning advanced by the
 // monotonic time since would spare one read of the wall clock, but after such a setting its
-// wall part would lag the wall clock by the setting, for as long as the guard lasts.)
+// wall part would be off the wall clock by the setting, behind or ahead, for as long as the
+// guard lasts.)
 func (g *LeaseGuard) ValidNow() (time.Time, bool) {
 	now := time.Now()
 	since := now.Sub(g.base)
